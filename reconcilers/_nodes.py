@@ -1,0 +1,54 @@
+"""Mapping between Kubernetes node names and Slurm node names (Slinky slurm-bridge).
+
+A Kubernetes node corresponds to the Slurm node named by its label
+``slinky.slurm.net/slurm-nodename`` when present, else to the Slurm node of the same name.
+"""
+
+from __future__ import annotations
+
+from schemas import wellknown
+from schemas.events import Event, KubeNode, SlurmNode
+from schemas.subjects import slurm_source
+
+from reconcilers.base import Context, Store
+
+
+def slurm_name_of(node: KubeNode) -> str:
+    """The Slurm node name a Kubernetes node maps to."""
+    return node.labels.get(wellknown.LABEL_SLURM_NODENAME) or node.key
+
+
+def kube_keys_for_slurm(slurm_name: str, store: Store) -> list[str]:
+    """Kubernetes node names that map to Slurm node ``slurm_name``.
+
+    The node of the same name counts only when it does not point elsewhere by label.
+    """
+    keys = [n.key for n in store.by_label(KubeNode, wellknown.LABEL_SLURM_NODENAME, slurm_name)]
+    same = store.get(KubeNode, slurm_name)
+    if same is not None and slurm_name_of(same) == slurm_name and same.key not in keys:
+        keys.append(same.key)
+    return keys
+
+
+def node_keys_of(event: Event, store: Store, ctx: Context) -> list[str]:
+    """Keys (Kubernetes node names) concerned by a KubeNode or SlurmNode observation."""
+    if isinstance(event, KubeNode):
+        return [event.key]
+    if isinstance(event, SlurmNode):
+        if event.cluster and event.cluster != ctx.cluster:
+            return []
+        # A tombstone no longer names labels, so the index (already updated) and the
+        # same-name rule are all we have; both still reach the Kubernetes node.
+        return kube_keys_for_slurm(event.key, store)
+    return []
+
+
+def all_kube_nodes(store: Store, ctx: Context) -> list[str]:
+    """Every live Kubernetes node name (the start-up resync of node reconcilers)."""
+    del ctx
+    return [n.key for n in store.values(KubeNode)]
+
+
+def slurm_node_for(node: KubeNode, store: Store, ctx: Context) -> SlurmNode | None:
+    """The live Slurm node of ``ctx.cluster`` that ``node`` maps to, if any."""
+    return store.get(SlurmNode, slurm_name_of(node), slurm_source(ctx.cluster))

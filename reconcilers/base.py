@@ -1,0 +1,89 @@
+"""The shape every reconciler module fills in, and the read-only store it reads.
+
+A reconciler is level-based (controller-runtime's ``Reconciler``): a trigger is reduced to the
+*keys* it concerns (:attr:`ReconcilerSpec.keys_of`), and for each key the reconciler reads the
+whole current state (:attr:`ReconcilerSpec.view`) and returns a :class:`Decision`. Redelivered,
+duplicated or reordered triggers therefore converge on the same result.
+
+Implementers must keep ``keys_of``, ``view`` and ``decide`` pure: no ``await``, no clients, no
+clock (time arrives in the view when a rule needs it), no randomness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import msgspec
+
+from schemas.actions import AnyAction
+from schemas.events import Event
+
+E = TypeVar("E", bound=Event)
+
+
+class Store(Protocol):
+    """Read-only view of the projection (latest observation per object, tombstones dropped)."""
+
+    def get(self, kind: type[E], key: str, source: str | None = None) -> E | None:
+        """The live object of ``kind`` with ``key`` (from ``source`` when given), else None."""
+        ...
+
+    def values(self, kind: type[E], source: str | None = None) -> Iterable[E]:
+        """Every live object of ``kind`` (from ``source`` when given)."""
+        ...
+
+    def by_label(self, kind: type[E], label: str, value: str) -> Iterable[E]:
+        """Live objects of ``kind`` whose label ``label`` equals ``value`` (indexed)."""
+        ...
+
+
+class Context(msgspec.Struct, frozen=True, kw_only=True):
+    """Settings a reconciler's rules depend on, built by the runtime from the config.
+
+    ``scheduler_name`` is the value of the managed-node taint and the pods' schedulerName;
+    ``cluster`` the Slurm cluster whose nodes mirror the Kubernetes nodes (its observations
+    come from source ``slurm:<cluster>``).
+    """
+
+    scheduler_name: str
+    cluster: str
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """What one reconcile wants: actions in order, an optional re-check, and why.
+
+    ``requeue_after`` (seconds) asks for another reconcile of the key even without a new
+    trigger (e.g. waiting for a drain to complete); ``reason`` is a short human sentence kept
+    in logs and action records.
+    """
+
+    actions: tuple[AnyAction, ...] = ()
+    requeue_after: float | None = None
+    reason: str = ""
+
+
+NOTHING = Decision(reason="in sync")
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcilerSpec:
+    """A reconciler as data.
+
+    ``triggers``: the observation kinds whose changes may change a decision.
+    ``key_kind``: the kind a key names (used in action subjects, e.g. ``KubeNode``).
+    ``keys_of(event, store, ctx)``: the keys a trigger concerns (may be empty).
+    ``all_keys(store, ctx)``: every key worth reconciling at start-up (initial resync).
+    ``view(store, key, ctx)``: pure read of the state ``decide`` needs.
+    ``decide(view)``: pure rules → :class:`Decision`.
+    """
+
+    name: str
+    triggers: tuple[type[Event], ...]
+    key_kind: str
+    keys_of: Callable[[Event, Store, Context], Iterable[str]]
+    all_keys: Callable[[Store, Context], Iterable[str]]
+    view: Callable[[Store, str, Context], Any]
+    decide: Callable[[Any], Decision]
+    description: str = ""

@@ -1,0 +1,152 @@
+"""Actions (what a reconciler wants done) and the records the runtime keeps of them.
+
+An action is a value: a frozen Struct tagged by its ``action`` field that carries what an
+effector needs and nothing else. Effectors are idempotent and re-check preconditions (the
+action says *what the world should look like*, e.g. "this node drained with this reason"),
+so a redelivered or replayed action converges instead of repeating work.
+
+Every effect becomes an :class:`ActionRecord` on ``bridge.act.<reconciler>.<kind>.<key>``
+(the audit trail, used by ``explain`` and ``replay``); every message the runtime gives up on
+becomes a :class:`DeadLetter` on ``bridge.dlq.<reconciler>``.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+
+class Action(msgspec.Struct, frozen=True, kw_only=True, tag_field="action"):
+    """Base of every action."""
+
+    @property
+    def destructive(self) -> bool:
+        """True when the action removes or stops something (gated on catch-up and leases)."""
+        return False
+
+
+class TaintNode(Action, frozen=True, kw_only=True, tag="TaintNode"):
+    """Ensure Kubernetes node ``node`` carries taint ``key=value:effect``."""
+
+    node: str
+    key: str
+    value: str
+    effect: str
+
+
+class UntaintNode(Action, frozen=True, kw_only=True, tag="UntaintNode"):
+    """Ensure Kubernetes node ``node`` carries no taint with ``key`` and ``effect``."""
+
+    node: str
+    key: str
+    effect: str
+
+
+class DrainSlurmNode(Action, frozen=True, kw_only=True, tag="DrainSlurmNode"):
+    """Ensure Slurm node ``node`` of ``cluster`` is DRAIN with ``reason``."""
+
+    cluster: str
+    node: str
+    reason: str
+
+
+class UndrainSlurmNode(Action, frozen=True, kw_only=True, tag="UndrainSlurmNode"):
+    """Undrain Slurm node ``node`` of ``cluster`` — only while its reason is ours.
+
+    The effector re-reads the node and does nothing unless the current reason is empty or
+    starts with one of ``owned_prefixes`` (an administrator may have drained it meanwhile).
+    """
+
+    cluster: str
+    node: str
+    owned_prefixes: tuple[str, ...]
+
+    @property
+    def destructive(self) -> bool:
+        return True
+
+
+class RecordEvent(Action, frozen=True, kw_only=True, tag="RecordEvent"):
+    """Create a Kubernetes Event on an object (``type``: Normal | Warning)."""
+
+    api_version: str
+    object_kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    type: str = "Normal"
+    reason: str
+    message: str
+
+
+AnyAction = TaintNode | UntaintNode | DrainSlurmNode | UndrainSlurmNode | RecordEvent
+
+Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped"]
+
+
+class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"):
+    """What one effect did.
+
+    ``cause_seq`` is the BRIDGE_OBS stream sequence of the trigger whose reconcile produced
+    the action (0 for a resync), ``duration_s`` the effector's wall time in seconds,
+    ``at`` UTC nanoseconds. ``outcome``: ``ok`` (changed the world), ``noop`` (already as
+    wanted), ``retry`` (transient failure, will be retried), ``failed`` (gave up),
+    ``unsupported`` (the Slurm API version lacks the operation; recorded once),
+    ``skipped`` (a precondition no longer held, e.g. an administrator's drain).
+    """
+
+    reconciler: str
+    key_kind: str
+    key: str
+    action: AnyAction
+    outcome: Outcome
+    reason: str = ""
+    error: str = ""
+    cause_seq: int = 0
+    duration_s: float = 0.0
+    at: int = 0
+    worker: str = ""
+
+
+class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, tag="DeadLetter"):
+    """A message the runtime gave up on, with the reason (``data`` is the original payload)."""
+
+    reconciler: str
+    subject: str
+    stream_seq: int
+    reason: str
+    num_delivered: int = 0
+    data: bytes = b""
+    at: int = 0
+    worker: str = ""
+
+
+ACTIONS: Final[dict[str, type[Action]]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in (TaintNode, UntaintNode, DrainSlurmNode, UndrainSlurmNode, RecordEvent)
+}
+
+_RECORD_DECODER: Final = msgspec.json.Decoder(ActionRecord)
+_DLQ_DECODER: Final = msgspec.json.Decoder(DeadLetter)
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def encode(value: msgspec.Struct) -> bytes:
+    """Encode an action, record or dead letter as JSON."""
+    return _ENCODER.encode(value)
+
+
+def decode_record(data: bytes) -> ActionRecord:
+    """Decode an action record. Raises msgspec.ValidationError / DecodeError."""
+    return _RECORD_DECODER.decode(data)
+
+
+def decode_dead_letter(data: bytes) -> DeadLetter:
+    """Decode a dead-letter record. Raises msgspec.ValidationError / DecodeError."""
+    return _DLQ_DECODER.decode(data)
+
+
+def action_name(action: Action) -> str:
+    """The tag of an action instance (``TaintNode`` …)."""
+    return type(action).__struct_config__.tag  # type: ignore[return-value]

@@ -1,0 +1,172 @@
+"""Observation events: what producers saw, trimmed to the fields the reconcilers use.
+
+Every event is a frozen, keyword-only msgspec Struct tagged by its ``kind`` field, and carries
+the common envelope:
+
+``source``      ``k8s`` or ``slurm:<cluster>``
+``kind``        the tag (``KubeNode``, ``SlurmNode`` …)
+``key``         object key: ``name`` (cluster-scoped / Slurm) or ``namespace/name``
+``op``          ``observed`` or ``deleted`` (a tombstone: snapshot fields keep their defaults)
+``observed_at`` UTC nanoseconds since the epoch when the producer saw it
+``version``     Kubernetes ``resourceVersion`` or a content hash of the Slurm object
+``producer``    id of the producer instance (host + pid + start generation)
+
+Evolution (DESIGN §2): new fields get defaults; wire fields are never renamed or retyped; a new
+kind lives on its own subject, and consumers decode per kind (:func:`decoder_for`) so an old
+consumer never meets an unknown tag.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+Op = Literal["observed", "deleted"]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    """Common envelope of every observation."""
+
+    source: str
+    key: str
+    op: Op = "observed"
+    observed_at: int = 0
+    version: str = ""
+    producer: str = ""
+
+    @property
+    def deleted(self) -> bool:
+        """True for a tombstone."""
+        return self.op == "deleted"
+
+
+# --- Kubernetes ------------------------------------------------------------------------------
+
+
+class Taint(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kubernetes node taint (``effect``: NoSchedule | PreferNoSchedule | NoExecute)."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
+    """A Kubernetes Node. ``key`` is the node name.
+
+    ``cpu_millis`` and ``memory_bytes`` come from ``status.capacity``; ``gpus`` is the sum of
+    ``nvidia.com/gpu`` and ``amd.com/gpu`` capacity.
+    """
+
+    uid: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    ready: bool = False
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    gpus: int = 0
+
+
+# --- Slurm -----------------------------------------------------------------------------------
+
+
+class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
+    """A Slurm node. ``key`` is the Slurm node name; ``source`` names the cluster.
+
+    ``state`` holds the base state first, then the flags, all upper case, version-neutral:
+    ``("IDLE", "DRAIN")`` is drained, ``("ALLOCATED", "DRAIN")`` is draining (v0.0.38's
+    ``state``/``state_flags`` pair and v0.0.40+'s state array both map onto it).
+    ``real_memory`` is in MiB. ``reason_changed_at`` is seconds since the epoch (0 = unset).
+    """
+
+    cluster: str = ""
+    state: tuple[str, ...] = ()
+    reason: str = ""
+    reason_set_by_user: str = ""
+    reason_changed_at: int = 0
+    cpus: int = 0
+    alloc_cpus: int = 0
+    real_memory: int = 0
+    features: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    gres: str = ""
+    address: str = ""
+    comment: str = ""
+
+    @property
+    def base_state(self) -> str:
+        """Base state (``IDLE``, ``ALLOCATED``, ``MIXED``, ``DOWN`` …), ``""`` if unknown."""
+        return self.state[0] if self.state else ""
+
+    def has(self, flag: str) -> bool:
+        """True when ``flag`` (base state or flag, upper case) is in the node's state."""
+        return flag in self.state
+
+
+class SlurmPartition(Event, frozen=True, kw_only=True, tag="SlurmPartition"):
+    """A Slurm partition. ``key`` is the partition name; ``nodes`` is the expanded node list."""
+
+    cluster: str = ""
+    state: str = ""
+    nodes: tuple[str, ...] = ()
+    total_cpus: int = 0
+    total_nodes: int = 0
+    max_time_minutes: int | None = None
+    is_default: bool = False
+
+
+class SlurmPing(Event, frozen=True, kw_only=True, tag="SlurmPing"):
+    """Reachability of a Slurm cluster's controller(s). ``key`` is the cluster name.
+
+    Published when the answer changes (responding or not, the error text), not every poll.
+    """
+
+    cluster: str = ""
+    responding: bool = False
+    hostnames: tuple[str, ...] = ()
+    api_version: str = ""
+    error: str = ""
+
+
+ObservationEvent = KubeNode | SlurmNode | SlurmPartition | SlurmPing
+
+#: Every observation kind by its tag (the ``<kind>`` token of its subject).
+KINDS: Final[dict[str, type[Event]]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in (KubeNode, SlurmNode, SlurmPartition, SlurmPing)
+}
+
+_DECODERS: Final = {tag: msgspec.json.Decoder(cls) for tag, cls in KINDS.items()}
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def decoder_for(kind: str) -> msgspec.json.Decoder[Event]:
+    """The JSON decoder for one kind (route by subject, decode per kind: DESIGN §2).
+
+    Raises:
+        KeyError: ``kind`` is not a known observation kind.
+    """
+    return _DECODERS[kind]  # type: ignore[return-value]
+
+
+def decode_event(kind: str, data: bytes) -> Event:
+    """Decode one observation payload of a known kind.
+
+    Raises:
+        KeyError: unknown kind.
+        msgspec.ValidationError / msgspec.DecodeError: the payload does not match the kind.
+    """
+    return decoder_for(kind).decode(data)
+
+
+def encode_event(event: Event) -> bytes:
+    """Encode an observation as JSON (with its ``kind`` tag)."""
+    return _ENCODER.encode(event)
+
+
+def kind_of(event: Event) -> str:
+    """The tag of an event instance (``KubeNode`` …)."""
+    return type(event).__struct_config__.tag  # type: ignore[return-value]

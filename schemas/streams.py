@@ -1,0 +1,107 @@
+"""JetStream streams and consumers as data (DESIGN §3).
+
+The runtime turns these specs into nats-py configs and creates or updates them idempotently
+at start-up; keeping them here lets tests, the CLI (``slurmbridge streams``) and other
+languages read the same numbers. Durations are seconds, sizes bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+from schemas import subjects
+
+OBS_STREAM: Final = "BRIDGE_OBS"
+ACT_STREAM: Final = "BRIDGE_ACT"
+DLQ_STREAM: Final = "BRIDGE_DLQ"
+DAY: Final = 86_400.0
+
+
+class StreamSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One stream. ``max_msgs_per_subject`` -1 = unlimited; ``max_age_s`` 0 = forever."""
+
+    name: str
+    subjects: tuple[str, ...]
+    storage: Literal["file", "memory"] = "file"
+    max_msgs_per_subject: int = -1
+    max_age_s: float = 0.0
+    max_bytes: int = -1
+    duplicate_window_s: float = 120.0
+    allow_direct: bool = True
+    replicas: int = 1
+    description: str = ""
+
+
+class ConsumerSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A durable pull consumer of one reconciler on BRIDGE_OBS.
+
+    ``max_deliver`` bounds retries (the last failed delivery goes to the dead-letter stream);
+    ``backoff_s`` are the redelivery delays after an ack timeout; ``ack_wait_s`` must exceed
+    the longest reconcile (long effects send ``in_progress``).
+    """
+
+    durable: str
+    stream: str
+    filter_subjects: tuple[str, ...]
+    ack_wait_s: float = 30.0
+    max_deliver: int = 20
+    backoff_s: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
+    max_ack_pending: int = 10_000
+    description: str = ""
+
+
+def stream_specs(
+    *,
+    replicas: int = 1,
+    obs_max_msgs_per_subject: int = 32,
+    obs_max_age_s: float = 7 * DAY,
+    act_max_age_s: float = 30 * DAY,
+    dlq_max_age_s: float = 30 * DAY,
+    storage: Literal["file", "memory"] = "file",
+) -> tuple[StreamSpec, ...]:
+    """The three streams of DESIGN §3 with the given replica count and retention.
+
+    Defaults: 32 messages per observation subject (enough history to explain a recent change
+    while the projection needs only the last) kept 7 days; action records 30 days.
+    """
+    p = subjects.PREFIX
+    return (
+        StreamSpec(
+            name=OBS_STREAM,
+            subjects=(f"{p}.{subjects.OBS}.>",),
+            storage=storage,
+            max_msgs_per_subject=obs_max_msgs_per_subject,
+            max_age_s=obs_max_age_s,
+            replicas=replicas,
+            description="slurmbridge observations (Kubernetes watches, Slurm polls)",
+        ),
+        StreamSpec(
+            name=ACT_STREAM,
+            subjects=(f"{p}.{subjects.ACT}.>",),
+            storage=storage,
+            max_age_s=act_max_age_s,
+            replicas=replicas,
+            description="slurmbridge action records (audit trail)",
+        ),
+        StreamSpec(
+            name=DLQ_STREAM,
+            subjects=(f"{p}.{subjects.DLQ}.>",),
+            storage=storage,
+            max_age_s=dlq_max_age_s,
+            replicas=replicas,
+            description="slurmbridge dead letters with their reason",
+        ),
+    )
+
+
+def consumer_spec(reconciler: str, filter_subjects: tuple[str, ...], **overrides: object) -> ConsumerSpec:
+    """The durable consumer of one reconciler: durable name ``rc-<reconciler>``."""
+    base = ConsumerSpec(
+        durable=f"rc-{reconciler}",
+        stream=OBS_STREAM,
+        filter_subjects=filter_subjects,
+        description=f"slurmbridge reconciler {reconciler}",
+    )
+    return msgspec.structs.replace(base, **overrides) if overrides else base

@@ -1,0 +1,63 @@
+"""Labels, annotations, taints, finalizers and reason strings shared with Slinky.
+
+The values are Slinky's own (slurm-bridge ``internal/wellknown`` and slurm-operator), so
+manifests written for Slinky keep working and a cluster can move between the two systems: a
+drain whose reason starts with one of :data:`OUR_REASON_PREFIXES` is ours, any other drain
+belongs to an administrator and is never undone.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- scheduler -------------------------------------------------------------------------------
+DEFAULT_SCHEDULER_NAME: Final = "slurm-bridge-scheduler"
+
+# --- nodes -----------------------------------------------------------------------------------
+#: Taint placed on Kubernetes nodes that Slurm also manages (value: the scheduler name).
+TAINT_MANAGED_NODE: Final = "slinky.slurm.net/managed-node"
+TAINT_MANAGED_NODE_EFFECT: Final = "NoExecute"
+#: Label on a Kubernetes node naming its Slurm node when the two names differ.
+LABEL_SLURM_NODENAME: Final = "slinky.slurm.net/slurm-nodename"
+#: Label asking slurm-bridge to register the Kubernetes node in Slurm as an external node.
+LABEL_EXTERNAL_NODE: Final = "scheduler.slinky.slurm.net/external-node"
+ANNOTATION_EXTERNAL_NODE_PARTITIONS: Final = "scheduler.slinky.slurm.net/external-node-partitions"
+ANNOTATION_TOPOLOGY_SPEC: Final = "topology.slinky.slurm.net/spec"
+
+# --- pods and jobs ---------------------------------------------------------------------------
+LABEL_SLURM_JOBID: Final = "scheduler.slinky.slurm.net/slurm-jobid"
+ANNOTATION_SLURM_NODE: Final = "slinky.slurm.net/slurm-node"
+FINALIZER_SCHEDULER: Final = "scheduler.slinky.slurm.net/finalizer"
+ANNOTATION_SLURMJOB_PREFIX: Final = "slurmjob.slinky.slurm.net/"
+
+# --- NodeSets (slurm-operator) ---------------------------------------------------------------
+ANNOTATION_POD_DELETION_COST: Final = "nodeset.slinky.slurm.net/pod-deletion-cost"
+LABEL_POD_PROTECT: Final = "nodeset.slinky.slurm.net/pod-protect"
+
+# --- drain reasons ---------------------------------------------------------------------------
+BRIDGE_REASON_PREFIX: Final = "slurm-bridge: "
+OPERATOR_REASON_PREFIX: Final = "slurm-operator: "
+OUR_REASON_PREFIXES: Final = (BRIDGE_REASON_PREFIX, OPERATOR_REASON_PREFIX)
+
+
+def cordon_drain_reason(kube_node: str) -> str:
+    """Reason set on a Slurm node drained because its Kubernetes node is unschedulable.
+
+    Source: Slinky slurm-bridge node controller (same text, so drains stay recognisable).
+    """
+    return f"{BRIDGE_REASON_PREFIX}Corresponding Kubernetes node ({kube_node}) is unschedulable"
+
+
+def scale_in_drain_reason(namespace: str, pod: str) -> str:
+    """Reason set on a Slurm node drained before its NodeSet pod is deleted (slurm-operator)."""
+    return (
+        f"{OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for scale-in"
+    )
+
+
+def is_our_reason(reason: str) -> bool:
+    """True when a drain reason was written by slurmbridge or Slinky (never an administrator's).
+
+    An empty reason is *not* ours: callers decide separately what an empty reason means.
+    """
+    return reason.startswith(OUR_REASON_PREFIXES)

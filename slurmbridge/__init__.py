@@ -1,0 +1,1 @@
+"""slurmbridge runtime: config, bus, projections, worker, effectors, clients, CLI, simulators."""
