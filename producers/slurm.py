@@ -1,0 +1,223 @@
+"""Slurm producer: poll slurmrestd and publish changed ``SlurmNode``/``SlurmPartition``/``SlurmPing``.
+
+Translation only. The pure functions :func:`node_to_event`, :func:`partition_to_event` and
+:func:`ping_to_event` map the client's version-neutral models to events; :class:`SlurmPoller`
+polls every ``poll_interval`` seconds on a fixed schedule (not "sleep after work", so the
+period does not drift with the cost of a poll), using ``update_time`` conditional requests
+where the API version offers them (``None`` = 304 Not Modified = nothing to diff).
+
+Diffing is against what was last published, seeded from the projection (the log), so a
+restarted poller re-publishes nothing. An object missing from a full listing gets a tombstone.
+A failed poll publishes a ``SlurmPing`` with ``responding=False`` and the error, and never
+tombstones anything (a Slurm outage must not look like every node vanished).
+
+``version`` is a content hash of the snapshot; ``Nats-Msg-Id`` is
+``<kind>:<key>:<hash>:<seq of the previous observation of the key>``, so two pollers of one
+cluster that publish the same transition dedupe, while a flip back to an earlier state still
+gets a new id (its previous sequence differs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import msgspec
+
+from schemas import events, subjects
+from schemas.events import Event, SlurmNode, SlurmPartition, SlurmPing
+from slurmbridge import metrics
+from slurmbridge.bus import Published
+from slurmbridge.slurm import errors as slurm_errors
+from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.slurm.models import Node, Partition, Ping
+
+log = logging.getLogger(__name__)
+
+_HASH_ENC = msgspec.json.Encoder()
+_ENVELOPE = {"observed_at": 0, "version": "", "producer": ""}
+
+
+def content_hash(event: Event) -> str:
+    """Hash of an event's snapshot, envelope excluded (16 hex chars)."""
+    stripped = msgspec.structs.replace(event, **_ENVELOPE)
+    return hashlib.blake2b(_HASH_ENC.encode(stripped), digest_size=8).hexdigest()
+
+
+def _stamp(event: Event, producer: str, observed_at: int) -> Event:
+    return msgspec.structs.replace(
+        event, version=content_hash(event), producer=producer, observed_at=observed_at
+    )
+
+
+def node_to_event(node: Node, *, cluster: str, producer: str = "", observed_at: int = 0) -> SlurmNode:
+    """Translate a Slurm node (pure). ``version`` is the content hash."""
+    ev = SlurmNode(
+        source=subjects.slurm_source(cluster),
+        key=node.name,
+        cluster=cluster,
+        state=tuple(node.state),
+        reason=node.reason,
+        reason_set_by_user=node.reason_set_by_user,
+        reason_changed_at=node.reason_changed_at,
+        cpus=node.cpus,
+        alloc_cpus=node.alloc_cpus,
+        real_memory=node.real_memory,
+        features=tuple(node.features),
+        partitions=tuple(node.partitions),
+        gres=node.gres,
+        address=node.address,
+        comment=node.comment,
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
+def partition_to_event(
+    part: Partition, *, cluster: str, producer: str = "", observed_at: int = 0
+) -> SlurmPartition:
+    """Translate a Slurm partition (pure)."""
+    ev = SlurmPartition(
+        source=subjects.slurm_source(cluster),
+        key=part.name,
+        cluster=cluster,
+        state=part.state,
+        nodes=tuple(part.nodes),
+        total_cpus=part.total_cpus,
+        total_nodes=part.total_nodes,
+        max_time_minutes=part.max_time_minutes,
+        is_default=part.is_default,
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
+def ping_to_event(
+    ping: Ping | None, *, cluster: str, error: str = "", producer: str = "", observed_at: int = 0
+) -> SlurmPing:
+    """Translate a ping answer, or a failure (``ping`` None, ``error`` the reason) (pure)."""
+    ev = SlurmPing(
+        source=subjects.slurm_source(cluster),
+        key=cluster,
+        cluster=cluster,
+        responding=bool(ping and ping.responding and not error),
+        hostnames=tuple(ping.hostnames) if ping else (),
+        api_version=ping.api_version if ping else "",
+        error=error or (ping.error if ping else ""),
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
+def tombstone(last: Event, *, producer: str, observed_at: int) -> Event:
+    """Deletion marker for an object last seen as ``last`` (pure)."""
+    return type(last)(  # type: ignore[call-arg]
+        source=last.source, key=last.key, op="deleted", observed_at=observed_at,
+        version="deleted", producer=producer, cluster=getattr(last, "cluster", ""),
+    )
+
+
+Publish = Callable[[Sequence[tuple[Event, str]]], Awaitable[list[Published]]]
+
+
+class SlurmPoller:
+    """Polls one Slurm cluster and publishes what changed.
+
+    ``seed``: last published observation and its stream sequence per (kind, key), from the
+    projection. ``publish``: persists a batch and returns the stream sequences in order.
+    """
+
+    def __init__(
+        self,
+        client: SlurmClient,
+        publish: Publish,
+        *,
+        cluster: str,
+        producer: str,
+        poll_interval: float,
+        seed: dict[tuple[str, str], tuple[Event, int]],
+    ) -> None:
+        self.client = client
+        self.publish = publish
+        self.cluster = cluster
+        self.producer = producer
+        self.poll_interval = poll_interval
+        self.last: dict[tuple[str, str], tuple[Event, int]] = dict(seed)
+        self._node_update: int | None = None
+        self._part_update: int | None = None
+        self.polls = 0
+        self.last_poll_at = 0.0
+        self.polled = asyncio.Event()
+
+    async def run(self) -> None:
+        """Poll forever on a fixed schedule."""
+        next_at = time.monotonic()
+        while True:
+            await self.poll_once()
+            next_at += self.poll_interval
+            now = time.monotonic()
+            if next_at < now:  # a slow poll: skip missed slots instead of bursting
+                next_at = now + self.poll_interval
+            await asyncio.sleep(next_at - now)
+
+    async def poll_once(self) -> int:
+        """One poll cycle; returns the number of observations published."""
+        started = time.perf_counter()
+        now = time.time_ns()
+        batch: list[Event] = []
+        try:
+            ping = await self.client.ping()
+            batch.append(ping_to_event(ping, cluster=self.cluster, producer=self.producer,
+                                       observed_at=now))
+            nodes = await self.client.list_nodes(update_time=self._node_update)
+            if nodes is not None:
+                batch += self._diff(
+                    "SlurmNode",
+                    [node_to_event(n, cluster=self.cluster, producer=self.producer,
+                                   observed_at=now) for n in nodes.nodes],
+                    now,
+                )
+                self._node_update = nodes.last_update or None
+            parts = await self.client.list_partitions(update_time=self._part_update)
+            if parts is not None:
+                batch += self._diff(
+                    "SlurmPartition",
+                    [partition_to_event(p, cluster=self.cluster, producer=self.producer,
+                                        observed_at=now) for p in parts.partitions],
+                    now,
+                )
+                self._part_update = parts.last_update or None
+        except slurm_errors.SlurmError as exc:
+            metrics.POLL_ERRORS.labels(self.cluster).inc()
+            log.warning("poll of Slurm cluster %s failed: %s", self.cluster, exc)
+            batch = [ping_to_event(None, cluster=self.cluster, error=str(exc),
+                                   producer=self.producer, observed_at=now)]
+        changed = [ev for ev in batch if self._changed(ev)]
+        if changed:
+            keyed = [(ev, self._msg_id(ev)) for ev in changed]
+            results = await self.publish(keyed)
+            for ev, res in zip(changed, results, strict=True):
+                self.last[(events.kind_of(ev), ev.key)] = (ev, res.seq)
+        self.polls += 1
+        self.last_poll_at = time.monotonic()
+        self.polled.set()
+        metrics.POLL_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
+        return len(changed)
+
+    def _diff(self, kind: str, current: list[Event], now: int) -> list[Event]:
+        seen = {ev.key for ev in current}
+        out = list(current)
+        for (k, key), (ev, _) in self.last.items():
+            if k == kind and key not in seen and ev.op != "deleted":
+                out.append(tombstone(ev, producer=self.producer, observed_at=now))
+        return out
+
+    def _changed(self, ev: Event) -> bool:
+        prev = self.last.get((events.kind_of(ev), ev.key))
+        if prev is None:
+            return ev.op != "deleted"
+        return prev[0].version != ev.version or prev[0].op != ev.op
+
+    def _msg_id(self, ev: Event) -> str:
+        prev = self.last.get((events.kind_of(ev), ev.key))
+        return f"{events.kind_of(ev)}:{ev.key}:{ev.version}:{prev[1] if prev else 0}"

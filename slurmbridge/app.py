@@ -1,0 +1,232 @@
+"""Assemble and run the components of one slurmbridge process.
+
+Components (``--only`` picks a subset; the default runs all of them in one process, which is
+what small sites and ``compose.yaml`` use): ``kube-watcher``, ``slurm-poller`` and one per
+reconciler (``node_taint``, ``slurm_drain`` …). Every process keeps its own projection.
+
+Start-up order matters: streams exist before anything publishes; the projection has caught up
+with the log before producers seed their "last published" state from it and before workers
+make decisions; the health endpoints report ready only after that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client as kclient
+
+import reconcilers
+from producers.kube import NodeWatcher, seed_from, watch_age_loop
+from producers.slurm import SlurmPoller
+from reconcilers.base import Context
+from schemas import streams, subjects
+from schemas.events import Event, KubeNode, SlurmNode, SlurmPartition, SlurmPing
+from slurmbridge import bus as busmod
+from slurmbridge import kube
+from slurmbridge.cli import component_names
+from slurmbridge.config import Settings
+from slurmbridge.effectors import KubeEffector, Router, SlurmEffector
+from slurmbridge.health import HealthServer
+from slurmbridge.natsserver import NatsServer
+from slurmbridge.projection import Projection
+from slurmbridge.publish import ObservationPublisher
+from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.worker import Effector, Worker
+
+log = logging.getLogger(__name__)
+
+PRODUCERS = ("kube-watcher", "slurm-poller")
+
+
+class UsageError(ValueError):
+    """A component name or combination that cannot run (message names it)."""
+
+
+class App:
+    """One slurmbridge process: projection, producers, workers, health.
+
+    ``effector`` replaces the real effectors (benchmarks, dry runs). ``with_health`` False
+    skips the metrics/health listeners (tests and benchmarks run many apps per process).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        only: Iterable[str] | None = None,
+        effector: Effector | None = None,
+        with_health: bool = True,
+    ) -> None:
+        self.settings = settings
+        wanted = tuple(only) if only else component_names()
+        unknown = sorted(set(wanted) - set(component_names()))
+        if unknown:
+            raise UsageError(
+                f"--only: unknown component(s) {', '.join(unknown)}; "
+                f"choose from {', '.join(component_names())}"
+            )
+        self.components = wanted
+        self.effector_override = effector
+        self.with_health = with_health
+        self.nats_server: NatsServer | None = None
+        self.bus: busmod.Bus | None = None
+        self.projection = Projection()
+        self.workers: dict[str, Worker] = {}
+        self.watcher: NodeWatcher | None = None
+        self.poller: SlurmPoller | None = None
+        self.slurm_client: SlurmClient | None = None
+        self.kube_api: kclient.ApiClient | None = None
+        self.health: HealthServer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.ctx = Context(scheduler_name=settings.scheduler_name, cluster=settings.slurm.cluster)
+
+    @property
+    def nats_url(self) -> str:
+        """The NATS URL in use (the embedded server's when none was configured)."""
+        if self.settings.nats.url:
+            return self.settings.nats.url
+        if self.nats_server is None:
+            raise RuntimeError("embedded NATS not started")
+        return self.nats_server.url
+
+    async def start(self) -> None:
+        """Start everything; returns once workers run (raises on configuration problems)."""
+        s = self.settings
+        if not s.nats.url:
+            store = Path(s.nats.store_dir) if s.nats.store_dir else None
+            self.nats_server = NatsServer(store_dir=store)
+            await self.nats_server.start()
+            log.info("embedded nats-server at %s (store %s)", self.nats_server.url,
+                     self.nats_server.store_dir)
+        self.bus = await busmod.connect(s.nats, self.nats_url, name=f"slurmbridge {s.instance_id}")
+        await self.bus.ensure_streams(
+            streams.stream_specs(
+                replicas=s.nats.replicas,
+                obs_max_msgs_per_subject=s.nats.obs_max_msgs_per_subject,
+                obs_max_age_s=s.nats.obs_max_age,
+                act_max_age_s=s.nats.act_max_age,
+            )
+        )
+        await self.projection.start(self.bus)
+        await self.projection.wait_caught_up(timeout=300)
+
+        needs_kube = "kube-watcher" in self.components or (
+            self.effector_override is None and any(c in reconcilers.ALL for c in self.components)
+        )
+        if needs_kube and (s.kube.kubeconfig or s.kube.in_cluster):
+            self.kube_api = await kube.api_client(s.kube)
+        if s.slurm_url and ("slurm-poller" in self.components or self.effector_override is None):
+            self.slurm_client = SlurmClient(
+                s.slurm_url,
+                token_file=Path(s.slurm.token_file) if s.slurm.token_file else None,
+                user_name=s.slurm.user_name,
+                api_version=s.slurm.api_version,
+                timeout=s.slurm.timeout,
+            )
+            await self.slurm_client.negotiate()
+            log.info("Slurm cluster %s at %s speaks %s", s.slurm.cluster, s.slurm_url,
+                     self.slurm_client.api_version)
+
+        publish = ObservationPublisher(self.bus)
+        if "kube-watcher" in self.components:
+            if self.kube_api is None:
+                raise UsageError("kube-watcher: no Kubernetes API configured "
+                                 "($.kube.kubeconfig or $.kube.inCluster)")
+            self.watcher = NodeWatcher(
+                self.kube_api, publish, producer=s.instance_id,
+                seed=seed_from(self.projection.values(KubeNode, subjects.KUBE_SOURCE)),
+                label_selector=s.kube.node_label_selector, watch_timeout=s.kube.watch_timeout,
+            )
+            self._spawn(self.watcher.run(), "kube-watcher")
+            self._spawn(watch_age_loop(self.watcher), "watch-age")
+        if "slurm-poller" in self.components:
+            if self.slurm_client is None:
+                raise UsageError("slurm-poller: no Slurm REST API configured ($.slurm.url)")
+            self.poller = SlurmPoller(
+                self.slurm_client, publish, cluster=s.slurm.cluster, producer=s.instance_id,
+                poll_interval=s.slurm.poll_interval, seed=self._slurm_seed(),
+            )
+            self._spawn(self.poller.run(), "slurm-poller")
+
+        effector = self.effector_override or Router(
+            KubeEffector(self.kube_api, events_namespace=s.kube.namespace) if self.kube_api else None,
+            SlurmEffector({s.slurm.cluster: self.slurm_client}) if self.slurm_client else None,
+        )
+        for name in self.components:
+            spec = reconcilers.ALL.get(name)
+            if spec is None:
+                continue
+            worker = Worker(
+                spec, bus=self.bus, projection=self.projection, effector=effector, ctx=self.ctx,
+                settings=s.worker, instance_id=s.instance_id,
+            )
+            await worker.start()
+            self.workers[name] = worker
+
+        if self.with_health and (s.observability.metrics_port or s.observability.health_port):
+            self.health = HealthServer(
+                bind=s.observability.bind,
+                metrics_port=s.observability.metrics_port,
+                health_port=s.observability.health_port,
+            )
+            self.health.add_check("nats", lambda: self.bus is not None and self.bus.nc.is_connected)
+            self.health.add_check("projection", lambda: self.projection.caught_up)
+            if self.watcher is not None:
+                watcher = self.watcher
+                limit = s.kube.watch_timeout + 60
+                self.health.add_check("watch", lambda: watcher.age() < limit)
+            await self.health.start()
+
+    def _slurm_seed(self) -> dict[tuple[str, str], tuple[Event, int]]:
+        source = subjects.slurm_source(self.settings.slurm.cluster)
+        seed: dict[tuple[str, str], tuple[Event, int]] = {}
+        for kind in (SlurmNode, SlurmPartition, SlurmPing):
+            tag = kind.__struct_config__.tag
+            for ev in self.projection.values(kind, source):
+                entry = self.projection.entry(str(tag), source, ev.key)
+                if entry is not None:
+                    seed[(str(tag), ev.key)] = (ev, entry.seq)
+        return seed
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+
+        def done(t: asyncio.Task[None]) -> None:
+            if not t.cancelled() and t.exception() is not None:
+                log.error("component %s stopped: %r", name, t.exception())
+
+        task.add_done_callback(done)
+        self._tasks.append(task)
+
+    async def stop(self) -> None:
+        """Stop workers, producers, projection, connections and the embedded server."""
+        for w in self.workers.values():
+            await w.stop()
+        self.workers.clear()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        if self.health is not None:
+            await self.health.stop()
+        await self.projection.stop()
+        if self.bus is not None:
+            with contextlib.suppress(Exception):
+                await self.bus.close()
+        if self.slurm_client is not None:
+            await self.slurm_client.aclose()
+        if self.kube_api is not None:
+            await self.kube_api.close()
+        if self.nats_server is not None:
+            await self.nats_server.stop()
+
+    async def idle(self) -> bool:
+        """True when every worker has nothing queued or in flight."""
+        return all(w.idle for w in self.workers.values())

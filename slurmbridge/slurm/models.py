@@ -1,0 +1,155 @@
+"""Version-neutral Slurm models: what the client returns whichever REST API version it speaks.
+
+The per-version codecs (:mod:`slurmbridge.slurm.codecs`) decode slurmrestd's responses into
+these frozen msgspec Structs, and the Slurm producer translates them into the ``SlurmNode`` /
+``SlurmPartition`` / ``SlurmPing`` events of :mod:`schemas.events` field by field, so the names,
+units and conventions here are the events' ones:
+
+* node ``state`` is upper case, the base state first, then the flags in the order Slurm lists
+  them: ``("IDLE", "DRAIN")`` is drained, ``("ALLOCATED", "DRAIN")`` / ``("MIXED", "DRAIN")``
+  is draining (v0.0.38's lower-case ``state`` + ``state_flags`` pair and v0.0.40+'s state array
+  both map onto it);
+* times are whole seconds since the epoch, ``0`` when Slurm has none;
+* memory is in MiB, time limits in minutes, ``None`` when Slurm says INFINITE or unset;
+* strings Slurm leaves unset (``null`` in v0.0.38) are ``""``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+__all__ = [
+    "BASE_STATES",
+    "Node",
+    "NodeList",
+    "NodeUpdate",
+    "Partition",
+    "PartitionList",
+    "Ping",
+]
+
+#: Slurm's base node states (``NODE_STATE_BASE`` values); anything else in a state list is a flag.
+BASE_STATES: Final[frozenset[str]] = frozenset(
+    {"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "EXTERNAL", "INVALID"}
+)
+
+
+class Node(msgspec.Struct, frozen=True, kw_only=True):
+    """One Slurm node.
+
+    ``state``: base state then flags, upper case (see the module docstring).
+    ``reason`` / ``reason_set_by_user`` / ``reason_changed_at``: why the node is DOWN or
+    DRAIN, who set it (a user name) and when (epoch seconds, 0 = unset).
+    ``cpus`` / ``alloc_cpus``: configured and allocated CPUs. ``real_memory``: MiB.
+    ``features``: available features. ``partitions``: partitions containing the node.
+    ``gres``: generic resources as Slurm prints them (``gpu:2``). ``address``: NodeAddr.
+    """
+
+    name: str
+    state: tuple[str, ...] = ()
+    reason: str = ""
+    reason_set_by_user: str = ""
+    reason_changed_at: int = 0
+    cpus: int = 0
+    alloc_cpus: int = 0
+    real_memory: int = 0
+    features: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    gres: str = ""
+    address: str = ""
+    comment: str = ""
+
+    @property
+    def base_state(self) -> str:
+        """The base state (``IDLE``, ``ALLOCATED`` …), ``""`` when Slurm reported none."""
+        return self.state[0] if self.state and self.state[0] in BASE_STATES else ""
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The state flags (``DRAIN``, ``NOT_RESPONDING`` …) without the base state."""
+        return self.state[1:] if self.base_state else self.state
+
+    def has(self, flag: str) -> bool:
+        """True when ``flag`` (a base state or a flag, upper case) is in the node's state."""
+        return flag in self.state
+
+
+class NodeList(msgspec.Struct, frozen=True, kw_only=True):
+    """A full node listing.
+
+    ``last_update``: Slurm's time of the last node change (epoch seconds) — pass it back as
+    ``update_time`` for the next conditional poll. ``0`` when the API version does not report
+    it (v0.0.38): the caller then has to use its own clock.
+    """
+
+    nodes: tuple[Node, ...] = ()
+    last_update: int = 0
+
+
+class Partition(msgspec.Struct, frozen=True, kw_only=True):
+    """One Slurm partition.
+
+    ``state``: ``UP`` / ``DOWN`` / ``DRAIN`` / ``INACTIVE``. ``nodes``: the expanded node
+    names (``n[1-2]`` ⇒ ``("n1", "n2")``). ``max_time_minutes``: MaxTime in minutes, ``None``
+    for INFINITE or unset. ``is_default``: the default partition — v0.0.42–v0.0.44 do not
+    report it and always give ``False``.
+    """
+
+    name: str
+    state: str = ""
+    nodes: tuple[str, ...] = ()
+    total_cpus: int = 0
+    total_nodes: int = 0
+    max_time_minutes: int | None = None
+    is_default: bool = False
+
+
+class PartitionList(msgspec.Struct, frozen=True, kw_only=True):
+    """A full partition listing; ``last_update`` as in :class:`NodeList`."""
+
+    partitions: tuple[Partition, ...] = ()
+    last_update: int = 0
+
+
+class Ping(msgspec.Struct, frozen=True, kw_only=True):
+    """slurmrestd's answer to ``GET …/ping``.
+
+    ``responding``: at least one slurmctld answered. ``hostnames``: the controllers pinged,
+    primary first. ``api_version``: the REST API version that answered (``v0.0.44``).
+    ``error``: Slurm's error text when no controller responded or errors were reported.
+    """
+
+    responding: bool = False
+    hostnames: tuple[str, ...] = ()
+    api_version: str = ""
+    error: str = ""
+
+
+class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
+    """A change to one node (``scontrol update nodename=… …``); ``None`` fields stay as they are.
+
+    ``state``: new state(s), upper case: ``("DRAIN",)`` (with a ``reason``), ``("UNDRAIN",)``
+    (clear DRAIN, keep the rest), ``("RESUME",)`` (clear DRAIN/DOWN/FAIL), ``("DOWN",)`` …
+    ``features``: the node's new available features (replaces the list). ``comment``: free text.
+    """
+
+    state: tuple[str, ...] = ()
+    reason: str | None = None
+    features: tuple[str, ...] | None = None
+    comment: str | None = None
+
+    def __post_init__(self) -> None:
+        """Reject lower-case states and empty updates early, before anything is sent.
+
+        Raises:
+            ValueError: a state is not upper case, or the update changes nothing.
+        """
+        for s in self.state:
+            if not s or s != s.upper():
+                raise ValueError(f"node state {s!r} must be upper case (DRAIN, UNDRAIN, RESUME …)")
+        if not self.state and self.reason is None and self.features is None and (
+            self.comment is None
+        ):
+            raise ValueError("empty NodeUpdate: set at least one of state, reason, features, comment")

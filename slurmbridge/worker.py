@@ -1,0 +1,429 @@
+"""The reconciler runtime, the same for every reconciler (DESIGN §5).
+
+Per reconciler::
+
+    durable pull consumer ─fetch─▶ decode (once) ─▶ keys_of ─▶ keyed work queue
+        ─▶ read-your-trigger (projection.applied_seq ≥ trigger seq) ─▶ view ─▶ decide
+        ─▶ effectors ─▶ action record per effect ─▶ ack | nak(delay) | term + dead letter
+
+* **Keyed queue** (client-go's workqueue): at most one reconcile in flight per key; triggers
+  for a key that is queued or running coalesce into one later reconcile, and every message is
+  acknowledged only after all keys it maps to have been reconciled.
+* **Outcomes** are values (:mod:`slurmbridge.outcomes`): ``OK`` → ack, ``RetryLater`` → nak
+  with delay, ``GiveUp`` or exhausted ``max_deliver`` → term + dead letter. No sleep loops.
+* **Start-up resync**: once the projection has caught up, every key the reconciler knows is
+  reconciled once (controller-runtime's initial list), so a requeue lost in a crash or an
+  action that failed before the last restart is picked up again.
+* **Fail closed**: actions marked destructive wait until the projection and this consumer have
+  caught up with the log (DESIGN §6) — until then the reconcile is retried later.
+* A ``RecordEvent`` that follows an action runs only when that action changed something, so
+  redelivery does not repeat Kubernetes Events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+import nats.errors
+from nats.js.errors import FetchTimeoutError
+
+from reconcilers.base import Context, Decision, ReconcilerSpec
+from schemas import actions as act
+from schemas import events, streams, subjects
+from schemas.actions import ActionRecord, AnyAction, DeadLetter, RecordEvent
+from slurmbridge import metrics
+from slurmbridge.bus import Bus
+from slurmbridge.config import WorkerSettings
+from slurmbridge.outcomes import (
+    OK,
+    EffectResult,
+    GiveUp,
+    Ok,
+    Permanent,
+    Result,
+    RetryLater,
+    Transient,
+    backoff,
+)
+from slurmbridge.projection import Projection
+
+log = logging.getLogger(__name__)
+
+
+class Effector(Protocol):
+    """Performs actions. Must be idempotent: re-check the world, skip what is already so.
+
+    Returns an :class:`EffectResult`; raises :class:`Transient` or :class:`Permanent`.
+    """
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Perform one action."""
+        ...
+
+
+@dataclass(eq=False, slots=True)
+class _Tracker:
+    """One delivered message, acknowledged once every key it maps to is reconciled."""
+
+    msg: Any
+    seq: int
+    num_delivered: int
+    remaining: int
+    retry: RetryLater | None = None
+    give_up: GiveUp | None = None
+
+
+@dataclass(slots=True)
+class _KeyQueue:
+    pending: dict[str, list[_Tracker]] = field(default_factory=dict)
+    inflight: set[str] = field(default_factory=set)
+    ready: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+
+    def add(self, key: str, tracker: _Tracker | None) -> None:
+        waiting = self.pending.get(key)
+        if waiting is None:
+            self.pending[key] = [tracker] if tracker is not None else []
+            if key not in self.inflight:
+                self.ready.put_nowait(key)
+        elif tracker is not None:
+            waiting.append(tracker)
+
+
+class Worker:
+    """Runs one reconciler against the log. Create, :meth:`start`, later :meth:`stop`."""
+
+    def __init__(
+        self,
+        spec: ReconcilerSpec,
+        *,
+        bus: Bus,
+        projection: Projection,
+        effector: Effector,
+        ctx: Context,
+        settings: WorkerSettings,
+        instance_id: str,
+        may_destroy: Callable[[], bool] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.bus = bus
+        self.projection = projection
+        self.effector = effector
+        self.ctx = ctx
+        self.settings = settings
+        self.instance_id = instance_id
+        self._may_destroy_extra = may_destroy
+        self.consumer = streams.consumer_spec(
+            spec.name,
+            tuple(subjects.obs_filter("*", t.__struct_config__.tag) for t in spec.triggers),  # type: ignore[misc]
+            ack_wait_s=settings.ack_wait,
+            max_deliver=settings.max_deliver,
+            max_ack_pending=settings.max_ack_pending,
+        )
+        self._queue = _KeyQueue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sub: Any = None
+        self._unsupported_seen: set[tuple[str, str]] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.caught_up = False
+        self.reconciles = 0
+        self._idle = asyncio.Event()
+        self._stopping = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Create/update the durable consumer, bind to it and start the loops."""
+        await self.bus.ensure_consumer(self.consumer)
+        self._sub = await self.bus.js.pull_subscribe_bind(
+            self.consumer.durable, stream=self.consumer.stream
+        )
+        self._tasks.append(asyncio.create_task(self._fetch_loop(), name=f"{self.spec.name}-fetch"))
+        for i in range(self.settings.concurrency):
+            self._tasks.append(
+                asyncio.create_task(self._reconcile_loop(), name=f"{self.spec.name}-rc{i}")
+            )
+        self._tasks.append(asyncio.create_task(self._resync(), name=f"{self.spec.name}-resync"))
+
+    async def stop(self) -> None:
+        """Stop fetching and reconciling. Unacknowledged triggers are redelivered later."""
+        self._stopping = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    def may_destroy(self) -> bool:
+        """True once destructive actions are allowed (caught up with the log, lease held)."""
+        if not (self.caught_up and self.projection.caught_up):
+            return False
+        return self._may_destroy_extra() if self._may_destroy_extra is not None else True
+
+    async def _resync(self) -> None:
+        await self.projection.wait_caught_up()
+        for key in self.spec.all_keys(self.projection, self.ctx):
+            self._queue.add(key, None)
+
+    # --- consuming -----------------------------------------------------------------------
+    async def _fetch_loop(self) -> None:
+        sub = self._sub
+        batch = self.settings.fetch_batch
+        while not self._stopping:
+            try:
+                msgs = await sub.fetch(batch, timeout=1.0)
+            except (FetchTimeoutError, TimeoutError):
+                self.caught_up = True
+                continue
+            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
+                    nats.errors.NoRespondersError, nats.errors.Error) as exc:
+                # Transport trouble: the client reconnects by itself; fetching again too
+                # eagerly would only spin.
+                log.warning("%s: fetch failed: %s", self.spec.name, exc)
+                await asyncio.sleep(0.5)
+                continue
+            if not msgs:
+                continue
+            metas = [m.metadata for m in msgs]
+            top = max(md.sequence.stream for md in metas)
+            if not await self.projection.wait_applied(top, self.settings.trigger_wait):
+                log.warning("%s: projection behind seq %d; retrying batch", self.spec.name, top)
+                for m in msgs:
+                    await m.nak(delay=1.0)
+                continue
+            for m, md in zip(msgs, metas, strict=True):
+                await self._dispatch(m, md)
+            if metas[-1].num_pending == 0:
+                self.caught_up = True
+            metrics.CONSUMER_PENDING.labels(self.spec.name).set(metas[-1].num_pending)
+
+    async def _dispatch(self, msg: Any, md: Any) -> None:
+        seq = md.sequence.stream
+        parts = msg.subject.split(".")
+        try:
+            if len(parts) != 5:
+                raise ValueError(f"subject {msg.subject!r}: not bridge.obs.<source>.<kind>.<key>")
+            kind = parts[3]
+            entry = self.projection.entry(kind, parts[2], subjects.decode_key(parts[4]))
+            # The projection already decoded this very message: reuse it (decode once).
+            event = entry.event if entry is not None and entry.seq == seq else events.decode_event(kind, msg.data)
+        except (KeyError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            reason = f"malformed observation: {_why(exc)}"
+            await self._dead_letter(msg, seq, md.num_delivered, reason)
+            await msg.term()
+            return
+        metrics.EVENTS_CONSUMED.labels(self.spec.name, kind).inc()
+        try:
+            keys = list(self.spec.keys_of(event, self.projection, self.ctx))
+        except Exception as exc:  # noqa: BLE001 - a bug in keys_of must not stop the consumer
+            log.exception("%s: keys_of failed on seq %d", self.spec.name, seq)
+            await self._dead_letter(msg, seq, md.num_delivered, f"keys_of raised {exc!r}")
+            await msg.term()
+            return
+        if not keys:
+            await msg.ack()
+            return
+        tracker = _Tracker(msg, seq, md.num_delivered, len(keys))
+        for key in keys:
+            self._queue.add(key, tracker)
+
+    # --- reconciling ---------------------------------------------------------------------
+    async def _reconcile_loop(self) -> None:
+        q = self._queue
+        while True:
+            key = await q.ready.get()
+            trackers = q.pending.pop(key, [])
+            q.inflight.add(key)
+            try:
+                cause = max((t.seq for t in trackers), default=0)
+                keepalive = self._keepalive(trackers) if trackers else None
+                try:
+                    result = await self._reconcile(key, cause)
+                finally:
+                    if keepalive is not None:
+                        keepalive.cancel()
+                for t in trackers:
+                    await self._complete(t, result)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - keep the loop alive; triggers will redeliver
+                log.exception("%s: reconcile loop error on %s", self.spec.name, key)
+            finally:
+                q.inflight.discard(key)
+                if key in q.pending:
+                    q.ready.put_nowait(key)
+
+    def _keepalive(self, trackers: list[_Tracker]) -> _ChainedHandle:
+        loop = asyncio.get_running_loop()
+        period = max(0.5, self.settings.ack_wait / 3)
+
+        def tick() -> None:
+            for t in trackers:
+                loop.create_task(t.msg.in_progress())
+            handle[0] = loop.call_later(period, tick)
+
+        handle = [loop.call_later(period, tick)]
+        return _ChainedHandle(handle)
+
+    async def _reconcile(self, key: str, cause: int) -> Result:
+        started = time.perf_counter()
+        self.reconciles += 1
+        try:
+            decision: Decision = self.spec.decide(self.spec.view(self.projection, key, self.ctx))
+        except Exception as exc:  # noqa: BLE001 - a rule bug becomes a dead letter, not a crash
+            log.exception("%s: decide failed for %s", self.spec.name, key)
+            return self._observe(started, GiveUp(f"decide raised {exc!r}"))
+        result: Result = OK
+        if decision.actions:
+            if any(a.destructive for a in decision.actions) and not self.may_destroy():
+                return self._observe(
+                    started, RetryLater(1.0, "not caught up with the log yet; destructive action held")
+                )
+            result = await self._perform(key, cause, decision)
+        if decision.requeue_after is not None and isinstance(result, Ok):
+            self._requeue(key, decision.requeue_after)
+        return self._observe(started, result)
+
+    def _observe(self, started: float, result: Result) -> Result:
+        outcome = "ok" if isinstance(result, Ok) else "retry" if isinstance(result, RetryLater) else "failed"
+        metrics.RECONCILE_SECONDS.labels(self.spec.name, outcome).observe(time.perf_counter() - started)
+        return result
+
+    async def _perform(self, key: str, cause: int, decision: Decision) -> Result:
+        previous: str | None = None
+        for action in decision.actions:
+            if isinstance(action, RecordEvent) and previous not in (None, "ok"):
+                continue
+            t0 = time.perf_counter()
+            try:
+                res = await self.effector.apply(action)
+            except Transient as exc:
+                await self._record(key, cause, action, "retry", decision.reason, str(exc), t0)
+                return RetryLater(exc.delay if exc.delay is not None else -1.0, str(exc))
+            except Permanent as exc:
+                await self._record(key, cause, action, "failed", decision.reason, str(exc), t0)
+                return GiveUp(f"{act.action_name(action)}: {exc}")
+            previous = res.outcome
+            if res.outcome == "unsupported":
+                marker = (act.action_name(action), res.detail)
+                if marker in self._unsupported_seen:
+                    continue
+                self._unsupported_seen.add(marker)
+            await self._record(key, cause, action, res.outcome, decision.reason, res.detail, t0)
+        return OK
+
+    async def _record(
+        self, key: str, cause: int, action: AnyAction, outcome: act.Outcome, reason: str,
+        error: str, t0: float,
+    ) -> None:
+        record = ActionRecord(
+            reconciler=self.spec.name,
+            key_kind=self.spec.key_kind,
+            key=key,
+            action=action,
+            outcome=outcome,
+            reason=reason,
+            error=error,
+            cause_seq=cause,
+            duration_s=time.perf_counter() - t0,
+            at=time.time_ns(),
+            worker=self.instance_id,
+        )
+        metrics.ACTIONS.labels(self.spec.name, act.action_name(action), outcome).inc()
+        log.info(
+            "%s %s %s: %s", self.spec.name, key, act.action_name(action), outcome,
+            extra={"trigger_seq": cause, "reconciler": self.spec.name, "key": key},
+        )
+        try:
+            await self.bus.publish(
+                subjects.act_subject(self.spec.name, self.spec.key_kind, key), act.encode(record)
+            )
+        except Exception as exc:  # noqa: BLE001 - the effect happened; losing its record is logged
+            log.warning("%s: could not publish action record for %s: %s", self.spec.name, key, exc)
+
+    def _requeue(self, key: str, delay: float) -> None:
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self._queue.add(key, None)
+
+        self._timers[key] = asyncio.get_running_loop().call_later(max(0.0, delay), fire)
+
+    async def _complete(self, t: _Tracker, result: Result) -> None:
+        if isinstance(result, GiveUp):
+            t.give_up = result
+        elif isinstance(result, RetryLater):
+            if t.retry is None or result.delay > t.retry.delay:
+                t.retry = result
+        t.remaining -= 1
+        if t.remaining > 0:
+            return
+        if t.give_up is not None:
+            await self._dead_letter(t.msg, t.seq, t.num_delivered, t.give_up.reason)
+            await t.msg.term()
+        elif t.retry is not None:
+            if t.num_delivered >= self.settings.max_deliver:
+                await self._dead_letter(
+                    t.msg, t.seq, t.num_delivered,
+                    f"exhausted max_deliver ({self.settings.max_deliver}): {t.retry.reason}",
+                )
+                await t.msg.term()
+            else:
+                delay = t.retry.delay if t.retry.delay >= 0 else backoff(t.num_delivered)
+                await t.msg.nak(delay=delay)
+        else:
+            await t.msg.ack()
+
+    async def _dead_letter(self, msg: Any, seq: int, delivered: int, reason: str) -> None:
+        metrics.DEAD_LETTERS.labels(self.spec.name).inc()
+        log.warning("%s: dead letter seq=%d: %s", self.spec.name, seq, reason,
+                    extra={"trigger_seq": seq, "reconciler": self.spec.name})
+        record = DeadLetter(
+            reconciler=self.spec.name,
+            subject=msg.subject,
+            stream_seq=seq,
+            reason=reason,
+            num_delivered=delivered,
+            data=bytes(msg.data),
+            at=time.time_ns(),
+            worker=self.instance_id,
+        )
+        await self.bus.publish(subjects.dlq_subject(self.spec.name), act.encode(record))
+
+    # --- introspection for tests and the harness ------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """True when no key is queued or being reconciled."""
+        return not self._queue.pending and not self._queue.inflight
+
+
+class _ChainedHandle:
+    """Cancels the current timer of a self-rescheduling callback."""
+
+    def __init__(self, handle: list[asyncio.TimerHandle]) -> None:
+        self._handle = handle
+
+    def cancel(self) -> None:
+        self._handle[0].cancel()
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"unknown kind {exc.args[0]!r}"
+    return str(exc)

@@ -1,0 +1,73 @@
+"""Event encoding, per-kind decoding, tombstones and the checked-in JSON Schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from schemas import events
+from schemas.events import KubeNode, SlurmNode, SlurmPartition, SlurmPing, Taint
+from schemas.export import json_schemas, render
+
+SAMPLES = [
+    KubeNode(source="k8s", key="n1.example.com", version="12", labels={"a": "b"},
+             taints=(Taint(key="k", value="v", effect="NoExecute"),), unschedulable=True),
+    KubeNode(source="k8s", key="gone", op="deleted", version="13"),
+    SlurmNode(source="slurm:c", key="n1", cluster="c", state=("IDLE", "DRAIN"), reason="x"),
+    SlurmPartition(source="slurm:c", key="batch", cluster="c", nodes=("n1", "n2")),
+    SlurmPing(source="slurm:c", key="c", cluster="c", responding=True),
+]
+
+
+@pytest.mark.parametrize("ev", SAMPLES, ids=lambda e: f"{events.kind_of(e)}-{e.key}")
+def test_round_trip_per_kind(ev: events.Event) -> None:
+    data = events.encode_event(ev)
+    back = events.decode_event(events.kind_of(ev), data)
+    assert back == ev
+    assert msgspec.json.decode(data)["kind"] == events.kind_of(ev)
+
+
+def test_per_kind_decoder_rejects_other_tags() -> None:
+    data = events.encode_event(SAMPLES[2])
+    with pytest.raises(msgspec.ValidationError):
+        events.decode_event("KubeNode", data)
+
+
+def test_unknown_kind_is_keyerror() -> None:
+    with pytest.raises(KeyError):
+        events.decode_event("Nope", b"{}")
+
+
+@pytest.mark.parametrize("bad", [b"", b"{", b"[]", b'{"kind":"KubeNode"}', b'{"kind":"KubeNode","source":1,"key":"n"}'])
+def test_garbage_is_rejected(bad: bytes) -> None:
+    with pytest.raises((msgspec.DecodeError, msgspec.ValidationError)):
+        events.decode_event("KubeNode", bad)
+
+
+def test_unknown_fields_from_newer_producers_are_ignored() -> None:
+    data = b'{"kind":"SlurmPing","source":"slurm:c","key":"c","new_field":42}'
+    ev = events.decode_event("SlurmPing", data)
+    assert isinstance(ev, SlurmPing)
+    assert ev.responding is False
+
+
+def test_events_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        SAMPLES[0].key = "x"  # type: ignore[misc]
+
+
+def test_checked_in_json_schema_is_current() -> None:
+    folder = Path(events.__file__).parent / "jsonschema"
+    wanted = {name: render(doc) for name, doc in json_schemas().items()}
+    present = {p.name: p.read_text() for p in folder.glob("*.json")}
+    assert present == wanted, "stale schemas/jsonschema: run `slurmbridge schema export`"
+
+
+def test_slurm_node_helpers() -> None:
+    n = SlurmNode(source="slurm:c", key="n", state=("ALLOCATED", "DRAIN"))
+    assert n.base_state == "ALLOCATED"
+    assert n.has("DRAIN")
+    assert not n.has("IDLE")
+    assert SlurmNode(source="s", key="n").base_state == ""
