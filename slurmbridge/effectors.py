@@ -160,7 +160,6 @@ class SlurmEffector:
 
     async def _drain(self, action: DrainSlurmNode) -> EffectResult:
         c = self._client(action.cluster)
-        c.require("update_node")
         node = await c.get_node(action.node)
         if "DRAIN" in node.state:
             return EffectResult("noop", f"already DRAIN (reason {node.reason!r})")
@@ -169,7 +168,6 @@ class SlurmEffector:
 
     async def _undrain(self, action: UndrainSlurmNode) -> EffectResult:
         c = self._client(action.cluster)
-        c.require("update_node")
         node = await c.get_node(action.node)
         if "DRAIN" not in node.state:
             return EffectResult("noop", "not drained")

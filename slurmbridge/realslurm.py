@@ -118,9 +118,11 @@ class DaemonError(RealSlurmError):
 # --------------------------------------------------------------------------- installation
 
 
-def _search_path() -> str:
-    parts = os.environ.get("PATH", "").split(os.pathsep)
-    return os.pathsep.join([p for p in parts if p] + [p for p in _EXTRA_PATH if p not in parts])
+def _search_path(path: str | None = None) -> str:
+    """``path`` (default: ``$PATH``) followed by the sbin/bin folders it lacks."""
+    value = os.environ.get("PATH", "") if path is None else path
+    parts = [p for p in value.split(os.pathsep) if p]
+    return os.pathsep.join(parts + [p for p in _EXTRA_PATH if p not in parts])
 
 
 def find_binary(name: str) -> str | None:
@@ -244,13 +246,19 @@ def _descendants(root: int) -> list[int]:
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
-def _holds_file_under(pid: int, root: Path) -> bool:
+def _uses_dir(pid: int, root: Path) -> bool:
+    """True if ``pid`` works in ``root`` or holds a file under it (slurmstepd: slurmd's log)."""
     prefix = f"{root}/"
+    with contextlib.suppress(OSError):
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        if cwd == str(root) or cwd.startswith(prefix):
+            return True
     try:
         fds = list(Path(f"/proc/{pid}/fd").iterdir())
     except OSError:
@@ -367,14 +375,18 @@ def _ensure_user(name: str) -> None:
 
 
 def _check_reachable(path: Path, user: str) -> None:
-    """Every folder from / to ``path`` must be searchable by others (``user`` runs slurmrestd).
+    """Every existing folder from / to ``path`` must be searchable by others (``user`` runs
+    slurmrestd, which reads ``slurm.conf`` and the munge socket below ``path``).
 
     Raises:
         RealSlurmError: naming the first folder that is not, e.g. pytest's 0700 ``tmp_path``
             base.
     """
     for folder in [*reversed(path.parents), path]:
-        mode = folder.stat().st_mode
+        try:
+            mode = folder.stat().st_mode
+        except FileNotFoundError:
+            return
         if not mode & stat.S_IXOTH:
             raise RealSlurmError(
                 f"{folder} has mode {stat.S_IMODE(mode):04o}: slurmrestd runs as {user!r} and "
@@ -568,13 +580,10 @@ class RealSlurm:
         ``SLURM_REST`` (the URL), ``SLURM_REST_USER`` and ``SLURM_REST_TOKEN_FILE``, and a
         ``PATH`` that includes the sbin folders. The token itself is not in it.
         """
-        env = {k: v for k, v in (os.environ if base is None else base).items()}
+        env = dict(os.environ if base is None else base)
         for key in [k for k in env if k.startswith("SLURM_")]:
             del env[key]
-        env["PATH"] = os.pathsep.join(
-            [p for p in env.get("PATH", "").split(os.pathsep) if p]
-            + [p for p in _EXTRA_PATH if p not in env.get("PATH", "").split(os.pathsep)]
-        )
+        env["PATH"] = _search_path(env.get("PATH", ""))
         env["SLURM_CONF"] = str(self.conf)
         if self._rest_port:
             env["SLURM_REST"] = f"http://127.0.0.1:{self._rest_port}"
@@ -614,7 +623,9 @@ class RealSlurm:
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired as exc:
-            raise RealSlurmError(f"{shlex.join([program, *args])} timed out after {timeout:g} s") from exc
+            raise RealSlurmError(
+                f"{shlex.join([program, *args])} timed out after {timeout:g} s"
+            ) from exc
         if check and done.returncode != 0:
             raise RealSlurmError(
                 f"{shlex.join([program, *args])} failed (exit {done.returncode}): "
@@ -716,6 +727,7 @@ class RealSlurm:
 
     def _prepare_workdir(self) -> None:
         d = self.workdir
+        _check_reachable(d.parent, self.user)  # before touching anything
         if d.exists():
             entries = list(d.iterdir())
             if entries and not (d / _STATE_FILE).exists():
@@ -774,11 +786,10 @@ class RealSlurm:
                 f"--socket={munge_socket}",
                 f"--key-file={d / 'munge' / 'munge.key'}",
                 f"--pid-file={d / 'munge' / 'munged.pid'}",
-                f"--log-file={d / 'log' / 'munged.log'}",
                 f"--seed-file={d / 'munge' / 'munged.seed'}",
             ],
             pidfile=d / "munge" / "munged.pid",
-            log=d / "log" / "munged.log",
+            log=d / "log" / "munged.out",  # --foreground: munged logs to stderr
         )
         self._wait("munged to create its socket", munge_socket.exists)
 
@@ -805,7 +816,7 @@ class RealSlurm:
                 f"127.0.0.1:{self._rest_port}",
             ],
             pidfile=d / "slurmrestd.pid",
-            log=d / "log" / "slurmrestd.log",
+            log=d / "log" / "slurmrestd.out",  # slurmrestd logs to stderr
             extra_env={"SLURM_JWT": "daemon"},
         )
         self._wait("slurmctld to accept connections", lambda: _tcp_accepts(self._ctld_port))
@@ -829,8 +840,7 @@ class RealSlurm:
             f"export SLURM_REST={shlex.quote(f'http://127.0.0.1:{self._rest_port}')}",
             f"export SLURM_REST_USER={shlex.quote(self.user)}",
             f"export SLURM_REST_TOKEN_FILE={shlex.quote(str(self.token_file))}",
-            "# deliberately not SLURM_JWT: exported in a root shell it makes scontrol act as "
-            "the REST user",
+            "# not SLURM_JWT: exported in a root shell it makes scontrol act as the REST user",
             f"export SLURM_REST_TOKEN={shlex.quote(token)}",
         ]
         _write_private(self.env_file, ("\n".join(lines) + "\n").encode())
@@ -869,6 +879,7 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
+MailProg=/bin/true
 MpiDefault=none
 SwitchType=switch/none
 SchedulerType=sched/backfill
@@ -951,15 +962,17 @@ PartitionName=gpu Nodes=n[1-2] MaxTime=60 State=UP
         """
         if self._workdir is None or not (self._workdir / _STATE_FILE).exists():
             return
+        self._token = None
         self._cancel_jobs()
         self._stop_processes(timeout)
-        self._token = None
         if self._own_workdir:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
     def _cancel_jobs(self) -> None:
         ctld = _read_pid(self.workdir / "slurmctld.pid")
-        if ctld is None or not _running(ctld) or not _tcp_accepts(self._ctld_port or 1):
+        if not self._ctld_port or ctld is None or not _running(ctld):
+            return
+        if not _tcp_accepts(self._ctld_port):
             return
         with contextlib.suppress(RealSlurmError):
             ids = self.squeue("-h", "-o", "%i", timeout=5).split()
@@ -979,7 +992,7 @@ PartitionName=gpu Nodes=n[1-2] MaxTime=60 State=UP
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
                 continue
-            if comm == "slurmstepd" and _holds_file_under(pid, d):
+            if comm == "slurmstepd" and _uses_dir(pid, d):
                 victims = [pid, *_descendants(pid)]
                 for victim in victims:
                     _signal(victim, signal.SIGKILL)

@@ -108,8 +108,8 @@ def expand(expr: str | None) -> tuple[str, ...]:
     if not expr or expr == "(null)":
         return ()
     seen: dict[str, None] = {}
-    for host in _split_top(expr):
-        host = host.strip()
+    for part in _split_top(expr):
+        host = part.strip()
         if not host:
             continue
         for name in _expand_one(host, expr):

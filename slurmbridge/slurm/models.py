@@ -93,7 +93,7 @@ class Partition(msgspec.Struct, frozen=True, kw_only=True):
 
     ``state``: ``UP`` / ``DOWN`` / ``DRAIN`` / ``INACTIVE``. ``nodes``: the expanded node
     names (``n[1-2]`` ⇒ ``("n1", "n2")``). ``max_time_minutes``: MaxTime in minutes, ``None``
-    for INFINITE or unset. ``is_default``: the default partition — v0.0.42–v0.0.44 do not
+    for INFINITE or unset. ``is_default``: the default partition — v0.0.42-v0.0.44 do not
     report it and always give ``False``.
     """
 
@@ -149,7 +149,6 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
         for s in self.state:
             if not s or s != s.upper():
                 raise ValueError(f"node state {s!r} must be upper case (DRAIN, UNDRAIN, RESUME …)")
-        if not self.state and self.reason is None and self.features is None and (
-            self.comment is None
-        ):
-            raise ValueError("empty NodeUpdate: set at least one of state, reason, features, comment")
+        fields = (self.reason, self.features, self.comment)
+        if not self.state and all(f is None for f in fields):
+            raise ValueError("empty NodeUpdate: set one of state, reason, features, comment")

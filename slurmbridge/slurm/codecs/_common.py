@@ -1,0 +1,201 @@
+"""What every codec shares: the codec interface, Slurm's NoVal numbers, error bodies, states.
+
+A codec turns one API version's JSON into the version-neutral models and back. It never does
+I/O: the client sends, checks the HTTP status and hands the body over. Responses are decoded
+with msgspec Structs typed to the fields we read; msgspec ignores the many other fields, so a
+server that adds fields keeps working, while a field we read that changes type fails loudly as
+:class:`~slurmbridge.slurm.errors.BadResponse`.
+
+Slurm's "NoVal" numbers: v0.0.40+ wraps integers that may be unset or infinite in
+``{"set": bool, "infinite": bool, "number": int}``; v0.0.38 writes ``null`` for unset and the
+raw ``uint32`` sentinels as ``-1`` (INFINITE) / ``-2`` (NO_VAL) or ``4294967295`` /
+``4294967294``. :func:`noval` maps every spelling to ``int | None``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from typing import ClassVar, Final, NamedTuple, TypeVar
+
+import msgspec
+
+from slurmbridge.slurm.errors import BadResponse
+from slurmbridge.slurm.models import (
+    BASE_STATES,
+    NodeList,
+    NodeUpdate,
+    PartitionList,
+    Ping,
+)
+
+__all__ = [
+    "Codec",
+    "ErrorEntry",
+    "ErrorReport",
+    "NoVal",
+    "Paths",
+    "csv_tuple",
+    "decode",
+    "error_report",
+    "noval",
+    "state_tuple",
+]
+
+T = TypeVar("T")
+
+#: uint32 INFINITE and NO_VAL, and the 64-bit ones, as Slurm may print them raw.
+_SENTINELS: Final = frozenset({0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFE})
+
+
+class NoVal(msgspec.Struct, frozen=True):
+    """Slurm's ``*_no_val_struct``: ``number`` counts only when ``set`` and not ``infinite``."""
+
+    set: bool = False
+    infinite: bool = False
+    number: int = 0
+
+
+def noval(value: NoVal | int | None) -> int | None:
+    """The number, or ``None`` for unset / infinite / a raw sentinel / a negative value."""
+    if value is None:
+        return None
+    if isinstance(value, NoVal):
+        if value.infinite or not value.set:
+            return None
+        value = value.number
+    if value < 0 or value in _SENTINELS:
+        return None
+    return value
+
+
+class ErrorEntry(msgspec.Struct, frozen=True):
+    """One entry of a response's ``errors`` list (v0.0.38 uses ``errno`` in some answers)."""
+
+    error: str | None = None
+    error_number: int | None = None
+    errno: int | None = None
+    description: str | None = None
+    source: str | None = None
+
+    @property
+    def number(self) -> int:
+        """The Slurm errno (0 when absent)."""
+        if self.error_number is not None:
+            return self.error_number
+        return self.errno or 0
+
+    @property
+    def text(self) -> str:
+        """``description: error`` (whichever parts are present)."""
+        parts = [p for p in (self.description, self.error) if p]
+        return ": ".join(dict.fromkeys(parts)) or f"Slurm error {self.number}"
+
+
+class _ErrorsBody(msgspec.Struct, frozen=True):
+    errors: list[ErrorEntry] | None = None
+
+
+class ErrorReport(NamedTuple):
+    """The errors of one response: the first non-zero errno and every text."""
+
+    error_number: int
+    texts: tuple[str, ...]
+
+
+_ERRORS_DECODER: Final = msgspec.json.Decoder(_ErrorsBody)
+
+
+def error_report(body: bytes) -> ErrorReport:
+    """Read the ``errors`` list of any slurmrestd JSON body (empty when not JSON or absent)."""
+    try:
+        parsed = _ERRORS_DECODER.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ErrorReport(0, ())
+    entries = parsed.errors or []
+    number = next((e.number for e in entries if e.number), 0)
+    return ErrorReport(number, tuple(e.text for e in entries))
+
+
+def decode(decoder: msgspec.json.Decoder[T], body: bytes, what: str) -> T:
+    """Decode ``body`` or raise :class:`BadResponse` naming ``what``."""
+    try:
+        return decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise BadResponse(f"unexpected {what} response: {exc}") from None
+
+
+def state_tuple(states: Iterable[str]) -> tuple[str, ...]:
+    """Upper-case states with the base state moved first, flags in the server's order."""
+    upper = [s.upper() for s in states if s]
+    base = next((s for s in upper if s in BASE_STATES), None)
+    if base is None:
+        return tuple(upper)
+    rest = list(upper)
+    rest.remove(base)
+    return (base, *rest)
+
+
+def csv_tuple(value: Sequence[str] | str | None) -> tuple[str, ...]:
+    """A csv string or a list of strings as a tuple of non-empty items."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(s.strip() for s in items if s and s.strip())
+
+
+class Paths(NamedTuple):
+    """URL paths of one API version, exactly as its OpenAPI document spells them.
+
+    ``node`` / ``partition`` contain ``{node_name}`` / ``{partition_name}``.
+    """
+
+    ping: str
+    nodes: str
+    node: str
+    partitions: str
+    partition: str
+
+
+class Codec(abc.ABC):
+    """One slurmrestd API version: paths, capabilities, and JSON ⇄ models.
+
+    Capabilities (class attributes, read from the version's OpenAPI document):
+    ``node_update`` — ``POST node/{node_name}`` exists; ``nodes_update_time`` /
+    ``partitions_update_time`` — the listing accepts ``?update_time=`` and answers 304.
+    """
+
+    version: ClassVar[str]
+    paths: ClassVar[Paths]
+    node_update: ClassVar[bool] = True
+    nodes_update_time: ClassVar[bool] = True
+    partitions_update_time: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def decode_ping(self, body: bytes) -> Ping:
+        """Decode ``GET ping``. Raises BadResponse."""
+
+    @abc.abstractmethod
+    def decode_nodes(self, body: bytes) -> NodeList | None:
+        """Decode ``GET nodes`` / ``GET node/{name}``; ``None`` when the body has no node list
+        (slurmrestd's answer to an error, even with HTTP 200). Raises BadResponse."""
+
+    @abc.abstractmethod
+    def decode_partitions(self, body: bytes) -> PartitionList | None:
+        """Decode ``GET partitions``; ``None`` when the body has no partition list.
+        Raises BadResponse."""
+
+    @abc.abstractmethod
+    def encode_node_update(self, update: NodeUpdate) -> bytes:
+        """The JSON body of ``POST node/{name}``.
+
+        Raises:
+            Unsupported: the version has no node update, or does not know a requested state.
+        """
+
+    def update_time_param(self, update_time: int) -> str:
+        """The ``update_time`` query value (epoch seconds as a decimal string)."""
+        return str(int(update_time))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.version}>"

@@ -1,0 +1,25 @@
+"""API v0.0.43 — Slurm 25.05.
+
+Same fields and node-state enum as v0.0.42 for everything this client reads (it adds external
+jobs, which are not read here). Partitions do not report the DEFAULT flag.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Final
+
+from slurmbridge.slurm.codecs._common import Paths
+from slurmbridge.slurm.codecs._dataparser import NODE_STATES_V0042, DataParserCodec, paths_for
+
+__all__ = ["CODEC", "V0043"]
+
+
+class V0043(DataParserCodec):
+    """Codec for slurmrestd v0.0.43 (Slurm 25.05)."""
+
+    version: ClassVar[str] = "v0.0.43"
+    paths: ClassVar[Paths] = paths_for("v0.0.43")
+    node_states: ClassVar[frozenset[str]] = NODE_STATES_V0042
+
+
+CODEC: Final = V0043()

@@ -1,0 +1,232 @@
+"""The reconciler runtime against a real nats-server: keyed queue, outcomes, dead letters,
+read-your-trigger and resuming from the durable consumer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import msgspec
+import pytest
+
+from reconcilers import slurm_drain
+from reconcilers.base import Context
+from schemas import actions, streams, subjects
+from schemas.actions import AnyAction, DrainSlurmNode, RecordEvent, UndrainSlurmNode
+from schemas.events import Event, KubeNode, SlurmNode
+from slurmbridge import bus as busmod
+from slurmbridge.config import NatsSettings, WorkerSettings
+from slurmbridge.natsserver import NatsServer
+from slurmbridge.outcomes import EffectResult, Transient
+from slurmbridge.projection import Projection
+from slurmbridge.publish import ObservationPublisher
+from slurmbridge.worker import Worker
+
+CTX = Context(scheduler_name="sched", cluster="c1")
+
+
+async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0.01)
+
+
+@dataclass
+class World:
+    """An effector that records actions and can be told to fail transiently."""
+
+    calls: list[AnyAction] = field(default_factory=list)
+    fail_times: int = 0
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        if self.fail_times and not isinstance(action, RecordEvent):
+            self.fail_times -= 1
+            raise Transient("injected", delay=0.05)
+        self.calls.append(action)
+        return EffectResult("ok")
+
+    def drains(self) -> list[AnyAction]:
+        return [a for a in self.calls if isinstance(a, DrainSlurmNode | UndrainSlurmNode)]
+
+
+class Harness:
+    def __init__(self, server: NatsServer) -> None:
+        self.server = server
+        self.bus: busmod.Bus | None = None
+        self.projection = Projection()
+        self.worker: Worker | None = None
+        self.world = World()
+        self.seq = 0
+
+    async def start(self, settings: WorkerSettings | None = None) -> None:
+        self.bus = await busmod.connect(NatsSettings(), self.server.url)
+        await self.bus.ensure_streams(streams.stream_specs(storage="file"))
+        self.projection = Projection()
+        await self.projection.start(self.bus)
+        await self.projection.wait_caught_up(10)
+        self.worker = Worker(
+            slurm_drain.SPEC, bus=self.bus, projection=self.projection, effector=self.world,
+            ctx=CTX, settings=settings or WorkerSettings(max_deliver=5), instance_id="test",
+        )
+        await self.worker.start()
+
+    async def stop(self) -> None:
+        if self.worker:
+            await self.worker.stop()
+        await self.projection.stop()
+        if self.bus:
+            await self.bus.close()
+
+    async def publish(self, *evs: Event) -> None:
+        assert self.bus is not None
+        self.seq += 1
+        await ObservationPublisher(self.bus)([(e, f"t{self.seq}-{i}") for i, e in enumerate(evs)])
+
+    async def records(self, stream: str, subject: str) -> list[bytes]:
+        assert self.bus is not None
+        out: list[bytes] = []
+        sub = await self.bus.js.subscribe(subject, stream=stream, ordered_consumer=True)
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=0.3)
+                except Exception:
+                    return out
+                out.append(msg.data)
+        finally:
+            await sub.unsubscribe()
+
+
+@pytest.fixture
+async def h(nats_server: NatsServer) -> AsyncIterator[Harness]:
+    harness = Harness(nats_server)
+    await harness.start()
+    try:
+        yield harness
+    finally:
+        await harness.stop()
+
+
+def kn(name: str, unschedulable: bool) -> KubeNode:
+    return KubeNode(source="k8s", key=name, uid="u-" + name, unschedulable=unschedulable)
+
+
+def sn(name: str, *state: str, reason: str = "") -> SlurmNode:
+    return SlurmNode(source="slurm:c1", key=name, cluster="c1", state=state or ("IDLE",), reason=reason)
+
+
+async def test_cordon_drains_once_and_records_action(h: Harness) -> None:
+    await h.publish(sn("n1"), kn("n1", unschedulable=True))
+    await until(lambda: len(h.world.drains()) == 1)
+    a = h.world.drains()[0]
+    assert isinstance(a, DrainSlurmNode)
+    assert a.reason == "slurm-bridge: Corresponding Kubernetes node (n1) is unschedulable"
+    recs = [actions.decode_record(d) for d in await h.records(streams.ACT_STREAM, "bridge.act.>")]
+    drains = [r for r in recs if isinstance(r.action, DrainSlurmNode)]
+    assert len(drains) == 1
+    assert drains[0].outcome == "ok"
+    assert drains[0].cause_seq > 0
+    assert drains[0].key == "n1"
+
+
+async def test_malformed_payload_is_dead_lettered_and_consumer_continues(h: Harness) -> None:
+    assert h.bus is not None
+    await h.bus.publish(subjects.obs_subject("k8s", "KubeNode", "bad"), b'{"kind":"KubeNode","key":')
+    await h.bus.publish(subjects.obs_subject("k8s", "KubeNode", "wrong"), b'{"kind":"KubeNode","source":3}')
+    await h.bus.publish("bridge.obs.k8s.Unknown.x", b"{}")
+    await h.publish(sn("n2"), kn("n2", unschedulable=True))
+    await until(lambda: len(h.world.drains()) == 1)
+    async with asyncio.timeout(10):
+        while True:
+            dlq = [actions.decode_dead_letter(d) for d in await h.records(streams.DLQ_STREAM, "bridge.dlq.>")]
+            if len(dlq) >= 2:
+                break
+    by_subject = {d.subject: d for d in dlq}
+    bad = by_subject["bridge.obs.k8s.KubeNode.bad"]
+    assert bad.reconciler == "slurm_drain"
+    assert bad.reason.startswith("malformed observation:")
+    assert bad.data == b'{"kind":"KubeNode","key":'
+    assert "Expected `str`, got `int`" in by_subject["bridge.obs.k8s.KubeNode.wrong"].reason
+    # "Unknown" kind is not in this consumer's filter: nothing to dead-letter for it here.
+    assert "bridge.obs.k8s.Unknown.x" not in by_subject
+    assert h.projection.malformed >= 2
+
+
+async def test_transient_failure_naks_and_retries_until_done(h: Harness) -> None:
+    h.world.fail_times = 2
+    await h.publish(sn("n3"), kn("n3", unschedulable=True))
+    await until(lambda: len(h.world.drains()) == 1)
+    recs = [actions.decode_record(d) for d in await h.records(streams.ACT_STREAM, "bridge.act.>")]
+    assert [r.outcome for r in recs if isinstance(r.action, DrainSlurmNode)] == ["retry", "retry", "ok"]
+
+
+async def test_exhausted_retries_go_to_dead_letter(nats_server: NatsServer) -> None:
+    h = Harness(nats_server)
+    await h.start(WorkerSettings(max_deliver=3))
+    try:
+        h.world.fail_times = 1000
+        await h.publish(sn("n4"), kn("n4", unschedulable=True))
+        async with asyncio.timeout(15):
+            while True:
+                dlq = [actions.decode_dead_letter(d) for d in await h.records(streams.DLQ_STREAM, "bridge.dlq.>")]
+                if dlq:
+                    break
+        assert "exhausted max_deliver (3)" in dlq[0].reason
+        assert dlq[0].num_delivered == 3
+    finally:
+        await h.stop()
+
+
+async def test_triggers_for_one_key_coalesce(h: Harness) -> None:
+    evs: list[Event] = [sn("n5")]
+    evs += [kn("n5", unschedulable=bool(i % 2)) for i in range(50)]
+    evs.append(kn("n5", unschedulable=True))
+    await h.publish(*evs)
+    await until(lambda: h.worker is not None and h.worker.idle and len(h.world.drains()) >= 1)
+    await asyncio.sleep(0)  # let the last completions run
+    # Level-based: the final state is cordoned, so the last effect must be a drain, and far
+    # fewer reconciles than triggers ran.
+    assert isinstance(h.world.drains()[-1], DrainSlurmNode)
+    assert h.worker is not None
+    assert h.worker.reconciles < 52
+
+
+async def test_restart_resumes_from_durable_consumer(nats_server: NatsServer) -> None:
+    h1 = Harness(nats_server)
+    await h1.start()
+    await h1.publish(sn("a"), kn("a", unschedulable=True))
+    await until(lambda: len(h1.world.drains()) == 1)
+    # The poller observes the drain; then the worker dies.
+    await h1.publish(sn("a", "IDLE", "DRAIN", reason="slurm-bridge: Corresponding Kubernetes node (a) is unschedulable"))
+    await until(lambda: h1.worker is not None and h1.worker.idle and h1.projection.applied_seq >= 3)
+    await h1.stop()
+    # While no worker runs, node b is cordoned.
+    h0 = Harness(nats_server)
+    h0.bus = await busmod.connect(NatsSettings(), nats_server.url)
+    h0.seq = 50
+    await h0.publish(sn("b"), kn("b", unschedulable=True))
+    await h0.bus.close()
+
+    h2 = Harness(nats_server)
+    await h2.start()
+    try:
+        await until(lambda: any(getattr(x, "node", "") == "b" for x in h2.world.drains()))
+        await until(lambda: h2.worker is not None and h2.worker.idle)
+        # "a" is drained in its latest observation: the new worker does not drain it again.
+        # ("b" may be asked twice — start-up resync and its trigger — as this fake world never
+        # reports the drain back; the real effector re-reads the node and would find it done.)
+        assert {getattr(x, "node", "") for x in h2.world.drains()} == {"b"}
+        assert h2.bus is not None
+        async with asyncio.timeout(10):
+            while (await h2.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")).num_ack_pending:
+                await asyncio.sleep(0.02)
+        info = await h2.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")
+        assert info.num_pending == 0
+    finally:
+        await h2.stop()
+
+
+def test_dead_letter_round_trip() -> None:
+    d = actions.DeadLetter(reconciler="r", subject="s", stream_seq=1, reason="x", data=b"\x00\xff")
+    assert actions.decode_dead_letter(msgspec.json.encode(d)) == d
