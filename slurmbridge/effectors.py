@@ -193,16 +193,3 @@ class Router:
         if self.kube is None:
             raise Permanent("no Kubernetes API configured")
         return await self.kube.apply(action)
-
-
-class NoopEffector:
-    """Performs nothing and reports ``noop`` (benchmarks, dry runs)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def apply(self, action: AnyAction) -> EffectResult:
-        """Count the call; change nothing."""
-        del action
-        self.calls += 1
-        return EffectResult("noop", "dry run")

@@ -28,6 +28,7 @@ from schemas import events, subjects, streams
 from schemas.events import Event
 from slurmbridge import metrics
 from slurmbridge.bus import Bus
+from slurmbridge.pull import ack_meta
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +192,12 @@ class Projection:
         await asyncio.wait_for(self._caught_up.wait(), timeout)
 
     # --- feeding from JetStream ----------------------------------------------------------
-    async def start(self, bus: Bus) -> None:
-        """Subscribe to BRIDGE_OBS (last message per subject, then live) and start applying."""
+    async def start(self, bus: Bus, *, every_message: bool = False) -> None:
+        """Subscribe to BRIDGE_OBS (last message per subject, then live) and start applying.
+
+        ``every_message`` applies the whole retained history in order instead of only the last
+        message per subject (replays and benchmarks; the end state is the same).
+        """
         info = await bus.js.stream_info(streams.OBS_STREAM)
         self._target_seq = info.state.last_seq if info.state.messages else 0
         if self.applied_seq >= self._target_seq:
@@ -200,17 +205,19 @@ class Projection:
         started = time.monotonic()
 
         async def on_msg(msg: Any) -> None:
-            self.feed(msg.subject, msg.data, msg.metadata.sequence.stream)
-            if not self._caught_up.is_set() and msg.metadata.num_pending == 0:
+            meta = ack_meta(msg.reply)
+            self.feed(msg.subject, msg.data, meta.stream_seq)
+            if not self._caught_up.is_set() and meta.num_pending == 0:
                 self._caught_up.set()
-            if self._caught_up.is_set() and started:
                 metrics.PROJECTION_REBUILD_SECONDS.set(time.monotonic() - started)
 
         self._sub = await bus.js.subscribe(
             f"{subjects.PREFIX}.{subjects.OBS}.>",
             stream=streams.OBS_STREAM,
             ordered_consumer=True,
-            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+            deliver_policy=(
+                api.DeliverPolicy.ALL if every_message else api.DeliverPolicy.LAST_PER_SUBJECT
+            ),
             cb=on_msg,
             pending_msgs_limit=1_000_000,
             pending_bytes_limit=512 * 1024 * 1024,

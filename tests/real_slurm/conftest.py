@@ -34,9 +34,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.real_slurm)
 
 
-@pytest.fixture(scope="session")
-def real_slurm() -> Iterator[RealSlurm]:
-    """A started 4-node real Slurm cluster (nodes n1-n4; partitions batch and gpu=n1-n2)."""
+@pytest.fixture(scope="session", autouse=True)
+def real_slurm_available() -> None:
+    """Skip the tier on request; otherwise FAIL (never skip) without Slurm binaries or root.
+
+    Autouse in this conftest, so it guards every test of this directory, including those that
+    start their own cluster, and only them.
+    """
     if os.environ.get(SKIP_ENV) == "1":
         pytest.skip(f"real Slurm tier skipped on request ({SKIP_ENV}=1)")
     missing = missing_binaries()
@@ -47,6 +51,17 @@ def real_slurm() -> Iterator[RealSlurm]:
             "the real_slurm tier on purpose.",
             pytrace=False,
         )
+    if os.geteuid() != 0:
+        pytest.fail(
+            "the real_slurm tier runs Slurm's daemons and must run as root "
+            f"(uid is {os.geteuid()}); set {SKIP_ENV}=1 to skip it on purpose.",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def real_slurm(real_slurm_available: None) -> Iterator[RealSlurm]:
+    """A started 4-node real Slurm cluster (nodes n1-n4; partitions batch and gpu=n1-n2)."""
     cluster = RealSlurm(nodes=4)
     try:
         cluster.start()

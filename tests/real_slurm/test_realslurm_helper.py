@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import stat
 import subprocess
 import sys
@@ -63,7 +64,7 @@ def node_is_clean(rest: httpx.Client, name: str) -> bool:
     """Idle with no flags. After a resume, 22.05 shows ``NOT_RESPONDING`` until slurmd answers
     the ping slurmctld sends at once (about 0.5-1 s)."""
     node = get_node(rest, name)
-    return node["state"] == "idle" and node["state_flags"] == [] and node["reason"] == ""
+    return bool(node["state"] == "idle" and node["state_flags"] == [] and node["reason"] == "")
 
 
 # --------------------------------------------------------------------------- basics
@@ -454,16 +455,34 @@ def live_processes_using(workdir: Path) -> list[str]:
     return found
 
 
+def live_processes_running(command: str) -> list[int]:
+    """Non-zombie processes whose command line is exactly ``command``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            status = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        if cmd == command and status[status.rindex(")") + 2] != "Z":
+            found.append(int(proc.name))
+    return found
+
+
 def test_second_cluster_runs_beside_and_stop_ends_running_jobs(
     real_slurm: RealSlurm, rest: httpx.Client
 ) -> None:
     """Two clusters share the machine; stop() leaves no process behind, even with a job."""
     other = RealSlurm(nodes=2)
+    seconds = random.randint(1000, 9999)  # marks this job's process among any others
     with other:
         assert other.url != real_slurm.url
         assert other.startup_seconds is not None
+        workdir = other.workdir
         with httpx.Client(base_url=other.url, headers=other.auth_headers, timeout=10) as c:
-            r = c.post(f"{V}/job/submit", json=submit_body("#!/bin/bash\nsleep 300\n"))
+            r = c.post(f"{V}/job/submit", json=submit_body(f"#!/bin/bash\nsleep {seconds}\n"))
             assert r.status_code == 200, r.text
             job_id = r.json()["job_id"]
 
@@ -472,9 +491,16 @@ def test_second_cluster_runs_beside_and_stop_ends_running_jobs(
                 return bool(job["job_state"] == "RUNNING")
 
             wait_until(f"job {job_id} RUNNING", running)
-        workdir = other.workdir
-        assert any("slurmstepd" in p for p in live_processes_using(workdir))
+        # RUNNING is slurmctld's view; slurmd starts slurmstepd and the script just after
+        wait_until(
+            "the job's slurmstepd and script",
+            lambda: (
+                any("slurmstepd" in p for p in live_processes_using(workdir))
+                and bool(live_processes_running(f"sleep {seconds}"))
+            ),
+        )
     assert live_processes_using(workdir) == []
+    assert live_processes_running(f"sleep {seconds}") == []  # the job's tree went too
     assert not workdir.exists()  # created by RealSlurm, so removed by stop()
     # the session cluster did not notice
     assert rest.get(f"{V}/ping").json()["pings"][0]["ping"] == "UP"

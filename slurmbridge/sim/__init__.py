@@ -1,0 +1,1 @@
+"""Simulators of the APIs slurmbridge talks to (slurmrestd, Kubernetes), for tests and demos."""

@@ -1,0 +1,1220 @@
+"""A slurmrestd simulator (aiohttp) for API v0.0.38 and v0.0.42-v0.0.45.
+
+Who uses it: the integration tests, ``slurmbridge demo`` and ``slurmbridge sim slurmrestd``
+(through :func:`serve`), and benchmarks (through :attr:`SlurmSim.on_update`). Its fidelity is
+itself tested: every response is validated against the real OpenAPI documents in
+``tests/data/slurm-openapi/``, and its behaviour is the one observed on a real Slurm 22.05 and
+read in Slurm's sources for the newer releases.
+
+Model. One cluster: nodes and partitions, a "last changed" second for each (slurmctld's
+``last_node_update`` / ``last_part_update``) and a clock (injectable, so tests control
+``update_time``). A node's base state is derived from its allocated CPUs (IDLE / MIXED /
+ALLOCATED) unless overridden (DOWN, FUTURE …), and its flags (DRAIN, FAIL …) are kept apart,
+so a drain requested on a busy node shows as ``ALLOCATED+DRAIN`` and becomes ``IDLE+DRAIN``
+by itself when :meth:`SlurmSim.release` frees the node — the hook a job scheduler will use
+(:meth:`SlurmSim.allocate` / :meth:`SlurmSim.release`; jobs themselves come later).
+Node updates from REST and from the in-process "administrator" helpers go through one
+function (:meth:`SlurmSim._update_node`) that follows slurmctld's ``update_node()`` rules:
+RESUME is only valid on DOWN/DRAIN/FAIL nodes, a reason is recorded with its user and time,
+and the reason is cleared once the node is neither DOWN, DRAIN nor FAIL.
+
+Deliberate fidelity, where real slurmrestd and its OpenAPI document disagree:
+
+* v0.0.38 answers node updates with 405 (text/plain) and unknown nodes/partitions with HTTP
+  500 and ``errors[].errno``; a present but invalid token with HTTP 500 and ``errno`` -1
+  (a real 22.05 does that: the token is passed through to slurmctld, which rejects it). A
+  missing token or user name is 401. v0.0.42+ answers a missing or invalid token with 401.
+* v0.0.42+ answers ``GET node/{unknown}`` with HTTP 200, an ``errors`` entry whose
+  ``error_number`` is 0, and no ``nodes`` (SlinkyProject/slurm-operator#79).
+* ``GET nodes?update_time=T`` answers 304 when no node changed after ``T``, and — in every
+  released slurmrestd (22.05 … 26.05.3) — HTTP 500 with error -1 when nodes changed but
+  partitions did not (SchedMD commit cbbcf7bd; ``update_time_quirk=False`` gives the fixed
+  behaviour).
+* Error bodies lack the listing's required fields (``nodes``, ``last_update``), as real ones do.
+
+Where only the document can be followed (v0.0.38's ``meta.Slurm.version`` numbers, which the
+real server prints as integers, and fields it prints as ``null``), the simulator follows the
+document: integers become strings and ``null`` fields are left out.
+
+Auth: ``X-SLURM-USER-TOKEN`` is either a JWT (HS256, verified with :attr:`SlurmSim.jwt_key`,
+claims ``sun`` and ``exp`` as ``scontrol token`` issues them) or, when ``start(token=...)``
+was given, that static string. :meth:`SlurmSim.write_token` writes an accepted token to a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import collections
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+from aiohttp import web
+
+from slurmbridge.slurm import hostlist
+from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
+
+__all__ = [
+    "ALL_VERSIONS",
+    "RELEASES",
+    "SimError",
+    "SimNode",
+    "SimPartition",
+    "SlurmSim",
+    "UpdateCallback",
+    "serve",
+]
+
+log = logging.getLogger(__name__)
+
+#: Every version the simulator can serve, newest first.
+ALL_VERSIONS: Final[tuple[str, ...]] = ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.38")
+
+#: The Slurm release whose OpenAPI document each version follows.
+RELEASES: Final[Mapping[str, str]] = {
+    "v0.0.38": "22.05.8",
+    "v0.0.42": "24.11.6",
+    "v0.0.43": "25.05.8",
+    "v0.0.44": "25.11.7",
+    "v0.0.45": "26.05.2",
+}
+
+#: Node states each version's document accepts in ``node.state`` and ``update_node_msg.state``.
+_STATES_42: Final = frozenset({
+    "INVALID", "UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "RESERVED",
+    "UNDRAIN", "CLOUD", "RESUME", "DRAIN", "COMPLETING", "NOT_RESPONDING", "POWERED_DOWN",
+    "FAIL", "POWERING_UP", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_CANCELED",
+    "POWERING_DOWN", "DYNAMIC_FUTURE", "REBOOT_ISSUED", "PLANNED", "INVALID_REG", "POWER_DOWN",
+    "POWER_UP", "POWER_DRAIN", "DYNAMIC_NORM",
+})
+_STATES_44: Final = _STATES_42 | {"EXTERNAL", "BLOCKED"}
+_NODE_STATES: Final[Mapping[str, frozenset[str]]] = {
+    "v0.0.42": _STATES_42,
+    "v0.0.43": _STATES_42,
+    "v0.0.44": _STATES_44,
+    "v0.0.45": _STATES_44 | {"POWER_DOWN_ASAP", "POWER_DOWN_FORCE"},
+}
+
+# Slurm errno values and texts (slurm/slurm_errno.h, src/common/slurm_errno.c).
+_ERRNO_TEXT: Final[Mapping[int, str]] = {
+    -1: "Unspecified error",
+    0: "No error",
+    2000: "Invalid partition name specified",
+    2018: "Invalid node name specified",
+    2028: "Invalid node state specified",
+    2180: "Invalid node state transition",
+    9000: "Query empty or not RFC7320 compliant",
+    9001: "Failure during parsing",
+    9207: "Data parser unable to parse invalid flag",
+}
+_UNKNOWN_URL: Final = "Unable find requested URL. Please view /openapi/v3 for API reference."
+_NO_METHOD: Final = (
+    "Requested REST method is not defined at URL. Please view /openapi/v3 for API reference."
+)
+_AUTH_FAILURE: Final = "Authentication failure"
+
+Json = dict[str, Any]
+UpdateCallback = Callable[[str, NodeUpdate, float], None]
+"""``on_update`` hook: node name, the update, ``time.monotonic()`` when the request arrived."""
+
+
+class SimError(ValueError):
+    """A Slurm error raised by the simulator's state model (errno + text)."""
+
+    def __init__(self, errno: int, description: str) -> None:
+        super().__init__(f"{description} ({errno}: {_ERRNO_TEXT.get(errno, '')})")
+        self.errno = errno
+        self.description = description
+
+
+@dataclass
+class SimNode:
+    """A simulated node. ``base`` overrides the derived base state (DOWN, FUTURE …);
+    ``None`` derives it from ``alloc_cpus`` (IDLE / MIXED / ALLOCATED)."""
+
+    name: str
+    cpus: int = 2
+    real_memory: int = 1000
+    features: list[str] = field(default_factory=list)
+    gres: str = ""
+    address: str = "127.0.0.1"
+    comment: str = ""
+    base: str | None = None
+    flags: list[str] = field(default_factory=list)
+    alloc_cpus: int = 0
+    alloc_memory: int = 0
+    reason: str = ""
+    reason_user: str = ""
+    reason_time: int = 0
+    boot_time: int = 0
+
+    @property
+    def base_state(self) -> str:
+        """The base state Slurm would report."""
+        if self.base is not None:
+            return self.base
+        if self.alloc_cpus <= 0:
+            return "IDLE"
+        return "ALLOCATED" if self.alloc_cpus >= self.cpus else "MIXED"
+
+    @property
+    def state(self) -> tuple[str, ...]:
+        """Base state, then flags."""
+        return (self.base_state, *self.flags)
+
+    def add_flag(self, flag: str) -> None:
+        """Set ``flag`` (kept in insertion order, once)."""
+        if flag not in self.flags:
+            self.flags.append(flag)
+
+    def clear_flag(self, flag: str) -> None:
+        """Clear ``flag`` if set."""
+        if flag in self.flags:
+            self.flags.remove(flag)
+
+
+@dataclass
+class SimPartition:
+    """A simulated partition. ``max_time`` in minutes, ``None`` = INFINITE."""
+
+    name: str
+    nodes: list[str] = field(default_factory=list)
+    state: str = "UP"
+    max_time: int | None = None
+    default: bool = False
+
+
+class _SeedPartition(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    nodes: str | list[str] = ""
+    default: bool = False
+    max_time: int | None = None
+    state: str = "UP"
+
+
+class _SeedNode(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    cpus: int = 2
+    real_memory: int = 1000
+    partitions: list[str] = []
+    features: list[str] = []
+    gres: str = ""
+
+
+class _Seed(msgspec.Struct, frozen=True, kw_only=True):
+    partitions: list[_SeedPartition] = []
+    nodes: list[_SeedNode] = []
+
+
+class _UpdateBody(msgspec.Struct, frozen=True):
+    """The ``update_node_msg`` fields the simulator acts on (others are accepted, ignored)."""
+
+    state: list[str] | None = None
+    reason: str | None = None
+    reason_uid: str | None = None
+    features: list[str] | str | None = None
+    comment: str | None = None
+
+
+_UPDATE_BODY: Final = msgspec.json.Decoder(_UpdateBody)
+
+
+class _AuthError(Exception):
+    """The token is present but invalid (signature, expiry, user)."""
+
+
+# --- JWT (HS256) ----------------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def mint_jwt(key: bytes, user: str, *, now: float, lifetime: int) -> str:
+    """An HS256 JWT as ``scontrol token`` issues it (claims ``iat``, ``exp``, ``sun``)."""
+    header = _b64(b'{"alg":"HS256","typ":"JWT"}')
+    claims = {"iat": int(now), "exp": int(now) + lifetime, "sun": user}
+    payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
+    signature = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    return f"{header}.{payload}.{_b64(signature)}"
+
+
+def verify_jwt(key: bytes, token: str, *, now: float) -> str:
+    """The user (``sun``) of a valid HS256 token.
+
+    Raises:
+        _AuthError: malformed, wrong algorithm or signature, expired, or no user.
+    """
+    try:
+        header_b64, payload_b64, sig_b64 = token.split(".")
+        header = json.loads(_unb64(header_b64))
+        claims = json.loads(_unb64(payload_b64))
+        signature = _unb64(sig_b64)
+    except (ValueError, binascii.Error) as exc:
+        raise _AuthError("malformed token") from exc
+    if not isinstance(header, dict) or header.get("alg") != "HS256":
+        raise _AuthError("unsupported token algorithm")
+    expected = hmac.new(key, f"{header_b64}.{payload_b64}".encode(), hashlib.sha256).digest()
+    if not hmac.compare_digest(expected, signature):
+        raise _AuthError("bad signature")
+    if not isinstance(claims, dict):
+        raise _AuthError("malformed claims")
+    exp = claims.get("exp")
+    if isinstance(exp, int | float) and exp < now:
+        raise _AuthError("token expired")
+    user = claims.get("sun")
+    if not isinstance(user, str) or not user:
+        raise _AuthError("token has no user")
+    return user
+
+
+# --- JSON helpers -----------------------------------------------------------------------------
+
+
+def _nv(number: int | None, *, infinite: bool = False) -> Json:
+    """A NoVal number object: set ⇔ ``number`` is not None."""
+    if infinite:
+        return {"set": False, "infinite": True, "number": 0}
+    if number is None:
+        return {"set": False, "infinite": False, "number": 0}
+    return {"set": True, "infinite": False, "number": number}
+
+
+def _json(body: Json, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body, indent=2).encode(), status=status, content_type="application/json"
+    )
+
+
+def _text(text: str, status: int) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/plain")
+
+
+def _version_of(path: str) -> str | None:
+    m = re.match(r"^/slurm/(v\d+\.\d+\.\d+)/", path)
+    return m.group(1) if m else None
+
+
+_ENDPOINT: Final = re.compile(r"^/slurm/v[\d.]+/(ping|nodes|node|partitions|partition|new/node)")
+_DATA_KEY: Final[Mapping[str, str]] = {
+    "ping": "pings", "nodes": "nodes", "node": "nodes",
+    "partitions": "partitions", "partition": "partitions",
+}
+
+
+def _endpoint_of(path: str) -> str:
+    if path.startswith("/openapi"):
+        return "openapi"
+    m = _ENDPOINT.match(path)
+    return m.group(1) if m else "other"
+
+
+# --- the simulator ---------------------------------------------------------------------------
+
+
+class SlurmSim:
+    """An in-process slurmrestd with a small, inspectable cluster.
+
+    Args:
+        jwt_key: HS256 key for tokens (random when omitted).
+        clock: epoch seconds (``time.time``); Slurm's ``last_update`` values and token expiry
+            read it, so a test can move time explicitly.
+        cluster: the cluster name reported in ``meta``.
+        update_time_quirk: reproduce released slurmrestd's HTTP 500 on conditional node
+            listings when only nodes changed (module docstring).
+        controller: the slurmctld host name reported by ping.
+    """
+
+    def __init__(
+        self,
+        *,
+        jwt_key: bytes | None = None,
+        clock: Callable[[], float] = time.time,
+        cluster: str = "sim",
+        update_time_quirk: bool = True,
+        controller: str = "slurmctld-sim",
+    ) -> None:
+        self.jwt_key = jwt_key or secrets.token_bytes(32)
+        self.clock = clock
+        self.cluster = cluster
+        self.update_time_quirk = update_time_quirk
+        self.controller = controller
+        self.controller_up = True
+        self.static_token: str | None = None
+        self.nodes: dict[str, SimNode] = {}
+        self.partitions: dict[str, SimPartition] = {}
+        self.versions: tuple[str, ...] = ()
+        self.counters: collections.Counter[str] = collections.Counter()
+        self.on_update: list[UpdateCallback] = []
+        self._faults: collections.deque[tuple[int, int | None]] = collections.deque()
+        now = self._now()
+        self.nodes_changed_at = now
+        self.parts_changed_at = now
+        self._runner: web.AppRunner | None = None
+        self._host = "127.0.0.1"
+        self._port = 0
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        versions: Sequence[str] = ALL_VERSIONS,
+        token: str | None = None,
+    ) -> str:
+        """Serve ``versions`` on ``host:port`` (0 = a free port) and return :attr:`url`.
+
+        ``token`` switches to static-token mode (that exact string is the only valid token).
+
+        Raises:
+            ValueError: an unknown version, or already started.
+        """
+        if self._runner is not None:
+            raise ValueError("simulator already started")
+        chosen = tuple(dict.fromkeys(_normalise(v) for v in versions))
+        unknown = [v for v in chosen if v not in RELEASES]
+        if unknown or not chosen:
+            raise ValueError(f"unsupported API version(s) {unknown}; choose from {ALL_VERSIONS}")
+        self.versions = tuple(v for v in ALL_VERSIONS if v in chosen)
+        if token is not None:
+            self.static_token = token
+        app = web.Application(middlewares=[self._middleware])
+        self._add_routes(app)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+        self._host = host
+        self._port = int(self._runner.addresses[0][1])
+        log.info("slurmrestd simulator on %s serving %s", self.url, ", ".join(self.versions))
+        return self.url
+
+    async def stop(self) -> None:
+        """Stop serving (idempotent)."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the running simulator."""
+        return f"http://{self._host}:{self._port}"
+
+    @property
+    def requests_total(self) -> int:
+        """Requests received (all endpoints)."""
+        return sum(self.counters.values())
+
+    # --- tokens -------------------------------------------------------------------------------
+
+    def mint_token(self, user: str = "slurmrest", lifetime: int = 86_400) -> str:
+        """A token the simulator accepts: the static token, or a fresh JWT for ``user``
+        valid ``lifetime`` seconds."""
+        if self.static_token is not None:
+            return self.static_token
+        return mint_jwt(self.jwt_key, user, now=self.clock(), lifetime=lifetime)
+
+    def write_token(
+        self, path: Path | str, user: str = "slurmrest", lifetime: int = 86_400
+    ) -> Path:
+        """Write :meth:`mint_token` to ``path`` (mode 0600, replaced atomically) and return it."""
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(self.mint_token(user, lifetime) + "\n")
+        tmp.replace(target)
+        return target
+
+    def rotate_token(self, token: str | None = None) -> None:
+        """Invalidate every token issued so far: a new static token (``token``, or a random one
+        in static mode) or a new JWT key."""
+        if self.static_token is not None or token is not None:
+            self.static_token = token or secrets.token_urlsafe(24)
+        else:
+            self.jwt_key = secrets.token_bytes(32)
+
+    # --- cluster state (in-process helpers) --------------------------------------------------
+
+    def _now(self) -> int:
+        return int(self.clock())
+
+    def _touch_nodes(self) -> None:
+        self.nodes_changed_at = self._now()
+
+    def _touch_partitions(self) -> None:
+        self.parts_changed_at = self._now()
+
+    def add_partition(
+        self,
+        name: str,
+        nodes: Iterable[str] | str = (),
+        *,
+        max_time: int | None = None,
+        default: bool = False,
+        state: str = "UP",
+    ) -> SimPartition:
+        """Create (or extend) partition ``name``; ``nodes`` is a list or a hostlist string.
+        ``max_time`` minutes, ``None`` = INFINITE. Returns the partition."""
+        names = hostlist.expand(nodes) if isinstance(nodes, str) else tuple(nodes)
+        part = self.partitions.get(name)
+        if part is None:
+            part = self.partitions[name] = SimPartition(
+                name=name, max_time=max_time, default=default, state=state.upper()
+            )
+        for n in names:
+            if n not in part.nodes:
+                part.nodes.append(n)
+        self._touch_partitions()
+        self._touch_nodes()  # node records list their partitions
+        return part
+
+    def add_node(
+        self,
+        name: str,
+        cpus: int = 2,
+        real_memory: int = 1000,
+        partitions: Iterable[str] = ("batch",),
+        *,
+        features: Iterable[str] = (),
+        gres: str = "",
+        address: str = "127.0.0.1",
+        state: str | None = None,
+        flags: Iterable[str] = (),
+    ) -> SimNode:
+        """Add node ``name`` (idle unless ``state`` says otherwise) to ``partitions``
+        (created when missing). ``real_memory`` in MiB.
+
+        Raises:
+            ValueError: the node exists.
+        """
+        if name in self.nodes:
+            raise ValueError(f"node {name} exists")
+        node = SimNode(
+            name=name, cpus=cpus, real_memory=real_memory, features=list(features), gres=gres,
+            address=address, flags=[f.upper() for f in flags], boot_time=self._now(),
+        )
+        if state is not None:
+            self._set_base(node, state.upper())
+        self.nodes[name] = node
+        for p in partitions:
+            self.add_partition(p, [name])
+        self._touch_nodes()
+        return node
+
+    def remove_node(self, name: str) -> None:
+        """Remove node ``name`` from the cluster and its partitions.
+
+        Raises:
+            KeyError: no such node.
+        """
+        del self.nodes[name]
+        for part in self.partitions.values():
+            if name in part.nodes:
+                part.nodes.remove(name)
+        self._touch_nodes()
+        self._touch_partitions()
+
+    def _node(self, name: str) -> SimNode:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise SimError(2018, f"Invalid node name {name}") from None
+
+    def _set_base(self, node: SimNode, base: str) -> None:
+        if base == "IDLE":
+            node.base, node.alloc_cpus, node.alloc_memory = None, 0, 0
+        elif base == "ALLOCATED":
+            node.base, node.alloc_cpus = None, node.cpus
+        elif base == "MIXED" and node.cpus > 1:
+            node.base, node.alloc_cpus = None, max(1, node.cpus // 2)
+        elif base in BASE_STATES:
+            node.base = base
+            if base in ("DOWN", "FUTURE"):
+                node.alloc_cpus = node.alloc_memory = 0
+        else:
+            raise ValueError(f"unknown base state {base!r}; one of {sorted(BASE_STATES)}")
+
+    def set_state(self, name: str, base: str, flags: Iterable[str] | None = None) -> None:
+        """Force node ``name`` into ``base`` (IDLE, ALLOCATED, MIXED, DOWN, FUTURE …) and, when
+        given, exactly ``flags`` (``None`` keeps them). IDLE/MIXED/ALLOCATED set the allocated
+        CPUs accordingly. A state change, not an update: no reason bookkeeping.
+
+        Raises:
+            SimError: no such node. ValueError: unknown base state.
+        """
+        node = self._node(name)
+        self._set_base(node, base.upper())
+        if flags is not None:
+            node.flags = list(dict.fromkeys(f.upper() for f in flags))
+        self._touch_nodes()
+
+    def allocate(self, name: str, cpus: int, memory: int = 0) -> None:
+        """Allocate ``cpus`` (and ``memory`` MiB) on node ``name`` — what a scheduler does
+        when a job starts there.
+
+        Raises:
+            SimError: no such node. ValueError: not enough free CPUs, or the node is not usable.
+        """
+        node = self._node(name)
+        if node.base is not None or "DRAIN" in node.flags or "FAIL" in node.flags:
+            raise ValueError(f"node {name} is {'+'.join(node.state)}: cannot allocate")
+        if node.alloc_cpus + cpus > node.cpus:
+            raise ValueError(f"node {name} has {node.cpus - node.alloc_cpus} free CPUs, not {cpus}")
+        node.alloc_cpus += cpus
+        node.alloc_memory += memory
+        self._touch_nodes()
+
+    def release(self, name: str, cpus: int | None = None, memory: int = 0) -> None:
+        """Free ``cpus`` (all when ``None``) on node ``name``; a draining node whose last CPU
+        is freed becomes drained (``IDLE+DRAIN``).
+
+        Raises:
+            SimError: no such node.
+        """
+        node = self._node(name)
+        node.alloc_cpus = 0 if cpus is None else max(0, node.alloc_cpus - cpus)
+        node.alloc_memory = 0 if cpus is None else max(0, node.alloc_memory - memory)
+        self._touch_nodes()
+
+    def admin_drain(self, name: str, reason: str, user: str = "root") -> None:
+        """``scontrol update nodename=<name> state=drain reason=<reason>`` as ``user``.
+
+        Raises:
+            SimError: no such node.
+        """
+        self._update_node(name, NodeUpdate(state=("DRAIN",), reason=reason), user=user)
+
+    def admin_update(self, name: str, update: NodeUpdate, user: str = "root") -> None:
+        """Any ``scontrol update nodename=…`` as ``user`` (same rules as REST updates).
+
+        Raises:
+            SimError: no such node, or an invalid state transition.
+        """
+        self._update_node(name, update, user=user)
+
+    def node(self, name: str) -> Node:
+        """Node ``name`` as the client's version-neutral model (for assertions).
+
+        Raises:
+            SimError: no such node.
+        """
+        n = self._node(name)
+        return Node(
+            name=n.name,
+            state=n.state,
+            reason=n.reason,
+            reason_set_by_user=n.reason_user,
+            reason_changed_at=n.reason_time,
+            cpus=n.cpus,
+            alloc_cpus=n.alloc_cpus,
+            real_memory=n.real_memory,
+            features=tuple(n.features),
+            partitions=self._partitions_of(n.name),
+            gres=n.gres,
+            address=n.address,
+            comment=n.comment,
+        )
+
+    def _partitions_of(self, name: str) -> tuple[str, ...]:
+        return tuple(p.name for p in self.partitions.values() if name in p.nodes)
+
+    def fail_next(self, n: int = 1, status: int = 503, *, error_number: int | None = None) -> None:
+        """Answer the next ``n`` requests (any endpoint) with ``status``; with
+        ``error_number``, as a Slurm error body carrying that errno, else as plain text."""
+        for _ in range(n):
+            self._faults.append((status, error_number))
+
+    def seed_default(self, nodes: int = 4) -> None:
+        """The recipe's cluster: ``n1..nN`` (2 CPUs, 1000 MiB) in ``batch`` (default, no time
+        limit), ``n1``-``n2`` also in ``gpu`` (MaxTime 60 minutes)."""
+        self.add_partition("batch", default=True)
+        self.add_partition("gpu", max_time=60)
+        for i in range(1, nodes + 1):
+            self.add_node(f"n{i}", partitions=("batch", "gpu") if i <= 2 else ("batch",))
+
+    def load_seed(self, path: Path | str) -> None:
+        """Seed from YAML: ``{partitions: [{name, nodes, default?, max_time?}], nodes: [{name,
+        cpus, real_memory, partitions, features?, gres?}]}``; partition ``nodes`` may be a
+        hostlist string or a list.
+
+        Raises:
+            OSError: unreadable file. ValueError: not the documented shape.
+        """
+        import yaml  # only the seed file needs YAML
+
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        try:
+            seed = msgspec.convert(raw, _Seed)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        for p in seed.partitions:
+            self.add_partition(
+                p.name, default=p.default, max_time=p.max_time, state=p.state,
+            )
+        for n in seed.nodes:
+            self.add_node(
+                n.name, n.cpus, n.real_memory, n.partitions, features=n.features, gres=n.gres,
+            )
+        for p in seed.partitions:
+            self.add_partition(p.name, p.nodes)
+
+    # --- the one update path -----------------------------------------------------------------
+
+    def _update_node(
+        self, name: str, update: NodeUpdate, *, user: str, version: str = "v0.0.45"
+    ) -> None:
+        """Apply ``update`` like slurmctld's ``update_node()``.
+
+        Raises:
+            SimError: 2018 no such node; 2028 (v0.0.42/43) or 2180 (v0.0.44+) invalid
+                state transition — checked before anything changes.
+        """
+        node = self._node(name)
+        invalid = 2028 if version in ("v0.0.42", "v0.0.43") else 2180
+        for s in update.state:
+            if not _valid_transition(node, s):
+                raise SimError(
+                    invalid,
+                    f"Invalid node state transition requested for node {name} from="
+                    f"{'+'.join(node.state)} to={s}",
+                )
+        now = self._now()
+        if update.reason:
+            node.reason, node.reason_user, node.reason_time = update.reason, user, now
+        for s in update.state:
+            _apply_state(node, s)
+        if update.features is not None:
+            node.features = list(update.features)
+        if update.comment is not None:
+            node.comment = update.comment
+        if not ({"DRAIN", "FAIL"} & set(node.flags)) and node.base_state != "DOWN":
+            node.reason, node.reason_user, node.reason_time = "", "", 0
+        self._touch_nodes()
+
+    # --- HTTP -------------------------------------------------------------------------------
+
+    def _add_routes(self, app: web.Application) -> None:
+        r = app.router
+        for path in ("/openapi/v3", "/openapi", "/openapi.json"):
+            r.add_get(path, self._openapi)
+        for v in self.versions:
+            base = f"/slurm/{v}"
+            for ep, handler in (
+                ("ping", self._ping),
+                ("nodes", self._nodes),
+                ("partitions", self._partitions),
+            ):
+                r.add_get(f"{base}/{ep}", handler)
+                r.add_get(f"{base}/{ep}/", handler)
+            r.add_get(f"{base}/node/{{node_name}}", self._get_node)
+            r.add_post(f"{base}/node/{{node_name}}", self._post_node)
+            r.add_get(f"{base}/partition/{{partition_name}}", self._get_partition)
+
+    def _doc_paths(self) -> dict[str, Json]:
+        """The paths this simulator serves, spelled as each version's document does."""
+        paths: dict[str, Json] = {}
+        for p in ("/openapi.json", "/openapi", "/openapi/v3"):
+            paths[p] = {"get": _op("openapi", "Retrieve OpenAPI Specification")}
+        for v in self.versions:
+            slash = "" if v == "v0.0.38" else "/"
+            base = f"/slurm/{v}"
+            tag = v.replace(".", "")
+            paths[f"{base}/ping{slash}"] = {"get": _op(f"{tag}_ping", "ping test")}
+            paths[f"{base}/nodes{slash}"] = {"get": _op(f"{tag}_get_nodes", "get node(s) info")}
+            node: Json = {"get": _op(f"{tag}_get_node", "get node info")}
+            if v != "v0.0.38":
+                node["post"] = _op(f"{tag}_post_node", "update node properties")
+            paths[f"{base}/node/{{node_name}}"] = node
+            paths[f"{base}/partitions{slash}"] = {
+                "get": _op(f"{tag}_get_partitions", "get all partition info")
+            }
+            paths[f"{base}/partition/{{partition_name}}"] = {
+                "get": _op(f"{tag}_get_partition", "get partition info")
+            }
+        return paths
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        del request
+        newest = self.versions[0]
+        return _json({
+            "openapi": "3.0.2" if newest == "v0.0.38" else "3.0.3",
+            "info": {
+                "title": "Slurm REST API (slurmbridge simulator)",
+                "version": f"Slurm-{RELEASES[newest]}",
+            },
+            "paths": self._doc_paths(),
+        })
+
+    @web.middleware
+    async def _middleware(
+        self,
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        request["arrived"] = time.monotonic()
+        endpoint = _endpoint_of(request.path)
+        self.counters[f"{request.method} {endpoint}"] += 1
+        version = _version_of(request.path) or (self.versions[0] if self.versions else "")
+        if self._faults:
+            status, errno = self._faults.popleft()
+            if errno is None:
+                return _text(f"injected fault (HTTP {status})", status)
+            return self._error(version, endpoint, status, errno, "injected fault", "sim")
+        denied = self._authenticate(request, version, endpoint)
+        if denied is not None:
+            return denied
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            return _text(_UNKNOWN_URL, 404)
+        except web.HTTPMethodNotAllowed:
+            return _text(_NO_METHOD, 405)
+
+    def _authenticate(
+        self, request: web.Request, version: str, endpoint: str
+    ) -> web.StreamResponse | None:
+        token = request.headers.get("X-SLURM-USER-TOKEN")
+        user_name = request.headers.get("X-SLURM-USER-NAME")
+        bearer = request.headers.get("Authorization", "")
+        if token is None and version != "v0.0.38" and bearer.startswith("Bearer "):
+            token = bearer.removeprefix("Bearer ").strip()
+        if not token or (version == "v0.0.38" and not user_name):
+            return _text(_AUTH_FAILURE, 401)
+        try:
+            user = self._user_of(token, user_name)
+        except _AuthError as exc:
+            log.debug("simulated slurmrestd: rejecting token: %s", exc)
+            if version == "v0.0.38":
+                # 22.05 passes the token through; slurmctld's refusal comes back as errno -1
+                return self._error(version, endpoint, 500, -1, "", "")
+            return _text(_AUTH_FAILURE, 401)
+        request["user"] = user
+        return None
+
+    def _user_of(self, token: str, user_name: str | None) -> str:
+        """The authenticated user of a request.
+
+        Raises:
+            _AuthError: wrong static token, invalid JWT, or a JWT for another user than
+                ``X-SLURM-USER-NAME`` (only root/slurm tokens may act for others).
+        """
+        if self.static_token is not None:
+            if not hmac.compare_digest(token.encode(), self.static_token.encode()):
+                raise _AuthError("wrong token")
+            return user_name or "slurm"
+        user = verify_jwt(self.jwt_key, token, now=self.clock())
+        if user_name and user_name != user and user not in ("root", "slurm"):
+            raise _AuthError("token user differs from X-SLURM-USER-NAME")
+        return user_name or user
+
+    # --- responses --------------------------------------------------------------------------
+
+    def _meta(self, version: str, request: web.Request | None = None) -> Json:
+        major, minor, micro = RELEASES[version].split(".")
+        if version == "v0.0.38":
+            return {
+                "plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
+                "Slurm": {
+                    "version": {"major": major, "micro": micro, "minor": minor.lstrip("0")},
+                    "release": RELEASES[version],
+                },
+            }
+        user = request.get("user", "") if request is not None else ""
+        return {
+            "plugin": {
+                "type": "openapi/slurmctld",
+                "name": "Slurm OpenAPI slurmctld",
+                "data_parser": f"data_parser/{version}",
+                "accounting_storage": "",
+            },
+            "client": {
+                "source": (request.remote or "") if request is not None else "",
+                "user": user,
+                "group": user,
+            },
+            "command": [],
+            "slurm": {
+                "version": {"major": major, "micro": micro, "minor": minor},
+                "release": RELEASES[version],
+                "cluster": self.cluster,
+            },
+        }
+
+    def _ok(self, version: str, request: web.Request, payload: Json) -> web.Response:
+        body: Json = {"meta": self._meta(version, request), "errors": []}
+        if version != "v0.0.38":
+            body["warnings"] = []
+        body.update(payload)
+        return _json(body)
+
+    def _error(
+        self,
+        version: str,
+        endpoint: str,
+        status: int,
+        errno: int,
+        description: str,
+        source: str,
+        request: web.Request | None = None,
+    ) -> web.Response:
+        """A Slurm error body in ``version``'s shape."""
+        text = _ERRNO_TEXT.get(errno, f"Slurm error {errno}")
+        if version == "v0.0.38":
+            body: Json = {
+                "meta": self._meta(version),
+                "errors": [{"error": text, "errno": errno}],
+            }
+            if endpoint in _DATA_KEY:
+                body[_DATA_KEY[endpoint]] = []
+            return _json(body, status)
+        entry: Json = {"error_number": errno, "error": text}
+        if description:
+            entry["description"] = description
+        if source:
+            entry["source"] = source
+        return _json(
+            {"meta": self._meta(version, request), "errors": [entry], "warnings": []}, status
+        )
+
+    def _render_node(self, version: str, n: SimNode) -> Json:
+        parts = list(self._partitions_of(n.name))
+        tres = f"cpu={n.cpus},mem={n.real_memory}M,billing={n.cpus}"
+        if version == "v0.0.38":
+            out: Json = {
+                "architecture": "x86_64", "burstbuffer_network_address": "", "boards": 1,
+                "boot_time": n.boot_time, "comment": n.comment, "cores": 1, "cpu_binding": 0,
+                "cpu_load": 0, "extra": "", "free_memory": n.real_memory - n.alloc_memory,
+                "cpus": n.cpus, "last_busy": n.boot_time, "features": ",".join(n.features),
+                "active_features": ",".join(n.features), "gres": n.gres, "gres_drained": "N/A",
+                "gres_used": "", "mcs_label": "", "name": n.name,
+                "next_state_after_reboot": "invalid", "address": n.address, "hostname": n.name,
+                "state": n.base_state.lower(), "state_flags": list(n.flags),
+                "next_state_after_reboot_flags": [], "operating_system": "Linux (simulated)",
+                "partitions": parts, "port": 6818, "real_memory": n.real_memory,
+                "reason": n.reason, "reason_changed_at": n.reason_time,
+                "slurmd_start_time": n.boot_time, "sockets": n.cpus, "threads": 1,
+                "temporary_disk": 0, "weight": 1, "tres": tres, "slurmd_version": "22.05.8",
+                "alloc_memory": n.alloc_memory, "alloc_cpus": n.alloc_cpus,
+                "idle_cpus": n.cpus - n.alloc_cpus, "tres_weighted": 0.0,
+            }
+            if n.reason_user:  # the real server prints null when unset; the document says string
+                out["reason_set_by_user"] = n.reason_user
+            return out
+        allowed = _NODE_STATES[version]
+        return {
+            "architecture": "x86_64", "burstbuffer_network_address": "", "boards": 1,
+            "boot_time": _nv(n.boot_time), "cluster_name": "", "cores": 1,
+            "specialized_cores": 0, "cpu_binding": 0, "cpu_load": 0,
+            "free_mem": _nv(n.real_memory - n.alloc_memory), "cpus": n.cpus,
+            "effective_cpus": n.cpus, "specialized_cpus": "", "extra": "",
+            "features": list(n.features), "active_features": list(n.features), "gpu_spec": "",
+            "gres": n.gres, "gres_drained": "N/A", "gres_used": "", "instance_id": "",
+            "instance_type": "", "last_busy": _nv(n.boot_time), "mcs_label": "",
+            "specialized_memory": 0, "name": n.name, "next_state_after_reboot": ["INVALID"],
+            "address": n.address, "hostname": n.name,
+            "state": [s if s in allowed else "UNKNOWN" for s in n.state],
+            "operating_system": "Linux (simulated)", "owner": "", "partitions": parts,
+            "port": 6818, "real_memory": n.real_memory, "res_cores_per_gpu": 0,
+            "comment": n.comment, "reason": n.reason,
+            "reason_changed_at": _nv(n.reason_time or None),
+            "reason_set_by_user": n.reason_user, "resume_after": _nv(None),
+            "reservation": "", "alloc_memory": n.alloc_memory, "alloc_cpus": n.alloc_cpus,
+            "alloc_idle_cpus": n.cpus - n.alloc_cpus, "tres_used": "",
+            "slurmd_start_time": _nv(n.boot_time), "sockets": n.cpus, "threads": 1,
+            "temporary_disk": 0, "weight": 1, "tres": tres, "version": RELEASES[version],
+        }
+
+    def _render_partition(self, version: str, p: SimPartition) -> Json:
+        members = [n for n in p.nodes if n in self.nodes]
+        cpus = sum(self.nodes[n].cpus for n in members)
+        mem = sum(self.nodes[n].real_memory for n in members)
+        nodes_str = hostlist.compress(members)
+        tres = f"cpu={cpus},mem={mem}M,node={len(members)},billing={cpus}"
+        if version == "v0.0.38":
+            return {
+                "flags": ["default"] if p.default else [], "preemption_mode": ["disabled"],
+                "allowed_allocation_nodes": "", "allowed_accounts": "", "allowed_groups": "",
+                "allowed_qos": "", "alternative": "", "billing_weights": "",
+                "denied_accounts": "", "denied_qos": "", "preemption_grace_time": 0,
+                "maximum_cpus_per_node": -1, "maximum_nodes_per_job": -1,
+                "max_time_limit": -1 if p.max_time is None else p.max_time,
+                "min nodes per job": 0,  # sic: 22.05's key has spaces
+                "name": p.name, "nodes": nodes_str, "priority_job_factor": 1,
+                "priority_tier": 1, "qos": "", "state": p.state, "total_cpus": cpus,
+                "total_nodes": len(members), "tres": tres,
+            }
+        out: Json = {
+            "nodes": {"allowed_allocation": "", "configured": nodes_str, "total": len(members)},
+            "accounts": {"allowed": "", "deny": ""},
+            "groups": {"allowed": ""},
+            "qos": {"allowed": "", "deny": "", "assigned": ""},
+            "alternate": "",
+            "tres": {"billing_weights": "", "configured": tres},
+            "cluster": "",
+            "cpus": {"task_binding": [] if version == "v0.0.45" else 0, "total": cpus},
+            "defaults": {
+                "memory_per_cpu": 0, "partition_memory_per_cpu": _nv(None),
+                "partition_memory_per_node": _nv(None), "time": _nv(None), "job": "",
+            },
+            "grace_time": 0,
+            "maximums": {
+                "cpus_per_node": _nv(None, infinite=True),
+                "cpus_per_socket": _nv(None, infinite=True),
+                "memory_per_cpu": 0,
+                "partition_memory_per_cpu": _nv(None),
+                "partition_memory_per_node": _nv(None, infinite=True),
+                "nodes": _nv(None, infinite=True),
+                "shares": 1,
+                "oversubscribe": {"jobs": 1, "flags": []},
+                "time": _nv(p.max_time, infinite=p.max_time is None),
+                "over_time_limit": _nv(None),
+            },
+            "minimums": {"nodes": 0},
+            "name": p.name,
+            "node_sets": "",
+            "priority": {"job_factor": 1, "tier": 1},
+            "timeouts": {"resume": _nv(None), "suspend": _nv(None)},
+            "partition": {"state": [p.state]},
+            "suspend_time": _nv(None),
+        }
+        if version == "v0.0.45":
+            out["flags"] = ["DEFAULT"] if p.default else []
+        return out
+
+    @staticmethod
+    def _request_version(request: web.Request) -> str:
+        return _version_of(request.path) or ""
+
+    def _update_time(self, request: web.Request) -> int | None:
+        raw = request.query.get("update_time")
+        if raw is None or raw == "":
+            return None
+        try:
+            return int(float(raw))
+        except ValueError:
+            return -1
+
+    async def _ping(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        up = self.controller_up
+        if v == "v0.0.38":
+            entry: Json = {
+                "hostname": self.controller, "ping": "UP" if up else "DOWN",
+                "status": 0 if up else -1, "mode": "primary",
+            }
+        elif v == "v0.0.45":
+            entry = {
+                "hostname": self.controller, "responding": up, "latency": 120, "primary": True,
+                "status": "No error" if up else "Unable to contact slurm controller",
+            }
+        else:
+            entry = {
+                "hostname": self.controller, "pinged": "UP" if up else "DOWN", "responding": up,
+                "latency": 120, "mode": "primary", "primary": True,
+            }
+        return self._ok(v, request, {"pings": [entry]})
+
+    async def _nodes(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        since = self._update_time(request)
+        if since is not None and since < 0:
+            return self._error(v, "nodes", 422 if v != "v0.0.38" else 500, 9000,
+                               "Rejecting request. Failure parsing query.", "_dump_nodes",
+                               request)
+        if since is not None and self.nodes_changed_at <= since:
+            return web.Response(status=304)
+        if since is not None and self.update_time_quirk and self.parts_changed_at <= since:
+            return self._error(v, "nodes", 500, -1, "Unable to query partitions",
+                               "_dump_nodes", request)
+        if v == "v0.0.38" and not self.nodes:
+            return self._error(v, "nodes", 500, 2018, "", "", request)
+        nodes = [self._render_node(v, n) for n in self.nodes.values()]
+        payload: Json = {"nodes": nodes}
+        if v != "v0.0.38":
+            payload["last_update"] = _nv(self.nodes_changed_at)
+        return self._ok(v, request, payload)
+
+    async def _get_node(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        name = request.match_info["node_name"]
+        n = self.nodes.get(name)
+        if n is None:
+            if v == "v0.0.38":
+                return self._error(v, "node", 500, 2018, "", "", request)
+            return self._error(v, "node", 200, 0, f"Failure to query node {name}",
+                               "_dump_nodes", request)
+        payload: Json = {"nodes": [self._render_node(v, n)]}
+        if v != "v0.0.38":
+            payload["last_update"] = _nv(self.nodes_changed_at)
+        return self._ok(v, request, payload)
+
+    async def _post_node(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        if v == "v0.0.38":
+            return _text(_NO_METHOD, 405)
+        arrived: float = request["arrived"]
+        name = request.match_info["node_name"]
+        raw = await request.read()
+        try:
+            body = _UPDATE_BODY.decode(raw or b"{}")
+        except msgspec.DecodeError:
+            return self._error(v, "node", 400, 9001, "Unable to parse request body",
+                               "_update_node", request)
+        except msgspec.ValidationError as exc:
+            return self._error(v, "node", 500, 9207, str(exc), "_update_node", request)
+        states = [s.upper() for s in body.state or []]
+        unknown = [s for s in states if s not in _NODE_STATES[v]]
+        if unknown:
+            return self._error(v, "node", 500, 9207, f"Unknown node state flag: {unknown[0]}",
+                               "_update_node", request)
+        features = body.features.split(",") if isinstance(body.features, str) else body.features
+        if not states and body.reason is None and features is None and body.comment is None:
+            return self._ok(v, request, {})  # nothing to change
+        update = NodeUpdate(
+            state=tuple(states),
+            reason=body.reason,
+            features=tuple(features) if features is not None else None,
+            comment=body.comment,
+        )
+        user = body.reason_uid or request.get("user", "slurm")
+        try:
+            self._update_node(name, update, user=user, version=v)
+        except SimError as exc:
+            return self._error(v, "node", 500, exc.errno, f"Failure to update node {name}",
+                               "_update_node", request)
+        for cb in list(self.on_update):
+            try:
+                cb(name, update, arrived)
+            except Exception:  # a broken hook must not break the simulator
+                log.exception("on_update callback failed")
+        return self._ok(v, request, {})
+
+    async def _partitions(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        since = self._update_time(request)
+        if since is not None and since >= self.parts_changed_at:
+            return web.Response(status=304)
+        parts = [self._render_partition(v, p) for p in self.partitions.values()]
+        payload: Json = {"partitions": parts}
+        if v != "v0.0.38":
+            payload["last_update"] = _nv(self.parts_changed_at)
+        return self._ok(v, request, payload)
+
+    async def _get_partition(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        name = request.match_info["partition_name"]
+        since = self._update_time(request)
+        if since is not None and since >= self.parts_changed_at:
+            return web.Response(status=304)
+        part = next((p for p in self.partitions.values() if p.name.lower() == name.lower()), None)
+        if part is None:
+            if v == "v0.0.38":
+                return self._error(v, "partition", 500, 2000, "", "", request)
+            return self._error(v, "partition", 422, 9000, f"Unable to find partition {name}",
+                               "op_handler_partition", request)
+        payload: Json = {"partitions": [self._render_partition(v, part)]}
+        if v != "v0.0.38":
+            payload["last_update"] = _nv(self.parts_changed_at)
+        return self._ok(v, request, payload)
+
+
+def _op(operation_id: str, summary: str) -> Json:
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "responses": {"200": {"description": summary}},
+    }
+
+
+def _normalise(version: str) -> str:
+    v = version.strip()
+    return v if v.startswith("v") else f"v{v}"
+
+
+def _valid_transition(node: SimNode, state: str) -> bool:
+    """slurmctld's ``_valid_node_state_change`` for the states the simulator models."""
+    base = node.base_state
+    if state in ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "UNDRAIN"):
+        return True
+    if state == "RESUME":
+        return base in ("DOWN", "FUTURE") or bool({"DRAIN", "FAIL"} & set(node.flags))
+    if state == "IDLE":
+        return base in ("DOWN", "IDLE")
+    if state == "FUTURE":
+        return base in ("DOWN", "IDLE")
+    if state == "ALLOCATED":
+        return base == "ALLOCATED"
+    return False
+
+
+def _apply_state(node: SimNode, state: str) -> None:
+    """One state of an update (after :func:`_valid_transition` accepted it)."""
+    if state == "RESUME":
+        node.clear_flag("DRAIN")
+        node.clear_flag("FAIL")
+        if node.base in ("DOWN", "FUTURE"):
+            node.base = None
+    elif state == "UNDRAIN":
+        node.clear_flag("DRAIN")
+    elif state in ("DRAIN", "FAIL", "NOT_RESPONDING"):
+        node.add_flag(state)
+    elif state == "DOWN":
+        node.base = "DOWN"
+        node.alloc_cpus = node.alloc_memory = 0
+    elif state == "IDLE":
+        node.base = None
+        node.clear_flag("DRAIN")
+        node.clear_flag("FAIL")
+    elif state == "FUTURE":
+        node.base = "FUTURE"
+
+
+async def serve(
+    host: str,
+    port: int,
+    *,
+    api_versions: Sequence[str] | None = None,
+    token_file: Path | str | None = None,
+    seed_path: Path | str | None = None,
+    nodes: int = 4,
+) -> None:
+    """Run a simulator until cancelled (the ``slurmbridge sim slurmrestd`` command).
+
+    Seeds from ``seed_path`` (YAML, see :meth:`SlurmSim.load_seed`) or ``n1..n<nodes>``;
+    serves ``api_versions`` (default: all); writes an accepted JWT to ``token_file`` when
+    given (otherwise no request is accepted until a token is minted in-process).
+
+    Raises:
+        OSError: the port is taken or a file cannot be read/written.
+        ValueError: bad versions or seed.
+    """
+    sim = SlurmSim()
+    if seed_path is not None:
+        sim.load_seed(seed_path)
+    else:
+        sim.seed_default(nodes)
+    await sim.start(host, port, versions=api_versions or ALL_VERSIONS)
+    try:
+        if token_file is not None:
+            sim.write_token(token_file)
+            log.info("slurmrestd simulator: token written to %s", token_file)
+        await asyncio.Event().wait()
+    finally:
+        await sim.stop()

@@ -1,0 +1,514 @@
+"""Async client for slurmrestd: one shared keep-alive connection pool, typed results and errors.
+
+Who calls it: the Slurm producer (``ping`` / ``list_nodes`` / ``list_partitions`` every poll),
+the Slurm effector (``get_node`` then ``drain`` / ``undrain``) and the CLI.
+
+Non-obvious choices:
+
+* **Version negotiation.** :meth:`SlurmClient.negotiate` reads the server's OpenAPI document
+  (``GET /openapi/v3``; Slurm 22.05 and the data_parser releases both serve it) and picks the
+  newest version in :data:`~slurmbridge.slurm.codecs.SUPPORTED` whose paths it lists. If the
+  document cannot be had (a proxy that only forwards ``/slurm/``, an old build), it probes
+  ``GET …/ping`` per version, newest first: any answer but 404 means the version is served.
+  A configured ``api_version`` skips negotiation.
+* **The token is read from its file on every request** (a stat per request; the file is
+  re-read when its mtime, size or inode changes), so rotating it needs no restart. It is sent
+  as ``X-SLURM-USER-TOKEN`` (+ ``X-SLURM-USER-NAME`` when configured) and never stored in
+  :func:`repr`, log lines or exception messages: server text that ends up in an error is
+  scrubbed of it, and transport exceptions are re-raised without their request object.
+* **Errors are classified by Slurm's error_number**, not only the HTTP status
+  (:func:`slurmbridge.slurm.errors.classify`); a 404 or 405 without a Slurm error body means the
+  path is not served by this version, which is :class:`Unsupported`, never :class:`NotFound`
+  (a missing URL must not look like a deleted node).
+* **Conditional polls.** ``update_time`` is sent where the version offers it; 304 ⇒ ``None``.
+  Released slurmrestd (22.05 up to at least 26.05.3) answers ``GET nodes?update_time=T`` with
+  HTTP 500 (error_number -1) when nodes changed since ``T`` but partitions did not; when a
+  conditional request fails with such a Slurm error the client repeats it without
+  ``update_time`` and returns ``None`` only if the full answer's ``last_update`` proves nothing
+  changed. Slurm compares whole seconds (``last_update <= update_time`` ⇒ 304), so a change in
+  the same second as a previous answer can be missed by the next conditional poll; pollers
+  should list unconditionally now and then.
+* **Unknown node on v0.0.40+**: ``GET node/{name}`` answers HTTP 200 with an ``errors`` entry
+  (error_number 0, "No error") and no node list; :meth:`SlurmClient.get_node` raises
+  :class:`NotFound` for it (the fail-closed answer; Slinky once read it as "drained").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Final, NoReturn, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from slurmbridge.slurm import codecs
+from slurmbridge.slurm.codecs._common import Codec, error_report
+from slurmbridge.slurm.errors import (
+    NotFound,
+    Rejected,
+    SlurmError,
+    Unauthorized,
+    Unavailable,
+    Unsupported,
+    classify,
+)
+from slurmbridge.slurm.models import (
+    Node,
+    NodeList,
+    NodeUpdate,
+    PartitionList,
+    Ping,
+)
+
+__all__ = ["OPERATIONS", "SlurmClient"]
+
+log = logging.getLogger(__name__)
+
+#: Operations :meth:`SlurmClient.require` knows, and whether each needs a codec capability.
+OPERATIONS: Final[frozenset[str]] = frozenset(
+    {"ping", "list_nodes", "get_node", "list_partitions", "update_node"}
+)
+
+L = TypeVar("L", NodeList, PartitionList)
+
+_VERSION_IN_PATH: Final = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
+_MAX_TEXT: Final = 300
+#: errno Slurm 22.05 answers on ``GET nodes`` when there are no nodes at all.
+_INVALID_NODE_NAME: Final = 2018
+
+
+class _OpenAPIPaths(msgspec.Struct, frozen=True):
+    paths: dict[str, msgspec.Raw] = {}
+
+
+_OPENAPI: Final = msgspec.json.Decoder(_OpenAPIPaths)
+
+
+class _TokenFile:
+    """The token file, re-read when it changes (stat on every use)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self.token = ""
+
+    def read(self) -> str:
+        """The current token.
+
+        Raises:
+            Unauthorized: the file is missing, unreadable or empty.
+        """
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+            if stamp != self._stamp:
+                token = self.path.read_text(encoding="utf-8").strip()
+                if not token:
+                    raise Unauthorized(f"token file {self.path} is empty")
+                self.token, self._stamp = token, stamp
+        except OSError as exc:
+            raise Unauthorized(
+                f"cannot read token file {self.path}: {exc.strerror or type(exc).__name__}"
+            ) from None
+        return self.token
+
+    def __repr__(self) -> str:
+        return f"_TokenFile({str(self.path)!r})"
+
+
+def _normalise_version(version: str) -> str:
+    v = version.strip()
+    return v if v.startswith("v") else f"v{v}"
+
+
+class SlurmClient:
+    """A slurmrestd client for one cluster.
+
+    Args:
+        base_url: slurmrestd's URL (``http://slurm:6820``; a path prefix is kept).
+        token_file: file holding the JWT (``scontrol token`` output without ``SLURM_JWT=``);
+            ``None`` sends no token (a slurmrestd behind an authenticating proxy).
+        user_name: sent as ``X-SLURM-USER-NAME`` when set (Slurm 22.05 requires it).
+        api_version: ``v0.0.44`` etc.; ``None`` negotiates the highest offered.
+        timeout: seconds for connect, read and write of one request.
+        transport: an httpx transport (tests: ``httpx.MockTransport``, ASGI …).
+
+    Raises:
+        Unsupported: ``api_version`` is not one this client speaks.
+
+    Use as ``async with SlurmClient(...) as c:`` or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token_file: Path | None = None,
+        user_name: str | None = None,
+        api_version: str | None = None,
+        timeout: float = 10.0,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.user_name = user_name or None
+        self.timeout = timeout
+        self._token = _TokenFile(Path(token_file)) if token_file is not None else None
+        self._configured = _normalise_version(api_version) if api_version else None
+        if self._configured is not None:
+            codecs.get(self._configured)  # fail fast on a version we cannot speak
+        self._codec: Codec | None = None
+        self._lock = asyncio.Lock()
+        self.offered: tuple[str, ...] = ()
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(timeout),
+            transport=transport,
+            headers={"Accept": "application/json"},
+        )
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        token_file = str(self._token.path) if self._token else None
+        return (
+            f"SlurmClient(base_url={self.base_url!r}, api_version={self.api_version!r}, "
+            f"user_name={self.user_name!r}, token_file={token_file!r})"
+        )
+
+    # --- version -----------------------------------------------------------------------------
+
+    @property
+    def api_version(self) -> str | None:
+        """The API version in use: negotiated, else configured, else ``None``."""
+        if self._codec is not None:
+            return self._codec.version
+        return self._configured
+
+    async def negotiate(self) -> str:
+        """Pick the API version (once; later calls return it) and return it.
+
+        Raises:
+            Unsupported: the server offers none of :data:`codecs.SUPPORTED`.
+            Unavailable / Unauthorized: the server cannot be reached or rejects the token.
+        """
+        async with self._lock:
+            if self._codec is not None:
+                return self._codec.version
+            if self._configured is not None:
+                self._codec = codecs.get(self._configured)
+                return self._codec.version
+            offered = await self._offered_versions()
+            if offered is not None:
+                self.offered = tuple(sorted(offered))
+                chosen = next((v for v in codecs.SUPPORTED if v in offered), None)
+                if chosen is None:
+                    raise Unsupported(
+                        "", "negotiate",
+                        f"slurmrestd at {self.base_url} offers {', '.join(self.offered) or 'no'} "
+                        f"API versions; this client speaks {', '.join(codecs.SUPPORTED)}",
+                    )
+            else:
+                chosen = await self._probe_versions()
+            self._codec = codecs.get(chosen)
+            log.info("slurmrestd at %s: using API %s", self.base_url, chosen)
+            return chosen
+
+    async def _offered_versions(self) -> set[str] | None:
+        """Versions listed by ``GET /openapi/v3``; ``None`` when the document is unavailable."""
+        resp = await self._send("GET", "/openapi/v3", operation="negotiate")
+        if resp.status_code in (401, 403, 511):
+            self._raise(resp, "negotiate", None)
+        if resp.status_code != 200:
+            log.debug("GET /openapi/v3 answered %s; probing ping per version", resp.status_code)
+            return None
+        try:
+            doc = _OPENAPI.decode(resp.content)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        found = {m.group(1) for p in doc.paths if (m := _VERSION_IN_PATH.match(p))}
+        return found or None
+
+    async def _probe_versions(self) -> str:
+        """The newest supported version whose ping path is served (not 404)."""
+        for version in codecs.SUPPORTED:
+            codec = codecs.get(version)
+            resp = await self._send("GET", codec.paths.ping, operation="negotiate")
+            if resp.status_code in (401, 403, 511):
+                self._raise(resp, "negotiate", codec)
+            if resp.status_code != 404:
+                self.offered = (version,)
+                return version
+        raise Unsupported(
+            "", "negotiate",
+            f"slurmrestd at {self.base_url} serves none of {', '.join(codecs.SUPPORTED)}",
+        )
+
+    async def _get_codec(self) -> Codec:
+        if self._codec is None:
+            await self.negotiate()
+        assert self._codec is not None
+        return self._codec
+
+    def require(self, operation: str) -> None:
+        """Raise :class:`Unsupported` if the known API version cannot do ``operation``.
+
+        ``operation`` is one of :data:`OPERATIONS`. Before negotiation with no configured
+        version nothing is known and nothing is raised (the operation itself will raise).
+
+        Raises:
+            Unsupported: the version does not offer ``operation``.
+            ValueError: ``operation`` is not one of :data:`OPERATIONS`.
+        """
+        if operation not in OPERATIONS:
+            raise ValueError(f"unknown operation {operation!r}; one of {sorted(OPERATIONS)}")
+        version = self.api_version
+        if version is None:
+            return
+        codec = codecs.get(version)
+        if operation == "update_node" and not codec.node_update:
+            raise Unsupported(version, operation)
+
+    # --- HTTP ----------------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if self._token is not None:
+            headers["X-SLURM-USER-TOKEN"] = self._token.read()
+        if self.user_name:
+            headers["X-SLURM-USER-NAME"] = self.user_name
+        return headers
+
+    def _scrub(self, text: str) -> str:
+        """Server text fit for an error message: token removed, length bounded."""
+        token = self._token.token if self._token else ""
+        if token:
+            text = text.replace(token, "<token>")
+        text = " ".join(text.split())
+        return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "…"
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        operation: str,
+        params: dict[str, str] | None = None,
+        content: bytes | None = None,
+    ) -> httpx.Response:
+        """One request; transport failures become :class:`Unavailable` (without the request)."""
+        headers = self._headers()
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            return await self._http.request(
+                method, path, params=params, content=content, headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            err: SlurmError = Unavailable(
+                f"{operation}: slurmrestd at {self.base_url} timed out after {self.timeout:g} s "
+                f"({type(exc).__name__})"
+            )
+        except httpx.TransportError as exc:
+            detail = self._scrub(str(exc)) or type(exc).__name__
+            err = Unavailable(f"{operation}: cannot reach slurmrestd at {self.base_url}: {detail}")
+        raise err
+
+    def _raise(self, resp: httpx.Response, operation: str, codec: Codec | None) -> NoReturn:
+        """Raise the typed error for a failed answer (status ≥ 300 or an error-only body)."""
+        status = resp.status_code
+        report = error_report(resp.content)
+        version = codec.version if codec else ""
+        if status in (404, 405) and not report.texts:
+            what = "method" if status == 405 else "path"
+            raise Unsupported(
+                version, operation,
+                f"{operation}: slurmrestd API {version or '?'} does not serve this {what} "
+                f"(HTTP {status}: {self._scrub(resp.text)})",
+                status=status,
+            )
+        texts = tuple(self._scrub(t) for t in report.texts)
+        detail = "; ".join(texts) or self._scrub(resp.text) or resp.reason_phrase
+        number = f", error_number {report.error_number}" if report.error_number else ""
+        raise classify(
+            status,
+            report.error_number,
+            f"{operation}: HTTP {status}{number}: {detail}",
+            texts,
+        )
+
+    async def _get(
+        self, codec: Codec, path: str, operation: str, params: dict[str, str] | None = None
+    ) -> httpx.Response | None:
+        """GET; ``None`` for 304, the response for 2xx, a typed error otherwise."""
+        resp = await self._send("GET", path, operation=operation, params=params)
+        if resp.status_code == 304:
+            return None
+        if resp.status_code >= 300:
+            self._raise(resp, operation, codec)
+        return resp
+
+    # --- operations ---------------------------------------------------------------------------
+
+    async def ping(self) -> Ping:
+        """Ask slurmrestd to ping the slurmctld(s).
+
+        Returns a :class:`Ping`; ``responding`` is False when the server answered that no
+        controller responds (``error`` says why).
+
+        Raises:
+            Unavailable: slurmrestd unreachable, timed out, or 502/503/504.
+            Unauthorized / Unsupported / Rejected / BadResponse: see :mod:`.errors`.
+        """
+        codec = await self._get_codec()
+        resp = await self._get(codec, codec.paths.ping, "ping")
+        if resp is None:
+            return Ping(responding=False, api_version=codec.version, error="HTTP 304 on ping")
+        return codec.decode_ping(resp.content)
+
+    async def list_nodes(self, update_time: int | None = None) -> NodeList | None:
+        """All nodes; ``None`` when nothing changed since ``update_time`` (epoch seconds).
+
+        ``update_time`` is only sent where the API version offers it (all supported versions
+        do); pass the previous answer's ``last_update`` (or, on v0.0.38 which has none, the
+        time of the previous poll by the server's clock).
+
+        Raises:
+            Unavailable / Unauthorized / Unsupported / Rejected / BadResponse.
+        """
+        codec = await self._get_codec()
+        return await self._list(
+            codec, codec.paths.nodes, "list_nodes", update_time, codec.nodes_update_time,
+            codec.decode_nodes, NodeList(),
+        )
+
+    async def list_partitions(self, update_time: int | None = None) -> PartitionList | None:
+        """All partitions (node lists expanded); ``None`` when nothing changed since
+        ``update_time`` (epoch seconds). Same conventions as :meth:`list_nodes`.
+
+        Raises:
+            Unavailable / Unauthorized / Unsupported / Rejected / BadResponse.
+        """
+        codec = await self._get_codec()
+        return await self._list(
+            codec, codec.paths.partitions, "list_partitions", update_time,
+            codec.partitions_update_time, codec.decode_partitions, PartitionList(),
+        )
+
+    async def _list(
+        self,
+        codec: Codec,
+        path: str,
+        operation: str,
+        update_time: int | None,
+        offered: bool,
+        decode: Callable[[bytes], L | None],
+        empty: L,
+    ) -> L | None:
+        params = None
+        if update_time is not None and offered:
+            params = {"update_time": codec.update_time_param(update_time)}
+        try:
+            resp = await self._get(codec, path, operation, params)
+        except NotFound as exc:
+            if exc.error_number == _INVALID_NODE_NAME and operation == "list_nodes":
+                return empty  # Slurm 22.05's answer for a cluster without nodes
+            raise
+        except Rejected as exc:
+            if params is None:
+                raise
+            # Released slurmrestd fails some conditional node listings (module docstring):
+            # ask again unconditionally and decide from last_update ourselves.
+            log.debug("%s with update_time failed (%s); listing unconditionally", operation, exc)
+            full = await self._list(codec, path, operation, None, offered, decode, empty)
+            assert full is not None
+            if update_time is not None and 0 < full.last_update <= update_time:
+                return None
+            return full
+        if resp is None:
+            return None
+        result = decode(resp.content)
+        if result is None:
+            self._raise(resp, operation, codec)
+        return result
+
+    async def get_node(self, name: str) -> Node:
+        """One node by name.
+
+        Raises:
+            NotFound: no such node (any version's spelling of it).
+            Unavailable / Unauthorized / Unsupported / Rejected / BadResponse.
+        """
+        codec = await self._get_codec()
+        operation = f"get_node {name}"
+        path = codec.paths.node.format(node_name=quote(name, safe=""))
+        resp = await self._get(codec, path, operation)
+        if resp is None:  # 304 is not documented here; treat like an empty answer
+            raise NotFound(f"{operation}: no such node (HTTP 304)", status=304)
+        listing = codec.decode_nodes(resp.content)
+        node = next((n for n in (listing.nodes if listing else ()) if n.name == name), None)
+        if node is None:
+            report = error_report(resp.content)
+            texts = tuple(self._scrub(t) for t in report.texts)
+            raise NotFound(
+                f"{operation}: no such node" + (f" ({'; '.join(texts)})" if texts else ""),
+                status=resp.status_code, error_number=report.error_number, errors=texts,
+            )
+        return node
+
+    async def update_node(self, name: str, update: NodeUpdate) -> None:
+        """Apply ``update`` to node ``name`` (``scontrol update nodename=…``).
+
+        Raises:
+            Unsupported: the API version has no node update (v0.0.38) or does not know a state.
+            NotFound: no such node. Conflict: the state transition is not allowed now.
+            Unavailable / Unauthorized / Rejected.
+        """
+        codec = await self._get_codec()
+        operation = f"update_node {name}"
+        if not codec.node_update:
+            raise Unsupported(codec.version, "update_node")
+        body = codec.encode_node_update(update)
+        path = codec.paths.node.format(node_name=quote(name, safe=""))
+        resp = await self._send("POST", path, operation=operation, content=body)
+        if resp.status_code >= 300 or error_report(resp.content).texts:
+            self._raise(resp, operation, codec)
+
+    async def drain(self, name: str, reason: str) -> None:
+        """DRAIN node ``name`` with ``reason`` (Slurm requires one; jobs keep running).
+
+        Raises:
+            ValueError: empty reason. Otherwise as :meth:`update_node`.
+        """
+        if not reason.strip():
+            raise ValueError("a drain needs a reason")
+        await self.update_node(name, NodeUpdate(state=("DRAIN",), reason=reason))
+
+    async def undrain(self, name: str) -> None:
+        """Clear DRAIN on node ``name`` (Slurm clears the reason with it).
+
+        Raises:
+            As :meth:`update_node`.
+        """
+        await self.update_node(name, NodeUpdate(state=("UNDRAIN",)))
