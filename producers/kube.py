@@ -50,15 +50,18 @@ class _Meta(msgspec.Struct, kw_only=True):
     annotations: dict[str, str] | None = None
 
 
-class _Taint(msgspec.Struct, kw_only=True):
+class RawTaint(msgspec.Struct, kw_only=True):
+    """A v1 Taint as it is on the wire."""
+
     key: str = ""
     value: str | None = None
     effect: str = ""
+    timeAdded: str | None = None  # noqa: N815 - Kubernetes wire name
 
 
 class _NodeSpec(msgspec.Struct, kw_only=True):
     unschedulable: bool | None = None
-    taints: list[_Taint] | None = None
+    taints: list[RawTaint] | None = None
 
 
 class _Condition(msgspec.Struct, kw_only=True):

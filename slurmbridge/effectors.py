@@ -21,9 +21,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from typing import Any
-
 import aiohttp
+import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -35,6 +34,7 @@ from schemas.actions import (
     UndrainSlurmNode,
     UntaintNode,
 )
+from producers.kube import RawNode, RawTaint
 from slurmbridge.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
@@ -42,6 +42,18 @@ from slurmbridge.slurm.client import SlurmClient
 log = logging.getLogger(__name__)
 
 SMP = "application/strategic-merge-patch+json"
+
+
+_NODE = msgspec.json.Decoder(RawNode)
+
+
+def _taint_dict(t: RawTaint) -> dict[str, str]:
+    out = {"key": t.key, "effect": t.effect}
+    if t.value:
+        out["value"] = t.value
+    if t.timeAdded:
+        out["timeAdded"] = t.timeAdded
+    return out
 
 
 def _kube_error(exc: ApiException, what: str) -> Exception:
@@ -74,19 +86,20 @@ class KubeEffector:
 
     async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
         try:
-            node = await self.core.read_node(action.node)
+            resp = await self.core.read_node(action.node, _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return EffectResult("noop", "node is gone")
             raise
-        current: list[Any] = list(node.spec.taints or []) if node.spec else []
-        keep = [
-            {"key": t.key, "value": t.value, "effect": t.effect}
-            | ({"timeAdded": t.time_added.isoformat()} if getattr(t, "time_added", None) else {})
-            for t in current
-            if not (t.key == action.key and t.effect == action.effect)
-        ]
+        try:
+            # Raw JSON into our own Struct: kubernetes_asyncio's models reject objects from
+            # API servers newer than the client, and we only need taints + resourceVersion.
+            node = _NODE.decode(await resp.read())
+        finally:
+            resp.release()
+        current = node.spec.taints or []
         ours = [t for t in current if t.key == action.key and t.effect == action.effect]
+        keep = [_taint_dict(t) for t in current if not (t.key == action.key and t.effect == action.effect)]
         if isinstance(action, TaintNode):
             if len(ours) == 1 and (ours[0].value or "") == action.value:
                 return EffectResult("noop", "taint already present")
@@ -96,10 +109,10 @@ class KubeEffector:
                 return EffectResult("noop", "taint already absent")
             desired = keep
         body = {
-            "metadata": {"resourceVersion": node.metadata.resource_version},
+            "metadata": {"resourceVersion": node.metadata.resourceVersion},
             "spec": {"taints": desired},
         }
-        await self.core.patch_node(action.node, body, _content_type=SMP)
+        await self.core.patch_node(action.node, body, _content_type=SMP, _preload_content=False)
         return EffectResult("ok")
 
     async def _event(self, action: RecordEvent) -> EffectResult:
@@ -125,7 +138,7 @@ class KubeEffector:
             count=1,
             reporting_component=self.component,
         )
-        await self.core.create_namespaced_event(namespace, body)
+        await self.core.create_namespaced_event(namespace, body, _preload_content=False)
         return EffectResult("ok")
 
 

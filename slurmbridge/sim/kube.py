@@ -2066,9 +2066,16 @@ class KubeSim:
                 ],
                 "addresses": [{"type": "Hostname", "address": name}],
                 "nodeInfo": {
-                    "kubeletVersion": "v1.33.0-sim",
                     "architecture": "amd64",
+                    "bootID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"boot.{name}")),
+                    "containerRuntimeVersion": "containerd://2.0.0",
+                    "kernelVersion": "6.1.0-sim",
+                    "kubeProxyVersion": "v1.33.0-sim",
+                    "kubeletVersion": "v1.33.0-sim",
+                    "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, f"machine.{name}").hex,
                     "operatingSystem": "linux",
+                    "osImage": "Debian GNU/Linux 12 (bookworm)",
+                    "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"system.{name}")),
                 },
             },
         }

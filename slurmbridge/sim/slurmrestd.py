@@ -124,6 +124,8 @@ _NO_METHOD: Final = (
     "Requested REST method is not defined at URL. Please view /openapi/v3 for API reference."
 )
 _AUTH_FAILURE: Final = "Authentication failure"
+_ARRIVED: Final = web.RequestKey("arrived", float)
+_USER: Final = web.RequestKey("user", str)
 
 Json = dict[str, Any]
 UpdateCallback = Callable[[str, NodeUpdate, float], None]
@@ -339,6 +341,14 @@ class SlurmSim:
         update_time_quirk: reproduce released slurmrestd's HTTP 500 on conditional node
             listings when only nodes changed (module docstring).
         controller: the slurmctld host name reported by ping.
+
+    State worth reading or poking from tests: :attr:`nodes` / :attr:`partitions` (the model;
+    change it through the helpers so ``last_update`` moves), :attr:`controller_up` (False ⇒
+    ping reports the controller DOWN), :attr:`nodes_changed_at` / :attr:`parts_changed_at`
+    (epoch seconds of the last change), :attr:`counters` (requests per ``"<METHOD>
+    <endpoint>"``, e.g. ``"GET nodes"``), :attr:`on_update` (hooks called after each accepted
+    REST node update — not for in-process admin updates — with the node name, the update and
+    ``time.monotonic()`` at the request's arrival).
     """
 
     def __init__(
@@ -385,6 +395,7 @@ class SlurmSim:
 
         Raises:
             ValueError: an unknown version, or already started.
+            OSError: the address is taken.
         """
         if self._runner is not None:
             raise ValueError("simulator already started")
@@ -399,8 +410,13 @@ class SlurmSim:
         self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, host, port).start()
-        self._host = host
+        try:
+            await web.TCPSite(self._runner, host, port).start()
+        except OSError:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+        self._host = "127.0.0.1" if host in ("", "0.0.0.0") else host
         self._port = int(self._runner.addresses[0][1])
         log.info("slurmrestd simulator on %s serving %s", self.url, ", ".join(self.versions))
         return self.url
@@ -471,7 +487,11 @@ class SlurmSim:
         state: str = "UP",
     ) -> SimPartition:
         """Create (or extend) partition ``name``; ``nodes`` is a list or a hostlist string.
-        ``max_time`` minutes, ``None`` = INFINITE. Returns the partition."""
+        ``max_time`` minutes, ``None`` = INFINITE. Returns the partition.
+
+        Raises:
+            HostlistError: ``nodes`` is a malformed hostlist.
+        """
         names = hostlist.expand(nodes) if isinstance(nodes, str) else tuple(nodes)
         part = self.partitions.get(name)
         if part is None:
@@ -724,7 +744,8 @@ class SlurmSim:
                 r.add_get(f"{base}/{ep}", handler)
                 r.add_get(f"{base}/{ep}/", handler)
             r.add_get(f"{base}/node/{{node_name}}", self._get_node)
-            r.add_post(f"{base}/node/{{node_name}}", self._post_node)
+            if v != "v0.0.38":  # 22.05 has no node update: the router answers 405
+                r.add_post(f"{base}/node/{{node_name}}", self._post_node)
             r.add_get(f"{base}/partition/{{partition_name}}", self._get_partition)
 
     def _doc_paths(self) -> dict[str, Json]:
@@ -768,7 +789,10 @@ class SlurmSim:
         request: web.Request,
         handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
     ) -> web.StreamResponse:
-        request["arrived"] = time.monotonic()
+        """Count, inject faults, then authenticate in slurmrestd's order: the token must be
+        present (401) before routing (404/405); its validity only matters to handlers that
+        talk to slurmctld (everything but the OpenAPI document)."""
+        request[_ARRIVED] = time.monotonic()
         endpoint = _endpoint_of(request.path)
         self.counters[f"{request.method} {endpoint}"] += 1
         version = _version_of(request.path) or (self.versions[0] if self.versions else "")
@@ -777,19 +801,6 @@ class SlurmSim:
             if errno is None:
                 return _text(f"injected fault (HTTP {status})", status)
             return self._error(version, endpoint, status, errno, "injected fault", "sim")
-        denied = self._authenticate(request, version, endpoint)
-        if denied is not None:
-            return denied
-        try:
-            return await handler(request)
-        except web.HTTPNotFound:
-            return _text(_UNKNOWN_URL, 404)
-        except web.HTTPMethodNotAllowed:
-            return _text(_NO_METHOD, 405)
-
-    def _authenticate(
-        self, request: web.Request, version: str, endpoint: str
-    ) -> web.StreamResponse | None:
         token = request.headers.get("X-SLURM-USER-TOKEN")
         user_name = request.headers.get("X-SLURM-USER-NAME")
         bearer = request.headers.get("Authorization", "")
@@ -797,16 +808,21 @@ class SlurmSim:
             token = bearer.removeprefix("Bearer ").strip()
         if not token or (version == "v0.0.38" and not user_name):
             return _text(_AUTH_FAILURE, 401)
-        try:
-            user = self._user_of(token, user_name)
-        except _AuthError as exc:
-            log.debug("simulated slurmrestd: rejecting token: %s", exc)
-            if version == "v0.0.38":
-                # 22.05 passes the token through; slurmctld's refusal comes back as errno -1
-                return self._error(version, endpoint, 500, -1, "", "")
-            return _text(_AUTH_FAILURE, 401)
-        request["user"] = user
-        return None
+        unmatched = request.match_info.http_exception
+        if unmatched is not None:
+            if isinstance(unmatched, web.HTTPMethodNotAllowed):
+                return _text(_NO_METHOD, 405)
+            return _text(_UNKNOWN_URL, 404)
+        if endpoint != "openapi":
+            try:
+                request[_USER] = self._user_of(token, user_name)
+            except _AuthError as exc:
+                log.debug("simulated slurmrestd: rejecting token: %s", exc)
+                if version == "v0.0.38":
+                    # 22.05 passes the token through; slurmctld's refusal comes back as -1
+                    return self._error(version, endpoint, 500, -1, "", "")
+                return _text(_AUTH_FAILURE, 401)
+        return await handler(request)
 
     def _user_of(self, token: str, user_name: str | None) -> str:
         """The authenticated user of a request.
@@ -836,7 +852,7 @@ class SlurmSim:
                     "release": RELEASES[version],
                 },
             }
-        user = request.get("user", "") if request is not None else ""
+        user = request.get(_USER, "") if request is not None else ""
         return {
             "plugin": {
                 "type": "openapi/slurmctld",
@@ -1069,7 +1085,7 @@ class SlurmSim:
         v = self._request_version(request)
         if v == "v0.0.38":
             return _text(_NO_METHOD, 405)
-        arrived: float = request["arrived"]
+        arrived = request[_ARRIVED]
         name = request.match_info["node_name"]
         raw = await request.read()
         try:
@@ -1093,7 +1109,7 @@ class SlurmSim:
             features=tuple(features) if features is not None else None,
             comment=body.comment,
         )
-        user = body.reason_uid or request.get("user", "slurm")
+        user = body.reason_uid or request.get(_USER, "slurm")
         try:
             self._update_node(name, update, user=user, version=v)
         except SimError as exc:

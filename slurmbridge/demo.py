@@ -1,0 +1,98 @@
+"""``slurmbridge demo``: the whole system on one machine, with a scripted story printed live.
+
+Embedded nats-server, the Kubernetes and slurmrestd simulators with nodes ``n1..nN``, and every
+component. Story (spread over ``--duration`` seconds):
+
+1. start-up — every Kubernetes node with a Slurm node gets the managed-node taint;
+2. ``kubectl cordon n1`` — slurm_drain drains n1 with Slinky's reason text;
+3. ``kubectl uncordon n1`` — n1 is undrained (the drain was ours);
+4. an administrator drains n2 (``scontrol update … state=drain``), then n2 is cordoned and
+   uncordoned — the administrator's drain is left alone;
+5. n4 leaves Slurm — node_taint removes its taint.
+
+Every observation and action record is printed as it is published: ``pretty`` lines, or
+``jsonl`` (one JSON object each, carrying its schema tag; narration goes to stderr then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import sys
+import time
+from typing import Any
+
+import msgspec
+
+from schemas.actions import ActionRecord
+from slurmbridge import render
+from slurmbridge.config import Settings
+from slurmbridge.testing import Stack
+
+
+async def demo(settings: Settings, *, duration: float, fmt: str, api_version: str, nodes: int,
+               stop: asyncio.Event) -> int:
+    """Run the story for ``duration`` seconds; returns the exit code."""
+    nodes = max(nodes, 4)
+    t0 = time.monotonic()
+    counts: collections.Counter[str] = collections.Counter()
+
+    def say(text: str) -> None:
+        line = f"── {time.monotonic() - t0:5.1f}s  {text}"
+        print(line, file=sys.stderr if fmt == "jsonl" else sys.stdout, flush=True)
+
+    stack = Stack(nodes=nodes, api_version=api_version, poll_interval=min(1.0, settings.slurm.poll_interval),
+                  settings={"schedulerName": settings.scheduler_name})
+    say(f"starting nats-server, Kubernetes and slurmrestd ({api_version}) simulators, {nodes} nodes")
+    await stack.start()
+    assert stack.app is not None and stack.app.bus is not None
+
+    async def on_msg(msg: Any) -> None:
+        try:
+            value = render.decode(msg.subject, msg.data)
+        except (ValueError, KeyError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            print(f"# undecodable message on {msg.subject}: {exc}", file=sys.stderr)
+            return
+        if isinstance(value, ActionRecord):
+            counts[f"{type(value.action).__name__}:{value.outcome}"] += 1
+        line = render.jsonl(value, subject=msg.subject) if fmt == "jsonl" else render.pretty(value)
+        print(line, flush=True)
+
+    # Watch everything published from here on (the app's own start-up included: the taints).
+    sub = await stack.app.bus.nc.subscribe("bridge.>", cb=on_msg)
+    story = [
+        (0.15, "kubectl cordon n1", lambda: stack.cordon("n1")),
+        (0.30, "kubectl uncordon n1", lambda: stack.uncordon("n1")),
+        (0.45, "administrator: scontrol update nodename=n2 state=drain reason='bad DIMM'",
+         lambda: stack.admin_drain("n2", "bad DIMM")),
+        (0.52, "kubectl cordon n2", lambda: stack.cordon("n2")),
+        (0.62, "kubectl uncordon n2 (the administrator's drain must stay)",
+         lambda: stack.uncordon("n2")),
+        (0.78, "n4 leaves Slurm (scontrol delete nodename=n4)", lambda: stack.slurm.remove_node("n4")),
+    ]
+    try:
+        for fraction, text, act in story:
+            if await _sleep_until(t0 + fraction * duration, stop):
+                break
+            say(text)
+            act()
+        await _sleep_until(t0 + duration, stop)
+        n2 = stack.slurm_node("n2")
+        say(f"end: n2 is {'+'.join(n2.state)} with reason {n2.reason!r}; "
+            f"actions: {', '.join(f'{k}={v}' for k, v in sorted(counts.items())) or 'none'}")
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+        await stack.stop()
+    return 0
+
+
+async def _sleep_until(deadline: float, stop: asyncio.Event) -> bool:
+    """Sleep until ``deadline`` (monotonic); True when ``stop`` was set first."""
+    delay = deadline - time.monotonic()
+    if delay <= 0:
+        return stop.is_set()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), delay)
+    return stop.is_set()

@@ -1,0 +1,806 @@
+"""The Kubernetes API simulator, driven over HTTP by kubernetes_asyncio (the real client).
+
+Each test gets its own simulator on a free port and a kubeconfig in a temp dir. Nothing sleeps
+for a fixed time: tests wait on conditions (an event arriving, a watch being open) with
+timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from slurmbridge.sim.kube import ApiError, Change, KubeSim
+
+pytestmark = pytest.mark.integration
+
+SMP = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+GROUP, VERSION = "slinky.slurm.net", "v1alpha1"
+
+MANAGED = {"key": "slinky.slurm.net/managed-node", "value": "sched", "effect": "NoExecute"}
+OTHER = {"key": "example.com/other", "value": "x", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[KubeSim]:
+    s = KubeSim(bookmark_interval=0.2)
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.stop()
+
+
+async def _api_client(sim: KubeSim, path: Path) -> client.ApiClient:
+    cfg = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(sim.write_kubeconfig(path)), client_configuration=cfg
+    )
+    return client.ApiClient(configuration=cfg)
+
+
+@pytest.fixture
+async def api(sim: KubeSim, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
+    api_client = await _api_client(sim, tmp_path / "kubeconfig")
+    async with api_client:
+        yield api_client
+
+
+@pytest.fixture
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+def body_of(exc: ApiException) -> dict[str, Any]:
+    return json.loads(exc.body)
+
+
+class Stream:
+    """Consume a kubernetes_asyncio watch in the background; ``next()`` awaits one event."""
+
+    def __init__(self, func: Any, **kwargs: Any) -> None:
+        self.events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.watch = watch.Watch()
+        self.task = asyncio.create_task(self._run(func, kwargs))
+
+    async def _run(self, func: Any, kwargs: dict[str, Any]) -> None:
+        try:
+            async for event in self.watch.stream(func, **kwargs):
+                await self.events.put(event)
+        finally:
+            await self.events.put(None)  # end of stream
+
+    async def next(self, timeout: float = 5.0) -> dict[str, Any] | None:
+        return await asyncio.wait_for(self.events.get(), timeout)
+
+    async def close(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        await self.watch.close()
+
+
+async def drain(func: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """All events of a watch that ends by itself (``timeout_seconds`` or an error)."""
+    async with watch.Watch() as w, asyncio.timeout(10):
+        return [event async for event in w.stream(func, **kwargs)]
+
+
+def node_names(items: list[Any]) -> list[str]:
+    return [n.metadata.name for n in items]
+
+
+# --- basics ----------------------------------------------------------------------------------
+
+
+async def test_nodes_list_get_create(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.add_node("n1", labels={"pool": "a"}, cpu=8, memory="16Gi")
+
+    listing = await core.list_node()
+    assert node_names(listing.items) == ["n1"]
+    assert listing.metadata.resource_version == sim.resource_version
+
+    node = await core.read_node("n1")
+    assert node.status.capacity["cpu"] == "8"
+    assert node.metadata.labels["pool"] == "a"
+    assert node.metadata.uid
+    assert node.metadata.creation_timestamp
+
+    created = await core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name="n2")))
+    assert created.metadata.resource_version == sim.resource_version
+    with pytest.raises(ApiException) as exc:
+        await core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name="n2")))
+    assert exc.value.status == 409
+    assert body_of(exc.value)["reason"] == "AlreadyExists"
+
+    with pytest.raises(ApiException) as exc:
+        await core.read_node("missing")
+    status = body_of(exc.value)
+    assert (exc.value.status, status["reason"], status["message"]) == (
+        404,
+        "NotFound",
+        'nodes "missing" not found',
+    )
+    assert status["kind"] == "Status"
+    assert status["status"] == "Failure"
+
+
+async def test_global_resource_version_and_noop_writes(sim: KubeSim) -> None:
+    before = int(sim.resource_version)
+    sim.add_node("n1")
+    sim.add_pod("p1")
+    assert int(sim.resource_version) == before + 2
+    # A patch that changes nothing writes nothing (like the real server).
+    sim.patch_merge("nodes", "n1", {"metadata": {"labels": {"kubernetes.io/os": "linux"}}})
+    assert int(sim.resource_version) == before + 2
+
+
+async def test_namespaced_create_needs_namespace(core: client.CoreV1Api) -> None:
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="p"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="i")]),
+    )
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_pod("nope", pod)
+    assert exc.value.status == 404
+    assert body_of(exc.value)["message"] == 'namespaces "nope" not found'
+    created = await core.create_namespaced_pod("default", pod)
+    assert created.status.phase == "Pending"
+    assert created.spec.scheduler_name == "default-scheduler"
+
+
+async def test_discovery(api: client.ApiClient) -> None:
+    groups = await client.ApisApi(api).get_api_versions()
+    assert GROUP in {g.name for g in groups.groups}
+    resources = await client.CoreV1Api(api).get_api_resources()
+    names = {r.name for r in resources.resources}
+    assert {"nodes", "pods", "pods/binding", "pods/eviction", "pods/status"} <= names
+
+
+# --- watch -----------------------------------------------------------------------------------
+
+
+async def test_watch_resume_bookmark_and_timeout(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.add_node("n1")
+    listing = await core.list_node()
+    sim.add_node("n2")
+    sim.cordon("n1")
+
+    seen: list[tuple[str, str | None]] = []
+    async with watch.Watch() as w:
+        async with asyncio.timeout(5):
+            async for event in w.stream(
+                core.list_node,
+                resource_version=listing.metadata.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=30,
+            ):
+                raw = event["raw_object"]
+                seen.append((event["type"], raw["metadata"].get("name")))
+                if event["type"] == "BOOKMARK":
+                    assert raw["metadata"]["resourceVersion"] == sim.resource_version
+                    break
+    assert seen == [("ADDED", "n2"), ("MODIFIED", "n1"), ("BOOKMARK", None)]
+
+    # timeoutSeconds ends the stream: the iteration stops on its own.
+    ended = await drain(core.list_node, resource_version=sim.resource_version, timeout_seconds=1)
+    assert ended == []
+
+
+async def test_watch_from_zero_sends_synthetic_added(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.add_node("n1")
+    sim.add_node("n2")
+    events = await drain(core.list_node, resource_version="0", timeout_seconds=1)
+    assert [(e["type"], e["object"].metadata.name) for e in events] == [
+        ("ADDED", "n1"),
+        ("ADDED", "n2"),
+    ]
+
+
+async def test_watch_410_after_compact_is_an_in_stream_error(
+    sim: KubeSim, core: client.CoreV1Api
+) -> None:
+    old = sim.resource_version
+    sim.add_node("n1")
+    sim.compact()
+    with pytest.raises(ApiException) as exc:
+        await drain(core.list_node, resource_version=old, timeout_seconds=5)
+    assert exc.value.status == 410
+
+    # On the wire: HTTP 200 and one ERROR event carrying the Status, as the watch cache sends.
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{sim.url}/api/v1/nodes", params={"watch": "1", "resourceVersion": old}) as r,
+    ):
+        assert r.status == 200
+        lines = (await r.read()).splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {
+            "type": "ERROR",
+            "object": {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": f"too old resource version: {old} ({sim.resource_version})",
+                "reason": "Expired",
+                "code": 410,
+            },
+        }
+    ]
+
+
+async def test_watch_history_window_and_stale_continue(tmp_path: Path) -> None:
+    async with KubeSim(history_size=2) as sim:
+        start = sim.resource_version
+        for name in ("a", "b", "c"):
+            sim.add_node(name)
+        async with await _api_client(sim, tmp_path / "kc") as api:
+            core = client.CoreV1Api(api)
+            with pytest.raises(ApiException) as exc:
+                await drain(core.list_node, resource_version=start, timeout_seconds=5)
+            assert exc.value.status == 410
+
+            page = await core.list_node(limit=2)
+            assert node_names(page.items) == ["a", "b"]
+            assert page.metadata.remaining_item_count == 1
+            rest = await core.list_node(limit=2, _continue=page.metadata._continue)
+            assert node_names(rest.items) == ["c"]
+            assert not rest.metadata._continue
+
+            sim.add_node("d")
+            sim.compact()  # the first page's revision is now older than the history
+            with pytest.raises(ApiException) as exc:
+                await core.list_node(limit=2, _continue=page.metadata._continue)
+            assert exc.value.status == 410
+            status = body_of(exc.value)
+            assert status["reason"] == "Expired"
+            # The server hands out a token that continues inconsistently at the latest version.
+            fresh = await core.list_node(limit=5, _continue=status["metadata"]["continue"])
+            assert node_names(fresh.items) == ["c", "d"]
+
+
+@pytest.mark.parametrize("spelling", ["True", "true", "1"])
+async def test_watch_param_spellings(sim: KubeSim, spelling: str) -> None:
+    sim.add_node("n1")
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{sim.url}/api/v1/nodes", params={"watch": spelling, "timeoutSeconds": "1"}) as r,
+    ):
+        assert r.status == 200
+        lines = (await r.read()).splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["ADDED"]
+
+
+async def test_legacy_watch_path(sim: KubeSim) -> None:
+    sim.add_pod("p1")
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(
+            f"{sim.url}/api/v1/watch/namespaces/default/pods/p1", params={"timeoutSeconds": "1"}
+        ) as r,
+    ):
+        events = [json.loads(line) for line in (await r.read()).splitlines()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "p1")]
+
+
+async def test_watch_selectors_send_transitions(sim: KubeSim, core: client.CoreV1Api) -> None:
+    stream = Stream(
+        core.list_namespaced_pod,
+        namespace="default",
+        label_selector="app=web",
+        field_selector="status.phase=Pending",
+        timeout_seconds=30,
+    )
+    try:
+        await wait_until(lambda: sim.watch_count == 1)
+        sim.add_pod("other", labels={"app": "db"})
+        sim.add_pod("web-1", labels={"app": "web"})
+        event = await stream.next()
+        assert event is not None
+        assert (event["type"], event["object"].metadata.name) == ("ADDED", "web-1")
+
+        sim.patch_merge("pods", "web-1", {"metadata": {"labels": {"app": "db"}}}, "default")
+        event = await stream.next()
+        assert event is not None
+        assert (event["type"], event["object"].metadata.name) == ("DELETED", "web-1")
+
+        sim.patch_merge("pods", "other", {"metadata": {"labels": {"app": "web"}}}, "default")
+        event = await stream.next()
+        assert event is not None
+        assert (event["type"], event["object"].metadata.name) == ("ADDED", "other")
+
+        # Leaving the field selector (phase Pending -> Running) is a DELETED too.
+        sim.patch_merge(
+            "pods", "other", {"status": {"phase": "Running"}}, "default", subresource="status"
+        )
+        event = await stream.next()
+        assert event is not None
+        assert (event["type"], event["object"].status.phase) == ("DELETED", "Running")
+    finally:
+        await stream.close()
+
+
+async def test_drop_watches_ends_streams(sim: KubeSim, core: client.CoreV1Api) -> None:
+    stream = Stream(core.list_node, timeout_seconds=60)
+    try:
+        await wait_until(lambda: sim.watch_count == 1)
+        assert sim.drop_watches() == 1
+        assert await stream.next() is None  # the stream ended
+        assert sim.watch_count == 0
+    finally:
+        await stream.close()
+
+
+# --- selectors -------------------------------------------------------------------------------
+
+
+async def test_label_and_field_selectors(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.add_node("a1", labels={"pool": "a"})
+    sim.add_node("b1", labels={"pool": "b", "gpu": "yes"})
+    sim.add_node("c1")
+    sim.cordon("c1")
+
+    async def names(**kw: Any) -> list[str]:
+        return node_names((await core.list_node(**kw)).items)
+
+    assert await names(label_selector="pool=a") == ["a1"]
+    assert await names(label_selector="pool==b") == ["b1"]
+    assert await names(label_selector="pool!=a") == ["b1", "c1"]
+    assert await names(label_selector="pool in (a, b)") == ["a1", "b1"]
+    assert await names(label_selector="pool notin (a)") == ["b1", "c1"]
+    assert await names(label_selector="gpu") == ["b1"]
+    assert await names(label_selector="!gpu") == ["a1", "c1"]
+    assert await names(label_selector="pool,!gpu") == ["a1"]
+    assert await names(field_selector="spec.unschedulable=true") == ["c1"]
+    assert await names(field_selector="spec.unschedulable!=true") == ["a1", "b1"]
+    assert await names(field_selector="metadata.name==b1") == ["b1"]
+    assert await names(field_selector="metadata.name!=b1", label_selector="pool") == ["a1"]
+
+    sim.add_pod("unbound", scheduler_name="slurm-bridge-scheduler")
+    sim.add_pod("bound", node_name="a1", phase="Running", ready=True)
+
+    async def pods(**kw: Any) -> list[str]:
+        listing = await core.list_pod_for_all_namespaces(**kw)
+        return [p.metadata.name for p in listing.items]
+
+    assert await pods(field_selector="spec.nodeName=") == ["unbound"]
+    assert await pods(field_selector="spec.nodeName=a1") == ["bound"]
+    assert await pods(field_selector="spec.schedulerName=slurm-bridge-scheduler") == ["unbound"]
+    assert await pods(field_selector="status.phase=Running,metadata.namespace=default") == ["bound"]
+
+    with pytest.raises(ApiException) as exc:
+        await core.list_node(field_selector="spec.bogus=1")
+    assert exc.value.status == 400
+    with pytest.raises(ApiException) as exc:
+        await core.list_node(label_selector="pool in (a")
+    assert exc.value.status == 400
+
+
+# --- patches ---------------------------------------------------------------------------------
+
+
+async def test_node_taint_patches(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.add_node("n1", taints=[OTHER])
+
+    # NodeSpec.taints is +listType=atomic: a strategic merge patch replaces the whole list.
+    node = await core.patch_node("n1", {"spec": {"taints": [MANAGED]}}, _content_type=SMP)
+    assert [t.key for t in node.spec.taints] == [MANAGED["key"]]
+
+    node = await core.patch_node("n1", {"spec": {"taints": [OTHER, MANAGED]}}, _content_type=MERGE)
+    assert [t.key for t in node.spec.taints] == [OTHER["key"], MANAGED["key"]]
+
+    # JSON patch with a `test` precondition: applies when the list is what we saw ...
+    node = await core.patch_node(
+        "n1",
+        [
+            {"op": "test", "path": "/spec/taints", "value": [OTHER, MANAGED]},
+            {"op": "replace", "path": "/spec/taints", "value": [OTHER]},
+        ],
+        _content_type=JSON_PATCH,
+    )
+    assert [t.key for t in node.spec.taints] == [OTHER["key"]]
+    rv = node.metadata.resource_version
+
+    # ... and is refused with 422 Invalid (and no write) when it is not.
+    with pytest.raises(ApiException) as exc:
+        await core.patch_node(
+            "n1",
+            [
+                {"op": "test", "path": "/spec/taints/0/key", "value": MANAGED["key"]},
+                {"op": "remove", "path": "/spec/taints/0"},
+            ],
+            _content_type=JSON_PATCH,
+        )
+    assert exc.value.status == 422
+    status = body_of(exc.value)
+    assert status["reason"] == "Invalid"
+    assert status["message"] == "the server rejected our request due to an error in our request"
+    assert (await core.read_node("n1")).metadata.resource_version == rv
+
+    # Removing one taint by strategic merge means sending the list without it.
+    node = await core.patch_node("n1", {"spec": {"taints": None}}, _content_type=SMP)
+    assert node.spec.taints is None
+
+
+async def test_pod_strategic_merge(sim: KubeSim, core: client.CoreV1Api) -> None:
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="p", finalizers=["a/one"]),
+        spec=client.V1PodSpec(
+            containers=[
+                client.V1Container(name="a", image="img:1"),
+                client.V1Container(name="b", image="img:1"),
+            ]
+        ),
+    )
+    await core.create_namespaced_pod("default", pod)
+
+    # status.conditions merge by `type`.
+    ready = {"type": "Ready", "status": "False"}
+    await core.patch_namespaced_pod_status(
+        "p", "default", {"status": {"conditions": [ready]}}, _content_type=SMP
+    )
+    got = await core.patch_namespaced_pod_status(
+        "p",
+        "default",
+        {
+            "status": {
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True"},
+                    {"type": "Ready", "status": "True"},
+                ]
+            }
+        },
+        _content_type=SMP,
+    )
+    assert {c.type: c.status for c in got.status.conditions} == {
+        "Ready": "True",
+        "PodScheduled": "True",
+    }
+    got = await core.patch_namespaced_pod_status(
+        "p",
+        "default",
+        {"status": {"conditions": [{"type": "PodScheduled", "$patch": "delete"}]}},
+        _content_type=SMP,
+    )
+    assert [c.type for c in got.status.conditions] == ["Ready"]
+
+    # spec.containers merge by `name`: only b's image changes.
+    got = await core.patch_namespaced_pod(
+        "p",
+        "default",
+        {"spec": {"containers": [{"name": "b", "image": "img:2"}]}},
+        _content_type=SMP,
+    )
+    assert [(c.name, c.image) for c in got.spec.containers] == [("a", "img:1"), ("b", "img:2")]
+
+    # metadata.finalizers merge as a set; $deleteFromPrimitiveList removes one.
+    got = await core.patch_namespaced_pod(
+        "p", "default", {"metadata": {"finalizers": ["b/two", "a/one"]}}, _content_type=SMP
+    )
+    assert got.metadata.finalizers == ["a/one", "b/two"]
+    got = await core.patch_namespaced_pod(
+        "p",
+        "default",
+        {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a/one"]}},
+        _content_type=SMP,
+    )
+    assert got.metadata.finalizers == ["b/two"]
+
+    # Pod updates may not change spec beyond images etc. (real validation) ...
+    with pytest.raises(ApiException) as exc:
+        await core.patch_namespaced_pod(
+            "p", "default", {"spec": {"nodeName": "n1"}}, _content_type=MERGE
+        )
+    assert exc.value.status == 422
+    # ... and the main resource ignores status.
+    got = await core.patch_namespaced_pod(
+        "p", "default", {"status": {"phase": "Failed"}}, _content_type=MERGE
+    )
+    assert got.status.phase == "Pending"
+
+
+async def test_stale_resource_version_conflicts(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.add_node("n1")
+    stale = await core.read_node("n1")
+    sim.cordon("n1")
+
+    stale.metadata.labels["x"] = "y"
+    with pytest.raises(ApiException) as exc:
+        await core.replace_node("n1", stale)
+    status = body_of(exc.value)
+    assert (exc.value.status, status["reason"]) == (409, "Conflict")
+    assert status["message"] == (
+        'Operation cannot be fulfilled on nodes "n1": the object has been modified; please '
+        "apply your changes to the latest version and try again"
+    )
+
+    old_rv = stale.metadata.resource_version
+    for content_type in (MERGE, SMP):
+        with pytest.raises(ApiException) as exc:
+            await core.patch_node(
+                "n1",
+                {"metadata": {"resourceVersion": old_rv, "labels": {"x": "y"}}},
+                _content_type=content_type,
+            )
+        assert exc.value.status == 409
+
+    current = await core.read_node("n1")
+    patched = await core.patch_node(
+        "n1",
+        {"metadata": {"resourceVersion": current.metadata.resource_version, "labels": {"x": "y"}}},
+        _content_type=MERGE,
+    )
+    assert patched.metadata.labels["x"] == "y"
+    current.metadata.resource_version = None  # unconditional update
+    current.metadata.labels["z"] = "1"
+    replaced = await core.replace_node("n1", current)
+    assert replaced.metadata.labels["z"] == "1"
+
+
+async def test_finalizers_keep_a_deleted_object(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.add_pod("p", finalizers=["scheduler.slinky.slurm.net/finalizer"])
+    pod = await core.read_namespaced_pod("p", "default")
+    stream = Stream(
+        core.list_namespaced_pod,
+        namespace="default",
+        resource_version=pod.metadata.resource_version,
+        timeout_seconds=30,
+    )
+    try:
+        with pytest.raises(ApiException) as exc:
+            await core.delete_namespaced_pod(
+                "p", "default", body=client.V1DeleteOptions(preconditions={"uid": "other"})
+            )
+        assert exc.value.status == 409
+
+        await core.delete_namespaced_pod("p", "default")
+        kept = await core.read_namespaced_pod("p", "default")
+        assert kept.metadata.deletion_timestamp is not None
+        event = await stream.next()
+        assert event is not None
+        assert event["type"] == "MODIFIED"
+
+        with pytest.raises(ApiException) as exc:  # no new finalizers while deleting
+            await core.patch_namespaced_pod(
+                "p", "default", {"metadata": {"finalizers": ["x/y"]}}, _content_type=SMP
+            )
+        assert exc.value.status == 422
+
+        await core.patch_namespaced_pod(
+            "p", "default", {"metadata": {"finalizers": None}}, _content_type=MERGE
+        )
+        event = await stream.next()
+        assert event is not None
+        assert event["type"] == "DELETED"
+        with pytest.raises(ApiException) as exc:
+            await core.read_namespaced_pod("p", "default")
+        assert exc.value.status == 404
+    finally:
+        await stream.close()
+
+
+async def test_delete_with_resource_version_precondition(
+    sim: KubeSim, core: client.CoreV1Api
+) -> None:
+    sim.add_node("n1")
+    old = sim.get("nodes", "n1")["metadata"]["resourceVersion"]
+    sim.cordon("n1")
+    with pytest.raises(ApiException) as exc:
+        await core.delete_node(
+            "n1",
+            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version=old)),
+        )
+    assert exc.value.status == 409
+    status = await core.delete_node("n1")
+    assert status.status == "Success"
+    assert sim.list("nodes") == []
+
+
+# --- pods: binding and eviction --------------------------------------------------------------
+
+
+async def test_binding(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.add_node("n1")
+    sim.add_pod("p", scheduler_name="slurm-bridge-scheduler")
+    binding = client.V1Binding(
+        metadata=client.V1ObjectMeta(name="p"),
+        target=client.V1ObjectReference(kind="Node", name="n1"),
+    )
+    # The Binding subresource answers with a Status, which kubernetes_asyncio cannot
+    # deserialize as V1Binding (target is required): read the raw response.
+    resp = await core.create_namespaced_pod_binding("p", "default", binding, _preload_content=False)
+    assert resp.status == 201
+    resp.release()
+    pod = await core.read_namespaced_pod("p", "default")
+    assert pod.spec.node_name == "n1"
+    assert [(c.type, c.status) for c in pod.status.conditions] == [("PodScheduled", "True")]
+
+    resp = await core.create_namespaced_pod_binding("p", "default", binding, _preload_content=False)
+    status = await resp.json()
+    assert resp.status == 409
+    assert status["message"] == (
+        'Operation cannot be fulfilled on pods/binding "p": pod p is already assigned to node "n1"'
+    )
+
+
+async def test_eviction_respects_pdbs(sim: KubeSim, api: client.ApiClient) -> None:
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    for name in ("web-1", "web-2"):
+        sim.add_pod(name, labels={"app": "web"}, node_name="n1", phase="Running", ready=True)
+    sim.add_pod("web-pending", labels={"app": "web"})
+    await policy.create_namespaced_pod_disruption_budget(
+        "default",
+        client.V1PodDisruptionBudget(
+            metadata=client.V1ObjectMeta(name="web"),
+            spec=client.V1PodDisruptionBudgetSpec(
+                max_unavailable=0, selector=client.V1LabelSelector(match_labels={"app": "web"})
+            ),
+        ),
+    )
+
+    def eviction(name: str) -> client.V1Eviction:
+        return client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace="default"))
+
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_pod_eviction("web-1", "default", eviction("web-1"))
+    status = body_of(exc.value)
+    assert (exc.value.status, status["reason"]) == (429, "TooManyRequests")
+    assert status["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
+    assert status["details"]["causes"][0]["reason"] == "DisruptionBudget"
+
+    # Pending pods bypass PDBs.
+    await core.create_namespaced_pod_eviction("web-pending", "default", eviction("web-pending"))
+
+    await policy.patch_namespaced_pod_disruption_budget(
+        "web",
+        "default",
+        {"spec": {"maxUnavailable": None, "minAvailable": 1}},
+        _content_type=MERGE,
+    )
+    await core.create_namespaced_pod_eviction("web-1", "default", eviction("web-1"))
+    assert [p["metadata"]["name"] for p in sim.list("pods", "default")] == ["web-2"]
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_pod_eviction("web-2", "default", eviction("web-2"))
+    assert exc.value.status == 429
+    assert sim.requests[("create", "pods/eviction")] == 4
+
+
+# --- custom resources ------------------------------------------------------------------------
+
+
+async def test_nodeset_status_and_scale(sim: KubeSim, api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(api)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "NodeSet",
+        "metadata": {"name": "ns1"},
+        "spec": {"replicas": 2},
+        "status": {"replicas": 99},
+    }
+    created = await custom.create_namespaced_custom_object(
+        GROUP, VERSION, "default", "nodesets", body
+    )
+    assert "status" not in created  # status subresource: ignored on create
+    assert created["metadata"]["generation"] == 1
+
+    scale = await custom.get_namespaced_custom_object_scale(
+        GROUP, VERSION, "default", "nodesets", "ns1"
+    )
+    assert scale["kind"] == "Scale"
+    assert scale["spec"] == {"replicas": 2}
+
+    scale = await custom.patch_namespaced_custom_object_scale(
+        GROUP,
+        VERSION,
+        "default",
+        "nodesets",
+        "ns1",
+        {"spec": {"replicas": 5}},
+        _content_type=MERGE,
+    )
+    assert scale["spec"]["replicas"] == 5
+    obj = await custom.get_namespaced_custom_object(GROUP, VERSION, "default", "nodesets", "ns1")
+    assert obj["spec"]["replicas"] == 5
+    assert obj["metadata"]["generation"] == 2
+
+    await custom.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        "default",
+        "nodesets",
+        "ns1",
+        {"status": {"replicas": 3, "selector": "app=ns1"}},
+        _content_type=MERGE,
+    )
+    scale = await custom.get_namespaced_custom_object_scale(
+        GROUP, VERSION, "default", "nodesets", "ns1"
+    )
+    assert scale["status"] == {"replicas": 3, "selector": "app=ns1"}
+    obj = await custom.get_namespaced_custom_object(GROUP, VERSION, "default", "nodesets", "ns1")
+    assert obj["metadata"]["generation"] == 2  # status writes do not bump generation
+
+    # The main resource ignores status; custom resources reject strategic merge (415).
+    obj = await custom.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        "default",
+        "nodesets",
+        "ns1",
+        {"status": {"replicas": 0}},
+        _content_type=MERGE,
+    )
+    assert obj["status"]["replicas"] == 3
+    with pytest.raises(ApiException) as exc:
+        await custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            "default",
+            "nodesets",
+            "ns1",
+            {"spec": {"replicas": 1}},
+            _content_type=SMP,
+        )
+    assert exc.value.status == 415
+
+    stale = dict(scale, spec={"replicas": 1})
+    sim.patch_merge("nodesets", "ns1", {"metadata": {"labels": {"bump": "1"}}}, "default")
+    with pytest.raises(ApiException) as exc:
+        await custom.replace_namespaced_custom_object_scale(
+            GROUP, VERSION, "default", "nodesets", "ns1", stale
+        )
+    assert exc.value.status == 409
+
+
+# --- in-process API, hooks, faults, auth -----------------------------------------------------
+
+
+async def test_hooks_faults_and_counters(sim: KubeSim, core: client.CoreV1Api) -> None:
+    changes: list[Change] = []
+    sim.on_write.append(changes.append)
+    sim.add_node("n1")
+    await core.patch_node("n1", {"spec": {"unschedulable": True}}, _content_type=SMP)
+    assert [(c.type, c.verb, c.resource.plural) for c in changes] == [
+        ("ADDED", "create", "nodes"),
+        ("MODIFIED", "patch", "nodes"),
+    ]
+
+    sim.fail_next(1, 503, verb="list", resource="nodes")
+    with pytest.raises(ApiException) as exc:
+        await core.list_node()
+    assert exc.value.status == 503
+    assert node_names((await core.list_node()).items) == ["n1"]
+    assert sim.requests[("list", "nodes")] == 2
+    assert sim.requests[("patch", "nodes")] == 1
+
+    with pytest.raises(ApiError) as err:
+        sim.get("nodes", "missing")
+    assert err.value.code == 404
+
+
+async def test_bearer_token(tmp_path: Path) -> None:
+    async with KubeSim(token="s3cret") as sim:
+        sim.add_node("n1")
+        async with await _api_client(sim, tmp_path / "kc") as api:
+            listing = await client.CoreV1Api(api).list_node()
+            assert node_names(listing.items) == ["n1"]
+        async with aiohttp.ClientSession() as http, http.get(f"{sim.url}/api/v1/nodes") as r:
+            assert r.status == 401
