@@ -56,5 +56,5 @@ def percentile(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
     s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(p / 100 * len(s) + 0.5)) - 1))
+    k = max(0, min(len(s) - 1, round(p / 100 * len(s) + 0.5) - 1))
     return s[k]

@@ -30,16 +30,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, machine  # noqa: E402
-from reconcilers import slurm_drain  # noqa: E402
-from reconcilers.base import Context  # noqa: E402
-from schemas import events, streams, subjects  # noqa: E402
-from schemas.events import KubeNode, SlurmNode  # noqa: E402
-from slurmbridge import bus as busmod  # noqa: E402
-from slurmbridge.config import NatsSettings, WorkerSettings  # noqa: E402
-from slurmbridge.natsserver import NatsServer  # noqa: E402
-from slurmbridge.projection import Projection  # noqa: E402
-from slurmbridge.worker import NoopEffector, Worker  # noqa: E402
+from bench._common import emit, machine
+from reconcilers import slurm_drain
+from reconcilers.base import Context
+from schemas import events, streams, subjects
+from schemas.events import KubeNode, SlurmNode
+from slurmbridge import bus as busmod
+from slurmbridge.config import NatsSettings, WorkerSettings
+from slurmbridge.natsserver import NatsServer
+from slurmbridge.projection import Projection
+from slurmbridge.worker import NoopEffector, Worker
 
 EVERY = True
 
@@ -66,9 +66,16 @@ def _payloads(keys: int, variants: int = 8) -> list[tuple[str, bytes]]:
     out = []
     for v in range(variants):
         for k in range(keys):
-            ev = KubeNode(source="k8s", key=f"node-{k:05d}", uid=f"u{k}", version=str(v),
-                          labels={"bench/variant": str(v), "kubernetes.io/hostname": f"node-{k:05d}"},
-                          cpu_millis=64000, memory_bytes=256 << 30, ready=True)
+            ev = KubeNode(
+                source="k8s",
+                key=f"node-{k:05d}",
+                uid=f"u{k}",
+                version=str(v),
+                labels={"bench/variant": str(v), "kubernetes.io/hostname": f"node-{k:05d}"},
+                cpu_millis=64000,
+                memory_bytes=256 << 30,
+                ready=True,
+            )
             out.append((subjects.obs_subject("k8s", "KubeNode", ev.key), events.encode_event(ev)))
     return out
 
@@ -82,11 +89,14 @@ async def _prepublish(url: str, payloads: list[tuple[str, bytes]], n: int, tmp: 
     return n / (time.perf_counter() - t0)
 
 
-async def raw(server: NatsServer, payloads: list[tuple[str, bytes]], n: int, tmp: Path) -> tuple[float, float]:
+async def raw(
+    server: NatsServer, payloads: list[tuple[str, bytes]], n: int, tmp: Path
+) -> tuple[float, float]:
     b = await busmod.connect(NatsSettings(), server.url)
     await b.ensure_streams(streams.stream_specs(obs_max_msgs_per_subject=-1))
-    await b.js.add_consumer(streams.OBS_STREAM, durable_name="raw", ack_policy="explicit",
-                            max_ack_pending=n + 1)
+    await b.js.add_consumer(
+        streams.OBS_STREAM, durable_name="raw", ack_policy="explicit", max_ack_pending=n + 1
+    )
     pub_rate = await _prepublish(server.url, payloads, n, tmp)
     psub = await b.js.pull_subscribe_bind("raw", stream=streams.OBS_STREAM)
     got = 0
@@ -104,24 +114,33 @@ async def raw(server: NatsServer, payloads: list[tuple[str, bytes]], n: int, tmp
     return n / elapsed, pub_rate
 
 
-async def pipeline(server: NatsServer, payloads: list[tuple[str, bytes]], n: int, keys: int,
-                   tmp: Path) -> tuple[float, int]:
+async def pipeline(
+    server: NatsServer, payloads: list[tuple[str, bytes]], n: int, keys: int, tmp: Path
+) -> tuple[float, int]:
     b = await busmod.connect(NatsSettings(), server.url)
     await b.ensure_streams(streams.stream_specs(obs_max_msgs_per_subject=-1))
     # The Slurm half of each pair, so views are full and decide runs its whole rule.
     pub = b.batch()
     for k in range(keys):
         ev = SlurmNode(source="slurm:bench", key=f"node-{k:05d}", cluster="bench", state=("IDLE",))
-        await pub.publish(subjects.obs_subject(ev.source, "SlurmNode", ev.key), events.encode_event(ev))
+        await pub.publish(
+            subjects.obs_subject(ev.source, "SlurmNode", ev.key), events.encode_event(ev)
+        )
     await pub.flush()
     await _prepublish(server.url, payloads, n, tmp)
     total = n + keys
     t0 = time.perf_counter()
     proj = Projection()
     await proj.start(b, every_message=EVERY)
-    worker = Worker(slurm_drain.SPEC, bus=b, projection=proj, effector=NoopEffector(),
-                    ctx=Context(scheduler_name="s", cluster="bench"),
-                    settings=WorkerSettings(max_ack_pending=total + 1), instance_id="bench")
+    worker = Worker(
+        slurm_drain.SPEC,
+        bus=b,
+        projection=proj,
+        effector=NoopEffector(),
+        ctx=Context(scheduler_name="s", cluster="bench"),
+        settings=WorkerSettings(max_ack_pending=total + 1),
+        instance_id="bench",
+    )
     await worker.start()
     while worker.settled < total:
         await asyncio.sleep(0.001)
@@ -134,7 +153,9 @@ async def pipeline(server: NatsServer, payloads: list[tuple[str, bytes]], n: int
 
 
 async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--events", type=int, default=50_000)
     ap.add_argument("--keys", type=int, default=1_000)
     ap.add_argument("--json", action="store_true")
@@ -146,16 +167,19 @@ async def main() -> None:
             raw_rate, pub_rate = await raw(s1, payloads, args.events, tmp)
         async with NatsServer(store_dir=tmp / "pipe") as s2:
             pipe_rate, reconciles = await pipeline(s2, payloads, args.events, args.keys, tmp)
-    emit({
-        "events": args.events,
-        "keys": args.keys,
-        "pipeline_events_per_s": round(pipe_rate),
-        "raw_fetch_ack_per_s": round(raw_rate),
-        "ratio": round(pipe_rate / raw_rate, 3),
-        "publish_async_per_s": round(pub_rate),
-        "reconciles": reconciles,
-        "machine": machine(),
-    }, args.json)
+    emit(
+        {
+            "events": args.events,
+            "keys": args.keys,
+            "pipeline_events_per_s": round(pipe_rate),
+            "raw_fetch_ack_per_s": round(raw_rate),
+            "ratio": round(pipe_rate / raw_rate, 3),
+            "publish_async_per_s": round(pub_rate),
+            "reconciles": reconciles,
+            "machine": machine(),
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -118,8 +118,20 @@ _STATUS = msgspec.json.Decoder(_Status)
 
 _QTY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 _SUFFIX = {
-    "": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "": 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
 }
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 
@@ -178,8 +190,13 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
 def tombstone(last: KubeNode, *, version: str, producer: str, observed_at: int) -> KubeNode:
     """The deletion marker for a node last seen as ``last`` (pure)."""
     return KubeNode(
-        source=last.source, key=last.key, op="deleted", observed_at=observed_at,
-        version=version, producer=producer, uid=last.uid,
+        source=last.source,
+        key=last.key,
+        op="deleted",
+        observed_at=observed_at,
+        version=version,
+        producer=producer,
+        uid=last.uid,
     )
 
 
@@ -229,6 +246,9 @@ class NodeWatcher:
         self.listed = asyncio.Event()
         self.relists = 0
 
+    def _selector(self) -> dict[str, Any]:
+        return {"label_selector": self.label_selector} if self.label_selector else {}
+
     def age(self) -> float:
         """Seconds since the last watch event or bookmark."""
         return time.monotonic() - self.last_event_at
@@ -252,7 +272,7 @@ class NodeWatcher:
                 metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
                 log.warning("watch %s failed (%s); retrying", self.resource, exc)
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
-            except Exception:  # noqa: BLE001 - supervise: a bug must not end the producer
+            except Exception:
                 failures += 1
                 metrics.WATCH_RESTARTS.labels(self.resource, "crash").inc()
                 log.exception("watch %s crashed; re-listing", self.resource)
@@ -262,9 +282,7 @@ class NodeWatcher:
     async def relist(self) -> None:
         """List all nodes, publish changes and tombstones, remember the resourceVersion."""
         self.relists += 1
-        resp = await self.core.list_node(
-            label_selector=self.label_selector or None, _preload_content=False
-        )
+        resp: Any = await self.core.list_node(**self._selector(), _preload_content=False)
         try:
             body = await resp.read()
         finally:
@@ -281,8 +299,10 @@ class NodeWatcher:
                 batch.append((ev, f"{ev.uid}:{ev.version}"))
         for key in set(self.last) - seen:
             tomb = tombstone(
-                self.last[key], version=listing.metadata.resourceVersion,
-                producer=self.producer, observed_at=now,
+                self.last[key],
+                version=listing.metadata.resourceVersion,
+                producer=self.producer,
+                observed_at=now,
             )
             batch.append((tomb, f"{tomb.uid}:{tomb.version}:deleted"))
         if batch:
@@ -306,14 +326,14 @@ class NodeWatcher:
             Expired: the server answered 410 Gone (in-stream or as HTTP status).
         """
         try:
-            resp = await self.core.list_node(
+            resp: Any = await self.core.list_node(
                 watch=True,
                 resource_version=self.resource_version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=self.watch_timeout,
-                label_selector=self.label_selector or None,
                 _preload_content=False,
                 _request_timeout=self.watch_timeout + 30,
+                **self._selector(),
             )
         except ApiException as exc:
             if exc.status == 410:
@@ -347,8 +367,9 @@ class NodeWatcher:
         if ev.type == "DELETED":
             prev = self.last.get(raw.metadata.name)
             base = prev or node_to_event(raw, producer=self.producer, observed_at=now)
-            tomb = tombstone(base, version=raw.metadata.resourceVersion, producer=self.producer,
-                             observed_at=now)
+            tomb = tombstone(
+                base, version=raw.metadata.resourceVersion, producer=self.producer, observed_at=now
+            )
             await self._publish([(tomb, f"{tomb.uid}:{tomb.version}:deleted")])
             return
         node = node_to_event(raw, producer=self.producer, observed_at=now)
@@ -368,4 +389,3 @@ async def watch_age_loop(watcher: NodeWatcher, period: float = 1.0) -> None:
     while True:
         metrics.WATCH_AGE.labels(watcher.resource).set(watcher.age())
         await asyncio.sleep(period)
-

@@ -1,4 +1,4 @@
-"""Slurm producer: poll slurmrestd and publish changed ``SlurmNode``/``SlurmPartition``/``SlurmPing``.
+"""Slurm producer: poll slurmrestd, publish changed SlurmNode / SlurmPartition / SlurmPing.
 
 Translation only. The pure functions :func:`node_to_event`, :func:`partition_to_event` and
 :func:`ping_to_event` map the client's version-neutral models to events; :class:`SlurmPoller`
@@ -53,7 +53,9 @@ def _stamp(event: Event, producer: str, observed_at: int) -> Event:
     )
 
 
-def node_to_event(node: Node, *, cluster: str, producer: str = "", observed_at: int = 0) -> SlurmNode:
+def node_to_event(
+    node: Node, *, cluster: str, producer: str = "", observed_at: int = 0
+) -> SlurmNode:
     """Translate a Slurm node (pure). ``version`` is the content hash."""
     ev = SlurmNode(
         source=subjects.slurm_source(cluster),
@@ -112,8 +114,13 @@ def ping_to_event(
 def tombstone(last: Event, *, producer: str, observed_at: int) -> Event:
     """Deletion marker for an object last seen as ``last`` (pure)."""
     return type(last)(  # type: ignore[call-arg]
-        source=last.source, key=last.key, op="deleted", observed_at=observed_at,
-        version="deleted", producer=producer, cluster=getattr(last, "cluster", ""),
+        source=last.source,
+        key=last.key,
+        op="deleted",
+        observed_at=observed_at,
+        version="deleted",
+        producer=producer,
+        cluster=getattr(last, "cluster", ""),
     )
 
 
@@ -167,14 +174,19 @@ class SlurmPoller:
         batch: list[Event] = []
         try:
             ping = await self.client.ping()
-            batch.append(ping_to_event(ping, cluster=self.cluster, producer=self.producer,
-                                       observed_at=now))
+            batch.append(
+                ping_to_event(ping, cluster=self.cluster, producer=self.producer, observed_at=now)
+            )
             nodes = await self.client.list_nodes(update_time=self._node_update)
             if nodes is not None:
                 batch += self._diff(
                     "SlurmNode",
-                    [node_to_event(n, cluster=self.cluster, producer=self.producer,
-                                   observed_at=now) for n in nodes.nodes],
+                    [
+                        node_to_event(
+                            n, cluster=self.cluster, producer=self.producer, observed_at=now
+                        )
+                        for n in nodes.nodes
+                    ],
                     now,
                 )
                 self._node_update = nodes.last_update or None
@@ -182,16 +194,27 @@ class SlurmPoller:
             if parts is not None:
                 batch += self._diff(
                     "SlurmPartition",
-                    [partition_to_event(p, cluster=self.cluster, producer=self.producer,
-                                        observed_at=now) for p in parts.partitions],
+                    [
+                        partition_to_event(
+                            p, cluster=self.cluster, producer=self.producer, observed_at=now
+                        )
+                        for p in parts.partitions
+                    ],
                     now,
                 )
                 self._part_update = parts.last_update or None
         except slurm_errors.SlurmError as exc:
             metrics.POLL_ERRORS.labels(self.cluster).inc()
             log.warning("poll of Slurm cluster %s failed: %s", self.cluster, exc)
-            batch = [ping_to_event(None, cluster=self.cluster, error=str(exc),
-                                   producer=self.producer, observed_at=now)]
+            batch = [
+                ping_to_event(
+                    None,
+                    cluster=self.cluster,
+                    error=str(exc),
+                    producer=self.producer,
+                    observed_at=now,
+                )
+            ]
         changed = [ev for ev in batch if self._changed(ev)]
         if changed:
             keyed = [(ev, self._msg_id(ev)) for ev in changed]

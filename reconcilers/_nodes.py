@@ -6,11 +6,10 @@ A Kubernetes node corresponds to the Slurm node named by its label
 
 from __future__ import annotations
 
+from reconcilers.base import Context, Store
 from schemas import wellknown
 from schemas.events import Event, KubeNode, SlurmNode
 from schemas.subjects import slurm_source
-
-from reconcilers.base import Context, Store
 
 
 def slurm_name_of(node: KubeNode) -> str:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import msgspec
 
+from reconcilers import _nodes
+from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
 from schemas import wellknown
 from schemas.actions import RecordEvent, TaintNode, UntaintNode
 from schemas.events import KubeNode, SlurmNode, Taint
-
-from reconcilers import _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
 
 NAME = "node_taint"
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import msgspec
 
+from reconcilers import _nodes
+from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, RecordEvent, UndrainSlurmNode
 from schemas.events import KubeNode, SlurmNode
-
-from reconcilers import _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
 
 NAME = "slurm_drain"
 
@@ -81,7 +80,9 @@ def decide(v: View) -> Decision:
         return Decision(reason=f"drain is not ours (reason {slurm.reason!r}); left alone")
     return Decision(
         actions=(
-            UndrainSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=(CORDON_REASON_PREFIX,)),
+            UndrainSlurmNode(
+                cluster=v.cluster, node=slurm.key, owned_prefixes=(CORDON_REASON_PREFIX,)
+            ),
             RecordEvent(
                 api_version="v1",
                 object_kind="Node",

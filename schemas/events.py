@@ -149,7 +149,7 @@ def decoder_for(kind: str) -> msgspec.json.Decoder[Event]:
     Raises:
         KeyError: ``kind`` is not a known observation kind.
     """
-    return _DECODERS[kind]  # type: ignore[return-value]
+    return _DECODERS[kind]
 
 
 def decode_event(kind: str, data: bytes) -> Event:

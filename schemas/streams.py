@@ -96,7 +96,9 @@ def stream_specs(
     )
 
 
-def consumer_spec(reconciler: str, filter_subjects: tuple[str, ...], **overrides: object) -> ConsumerSpec:
+def consumer_spec(
+    reconciler: str, filter_subjects: tuple[str, ...], **overrides: object
+) -> ConsumerSpec:
     """The durable consumer of one reconciler: durable name ``rc-<reconciler>``."""
     base = ConsumerSpec(
         durable=f"rc-{reconciler}",

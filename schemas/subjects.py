@@ -22,9 +22,7 @@ OBS: Final = "obs"
 ACT: Final = "act"
 DLQ: Final = "dlq"
 
-_SAFE: Final = frozenset(
-    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-:=@+,"
-)
+_SAFE: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-:=@+,")
 _HEX: Final = "0123456789ABCDEF"
 
 
@@ -95,9 +93,7 @@ def _check_token(name: str, value: str) -> str:
 
 def obs_subject(source: str, kind: str, key: str) -> str:
     """``bridge.obs.<source>.<kind>.<key>`` for one observed object."""
-    return (
-        f"{PREFIX}.{OBS}.{_check_token('source', source)}.{kind}.{encode_key(key)}"
-    )
+    return f"{PREFIX}.{OBS}.{_check_token('source', source)}.{kind}.{encode_key(key)}"
 
 
 def obs_filter(source: str = "*", kind: str = "*") -> str:

@@ -50,9 +50,7 @@ def cordon_drain_reason(kube_node: str) -> str:
 
 def scale_in_drain_reason(namespace: str, pod: str) -> str:
     """Reason set on a Slurm node drained before its NodeSet pod is deleted (slurm-operator)."""
-    return (
-        f"{OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for scale-in"
-    )
+    return f"{OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for scale-in"
 
 
 def is_our_reason(reason: str) -> bool:

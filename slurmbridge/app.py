@@ -101,8 +101,11 @@ class App:
             store = Path(s.nats.store_dir) if s.nats.store_dir else None
             self.nats_server = NatsServer(store_dir=store)
             await self.nats_server.start()
-            log.info("embedded nats-server at %s (store %s)", self.nats_server.url,
-                     self.nats_server.store_dir)
+            log.info(
+                "embedded nats-server at %s (store %s)",
+                self.nats_server.url,
+                self.nats_server.store_dir,
+            )
         self.bus = await busmod.connect(s.nats, self.nats_url, name=f"slurmbridge {s.instance_id}")
         await self.bus.ensure_streams(
             streams.stream_specs(
@@ -129,18 +132,27 @@ class App:
                 timeout=s.slurm.timeout,
             )
             await self.slurm_client.negotiate()
-            log.info("Slurm cluster %s at %s speaks %s", s.slurm.cluster, s.slurm_url,
-                     self.slurm_client.api_version)
+            log.info(
+                "Slurm cluster %s at %s speaks %s",
+                s.slurm.cluster,
+                s.slurm_url,
+                self.slurm_client.api_version,
+            )
 
         publish = ObservationPublisher(self.bus)
         if "kube-watcher" in self.components:
             if self.kube_api is None:
-                raise UsageError("kube-watcher: no Kubernetes API configured "
-                                 "($.kube.kubeconfig or $.kube.inCluster)")
+                raise UsageError(
+                    "kube-watcher: no Kubernetes API configured "
+                    "($.kube.kubeconfig or $.kube.inCluster)"
+                )
             self.watcher = NodeWatcher(
-                self.kube_api, publish, producer=s.instance_id,
+                self.kube_api,
+                publish,
+                producer=s.instance_id,
                 seed=seed_from(self.projection.values(KubeNode, subjects.KUBE_SOURCE)),
-                label_selector=s.kube.node_label_selector, watch_timeout=s.kube.watch_timeout,
+                label_selector=s.kube.node_label_selector,
+                watch_timeout=s.kube.watch_timeout,
             )
             self._spawn(self.watcher.run(), "kube-watcher")
             self._spawn(watch_age_loop(self.watcher), "watch-age")
@@ -148,13 +160,19 @@ class App:
             if self.slurm_client is None:
                 raise UsageError("slurm-poller: no Slurm REST API configured ($.slurm.url)")
             self.poller = SlurmPoller(
-                self.slurm_client, publish, cluster=s.slurm.cluster, producer=s.instance_id,
-                poll_interval=s.slurm.poll_interval, seed=self._slurm_seed(),
+                self.slurm_client,
+                publish,
+                cluster=s.slurm.cluster,
+                producer=s.instance_id,
+                poll_interval=s.slurm.poll_interval,
+                seed=self._slurm_seed(),
             )
             self._spawn(self.poller.run(), "slurm-poller")
 
         effector = self.effector_override or Router(
-            KubeEffector(self.kube_api, events_namespace=s.kube.namespace) if self.kube_api else None,
+            KubeEffector(self.kube_api, events_namespace=s.kube.namespace)
+            if self.kube_api
+            else None,
             SlurmEffector({s.slurm.cluster: self.slurm_client}) if self.slurm_client else None,
         )
         for name in self.components:
@@ -162,8 +180,13 @@ class App:
             if spec is None:
                 continue
             worker = Worker(
-                spec, bus=self.bus, projection=self.projection, effector=effector, ctx=self.ctx,
-                settings=s.worker, instance_id=s.instance_id,
+                spec,
+                bus=self.bus,
+                projection=self.projection,
+                effector=effector,
+                ctx=self.ctx,
+                settings=s.worker,
+                instance_id=s.instance_id,
             )
             await worker.start()
             self.workers[name] = worker

@@ -28,28 +28,52 @@ SLURMBRIDGE_SLURM_URL, SLURMBRIDGE_SLURM_TOKEN_FILE, SLURMBRIDGE_SCHEDULER_NAME.
 
 
 def _add_connection_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="YAML settings (accepts Slinky's config.yaml keys)")
-    p.add_argument("--nats-url", metavar="URL", help="NATS server(s), comma-separated (default: embedded)")
+    p.add_argument(
+        "--config", metavar="FILE", help="YAML settings (accepts Slinky's config.yaml keys)"
+    )
+    p.add_argument(
+        "--nats-url", metavar="URL", help="NATS server(s), comma-separated (default: embedded)"
+    )
     p.add_argument("--nats-creds", metavar="FILE", help="NATS credentials file")
-    p.add_argument("--nats-store", metavar="DIR", help="JetStream store of the embedded nats-server")
+    p.add_argument(
+        "--nats-store", metavar="DIR", help="JetStream store of the embedded nats-server"
+    )
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig of the Kubernetes cluster")
-    p.add_argument("--in-cluster", action="store_true", default=None,
-                   help="use the pod's service account")
+    p.add_argument(
+        "--in-cluster", action="store_true", default=None, help="use the pod's service account"
+    )
     p.add_argument("--slurm-url", metavar="URL", help="slurmrestd base URL, e.g. http://slurm:6820")
-    p.add_argument("--slurm-token-file", metavar="FILE",
-                   help="file holding the Slurm JWT (re-read on every request)")
+    p.add_argument(
+        "--slurm-token-file",
+        metavar="FILE",
+        help="file holding the Slurm JWT (re-read on every request)",
+    )
     p.add_argument("--slurm-user", metavar="NAME", help="X-SLURM-USER-NAME to send")
-    p.add_argument("--slurm-api-version", metavar="V",
-                   help="slurmrestd API version, e.g. v0.0.44 (default: highest offered)")
-    p.add_argument("--cluster", metavar="NAME", help="Slurm cluster name used in subjects (default: default)")
-    p.add_argument("--poll-interval", type=float, metavar="SECONDS", help="Slurm poll interval (default 2)")
-    p.add_argument("--scheduler-name", metavar="NAME",
-                   help="schedulerName and managed-node taint value (default slurm-bridge-scheduler)")
-    p.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus port (0 = off; default 8080)")
-    p.add_argument("--health-port", type=int, metavar="PORT", help="health port (0 = off; default 8081)")
+    p.add_argument(
+        "--slurm-api-version",
+        metavar="V",
+        help="slurmrestd API version, e.g. v0.0.44 (default: highest offered)",
+    )
+    p.add_argument(
+        "--cluster", metavar="NAME", help="Slurm cluster name used in subjects (default: default)"
+    )
+    p.add_argument(
+        "--poll-interval", type=float, metavar="SECONDS", help="Slurm poll interval (default 2)"
+    )
+    p.add_argument(
+        "--scheduler-name",
+        metavar="NAME",
+        help="schedulerName and managed-node taint value (default slurm-bridge-scheduler)",
+    )
+    p.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="Prometheus port (0 = off; default 8080)"
+    )
+    p.add_argument(
+        "--health-port", type=int, metavar="PORT", help="health port (0 = off; default 8081)"
+    )
     p.add_argument("--log-format", choices=("json", "text"), help="log format (default json)")
     p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING … (default INFO)")
 
@@ -65,46 +89,78 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(
         prog="slurmbridge",
-        description="Slurm and Kubernetes sharing one pool of nodes, event-sourced on NATS JetStream.",
+        description="Slurm and Kubernetes sharing one pool of nodes, event-sourced on JetStream.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run components (all of them by default)",
-                         description="Run slurmbridge components until SIGINT/SIGTERM.",
-                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("--only", nargs="+", metavar="COMPONENT", choices=component_names(),
-                     help=f"run only these: {', '.join(component_names())}")
+    run = sub.add_parser(
+        "run",
+        help="run components (all of them by default)",
+        description="Run slurmbridge components until SIGINT/SIGTERM.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "--only",
+        nargs="+",
+        metavar="COMPONENT",
+        choices=component_names(),
+        help=f"run only these: {', '.join(component_names())}",
+    )
     _add_connection_flags(run)
     _add_cluster_flags(run)
 
     demo = sub.add_parser(
-        "demo", help="embedded NATS + simulators + a scripted story, printed live",
+        "demo",
+        help="embedded NATS + simulators + a scripted story, printed live",
         description="Start embedded NATS, the Kubernetes and slurmrestd simulators and all "
         "components, then play a story (cordon, uncordon, an administrator's drain, a node "
         "leaving Slurm) and print every observation and action record.",
     )
-    demo.add_argument("--duration", type=float, default=30.0, metavar="SECONDS",
-                      help="exit after this many seconds (default 30)")
-    demo.add_argument("--format", choices=("pretty", "jsonl"), default="pretty",
-                      help="pretty lines, or one JSON object per event/record (with its tag)")
-    demo.add_argument("--api-version", default="v0.0.44", metavar="V",
-                      help="slurmrestd API version the simulator speaks (default v0.0.44)")
+    demo.add_argument(
+        "--duration",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="exit after this many seconds (default 30)",
+    )
+    demo.add_argument(
+        "--format",
+        choices=("pretty", "jsonl"),
+        default="pretty",
+        help="pretty lines, or one JSON object per event/record (with its tag)",
+    )
+    demo.add_argument(
+        "--api-version",
+        default="v0.0.44",
+        metavar="V",
+        help="slurmrestd API version the simulator speaks (default v0.0.44)",
+    )
     demo.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4)")
 
-    tail = sub.add_parser("tail", help="print decoded messages of a subject",
-                          description="Subscribe to SUBJECT (e.g. 'bridge.>', 'bridge.act.>') "
-                          "and print decoded messages.")
-    tail.add_argument("subject", nargs="?", default="bridge.>", help="subject filter (default bridge.>)")
+    tail = sub.add_parser(
+        "tail",
+        help="print decoded messages of a subject",
+        description="Subscribe to SUBJECT (e.g. 'bridge.>', 'bridge.act.>') "
+        "and print decoded messages.",
+    )
+    tail.add_argument(
+        "subject", nargs="?", default="bridge.>", help="subject filter (default bridge.>)"
+    )
     tail.add_argument("--format", choices=("pretty", "jsonl"), default="pretty")
     tail.add_argument("--kind", help="only this kind (KubeNode, SlurmNode, …)")
     tail.add_argument("--key", help="only this object key")
-    tail.add_argument("--from-start", action="store_true",
-                      help="replay the stored history first (default: new messages only)")
+    tail.add_argument(
+        "--from-start",
+        action="store_true",
+        help="replay the stored history first (default: new messages only)",
+    )
     tail.add_argument("--count", type=int, default=0, help="exit after N messages (0 = never)")
-    tail.add_argument("--timeout", type=float, default=0.0,
-                      help="exit after this many idle seconds (0 = never)")
+    tail.add_argument(
+        "--timeout", type=float, default=0.0, help="exit after this many idle seconds (0 = never)"
+    )
     _add_connection_flags(tail)
 
     sim = sub.add_parser("sim", help="run a simulator standalone")
@@ -117,18 +173,29 @@ def build_parser() -> argparse.ArgumentParser:
     ss = simsub.add_parser("slurmrestd", help="slurmrestd simulator")
     ss.add_argument("--port", type=int, default=6820)
     ss.add_argument("--host", default="127.0.0.1")
-    ss.add_argument("--api-version", action="append", metavar="V",
-                    help="API version(s) to serve (repeatable; default all supported)")
+    ss.add_argument(
+        "--api-version",
+        action="append",
+        metavar="V",
+        help="API version(s) to serve (repeatable; default all supported)",
+    )
     ss.add_argument("--nodes", type=int, default=4, help="seed n1..nN (batch; n1-n2 also gpu)")
     ss.add_argument("--seed", metavar="YAML", help="seed nodes and partitions from a YAML file")
-    ss.add_argument("--token-file", metavar="FILE",
-                    help="write an accepted JWT to FILE (default: accept none until one is written)")
+    ss.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="write an accepted JWT to FILE (default: accept none until one is written)",
+    )
 
     schema = sub.add_parser("schema", help="JSON Schema of the events")
     schsub = schema.add_subparsers(dest="schema_cmd", required=True, metavar="ACTION")
     ex = schsub.add_parser("export", help="write schemas/jsonschema/*.json")
-    ex.add_argument("--out", default=None, metavar="DIR",
-                    help="directory (default: the installed schemas/jsonschema)")
+    ex.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="directory (default: the installed schemas/jsonschema)",
+    )
     ex.add_argument("--check", action="store_true", help="exit 1 when the files are stale")
 
     st = sub.add_parser("streams", help="create/update the streams and print their state")
@@ -137,19 +204,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    g = lambda name: getattr(args, name, None)  # noqa: E731
+    def g(name: str) -> Any:
+        return getattr(args, name, None)
+
     return {
         "schedulerName": g("scheduler_name"),
         "nats": {"url": g("nats_url"), "credsFile": g("nats_creds"), "storeDir": g("nats_store")},
         "kube": {"kubeconfig": g("kubeconfig"), "inCluster": g("in_cluster")},
         "slurm": {
-            "url": g("slurm_url"), "tokenFile": g("slurm_token_file"), "userName": g("slurm_user"),
-            "apiVersion": g("slurm_api_version"), "cluster": g("cluster"),
+            "url": g("slurm_url"),
+            "tokenFile": g("slurm_token_file"),
+            "userName": g("slurm_user"),
+            "apiVersion": g("slurm_api_version"),
+            "cluster": g("cluster"),
             "pollInterval": g("poll_interval"),
         },
         "observability": {
-            "metricsPort": g("metrics_port"), "healthPort": g("health_port"),
-            "logFormat": g("log_format"), "logLevel": g("log_level"),
+            "metricsPort": g("metrics_port"),
+            "healthPort": g("health_port"),
+            "logFormat": g("log_format"),
+            "logLevel": g("log_level"),
         },
     }
 
@@ -180,8 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     except config.ConfigError as exc:
         print(f"slurmbridge: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.observability.log_level, settings.observability.log_format
-                  if args.command == "run" else "text")
+    setup_logging(
+        settings.observability.log_level,
+        settings.observability.log_format if args.command == "run" else "text",
+    )
     if args.command == "run":
         from slurmbridge.runner import run
 
@@ -191,8 +267,14 @@ def main(argv: list[str] | None = None) -> int:
 
         logging.getLogger().setLevel(logging.WARNING)
         return _run_until_signal(
-            lambda stop: demo(settings, duration=args.duration, fmt=args.format,
-                              api_version=args.api_version, nodes=args.nodes, stop=stop)
+            lambda stop: demo(
+                settings,
+                duration=args.duration,
+                fmt=args.format,
+                api_version=args.api_version,
+                nodes=args.nodes,
+                stop=stop,
+            )
         )
     if args.command == "tail":
         from slurmbridge.tail import tail
@@ -223,11 +305,16 @@ def _schema(args: argparse.Namespace) -> int:
             if not args.check:
                 out.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
-    extra = sorted(p.name for p in out.glob("*.json") if p.name not in wanted) if out.is_dir() else []
+    extra = (
+        sorted(p.name for p in out.glob("*.json") if p.name not in wanted) if out.is_dir() else []
+    )
     if args.check:
         if stale or extra:
-            print(f"stale JSON Schema in {out}: {', '.join(stale + extra)}; "
-                  "run: slurmbridge schema export", file=sys.stderr)
+            print(
+                f"stale JSON Schema in {out}: {', '.join(stale + extra)}; "
+                "run: slurmbridge schema export",
+                file=sys.stderr,
+            )
             return 1
         print(f"{len(wanted)} schemas up to date in {out}")
         return 0

@@ -21,6 +21,7 @@ import collections
 import contextlib
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -31,8 +32,15 @@ from slurmbridge.config import Settings
 from slurmbridge.testing import Stack
 
 
-async def demo(settings: Settings, *, duration: float, fmt: str, api_version: str, nodes: int,
-               stop: asyncio.Event) -> int:
+async def demo(
+    settings: Settings,
+    *,
+    duration: float,
+    fmt: str,
+    api_version: str,
+    nodes: int,
+    stop: asyncio.Event,
+) -> int:
     """Run the story for ``duration`` seconds; returns the exit code."""
     nodes = max(nodes, 4)
     t0 = time.monotonic()
@@ -42,9 +50,15 @@ async def demo(settings: Settings, *, duration: float, fmt: str, api_version: st
         line = f"── {time.monotonic() - t0:5.1f}s  {text}"
         print(line, file=sys.stderr if fmt == "jsonl" else sys.stdout, flush=True)
 
-    stack = Stack(nodes=nodes, api_version=api_version, poll_interval=min(1.0, settings.slurm.poll_interval),
-                  settings={"schedulerName": settings.scheduler_name})
-    say(f"starting nats-server, Kubernetes and slurmrestd ({api_version}) simulators, {nodes} nodes")
+    stack = Stack(
+        nodes=nodes,
+        api_version=api_version,
+        poll_interval=min(1.0, settings.slurm.poll_interval),
+        settings={"schedulerName": settings.scheduler_name},
+    )
+    say(
+        f"starting nats-server, Kubernetes and slurmrestd ({api_version}) simulators, {nodes} nodes"
+    )
     await stack.start()
     assert stack.app is not None and stack.app.bus is not None
 
@@ -61,15 +75,25 @@ async def demo(settings: Settings, *, duration: float, fmt: str, api_version: st
 
     # Watch everything published from here on (the app's own start-up included: the taints).
     sub = await stack.app.bus.nc.subscribe("bridge.>", cb=on_msg)
-    story = [
+    story: list[tuple[float, str, Callable[[], object]]] = [
         (0.15, "kubectl cordon n1", lambda: stack.cordon("n1")),
         (0.30, "kubectl uncordon n1", lambda: stack.uncordon("n1")),
-        (0.45, "administrator: scontrol update nodename=n2 state=drain reason='bad DIMM'",
-         lambda: stack.admin_drain("n2", "bad DIMM")),
+        (
+            0.45,
+            "administrator: scontrol update nodename=n2 state=drain reason='bad DIMM'",
+            lambda: stack.admin_drain("n2", "bad DIMM"),
+        ),
         (0.52, "kubectl cordon n2", lambda: stack.cordon("n2")),
-        (0.62, "kubectl uncordon n2 (the administrator's drain must stay)",
-         lambda: stack.uncordon("n2")),
-        (0.78, "n4 leaves Slurm (scontrol delete nodename=n4)", lambda: stack.slurm.remove_node("n4")),
+        (
+            0.62,
+            "kubectl uncordon n2 (the administrator's drain must stay)",
+            lambda: stack.uncordon("n2"),
+        ),
+        (
+            0.78,
+            "n4 leaves Slurm (scontrol delete nodename=n4)",
+            lambda: stack.slurm.remove_node("n4"),
+        ),
     ]
     try:
         for fraction, text, act in story:
@@ -79,8 +103,10 @@ async def demo(settings: Settings, *, duration: float, fmt: str, api_version: st
             act()
         await _sleep_until(t0 + duration, stop)
         n2 = stack.slurm_node("n2")
-        say(f"end: n2 is {'+'.join(n2.state)} with reason {n2.reason!r}; "
-            f"actions: {', '.join(f'{k}={v}' for k, v in sorted(counts.items())) or 'none'}")
+        say(
+            f"end: n2 is {'+'.join(n2.state)} with reason {n2.reason!r}; "
+            f"actions: {', '.join(f'{k}={v}' for k, v in sorted(counts.items())) or 'none'}"
+        )
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()

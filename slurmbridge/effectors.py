@@ -21,11 +21,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from typing import Any
+
 import aiohttp
 import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from producers.kube import RawNode, RawTaint
 from schemas.actions import (
     AnyAction,
     DrainSlurmNode,
@@ -34,7 +37,6 @@ from schemas.actions import (
     UndrainSlurmNode,
     UntaintNode,
 )
-from producers.kube import RawNode, RawTaint
 from slurmbridge.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
@@ -58,15 +60,22 @@ def _taint_dict(t: RawTaint) -> dict[str, str]:
 
 def _kube_error(exc: ApiException, what: str) -> Exception:
     if exc.status in (409, 429) or exc.status >= 500:
-        return Transient(f"{what}: HTTP {exc.status} {exc.reason}", 0.1 if exc.status == 409 else None)
+        return Transient(
+            f"{what}: HTTP {exc.status} {exc.reason}", 0.1 if exc.status == 409 else None
+        )
     return Permanent(f"{what}: HTTP {exc.status} {exc.reason}")
 
 
 class KubeEffector:
     """Node taints and Kubernetes Events through one kubernetes_asyncio ApiClient."""
 
-    def __init__(self, api: client.ApiClient, *, component: str = "slurmbridge",
-                 events_namespace: str = "default") -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        component: str = "slurmbridge",
+        events_namespace: str = "default",
+    ) -> None:
         self.core = client.CoreV1Api(api)
         self.component = component
         self.events_namespace = events_namespace
@@ -86,7 +95,7 @@ class KubeEffector:
 
     async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
         try:
-            resp = await self.core.read_node(action.node, _preload_content=False)
+            resp: Any = await self.core.read_node(action.node, _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return EffectResult("noop", "node is gone")
@@ -99,7 +108,11 @@ class KubeEffector:
             resp.release()
         current = node.spec.taints or []
         ours = [t for t in current if t.key == action.key and t.effect == action.effect]
-        keep = [_taint_dict(t) for t in current if not (t.key == action.key and t.effect == action.effect)]
+        keep = [
+            _taint_dict(t)
+            for t in current
+            if not (t.key == action.key and t.effect == action.effect)
+        ]
         if isinstance(action, TaintNode):
             if len(ours) == 1 and (ours[0].value or "") == action.value:
                 return EffectResult("noop", "taint already present")
@@ -112,7 +125,10 @@ class KubeEffector:
             "metadata": {"resourceVersion": node.metadata.resourceVersion},
             "spec": {"taints": desired},
         }
-        await self.core.patch_node(action.node, body, _content_type=SMP, _preload_content=False)
+        # Typed stubs omit `_content_type`; the generated client accepts it.
+        patch_node: Any = self.core.patch_node
+        resp = await patch_node(action.node, body, _content_type=SMP, _preload_content=False)
+        resp.release()
         return EffectResult("ok")
 
     async def _event(self, action: RecordEvent) -> EffectResult:
@@ -173,6 +189,7 @@ class SlurmEffector:
 
     async def _drain(self, action: DrainSlurmNode) -> EffectResult:
         c = self._client(action.cluster)
+        c.require("update_node")  # v0.0.38 cannot: fail before any request
         node = await c.get_node(action.node)
         if "DRAIN" in node.state:
             return EffectResult("noop", f"already DRAIN (reason {node.reason!r})")
@@ -181,6 +198,7 @@ class SlurmEffector:
 
     async def _undrain(self, action: UndrainSlurmNode) -> EffectResult:
         c = self._client(action.cluster)
+        c.require("update_node")
         node = await c.get_node(action.node)
         if "DRAIN" not in node.state:
             return EffectResult("noop", "not drained")

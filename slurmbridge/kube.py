@@ -20,7 +20,7 @@ async def api_client(settings: KubeSettings) -> client.ApiClient:
     if settings.in_cluster:
         cfg = client.Configuration()
         try:
-            config.load_incluster_config(client_configuration=cfg)
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         except config.ConfigException as exc:
             raise KubeConfigError(f"$.kube.inCluster: {exc}") from exc
         return client.ApiClient(configuration=cfg)

@@ -21,7 +21,9 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 ACTIONS = Counter(
-    "slurmbridge_actions_total", "Actions performed by effectors", ["reconciler", "action", "outcome"]
+    "slurmbridge_actions_total",
+    "Actions performed by effectors",
+    ["reconciler", "action", "outcome"],
 )
 DEAD_LETTERS = Counter("slurmbridge_dead_letters_total", "Dead-letter records", ["reconciler"])
 CONSUMER_PENDING = Gauge(
@@ -48,9 +50,5 @@ WATCH_AGE = Gauge(
 WATCH_RESTARTS = Counter(
     "slurmbridge_watch_restarts_total", "Watch re-opens and re-lists", ["resource", "why"]
 )
-LEASE_HOLDER = Gauge(
-    "slurmbridge_lease_holder", "1 while this process holds the lease", ["lease"]
-)
-SLURM_NODES = Gauge(
-    "slurm_nodes", "Slurm nodes by state", ["cluster", "state"]
-)
+LEASE_HOLDER = Gauge("slurmbridge_lease_holder", "1 while this process holds the lease", ["lease"])
+SLURM_NODES = Gauge("slurm_nodes", "Slurm nodes by state", ["cluster", "state"])

@@ -72,4 +72,4 @@ class Permanent(Exception):  # noqa: N818
 
 def backoff(num_delivered: int, *, base: float = 0.25, cap: float = 30.0) -> float:
     """Exponential back-off in seconds for the ``num_delivered``-th delivery (1-based)."""
-    return min(cap, base * (2 ** max(0, num_delivered - 1)))
+    return min(cap, base * 2.0 ** max(0, num_delivered - 1))

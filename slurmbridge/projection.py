@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import msgspec
 from nats.js import api
 
-from schemas import events, subjects, streams
+from schemas import events, streams, subjects
 from schemas.events import Event
 from slurmbridge import metrics
 from slurmbridge.bus import Bus
@@ -96,9 +96,9 @@ class Projection:
             self._label_index[(tag, label)] = index
         out: list[E] = []
         for src, key in sorted(index.get(value, ())):
-            entry = self._objs.get(tag, {}).get(src, {}).get(key)
-            if entry is not None:
-                out.append(entry.event)  # type: ignore[arg-type]
+            found = self._objs.get(tag, {}).get(src, {}).get(key)
+            if found is not None:
+                out.append(found.event)  # type: ignore[arg-type]
         return out
 
     # --- runtime API ---------------------------------------------------------------------
@@ -157,8 +157,7 @@ class Projection:
                 index.setdefault(after, set()).add((src, key))
 
     def _advance(self, seq: int) -> None:
-        if seq > self.applied_seq:
-            self.applied_seq = seq
+        self.applied_seq = max(self.applied_seq, seq)
         while self._waiters and self._waiters[0][0] <= self.applied_seq:
             _, _, fut = heapq.heappop(self._waiters)
             if not fut.done():

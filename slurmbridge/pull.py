@@ -89,8 +89,9 @@ class PullConsumer:
     async def start(self) -> None:
         """Subscribe to the inbox and send the first request."""
         self._inbox = self.nc.new_inbox()
-        self._sub = await self.nc.subscribe(self._inbox, cb=self._on_msg, pending_msgs_limit=-1,
-                                            pending_bytes_limit=-1)
+        self._sub = await self.nc.subscribe(
+            self._inbox, cb=self._on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1
+        )
         await self._request()
         self._watchdog = asyncio.create_task(self._watch(), name=f"pull-watchdog {self.subject}")
 
@@ -110,11 +111,13 @@ class PullConsumer:
         want = self.batch - self._pending
         if want <= 0 or self._closed or not self.nc.is_connected:
             return
-        body = orjson.dumps({
-            "batch": want,
-            "expires": int(self.expires * 1e9),
-            "idle_heartbeat": int(self.heartbeat * 1e9),
-        })
+        body = orjson.dumps(
+            {
+                "batch": want,
+                "expires": int(self.expires * 1e9),
+                "idle_heartbeat": int(self.heartbeat * 1e9),
+            }
+        )
         self._pending += want
         await self.nc.publish(self.subject, body, reply=self._inbox)
 

@@ -74,13 +74,19 @@ def _event_summary(ev: Event) -> str:
 def pretty(value: Decoded) -> str:
     """One human line."""
     if isinstance(value, Event):
-        return (f"{_ts(value.observed_at)}  obs  {events.kind_of(value):<14} "
-                f"{value.key:<20} {_event_summary(value)}")
+        return (
+            f"{_ts(value.observed_at)}  obs  {events.kind_of(value):<14} "
+            f"{value.key:<20} {_event_summary(value)}"
+        )
     if isinstance(value, ActionRecord):
         a = value.action
         fields = ", ".join(f"{k}={v!r}" for k, v in msgspec.structs.asdict(a).items())
         tail = f" — {value.error}" if value.error else ""
-        return (f"{_ts(value.at)}  act  {value.reconciler:<14} {value.key:<20} "
-                f"{actions.action_name(a)}({fields}) → {value.outcome}{tail}")
-    return (f"{_ts(value.at)}  dlq  {value.reconciler:<14} seq={value.stream_seq} "
-            f"{value.subject}: {value.reason}")
+        return (
+            f"{_ts(value.at)}  act  {value.reconciler:<14} {value.key:<20} "
+            f"{actions.action_name(a)}({fields}) → {value.outcome}{tail}"
+        )
+    return (
+        f"{_ts(value.at)}  dlq  {value.reconciler:<14} seq={value.stream_seq} "
+        f"{value.subject}: {value.reason}"
+    )

@@ -35,15 +35,25 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
         settings.slurm.url = sims.slurm.url
         settings.slurm.token_file = str(sims.token_file)
         settings.slurm.user_name = "slurmrest"
-        log.warning("no Kubernetes or Slurm endpoint configured: using the built-in simulators "
-                    "(Kubernetes %s, slurmrestd %s)", sims.kube.url, sims.slurm.url)
+        log.warning(
+            "no Kubernetes or Slurm endpoint configured: using the built-in simulators "
+            "(Kubernetes %s, slurmrestd %s)",
+            sims.kube.url,
+            sims.slurm.url,
+        )
     elif not has_kube:
-        print("slurmbridge run: $.kube.kubeconfig (--kubeconfig) or $.kube.inCluster (--in-cluster) "
-              "is required when a Slurm URL is configured", file=sys.stderr)
+        print(
+            "slurmbridge run: $.kube.kubeconfig (--kubeconfig) or $.kube.inCluster (--in-cluster) "
+            "is required when a Slurm URL is configured",
+            file=sys.stderr,
+        )
         return 2
     elif not has_slurm:
-        print("slurmbridge run: $.slurm.url (--slurm-url, or slurmRestApi) is required when a "
-              "Kubernetes cluster is configured", file=sys.stderr)
+        print(
+            "slurmbridge run: $.slurm.url (--slurm-url, or slurmRestApi) is required when a "
+            "Kubernetes cluster is configured",
+            file=sys.stderr,
+        )
         return 2
     app = App(settings, only=only)
     try:
@@ -68,19 +78,32 @@ async def run_sim(args: argparse.Namespace, stop: asyncio.Event) -> int:
     if args.sim == "kube":
         from slurmbridge.sim import kube
 
-        task = asyncio.create_task(kube.serve(args.host, args.port, nodes=args.nodes,
-                                              kubeconfig=args.kubeconfig_out))
-        print(f"Kubernetes API simulator on http://{args.host}:{args.port}"
-              + (f"; kubeconfig {args.kubeconfig_out}" if args.kubeconfig_out else ""), flush=True)
+        task = asyncio.create_task(
+            kube.serve(args.host, args.port, nodes=args.nodes, kubeconfig=args.kubeconfig_out)
+        )
+        print(
+            f"Kubernetes API simulator on http://{args.host}:{args.port}"
+            + (f"; kubeconfig {args.kubeconfig_out}" if args.kubeconfig_out else ""),
+            flush=True,
+        )
     else:
         from slurmbridge.sim import slurmrestd
 
-        task = asyncio.create_task(slurmrestd.serve(
-            args.host, args.port, api_versions=args.api_version, token_file=args.token_file,
-            seed_path=args.seed, nodes=args.nodes,
-        ))
-        print(f"slurmrestd simulator on http://{args.host}:{args.port}"
-              + (f"; token in {args.token_file}" if args.token_file else ""), flush=True)
+        task = asyncio.create_task(
+            slurmrestd.serve(
+                args.host,
+                args.port,
+                api_versions=args.api_version,
+                token_file=args.token_file,
+                seed_path=args.seed,
+                nodes=args.nodes,
+            )
+        )
+        print(
+            f"slurmrestd simulator on http://{args.host}:{args.port}"
+            + (f"; token in {args.token_file}" if args.token_file else ""),
+            flush=True,
+        )
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     stopper.cancel()
@@ -96,7 +119,9 @@ async def run_sim(args: argparse.Namespace, stop: asyncio.Event) -> int:
 async def streams_cmd(settings: Settings) -> int:
     """``slurmbridge streams``: create/update the streams and print their state."""
     if not settings.nats.url:
-        print("slurmbridge streams: --nats-url (or SLURMBRIDGE_NATS_URL) is required", file=sys.stderr)
+        print(
+            "slurmbridge streams: --nats-url (or SLURMBRIDGE_NATS_URL) is required", file=sys.stderr
+        )
         return 2
     bus = await busmod.connect(settings.nats, settings.nats.url, name="slurmbridge streams")
     try:
@@ -109,12 +134,17 @@ async def streams_cmd(settings: Settings) -> int:
         await bus.ensure_streams(specs)
         for spec in specs:
             info = await bus.js.stream_info(spec.name)
-            print(f"{spec.name:<11} subjects={','.join(spec.subjects):<14} messages={info.state.messages:<8} "
-                  f"bytes={info.state.bytes:<10} first_seq={info.state.first_seq} last_seq={info.state.last_seq} "
-                  f"consumers={info.state.consumer_count} replicas={spec.replicas}")
+            st = info.state
+            print(
+                f"{spec.name:<11} subjects={','.join(spec.subjects):<14} "
+                f"messages={st.messages:<8} bytes={st.bytes:<10} first_seq={st.first_seq} "
+                f"last_seq={st.last_seq} consumers={st.consumer_count} replicas={spec.replicas}"
+            )
             for ci in await bus.js.consumers_info(spec.name):
-                print(f"  consumer {ci.name:<22} pending={ci.num_pending:<6} ack_pending={ci.num_ack_pending:<6} "
-                      f"redelivered={ci.num_redelivered}")
+                print(
+                    f"  consumer {ci.name:<22} pending={ci.num_pending:<6} "
+                    f"ack_pending={ci.num_ack_pending:<6} redelivered={ci.num_redelivered}"
+                )
     finally:
         await bus.close()
     return 0

@@ -50,10 +50,15 @@ async def tail(settings: Settings, args: argparse.Namespace, stop: asyncio.Event
             families = [parts[1]] if len(parts) > 1 and parts[1] in _STREAM_OF else list(_STREAM_OF)
             for fam in families:
                 with contextlib.suppress(Exception):
-                    subs.append(await bus.js.subscribe(
-                        args.subject, stream=_STREAM_OF[fam], ordered_consumer=True,
-                        deliver_policy=api.DeliverPolicy.ALL, cb=cb,
-                    ))
+                    subs.append(
+                        await bus.js.subscribe(
+                            args.subject,
+                            stream=_STREAM_OF[fam],
+                            ordered_consumer=True,
+                            deliver_policy=api.DeliverPolicy.ALL,
+                            cb=cb,
+                        )
+                    )
         else:
             subs.append(await bus.nc.subscribe(args.subject, cb=cb))
         seen = 0
@@ -78,8 +83,11 @@ async def tail(settings: Settings, args: argparse.Namespace, stop: asyncio.Event
             seq = 0
             with contextlib.suppress(Exception):
                 seq = msg.metadata.sequence.stream
-            line = render.jsonl(value, subject=msg.subject, seq=seq) if args.format == "jsonl" \
+            line = (
+                render.jsonl(value, subject=msg.subject, seq=seq)
+                if args.format == "jsonl"
                 else render.pretty(value)
+            )
             print(line, flush=True)
             seen += 1
             if args.count and seen >= args.count:

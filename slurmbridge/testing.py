@@ -44,8 +44,9 @@ class Simulators:
     simulator serves (``None`` = every supported version, so the client negotiates).
     """
 
-    def __init__(self, *, nodes: int = 4, api_version: str | None = "v0.0.44",
-                 workdir: Path | None = None) -> None:
+    def __init__(
+        self, *, nodes: int = 4, api_version: str | None = "v0.0.44", workdir: Path | None = None
+    ) -> None:
         self.nodes = nodes
         self.api_version = api_version
         self._own_dir = workdir is None
@@ -81,8 +82,12 @@ class Simulators:
         """Settings overrides (YAML shape) that point slurmbridge at the simulators."""
         return {
             "kube": {"kubeconfig": str(self.kubeconfig)},
-            "slurm": {"url": self.slurm.url, "tokenFile": str(self.token_file),
-                      "userName": "slurmrest", "cluster": "default"},
+            "slurm": {
+                "url": self.slurm.url,
+                "tokenFile": str(self.token_file),
+                "userName": "slurmrest",
+                "cluster": "default",
+            },
         }
 
 
@@ -137,20 +142,24 @@ class Stack:
         """Start NATS, the simulators and the app; returns when the workers run."""
         await self.nats.start()
         await self.sims.start()
-        overrides = _deep_merge(self.sims.overrides(), {
-            "nats": {"url": self.nats.url},
-            "slurm": {"pollInterval": self.poll_interval},
-            "observability": {"metricsPort": 0, "healthPort": 0, "logFormat": "text"},
-            "instanceId": "stack",
-        })
+        overrides = _deep_merge(
+            self.sims.overrides(),
+            {
+                "nats": {"url": self.nats.url},
+                "slurm": {"pollInterval": self.poll_interval},
+                "observability": {"metricsPort": 0, "healthPort": 0, "logFormat": "text"},
+                "instanceId": "stack",
+            },
+        )
         self.settings = config.load(env={}, overrides=_deep_merge(overrides, self.extra))
         await self.start_app()
 
     async def start_app(self) -> App:
         """(Re)start the slurmbridge process part; NATS and the simulators keep running."""
         assert self.settings is not None
-        self.app = App(self.settings, only=self.components, effector=self.effector,
-                       with_health=False)
+        self.app = App(
+            self.settings, only=self.components, effector=self.effector, with_health=False
+        )
         await self.app.start()
         return self.app
 
@@ -195,8 +204,9 @@ class Stack:
         spec = self.kube_node(node).get("spec", {})
         return [(t["key"], t.get("value", ""), t["effect"]) for t in spec.get("taints") or []]
 
-    async def wait_for(self, cond: Callable[[], bool], *, timeout: float = 10.0,
-                       what: str = "condition") -> None:
+    async def wait_for(
+        self, cond: Callable[[], bool], *, timeout: float = 10.0, what: str = "condition"
+    ) -> None:
         """Wait until ``cond()`` is true.
 
         Raises:
@@ -210,9 +220,10 @@ class Stack:
 
     async def settled(self, timeout: float = 10.0) -> None:
         """Wait until every worker is idle and has consumed everything in the log."""
-        assert self.app is not None and self.app.bus is not None
         app = self.app
+        assert app is not None
         bus = app.bus
+        assert bus is not None
         deadline = time.monotonic() + timeout
         while True:
             info = await bus.js.stream_info(streams.OBS_STREAM)
@@ -221,8 +232,11 @@ class Stack:
             for w in app.workers.values():
                 ci = await bus.js.consumer_info(streams.OBS_STREAM, w.consumer.durable)
                 pending += ci.num_pending + ci.num_ack_pending
-            if (pending == 0 and app.projection.applied_seq >= last
-                    and all(w.idle for w in app.workers.values())):
+            if (
+                pending == 0
+                and app.projection.applied_seq >= last
+                and all(w.idle for w in app.workers.values())
+            ):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not settled after {timeout}s ({pending} triggers pending)")
@@ -245,16 +259,23 @@ class Stack:
 
     async def action_records(self) -> list[ActionRecord]:
         """Every action record in BRIDGE_ACT, oldest first."""
-        return [actions.decode_record(d) for d in await self._read_all(streams.ACT_STREAM, "bridge.act.>")]
+        return [
+            actions.decode_record(d)
+            for d in await self._read_all(streams.ACT_STREAM, "bridge.act.>")
+        ]
 
     async def dead_letters(self) -> list[DeadLetter]:
         """Every dead-letter record in BRIDGE_DLQ, oldest first."""
-        return [actions.decode_dead_letter(d)
-                for d in await self._read_all(streams.DLQ_STREAM, "bridge.dlq.>")]
+        return [
+            actions.decode_dead_letter(d)
+            for d in await self._read_all(streams.DLQ_STREAM, "bridge.dlq.>")
+        ]
 
 
 def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = dict(a)
     for k, v in b.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = (
+            _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        )
     return out

@@ -168,7 +168,9 @@ class Worker:
         """Create/update the durable consumer, start pulling and reconciling."""
         await self.bus.ensure_consumer(self.consumer)
         self._puller = PullConsumer(
-            self.bus.nc, self.consumer.stream, self.consumer.durable,
+            self.bus.nc,
+            self.consumer.stream,
+            self.consumer.durable,
             batch=self.settings.fetch_batch,
         )
         await self._puller.start()
@@ -235,9 +237,13 @@ class Worker:
     async def _dispatch(self, msg: Any, md: AckMeta) -> None:
         seq = md.stream_seq
         parts = msg.subject.split(".")
+        if len(parts) != 5:
+            reason = f"malformed observation: subject {msg.subject!r} has not 5 tokens"
+            await self._dead_letter(msg, seq, md.num_delivered, reason)
+            await msg.term()
+            self.settled += 1
+            return
         try:
-            if len(parts) != 5:
-                raise ValueError(f"subject {msg.subject!r}: not bridge.obs.<source>.<kind>.<key>")
             kind = parts[3]
             if kind not in self.trigger_kinds:
                 await msg.ack()
@@ -261,7 +267,7 @@ class Worker:
         counter.inc()
         try:
             keys = list(self.spec.keys_of(event, self.projection, self.ctx))
-        except Exception as exc:  # noqa: BLE001 - a bug in keys_of must not stop the consumer
+        except Exception as exc:
             log.exception("%s: keys_of failed on seq %d", self.spec.name, seq)
             await self._dead_letter(msg, seq, md.num_delivered, f"keys_of raised {exc!r}")
             await msg.term()
@@ -291,7 +297,7 @@ class Worker:
         started = time.perf_counter()
         try:
             decision: Decision = self.spec.decide(self.spec.view(self.projection, key, self.ctx))
-        except Exception as exc:  # noqa: BLE001 - a rule bug becomes a dead letter, not a crash
+        except Exception as exc:
             log.exception("%s: decide failed for %s", self.spec.name, key)
             return GiveUp(f"decide raised {exc!r}")
         if not decision.actions:
@@ -315,7 +321,7 @@ class Worker:
                     await self._complete(t, result)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - keep the loop alive; triggers will redeliver
+            except Exception:
                 log.exception("%s: reconcile loop error on %s", self.spec.name, key)
             finally:
                 self._running.pop(key, None)
@@ -344,7 +350,8 @@ class Worker:
         if decision.actions:
             if any(a.destructive for a in decision.actions) and not self.may_destroy():
                 return self._observe(
-                    started, RetryLater(1.0, "not caught up with the log yet; destructive action held")
+                    started,
+                    RetryLater(1.0, "not caught up with the log yet; destructive action held"),
                 )
             result = await self._perform(key, cause, decision)
         if decision.requeue_after is not None and isinstance(result, Ok):
@@ -384,8 +391,14 @@ class Worker:
         return OK
 
     async def _record(
-        self, key: str, cause: int, action: AnyAction, outcome: act.Outcome, reason: str,
-        error: str, t0: float,
+        self,
+        key: str,
+        cause: int,
+        action: AnyAction,
+        outcome: act.Outcome,
+        reason: str,
+        error: str,
+        t0: float,
     ) -> None:
         record = ActionRecord(
             reconciler=self.spec.name,
@@ -402,7 +415,11 @@ class Worker:
         )
         metrics.ACTIONS.labels(self.spec.name, act.action_name(action), outcome).inc()
         log.info(
-            "%s %s %s: %s", self.spec.name, key, act.action_name(action), outcome,
+            "%s %s %s: %s",
+            self.spec.name,
+            key,
+            act.action_name(action),
+            outcome,
             extra={"trigger_seq": cause, "reconciler": self.spec.name, "key": key},
         )
         try:
@@ -440,7 +457,9 @@ class Worker:
         elif t.retry is not None:
             if t.num_delivered >= self.settings.max_deliver:
                 await self._dead_letter(
-                    t.msg, t.seq, t.num_delivered,
+                    t.msg,
+                    t.seq,
+                    t.num_delivered,
                     f"exhausted max_deliver ({self.settings.max_deliver}): {t.retry.reason}",
                 )
                 await t.msg.term()
@@ -453,8 +472,13 @@ class Worker:
 
     async def _dead_letter(self, msg: Any, seq: int, delivered: int, reason: str) -> None:
         metrics.DEAD_LETTERS.labels(self.spec.name).inc()
-        log.warning("%s: dead letter seq=%d: %s", self.spec.name, seq, reason,
-                    extra={"trigger_seq": seq, "reconciler": self.spec.name})
+        log.warning(
+            "%s: dead letter seq=%d: %s",
+            self.spec.name,
+            seq,
+            reason,
+            extra={"trigger_seq": seq, "reconciler": self.spec.name},
+        )
         record = DeadLetter(
             reconciler=self.spec.name,
             subject=msg.subject,

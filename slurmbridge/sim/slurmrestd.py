@@ -92,13 +92,40 @@ RELEASES: Final[Mapping[str, str]] = {
 }
 
 #: Node states each version's document accepts in ``node.state`` and ``update_node_msg.state``.
-_STATES_42: Final = frozenset({
-    "INVALID", "UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "RESERVED",
-    "UNDRAIN", "CLOUD", "RESUME", "DRAIN", "COMPLETING", "NOT_RESPONDING", "POWERED_DOWN",
-    "FAIL", "POWERING_UP", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_CANCELED",
-    "POWERING_DOWN", "DYNAMIC_FUTURE", "REBOOT_ISSUED", "PLANNED", "INVALID_REG", "POWER_DOWN",
-    "POWER_UP", "POWER_DRAIN", "DYNAMIC_NORM",
-})
+_STATES_42: Final = frozenset(
+    {
+        "INVALID",
+        "UNKNOWN",
+        "DOWN",
+        "IDLE",
+        "ALLOCATED",
+        "ERROR",
+        "MIXED",
+        "FUTURE",
+        "RESERVED",
+        "UNDRAIN",
+        "CLOUD",
+        "RESUME",
+        "DRAIN",
+        "COMPLETING",
+        "NOT_RESPONDING",
+        "POWERED_DOWN",
+        "FAIL",
+        "POWERING_UP",
+        "MAINTENANCE",
+        "REBOOT_REQUESTED",
+        "REBOOT_CANCELED",
+        "POWERING_DOWN",
+        "DYNAMIC_FUTURE",
+        "REBOOT_ISSUED",
+        "PLANNED",
+        "INVALID_REG",
+        "POWER_DOWN",
+        "POWER_UP",
+        "POWER_DRAIN",
+        "DYNAMIC_NORM",
+    }
+)
 _STATES_44: Final = _STATES_42 | {"EXTERNAL", "BLOCKED"}
 _NODE_STATES: Final[Mapping[str, frozenset[str]]] = {
     "v0.0.42": _STATES_42,
@@ -315,8 +342,11 @@ def _version_of(path: str) -> str | None:
 
 _ENDPOINT: Final = re.compile(r"^/slurm/v[\d.]+/(ping|nodes|node|partitions|partition|new/node)")
 _DATA_KEY: Final[Mapping[str, str]] = {
-    "ping": "pings", "nodes": "nodes", "node": "nodes",
-    "partitions": "partitions", "partition": "partitions",
+    "ping": "pings",
+    "nodes": "nodes",
+    "node": "nodes",
+    "partitions": "partitions",
+    "partition": "partitions",
 }
 
 
@@ -527,8 +557,14 @@ class SlurmSim:
         if name in self.nodes:
             raise ValueError(f"node {name} exists")
         node = SimNode(
-            name=name, cpus=cpus, real_memory=real_memory, features=list(features), gres=gres,
-            address=address, flags=[f.upper() for f in flags], boot_time=self._now(),
+            name=name,
+            cpus=cpus,
+            real_memory=real_memory,
+            features=list(features),
+            gres=gres,
+            address=address,
+            flags=[f.upper() for f in flags],
+            boot_time=self._now(),
         )
         if state is not None:
             self._set_base(node, state.upper())
@@ -686,11 +722,19 @@ class SlurmSim:
             raise ValueError(f"{path}: {exc}") from None
         for p in seed.partitions:
             self.add_partition(
-                p.name, default=p.default, max_time=p.max_time, state=p.state,
+                p.name,
+                default=p.default,
+                max_time=p.max_time,
+                state=p.state,
             )
         for n in seed.nodes:
             self.add_node(
-                n.name, n.cpus, n.real_memory, n.partitions, features=n.features, gres=n.gres,
+                n.name,
+                n.cpus,
+                n.real_memory,
+                n.partitions,
+                features=n.features,
+                gres=n.gres,
             )
         for p in seed.partitions:
             self.add_partition(p.name, p.nodes)
@@ -774,14 +818,16 @@ class SlurmSim:
     async def _openapi(self, request: web.Request) -> web.Response:
         del request
         newest = self.versions[0]
-        return _json({
-            "openapi": "3.0.2" if newest == "v0.0.38" else "3.0.3",
-            "info": {
-                "title": "Slurm REST API (slurmbridge simulator)",
-                "version": f"Slurm-{RELEASES[newest]}",
-            },
-            "paths": self._doc_paths(),
-        })
+        return _json(
+            {
+                "openapi": "3.0.2" if newest == "v0.0.38" else "3.0.3",
+                "info": {
+                    "title": "Slurm REST API (slurmbridge simulator)",
+                    "version": f"Slurm-{RELEASES[newest]}",
+                },
+                "paths": self._doc_paths(),
+            }
+        )
 
     @web.middleware
     async def _middleware(
@@ -914,47 +960,107 @@ class SlurmSim:
         tres = f"cpu={n.cpus},mem={n.real_memory}M,billing={n.cpus}"
         if version == "v0.0.38":
             out: Json = {
-                "architecture": "x86_64", "burstbuffer_network_address": "", "boards": 1,
-                "boot_time": n.boot_time, "comment": n.comment, "cores": 1, "cpu_binding": 0,
-                "cpu_load": 0, "extra": "", "free_memory": n.real_memory - n.alloc_memory,
-                "cpus": n.cpus, "last_busy": n.boot_time, "features": ",".join(n.features),
-                "active_features": ",".join(n.features), "gres": n.gres, "gres_drained": "N/A",
-                "gres_used": "", "mcs_label": "", "name": n.name,
-                "next_state_after_reboot": "invalid", "address": n.address, "hostname": n.name,
-                "state": n.base_state.lower(), "state_flags": list(n.flags),
-                "next_state_after_reboot_flags": [], "operating_system": "Linux (simulated)",
-                "partitions": parts, "port": 6818, "real_memory": n.real_memory,
-                "reason": n.reason, "reason_changed_at": n.reason_time,
-                "slurmd_start_time": n.boot_time, "sockets": n.cpus, "threads": 1,
-                "temporary_disk": 0, "weight": 1, "tres": tres, "slurmd_version": "22.05.8",
-                "alloc_memory": n.alloc_memory, "alloc_cpus": n.alloc_cpus,
-                "idle_cpus": n.cpus - n.alloc_cpus, "tres_weighted": 0.0,
+                "architecture": "x86_64",
+                "burstbuffer_network_address": "",
+                "boards": 1,
+                "boot_time": n.boot_time,
+                "comment": n.comment,
+                "cores": 1,
+                "cpu_binding": 0,
+                "cpu_load": 0,
+                "extra": "",
+                "free_memory": n.real_memory - n.alloc_memory,
+                "cpus": n.cpus,
+                "last_busy": n.boot_time,
+                "features": ",".join(n.features),
+                "active_features": ",".join(n.features),
+                "gres": n.gres,
+                "gres_drained": "N/A",
+                "gres_used": "",
+                "mcs_label": "",
+                "name": n.name,
+                "next_state_after_reboot": "invalid",
+                "address": n.address,
+                "hostname": n.name,
+                "state": n.base_state.lower(),
+                "state_flags": list(n.flags),
+                "next_state_after_reboot_flags": [],
+                "operating_system": "Linux (simulated)",
+                "partitions": parts,
+                "port": 6818,
+                "real_memory": n.real_memory,
+                "reason": n.reason,
+                "reason_changed_at": n.reason_time,
+                "slurmd_start_time": n.boot_time,
+                "sockets": n.cpus,
+                "threads": 1,
+                "temporary_disk": 0,
+                "weight": 1,
+                "tres": tres,
+                "slurmd_version": "22.05.8",
+                "alloc_memory": n.alloc_memory,
+                "alloc_cpus": n.alloc_cpus,
+                "idle_cpus": n.cpus - n.alloc_cpus,
+                "tres_weighted": 0.0,
             }
             if n.reason_user:  # the real server prints null when unset; the document says string
                 out["reason_set_by_user"] = n.reason_user
             return out
         allowed = _NODE_STATES[version]
         return {
-            "architecture": "x86_64", "burstbuffer_network_address": "", "boards": 1,
-            "boot_time": _nv(n.boot_time), "cluster_name": "", "cores": 1,
-            "specialized_cores": 0, "cpu_binding": 0, "cpu_load": 0,
-            "free_mem": _nv(n.real_memory - n.alloc_memory), "cpus": n.cpus,
-            "effective_cpus": n.cpus, "specialized_cpus": "", "extra": "",
-            "features": list(n.features), "active_features": list(n.features), "gpu_spec": "",
-            "gres": n.gres, "gres_drained": "N/A", "gres_used": "", "instance_id": "",
-            "instance_type": "", "last_busy": _nv(n.boot_time), "mcs_label": "",
-            "specialized_memory": 0, "name": n.name, "next_state_after_reboot": ["INVALID"],
-            "address": n.address, "hostname": n.name,
+            "architecture": "x86_64",
+            "burstbuffer_network_address": "",
+            "boards": 1,
+            "boot_time": _nv(n.boot_time),
+            "cluster_name": "",
+            "cores": 1,
+            "specialized_cores": 0,
+            "cpu_binding": 0,
+            "cpu_load": 0,
+            "free_mem": _nv(n.real_memory - n.alloc_memory),
+            "cpus": n.cpus,
+            "effective_cpus": n.cpus,
+            "specialized_cpus": "",
+            "extra": "",
+            "features": list(n.features),
+            "active_features": list(n.features),
+            "gpu_spec": "",
+            "gres": n.gres,
+            "gres_drained": "N/A",
+            "gres_used": "",
+            "instance_id": "",
+            "instance_type": "",
+            "last_busy": _nv(n.boot_time),
+            "mcs_label": "",
+            "specialized_memory": 0,
+            "name": n.name,
+            "next_state_after_reboot": ["INVALID"],
+            "address": n.address,
+            "hostname": n.name,
             "state": [s if s in allowed else "UNKNOWN" for s in n.state],
-            "operating_system": "Linux (simulated)", "owner": "", "partitions": parts,
-            "port": 6818, "real_memory": n.real_memory, "res_cores_per_gpu": 0,
-            "comment": n.comment, "reason": n.reason,
+            "operating_system": "Linux (simulated)",
+            "owner": "",
+            "partitions": parts,
+            "port": 6818,
+            "real_memory": n.real_memory,
+            "res_cores_per_gpu": 0,
+            "comment": n.comment,
+            "reason": n.reason,
             "reason_changed_at": _nv(n.reason_time or None),
-            "reason_set_by_user": n.reason_user, "resume_after": _nv(None),
-            "reservation": "", "alloc_memory": n.alloc_memory, "alloc_cpus": n.alloc_cpus,
-            "alloc_idle_cpus": n.cpus - n.alloc_cpus, "tres_used": "",
-            "slurmd_start_time": _nv(n.boot_time), "sockets": n.cpus, "threads": 1,
-            "temporary_disk": 0, "weight": 1, "tres": tres, "version": RELEASES[version],
+            "reason_set_by_user": n.reason_user,
+            "resume_after": _nv(None),
+            "reservation": "",
+            "alloc_memory": n.alloc_memory,
+            "alloc_cpus": n.alloc_cpus,
+            "alloc_idle_cpus": n.cpus - n.alloc_cpus,
+            "tres_used": "",
+            "slurmd_start_time": _nv(n.boot_time),
+            "sockets": n.cpus,
+            "threads": 1,
+            "temporary_disk": 0,
+            "weight": 1,
+            "tres": tres,
+            "version": RELEASES[version],
         }
 
     def _render_partition(self, version: str, p: SimPartition) -> Json:
@@ -965,16 +1071,30 @@ class SlurmSim:
         tres = f"cpu={cpus},mem={mem}M,node={len(members)},billing={cpus}"
         if version == "v0.0.38":
             return {
-                "flags": ["default"] if p.default else [], "preemption_mode": ["disabled"],
-                "allowed_allocation_nodes": "", "allowed_accounts": "", "allowed_groups": "",
-                "allowed_qos": "", "alternative": "", "billing_weights": "",
-                "denied_accounts": "", "denied_qos": "", "preemption_grace_time": 0,
-                "maximum_cpus_per_node": -1, "maximum_nodes_per_job": -1,
+                "flags": ["default"] if p.default else [],
+                "preemption_mode": ["disabled"],
+                "allowed_allocation_nodes": "",
+                "allowed_accounts": "",
+                "allowed_groups": "",
+                "allowed_qos": "",
+                "alternative": "",
+                "billing_weights": "",
+                "denied_accounts": "",
+                "denied_qos": "",
+                "preemption_grace_time": 0,
+                "maximum_cpus_per_node": -1,
+                "maximum_nodes_per_job": -1,
                 "max_time_limit": -1 if p.max_time is None else p.max_time,
                 "min nodes per job": 0,  # sic: 22.05's key has spaces
-                "name": p.name, "nodes": nodes_str, "priority_job_factor": 1,
-                "priority_tier": 1, "qos": "", "state": p.state, "total_cpus": cpus,
-                "total_nodes": len(members), "tres": tres,
+                "name": p.name,
+                "nodes": nodes_str,
+                "priority_job_factor": 1,
+                "priority_tier": 1,
+                "qos": "",
+                "state": p.state,
+                "total_cpus": cpus,
+                "total_nodes": len(members),
+                "tres": tres,
             }
         out: Json = {
             "nodes": {"allowed_allocation": "", "configured": nodes_str, "total": len(members)},
@@ -986,8 +1106,11 @@ class SlurmSim:
             "cluster": "",
             "cpus": {"task_binding": [] if version == "v0.0.45" else 0, "total": cpus},
             "defaults": {
-                "memory_per_cpu": 0, "partition_memory_per_cpu": _nv(None),
-                "partition_memory_per_node": _nv(None), "time": _nv(None), "job": "",
+                "memory_per_cpu": 0,
+                "partition_memory_per_cpu": _nv(None),
+                "partition_memory_per_node": _nv(None),
+                "time": _nv(None),
+                "job": "",
             },
             "grace_time": 0,
             "maximums": {
@@ -1032,18 +1155,27 @@ class SlurmSim:
         up = self.controller_up
         if v == "v0.0.38":
             entry: Json = {
-                "hostname": self.controller, "ping": "UP" if up else "DOWN",
-                "status": 0 if up else -1, "mode": "primary",
+                "hostname": self.controller,
+                "ping": "UP" if up else "DOWN",
+                "status": 0 if up else -1,
+                "mode": "primary",
             }
         elif v == "v0.0.45":
             entry = {
-                "hostname": self.controller, "responding": up, "latency": 120, "primary": True,
+                "hostname": self.controller,
+                "responding": up,
+                "latency": 120,
+                "primary": True,
                 "status": "No error" if up else "Unable to contact slurm controller",
             }
         else:
             entry = {
-                "hostname": self.controller, "pinged": "UP" if up else "DOWN", "responding": up,
-                "latency": 120, "mode": "primary", "primary": True,
+                "hostname": self.controller,
+                "pinged": "UP" if up else "DOWN",
+                "responding": up,
+                "latency": 120,
+                "mode": "primary",
+                "primary": True,
             }
         return self._ok(v, request, {"pings": [entry]})
 
@@ -1051,14 +1183,21 @@ class SlurmSim:
         v = self._request_version(request)
         since = self._update_time(request)
         if since is not None and since < 0:
-            return self._error(v, "nodes", 422 if v != "v0.0.38" else 500, 9000,
-                               "Rejecting request. Failure parsing query.", "_dump_nodes",
-                               request)
+            return self._error(
+                v,
+                "nodes",
+                422 if v != "v0.0.38" else 500,
+                9000,
+                "Rejecting request. Failure parsing query.",
+                "_dump_nodes",
+                request,
+            )
         if since is not None and self.nodes_changed_at <= since:
             return web.Response(status=304)
         if since is not None and self.update_time_quirk and self.parts_changed_at <= since:
-            return self._error(v, "nodes", 500, -1, "Unable to query partitions",
-                               "_dump_nodes", request)
+            return self._error(
+                v, "nodes", 500, -1, "Unable to query partitions", "_dump_nodes", request
+            )
         if v == "v0.0.38" and not self.nodes:
             return self._error(v, "nodes", 500, 2018, "", "", request)
         nodes = [self._render_node(v, n) for n in self.nodes.values()]
@@ -1074,8 +1213,9 @@ class SlurmSim:
         if n is None:
             if v == "v0.0.38":
                 return self._error(v, "node", 500, 2018, "", "", request)
-            return self._error(v, "node", 200, 0, f"Failure to query node {name}",
-                               "_dump_nodes", request)
+            return self._error(
+                v, "node", 200, 0, f"Failure to query node {name}", "_dump_nodes", request
+            )
         payload: Json = {"nodes": [self._render_node(v, n)]}
         if v != "v0.0.38":
             payload["last_update"] = _nv(self.nodes_changed_at)
@@ -1091,15 +1231,23 @@ class SlurmSim:
         try:
             body = _UPDATE_BODY.decode(raw or b"{}")
         except msgspec.DecodeError:
-            return self._error(v, "node", 400, 9001, "Unable to parse request body",
-                               "_update_node", request)
+            return self._error(
+                v, "node", 400, 9001, "Unable to parse request body", "_update_node", request
+            )
         except msgspec.ValidationError as exc:
             return self._error(v, "node", 500, 9207, str(exc), "_update_node", request)
         states = [s.upper() for s in body.state or []]
         unknown = [s for s in states if s not in _NODE_STATES[v]]
         if unknown:
-            return self._error(v, "node", 500, 9207, f"Unknown node state flag: {unknown[0]}",
-                               "_update_node", request)
+            return self._error(
+                v,
+                "node",
+                500,
+                9207,
+                f"Unknown node state flag: {unknown[0]}",
+                "_update_node",
+                request,
+            )
         features = body.features.split(",") if isinstance(body.features, str) else body.features
         if not states and body.reason is None and features is None and body.comment is None:
             return self._ok(v, request, {})  # nothing to change
@@ -1113,8 +1261,9 @@ class SlurmSim:
         try:
             self._update_node(name, update, user=user, version=v)
         except SimError as exc:
-            return self._error(v, "node", 500, exc.errno, f"Failure to update node {name}",
-                               "_update_node", request)
+            return self._error(
+                v, "node", 500, exc.errno, f"Failure to update node {name}", "_update_node", request
+            )
         for cb in list(self.on_update):
             try:
                 cb(name, update, arrived)
@@ -1143,8 +1292,15 @@ class SlurmSim:
         if part is None:
             if v == "v0.0.38":
                 return self._error(v, "partition", 500, 2000, "", "", request)
-            return self._error(v, "partition", 422, 9000, f"Unable to find partition {name}",
-                               "op_handler_partition", request)
+            return self._error(
+                v,
+                "partition",
+                422,
+                9000,
+                f"Unable to find partition {name}",
+                "op_handler_partition",
+                request,
+            )
         payload: Json = {"partitions": [self._render_partition(v, part)]}
         if v != "v0.0.38":
             payload["last_update"] = _nv(self.parts_changed_at)

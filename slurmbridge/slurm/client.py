@@ -21,13 +21,19 @@ Non-obvious choices:
   path is not served by this version, which is :class:`Unsupported`, never :class:`NotFound`
   (a missing URL must not look like a deleted node).
 * **Conditional polls.** ``update_time`` is sent where the version offers it; 304 ⇒ ``None``.
-  Released slurmrestd (22.05 up to at least 26.05.3) answers ``GET nodes?update_time=T`` with
-  HTTP 500 (error_number -1) when nodes changed since ``T`` but partitions did not; when a
-  conditional request fails with such a Slurm error the client repeats it without
-  ``update_time`` and returns ``None`` only if the full answer's ``last_update`` proves nothing
-  changed. Slurm compares whole seconds (``last_update <= update_time`` ⇒ 304), so a change in
-  the same second as a previous answer can be missed by the next conditional poll; pollers
-  should list unconditionally now and then.
+  Slurm compares whole seconds (``last_node_update <= update_time`` ⇒ 304), so passing back
+  the ``last_update`` of an answer built in the same second as that change would hide a
+  second change in that very second. The listings therefore return, as ``last_update``, a
+  watermark that is safe to pass back: Slurm's value when it lies at least one second (plus
+  ``clock_skew``) before the request was sent, else the request time minus that margin (also
+  the only value on v0.0.38, which reports none); the raw value is ``server_last_update``.
+  The cost is one or two extra full answers after each change; the gain is that no change is
+  ever hidden (as long as the clocks agree within ``clock_skew``).
+* **Released slurmrestd's conditional-listing bug.** slurmrestd 22.05 up to at least 26.05.3
+  answers ``GET nodes?update_time=T`` with HTTP 500 (error_number -1) when nodes changed
+  since ``T`` but partitions did not. When a conditional request fails with a Slurm error the
+  client repeats it without ``update_time`` and returns ``None`` only if the full answer's
+  ``last_update`` proves nothing changed.
 * **Unknown node on v0.0.40+**: ``GET node/{name}`` answers HTTP 200 with an ``errors`` entry
   (error_number 0, "No error") and no node list; :meth:`SlurmClient.get_node` raises
   :class:`NotFound` for it (the fail-closed answer; Slinky once read it as "drained").
@@ -39,6 +45,7 @@ import asyncio
 import logging
 import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -139,6 +146,9 @@ class SlurmClient:
         api_version: ``v0.0.44`` etc.; ``None`` negotiates the highest offered.
         timeout: seconds for connect, read and write of one request.
         transport: an httpx transport (tests: ``httpx.MockTransport``, ASGI …).
+        clock_skew: seconds the server's clock may differ from ours (``update_time``
+            watermarks keep this margin).
+        clock: our epoch clock (``time.time``); injectable for tests.
 
     Raises:
         Unsupported: ``api_version`` is not one this client speaks.
@@ -155,8 +165,12 @@ class SlurmClient:
         timeout: float = 10.0,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        clock_skew: float = 1.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.clock_skew = clock_skew
+        self._clock = clock
         self.user_name = user_name or None
         self.timeout = timeout
         self._token = _TokenFile(Path(token_file)) if token_file is not None else None
@@ -225,7 +239,8 @@ class SlurmClient:
                 chosen = next((v for v in codecs.SUPPORTED if v in offered), None)
                 if chosen is None:
                     raise Unsupported(
-                        "", "negotiate",
+                        "",
+                        "negotiate",
                         f"slurmrestd at {self.base_url} offers {', '.join(self.offered) or 'no'} "
                         f"API versions; this client speaks {', '.join(codecs.SUPPORTED)}",
                     )
@@ -261,7 +276,8 @@ class SlurmClient:
                 self.offered = (version,)
                 return version
         raise Unsupported(
-            "", "negotiate",
+            "",
+            "negotiate",
             f"slurmrestd at {self.base_url} serves none of {', '.join(codecs.SUPPORTED)}",
         )
 
@@ -343,7 +359,8 @@ class SlurmClient:
         if status in (404, 405) and not report.texts:
             what = "method" if status == 405 else "path"
             raise Unsupported(
-                version, operation,
+                version,
+                operation,
                 f"{operation}: slurmrestd API {version or '?'} does not serve this {what} "
                 f"(HTTP {status}: {self._scrub(resp.text)})",
                 status=status,
@@ -391,16 +408,21 @@ class SlurmClient:
         """All nodes; ``None`` when nothing changed since ``update_time`` (epoch seconds).
 
         ``update_time`` is only sent where the API version offers it (all supported versions
-        do); pass the previous answer's ``last_update`` (or, on v0.0.38 which has none, the
-        time of the previous poll by the server's clock).
+        do); pass the previous answer's ``last_update`` (a watermark that hides no change —
+        module docstring).
 
         Raises:
             Unavailable / Unauthorized / Unsupported / Rejected / BadResponse.
         """
         codec = await self._get_codec()
         return await self._list(
-            codec, codec.paths.nodes, "list_nodes", update_time, codec.nodes_update_time,
-            codec.decode_nodes, NodeList(),
+            codec,
+            codec.paths.nodes,
+            "list_nodes",
+            update_time,
+            codec.nodes_update_time,
+            codec.decode_nodes,
+            NodeList(),
         )
 
     async def list_partitions(self, update_time: int | None = None) -> PartitionList | None:
@@ -412,8 +434,13 @@ class SlurmClient:
         """
         codec = await self._get_codec()
         return await self._list(
-            codec, codec.paths.partitions, "list_partitions", update_time,
-            codec.partitions_update_time, codec.decode_partitions, PartitionList(),
+            codec,
+            codec.paths.partitions,
+            "list_partitions",
+            update_time,
+            codec.partitions_update_time,
+            codec.decode_partitions,
+            PartitionList(),
         )
 
     async def _list(
@@ -429,6 +456,7 @@ class SlurmClient:
         params = None
         if update_time is not None and offered:
             params = {"update_time": codec.update_time_param(update_time)}
+        sent = self._clock()
         try:
             resp = await self._get(codec, path, operation, params)
         except NotFound as exc:
@@ -443,7 +471,7 @@ class SlurmClient:
             log.debug("%s with update_time failed (%s); listing unconditionally", operation, exc)
             full = await self._list(codec, path, operation, None, offered, decode, empty)
             assert full is not None
-            if update_time is not None and 0 < full.last_update <= update_time:
+            if update_time is not None and 0 < full.server_last_update <= update_time:
                 return None
             return full
         if resp is None:
@@ -451,7 +479,10 @@ class SlurmClient:
         result = decode(resp.content)
         if result is None:
             self._raise(resp, operation, codec)
-        return result
+        # the newest second that no later change can share (module docstring)
+        settled = int(sent - self.clock_skew) - 1
+        watermark = min(result.server_last_update or settled, settled)
+        return msgspec.structs.replace(result, last_update=max(watermark, 0))
 
     async def get_node(self, name: str) -> Node:
         """One node by name.
@@ -473,7 +504,9 @@ class SlurmClient:
             texts = tuple(self._scrub(t) for t in report.texts)
             raise NotFound(
                 f"{operation}: no such node" + (f" ({'; '.join(texts)})" if texts else ""),
-                status=resp.status_code, error_number=report.error_number, errors=texts,
+                status=resp.status_code,
+                error_number=report.error_number,
+                errors=texts,
             )
         return node
 

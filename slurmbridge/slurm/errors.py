@@ -110,35 +110,54 @@ class Unsupported(SlurmError):  # noqa: N818 (names fixed by the design)
 
 # --- classification ---------------------------------------------------------------------------
 
-_NOT_FOUND: Final = frozenset({
-    2000,  # ESLURM_INVALID_PARTITION_NAME
-    2017,  # ESLURM_INVALID_JOB_ID
-    2018,  # ESLURM_INVALID_NODE_NAME
-})
-_CONFLICT: Final = frozenset({
-    2011,  # ESLURM_DUPLICATE_JOB_ID
-    2020,  # ESLURM_TRANSITION_STATE_NO_UPDATE
-    2021,  # ESLURM_ALREADY_DONE
-    2028,  # ESLURM_INVALID_NODE_STATE (24.11/25.05 answer to e.g. RESUME on an idle node)
-    2168,  # ESLURM_NODE_ALREADY_EXISTS
-    2180,  # ESLURM_INVALID_NODE_STATE_TRANSITION (25.11+)
-})
-_UNAVAILABLE: Final = frozenset({
-    1001, 1002, 1003, 1004,  # SLURM_COMMUNICATIONS_{CONNECTION,SEND,RECEIVE,SHUTDOWN}_ERROR
-    1800, 1801, 1802, 1803, 1804, 1805,  # SLURMCTLD_COMMUNICATIONS_* (incl. BACKOFF)
-    2027,  # ESLURM_IN_STANDBY_MODE
-    2131,  # ESLURM_IN_STANDBY_USE_BACKUP
-    5003, 5004, 5005,  # incomplete packet, socket timeout, zero bytes sent
-    7000,  # ESLURM_DB_CONNECTION
-})
-_UNAUTHORIZED: Final = frozenset({
-    1007,  # SLURM_PROTOCOL_AUTHENTICATION_ERROR
-    2002,  # ESLURM_ACCESS_DENIED
-    2010,  # ESLURM_USER_ID_MISSING
-    *range(6000, 6012),  # ESLURM_AUTH_*
-    9004, 9005,  # ESLURM_REST_MISSING_UID / _GID
-    9008,  # ESLURM_REST_AUTH_FAIL
-})
+_NOT_FOUND: Final = frozenset(
+    {
+        2000,  # ESLURM_INVALID_PARTITION_NAME
+        2017,  # ESLURM_INVALID_JOB_ID
+        2018,  # ESLURM_INVALID_NODE_NAME
+    }
+)
+_CONFLICT: Final = frozenset(
+    {
+        2011,  # ESLURM_DUPLICATE_JOB_ID
+        2020,  # ESLURM_TRANSITION_STATE_NO_UPDATE
+        2021,  # ESLURM_ALREADY_DONE
+        2028,  # ESLURM_INVALID_NODE_STATE (24.11/25.05 answer to e.g. RESUME on an idle node)
+        2168,  # ESLURM_NODE_ALREADY_EXISTS
+        2180,  # ESLURM_INVALID_NODE_STATE_TRANSITION (25.11+)
+    }
+)
+_UNAVAILABLE: Final = frozenset(
+    {
+        1001,
+        1002,
+        1003,
+        1004,  # SLURM_COMMUNICATIONS_{CONNECTION,SEND,RECEIVE,SHUTDOWN}_ERROR
+        1800,
+        1801,
+        1802,
+        1803,
+        1804,
+        1805,  # SLURMCTLD_COMMUNICATIONS_* (incl. BACKOFF)
+        2027,  # ESLURM_IN_STANDBY_MODE
+        2131,  # ESLURM_IN_STANDBY_USE_BACKUP
+        5003,
+        5004,
+        5005,  # incomplete packet, socket timeout, zero bytes sent
+        7000,  # ESLURM_DB_CONNECTION
+    }
+)
+_UNAUTHORIZED: Final = frozenset(
+    {
+        1007,  # SLURM_PROTOCOL_AUTHENTICATION_ERROR
+        2002,  # ESLURM_ACCESS_DENIED
+        2010,  # ESLURM_USER_ID_MISSING
+        *range(6000, 6012),  # ESLURM_AUTH_*
+        9004,
+        9005,  # ESLURM_REST_MISSING_UID / _GID
+        9008,  # ESLURM_REST_AUTH_FAIL
+    }
+)
 
 
 def classify(

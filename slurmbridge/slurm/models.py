@@ -79,13 +79,17 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
 class NodeList(msgspec.Struct, frozen=True, kw_only=True):
     """A full node listing.
 
-    ``last_update``: Slurm's time of the last node change (epoch seconds) — pass it back as
-    ``update_time`` for the next conditional poll. ``0`` when the API version does not report
-    it (v0.0.38): the caller then has to use its own clock.
+    ``last_update``: the value to pass back as ``update_time`` for the next conditional poll
+    (epoch seconds): Slurm's time of the last change, lowered when that change is so recent
+    that a later change could fall into the same second (Slurm compares whole seconds, so
+    it would be missed) — see :class:`~slurmbridge.slurm.client.SlurmClient`. Also set on
+    v0.0.38, which reports no time, from the request time. ``0`` = unknown.
+    ``server_last_update``: Slurm's own ``last_update`` as reported (0 on v0.0.38).
     """
 
     nodes: tuple[Node, ...] = ()
     last_update: int = 0
+    server_last_update: int = 0
 
 
 class Partition(msgspec.Struct, frozen=True, kw_only=True):
@@ -107,10 +111,12 @@ class Partition(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PartitionList(msgspec.Struct, frozen=True, kw_only=True):
-    """A full partition listing; ``last_update`` as in :class:`NodeList`."""
+    """A full partition listing; ``last_update`` / ``server_last_update`` as in
+    :class:`NodeList`."""
 
     partitions: tuple[Partition, ...] = ()
     last_update: int = 0
+    server_last_update: int = 0
 
 
 class Ping(msgspec.Struct, frozen=True, kw_only=True):

@@ -37,7 +37,9 @@ async def test_cordon_drains_and_uncordon_undrains(stack: Stack) -> None:
     await stack.wait_for(lambda: not stack.slurm_node("n1").has("DRAIN"), what="n1 undrained")
     await stack.settled()
     recs = await stack.action_records()
-    kinds = [(type(r.action).__name__, r.key, r.outcome) for r in recs if r.reconciler == "slurm_drain"]
+    kinds = [
+        (type(r.action).__name__, r.key, r.outcome) for r in recs if r.reconciler == "slurm_drain"
+    ]
     assert ("DrainSlurmNode", "n1", "ok") in kinds
     assert ("UndrainSlurmNode", "n1", "ok") in kinds
     assert sum(1 for k in kinds if k[0] == "DrainSlurmNode" and k[2] == "ok") == 1
@@ -49,8 +51,12 @@ async def test_administrators_drain_is_never_undone(stack: Stack) -> None:
     await stack.settled()
     stack.uncordon("n2")
     await stack.settled()
-    await stack.wait_for(lambda: stack.app is not None and stack.app.poller is not None
-                         and stack.app.poller.polls > 3, what="a few polls")
+    await stack.wait_for(
+        lambda: (
+            stack.app is not None and stack.app.poller is not None and stack.app.poller.polls > 3
+        ),
+        what="a few polls",
+    )
     await stack.settled()
     node = stack.slurm_node("n2")
     assert node.has("DRAIN")
@@ -65,7 +71,9 @@ async def test_node_leaving_slurm_is_untainted(stack: Stack) -> None:
     stack.slurm.remove_node("n4")
     await stack.wait_for(lambda: MANAGED not in stack.taints("n4"), what="n4 untainted")
     recs = await stack.action_records()
-    assert any(isinstance(r.action, UntaintNode) and r.key == "n4" and r.outcome == "ok" for r in recs)
+    assert any(
+        isinstance(r.action, UntaintNode) and r.key == "n4" and r.outcome == "ok" for r in recs
+    )
 
 
 async def test_worker_restart_resumes_and_converges(stack: Stack) -> None:
@@ -76,7 +84,9 @@ async def test_worker_restart_resumes_and_converges(stack: Stack) -> None:
     stack.slurm.add_node("n5", cpus=2, real_memory=1000, partitions=("batch",))
     stack.kube.add_node("n5", cpu="2", memory="1000Mi")
     await stack.start_app()
-    await stack.wait_for(lambda: stack.slurm_node("n3").has("DRAIN"), what="n3 drained after restart")
+    await stack.wait_for(
+        lambda: stack.slurm_node("n3").has("DRAIN"), what="n3 drained after restart"
+    )
     await stack.wait_for(lambda: MANAGED in stack.taints("n5"), what="n5 tainted after restart")
     await stack.settled()
     recs = await stack.action_records()
@@ -93,8 +103,7 @@ async def test_v0038_drain_is_unsupported_and_recorded_once() -> None:
         for i in range(5):
             stack.kube.patch_merge("nodes", "n1", {"metadata": {"labels": {"try": str(i)}}})
             await stack.settled()
-        recs = [r for r in await stack.action_records()
-                if isinstance(r.action, DrainSlurmNode)]
+        recs = [r for r in await stack.action_records() if isinstance(r.action, DrainSlurmNode)]
         assert [r.outcome for r in recs] == ["unsupported"]
         assert "v0.0.38" in recs[0].error
         assert not stack.slurm_node("n1").has("DRAIN")

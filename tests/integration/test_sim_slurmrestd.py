@@ -93,9 +93,7 @@ class OpenAPI:
             Draft7Validator(schema, registry=self.registry).iter_errors(value),
             key=lambda e: list(e.absolute_path),
         )
-        assert not errors, "\n".join(
-            f"{list(e.absolute_path)}: {e.message}" for e in errors[:10]
-        )
+        assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:10])
 
     def resolve(self, pointer: str) -> Any:
         node: Any = self.doc
@@ -130,12 +128,19 @@ class Recorder(httpx.AsyncBaseTransport):
         response = await self.inner.handle_async_request(request)
         body = await response.aread()
         await response.aclose()
-        self.exchanges.append(Exchange(
-            request.method, request.url.path, request.content, response.status_code,
-            response.headers.get("content-type", ""), body,
-        ))
-        return httpx.Response(response.status_code, headers=response.headers, content=body,
-                              request=request)
+        self.exchanges.append(
+            Exchange(
+                request.method,
+                request.url.path,
+                request.content,
+                response.status_code,
+                response.headers.get("content-type", ""),
+                body,
+            )
+        )
+        return httpx.Response(
+            response.status_code, headers=response.headers, content=body, request=request
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -154,8 +159,9 @@ def validate_exchange(x: Exchange) -> str:
         return "405"
     op_ptr = _pointer("paths", template, x.method.lower())
     if x.request_body:
-        api.validate(op_ptr + "/requestBody/content/application~1json/schema",
-                     json.loads(x.request_body))
+        api.validate(
+            op_ptr + "/requestBody/content/application~1json/schema", json.loads(x.request_body)
+        )
     if x.status == 304:
         assert x.body == b""
         return "304"
@@ -183,11 +189,17 @@ def validate_exchange(x: Exchange) -> str:
 @pytest.mark.parametrize(
     ("version", "path", "body"),
     [
-        ("v0.0.44", "/slurm/v0.0.44/nodes/", {"nodes": [{"state": ["BOGUS"]}],
-                                              "last_update": {"set": True, "number": 1}}),
+        (
+            "v0.0.44",
+            "/slurm/v0.0.44/nodes/",
+            {"nodes": [{"state": ["BOGUS"]}], "last_update": {"set": True, "number": 1}},
+        ),
         ("v0.0.44", "/slurm/v0.0.44/nodes/", {"nodes": []}),  # last_update is required
-        ("v0.0.42", "/slurm/v0.0.42/partitions/", {"partitions": [{"nodes": "n1"}],
-                                                   "last_update": {}}),
+        (
+            "v0.0.42",
+            "/slurm/v0.0.42/partitions/",
+            {"partitions": [{"nodes": "n1"}], "last_update": {}},
+        ),
         ("v0.0.38", "/slurm/v0.0.38/nodes", {"nodes": [{"state": ["idle"]}]}),
     ],
 )
@@ -198,8 +210,9 @@ def test_validator_is_not_vacuous(version: str, path: str, body: dict[str, Any])
 
 
 def test_validator_checks_request_bodies() -> None:
-    x = Exchange("POST", "/slurm/v0.0.44/node/n1", b'{"state": "DRAIN"}', 200,
-                 "application/json", b"{}")
+    x = Exchange(
+        "POST", "/slurm/v0.0.44/node/n1", b'{"state": "DRAIN"}', 200, "application/json", b"{}"
+    )
     with pytest.raises(AssertionError, match="is not of type 'array'"):
         validate_exchange(x)
 
@@ -246,8 +259,9 @@ async def running(
     await sim.start(versions=versions, token=static_token)
     token_file = sim.write_token(tmp_path / "token")
     recorder = Recorder()
-    client = SlurmClient(sim.url, token_file, "slurmrest", api_version, 5.0,
-                         transport=recorder)
+    client = SlurmClient(
+        sim.url, token_file, "slurmrest", api_version, 5.0, transport=recorder, clock=clock
+    )
     try:
         yield Stack(sim, client, recorder, clock, token_file)
         checked = [validate_exchange(x) for x in recorder.exchanges]
@@ -295,8 +309,14 @@ async def test_openapi_v3_lists_the_served_paths(tmp_path: Path, version: str) -
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_ping_nodes_partitions(tmp_path: Path, version: str) -> None:
     async with running(tmp_path, (version,)) as s:
-        s.sim.add_node("gpu01", cpus=8, real_memory=64000, partitions=("gpu",),
-                       features=("a100", "ib"), gres="gpu:a100:4")
+        s.sim.add_node(
+            "gpu01",
+            cpus=8,
+            real_memory=64000,
+            partitions=("gpu",),
+            features=("a100", "ib"),
+            gres="gpu:a100:4",
+        )
         ping = await s.client.ping()
         assert ping.responding
         assert ping.hostnames == ("slurmctld-sim",)
@@ -305,7 +325,8 @@ async def test_ping_nodes_partitions(tmp_path: Path, version: str) -> None:
         nodes = await s.client.list_nodes()
         assert nodes is not None
         assert [n.name for n in nodes.nodes] == ["n1", "n2", "n3", "n4", "gpu01"]
-        assert nodes.last_update == (0 if version == "v0.0.38" else int(T0))
+        assert nodes.server_last_update == (0 if version == "v0.0.38" else int(T0))
+        assert nodes.last_update == int(T0) - 2  # changed this second: a safe watermark
         by_name = {n.name: n for n in nodes.nodes}
         assert by_name["n1"] == s.sim.node("n1")
         assert by_name["n1"].partitions == ("batch", "gpu")
@@ -332,9 +353,11 @@ async def test_ping_nodes_partitions(tmp_path: Path, version: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_update_time_answers_304(tmp_path: Path, version: str) -> None:
     async with running(tmp_path, (version,)) as s:
+        s.clock.advance(5)
         first = await s.client.list_nodes()
         assert first is not None
-        since = first.last_update or int(s.clock())  # v0.0.38: the poller's own clock
+        since = first.last_update
+        assert since == (int(T0) + 3 if version == "v0.0.38" else int(T0))
         assert await s.client.list_nodes(update_time=since) is None
         assert await s.client.list_partitions(update_time=since) is None
 
@@ -352,6 +375,25 @@ async def test_update_time_answers_304(tmp_path: Path, version: str) -> None:
         parts = await s.client.list_partitions(update_time=since)
         assert parts is not None
         assert [p.name for p in parts.partitions] == ["batch", "gpu", "debug"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_same_second_changes_are_not_hidden(tmp_path: Path, version: str) -> None:
+    """Slurm compares whole seconds: the watermark keeps a second change in the same second
+    visible, where Slurm's own last_update would answer 304."""
+    async with running(tmp_path, (version,), update_time_quirk=False) as s:
+        s.clock.advance(5)
+        s.sim.admin_drain("n1", "first change")
+        listing = await s.client.list_nodes()
+        assert listing is not None
+        assert listing.nodes[0].state == ("IDLE", "DRAIN")
+        s.sim.admin_update("n1", NodeUpdate(state=("UNDRAIN",)))  # the same second
+        if version != "v0.0.38":
+            hidden = await s.client.list_nodes(update_time=listing.server_last_update)
+            assert hidden is None  # what a poller passing Slurm's value would see
+        seen = await s.client.list_nodes(update_time=listing.last_update)
+        assert seen is not None
+        assert seen.nodes[0].state == ("IDLE",)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -412,7 +454,10 @@ async def test_admin_drain_fields_and_drain_completion(tmp_path: Path, version: 
         n2 = await s.client.get_node("n2")
         assert n2.state == ("IDLE", "DRAIN")
         assert (n2.reason, n2.reason_set_by_user, n2.reason_changed_at) == (
-            "maintenance", "root", int(T0) + 7)
+            "maintenance",
+            "root",
+            int(T0) + 7,
+        )
 
         s.sim.allocate("n3", 2)
         s.sim.admin_drain("n3", "drain busy")
@@ -442,8 +487,9 @@ async def test_v0038_node_update_is_unsupported(tmp_path: Path) -> None:
         with pytest.raises(Unsupported):
             await s.client.undrain("n1")
         async with httpx.AsyncClient(base_url=s.sim.url, transport=s.recorder) as raw:
-            resp = await raw.post("/slurm/v0.0.38/node/n1", json={"state": "drain"},
-                                  headers=_auth(s))
+            resp = await raw.post(
+                "/slurm/v0.0.38/node/n1", json={"state": "drain"}, headers=_auth(s)
+            )
         assert resp.status_code == 405
         assert resp.headers["content-type"].startswith("text/plain")
         assert s.sim.node("n1").state == ("IDLE",)
@@ -479,9 +525,7 @@ async def test_bad_token(tmp_path: Path, version: str) -> None:
 
 @pytest.mark.parametrize("version", ["v0.0.38", "v0.0.44"])
 @pytest.mark.parametrize("static", [True, False])
-async def test_token_rotation_needs_no_restart(
-    tmp_path: Path, version: str, static: bool
-) -> None:
+async def test_token_rotation_needs_no_restart(tmp_path: Path, version: str, static: bool) -> None:
     async with running(tmp_path, (version,), static_token="first" if static else None) as s:
         assert (await s.client.ping()).responding
         s.sim.rotate_token("second" if static else None)  # old tokens stop working
@@ -530,8 +574,9 @@ async def test_partition_endpoints(tmp_path: Path, version: str) -> None:
         async with httpx.AsyncClient(base_url=s.sim.url, transport=s.recorder) as raw:
             ok = await raw.get(codec_paths.format("gpu"), headers=_auth(s))
             missing = await raw.get(codec_paths.format("nope"), headers=_auth(s))
-            cond = await raw.get(codec_paths.format("gpu"), headers=_auth(s),
-                                 params={"update_time": str(int(T0))})
+            cond = await raw.get(
+                codec_paths.format("gpu"), headers=_auth(s), params={"update_time": str(int(T0))}
+            )
         assert ok.status_code == 200
         assert [p["name"] for p in ok.json()["partitions"]] == ["gpu"]
         assert missing.status_code == (500 if version == "v0.0.38" else 422)
@@ -565,7 +610,9 @@ async def test_load_seed(tmp_path: Path) -> None:
     sim = SlurmSim()
     sim.load_seed(seed)
     assert {p.name: p.nodes for p in sim.partitions.values()} == {
-        "cpu": ["c1", "c2"], "gpu": ["g1"]}
+        "cpu": ["c1", "c2"],
+        "gpu": ["g1"],
+    }
     assert sim.node("g1").gres == "gpu:2"
     assert sim.node("c2").partitions == ("cpu",)
     bad = tmp_path / "bad.yaml"
@@ -579,8 +626,16 @@ async def test_serve_runner(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     token_file = tmp_path / "token"
-    task = asyncio.create_task(serve("127.0.0.1", port, api_versions=["v0.0.43", "v0.0.38"],
-                                     token_file=token_file, seed_path=None, nodes=3))
+    task = asyncio.create_task(
+        serve(
+            "127.0.0.1",
+            port,
+            api_versions=["v0.0.43", "v0.0.38"],
+            token_file=token_file,
+            seed_path=None,
+            nodes=3,
+        )
+    )
     try:
         for _ in range(200):
             if token_file.exists():
@@ -598,5 +653,7 @@ async def test_serve_runner(tmp_path: Path) -> None:
 
 
 def _auth(s: Stack) -> dict[str, str]:
-    return {"X-SLURM-USER-TOKEN": s.token_file.read_text().strip(),
-            "X-SLURM-USER-NAME": "slurmrest"}
+    return {
+        "X-SLURM-USER-TOKEN": s.token_file.read_text().strip(),
+        "X-SLURM-USER-NAME": "slurmrest",
+    }

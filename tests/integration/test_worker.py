@@ -66,8 +66,13 @@ class Harness:
         await self.projection.start(self.bus)
         await self.projection.wait_caught_up(10)
         self.worker = Worker(
-            slurm_drain.SPEC, bus=self.bus, projection=self.projection, effector=self.world,
-            ctx=CTX, settings=settings or WorkerSettings(max_deliver=5), instance_id="test",
+            slurm_drain.SPEC,
+            bus=self.bus,
+            projection=self.projection,
+            effector=self.world,
+            ctx=CTX,
+            settings=settings or WorkerSettings(max_deliver=5),
+            instance_id="test",
         )
         await self.worker.start()
 
@@ -113,7 +118,9 @@ def kn(name: str, unschedulable: bool) -> KubeNode:
 
 
 def sn(name: str, *state: str, reason: str = "") -> SlurmNode:
-    return SlurmNode(source="slurm:c1", key=name, cluster="c1", state=state or ("IDLE",), reason=reason)
+    return SlurmNode(
+        source="slurm:c1", key=name, cluster="c1", state=state or ("IDLE",), reason=reason
+    )
 
 
 async def test_cordon_drains_once_and_records_action(h: Harness) -> None:
@@ -132,14 +139,21 @@ async def test_cordon_drains_once_and_records_action(h: Harness) -> None:
 
 async def test_malformed_payload_is_dead_lettered_and_consumer_continues(h: Harness) -> None:
     assert h.bus is not None
-    await h.bus.publish(subjects.obs_subject("k8s", "KubeNode", "bad"), b'{"kind":"KubeNode","key":')
-    await h.bus.publish(subjects.obs_subject("k8s", "KubeNode", "wrong"), b'{"kind":"KubeNode","source":3}')
+    await h.bus.publish(
+        subjects.obs_subject("k8s", "KubeNode", "bad"), b'{"kind":"KubeNode","key":'
+    )
+    await h.bus.publish(
+        subjects.obs_subject("k8s", "KubeNode", "wrong"), b'{"kind":"KubeNode","source":3}'
+    )
     await h.bus.publish("bridge.obs.k8s.Unknown.x", b"{}")
     await h.publish(sn("n2"), kn("n2", unschedulable=True))
     await until(lambda: len(h.world.drains()) == 1)
     async with asyncio.timeout(10):
         while True:
-            dlq = [actions.decode_dead_letter(d) for d in await h.records(streams.DLQ_STREAM, "bridge.dlq.>")]
+            dlq = [
+                actions.decode_dead_letter(d)
+                for d in await h.records(streams.DLQ_STREAM, "bridge.dlq.>")
+            ]
             if len(dlq) >= 2:
                 break
     by_subject = {d.subject: d for d in dlq}
@@ -158,7 +172,11 @@ async def test_transient_failure_naks_and_retries_until_done(h: Harness) -> None
     await h.publish(sn("n3"), kn("n3", unschedulable=True))
     await until(lambda: len(h.world.drains()) == 1)
     recs = [actions.decode_record(d) for d in await h.records(streams.ACT_STREAM, "bridge.act.>")]
-    assert [r.outcome for r in recs if isinstance(r.action, DrainSlurmNode)] == ["retry", "retry", "ok"]
+    assert [r.outcome for r in recs if isinstance(r.action, DrainSlurmNode)] == [
+        "retry",
+        "retry",
+        "ok",
+    ]
 
 
 async def test_exhausted_retries_go_to_dead_letter(nats_server: NatsServer) -> None:
@@ -169,7 +187,10 @@ async def test_exhausted_retries_go_to_dead_letter(nats_server: NatsServer) -> N
         await h.publish(sn("n4"), kn("n4", unschedulable=True))
         async with asyncio.timeout(15):
             while True:
-                dlq = [actions.decode_dead_letter(d) for d in await h.records(streams.DLQ_STREAM, "bridge.dlq.>")]
+                dlq = [
+                    actions.decode_dead_letter(d)
+                    for d in await h.records(streams.DLQ_STREAM, "bridge.dlq.>")
+                ]
                 if dlq:
                     break
         assert "exhausted max_deliver (3)" in dlq[0].reason
@@ -198,7 +219,14 @@ async def test_restart_resumes_from_durable_consumer(nats_server: NatsServer) ->
     await h1.publish(sn("a"), kn("a", unschedulable=True))
     await until(lambda: len(h1.world.drains()) == 1)
     # The poller observes the drain; then the worker dies.
-    await h1.publish(sn("a", "IDLE", "DRAIN", reason="slurm-bridge: Corresponding Kubernetes node (a) is unschedulable"))
+    await h1.publish(
+        sn(
+            "a",
+            "IDLE",
+            "DRAIN",
+            reason="slurm-bridge: Corresponding Kubernetes node (a) is unschedulable",
+        )
+    )
     await until(lambda: h1.worker is not None and h1.worker.idle and h1.projection.applied_seq >= 3)
     await h1.stop()
     # While no worker runs, node b is cordoned.
@@ -219,7 +247,9 @@ async def test_restart_resumes_from_durable_consumer(nats_server: NatsServer) ->
         assert {getattr(x, "node", "") for x in h2.world.drains()} == {"b"}
         assert h2.bus is not None
         async with asyncio.timeout(10):
-            while (await h2.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")).num_ack_pending:
+            while (
+                await h2.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")
+            ).num_ack_pending:
                 await asyncio.sleep(0.02)
         info = await h2.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")
         assert info.num_pending == 0

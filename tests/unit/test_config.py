@@ -37,11 +37,15 @@ def test_slinky_config_yaml_is_accepted_as_is(tmp_path: Path) -> None:
 def test_layering_defaults_yaml_env_flags(tmp_path: Path) -> None:
     f = tmp_path / "c.yaml"
     f.write_text("slurm:\n  pollInterval: 5\n  cluster: fromyaml\nschedulerName: yaml\n")
-    s = config.load(path=f, env={"SLURMBRIDGE_SLURM_POLL_INTERVAL": "3",
-                                 "SLURMBRIDGE_SCHEDULER_NAME": "env"})
+    s = config.load(
+        path=f, env={"SLURMBRIDGE_SLURM_POLL_INTERVAL": "3", "SLURMBRIDGE_SCHEDULER_NAME": "env"}
+    )
     assert (s.slurm.poll_interval, s.slurm.cluster, s.scheduler_name) == (3.0, "fromyaml", "env")
-    s = config.load(path=f, env={"SLURMBRIDGE_SLURM_POLL_INTERVAL": "3"},
-                    overrides={"slurm": {"pollInterval": 1.5, "cluster": None}})
+    s = config.load(
+        path=f,
+        env={"SLURMBRIDGE_SLURM_POLL_INTERVAL": "3"},
+        overrides={"slurm": {"pollInterval": 1.5, "cluster": None}},
+    )
     assert (s.slurm.poll_interval, s.slurm.cluster) == (1.5, "fromyaml")
 
 
@@ -61,7 +65,9 @@ def test_layering_defaults_yaml_env_flags(tmp_path: Path) -> None:
         ("a: [\n", {}, "not valid YAML"),
     ],
 )
-def test_errors_name_the_path(tmp_path: Path, yaml_text: str, env: dict[str, str], message: str) -> None:
+def test_errors_name_the_path(
+    tmp_path: Path, yaml_text: str, env: dict[str, str], message: str
+) -> None:
     f = tmp_path / "c.yaml"
     f.write_text(yaml_text)
     with pytest.raises(config.ConfigError) as err:
@@ -70,7 +76,7 @@ def test_errors_name_the_path(tmp_path: Path, yaml_text: str, env: dict[str, str
 
 
 def test_missing_file() -> None:
-    with pytest.raises(config.ConfigError, match="config file /nonexistent.yaml"):
+    with pytest.raises(config.ConfigError, match=r"config file /nonexistent\.yaml"):
         config.load(path="/nonexistent.yaml", env={})
 
 

@@ -12,8 +12,14 @@ from schemas.events import KubeNode, SlurmNode, SlurmPartition, SlurmPing, Taint
 from schemas.export import json_schemas, render
 
 SAMPLES = [
-    KubeNode(source="k8s", key="n1.example.com", version="12", labels={"a": "b"},
-             taints=(Taint(key="k", value="v", effect="NoExecute"),), unschedulable=True),
+    KubeNode(
+        source="k8s",
+        key="n1.example.com",
+        version="12",
+        labels={"a": "b"},
+        taints=(Taint(key="k", value="v", effect="NoExecute"),),
+        unschedulable=True,
+    ),
     KubeNode(source="k8s", key="gone", op="deleted", version="13"),
     SlurmNode(source="slurm:c", key="n1", cluster="c", state=("IDLE", "DRAIN"), reason="x"),
     SlurmPartition(source="slurm:c", key="batch", cluster="c", nodes=("n1", "n2")),
@@ -40,7 +46,9 @@ def test_unknown_kind_is_keyerror() -> None:
         events.decode_event("Nope", b"{}")
 
 
-@pytest.mark.parametrize("bad", [b"", b"{", b"[]", b'{"kind":"KubeNode"}', b'{"kind":"KubeNode","source":1,"key":"n"}'])
+@pytest.mark.parametrize(
+    "bad", [b"", b"{", b"[]", b'{"kind":"KubeNode"}', b'{"kind":"KubeNode","source":1,"key":"n"}']
+)
 def test_garbage_is_rejected(bad: bytes) -> None:
     with pytest.raises((msgspec.DecodeError, msgspec.ValidationError)):
         events.decode_event("KubeNode", bad)

@@ -19,15 +19,31 @@ OURS = Taint(key=wellknown.TAINT_MANAGED_NODE, value="slurm-bridge-scheduler", e
 CORDON = wellknown.cordon_drain_reason
 
 
-def kn(name: str, *, unschedulable: bool = False, taints: tuple[Taint, ...] = (),
-       labels: dict[str, str] | None = None) -> KubeNode:
-    return KubeNode(source="k8s", key=name, uid=f"uid-{name}", unschedulable=unschedulable,
-                    taints=taints, labels=labels or {})
+def kn(
+    name: str,
+    *,
+    unschedulable: bool = False,
+    taints: tuple[Taint, ...] = (),
+    labels: dict[str, str] | None = None,
+) -> KubeNode:
+    return KubeNode(
+        source="k8s",
+        key=name,
+        uid=f"uid-{name}",
+        unschedulable=unschedulable,
+        taints=taints,
+        labels=labels or {},
+    )
 
 
 def sn(name: str, *state: str, reason: str = "", cluster: str = "c1") -> SlurmNode:
-    return SlurmNode(source=f"slurm:{cluster}", key=name, cluster=cluster,
-                     state=state or ("IDLE",), reason=reason)
+    return SlurmNode(
+        source=f"slurm:{cluster}",
+        key=name,
+        cluster=cluster,
+        state=state or ("IDLE",),
+        reason=reason,
+    )
 
 
 def store(*objs: Event) -> Projection:
@@ -52,32 +68,69 @@ class Case:
 TAINT_CASES = [
     Case("managed, untainted ⇒ taint", (kn("n1"), sn("n1")), "n1", ["TaintNode", "RecordEvent"]),
     Case("managed, tainted ⇒ nothing", (kn("n1", taints=(OURS,)), sn("n1")), "n1", []),
-    Case("managed, wrong value ⇒ retaint",
-         (kn("n1", taints=(Taint(key=OURS.key, value="other", effect="NoExecute"),)), sn("n1")),
-         "n1", ["TaintNode", "RecordEvent"]),
-    Case("managed, duplicate taints ⇒ taint rewrites to one",
-         (kn("n1", taints=(OURS, OURS)), sn("n1")), "n1", ["TaintNode", "RecordEvent"]),
-    Case("same key other effect is not ours",
-         (kn("n1", taints=(Taint(key=OURS.key, value="x", effect="NoSchedule"),)),), "n1", []),
-    Case("unmanaged, tainted ⇒ untaint", (kn("n1", taints=(OURS,)),), "n1",
-         ["UntaintNode", "RecordEvent"]),
+    Case(
+        "managed, wrong value ⇒ retaint",
+        (kn("n1", taints=(Taint(key=OURS.key, value="other", effect="NoExecute"),)), sn("n1")),
+        "n1",
+        ["TaintNode", "RecordEvent"],
+    ),
+    Case(
+        "managed, duplicate taints ⇒ taint rewrites to one",
+        (kn("n1", taints=(OURS, OURS)), sn("n1")),
+        "n1",
+        ["TaintNode", "RecordEvent"],
+    ),
+    Case(
+        "same key other effect is not ours",
+        (kn("n1", taints=(Taint(key=OURS.key, value="x", effect="NoSchedule"),)),),
+        "n1",
+        [],
+    ),
+    Case(
+        "unmanaged, tainted ⇒ untaint",
+        (kn("n1", taints=(OURS,)),),
+        "n1",
+        ["UntaintNode", "RecordEvent"],
+    ),
     Case("unmanaged, untainted ⇒ nothing", (kn("n1"),), "n1", []),
-    Case("other taints kept, no action", (kn("n1", taints=(Taint(key="x", effect="NoSchedule"),)),),
-         "n1", []),
-    Case("label maps to slurm name", (kn("k8s-a", labels={wellknown.LABEL_SLURM_NODENAME: "s1"}),
-                                      sn("s1")), "k8s-a", ["TaintNode", "RecordEvent"]),
-    Case("label points at missing slurm node ⇒ unmanaged even if same name exists",
-         (kn("n1", labels={wellknown.LABEL_SLURM_NODENAME: "zz"}, taints=(OURS,)), sn("n1")),
-         "n1", ["UntaintNode", "RecordEvent"]),
-    Case("slurm node of another cluster does not count", (kn("n1"), sn("n1", cluster="c2")),
-         "n1", []),
-    Case("slurm node tombstoned ⇒ untaint",
-         (kn("n1", taints=(OURS,)), sn("n1"),
-          SlurmNode(source=SRC, key="n1", cluster="c1", op="deleted")), "n1",
-         ["UntaintNode", "RecordEvent"]),
+    Case(
+        "other taints kept, no action",
+        (kn("n1", taints=(Taint(key="x", effect="NoSchedule"),)),),
+        "n1",
+        [],
+    ),
+    Case(
+        "label maps to slurm name",
+        (kn("k8s-a", labels={wellknown.LABEL_SLURM_NODENAME: "s1"}), sn("s1")),
+        "k8s-a",
+        ["TaintNode", "RecordEvent"],
+    ),
+    Case(
+        "label points at missing slurm node ⇒ unmanaged even if same name exists",
+        (kn("n1", labels={wellknown.LABEL_SLURM_NODENAME: "zz"}, taints=(OURS,)), sn("n1")),
+        "n1",
+        ["UntaintNode", "RecordEvent"],
+    ),
+    Case(
+        "slurm node of another cluster does not count", (kn("n1"), sn("n1", cluster="c2")), "n1", []
+    ),
+    Case(
+        "slurm node tombstoned ⇒ untaint",
+        (
+            kn("n1", taints=(OURS,)),
+            sn("n1"),
+            SlurmNode(source=SRC, key="n1", cluster="c1", op="deleted"),
+        ),
+        "n1",
+        ["UntaintNode", "RecordEvent"],
+    ),
     Case("kube node gone ⇒ nothing", (sn("n1"),), "n1", []),
-    Case("kube node tombstoned ⇒ nothing",
-         (kn("n1"), KubeNode(source="k8s", key="n1", op="deleted"), sn("n1")), "n1", []),
+    Case(
+        "kube node tombstoned ⇒ nothing",
+        (kn("n1"), KubeNode(source="k8s", key="n1", op="deleted"), sn("n1")),
+        "n1",
+        [],
+    ),
 ]
 
 
@@ -88,43 +141,90 @@ def test_node_taint(case: Case) -> None:
     for a in decision.actions:
         if isinstance(a, TaintNode):
             assert (a.node, a.key, a.value, a.effect) == (
-                case.key, wellknown.TAINT_MANAGED_NODE, "slurm-bridge-scheduler", "NoExecute")
+                case.key,
+                wellknown.TAINT_MANAGED_NODE,
+                "slurm-bridge-scheduler",
+                "NoExecute",
+            )
         if isinstance(a, UntaintNode):
-            assert (a.node, a.key, a.effect) == (case.key, wellknown.TAINT_MANAGED_NODE, "NoExecute")
+            assert (a.node, a.key, a.effect) == (
+                case.key,
+                wellknown.TAINT_MANAGED_NODE,
+                "NoExecute",
+            )
 
 
 DRAIN_CASES = [
-    Case("cordoned, idle ⇒ drain", (kn("n1", unschedulable=True), sn("n1")), "n1",
-         ["DrainSlurmNode", "RecordEvent"]),
-    Case("cordoned, allocated ⇒ drain", (kn("n1", unschedulable=True), sn("n1", "ALLOCATED")),
-         "n1", ["DrainSlurmNode", "RecordEvent"]),
-    Case("cordoned, already our drain ⇒ nothing",
-         (kn("n1", unschedulable=True), sn("n1", "IDLE", "DRAIN", reason=CORDON("n1"))), "n1", []),
-    Case("cordoned, admin drain ⇒ nothing (left alone)",
-         (kn("n1", unschedulable=True), sn("n1", "IDLE", "DRAIN", reason="bad dimm")), "n1", []),
-    Case("cordoned, draining ⇒ nothing",
-         (kn("n1", unschedulable=True), sn("n1", "ALLOCATED", "DRAIN", reason=CORDON("n1"))),
-         "n1", []),
-    Case("uncordoned, our drain ⇒ undrain",
-         (kn("n1"), sn("n1", "IDLE", "DRAIN", reason=CORDON("n1"))), "n1",
-         ["UndrainSlurmNode", "RecordEvent"]),
-    Case("uncordoned, empty reason ⇒ undrain", (kn("n1"), sn("n1", "IDLE", "DRAIN")), "n1",
-         ["UndrainSlurmNode", "RecordEvent"]),
-    Case("uncordoned, admin drain ⇒ never undone",
-         (kn("n1"), sn("n1", "IDLE", "DRAIN", reason="maintenance by admin")), "n1", []),
-    Case("uncordoned, operator scale-in drain ⇒ not ours to undo",
-         (kn("n1"), sn("n1", "IDLE", "DRAIN", reason=wellknown.scale_in_drain_reason("ns", "p"))),
-         "n1", []),
-    Case("uncordoned, other bridge drain (external node removal) ⇒ left",
-         (kn("n1"), sn("n1", "IDLE", "DRAIN", reason="slurm-bridge: external node removed")),
-         "n1", []),
+    Case(
+        "cordoned, idle ⇒ drain",
+        (kn("n1", unschedulable=True), sn("n1")),
+        "n1",
+        ["DrainSlurmNode", "RecordEvent"],
+    ),
+    Case(
+        "cordoned, allocated ⇒ drain",
+        (kn("n1", unschedulable=True), sn("n1", "ALLOCATED")),
+        "n1",
+        ["DrainSlurmNode", "RecordEvent"],
+    ),
+    Case(
+        "cordoned, already our drain ⇒ nothing",
+        (kn("n1", unschedulable=True), sn("n1", "IDLE", "DRAIN", reason=CORDON("n1"))),
+        "n1",
+        [],
+    ),
+    Case(
+        "cordoned, admin drain ⇒ nothing (left alone)",
+        (kn("n1", unschedulable=True), sn("n1", "IDLE", "DRAIN", reason="bad dimm")),
+        "n1",
+        [],
+    ),
+    Case(
+        "cordoned, draining ⇒ nothing",
+        (kn("n1", unschedulable=True), sn("n1", "ALLOCATED", "DRAIN", reason=CORDON("n1"))),
+        "n1",
+        [],
+    ),
+    Case(
+        "uncordoned, our drain ⇒ undrain",
+        (kn("n1"), sn("n1", "IDLE", "DRAIN", reason=CORDON("n1"))),
+        "n1",
+        ["UndrainSlurmNode", "RecordEvent"],
+    ),
+    Case(
+        "uncordoned, empty reason ⇒ undrain",
+        (kn("n1"), sn("n1", "IDLE", "DRAIN")),
+        "n1",
+        ["UndrainSlurmNode", "RecordEvent"],
+    ),
+    Case(
+        "uncordoned, admin drain ⇒ never undone",
+        (kn("n1"), sn("n1", "IDLE", "DRAIN", reason="maintenance by admin")),
+        "n1",
+        [],
+    ),
+    Case(
+        "uncordoned, operator scale-in drain ⇒ not ours to undo",
+        (kn("n1"), sn("n1", "IDLE", "DRAIN", reason=wellknown.scale_in_drain_reason("ns", "p"))),
+        "n1",
+        [],
+    ),
+    Case(
+        "uncordoned, other bridge drain (external node removal) ⇒ left",
+        (kn("n1"), sn("n1", "IDLE", "DRAIN", reason="slurm-bridge: external node removed")),
+        "n1",
+        [],
+    ),
     Case("uncordoned, not drained ⇒ nothing", (kn("n1"), sn("n1")), "n1", []),
     Case("uncordoned, down not drained ⇒ nothing", (kn("n1"), sn("n1", "DOWN")), "n1", []),
     Case("no slurm node ⇒ nothing", (kn("n1", unschedulable=True),), "n1", []),
     Case("no kube node ⇒ nothing", (sn("n1", "IDLE", "DRAIN", reason=CORDON("n1")),), "n1", []),
-    Case("label mapping drains the slurm name",
-         (kn("k1", unschedulable=True, labels={wellknown.LABEL_SLURM_NODENAME: "s9"}), sn("s9")),
-         "k1", ["DrainSlurmNode", "RecordEvent"]),
+    Case(
+        "label mapping drains the slurm name",
+        (kn("k1", unschedulable=True, labels={wellknown.LABEL_SLURM_NODENAME: "s9"}), sn("s9")),
+        "k1",
+        ["DrainSlurmNode", "RecordEvent"],
+    ),
 ]
 
 
@@ -135,7 +235,10 @@ def test_slurm_drain(case: Case) -> None:
     for a in decision.actions:
         if isinstance(a, DrainSlurmNode):
             assert a.cluster == "c1"
-            assert a.reason == f"slurm-bridge: Corresponding Kubernetes node ({case.key}) is unschedulable"
+            assert (
+                a.reason
+                == f"slurm-bridge: Corresponding Kubernetes node ({case.key}) is unschedulable"
+            )
         if isinstance(a, UndrainSlurmNode):
             assert a.owned_prefixes == (slurm_drain.CORDON_REASON_PREFIX,)
         if isinstance(a, RecordEvent):
@@ -144,7 +247,9 @@ def test_slurm_drain(case: Case) -> None:
 
 
 def test_drain_reason_is_slinkys_text() -> None:
-    assert CORDON("node-7") == "slurm-bridge: Corresponding Kubernetes node (node-7) is unschedulable"
+    assert (
+        CORDON("node-7") == "slurm-bridge: Corresponding Kubernetes node (node-7) is unschedulable"
+    )
 
 
 def test_keys_of_maps_slurm_nodes_to_kube_nodes() -> None:
@@ -180,14 +285,32 @@ def test_decisions_converge(case: Case) -> None:
             assert node is not None
             if isinstance(a, TaintNode):
                 keep = tuple(t for t in node.taints if t.key != a.key)
-                p.apply(KubeNode(source="k8s", key=node.key, uid=node.uid, labels=node.labels,
-                                 unschedulable=node.unschedulable,
-                                 taints=(*keep, Taint(key=a.key, value=a.value, effect=a.effect))),
-                        seq)
+                p.apply(
+                    KubeNode(
+                        source="k8s",
+                        key=node.key,
+                        uid=node.uid,
+                        labels=node.labels,
+                        unschedulable=node.unschedulable,
+                        taints=(*keep, Taint(key=a.key, value=a.value, effect=a.effect)),
+                    ),
+                    seq,
+                )
             elif isinstance(a, UntaintNode):
-                keep = tuple(t for t in node.taints if not (t.key == a.key and t.effect == a.effect))
-                p.apply(KubeNode(source="k8s", key=node.key, uid=node.uid, labels=node.labels,
-                                 unschedulable=node.unschedulable, taints=keep), seq)
+                keep = tuple(
+                    t for t in node.taints if not (t.key == a.key and t.effect == a.effect)
+                )
+                p.apply(
+                    KubeNode(
+                        source="k8s",
+                        key=node.key,
+                        uid=node.uid,
+                        labels=node.labels,
+                        unschedulable=node.unschedulable,
+                        taints=keep,
+                    ),
+                    seq,
+                )
             elif isinstance(a, DrainSlurmNode):
                 p.apply(sn(a.node, "IDLE", "DRAIN", reason=a.reason), seq)
             elif isinstance(a, UndrainSlurmNode):

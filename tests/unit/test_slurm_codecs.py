@@ -134,28 +134,73 @@ V38_META = {
     "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5}, "release": "22.05.8"},
 }
 V38_NODE_DRAINED = {
-    "architecture": "x86_64", "boards": 1, "boot_time": 1795330774, "comment": "", "cores": 1,
-    "cpus": 2, "features": "", "active_features": "", "gres": "", "gres_drained": "N/A",
-    "name": "n1", "next_state_after_reboot": "invalid", "address": "127.0.0.1",
-    "hostname": "localhost", "state": "idle", "state_flags": ["DRAIN"],
-    "next_state_after_reboot_flags": [], "owner": None, "partitions": ["batch", "gpu"],
-    "port": 37841, "real_memory": 1000, "reason": "drain mixed",
-    "reason_changed_at": 1795331435, "reason_set_by_user": "root", "alloc_memory": 0,
-    "alloc_cpus": 0, "idle_cpus": 2, "tres_used": None, "tres_weighted": 0.0,
+    "architecture": "x86_64",
+    "boards": 1,
+    "boot_time": 1795330774,
+    "comment": "",
+    "cores": 1,
+    "cpus": 2,
+    "features": "",
+    "active_features": "",
+    "gres": "",
+    "gres_drained": "N/A",
+    "name": "n1",
+    "next_state_after_reboot": "invalid",
+    "address": "127.0.0.1",
+    "hostname": "localhost",
+    "state": "idle",
+    "state_flags": ["DRAIN"],
+    "next_state_after_reboot_flags": [],
+    "owner": None,
+    "partitions": ["batch", "gpu"],
+    "port": 37841,
+    "real_memory": 1000,
+    "reason": "drain mixed",
+    "reason_changed_at": 1795331435,
+    "reason_set_by_user": "root",
+    "alloc_memory": 0,
+    "alloc_cpus": 0,
+    "idle_cpus": 2,
+    "tres_used": None,
+    "tres_weighted": 0.0,
 }
 V38_NODE_PLAIN = {
-    **V38_NODE_DRAINED, "name": "n2", "state": "allocated", "state_flags": [],
-    "reason": "", "reason_changed_at": 0, "reason_set_by_user": None,
-    "features": "fast,ib", "gres": "gpu:2", "alloc_cpus": 2,
+    **V38_NODE_DRAINED,
+    "name": "n2",
+    "state": "allocated",
+    "state_flags": [],
+    "reason": "",
+    "reason_changed_at": 0,
+    "reason_set_by_user": None,
+    "features": "fast,ib",
+    "gres": "gpu:2",
+    "alloc_cpus": 2,
 }
 V38_PARTITIONS = {
-    "meta": V38_META, "errors": [],
+    "meta": V38_META,
+    "errors": [],
     "partitions": [
-        {"flags": ["default"], "preemption_mode": ["disabled"], "default_time_limit": None,
-         "max_time_limit": -1, "min nodes per job": 0, "name": "batch", "nodes": "n[1-4]",
-         "state": "UP", "total_cpus": 8, "total_nodes": 4},
-        {"flags": [], "max_time_limit": 60, "name": "gpu", "nodes": "n[1-2],gpu[01-02]",
-         "state": "UP", "total_cpus": 4, "total_nodes": 4},
+        {
+            "flags": ["default"],
+            "preemption_mode": ["disabled"],
+            "default_time_limit": None,
+            "max_time_limit": -1,
+            "min nodes per job": 0,
+            "name": "batch",
+            "nodes": "n[1-4]",
+            "state": "UP",
+            "total_cpus": 8,
+            "total_nodes": 4,
+        },
+        {
+            "flags": [],
+            "max_time_limit": 60,
+            "name": "gpu",
+            "nodes": "n[1-2],gpu[01-02]",
+            "state": "UP",
+            "total_cpus": 4,
+            "total_nodes": 4,
+        },
     ],
 }
 
@@ -167,9 +212,19 @@ def test_v0038_nodes() -> None:
     assert listing.last_update == 0
     drained, busy = listing.nodes
     assert drained == Node(
-        name="n1", state=("IDLE", "DRAIN"), reason="drain mixed", reason_set_by_user="root",
-        reason_changed_at=1795331435, cpus=2, alloc_cpus=0, real_memory=1000,
-        features=(), partitions=("batch", "gpu"), gres="", address="127.0.0.1", comment="",
+        name="n1",
+        state=("IDLE", "DRAIN"),
+        reason="drain mixed",
+        reason_set_by_user="root",
+        reason_changed_at=1795331435,
+        cpus=2,
+        alloc_cpus=0,
+        real_memory=1000,
+        features=(),
+        partitions=("batch", "gpu"),
+        gres="",
+        address="127.0.0.1",
+        comment="",
     )
     assert busy.state == ("ALLOCATED",)
     assert busy.reason_set_by_user == ""  # null on the wire
@@ -197,13 +252,17 @@ def test_v0038_partitions() -> None:
     ("ping", "responding", "error"),
     [
         ({"hostname": "vm", "ping": "UP", "status": 0, "mode": "primary"}, True, ""),
-        ({"hostname": "vm", "ping": "DOWN", "status": -1, "mode": "primary"}, False,
-         "no slurmctld responded"),
+        (
+            {"hostname": "vm", "ping": "DOWN", "status": -1, "mode": "primary"},
+            False,
+            "no slurmctld responded",
+        ),
     ],
 )
 def test_v0038_ping(ping: dict[str, Any], responding: bool, error: str) -> None:
-    result = codecs.get("v0.0.38").decode_ping(_b({"meta": V38_META, "errors": [],
-                                                   "pings": [ping]}))
+    result = codecs.get("v0.0.38").decode_ping(
+        _b({"meta": V38_META, "errors": [], "pings": [ping]})
+    )
     assert result.responding is responding
     assert result.hostnames == ("vm",)
     assert result.api_version == "v0.0.38"
@@ -223,12 +282,19 @@ def test_v0038_has_no_node_update() -> None:
 
 def _meta4x(version: str) -> dict[str, Any]:
     return {
-        "plugin": {"type": "openapi/slurmctld", "name": "Slurm OpenAPI slurmctld",
-                   "data_parser": f"data_parser/{version}", "accounting_storage": ""},
+        "plugin": {
+            "type": "openapi/slurmctld",
+            "name": "Slurm OpenAPI slurmctld",
+            "data_parser": f"data_parser/{version}",
+            "accounting_storage": "",
+        },
         "client": {"source": "127.0.0.1", "user": "slurmrest", "group": "slurmrest"},
         "command": [],
-        "slurm": {"version": {"major": "25", "micro": "7", "minor": "11"},
-                  "release": "25.11.7", "cluster": "c"},
+        "slurm": {
+            "version": {"major": "25", "micro": "7", "minor": "11"},
+            "release": "25.11.7",
+            "cluster": "c",
+        },
     }
 
 
@@ -238,10 +304,21 @@ def _nv(n: int | None, infinite: bool = False) -> dict[str, Any]:
 
 def _node4x(name: str, state: list[str], **extra: Any) -> dict[str, Any]:
     node = {
-        "name": name, "state": state, "cpus": 4, "alloc_cpus": 0, "real_memory": 8000,
-        "features": ["fast"], "active_features": ["fast"], "partitions": ["batch"],
-        "gres": "", "address": "10.0.0.1", "comment": "", "reason": "",
-        "reason_set_by_user": "", "reason_changed_at": _nv(None), "boot_time": _nv(1),
+        "name": name,
+        "state": state,
+        "cpus": 4,
+        "alloc_cpus": 0,
+        "real_memory": 8000,
+        "features": ["fast"],
+        "active_features": ["fast"],
+        "partitions": ["batch"],
+        "gres": "",
+        "address": "10.0.0.1",
+        "comment": "",
+        "reason": "",
+        "reason_set_by_user": "",
+        "reason_changed_at": _nv(None),
+        "boot_time": _nv(1),
         "energy": {"current_watts": {"set": False, "infinite": False, "number": 0}},
         "next_state_after_reboot": ["INVALID"],
     }
@@ -263,8 +340,15 @@ def _node4x(name: str, state: list[str], **extra: Any) -> dict[str, Any]:
 def test_data_parser_node_states(
     version: str, wire_state: list[str], expected: tuple[str, ...]
 ) -> None:
-    body = _b({"nodes": [_node4x("n1", wire_state)], "last_update": _nv(1795331000),
-               "meta": _meta4x(version), "errors": [], "warnings": []})
+    body = _b(
+        {
+            "nodes": [_node4x("n1", wire_state)],
+            "last_update": _nv(1795331000),
+            "meta": _meta4x(version),
+            "errors": [],
+            "warnings": [],
+        }
+    )
     listing = codecs.get(version).decode_nodes(body)
     assert listing is not None
     assert listing.nodes[0].state == expected
@@ -274,34 +358,60 @@ def test_data_parser_node_states(
 @pytest.mark.parametrize("version", DATA_PARSER_VERSIONS)
 def test_data_parser_node_fields(version: str) -> None:
     node = _node4x(
-        "gpu01", ["ALLOCATED", "DRAIN"], reason="slurm-bridge: cordoned",
-        reason_set_by_user="slurmrest", reason_changed_at=_nv(1795331435), alloc_cpus=4,
-        gres="gpu:a100:2", partitions=["batch", "gpu"], features=["a100", "ib"],
+        "gpu01",
+        ["ALLOCATED", "DRAIN"],
+        reason="slurm-bridge: cordoned",
+        reason_set_by_user="slurmrest",
+        reason_changed_at=_nv(1795331435),
+        alloc_cpus=4,
+        gres="gpu:a100:2",
+        partitions=["batch", "gpu"],
+        features=["a100", "ib"],
         comment="rack 3",
     )
     listing = codecs.get(version).decode_nodes(
         _b({"nodes": [node], "last_update": _nv(5), "meta": _meta4x(version)})
     )
     assert listing == NodeList(
-        nodes=(Node(
-            name="gpu01", state=("ALLOCATED", "DRAIN"), reason="slurm-bridge: cordoned",
-            reason_set_by_user="slurmrest", reason_changed_at=1795331435, cpus=4,
-            alloc_cpus=4, real_memory=8000, features=("a100", "ib"),
-            partitions=("batch", "gpu"), gres="gpu:a100:2", address="10.0.0.1",
-            comment="rack 3",
-        ),),
+        nodes=(
+            Node(
+                name="gpu01",
+                state=("ALLOCATED", "DRAIN"),
+                reason="slurm-bridge: cordoned",
+                reason_set_by_user="slurmrest",
+                reason_changed_at=1795331435,
+                cpus=4,
+                alloc_cpus=4,
+                real_memory=8000,
+                features=("a100", "ib"),
+                partitions=("batch", "gpu"),
+                gres="gpu:a100:2",
+                address="10.0.0.1",
+                comment="rack 3",
+            ),
+        ),
         last_update=5,
+        server_last_update=5,
     )
 
 
 @pytest.mark.parametrize("version", DATA_PARSER_VERSIONS)
 def test_data_parser_unknown_node_answer_has_no_list(version: str) -> None:
     # Real v0.0.43 answer to GET node/bad-node-name (HTTP 200), SlinkyProject/slurm-operator#79
-    body = _b({
-        "errors": [{"description": "Failure to query node bad-node-name", "error_number": 0,
-                    "error": "No error", "source": "_dump_nodes"}],
-        "warnings": [], "meta": _meta4x(version),
-    })
+    body = _b(
+        {
+            "errors": [
+                {
+                    "description": "Failure to query node bad-node-name",
+                    "error_number": 0,
+                    "error": "No error",
+                    "source": "_dump_nodes",
+                }
+            ],
+            "warnings": [],
+            "meta": _meta4x(version),
+        }
+    )
     assert codecs.get(version).decode_nodes(body) is None
     assert error_report(body).texts == ("Failure to query node bad-node-name: No error",)
 
@@ -324,16 +434,21 @@ def _partition4x(name: str, nodes: str, time: dict[str, Any], **extra: Any) -> d
     [("v0.0.42", False), ("v0.0.43", False), ("v0.0.44", False), ("v0.0.45", True)],
 )
 def test_data_parser_partitions(version: str, default_reported: bool) -> None:
-    body = _b({
-        "partitions": [
-            _partition4x("batch", "n[1-4,7],gpu[01-02]", _nv(None, infinite=True),
-                         flags=["DEFAULT"]),
-            _partition4x("gpu", "gpu[01-02]", _nv(60)),
-            _partition4x("unset", "", _nv(None)),
-        ],
-        "last_update": _nv(1795330000),
-        "meta": _meta4x(version), "errors": [], "warnings": [],
-    })
+    body = _b(
+        {
+            "partitions": [
+                _partition4x(
+                    "batch", "n[1-4,7],gpu[01-02]", _nv(None, infinite=True), flags=["DEFAULT"]
+                ),
+                _partition4x("gpu", "gpu[01-02]", _nv(60)),
+                _partition4x("unset", "", _nv(None)),
+            ],
+            "last_update": _nv(1795330000),
+            "meta": _meta4x(version),
+            "errors": [],
+            "warnings": [],
+        }
+    )
     parts = codecs.get(version).decode_partitions(body)
     assert parts is not None
     assert parts.last_update == 1795330000
@@ -351,12 +466,41 @@ def test_data_parser_partitions(version: str, default_reported: bool) -> None:
 @pytest.mark.parametrize(
     ("version", "entry", "responding"),
     [
-        ("v0.0.42", {"hostname": "ctl", "pinged": "UP", "responding": True, "latency": 90,
-                     "mode": "primary", "primary": True}, True),
-        ("v0.0.44", {"hostname": "ctl", "pinged": "DOWN", "responding": False, "latency": 0,
-                     "mode": "primary", "primary": True}, False),
-        ("v0.0.45", {"hostname": "ctl", "responding": True, "latency": 90, "primary": True,
-                     "status": "No error"}, True),
+        (
+            "v0.0.42",
+            {
+                "hostname": "ctl",
+                "pinged": "UP",
+                "responding": True,
+                "latency": 90,
+                "mode": "primary",
+                "primary": True,
+            },
+            True,
+        ),
+        (
+            "v0.0.44",
+            {
+                "hostname": "ctl",
+                "pinged": "DOWN",
+                "responding": False,
+                "latency": 0,
+                "mode": "primary",
+                "primary": True,
+            },
+            False,
+        ),
+        (
+            "v0.0.45",
+            {
+                "hostname": "ctl",
+                "responding": True,
+                "latency": 90,
+                "primary": True,
+                "status": "No error",
+            },
+            True,
+        ),
         ("v0.0.43", {"hostname": "ctl", "pinged": "UP", "primary": True}, True),
     ],
 )
@@ -372,9 +516,18 @@ def test_data_parser_ping(version: str, entry: dict[str, Any], responding: bool)
 
 
 def test_ping_error_text_comes_from_errors() -> None:
-    body = _b({"pings": [{"hostname": "ctl", "responding": False, "primary": True}],
-               "errors": [{"description": "Unable to contact slurm controller",
-                           "error_number": 1800, "error": "connect failure"}]})
+    body = _b(
+        {
+            "pings": [{"hostname": "ctl", "responding": False, "primary": True}],
+            "errors": [
+                {
+                    "description": "Unable to contact slurm controller",
+                    "error_number": 1800,
+                    "error": "connect failure",
+                }
+            ],
+        }
+    )
     ping = codecs.get("v0.0.44").decode_ping(body)
     assert ping.error == "Unable to contact slurm controller: connect failure"
 
@@ -425,17 +578,13 @@ def test_encode_node_update(version: str, update: NodeUpdate, expected: dict[str
 def test_external_state_only_from_v0044(version: str, allowed: bool) -> None:
     update = NodeUpdate(state=("EXTERNAL",))
     if allowed:
-        assert json.loads(codecs.get(version).encode_node_update(update)) == {
-            "state": ["EXTERNAL"]
-        }
+        assert json.loads(codecs.get(version).encode_node_update(update)) == {"state": ["EXTERNAL"]}
     else:
         with pytest.raises(Unsupported, match="EXTERNAL"):
             codecs.get(version).encode_node_update(update)
 
 
-@pytest.mark.parametrize(
-    "kwargs", [{}, {"state": ("drain",)}, {"state": ("",)}]
-)
+@pytest.mark.parametrize("kwargs", [{}, {"state": ("drain",)}, {"state": ("",)}])
 def test_node_update_validation(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"state|empty"):
         NodeUpdate(**kwargs)
@@ -457,10 +606,10 @@ def test_codec_registry() -> None:
 @pytest.mark.parametrize(
     ("status", "errno", "expected"),
     [
-        (500, 2018, NotFound),    # unknown node, as slurmrestd answers it
-        (500, 2017, NotFound),    # unknown job (22.05)
-        (404, 2017, NotFound),    # unknown job (24.11+)
-        (500, 2000, NotFound),    # unknown partition
+        (500, 2018, NotFound),  # unknown node, as slurmrestd answers it
+        (500, 2017, NotFound),  # unknown job (22.05)
+        (404, 2017, NotFound),  # unknown job (24.11+)
+        (500, 2000, NotFound),  # unknown partition
         (404, 0, NotFound),
         (500, 1800, Unavailable),  # slurmctld unreachable (22.05)
         (502, 1800, Unavailable),  # slurmctld unreachable (24.11+)
@@ -474,9 +623,9 @@ def test_codec_registry() -> None:
         (500, 1007, Unauthorized),
         (500, 2002, Unauthorized),
         (500, 6001, Unauthorized),
-        (500, 2028, Conflict),     # invalid node state (24.11/25.05)
-        (500, 2180, Conflict),     # invalid node state transition (25.11+)
-        (500, 2168, Conflict),     # node already exists
+        (500, 2028, Conflict),  # invalid node state (24.11/25.05)
+        (500, 2180, Conflict),  # invalid node state transition (25.11+)
+        (500, 2168, Conflict),  # node already exists
         (409, 0, Conflict),
         (500, -1, Rejected),
         (500, 9207, Rejected),
@@ -493,13 +642,20 @@ def test_classify(status: int, errno: int, expected: type[SlurmError]) -> None:
 
 def test_error_report_reads_both_spellings() -> None:
     v38 = _b({"errors": [{"error": "Invalid node name specified", "errno": 2018}], "nodes": []})
-    v44 = _b({"errors": [
-        {"description": "Failure to update node n9", "error_number": 2018,
-         "error": "Invalid node name specified", "source": "_update_node"}]})
-    assert error_report(v38) == (2018, ("Invalid node name specified",))
-    assert error_report(v44) == (
-        2018, ("Failure to update node n9: Invalid node name specified",)
+    v44 = _b(
+        {
+            "errors": [
+                {
+                    "description": "Failure to update node n9",
+                    "error_number": 2018,
+                    "error": "Invalid node name specified",
+                    "source": "_update_node",
+                }
+            ]
+        }
     )
+    assert error_report(v38) == (2018, ("Invalid node name specified",))
+    assert error_report(v44) == (2018, ("Failure to update node n9: Invalid node name specified",))
     assert error_report(b"Authentication failure") == (0, ())
     assert error_report(_b({"errors": [{"error_number": 0}, {"errno": 7}]})).error_number == 7
 
@@ -524,7 +680,11 @@ def _client(
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
     return SlurmClient(
-        "http://slurm.test:6820", token_file, "slurmrest", version, 5.0,
+        "http://slurm.test:6820",
+        token_file,
+        "slurmrest",
+        version,
+        5.0,
         transport=httpx.MockTransport(handler),
     )
 
@@ -533,10 +693,12 @@ async def test_headers_and_token_rotation(tmp_path: Path) -> None:
     seen: list[tuple[str | None, str | None]] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        seen.append((request.headers.get("X-SLURM-USER-TOKEN"),
-                     request.headers.get("X-SLURM-USER-NAME")))
-        return httpx.Response(200, json={"pings": [{"hostname": "c", "responding": True,
-                                                    "primary": True}]})
+        seen.append(
+            (request.headers.get("X-SLURM-USER-TOKEN"), request.headers.get("X-SLURM-USER-NAME"))
+        )
+        return httpx.Response(
+            200, json={"pings": [{"hostname": "c", "responding": True, "primary": True}]}
+        )
 
     async with _client(handler, tmp_path) as client:
         await client.ping()
@@ -548,14 +710,33 @@ async def test_headers_and_token_rotation(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("status", "body", "expected", "errno"),
     [
-        (500, {"errors": [{"description": "Failure to update node n1", "error_number": 2018,
-                           "error": "Invalid node name specified"}]}, NotFound, 2018),
-        (500, {"errors": [{"error": "Invalid node name specified", "errno": 2018}],
-               "nodes": []}, NotFound, 2018),
-        (500, {"errors": [{"error_number": 2180, "error": "Invalid node state transition"}]},
-         Conflict, 2180),
-        (500, {"errors": [{"error_number": 1800, "error": "connect failure"}]},
-         Unavailable, 1800),
+        (
+            500,
+            {
+                "errors": [
+                    {
+                        "description": "Failure to update node n1",
+                        "error_number": 2018,
+                        "error": "Invalid node name specified",
+                    }
+                ]
+            },
+            NotFound,
+            2018,
+        ),
+        (
+            500,
+            {"errors": [{"error": "Invalid node name specified", "errno": 2018}], "nodes": []},
+            NotFound,
+            2018,
+        ),
+        (
+            500,
+            {"errors": [{"error_number": 2180, "error": "Invalid node state transition"}]},
+            Conflict,
+            2180,
+        ),
+        (500, {"errors": [{"error_number": 1800, "error": "connect failure"}]}, Unavailable, 1800),
         (500, {"errors": [{"error_number": -1, "error": "Unspecified error"}]}, Rejected, -1),
         (503, None, Unavailable, 0),
         (401, None, Unauthorized, 0),
@@ -565,7 +746,10 @@ async def test_headers_and_token_rotation(tmp_path: Path) -> None:
     ],
 )
 async def test_update_errors_are_classified(
-    tmp_path: Path, status: int, body: dict[str, Any] | None, expected: type[SlurmError],
+    tmp_path: Path,
+    status: int,
+    body: dict[str, Any] | None,
+    expected: type[SlurmError],
     errno: int,
 ) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
@@ -583,8 +767,10 @@ async def test_update_errors_are_classified(
 async def test_token_never_in_errors_or_repr(tmp_path: Path) -> None:
     def echo(request: httpx.Request) -> httpx.Response:
         token = request.headers["X-SLURM-USER-TOKEN"]
-        return httpx.Response(500, json={"errors": [
-            {"error_number": 2002, "error": f"Access denied for token {token}"}]})
+        return httpx.Response(
+            500,
+            json={"errors": [{"error_number": 2002, "error": f"Access denied for token {token}"}]},
+        )
 
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError(f"refused while sending {request.headers}", request=request)
@@ -603,13 +789,23 @@ async def test_token_never_in_errors_or_repr(tmp_path: Path) -> None:
 
 
 async def test_token_file_problems_are_unauthorized(tmp_path: Path) -> None:
-    client = SlurmClient("http://slurm.test", tmp_path / "missing", None, "v0.0.44",
-                         transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    client = SlurmClient(
+        "http://slurm.test",
+        tmp_path / "missing",
+        None,
+        "v0.0.44",
+        transport=httpx.MockTransport(lambda r: httpx.Response(200)),
+    )
     with pytest.raises(Unauthorized, match="cannot read token file"):
         await client.ping()
     (tmp_path / "empty").write_text("  \n")
-    client2 = SlurmClient("http://slurm.test", tmp_path / "empty", None, "v0.0.44",
-                          transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    client2 = SlurmClient(
+        "http://slurm.test",
+        tmp_path / "empty",
+        None,
+        "v0.0.44",
+        transport=httpx.MockTransport(lambda r: httpx.Response(200)),
+    )
     with pytest.raises(Unauthorized, match="empty"):
         await client2.ping()
     await client.aclose()
@@ -649,8 +845,12 @@ async def test_negotiate_probes_ping_without_document(tmp_path: Path) -> None:
 
     async with _client(handler, tmp_path, version=None) as client:
         assert await client.negotiate() == "v0.0.43"
-    assert asked == ["/openapi/v3", "/slurm/v0.0.45/ping/", "/slurm/v0.0.44/ping/",
-                     "/slurm/v0.0.43/ping/"]
+    assert asked == [
+        "/openapi/v3",
+        "/slurm/v0.0.45/ping/",
+        "/slurm/v0.0.44/ping/",
+        "/slurm/v0.0.43/ping/",
+    ]
 
 
 async def test_negotiate_nothing_supported(tmp_path: Path) -> None:
@@ -660,8 +860,9 @@ async def test_negotiate_nothing_supported(tmp_path: Path) -> None:
 
 
 async def test_negotiate_unauthorized(tmp_path: Path) -> None:
-    async with _client(lambda r: httpx.Response(401, text="Authentication failure"),
-                       tmp_path, None) as client:
+    async with _client(
+        lambda r: httpx.Response(401, text="Authentication failure"), tmp_path, None
+    ) as client:
         with pytest.raises(Unauthorized):
             await client.negotiate()
 
@@ -687,11 +888,22 @@ async def test_conditional_node_listing_survives_the_released_500(tmp_path: Path
         since = request.url.params.get("update_time")
         calls.append(since)
         if since is not None:
-            return httpx.Response(500, json={"errors": [
-                {"description": "Unable to query partitions", "error_number": -1,
-                 "error": "Unspecified error", "source": "_dump_nodes"}]})
-        return httpx.Response(200, json={"nodes": [_node4x("n1", ["IDLE"])],
-                                         "last_update": _nv(last_update["value"])})
+            return httpx.Response(
+                500,
+                json={
+                    "errors": [
+                        {
+                            "description": "Unable to query partitions",
+                            "error_number": -1,
+                            "error": "Unspecified error",
+                            "source": "_dump_nodes",
+                        }
+                    ]
+                },
+            )
+        return httpx.Response(
+            200, json={"nodes": [_node4x("n1", ["IDLE"])], "last_update": _nv(last_update["value"])}
+        )
 
     async with _client(handler, tmp_path) as client:
         listing = await client.list_nodes(update_time=100)
@@ -716,8 +928,14 @@ async def test_conditional_listing_304_and_unconditional_errors(tmp_path: Path) 
 
 async def test_v0038_empty_cluster_is_an_empty_list(tmp_path: Path) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(500, json={"meta": V38_META, "nodes": [], "errors": [
-            {"error": "Invalid node name specified", "errno": 2018}]})
+        return httpx.Response(
+            500,
+            json={
+                "meta": V38_META,
+                "nodes": [],
+                "errors": [{"error": "Invalid node name specified", "errno": 2018}],
+            },
+        )
 
     async with _client(handler, tmp_path, version="v0.0.38") as client:
         assert await client.list_nodes() == NodeList()
@@ -727,9 +945,20 @@ async def test_v0038_empty_cluster_is_an_empty_list(tmp_path: Path) -> None:
 
 async def test_get_node_unknown_on_data_parser_versions(tmp_path: Path) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"errors": [
-            {"description": "Failure to query node nope", "error_number": 0,
-             "error": "No error", "source": "_dump_nodes"}], "warnings": []})
+        return httpx.Response(
+            200,
+            json={
+                "errors": [
+                    {
+                        "description": "Failure to query node nope",
+                        "error_number": 0,
+                        "error": "No error",
+                        "source": "_dump_nodes",
+                    }
+                ],
+                "warnings": [],
+            },
+        )
 
     async with _client(handler, tmp_path) as client:
         with pytest.raises(NotFound, match="Failure to query node nope"):
@@ -741,8 +970,9 @@ async def test_node_names_are_quoted_in_paths(tmp_path: Path) -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         paths.append(request.url.raw_path)
-        return httpx.Response(200, json={"nodes": [_node4x("a/b c", ["IDLE"])],
-                                         "last_update": _nv(1)})
+        return httpx.Response(
+            200, json={"nodes": [_node4x("a/b c", ["IDLE"])], "last_update": _nv(1)}
+        )
 
     async with _client(handler, tmp_path) as client:
         node = await client.get_node("a/b c")
@@ -757,6 +987,43 @@ async def test_timeout_is_unavailable(tmp_path: Path) -> None:
     async with _client(handler, tmp_path) as client:
         with pytest.raises(Unavailable, match="timed out"):
             await client.ping()
+
+
+@pytest.mark.parametrize(
+    ("version", "server_last_update", "now", "expected"),
+    [
+        ("v0.0.44", 1000, 1000.5, 998),  # a change this very second: keep a margin
+        ("v0.0.44", 1000, 1001.9, 999),
+        ("v0.0.44", 1000, 1002.0, 1000),  # settled: Slurm's own value
+        ("v0.0.44", 1000, 5000.0, 1000),
+        ("v0.0.38", 0, 1000.5, 998),  # no value reported: the request time
+    ],
+)
+async def test_last_update_is_a_safe_watermark(
+    tmp_path: Path, version: str, server_last_update: int, now: float, expected: int
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body: dict[str, Any] = {"nodes": [], "partitions": []}
+        if version != "v0.0.38":
+            body["last_update"] = _nv(server_last_update)
+        return httpx.Response(200, json=body)
+
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    async with SlurmClient(
+        "http://slurm.test",
+        token_file,
+        None,
+        version,
+        transport=httpx.MockTransport(handler),
+        clock=lambda: now,
+    ) as client:
+        nodes = await client.list_nodes()
+        parts = await client.list_partitions()
+    assert nodes is not None
+    assert parts is not None
+    assert nodes.last_update == parts.last_update == expected
+    assert nodes.server_last_update == parts.server_last_update == server_last_update
 
 
 def test_models_are_frozen_and_encodable() -> None:

@@ -38,6 +38,7 @@ def get(version: str) -> Codec:
         return CODECS[version]
     except KeyError:
         raise Unsupported(
-            version, "any operation",
+            version,
+            "any operation",
             f"slurmrestd API {version!r} is not supported (supported: {', '.join(SUPPORTED)})",
         ) from None

@@ -55,13 +55,40 @@ from slurmbridge.slurm.models import (
 __all__ = ["NODE_STATES_V0042", "DataParserCodec", "paths_for"]
 
 #: ``v0.0.42_node.state`` / ``update_node_msg.state`` enum (identical in v0.0.43).
-NODE_STATES_V0042: Final = frozenset({
-    "INVALID", "UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "RESERVED",
-    "UNDRAIN", "CLOUD", "RESUME", "DRAIN", "COMPLETING", "NOT_RESPONDING", "POWERED_DOWN",
-    "FAIL", "POWERING_UP", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_CANCELED",
-    "POWERING_DOWN", "DYNAMIC_FUTURE", "REBOOT_ISSUED", "PLANNED", "INVALID_REG", "POWER_DOWN",
-    "POWER_UP", "POWER_DRAIN", "DYNAMIC_NORM",
-})
+NODE_STATES_V0042: Final = frozenset(
+    {
+        "INVALID",
+        "UNKNOWN",
+        "DOWN",
+        "IDLE",
+        "ALLOCATED",
+        "ERROR",
+        "MIXED",
+        "FUTURE",
+        "RESERVED",
+        "UNDRAIN",
+        "CLOUD",
+        "RESUME",
+        "DRAIN",
+        "COMPLETING",
+        "NOT_RESPONDING",
+        "POWERED_DOWN",
+        "FAIL",
+        "POWERING_UP",
+        "MAINTENANCE",
+        "REBOOT_REQUESTED",
+        "REBOOT_CANCELED",
+        "POWERING_DOWN",
+        "DYNAMIC_FUTURE",
+        "REBOOT_ISSUED",
+        "PLANNED",
+        "INVALID_REG",
+        "POWER_DOWN",
+        "POWER_UP",
+        "POWER_DRAIN",
+        "DYNAMIC_NORM",
+    }
+)
 
 
 def paths_for(version: str) -> Paths:
@@ -204,9 +231,11 @@ class DataParserCodec(Codec):
         parsed = decode(_NODES, body, f"{self.version} nodes")
         if parsed.nodes is None:
             return None
+        last_update = noval(parsed.last_update) or 0
         return NodeList(
             nodes=tuple(_node(n) for n in parsed.nodes),
-            last_update=noval(parsed.last_update) or 0,
+            last_update=last_update,
+            server_last_update=last_update,
         )
 
     def decode_partitions(self, body: bytes) -> PartitionList | None:
@@ -214,9 +243,11 @@ class DataParserCodec(Codec):
         parsed = decode(_PARTITIONS, body, f"{self.version} partitions")
         if parsed.partitions is None:
             return None
+        last_update = noval(parsed.last_update) or 0
         return PartitionList(
             partitions=tuple(self._partition(p) for p in parsed.partitions),
-            last_update=noval(parsed.last_update) or 0,
+            last_update=last_update,
+            server_last_update=last_update,
         )
 
     def _partition(self, p: _Partition) -> Partition:
