@@ -36,6 +36,7 @@ from slurmbridge.natsserver import NatsServer
 from slurmbridge.projection import Projection
 from slurmbridge.publish import ObservationPublisher
 from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.tasks import cancel_and_wait
 from slurmbridge.worker import Effector, Worker
 
 log = logging.getLogger(__name__)
@@ -231,11 +232,7 @@ class App:
         for w in self.workers.values():
             await w.stop()
         self.workers.clear()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         if self.health is not None:
             await self.health.stop()

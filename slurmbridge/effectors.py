@@ -58,6 +58,30 @@ def _taint_dict(t: RawTaint) -> dict[str, str]:
     return out
 
 
+async def _raw(call: Any) -> bytes:
+    """Await a ``_preload_content=False`` call; its body, or ApiException for a non-2xx status
+    (kubernetes_asyncio does not check the status of raw responses)."""
+    resp = await call
+    try:
+        body: bytes = await resp.read()
+        if resp.status >= 300:
+            raise ApiException(status=resp.status, reason=_status_message(body) or resp.reason)
+        return body
+    finally:
+        resp.release()
+
+
+class _Status(msgspec.Struct):
+    message: str = ""
+
+
+def _status_message(body: bytes) -> str:
+    try:
+        return msgspec.json.decode(body, type=_Status).message
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ""
+
+
 def _kube_error(exc: ApiException, what: str) -> Exception:
     if exc.status in (409, 429) or exc.status >= 500:
         return Transient(
@@ -95,17 +119,15 @@ class KubeEffector:
 
     async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
         try:
-            resp: Any = await self.core.read_node(action.node, _preload_content=False)
+            # Raw JSON into our own Struct: kubernetes_asyncio's models reject objects from
+            # API servers newer than the client, and we only need taints + resourceVersion.
+            node = _NODE.decode(
+                await _raw(self.core.read_node(action.node, _preload_content=False))
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return EffectResult("noop", "node is gone")
             raise
-        try:
-            # Raw JSON into our own Struct: kubernetes_asyncio's models reject objects from
-            # API servers newer than the client, and we only need taints + resourceVersion.
-            node = _NODE.decode(await resp.read())
-        finally:
-            resp.release()
         current = node.spec.taints or []
         ours = [t for t in current if t.key == action.key and t.effect == action.effect]
         keep = [
@@ -127,8 +149,7 @@ class KubeEffector:
         }
         # Typed stubs omit `_content_type`; the generated client accepts it.
         patch_node: Any = self.core.patch_node
-        resp = await patch_node(action.node, body, _content_type=SMP, _preload_content=False)
-        resp.release()
+        await _raw(patch_node(action.node, body, _content_type=SMP, _preload_content=False))
         return EffectResult("ok")
 
     async def _event(self, action: RecordEvent) -> EffectResult:
@@ -154,7 +175,7 @@ class KubeEffector:
             count=1,
             reporting_component=self.component,
         )
-        await self.core.create_namespaced_event(namespace, body, _preload_content=False)
+        await _raw(self.core.create_namespaced_event(namespace, body, _preload_content=False))
         return EffectResult("ok")
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from schemas import actions, streams
 from schemas.actions import ActionRecord, DeadLetter
@@ -36,6 +36,25 @@ from slurmbridge.worker import Effector
 Obj = dict[str, Any]
 
 
+class SlurmEndpoint(Protocol):
+    """A real slurmrestd to use instead of the simulator (e.g. a started RealSlurm)."""
+
+    @property
+    def url(self) -> str:
+        """slurmrestd base URL."""
+        ...
+
+    @property
+    def token_file(self) -> Path:
+        """File holding an accepted JWT."""
+        ...
+
+    @property
+    def user(self) -> str:
+        """X-SLURM-USER-NAME."""
+        ...
+
+
 class Simulators:
     """The Kubernetes and slurmrestd simulators with ``nodes`` matching nodes ``n1..nN``.
 
@@ -45,9 +64,15 @@ class Simulators:
     """
 
     def __init__(
-        self, *, nodes: int = 4, api_version: str | None = "v0.0.44", workdir: Path | None = None
+        self,
+        *,
+        nodes: int = 4,
+        api_version: str | None = "v0.0.44",
+        workdir: Path | None = None,
+        real_slurm: SlurmEndpoint | None = None,
     ) -> None:
         self.nodes = nodes
+        self.real_slurm = real_slurm
         self.api_version = api_version
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurmbridge-sims-"))
@@ -59,42 +84,50 @@ class Simulators:
     async def start(self) -> None:
         """Start both simulators and write the kubeconfig and the token file."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.slurm.seed_default(self.nodes)
         for i in range(1, self.nodes + 1):
             self.kube.add_node(f"n{i}", cpu="2", memory="1000Mi")
         await self.kube.start()
+        self.kube.write_kubeconfig(self.kubeconfig)
+        if self.real_slurm is not None:
+            return
+        self.slurm.seed_default(self.nodes)
         versions = (self.api_version,) if self.api_version else None
         if versions:
             await self.slurm.start(versions=versions)
         else:
             await self.slurm.start()
-        self.kube.write_kubeconfig(self.kubeconfig)
         self.slurm.write_token(self.token_file)
 
     async def stop(self) -> None:
         """Stop both simulators (and remove their directory when it is ours)."""
         await self.kube.stop()
-        await self.slurm.stop()
+        if self.real_slurm is None:
+            await self.slurm.stop()
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def overrides(self) -> dict[str, Any]:
         """Settings overrides (YAML shape) that point slurmbridge at the simulators."""
+        if self.real_slurm is not None:
+            url, token, user = (
+                self.real_slurm.url,
+                str(self.real_slurm.token_file),
+                self.real_slurm.user,
+            )
+        else:
+            url, token, user = self.slurm.url, str(self.token_file), "slurmrest"
         return {
             "kube": {"kubeconfig": str(self.kubeconfig)},
-            "slurm": {
-                "url": self.slurm.url,
-                "tokenFile": str(self.token_file),
-                "userName": "slurmrest",
-                "cluster": "default",
-            },
+            "slurm": {"url": url, "tokenFile": token, "userName": user, "cluster": "default"},
         }
 
 
 class Stack:
     """NATS + simulators + slurmbridge, in this process.
 
-    ``poll_interval`` (seconds) is the Slurm poll period; ``components`` limits what runs
+    ``real_slurm`` replaces the slurmrestd simulator with a real slurmrestd (its nodes must be
+    ``n1..nN`` to match the Kubernetes nodes). ``poll_interval`` (seconds) is the Slurm poll
+    period; ``components`` limits what runs
     (default: everything); ``effector`` replaces the real effectors; ``settings`` are extra
     overrides in the YAML shape (e.g. ``{"worker": {"maxDeliver": 3}}``).
     """
@@ -109,10 +142,16 @@ class Stack:
         effector: Effector | None = None,
         settings: dict[str, Any] | None = None,
         workdir: Path | None = None,
+        real_slurm: SlurmEndpoint | None = None,
     ) -> None:
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurmbridge-stack-"))
-        self.sims = Simulators(nodes=nodes, api_version=api_version, workdir=self.workdir / "sims")
+        self.sims = Simulators(
+            nodes=nodes,
+            api_version=api_version,
+            workdir=self.workdir / "sims",
+            real_slurm=real_slurm,
+        )
         self.nats = NatsServer(store_dir=self.workdir / "nats")
         self.poll_interval = poll_interval
         self.components = tuple(components) if components else None

@@ -52,6 +52,7 @@ from slurmbridge.outcomes import (
 )
 from slurmbridge.projection import Projection
 from slurmbridge.pull import AckMeta, PullConsumer, ack_meta
+from slurmbridge.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -189,11 +190,7 @@ class Worker:
         self._timers.clear()
         if self._puller is not None:
             await self._puller.stop()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
 
     def may_destroy(self) -> bool:
@@ -381,6 +378,10 @@ class Worker:
             except Permanent as exc:
                 await self._record(key, cause, action, "failed", decision.reason, str(exc), t0)
                 return GiveUp(f"{act.action_name(action)}: {exc}")
+            except Exception as exc:
+                log.exception("%s: effector raised on %s", self.spec.name, key)
+                await self._record(key, cause, action, "retry", decision.reason, repr(exc), t0)
+                return RetryLater(-1.0, f"effector raised {exc!r}")
             previous = res.outcome
             if res.outcome == "unsupported":
                 marker = (act.action_name(action), res.detail)

@@ -70,6 +70,7 @@ async def test_node_leaving_slurm_is_untainted(stack: Stack) -> None:
     await stack.wait_for(lambda: MANAGED in stack.taints("n4"), what="n4 tainted")
     stack.slurm.remove_node("n4")
     await stack.wait_for(lambda: MANAGED not in stack.taints("n4"), what="n4 untainted")
+    await stack.settled()  # the record is published right after the effect
     recs = await stack.action_records()
     assert any(
         isinstance(r.action, UntaintNode) and r.key == "n4" and r.outcome == "ok" for r in recs

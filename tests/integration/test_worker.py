@@ -214,8 +214,11 @@ async def test_triggers_for_one_key_coalesce(h: Harness) -> None:
 
 
 async def test_restart_resumes_from_durable_consumer(nats_server: NatsServer) -> None:
+    # A short ack_wait: a message the dying worker's last pull request took is redelivered
+    # within seconds (in production, within ack_wait).
+    quick = WorkerSettings(max_deliver=5, ack_wait=2.0)
     h1 = Harness(nats_server)
-    await h1.start()
+    await h1.start(quick)
     await h1.publish(sn("a"), kn("a", unschedulable=True))
     await until(lambda: len(h1.world.drains()) == 1)
     # The poller observes the drain; then the worker dies.
@@ -237,7 +240,7 @@ async def test_restart_resumes_from_durable_consumer(nats_server: NatsServer) ->
     await h0.bus.close()
 
     h2 = Harness(nats_server)
-    await h2.start()
+    await h2.start(quick)
     try:
         await until(lambda: any(getattr(x, "node", "") == "b" for x in h2.world.drains()))
         await until(lambda: h2.worker is not None and h2.worker.idle)
