@@ -30,13 +30,13 @@ def machine() -> dict[str, Any]:
         ).stdout.strip()
     except Exception:
         pass
-    import nats
+    from importlib.metadata import version
 
     return {
         "cpus": os.cpu_count(),
         "cpu_model": model,
         "python": platform.python_version(),
-        "nats_py": getattr(nats, "__version__", ""),
+        "nats_py": version("nats-py"),
         "nats_server": nats_version,
     }
 

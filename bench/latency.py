@@ -1,8 +1,9 @@
 """Kubernetes cordon → DRAIN request received by slurmrestd: p50/p99, idle and under churn.
 
 The whole stack runs as in production, minus real clusters: nats-server, the Kubernetes API
-simulator (the watcher sees the cordon through a real watch), the slurmrestd simulator (its
-``on_update`` hook timestamps the arrival of the DRAIN request) and every component. A trial
+simulator (the watcher sees the cordon through a real watch), the slurmrestd simulator in its
+own process as slurmrestd would be (``bench/_slurmsim.py``; it timestamps the arrival of the
+DRAIN request with the system-wide monotonic clock) and every component. A trial
 cordons one node (``time.monotonic()`` before the PATCH) and ends when the DRAIN for that node
 reaches the simulator; the node is then uncordoned and rotated out until it is clean again.
 
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine, percentile
 from schemas.events import KubeNode, SlurmNode
-from slurmbridge.slurm.models import NodeUpdate
 from slurmbridge.testing import Stack
 
 CHURN = r"""
@@ -35,7 +37,8 @@ sys.path.insert(0, sys.argv[4])
 from schemas import events, subjects
 from schemas.events import KubeNode, Taint
 # Already tainted as node_taint wants it: churn exercises the pipeline, not the effectors.
-TAINT = Taint(key="slinky.slurm.net/managed-node", value="slurm-bridge-scheduler", effect="NoExecute")
+TAINT = Taint(key="slinky.slurm.net/managed-node", value="slurm-bridge-scheduler",
+              effect="NoExecute")
 async def run():
     url, rate, nodes = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
     nc = await nats.connect(url)
@@ -60,48 +63,90 @@ asyncio.run(run())
 """
 
 
-async def series(stack: Stack, nodes: list[str], trials: int) -> list[float]:
+class RemoteSlurm:
+    """bench/_slurmsim.py as a child process: URL, token file, and DRAIN arrival times."""
+
+    user = "slurmrest"
+
+    def __init__(self, nodes: int, extra: int, workdir: Path) -> None:
+        self.token_file = workdir / "slurm-token"
+        self.nodes = nodes
+        self.extra = extra
+        self.url = ""
+        self.proc: asyncio.subprocess.Process | None = None
+        self.waiters: dict[str, asyncio.Future[float]] = {}
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(Path(__file__).parent / "_slurmsim.py"),
+            "--nodes",
+            str(self.nodes),
+            "--extra",
+            str(self.extra),
+            "--token-file",
+            str(self.token_file),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        line = (await asyncio.wait_for(self.proc.stdout.readline(), 30)).decode().split()
+        self.url = line[1]
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc is not None
+        assert self.proc.stdout is not None
+        async for raw in self.proc.stdout:
+            _, node, states, ts = raw.decode().split()
+            fut = self.waiters.pop(node, None) if "DRAIN" in states.split(",") else None
+            if fut is not None and not fut.done():
+                fut.set_result(float(ts))
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+        if self.proc is not None:
+            self.proc.terminate()
+            await self.proc.wait()
+
+
+async def series(stack: Stack, remote: RemoteSlurm, nodes: list[str], trials: int) -> list[float]:
     app = stack.app
     assert app is not None
-    arrived: dict[str, float] = {}
-    waiters: dict[str, asyncio.Future[float]] = {}
-
-    def on_update(name: str, update: NodeUpdate, ts: float) -> None:
-        if "DRAIN" in update.state:
-            arrived[name] = ts
-            fut = waiters.pop(name, None)
-            if fut is not None and not fut.done():
-                fut.set_result(ts)
-
-    stack.slurm.on_update.append(on_update)
     out: list[float] = []
-    try:
-        for i in range(trials):
-            node = nodes[i % len(nodes)]
+    cleanups: set[asyncio.Task[None]] = set()
 
-            def clean(node: str = node) -> bool:
-                k = app.projection.get(KubeNode, node)
-                s = app.projection.get(SlurmNode, node)
-                return (
-                    k is not None
-                    and not k.unschedulable
-                    and s is not None
-                    and not s.has("DRAIN")
-                    and not stack.slurm_node(node).has("DRAIN")
-                )
+    def observed(node: str, drained: bool) -> bool:
+        s = app.projection.get(SlurmNode, node)
+        return s is not None and s.has("DRAIN") == drained
 
-            await stack.wait_for(clean, timeout=30, what=f"{node} clean")
-            fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-            waiters[node] = fut
-            t0 = time.monotonic()
-            stack.cordon(node)
-            ts = await asyncio.wait_for(fut, 10)
-            out.append((ts - t0) * 1000)
-            if (i + 1) % 100 == 0:
-                print(f"  {i + 1} trials", file=sys.stderr, flush=True)
-            stack.uncordon(node)
-    finally:
-        stack.slurm.on_update.remove(on_update)
+    async def cleanup(node: str) -> None:
+        # Uncordon only once the poller has seen the drain: otherwise slurm_drain (rightly)
+        # has nothing to undo yet, and the node would stay drained.
+        await stack.wait_for(lambda: observed(node, True), timeout=30, what=f"{node} DRAIN seen")
+        stack.uncordon(node)
+
+    for i in range(trials):
+        node = nodes[i % len(nodes)]
+
+        def clean(node: str = node) -> bool:
+            k = app.projection.get(KubeNode, node)
+            return k is not None and not k.unschedulable and observed(node, False)
+
+        await stack.wait_for(clean, timeout=30, what=f"{node} clean")
+        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        remote.waiters[node] = fut
+        t0 = time.monotonic()
+        stack.cordon(node)
+        ts = await asyncio.wait_for(fut, 10)
+        out.append((ts - t0) * 1000)
+        if (i + 1) % 100 == 0:
+            print(f"  {i + 1} trials", file=sys.stderr, flush=True)
+        task = asyncio.create_task(cleanup(node))
+        cleanups.add(task)
+        task.add_done_callback(cleanups.discard)
+    await asyncio.gather(*cleanups)
     return out
 
 
@@ -120,21 +165,29 @@ async def main() -> None:
     ap.add_argument("--trials", type=int, default=500)
     ap.add_argument("--churn-rate", type=float, default=1000.0)
     ap.add_argument("--nodes", type=int, default=40, help="nodes the trials rotate over")
-    ap.add_argument("--poll-interval", type=float, default=0.25)
+    ap.add_argument(
+        "--poll-interval",
+        type=float,
+        default=2.0,
+        help="Slurm poll interval in seconds (the product default)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-latency-"))
+    remote = RemoteSlurm(args.nodes, 200, workdir)
+    await remote.start()
     stack = Stack(
         nodes=args.nodes,
         poll_interval=args.poll_interval,
+        real_slurm=remote,
         settings={"observability": {"logLevel": "WARNING"}},
+        workdir=workdir / "stack",
     )
     await stack.start()
     try:
-        for k in range(200):
-            stack.slurm.add_node(f"churn-{k}", cpus=2, real_memory=1000, partitions=("batch",))
         nodes = [f"n{i}" for i in range(1, args.nodes + 1)]
         await stack.settled(timeout=60)
-        idle = await series(stack, nodes, args.trials)
+        idle = await series(stack, remote, nodes, args.trials)
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -152,7 +205,7 @@ async def main() -> None:
             base = app.workers["slurm_drain"].settled
             t_churn = time.monotonic()
             await asyncio.sleep(2.0)  # let churn reach its rate before measuring
-            churn = await series(stack, nodes, args.trials)
+            churn = await series(stack, remote, nodes, args.trials)
             churned = app.workers["slurm_drain"].settled - base
             rate = churned / (time.monotonic() - t_churn)
         finally:
@@ -160,6 +213,8 @@ async def main() -> None:
             proc.wait()
     finally:
         await stack.stop()
+        await remote.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
     emit(
         {
             "trials": args.trials,

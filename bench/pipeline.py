@@ -12,6 +12,9 @@ Both sides consume the same N observations, published beforehand by a separate p
   are no-ops: the events change labels only, so decide runs its whole rule and finds nothing
   to do (this measures the pipeline, not an effector).
 
+A third figure, ``raw_pull_ack_per_s``, is slurmbridge's own continuous pull
+(:mod:`slurmbridge.pull`) with acks and nothing else: the ceiling the pipeline works under.
+
 Rate = messages / (last ack − start). ``--json`` prints one JSON object:
 ``{"pipeline_events_per_s", "raw_fetch_ack_per_s", "ratio", "publish_async_per_s", …}``.
 
@@ -39,6 +42,7 @@ from slurmbridge import bus as busmod
 from slurmbridge.config import NatsSettings, WorkerSettings
 from slurmbridge.natsserver import NatsServer
 from slurmbridge.projection import Projection
+from slurmbridge.pull import PullConsumer
 from slurmbridge.worker import NoopEffector, Worker
 
 EVERY = True
@@ -114,6 +118,31 @@ async def raw(
     return n / elapsed, pub_rate
 
 
+async def raw_pull(
+    server: NatsServer, payloads: list[tuple[str, bytes]], n: int, tmp: Path
+) -> float:
+    """Our continuous pull (slurmbridge.pull) + ack, nothing else: the ceiling of the pipeline."""
+    b = await busmod.connect(NatsSettings(), server.url)
+    await b.ensure_streams(streams.stream_specs(obs_max_msgs_per_subject=-1))
+    await b.js.add_consumer(
+        streams.OBS_STREAM, durable_name="rawpull", ack_policy="explicit", max_ack_pending=n + 1
+    )
+    await _prepublish(server.url, payloads, n, tmp)
+    puller = PullConsumer(b.nc, streams.OBS_STREAM, "rawpull", batch=256)
+    t0 = time.perf_counter()
+    await puller.start()
+    got = 0
+    while got < n:
+        msgs = await puller.next_batch()
+        for m in msgs:
+            await m.ack()
+        got += len(msgs)
+    elapsed = time.perf_counter() - t0
+    await puller.stop()
+    await b.close()
+    return n / elapsed
+
+
 async def pipeline(
     server: NatsServer, payloads: list[tuple[str, bytes]], n: int, keys: int, tmp: Path
 ) -> tuple[float, int]:
@@ -165,6 +194,8 @@ async def main() -> None:
         tmp = Path(d)
         async with NatsServer(store_dir=tmp / "raw") as s1:
             raw_rate, pub_rate = await raw(s1, payloads, args.events, tmp)
+        async with NatsServer(store_dir=tmp / "pull") as s3:
+            pull_rate = await raw_pull(s3, payloads, args.events, tmp)
         async with NatsServer(store_dir=tmp / "pipe") as s2:
             pipe_rate, reconciles = await pipeline(s2, payloads, args.events, args.keys, tmp)
     emit(
@@ -175,6 +206,7 @@ async def main() -> None:
             "raw_fetch_ack_per_s": round(raw_rate),
             "ratio": round(pipe_rate / raw_rate, 3),
             "publish_async_per_s": round(pub_rate),
+            "raw_pull_ack_per_s": round(pull_rate),
             "reconciles": reconciles,
             "machine": machine(),
         },

@@ -134,6 +134,7 @@ _SUFFIX = {
     "Ei": 2**60,
 }
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+SLINKY_ANNOTATION = "slinky.slurm.net/"
 
 
 def parse_quantity(value: str) -> float:
@@ -145,7 +146,11 @@ def parse_quantity(value: str) -> float:
     m = _QTY.match(value.strip())
     if not m or m.group(2) not in _SUFFIX:
         raise ValueError(f"quantity {value!r}: not a Kubernetes resource quantity")
-    return float(m.group(1)) * _SUFFIX[m.group(2)]
+    try:
+        number = float(m.group(1))
+    except ValueError:
+        raise ValueError(f"quantity {value!r}: not a Kubernetes resource quantity") from None
+    return number * _SUFFIX[m.group(2)]
 
 
 def _capacity(cap: dict[str, str], name: str, scale: float) -> int:
@@ -163,7 +168,8 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
     """Translate a raw Node into a ``KubeNode`` observation (pure).
 
     ``cpu_millis`` from ``capacity.cpu``; ``memory_bytes`` from ``capacity.memory``;
-    ``gpus`` sums ``nvidia.com/gpu`` and ``amd.com/gpu``; ``ready`` from the Ready condition.
+    ``gpus`` sums ``nvidia.com/gpu`` and ``amd.com/gpu``; ``ready`` from the Ready condition;
+    ``annotations`` keeps only Slinky's (``*slinky.slurm.net/*``).
     """
     md, spec, status = raw.metadata, raw.spec, raw.status
     cap = status.capacity or {}
@@ -175,7 +181,11 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
         producer=producer,
         uid=md.uid,
         labels=dict(md.labels or {}),
-        annotations=dict(md.annotations or {}),
+        # Only Slinky's annotations: the others (CNI, CSI, kubeadm …) are large, change often
+        # and no rule reads them.
+        annotations={
+            k: v for k, v in (md.annotations or {}).items() if SLINKY_ANNOTATION in k
+        },
         unschedulable=bool(spec.unschedulable),
         taints=tuple(
             Taint(key=t.key, value=t.value or "", effect=t.effect) for t in (spec.taints or [])

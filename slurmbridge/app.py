@@ -28,7 +28,7 @@ from schemas import streams, subjects
 from schemas.events import Event, KubeNode, SlurmNode, SlurmPartition, SlurmPing
 from slurmbridge import bus as busmod
 from slurmbridge import kube
-from slurmbridge.cli import component_names
+from slurmbridge.components import component_names
 from slurmbridge.config import Settings
 from slurmbridge.effectors import KubeEffector, Router, SlurmEffector
 from slurmbridge.health import HealthServer
@@ -40,8 +40,6 @@ from slurmbridge.tasks import cancel_and_wait
 from slurmbridge.worker import Effector, Worker
 
 log = logging.getLogger(__name__)
-
-PRODUCERS = ("kube-watcher", "slurm-poller")
 
 
 class UsageError(ValueError):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmbridge import config
+from slurmbridge.components import component_names
 from slurmbridge.logs import setup_logging
 
 EPILOG = """\
@@ -76,13 +77,6 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--log-format", choices=("json", "text"), help="log format (default json)")
     p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING … (default INFO)")
-
-
-def component_names() -> tuple[str, ...]:
-    """Every component ``run --only`` accepts (producers, then reconcilers)."""
-    import reconcilers
-
-    return ("kube-watcher", "slurm-poller", *reconcilers.ALL)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -50,5 +50,3 @@ WATCH_AGE = Gauge(
 WATCH_RESTARTS = Counter(
     "slurmbridge_watch_restarts_total", "Watch re-opens and re-lists", ["resource", "why"]
 )
-LEASE_HOLDER = Gauge("slurmbridge_lease_holder", "1 while this process holds the lease", ["lease"])
-SLURM_NODES = Gauge("slurm_nodes", "Slurm nodes by state", ["cluster", "state"])

@@ -133,10 +133,10 @@ class Worker:
         self.instance_id = instance_id
         self._may_destroy_extra = may_destroy
         self.trigger_kinds = frozenset(str(t.__struct_config__.tag) for t in spec.triggers)
-        # One filter subject, always: nats-server delivers ~10x slower from a consumer with
-        # several filter subjects (measured: 4.8k vs 46k msg/s on this machine, see
-        # docs/benchmarks.md), so a reconciler with several trigger kinds takes every
-        # observation and acks the other kinds unread.
+        # One filter subject, always: nats-server 2.15 delivers far slower from a consumer
+        # with several filter subjects (bench/filters.py: 7.2k msg/s for two kinds vs 97k for
+        # bridge.obs.>), so a reconciler with several trigger kinds takes every observation
+        # and acks the other kinds unread.
         filter_subject = (
             subjects.obs_filter("*", next(iter(self.trigger_kinds)))
             if len(self.trigger_kinds) == 1

@@ -82,6 +82,8 @@ async def test_admin_drain_is_observed_and_never_undone(
         assert not any(isinstance(r.action, UndrainSlurmNode) for r in recs)
     finally:
         real_slurm.undrain("n3")
+        # Resumed nodes show NOT_RESPONDING for up to a second; leave n3 idle for the next test.
+        await stack.wait_for(lambda: real_slurm.node_states()["n3"] == "idle", what="n3 idle")
 
 
 async def test_v0038_drain_is_unsupported_recorded_once(
@@ -100,3 +102,4 @@ async def test_v0038_drain_is_unsupported_recorded_once(
         assert await stack.dead_letters() == []
     finally:
         stack.uncordon("n4")
+        await stack.wait_for(lambda: real_slurm.node_states()["n4"] == "idle", what="n4 idle")

@@ -1,0 +1,227 @@
+"""Producers translate (pure) and diff: quantities, trimming, tombstones, Msg-Ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+import pytest
+
+from producers import kube as pk
+from producers import slurm as ps
+from schemas.events import Event, KubeNode, SlurmNode, SlurmPing
+from slurmbridge.bus import Published
+from slurmbridge.slurm import errors as slurm_errors
+from slurmbridge.slurm.models import Node, NodeList, Partition, PartitionList, Ping
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("4", 4),
+        ("3500m", 3.5),
+        ("16Gi", 16 * 2**30),
+        ("1000Mi", 1000 * 2**20),
+        ("1e9", 1e9),
+        ("128974848", 128974848),
+        ("129M", 129e6),
+        ("123Ki", 123 * 1024),
+        ("0.5", 0.5),
+    ],
+)
+def test_parse_quantity(text: str, value: float) -> None:
+    assert pk.parse_quantity(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "12Q", "1..2", "Gi"])
+def test_parse_quantity_rejects(bad: str) -> None:
+    with pytest.raises(ValueError, match="quantity"):
+        pk.parse_quantity(bad)
+
+
+RAW = b"""{
+ "metadata": {"name": "gpu-7.example.com", "uid": "u1", "resourceVersion": "42",
+   "labels": {"slinky.slurm.net/slurm-nodename": "g7"},
+   "annotations": {"scheduler.slinky.slurm.net/external-node-partitions": "gpu",
+                   "flannel.alpha.coreos.com/public-ip": "10.0.0.7",
+                   "node.alpha.kubernetes.io/ttl": "0"}},
+ "spec": {"unschedulable": true,
+          "taints": [{"key": "slinky.slurm.net/managed-node", "value": "s", "effect": "NoExecute"},
+                     {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
+                      "timeAdded": "2026-01-01T00:00:00Z"}]},
+ "status": {"capacity": {"cpu": "3500m", "memory": "16Gi", "nvidia.com/gpu": "4",
+                         "amd.com/gpu": "1"},
+            "conditions": [{"type": "MemoryPressure", "status": "False"},
+                           {"type": "Ready", "status": "True"}],
+            "nodeInfo": {"bootID": "x"}}
+}"""
+
+
+def test_node_to_event_trims_and_converts() -> None:
+    raw = msgspec.json.decode(RAW, type=pk.RawNode)
+    ev = pk.node_to_event(raw, producer="p", observed_at=7)
+    assert ev.key == "gpu-7.example.com"
+    assert ev.version == "42"
+    assert ev.unschedulable
+    assert ev.ready
+    assert (ev.cpu_millis, ev.memory_bytes, ev.gpus) == (3500, 16 * 2**30, 5)
+    assert [t.key for t in ev.taints] == [
+        "slinky.slurm.net/managed-node",
+        "node.kubernetes.io/unschedulable",
+    ]
+    assert ev.taints[1].value == ""
+    assert ev.annotations == {"scheduler.slinky.slurm.net/external-node-partitions": "gpu"}
+    assert ev.labels == {"slinky.slurm.net/slurm-nodename": "g7"}
+
+
+def test_empty_node_translates() -> None:
+    ev = pk.node_to_event(pk.RawNode(), producer="p", observed_at=0)
+    assert (ev.cpu_millis, ev.ready, ev.taints) == (0, False, ())
+
+
+def test_bad_capacity_is_zero_not_a_crash() -> None:
+    raw = msgspec.json.decode(
+        b'{"metadata":{"name":"n"},"status":{"capacity":{"cpu":"lots"}}}', type=pk.RawNode
+    )
+    assert pk.node_to_event(raw, producer="p", observed_at=0).cpu_millis == 0
+
+
+def test_same_content_ignores_envelope() -> None:
+    a = KubeNode(source="k8s", key="n", version="1", observed_at=1, producer="a")
+    b = KubeNode(source="k8s", key="n", version="2", observed_at=2, producer="b")
+    assert pk.same_content(a, b)
+    assert not pk.same_content(a, msgspec.structs.replace(b, unschedulable=True))
+
+
+# --- Slurm poller ---------------------------------------------------------------------------
+
+
+class FakeClient:
+    """Answers like SlurmClient: a list, or None for 304, or raises."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = [
+            Node(name="n1", state=("IDLE",)),
+            Node(name="n2", state=("IDLE",)),
+        ]
+        self.parts = [Partition(name="batch", state="UP", nodes=("n1", "n2"))]
+        self.fail: Exception | None = None
+        self.not_modified = False
+
+    async def ping(self) -> Ping:
+        if self.fail:
+            raise self.fail
+        return Ping(responding=True, hostnames=("ctl",), api_version="v0.0.44")
+
+    async def list_nodes(self, update_time: int | None = None) -> NodeList | None:
+        if self.not_modified and update_time is not None:
+            return None
+        return NodeList(nodes=tuple(self.nodes), last_update=100)
+
+    async def list_partitions(self, update_time: int | None = None) -> PartitionList | None:
+        if self.not_modified and update_time is not None:
+            return None
+        return PartitionList(partitions=tuple(self.parts), last_update=100)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.seq = 0
+        self.batches: list[list[tuple[Event, str]]] = []
+
+    async def __call__(self, batch: Sequence[tuple[Event, str]]) -> list[Published]:
+        self.batches.append(list(batch))
+        out = []
+        for _ in batch:
+            self.seq += 1
+            out.append(Published("s", self.seq, False))
+        return out
+
+    def last(self) -> list[tuple[str, str, str]]:
+        return [(type(e).__name__, e.key, e.op) for e, _ in self.batches[-1]]
+
+
+def poller(
+    client: FakeClient, sink: Sink, seed: dict[tuple[str, str], tuple[Event, int]] | None = None
+) -> ps.SlurmPoller:
+    return ps.SlurmPoller(
+        client, sink, cluster="c", producer="p", poll_interval=1.0, seed=seed or {}
+    )  # type: ignore[arg-type]
+
+
+async def test_first_poll_publishes_everything_then_only_changes() -> None:
+    c, sink = FakeClient(), Sink()
+    p = poller(c, sink)
+    assert await p.poll_once() == 4  # ping, n1, n2, batch
+    assert await p.poll_once() == 0
+    c.nodes[0] = Node(name="n1", state=("IDLE", "DRAIN"), reason="x")
+    assert await p.poll_once() == 1
+    assert sink.last() == [("SlurmNode", "n1", "observed")]
+
+
+async def test_vanished_node_gets_a_tombstone_once() -> None:
+    c, sink = FakeClient(), Sink()
+    p = poller(c, sink)
+    await p.poll_once()
+    c.nodes.pop()
+    await p.poll_once()
+    assert sink.last() == [("SlurmNode", "n2", "deleted")]
+    tomb = sink.batches[-1][0][0]
+    assert isinstance(tomb, SlurmNode)
+    assert tomb.cluster == "c"
+    assert await p.poll_once() == 0
+
+
+async def test_outage_never_tombstones() -> None:
+    c, sink = FakeClient(), Sink()
+    p = poller(c, sink)
+    await p.poll_once()
+    c.fail = slurm_errors.Unavailable("connection refused")
+    assert await p.poll_once() == 1
+    ping = sink.batches[-1][0][0]
+    assert isinstance(ping, SlurmPing)
+    assert not ping.responding
+    assert "connection refused" in ping.error
+    assert await p.poll_once() == 0  # the same failure is not re-published
+
+
+async def test_not_modified_publishes_nothing() -> None:
+    c, sink = FakeClient(), Sink()
+    p = poller(c, sink)
+    await p.poll_once()
+    c.not_modified = True
+    c.nodes.clear()  # would be tombstones if the 304 were misread as an empty list
+    assert await p.poll_once() == 0
+
+
+async def test_restart_seeded_from_the_log_republishes_nothing() -> None:
+    c, sink = FakeClient(), Sink()
+    p1 = poller(c, sink)
+    await p1.poll_once()
+    seed = dict(p1.last)
+    sink2 = Sink()
+    p2 = poller(c, sink2, seed)
+    assert await p2.poll_once() == 0
+    assert sink2.batches == []
+
+
+async def test_msg_id_chains_on_previous_sequence() -> None:
+    c, sink = FakeClient(), Sink()
+    p = poller(c, sink)
+    await p.poll_once()
+    ids = []
+    for state in (("IDLE", "DRAIN"), ("IDLE",), ("IDLE", "DRAIN")):
+        c.nodes[0] = Node(name="n1", state=state)
+        await p.poll_once()
+        ids.append(sink.batches[-1][0][1])
+    # A flip back to an earlier state gets a new id: it is not deduplicated away.
+    assert ids[0] != ids[2]
+    assert ids[0].split(":")[2] == ids[2].split(":")[2]  # same content hash
+
+
+def test_content_hash_ignores_envelope() -> None:
+    a = ps.node_to_event(Node(name="n", state=("IDLE",)), cluster="c", producer="x", observed_at=1)
+    b = ps.node_to_event(Node(name="n", state=("IDLE",)), cluster="c", producer="y", observed_at=2)
+    assert a.version == b.version
+    c = ps.node_to_event(Node(name="n", state=("DOWN",)), cluster="c")
+    assert c.version != a.version
