@@ -1,0 +1,210 @@
+"""The whole system as users run it: the ``slurmbridge`` command in separate processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from slurmbridge.natsserver import NatsServer, free_port
+
+pytestmark = pytest.mark.e2e
+
+CLI = [sys.executable, "-m", "slurmbridge"]
+REASON_N1 = "slurm-bridge: Corresponding Kubernetes node (n1) is unschedulable"
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("SLURMBRIDGE_")}
+
+
+def test_demo_jsonl_tells_the_story() -> None:
+    proc = subprocess.run(
+        [*CLI, "demo", "--duration", "12", "--format", "jsonl"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    objs = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert objs, "demo printed nothing"
+    assert all("kind" in o or "type" in o for o in objs)  # every object carries its tag
+    records = [o for o in objs if o.get("type") == "ActionRecord"]
+    by_action = {(r["action"]["action"], r["key"], r["outcome"]) for r in records}
+    assert ("TaintNode", "n1", "ok") in by_action
+    assert ("DrainSlurmNode", "n1", "ok") in by_action
+    assert ("UndrainSlurmNode", "n1", "ok") in by_action
+    drain = next(r for r in records if r["action"]["action"] == "DrainSlurmNode")
+    assert drain["action"]["reason"] == REASON_N1
+    # The administrator's drain on n2 is never undone.
+    assert not any(
+        r["action"]["action"] == "UndrainSlurmNode" and r["key"] == "n2" for r in records
+    )
+    assert "n2 is IDLE+DRAIN with reason 'bad DIMM'" in proc.stderr
+    assert any(
+        o.get("kind") == "SlurmNode" and o["key"] == "n4" and o["op"] == "deleted" for o in objs
+    )
+    assert ("UntaintNode", "n4", "ok") in by_action
+
+
+def _wait_port_file(
+    proc: subprocess.Popen[str], what: str, cond: object, timeout: float = 20
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited with {proc.returncode}")
+        if callable(cond) and cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in started:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+async def test_run_against_standalone_simulators(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    kube_port, slurm_port, metrics, health = (free_port() for _ in range(4))
+    kubeconfig, token = tmp_path / "kubeconfig", tmp_path / "token"
+    env = _env()
+    procs.append(
+        subprocess.Popen(
+            [*CLI, "sim", "kube", "--port", str(kube_port), "--kubeconfig-out", str(kubeconfig)],
+            env=env,
+            text=True,
+        )
+    )
+    procs.append(
+        subprocess.Popen(
+            [
+                *CLI,
+                "sim",
+                "slurmrestd",
+                "--port",
+                str(slurm_port),
+                "--nodes",
+                "2",
+                "--api-version",
+                "v0.0.44",
+                "--token-file",
+                str(token),
+            ],
+            env=env,
+            text=True,
+        )
+    )
+    _wait_port_file(procs[0], "sim kube", kubeconfig.exists)
+    _wait_port_file(procs[1], "sim slurmrestd", token.exists)
+    kube = f"http://127.0.0.1:{kube_port}"
+    for name in ("n1", "n2"):
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name},
+            "status": {"capacity": {"cpu": "2", "memory": "1000Mi"}},
+        }
+        httpx.post(f"{kube}/api/v1/nodes", json=node).raise_for_status()
+
+    async with NatsServer(store_dir=tmp_path / "nats") as nats:
+        run = subprocess.Popen(
+            [
+                *CLI,
+                "run",
+                "--nats-url",
+                nats.url,
+                "--kubeconfig",
+                str(kubeconfig),
+                "--slurm-url",
+                f"http://127.0.0.1:{slurm_port}",
+                "--slurm-token-file",
+                str(token),
+                "--slurm-user",
+                "slurmrest",
+                "--poll-interval",
+                "0.2",
+                "--metrics-port",
+                str(metrics),
+                "--health-port",
+                str(health),
+            ],
+            env=env,
+            text=True,
+            stderr=subprocess.PIPE,
+        )
+        procs.append(run)
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{health}/readyz").status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait_port_file(run, "slurmbridge run /readyz", ready, timeout=30)
+        httpx.patch(
+            f"{kube}/api/v1/nodes/n1",
+            json={"spec": {"unschedulable": True}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        ).raise_for_status()
+
+        def drained() -> bool:
+            out = subprocess.run(
+                [
+                    *CLI,
+                    "tail",
+                    "bridge.act.>",
+                    "--nats-url",
+                    nats.url,
+                    "--from-start",
+                    "--format",
+                    "jsonl",
+                    "--timeout",
+                    "1",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=30,
+                check=False,
+            ).stdout
+            recs = [json.loads(line) for line in out.splitlines() if line.strip()]
+            return any(
+                r["action"]["action"] == "DrainSlurmNode"
+                and r["outcome"] == "ok"
+                and r["action"]["reason"] == REASON_N1
+                for r in recs
+            )
+
+        _wait_port_file(run, "DrainSlurmNode record", drained, timeout=30)
+        metrics_text = httpx.get(f"http://127.0.0.1:{metrics}/metrics").text
+        assert (
+            'slurmbridge_actions_total{action="DrainSlurmNode",outcome="ok",reconciler="slurm_drain"}'
+            in metrics_text
+        )
+        token_text = token.read_text().strip()
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=30)
+        assert run.returncode == 0, err[-2000:]
+        assert token_text not in err  # the Slurm token never reaches the logs
