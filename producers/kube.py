@@ -183,9 +183,7 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
         labels=dict(md.labels or {}),
         # Only Slinky's annotations: the others (CNI, CSI, kubeadm …) are large, change often
         # and no rule reads them.
-        annotations={
-            k: v for k, v in (md.annotations or {}).items() if SLINKY_ANNOTATION in k
-        },
+        annotations={k: v for k, v in (md.annotations or {}).items() if SLINKY_ANNOTATION in k},
         unschedulable=bool(spec.unschedulable),
         taints=tuple(
             Taint(key=t.key, value=t.value or "", effect=t.effect) for t in (spec.taints or [])

@@ -172,6 +172,9 @@ class SlurmPoller:
         started = time.perf_counter()
         now = time.time_ns()
         batch: list[Event] = []
+        # The watermarks advance only once this poll's changes are published: a failure
+        # half-way must not make the next conditional poll skip what this one saw.
+        node_mark, part_mark = self._node_update, self._part_update
         try:
             ping = await self.client.ping()
             batch.append(
@@ -189,7 +192,7 @@ class SlurmPoller:
                     ],
                     now,
                 )
-                self._node_update = nodes.last_update or None
+                node_mark = nodes.last_update or None
             parts = await self.client.list_partitions(update_time=self._part_update)
             if parts is not None:
                 batch += self._diff(
@@ -202,8 +205,9 @@ class SlurmPoller:
                     ],
                     now,
                 )
-                self._part_update = parts.last_update or None
+                part_mark = parts.last_update or None
         except slurm_errors.SlurmError as exc:
+            node_mark, part_mark = self._node_update, self._part_update
             metrics.POLL_ERRORS.labels(self.cluster).inc()
             log.warning("poll of Slurm cluster %s failed: %s", self.cluster, exc)
             batch = [
@@ -221,6 +225,7 @@ class SlurmPoller:
             results = await self.publish(keyed)
             for ev, res in zip(changed, results, strict=True):
                 self.last[(events.kind_of(ev), ev.key)] = (ev, res.seq)
+        self._node_update, self._part_update = node_mark, part_mark
         self.polls += 1
         self.last_poll_at = time.monotonic()
         self.polled.set()

@@ -45,4 +45,6 @@ def setup_logging(level: str = "INFO", fmt: str = "json") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    logging.getLogger("nats").setLevel(max(root.level, logging.WARNING))
+    # Client libraries log every request at INFO; at a 2 s poll that drowns what matters.
+    for noisy in ("nats", "httpx", "httpcore", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))

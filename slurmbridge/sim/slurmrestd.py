@@ -64,6 +64,7 @@ import msgspec
 from aiohttp import web
 
 from slurmbridge.slurm import hostlist
+from slurmbridge.slurm.codecs._dataparser import NODE_STATES_V0042
 from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
 
 __all__ = [
@@ -91,41 +92,9 @@ RELEASES: Final[Mapping[str, str]] = {
     "v0.0.45": "26.05.2",
 }
 
-#: Node states each version's document accepts in ``node.state`` and ``update_node_msg.state``.
-_STATES_42: Final = frozenset(
-    {
-        "INVALID",
-        "UNKNOWN",
-        "DOWN",
-        "IDLE",
-        "ALLOCATED",
-        "ERROR",
-        "MIXED",
-        "FUTURE",
-        "RESERVED",
-        "UNDRAIN",
-        "CLOUD",
-        "RESUME",
-        "DRAIN",
-        "COMPLETING",
-        "NOT_RESPONDING",
-        "POWERED_DOWN",
-        "FAIL",
-        "POWERING_UP",
-        "MAINTENANCE",
-        "REBOOT_REQUESTED",
-        "REBOOT_CANCELED",
-        "POWERING_DOWN",
-        "DYNAMIC_FUTURE",
-        "REBOOT_ISSUED",
-        "PLANNED",
-        "INVALID_REG",
-        "POWER_DOWN",
-        "POWER_UP",
-        "POWER_DRAIN",
-        "DYNAMIC_NORM",
-    }
-)
+#: Node states each version's document accepts in ``node.state`` and ``update_node_msg.state``
+#: (the same enum the client's codecs check against, from the OpenAPI documents).
+_STATES_42: Final = NODE_STATES_V0042
 _STATES_44: Final = _STATES_42 | {"EXTERNAL", "BLOCKED"}
 _NODE_STATES: Final[Mapping[str, frozenset[str]]] = {
     "v0.0.42": _STATES_42,

@@ -107,6 +107,8 @@ class FakeClient:
         self.parts = [Partition(name="batch", state="UP", nodes=("n1", "n2"))]
         self.fail: Exception | None = None
         self.not_modified = False
+        self.fail_partitions: Exception | None = None
+        self.node_update_times: list[int | None] = []
 
     async def ping(self) -> Ping:
         if self.fail:
@@ -116,9 +118,12 @@ class FakeClient:
     async def list_nodes(self, update_time: int | None = None) -> NodeList | None:
         if self.not_modified and update_time is not None:
             return None
-        return NodeList(nodes=tuple(self.nodes), last_update=100)
+        self.node_update_times.append(update_time)
+        return NodeList(nodes=tuple(self.nodes), last_update=100 + len(self.node_update_times))
 
     async def list_partitions(self, update_time: int | None = None) -> PartitionList | None:
+        if self.fail_partitions:
+            raise self.fail_partitions
         if self.not_modified and update_time is not None:
             return None
         return PartitionList(partitions=tuple(self.parts), last_update=100)
@@ -225,3 +230,18 @@ def test_content_hash_ignores_envelope() -> None:
     assert a.version == b.version
     c = ps.node_to_event(Node(name="n", state=("DOWN",)), cluster="c")
     assert c.version != a.version
+
+
+async def test_a_failed_poll_does_not_advance_the_watermark() -> None:
+    c, sink = FakeClient(), Sink()
+    p = poller(c, sink)
+    await p.poll_once()
+    c.nodes[0] = Node(name="n1", state=("DOWN",))
+    c.fail_partitions = slurm_errors.Unavailable("timeout")
+    await p.poll_once()  # nodes listed, then the poll failed: nothing of it is published
+    assert sink.last() == [("SlurmPing", "c", "observed")]
+    c.fail_partitions = None
+    await p.poll_once()
+    # The next conditional poll asks from the old watermark and so still sees the change.
+    assert c.node_update_times[-1] == c.node_update_times[-2]
+    assert ("SlurmNode", "n1", "observed") in sink.last()
