@@ -2,7 +2,8 @@
 
 Benchmarks run slurmrestd out of process, as in production, so its request handling does not
 share the event loop being measured. Prints ``URL <url>`` once, then one line per accepted
-node update: ``UPDATE <node> <STATE,…> <time.monotonic()>`` (CLOCK_MONOTONIC is system-wide,
+node update: ``UPDATE <node> <STATE,…> <time.monotonic()>``, and one per dynamic node
+created: ``CREATE <node> - <time.monotonic()>`` (CLOCK_MONOTONIC is system-wide,
 so the parent can subtract its own readings).
 
     python bench/_slurmsim.py --nodes 40 --extra 200 --token-file /tmp/t
@@ -36,7 +37,12 @@ async def main() -> None:
         sys.stdout.write(f"UPDATE {name} {','.join(update.state) or '-'} {ts!r}\n")
         sys.stdout.flush()
 
+    def on_create(name: str, ts: float) -> None:
+        sys.stdout.write(f"CREATE {name} - {ts!r}\n")
+        sys.stdout.flush()
+
     sim.on_update.append(on_update)
+    sim.on_create.append(on_create)
     await sim.start(versions=("v0.0.44",))
     sim.write_token(args.token_file)
     print(f"URL {sim.url}", flush=True)

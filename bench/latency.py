@@ -75,6 +75,7 @@ class RemoteSlurm:
         self.url = ""
         self.proc: asyncio.subprocess.Process | None = None
         self.waiters: dict[str, asyncio.Future[float]] = {}
+        self.created: dict[str, float] = {}
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -98,7 +99,10 @@ class RemoteSlurm:
         assert self.proc is not None
         assert self.proc.stdout is not None
         async for raw in self.proc.stdout:
-            _, node, states, ts = raw.decode().split()
+            what, node, states, ts = raw.decode().split()
+            if what == "CREATE":
+                self.created[node] = float(ts)
+                continue
             fut = self.waiters.pop(node, None) if "DRAIN" in states.split(",") else None
             if fut is not None and not fut.done():
                 fut.set_result(float(ts))

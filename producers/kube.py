@@ -21,6 +21,7 @@ tombstone ``uid:resourceVersion:deleted``), so two producers watching at once de
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import re
 import time
@@ -33,7 +34,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import subjects
-from schemas.events import KubeNode, Taint
+from schemas.events import KubeNode, NodeCondition, Taint
 from slurmbridge import metrics
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ class _NodeSpec(msgspec.Struct, kw_only=True):
 class _Condition(msgspec.Struct, kw_only=True):
     type: str = ""
     status: str = ""
+    reason: str = ""
+    message: str = ""
 
 
 class _NodeStatus(msgspec.Struct, kw_only=True):
@@ -189,6 +192,11 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
             Taint(key=t.key, value=t.value or "", effect=t.effect) for t in (spec.taints or [])
         ),
         ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
+        conditions=tuple(
+            NodeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
+            for c in status.conditions or []
+            if c.type.startswith("Slurm")
+        ),
         cpu_millis=_capacity(cap, "cpu", 1000),
         memory_bytes=_capacity(cap, "memory", 1),
         gpus=sum(_capacity(cap, g, 1) for g in GPU_RESOURCES),
@@ -221,7 +229,16 @@ class Expired(Exception):  # noqa: N818 - mirrors the API server's reason
     """The watch's resourceVersion is too old (410 Gone): re-list."""
 
 
+class PublishLost(Exception):  # noqa: N818
+    """An observation may not have been stored: re-list and republish everything."""
+
+
+#: Watch events published but not yet acknowledged, at most.
+WINDOW = 1024
+
+
 Publish = Callable[[list[tuple[KubeNode, str]]], Awaitable[object]]
+Send = Callable[[KubeNode, str], Awaitable["asyncio.Future[Any]"]]
 
 
 class NodeWatcher:
@@ -242,9 +259,13 @@ class NodeWatcher:
         seed: dict[str, KubeNode],
         label_selector: str = "",
         watch_timeout: int = 300,
+        send: Send | None = None,
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.publish = publish
+        self.send = send
+        self._inflight: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._republish = False
         self.producer = producer
         self.last: dict[str, KubeNode] = dict(seed)
         self.label_selector = label_selector
@@ -275,6 +296,13 @@ class NodeWatcher:
             except Expired:
                 metrics.WATCH_RESTARTS.labels(self.resource, "expired").inc()
                 self.resource_version = ""
+            except PublishLost as exc:
+                metrics.WATCH_RESTARTS.labels(self.resource, "publish").inc()
+                log.warning(
+                    "watch %s: an observation may be lost (%s); re-listing", self.resource, exc
+                )
+                self.resource_version = ""
+                self._republish = True
             except (aiohttp.ClientError, TimeoutError, ApiException, ConnectionError) as exc:
                 failures += 1
                 metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
@@ -303,7 +331,7 @@ class NodeWatcher:
             ev = node_to_event(raw, producer=self.producer, observed_at=now)
             seen.add(ev.key)
             prev = self.last.get(ev.key)
-            if prev is None or not same_content(prev, ev):
+            if self._republish or prev is None or not same_content(prev, ev):
                 batch.append((ev, f"{ev.uid}:{ev.version}"))
         for key in set(self.last) - seen:
             tomb = tombstone(
@@ -315,11 +343,13 @@ class NodeWatcher:
             batch.append((tomb, f"{tomb.uid}:{tomb.version}:deleted"))
         if batch:
             await self._publish(batch)
+        self._republish = False
         self.resource_version = listing.metadata.resourceVersion
         self.last_event_at = time.monotonic()
         self.listed.set()
 
     async def _publish(self, batch: list[tuple[KubeNode, str]]) -> None:
+        await self._drain_inflight()
         await self.publish(batch)
         for ev, _ in batch:
             if ev.op == "deleted":
@@ -378,13 +408,43 @@ class NodeWatcher:
             tomb = tombstone(
                 base, version=raw.metadata.resourceVersion, producer=self.producer, observed_at=now
             )
-            await self._publish([(tomb, f"{tomb.uid}:{tomb.version}:deleted")])
+            await self._send(tomb, f"{tomb.uid}:{tomb.version}:deleted")
             return
         node = node_to_event(raw, producer=self.producer, observed_at=now)
         prev = self.last.get(node.key)
         if prev is not None and same_content(prev, node):
             return
-        await self._publish([(node, f"{node.uid}:{node.version}")])
+        await self._send(node, f"{node.uid}:{node.version}")
+
+    async def _send(self, ev: KubeNode, msg_id: str) -> None:
+        """Publish one watch event without waiting for its acknowledgement (bounded window).
+
+        A failed publish is found at the next event (or when the window is full) and raises
+        :class:`PublishLost`: the run loop re-lists and republishes every node (deduplicated by
+        ``Nats-Msg-Id`` where nothing was lost).
+        """
+        if self.send is None:
+            await self._publish([(ev, msg_id)])
+            return
+        self._inflight.append(await self.send(ev, msg_id))
+        if ev.op == "deleted":
+            self.last.pop(ev.key, None)
+        else:
+            self.last[ev.key] = ev
+        while self._inflight and (self._inflight[0].done() or len(self._inflight) > WINDOW):
+            fut = self._inflight.popleft()
+            try:
+                await fut
+            except Exception as exc:
+                self._inflight.clear()
+                raise PublishLost(str(exc)) from exc
+
+    async def _drain_inflight(self) -> None:
+        pending, self._inflight = self._inflight, collections.deque()
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            raise PublishLost(str(failed[0]))
 
 
 def seed_from(values: Any) -> dict[str, KubeNode]:

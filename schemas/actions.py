@@ -67,8 +67,54 @@ class UndrainSlurmNode(Action, frozen=True, kw_only=True, tag="UndrainSlurmNode"
         return True
 
 
+class CreateSlurmNode(Action, frozen=True, kw_only=True, tag="CreateSlurmNode"):
+    """Ensure Slurm node ``node`` exists, created from ``node_conf`` (a slurm.conf NodeName
+    line) through ``POST /new/node/`` (Slurm REST v0.0.44+)."""
+
+    cluster: str
+    node: str
+    node_conf: str
+
+
+class DeleteSlurmNode(Action, frozen=True, kw_only=True, tag="DeleteSlurmNode"):
+    """Delete Slurm node ``node`` — only while it is DRAIN, runs nothing (not ALLOCATED,
+    MIXED or COMPLETING) and its reason starts with one of ``owned_prefixes``; the effector
+    re-reads the node and does nothing otherwise (fail closed)."""
+
+    cluster: str
+    node: str
+    owned_prefixes: tuple[str, ...]
+
+    @property
+    def destructive(self) -> bool:
+        return True
+
+
+class UpdateSlurmNodeFeatures(Action, frozen=True, kw_only=True, tag="UpdateSlurmNodeFeatures"):
+    """Set the available features of Slurm node ``node`` (replaces the list)."""
+
+    cluster: str
+    node: str
+    features: tuple[str, ...]
+
+
+class SetNodeCondition(Action, frozen=True, kw_only=True, tag="SetNodeCondition"):
+    """Ensure Kubernetes node ``node`` has condition ``type`` with this status/reason/message
+    (``status``: "True" | "False" | "Unknown")."""
+
+    node: str
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
 class RecordEvent(Action, frozen=True, kw_only=True, tag="RecordEvent"):
-    """Create a Kubernetes Event on an object (``type``: Normal | Warning)."""
+    """Create a Kubernetes Event on an object (``type``: Normal | Warning).
+
+    Placed after another action, it runs only when that action's outcome is in ``on``
+    (default: it changed something), so redeliveries do not repeat Events.
+    """
 
     api_version: str
     object_kind: str
@@ -78,9 +124,20 @@ class RecordEvent(Action, frozen=True, kw_only=True, tag="RecordEvent"):
     type: str = "Normal"
     reason: str
     message: str
+    on: tuple[str, ...] = ("ok",)
 
 
-AnyAction = TaintNode | UntaintNode | DrainSlurmNode | UndrainSlurmNode | RecordEvent
+AnyAction = (
+    TaintNode
+    | UntaintNode
+    | DrainSlurmNode
+    | UndrainSlurmNode
+    | CreateSlurmNode
+    | DeleteSlurmNode
+    | UpdateSlurmNodeFeatures
+    | SetNodeCondition
+    | RecordEvent
+)
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped"]
 
@@ -124,7 +181,17 @@ class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, tag="DeadLetter"):
 
 ACTIONS: Final[dict[str, type[Action]]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (TaintNode, UntaintNode, DrainSlurmNode, UndrainSlurmNode, RecordEvent)
+    for cls in (
+        TaintNode,
+        UntaintNode,
+        DrainSlurmNode,
+        UndrainSlurmNode,
+        CreateSlurmNode,
+        DeleteSlurmNode,
+        UpdateSlurmNodeFeatures,
+        SetNodeCondition,
+        RecordEvent,
+    )
 }
 
 _RECORD_DECODER: Final = msgspec.json.Decoder(ActionRecord)

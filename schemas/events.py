@@ -52,11 +52,21 @@ class Taint(msgspec.Struct, frozen=True, kw_only=True):
     effect: str = "NoSchedule"
 
 
+class NodeCondition(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kubernetes node condition (only slurmbridge's own are carried, see KubeNode)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
 class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     """A Kubernetes Node. ``key`` is the node name.
 
     ``cpu_millis`` and ``memory_bytes`` come from ``status.capacity``; ``gpus`` is the sum of
-    ``nvidia.com/gpu`` and ``amd.com/gpu`` capacity.
+    ``nvidia.com/gpu`` and ``amd.com/gpu`` capacity. ``conditions`` holds only the conditions
+    slurmbridge sets (types starting with ``Slurm``), so kubelet heartbeats are not events.
     """
 
     uid: str = ""
@@ -68,6 +78,11 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     cpu_millis: int = 0
     memory_bytes: int = 0
     gpus: int = 0
+    conditions: tuple[NodeCondition, ...] = ()
+
+    def condition(self, type_: str) -> NodeCondition | None:
+        """The condition of type ``type_``, if the node has it."""
+        return next((c for c in self.conditions if c.type == type_), None)
 
 
 # --- Slurm -----------------------------------------------------------------------------------

@@ -40,6 +40,22 @@ OPERATOR_REASON_PREFIX: Final = "slurm-operator: "
 OUR_REASON_PREFIXES: Final = (BRIDGE_REASON_PREFIX, OPERATOR_REASON_PREFIX)
 
 
+#: Prefix of the drain reasons node registration writes (and may therefore clear).
+EXTERNAL_REASON_PREFIX: Final = BRIDGE_REASON_PREFIX + "External node ("
+#: Node condition slurmbridge sets on external nodes.
+CONDITION_SLURM_REGISTERED: Final = "SlurmNodeRegistered"
+
+
+def external_removal_reason(kube_node: str) -> str:
+    """Drain reason while an external node whose label was removed leaves Slurm."""
+    return f"{EXTERNAL_REASON_PREFIX}{kube_node}) is leaving Slurm: label removed"
+
+
+def external_resize_reason(kube_node: str) -> str:
+    """Drain reason while an external node whose resources changed is re-registered."""
+    return f"{EXTERNAL_REASON_PREFIX}{kube_node}) changed resources: re-registering"
+
+
 def cordon_drain_reason(kube_node: str) -> str:
     """Reason set on a Slurm node drained because its Kubernetes node is unschedulable.
 

@@ -151,6 +151,7 @@ class App:
                 producer=s.instance_id,
                 seed=seed_from(self.projection.values(KubeNode, subjects.KUBE_SOURCE)),
                 label_selector=s.kube.node_label_selector,
+                send=publish.send,
                 watch_timeout=s.kube.watch_timeout,
             )
             self._spawn(self.watcher.run(), "kube-watcher")

@@ -8,7 +8,10 @@ component. Story (spread over ``--duration`` seconds):
 3. ``kubectl uncordon n1`` — n1 is undrained (the drain was ours);
 4. an administrator drains n2 (``scontrol update … state=drain``), then n2 is cordoned and
    uncordoned — the administrator's drain is left alone;
-5. n4 leaves Slurm — node_taint removes its taint.
+5. n4 leaves Slurm — node_taint removes its taint;
+6. Kubernetes node ext-1 is labelled as an external node — node_register creates it in Slurm
+   (``State=External``, its partitions as features); its partitions change — the features are
+   updated in place; the label is removed — it is drained, then deleted from Slurm.
 
 Every observation and action record is printed as it is published: ``pretty`` lines, or
 ``jsonl`` (one JSON object each, carrying its schema tag; narration goes to stderr then).
@@ -26,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from schemas import wellknown
 from schemas.actions import ActionRecord
 from slurmbridge import render
 from slurmbridge.config import Settings
@@ -73,26 +77,64 @@ async def demo(
         line = render.jsonl(value, subject=msg.subject) if fmt == "jsonl" else render.pretty(value)
         print(line, flush=True)
 
+    # A Kubernetes-only node, registered in Slurm later in the story.
+    stack.kube.add_node("ext-1", cpu="8", memory="16Gi")
     # Watch everything published from here on (the app's own start-up included: the taints).
     sub = await stack.app.bus.nc.subscribe("bridge.>", cb=on_msg)
+    ext_labels = {wellknown.LABEL_EXTERNAL_NODE: "true"}
     story: list[tuple[float, str, Callable[[], object]]] = [
-        (0.15, "kubectl cordon n1", lambda: stack.cordon("n1")),
-        (0.30, "kubectl uncordon n1", lambda: stack.uncordon("n1")),
+        (0.08, "kubectl cordon n1", lambda: stack.cordon("n1")),
+        (0.18, "kubectl uncordon n1", lambda: stack.uncordon("n1")),
         (
-            0.45,
+            0.26,
             "administrator: scontrol update nodename=n2 state=drain reason='bad DIMM'",
             lambda: stack.admin_drain("n2", "bad DIMM"),
         ),
-        (0.52, "kubectl cordon n2", lambda: stack.cordon("n2")),
+        (0.31, "kubectl cordon n2", lambda: stack.cordon("n2")),
         (
-            0.62,
+            0.38,
             "kubectl uncordon n2 (the administrator's drain must stay)",
             lambda: stack.uncordon("n2"),
         ),
         (
-            0.78,
+            0.46,
             "n4 leaves Slurm (scontrol delete nodename=n4)",
             lambda: stack.slurm.remove_node("n4"),
+        ),
+        (
+            0.55,
+            f"kubectl label node ext-1 {wellknown.LABEL_EXTERNAL_NODE}=true "
+            f"(annotation {wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS}=batch)",
+            lambda: stack.kube.patch_merge(
+                "nodes",
+                "ext-1",
+                {
+                    "metadata": {
+                        "labels": ext_labels,
+                        "annotations": {wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "batch"},
+                    }
+                },
+            ),
+        ),
+        (
+            0.68,
+            "kubectl annotate node ext-1 partitions=batch,gpu",
+            lambda: stack.kube.patch_merge(
+                "nodes",
+                "ext-1",
+                {
+                    "metadata": {
+                        "annotations": {wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "batch,gpu"}
+                    }
+                },
+            ),
+        ),
+        (
+            0.82,
+            f"kubectl label node ext-1 {wellknown.LABEL_EXTERNAL_NODE}-",
+            lambda: stack.kube.patch_merge(
+                "nodes", "ext-1", {"metadata": {"labels": {wellknown.LABEL_EXTERNAL_NODE: None}}}
+            ),
         ),
     ]
     try:

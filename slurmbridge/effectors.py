@@ -31,19 +31,26 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from producers.kube import RawNode, RawTaint
 from schemas.actions import (
     AnyAction,
+    CreateSlurmNode,
+    DeleteSlurmNode,
     DrainSlurmNode,
     RecordEvent,
+    SetNodeCondition,
     TaintNode,
     UndrainSlurmNode,
     UntaintNode,
+    UpdateSlurmNodeFeatures,
 )
 from slurmbridge.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.slurm.models import NodeUpdate
 
 log = logging.getLogger(__name__)
 
 SMP = "application/strategic-merge-patch+json"
+#: ESLURM_NODE_ALREADY_EXISTS (slurm_errno.h).
+NODE_ALREADY_EXISTS = 2168
 
 
 _NODE = msgspec.json.Decoder(RawNode)
@@ -111,6 +118,8 @@ class KubeEffector:
                 return await self._taint(action)
             if isinstance(action, RecordEvent):
                 return await self._event(action)
+            if isinstance(action, SetNodeCondition):
+                return await self._condition(action)
         except ApiException as exc:
             raise _kube_error(exc, type(action).__name__) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -152,6 +161,32 @@ class KubeEffector:
         await _raw(patch_node(action.node, body, _content_type=SMP, _preload_content=False))
         return EffectResult("ok")
 
+    async def _condition(self, action: SetNodeCondition) -> EffectResult:
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": action.type,
+                        "status": action.status,
+                        "reason": action.reason,
+                        "message": action.message,
+                        "lastTransitionTime": now,
+                        "lastHeartbeatTime": now,
+                    }
+                ]
+            }
+        }
+        # Strategic merge on status.conditions merges by `type`: the kubelet's stay untouched.
+        patch_status: Any = self.core.patch_node_status
+        try:
+            await _raw(patch_status(action.node, body, _content_type=SMP, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "node is gone")
+            raise
+        return EffectResult("ok")
+
     async def _event(self, action: RecordEvent) -> EffectResult:
         now = dt.datetime.now(dt.UTC)
         namespace = action.namespace or self.events_namespace
@@ -180,7 +215,11 @@ class KubeEffector:
 
 
 class SlurmEffector:
-    """Slurm node drain/undrain through one :class:`SlurmClient` per cluster."""
+    """Slurm node actions through one :class:`SlurmClient` per cluster.
+
+    Create is a no-op when the node exists; delete re-reads the node and proceeds only when
+    it is DRAIN with one of our reasons and runs nothing (fail closed).
+    """
 
     def __init__(self, clients: dict[str, SlurmClient]) -> None:
         self.clients = clients
@@ -192,12 +231,18 @@ class SlurmEffector:
             raise Permanent(f"no Slurm client for cluster {cluster!r}") from None
 
     async def apply(self, action: AnyAction) -> EffectResult:
-        """Perform a DrainSlurmNode or UndrainSlurmNode."""
+        """Perform a Slurm node action (drain, undrain, create, delete, features)."""
         try:
             if isinstance(action, DrainSlurmNode):
                 return await self._drain(action)
             if isinstance(action, UndrainSlurmNode):
                 return await self._undrain(action)
+            if isinstance(action, CreateSlurmNode):
+                return await self._create(action)
+            if isinstance(action, DeleteSlurmNode):
+                return await self._delete(action)
+            if isinstance(action, UpdateSlurmNodeFeatures):
+                return await self._features(action)
         except slurm_errors.Unsupported as exc:
             return EffectResult("unsupported", str(exc))
         except slurm_errors.NotFound:
@@ -228,6 +273,40 @@ class SlurmEffector:
         await c.undrain(action.node)
         return EffectResult("ok")
 
+    async def _create(self, action: CreateSlurmNode) -> EffectResult:
+        c = self._client(action.cluster)
+        c.require("create_node")  # before v0.0.44 there is no POST /new/node/
+        try:
+            # Slurm itself refuses a duplicate (ESLURM_NODE_ALREADY_EXISTS): one request, not
+            # a read first — registering a thousand nodes at once halves its cost.
+            await c.create_node(action.node_conf)
+        except slurm_errors.Conflict as exc:
+            if exc.error_number == NODE_ALREADY_EXISTS:
+                return EffectResult("noop", "Slurm node exists")
+            raise
+        return EffectResult("ok")
+
+    async def _delete(self, action: DeleteSlurmNode) -> EffectResult:
+        c = self._client(action.cluster)
+        c.require("delete_node")
+        node = await c.get_node(action.node)
+        busy = [s for s in ("ALLOCATED", "MIXED", "COMPLETING") if s in node.state]
+        if "DRAIN" not in node.state or busy:
+            return EffectResult("skipped", f"not drained and idle ({'+'.join(node.state)})")
+        if not node.reason.startswith(action.owned_prefixes):
+            return EffectResult("skipped", f"drain reason {node.reason!r} is not ours")
+        await c.delete_node(action.node)
+        return EffectResult("ok")
+
+    async def _features(self, action: UpdateSlurmNodeFeatures) -> EffectResult:
+        c = self._client(action.cluster)
+        c.require("update_node")
+        node = await c.get_node(action.node)
+        if sorted(node.features) == sorted(action.features):
+            return EffectResult("noop", "features already set")
+        await c.update_node(action.node, NodeUpdate(features=action.features))
+        return EffectResult("ok")
+
 
 class Router:
     """Sends each action to the effector that handles its type."""
@@ -238,7 +317,14 @@ class Router:
 
     async def apply(self, action: AnyAction) -> EffectResult:
         """Dispatch ``action``; Permanent when the needed side is not configured."""
-        if isinstance(action, DrainSlurmNode | UndrainSlurmNode):
+        if isinstance(
+            action,
+            DrainSlurmNode
+            | UndrainSlurmNode
+            | CreateSlurmNode
+            | DeleteSlurmNode
+            | UpdateSlurmNodeFeatures,
+        ):
             if self.slurm is None:
                 raise Permanent("no Slurm cluster configured")
             return await self.slurm.apply(action)

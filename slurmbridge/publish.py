@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from schemas import events, subjects
 from schemas.events import Event
 from slurmbridge import metrics
-from slurmbridge.bus import Bus, Published
+from slurmbridge.bus import MSG_ID, Bus, Published
 
 
 class PublishError(RuntimeError):
@@ -19,6 +21,21 @@ class ObservationPublisher:
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
+
+    async def send(self, event: Event, msg_id: str) -> asyncio.Future[Any]:
+        """Publish one observation without waiting for the stream's acknowledgement.
+
+        The returned future resolves to the PubAck (or the error). Messages are sent in call
+        order on one connection, so the stream stores them in that order.
+        """
+        kind = events.kind_of(event)
+        fut: asyncio.Future[Any] = await self.bus.js.publish_async(
+            subjects.obs_subject(event.source, kind, event.key),
+            events.encode_event(event),
+            headers={MSG_ID: msg_id},
+        )
+        metrics.EVENTS_PUBLISHED.labels(event.source, kind).inc()
+        return fut
 
     async def __call__(self, batch: Sequence[tuple[Event, str]]) -> list[Published]:
         """Publish and wait for every acknowledgement; results in order.

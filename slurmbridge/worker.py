@@ -16,8 +16,9 @@ Per reconciler::
   action that failed before the last restart is picked up again.
 * **Fail closed**: actions marked destructive wait until the projection and this consumer have
   caught up with the log (DESIGN §6) — until then the reconcile is retried later.
-* A ``RecordEvent`` that follows an action runs only when that action changed something, so
-  redelivery does not repeat Kubernetes Events.
+* A ``RecordEvent`` that follows an action runs only when that action's outcome is in its
+  ``on`` (default: it changed something), so redelivery does not repeat Kubernetes Events; an
+  ``unsupported`` outcome is recorded, and announced, once per worker.
 """
 
 from __future__ import annotations
@@ -367,7 +368,11 @@ class Worker:
     async def _perform(self, key: str, cause: int, decision: Decision) -> Result:
         previous: str | None = None
         for action in decision.actions:
-            if isinstance(action, RecordEvent) and previous not in (None, "ok"):
+            if (
+                isinstance(action, RecordEvent)
+                and previous is not None
+                and previous not in action.on
+            ):
                 continue
             t0 = time.perf_counter()
             try:
@@ -386,6 +391,7 @@ class Worker:
             if res.outcome == "unsupported":
                 marker = (act.action_name(action), res.detail)
                 if marker in self._unsupported_seen:
+                    previous = "unsupported-again"  # recorded (and announced) once only
                     continue
                 self._unsupported_seen.add(marker)
             await self._record(key, cause, action, res.outcome, decision.reason, res.detail, t0)

@@ -1,7 +1,8 @@
 """A slurmrestd simulator (aiohttp) for API v0.0.38 and v0.0.42-v0.0.45.
 
 Who uses it: the integration tests, ``slurmbridge demo`` and ``slurmbridge sim slurmrestd``
-(through :func:`serve`), and benchmarks (through :attr:`SlurmSim.on_update`). Its fidelity is
+(through :func:`serve`), and benchmarks (through :attr:`SlurmSim.on_update`,
+:attr:`SlurmSim.on_create` and :attr:`SlurmSim.on_delete`). Its fidelity is
 itself tested: every response is validated against the real OpenAPI documents in
 ``tests/data/slurm-openapi/``, and its behaviour is the one observed on a real Slurm 22.05 and
 read in Slurm's sources for the newer releases.
@@ -36,6 +37,22 @@ Where only the document can be followed (v0.0.38's ``meta.Slurm.version`` number
 real server prints as integers, and fields it prints as ``null``), the simulator follows the
 document: integers become strings and ``null`` fields are left out.
 
+Dynamic (external) nodes, v0.0.44+ ``POST new/node/`` and v0.0.42+ ``DELETE node/{name}``,
+follow slurmctld's ``create_nodes()`` / ``delete_nodes()`` (``src/slurmctld/node_mgr.c``,
+Slurm 25.11): the ``node_conf`` line is parsed with slurm.conf's NodeName keys (an unknown
+key or a malformed value ⇒ HTTP 500, error -1, as ``slurm_conf_parse_nodeline`` fails);
+only ``State=FUTURE``, ``CLOUD…`` or ``EXTERNAL…`` are accepted (else 2028); a known name ⇒
+2168 ``ESLURM_NODE_ALREADY_EXISTS``. ``EXTERNAL`` is a state flag in Slurm, so an external
+node is ``IDLE`` + ``EXTERNAL`` + ``DYNAMIC_NORM`` (drain and undrain work as on any node).
+Deleting an unknown node ⇒ 2018, a node from the seed (not dynamic) ⇒ 2028 ("Can't delete
+non-dynamic node"), a node with allocated CPUs (:meth:`SlurmSim.allocate`) or COMPLETING /
+RESERVED ⇒ 2016 ``ESLURM_NODES_BUSY``; all with HTTP 500 (slurmrestd maps none of these
+numbers to another status). Simplification: a created node joins every existing partition
+whose name is one of its features, and a feature update moves it between partitions
+accordingly — real sites get that effect with ``NodeSet=x Feature=x`` +
+``PartitionName=x Nodes=x`` in slurm.conf; nodes from the seed keep their explicit
+partitions whatever their features.
+
 Auth: ``X-SLURM-USER-TOKEN`` is either a JWT (HS256, verified with :attr:`SlurmSim.jwt_key`,
 claims ``sun`` and ``exp`` as ``scontrol token`` issues them) or, when ``start(token=...)``
 was given, that static string. :meth:`SlurmSim.write_token` writes an accepted token to a file.
@@ -54,6 +71,7 @@ import logging
 import os
 import re
 import secrets
+import shlex
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,10 +88,12 @@ from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
 __all__ = [
     "ALL_VERSIONS",
     "RELEASES",
+    "NodeCallback",
     "SimError",
     "SimNode",
     "SimPartition",
     "SlurmSim",
+    "UnknownNodeError",
     "UpdateCallback",
     "serve",
 ]
@@ -108,8 +128,10 @@ _ERRNO_TEXT: Final[Mapping[int, str]] = {
     -1: "Unspecified error",
     0: "No error",
     2000: "Invalid partition name specified",
+    2016: "Requested nodes are busy",
     2018: "Invalid node name specified",
     2028: "Invalid node state specified",
+    2168: "Node already exists in the node table",
     2180: "Invalid node state transition",
     9000: "Query empty or not RFC7320 compliant",
     9001: "Failure during parsing",
@@ -123,9 +145,79 @@ _AUTH_FAILURE: Final = "Authentication failure"
 _ARRIVED: Final = web.RequestKey("arrived", float)
 _USER: Final = web.RequestKey("user", str)
 
+#: Node state flags in the order data_parser (v0.0.42-45) lists them after the base state
+#: (``PARSER_FLAG_ARRAY(NODE_STATES)`` in ``src/plugins/data_parser/v0.0.44/parsers.c``).
+_FLAG_ORDER: Final[Mapping[str, int]] = {
+    f: i
+    for i, f in enumerate(
+        (
+            "EXTERNAL",
+            "RESERVED",
+            "UNDRAIN",
+            "CLOUD",
+            "RESUME",
+            "DRAIN",
+            "COMPLETING",
+            "NOT_RESPONDING",
+            "POWERED_DOWN",
+            "FAIL",
+            "POWERING_UP",
+            "MAINTENANCE",
+            "REBOOT_REQUESTED",
+            "REBOOT_CANCELED",
+            "POWERING_DOWN",
+            "DYNAMIC_FUTURE",
+            "REBOOT_ISSUED",
+            "PLANNED",
+            "INVALID_REG",
+            "POWER_DOWN",
+            "POWER_UP",
+            "POWER_DRAIN",
+            "DYNAMIC_NORM",
+            "BLOCKED",
+        )
+    )
+}
+
+#: slurm.conf NodeName keys (``_nodename_options`` in ``src/common/read_config.c``, 25.11),
+#: lower case (Slurm compares them case-insensitively), with the kind of value each takes.
+_NODE_CONF_KEYS: Final[Mapping[str, str]] = {
+    "bcastaddr": "str",
+    "boards": "int",
+    "corespeccount": "int",
+    "corespersocket": "int",
+    "cpus": "int",
+    "cpuspeclist": "str",
+    "cpubind": "str",
+    "feature": "str",
+    "features": "str",
+    "gres": "str",
+    "gresconf": "str",
+    "memspeclimit": "int",
+    "nodeaddr": "str",
+    "nodehostname": "str",
+    "parameters": "str",
+    "port": "str",
+    "procs": "int",
+    "realmemory": "int",
+    "reason": "str",
+    "restrictedcorespergpu": "int",
+    "sockets": "int",
+    "socketsperboard": "int",
+    "state": "str",
+    "threadspercore": "int",
+    "tmpdisk": "int",
+    "topology": "str",
+    "tresweights": "str",
+    "weight": "int",
+}
+
 Json = dict[str, Any]
 UpdateCallback = Callable[[str, NodeUpdate, float], None]
 """``on_update`` hook: node name, the update, ``time.monotonic()`` when the request arrived."""
+NodeCallback = Callable[[str, float], None]
+"""``on_create`` / ``on_delete`` hook: node name, ``time.monotonic()`` when the request
+arrived (called once per node, after the change is applied)."""
 
 
 class SimError(ValueError):
@@ -137,10 +229,22 @@ class SimError(ValueError):
         self.description = description
 
 
+class UnknownNodeError(SimError, LookupError):
+    """2018 ``ESLURM_INVALID_NODE_NAME``: no node of that name (also a :class:`LookupError`,
+    so ``except LookupError`` catches a missing node in tests and harnesses)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(2018, f"Invalid node name {name}")
+        self.name = name
+
+
 @dataclass
 class SimNode:
     """A simulated node. ``base`` overrides the derived base state (DOWN, FUTURE …);
-    ``None`` derives it from ``alloc_cpus`` (IDLE / MIXED / ALLOCATED)."""
+    ``None`` derives it from ``alloc_cpus`` (IDLE / MIXED / ALLOCATED). ``dynamic``: created
+    through ``POST new/node/`` (deletable; partitions follow its features). ``sockets`` /
+    ``cores`` (per socket) / ``threads`` (per core): 0 = not configured, reported as
+    ``cpus`` sockets of one single-threaded core. ``real_memory`` / ``tmp_disk`` in MiB."""
 
     name: str
     cpus: int = 2
@@ -157,6 +261,13 @@ class SimNode:
     reason_user: str = ""
     reason_time: int = 0
     boot_time: int = 0
+    dynamic: bool = False
+    sockets: int = 0
+    cores: int = 0
+    threads: int = 0
+    topology: str = ""
+    weight: int = 1
+    tmp_disk: int = 0
 
     @property
     def base_state(self) -> str:
@@ -169,8 +280,9 @@ class SimNode:
 
     @property
     def state(self) -> tuple[str, ...]:
-        """Base state, then flags."""
-        return (self.base_state, *self.flags)
+        """Base state, then flags in the order Slurm's data_parser lists them."""
+        flags = sorted(self.flags, key=lambda f: _FLAG_ORDER.get(f, len(_FLAG_ORDER)))
+        return (self.base_state, *flags)
 
     def add_flag(self, flag: str) -> None:
         """Set ``flag`` (kept in insertion order, once)."""
@@ -227,6 +339,15 @@ class _UpdateBody(msgspec.Struct, frozen=True):
 
 
 _UPDATE_BODY: Final = msgspec.json.Decoder(_UpdateBody)
+
+
+class _CreateBody(msgspec.Struct, frozen=True):
+    """``openapi_create_node_req`` (``meta`` / ``errors`` / ``warnings`` are ignored)."""
+
+    node_conf: str
+
+
+_CREATE_BODY: Final = msgspec.json.Decoder(_CreateBody)
 
 
 class _AuthError(Exception):
@@ -345,9 +466,12 @@ class SlurmSim:
     change it through the helpers so ``last_update`` moves), :attr:`controller_up` (False ⇒
     ping reports the controller DOWN), :attr:`nodes_changed_at` / :attr:`parts_changed_at`
     (epoch seconds of the last change), :attr:`counters` (requests per ``"<METHOD>
-    <endpoint>"``, e.g. ``"GET nodes"``), :attr:`on_update` (hooks called after each accepted
-    REST node update — not for in-process admin updates — with the node name, the update and
-    ``time.monotonic()`` at the request's arrival).
+    <endpoint>"``, e.g. ``"GET nodes"``, ``"POST new/node"``, ``"DELETE node"``),
+    :attr:`on_update` (hooks called after each accepted REST node update — not for in-process
+    admin updates — with the node name, the update and ``time.monotonic()`` at the request's
+    arrival), :attr:`on_create` / :attr:`on_delete` (likewise for each node created by
+    ``POST new/node/`` or deleted by ``DELETE node/{name}``: name, arrival),
+    :attr:`created_nodes` (the dynamic nodes present now).
     """
 
     def __init__(
@@ -371,6 +495,8 @@ class SlurmSim:
         self.versions: tuple[str, ...] = ()
         self.counters: collections.Counter[str] = collections.Counter()
         self.on_update: list[UpdateCallback] = []
+        self.on_create: list[NodeCallback] = []
+        self.on_delete: list[NodeCallback] = []
         self._faults: collections.deque[tuple[int, int | None]] = collections.deque()
         now = self._now()
         self.nodes_changed_at = now
@@ -497,6 +623,10 @@ class SlurmSim:
             part = self.partitions[name] = SimPartition(
                 name=name, max_time=max_time, default=default, state=state.upper()
             )
+            # dynamic nodes join the partitions their features name (module docstring)
+            part.nodes.extend(
+                n.name for n in self.nodes.values() if n.dynamic and name in n.features
+            )
         for n in names:
             if n not in part.nodes:
                 part.nodes.append(n)
@@ -556,11 +686,103 @@ class SlurmSim:
         self._touch_nodes()
         self._touch_partitions()
 
+    @property
+    def created_nodes(self) -> tuple[str, ...]:
+        """Names of the dynamic nodes (created through ``POST new/node/`` or
+        :meth:`create_node`) present now, oldest first."""
+        return tuple(n.name for n in self.nodes.values() if n.dynamic)
+
+    def create_node(self, node_conf: str) -> tuple[SimNode, ...]:
+        """Create the node(s) of a slurm.conf ``NodeName`` line like slurmctld's
+        ``create_nodes()`` (module docstring): ``NodeName`` may be a hostlist
+        (``k8s-[1-3]``); all-or-nothing here. The same path ``POST new/node/`` takes.
+
+        Keys: ``CPUs`` (default Sockets×CoresPerSocket×ThreadsPerCore), ``Sockets``,
+        ``CoresPerSocket``, ``ThreadsPerCore``, ``RealMemory`` / ``TmpDisk`` (MiB),
+        ``State`` (FUTURE, CLOUD or EXTERNAL), ``Feature``/``Features`` (comma list),
+        ``Gres``, ``Topology``, ``NodeAddr``, ``Weight``, ``Reason``; the other slurm.conf
+        NodeName keys are accepted and ignored.
+
+        Raises:
+            SimError: -1 the line does not parse (unknown key, bad number, no or two
+                NodeName); 2028 a State other than FUTURE / CLOUD / EXTERNAL; 2168 a node of
+                that name exists.
+        """
+        names, conf = _parse_node_conf(node_conf)
+        state = conf.get("state", "").upper()
+        if state == "FUTURE":
+            base: str | None = "FUTURE"
+            flags = ["DYNAMIC_NORM"]
+        elif state.startswith("CLOUD"):  # state_str2int: IDLE | CLOUD | POWERED_DOWN
+            base, flags = None, ["CLOUD", "POWERED_DOWN", "DYNAMIC_NORM"]
+        elif state.startswith("EXTERNAL"):  # state_str2int: IDLE | EXTERNAL
+            base, flags = None, ["EXTERNAL", "DYNAMIC_NORM"]
+        else:
+            raise SimError(
+                2028, "Only State=FUTURE, CLOUD, or EXTERNAL allowed for nodes created by scontrol"
+            )
+        taken = [n for n in names if n in self.nodes]
+        if taken:
+            raise SimError(2168, f"Node {taken[0]} already exists")
+        sockets = int(conf.get("sockets") or conf.get("socketsperboard") or 0)
+        cores = int(conf.get("corespersocket", 0))
+        threads = int(conf.get("threadspercore", 0))
+        cpus = int(conf.get("cpus") or conf.get("procs") or 0)
+        if not cpus:
+            cpus = max(1, sockets or 1) * max(1, cores or 1) * max(1, threads or 1)
+        features = [f.strip() for f in conf.get("features", "").split(",") if f.strip()]
+        created = []
+        for name in names:
+            node = SimNode(
+                name=name,
+                cpus=cpus,
+                real_memory=int(conf.get("realmemory", 1)),
+                features=list(features),
+                gres=conf.get("gres", ""),
+                address=conf.get("nodeaddr") or name,
+                base=base,
+                flags=list(flags),
+                reason=conf.get("reason", ""),
+                boot_time=0,
+                dynamic=True,
+                sockets=sockets,
+                cores=cores,
+                threads=threads,
+                topology=conf.get("topology", ""),
+                weight=int(conf.get("weight", 1)),
+                tmp_disk=int(conf.get("tmpdisk", 0)),
+            )
+            self.nodes[name] = node
+            for f in dict.fromkeys(features):
+                part = self.partitions.get(f)
+                if part is not None:
+                    part.nodes.append(name)  # a new name: no duplicate check needed
+            created.append(node)
+        self._touch_nodes()
+        self._touch_partitions()  # slurmctld's _update_parts()
+        return tuple(created)
+
+    def delete_node(self, name: str) -> None:
+        """Delete node ``name`` like slurmctld's ``delete_nodes()`` (``scontrol delete``);
+        the path ``DELETE node/{name}`` takes. :meth:`remove_node` removes any node without
+        these checks.
+
+        Raises:
+            SimError: 2018 no such node; 2028 not a dynamic node ("Can't delete non-dynamic
+                node"); 2016 the node is in use (allocated CPUs, COMPLETING) or RESERVED.
+        """
+        node = self._node(name)
+        if not node.dynamic and "EXTERNAL" not in node.flags:
+            raise SimError(2028, f"Can't delete non-dynamic node '{name}'.")
+        if node.alloc_cpus > 0 or {"COMPLETING", "RESERVED"} & set(node.flags):
+            raise SimError(2016, f"Node '{name}' can't be delete because it's still in use.")
+        self.remove_node(name)
+
     def _node(self, name: str) -> SimNode:
         try:
             return self.nodes[name]
         except KeyError:
-            raise SimError(2018, f"Invalid node name {name}") from None
+            raise UnknownNodeError(name) from None
 
     def _set_base(self, node: SimNode, base: str) -> None:
         if base == "IDLE":
@@ -735,11 +957,28 @@ class SlurmSim:
             _apply_state(node, s)
         if update.features is not None:
             node.features = list(update.features)
+            if node.dynamic:
+                self._follow_features(node)
         if update.comment is not None:
             node.comment = update.comment
         if not ({"DRAIN", "FAIL"} & set(node.flags)) and node.base_state != "DOWN":
             node.reason, node.reason_user, node.reason_time = "", "", 0
         self._touch_nodes()
+
+    def _follow_features(self, node: SimNode) -> None:
+        """Put dynamic ``node`` in exactly the partitions its features name (module docstring)."""
+        wanted = set(node.features)
+        changed = False
+        for part in self.partitions.values():
+            member = node.name in part.nodes
+            if part.name in wanted and not member:
+                part.nodes.append(node.name)
+                changed = True
+            elif part.name not in wanted and member:
+                part.nodes.remove(node.name)
+                changed = True
+        if changed:
+            self._touch_partitions()
 
     # --- HTTP -------------------------------------------------------------------------------
 
@@ -757,8 +996,11 @@ class SlurmSim:
                 r.add_get(f"{base}/{ep}", handler)
                 r.add_get(f"{base}/{ep}/", handler)
             r.add_get(f"{base}/node/{{node_name}}", self._get_node)
-            if v != "v0.0.38":  # 22.05 has no node update: the router answers 405
+            if v != "v0.0.38":  # 22.05 has no node update or deletion: the router answers 405
                 r.add_post(f"{base}/node/{{node_name}}", self._post_node)
+                r.add_delete(f"{base}/node/{{node_name}}", self._delete_node)
+            if v not in ("v0.0.38", "v0.0.42", "v0.0.43"):  # node creation is v0.0.44+
+                r.add_post(f"{base}/new/node/", self._create_node)
             r.add_get(f"{base}/partition/{{partition_name}}", self._get_partition)
 
     def _doc_paths(self) -> dict[str, Json]:
@@ -775,7 +1017,10 @@ class SlurmSim:
             node: Json = {"get": _op(f"{tag}_get_node", "get node info")}
             if v != "v0.0.38":
                 node["post"] = _op(f"{tag}_post_node", "update node properties")
+                node["delete"] = _op(f"{tag}_delete_node", "delete node")
             paths[f"{base}/node/{{node_name}}"] = node
+            if v not in ("v0.0.38", "v0.0.42", "v0.0.43"):
+                paths[f"{base}/new/node/"] = {"post": _op(f"{tag}_post_new_node", "create node")}
             paths[f"{base}/partitions{slash}"] = {
                 "get": _op(f"{tag}_get_partitions", "get all partition info")
             }
@@ -924,8 +1169,18 @@ class SlurmSim:
             {"meta": self._meta(version, request), "errors": [entry], "warnings": []}, status
         )
 
-    def _render_node(self, version: str, n: SimNode) -> Json:
-        parts = list(self._partitions_of(n.name))
+    def _membership(self) -> dict[str, list[str]]:
+        """Node name ⇒ its partitions, built once per listing (O(memberships), not
+        O(nodes × partitions × members))."""
+        index: dict[str, list[str]] = {}
+        for part in self.partitions.values():
+            for name in part.nodes:
+                index.setdefault(name, []).append(part.name)
+        return index
+
+    def _render_node(self, version: str, n: SimNode, parts: list[str] | None = None) -> Json:
+        if parts is None:
+            parts = list(self._partitions_of(n.name))
         tres = f"cpu={n.cpus},mem={n.real_memory}M,billing={n.cpus}"
         if version == "v0.0.38":
             out: Json = {
@@ -976,13 +1231,13 @@ class SlurmSim:
                 out["reason_set_by_user"] = n.reason_user
             return out
         allowed = _NODE_STATES[version]
-        return {
+        out = {
             "architecture": "x86_64",
             "burstbuffer_network_address": "",
             "boards": 1,
             "boot_time": _nv(n.boot_time),
             "cluster_name": "",
-            "cores": 1,
+            "cores": n.cores or 1,
             "specialized_cores": 0,
             "cpu_binding": 0,
             "cpu_load": 0,
@@ -1006,7 +1261,11 @@ class SlurmSim:
             "next_state_after_reboot": ["INVALID"],
             "address": n.address,
             "hostname": n.name,
-            "state": [s if s in allowed else "UNKNOWN" for s in n.state],
+            # a version whose enum lacks a flag (EXTERNAL before v0.0.44) does not print it
+            "state": [
+                n.base_state if n.base_state in allowed else "UNKNOWN",
+                *(s for s in n.state[1:] if s in allowed),
+            ],
             "operating_system": "Linux (simulated)",
             "owner": "",
             "partitions": parts,
@@ -1024,13 +1283,16 @@ class SlurmSim:
             "alloc_idle_cpus": n.cpus - n.alloc_cpus,
             "tres_used": "",
             "slurmd_start_time": _nv(n.boot_time),
-            "sockets": n.cpus,
-            "threads": 1,
-            "temporary_disk": 0,
-            "weight": 1,
+            "sockets": n.sockets or n.cpus,
+            "threads": n.threads or 1,
+            "temporary_disk": n.tmp_disk,
+            "weight": n.weight,
             "tres": tres,
             "version": RELEASES[version],
         }
+        if version not in ("v0.0.42", "v0.0.43"):
+            out["topology"] = n.topology
+        return out
 
     def _render_partition(self, version: str, p: SimPartition) -> Json:
         members = [n for n in p.nodes if n in self.nodes]
@@ -1169,7 +1431,8 @@ class SlurmSim:
             )
         if v == "v0.0.38" and not self.nodes:
             return self._error(v, "nodes", 500, 2018, "", "", request)
-        nodes = [self._render_node(v, n) for n in self.nodes.values()]
+        index = self._membership()
+        nodes = [self._render_node(v, n, index.get(n.name, [])) for n in self.nodes.values()]
         payload: Json = {"nodes": nodes}
         if v != "v0.0.38":
             payload["last_update"] = _nv(self.nodes_changed_at)
@@ -1240,6 +1503,56 @@ class SlurmSim:
                 log.exception("on_update callback failed")
         return self._ok(v, request, {})
 
+    async def _create_node(self, request: web.Request) -> web.Response:
+        """``POST new/node/`` (v0.0.44+): slurmrestd's ``_create_node`` ⇒ ``slurm_create_node``."""
+        v = self._request_version(request)
+        arrived = request[_ARRIVED]
+        raw = await request.read()
+        try:
+            body = _CREATE_BODY.decode(raw or b"{}")
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            # ESLURM_REST_FAIL_PARSING ⇒ 400 (src/common/http.c)
+            return self._error(v, "new/node", 400, 9001, str(exc), "_create_node", request)
+        try:
+            created = self.create_node(body.node_conf)
+        except SimError as exc:
+            log.debug("simulated slurmctld: create_nodes failed: %s", exc)
+            return self._error(
+                v, "new/node", 500, exc.errno, "Failure to create node", "_create_node", request
+            )
+        for node in created:
+            self._notify(self.on_create, node.name, arrived)
+        return self._ok(v, request, {})
+
+    async def _delete_node(self, request: web.Request) -> web.Response:
+        """``DELETE node/{name}`` (v0.0.40+): slurmrestd ⇒ ``slurm_delete_node``."""
+        v = self._request_version(request)
+        arrived = request[_ARRIVED]
+        name = request.match_info["node_name"]
+        try:
+            self.delete_node(name)
+        except SimError as exc:
+            log.debug("simulated slurmctld: delete_nodes failed: %s", exc)
+            return self._error(
+                v,
+                "node",
+                500,
+                exc.errno,
+                f"Failure to delete node {name}",
+                "op_handler_node",
+                request,
+            )
+        self._notify(self.on_delete, name, arrived)
+        return self._ok(v, request, {})
+
+    @staticmethod
+    def _notify(hooks: list[NodeCallback], name: str, arrived: float) -> None:
+        for cb in list(hooks):
+            try:
+                cb(name, arrived)
+            except Exception:  # a broken hook must not break the simulator
+                log.exception("node callback failed")
+
     async def _partitions(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
         since = self._update_time(request)
@@ -1287,6 +1600,51 @@ def _op(operation_id: str, summary: str) -> Json:
 def _normalise(version: str) -> str:
     v = version.strip()
     return v if v.startswith("v") else f"v{v}"
+
+
+def _parse_node_conf(line: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """A slurm.conf ``NodeName`` line as (node names, {lower-case key: value}); ``Feature``
+    and ``Features`` both land in ``features``. Values may be quoted (``Reason="a b"``).
+
+    Raises:
+        SimError: -1 when ``slurm_conf_parse_nodeline`` would fail: a token without ``=``, an
+            unknown key, a non-numeric value for a numeric key, no NodeName, two NodeNames,
+            ``NodeName=DEFAULT`` or a malformed hostlist.
+    """
+
+    def fail(why: str) -> SimError:
+        return SimError(-1, f"Failed to parse nodeline '{line}': {why}")
+
+    try:
+        tokens = shlex.split(line)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    names: tuple[str, ...] = ()
+    conf: dict[str, str] = {}
+    for token in tokens:
+        key, eq, value = token.partition("=")
+        low = key.lower()
+        if not eq or not key:
+            raise fail(f"{token!r} is not Key=Value")
+        if low == "nodename":
+            if names:
+                raise fail("more than one NodeName")
+            if value.upper() == "DEFAULT" or not value:
+                raise fail(f"NodeName={value} cannot be created")
+            try:
+                names = hostlist.expand(value)
+            except hostlist.HostlistError as exc:
+                raise fail(str(exc)) from None
+            continue
+        kind = _NODE_CONF_KEYS.get(low)
+        if kind is None:
+            raise fail(f"unknown key {key!r}")
+        if kind == "int" and not value.isdigit():
+            raise fail(f"{key}={value!r} is not a number")
+        conf["features" if low == "feature" else low] = value
+    if not names:
+        raise fail("no NodeName")
+    return names, conf
 
 
 def _valid_transition(node: SimNode, state: str) -> bool:

@@ -1,7 +1,8 @@
 """Async client for slurmrestd: one shared keep-alive connection pool, typed results and errors.
 
 Who calls it: the Slurm producer (``ping`` / ``list_nodes`` / ``list_partitions`` every poll),
-the Slurm effector (``get_node`` then ``drain`` / ``undrain``) and the CLI.
+the Slurm effector (``get_node`` then ``drain`` / ``undrain``; ``create_node`` /
+``delete_node`` / feature updates for external nodes) and the CLI.
 
 Non-obvious choices:
 
@@ -37,6 +38,15 @@ Non-obvious choices:
 * **Unknown node on v0.0.40+**: ``GET node/{name}`` answers HTTP 200 with an ``errors`` entry
   (error_number 0, "No error") and no node list; :meth:`SlurmClient.get_node` raises
   :class:`NotFound` for it (the fail-closed answer; Slinky once read it as "drained").
+* **Dynamic nodes** (:meth:`SlurmClient.create_node`, :meth:`SlurmClient.delete_node`) follow
+  slurmctld's ``create_nodes()`` / ``delete_nodes()`` (``src/slurmctld/node_mgr.c``): a name
+  it knows ⇒ 2168 ``ESLURM_NODE_ALREADY_EXISTS`` (:class:`Conflict`); a node still
+  allocated, completing or reserved ⇒ 2016 ``ESLURM_NODES_BUSY`` (:class:`Conflict`: retry
+  once it is idle); an unknown name ⇒ 2018 (:class:`NotFound`). Both answer
+  ``ESLURM_INVALID_NODE_STATE`` (2028) for requests that can never succeed — a ``State=``
+  other than FUTURE / CLOUD / EXTERNAL, deleting a node from slurm.conf (not dynamic) — which
+  these two operations raise as :class:`Rejected`, not :class:`Conflict` (2028's usual class,
+  an invalid transition of an update, which a re-read may resolve).
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ import msgspec
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.codecs._common import Codec, error_report
 from slurmbridge.slurm.errors import (
+    Conflict,
     NotFound,
     Rejected,
     SlurmError,
@@ -78,9 +89,18 @@ __all__ = ["OPERATIONS", "SlurmClient"]
 
 log = logging.getLogger(__name__)
 
-#: Operations :meth:`SlurmClient.require` knows, and whether each needs a codec capability.
+#: Operations :meth:`SlurmClient.require` knows; ``update_node`` (v0.0.42+), ``delete_node``
+#: (v0.0.42+) and ``create_node`` (v0.0.44+) need a codec capability, the others do not.
 OPERATIONS: Final[frozenset[str]] = frozenset(
-    {"ping", "list_nodes", "get_node", "list_partitions", "update_node"}
+    {
+        "ping",
+        "list_nodes",
+        "get_node",
+        "list_partitions",
+        "update_node",
+        "create_node",
+        "delete_node",
+    }
 )
 
 L = TypeVar("L", NodeList, PartitionList)
@@ -89,6 +109,9 @@ _VERSION_IN_PATH: Final = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 _MAX_TEXT: Final = 300
 #: errno Slurm 22.05 answers on ``GET nodes`` when there are no nodes at all.
 _INVALID_NODE_NAME: Final = 2018
+#: ESLURM_INVALID_NODE_STATE: on create / delete a request that can never succeed (module
+#: docstring), raised as Rejected there.
+_INVALID_NODE_STATE: Final = 2028
 
 
 class _OpenAPIPaths(msgspec.Struct, frozen=True):
@@ -128,6 +151,17 @@ class _TokenFile:
 
     def __repr__(self) -> str:
         return f"_TokenFile({str(self.path)!r})"
+
+
+def _check_capability(codec: Codec, operation: str) -> None:
+    """Raise :class:`Unsupported` when ``codec``'s version cannot do ``operation``."""
+    capable = {
+        "update_node": codec.node_update,
+        "create_node": codec.node_create,
+        "delete_node": codec.node_delete,
+    }.get(operation, True)
+    if not capable:
+        raise Unsupported(codec.version, operation)
 
 
 def _normalise_version(version: str) -> str:
@@ -185,6 +219,9 @@ class SlurmClient:
             timeout=httpx.Timeout(timeout),
             transport=transport,
             headers={"Accept": "application/json"},
+            # Keep every connection the workers use alive (httpx keeps only 20 by default and
+            # closes the rest after each request: a TCP handshake per request under load).
+            limits=httpx.Limits(max_connections=16, max_keepalive_connections=16),
         )
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -302,9 +339,7 @@ class SlurmClient:
         version = self.api_version
         if version is None:
             return
-        codec = codecs.get(version)
-        if operation == "update_node" and not codec.node_update:
-            raise Unsupported(version, operation)
+        _check_capability(codecs.get(version), operation)
 
     # --- HTTP ----------------------------------------------------------------------------------
 
@@ -351,8 +386,19 @@ class SlurmClient:
             err = Unavailable(f"{operation}: cannot reach slurmrestd at {self.base_url}: {detail}")
         raise err
 
-    def _raise(self, resp: httpx.Response, operation: str, codec: Codec | None) -> NoReturn:
-        """Raise the typed error for a failed answer (status ≥ 300 or an error-only body)."""
+    def _raise(
+        self,
+        resp: httpx.Response,
+        operation: str,
+        codec: Codec | None,
+        *,
+        permanent: frozenset[int] = frozenset(),
+    ) -> NoReturn:
+        """Raise the typed error for a failed answer (status ≥ 300 or an error-only body).
+
+        ``permanent``: Slurm errnos that this operation raises as :class:`Rejected` even
+        where :func:`classify` would say :class:`Conflict`.
+        """
         status = resp.status_code
         report = error_report(resp.content)
         version = codec.version if codec else ""
@@ -368,12 +414,11 @@ class SlurmClient:
         texts = tuple(self._scrub(t) for t in report.texts)
         detail = "; ".join(texts) or self._scrub(resp.text) or resp.reason_phrase
         number = f", error_number {report.error_number}" if report.error_number else ""
-        raise classify(
-            status,
-            report.error_number,
-            f"{operation}: HTTP {status}{number}: {detail}",
-            texts,
-        )
+        message = f"{operation}: HTTP {status}{number}: {detail}"
+        err = classify(status, report.error_number, message, texts)
+        if isinstance(err, Conflict) and report.error_number in permanent:
+            err = Rejected(message, status=status, error_number=report.error_number, errors=texts)
+        raise err
 
     async def _get(
         self, codec: Codec, path: str, operation: str, params: dict[str, str] | None = None
@@ -520,13 +565,73 @@ class SlurmClient:
         """
         codec = await self._get_codec()
         operation = f"update_node {name}"
-        if not codec.node_update:
-            raise Unsupported(codec.version, "update_node")
+        _check_capability(codec, "update_node")
         body = codec.encode_node_update(update)
         path = codec.paths.node.format(node_name=quote(name, safe=""))
         resp = await self._send("POST", path, operation=operation, content=body)
         if resp.status_code >= 300 or error_report(resp.content).texts:
             self._raise(resp, operation, codec)
+
+    async def create_node(self, node_conf: str) -> None:
+        """Create a dynamic node from a slurm.conf ``NodeName`` line (``scontrol create``).
+
+        ``node_conf`` e.g. ``NodeName=k8s-a CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1
+        RealMemory=15872 State=External Feature=gpu,batch Gres=gpu:2`` (RealMemory in MiB).
+        Sent as ``POST /slurm/v0.0.4x/new/node/`` with ``{"node_conf": …}``
+        (``openapi_create_node_req``); slurmctld accepts only ``State=FUTURE``, ``CLOUD`` or
+        ``EXTERNAL`` there, and an external node then reports ``IDLE`` + ``EXTERNAL``.
+
+        Raises:
+            ValueError: ``node_conf`` is empty, spans lines or does not start with
+                ``NodeName=`` (nothing is sent).
+            Unsupported: the API version has no node creation (before v0.0.44); raised
+                before anything is sent.
+            Conflict: a node of that name exists (2168 ESLURM_NODE_ALREADY_EXISTS).
+            Rejected: Slurm refused the line (-1: it does not parse; 2028: a State other
+                than FUTURE/CLOUD/EXTERNAL; 2178: unknown topology …).
+            Unavailable / Unauthorized (only SlurmUser/root may create nodes: 2010).
+        """
+        line = node_conf.strip()
+        if not line or "\n" in line or "\r" in line:
+            raise ValueError("node_conf must be one non-empty slurm.conf NodeName line")
+        if not line.lower().startswith("nodename="):
+            raise ValueError(f"node_conf must start with NodeName=, not {line[:40]!r}")
+        codec = await self._get_codec()
+        _check_capability(codec, "create_node")
+        name = line.split(None, 1)[0].partition("=")[2]
+        operation = f"create_node {name}"
+        body = codec.encode_create_node(line)
+        resp = await self._send("POST", codec.paths.new_node, operation=operation, content=body)
+        if resp.status_code >= 300 or error_report(resp.content).texts:
+            self._raise(resp, operation, codec, permanent=frozenset({_INVALID_NODE_STATE}))
+
+    async def delete_node(self, name: str) -> None:
+        """Delete node ``name`` (``scontrol delete nodename=…``): ``DELETE …/node/{name}``.
+
+        Slurm deletes only dynamic nodes (created by :meth:`create_node` or registered by a
+        dynamic slurmd) and external ones, and only while nothing runs there: drain first and
+        wait until the node is idle.
+
+        Raises:
+            ValueError: empty ``name`` (nothing is sent).
+            Unsupported: the API version has no node deletion (v0.0.38); raised before
+                anything is sent.
+            NotFound: no such node (2018 ESLURM_INVALID_NODE_NAME).
+            Conflict: the node is allocated, completing or in a reservation
+                (2016 ESLURM_NODES_BUSY) — retry once it is idle.
+            Rejected: the node is defined in slurm.conf, not dynamic (2028
+                ESLURM_INVALID_NODE_STATE: "Can't delete non-dynamic node").
+            Unavailable / Unauthorized (only SlurmUser/root may delete nodes: 2010).
+        """
+        if not name:
+            raise ValueError("delete_node needs a node name")
+        codec = await self._get_codec()
+        _check_capability(codec, "delete_node")
+        operation = f"delete_node {name}"
+        path = codec.paths.node.format(node_name=quote(name, safe=""))
+        resp = await self._send("DELETE", path, operation=operation)
+        if resp.status_code >= 300 or error_report(resp.content).texts:
+            self._raise(resp, operation, codec, permanent=frozenset({_INVALID_NODE_STATE}))
 
     async def drain(self, name: str, reason: str) -> None:
         """DRAIN node ``name`` with ``reason`` (Slurm requires one; jobs keep running).

@@ -71,7 +71,8 @@ class NotFound(SlurmError):  # noqa: N818 (names fixed by the design)
 
 class Conflict(SlurmError):  # noqa: N818 (names fixed by the design)
     """The request conflicts with the object's current state (invalid state transition,
-    already exists, already done; HTTP 409). Re-read and decide again."""
+    already exists, already done, nodes busy — e.g. deleting a node that still runs jobs;
+    HTTP 409). Re-read and decide again."""
 
 
 class Unavailable(SlurmError):  # noqa: N818 (names fixed by the design)
@@ -120,10 +121,11 @@ _NOT_FOUND: Final = frozenset(
 _CONFLICT: Final = frozenset(
     {
         2011,  # ESLURM_DUPLICATE_JOB_ID
+        2016,  # ESLURM_NODES_BUSY (e.g. deleting a node that is in use or reserved)
         2020,  # ESLURM_TRANSITION_STATE_NO_UPDATE
         2021,  # ESLURM_ALREADY_DONE
         2028,  # ESLURM_INVALID_NODE_STATE (24.11/25.05 answer to e.g. RESUME on an idle node)
-        2168,  # ESLURM_NODE_ALREADY_EXISTS
+        2168,  # ESLURM_NODE_ALREADY_EXISTS (POST new/node/ for a name slurmctld knows)
         2180,  # ESLURM_INVALID_NODE_STATE_TRANSITION (25.11+)
     }
 )

@@ -31,6 +31,9 @@ __all__ = [
 ]
 
 #: Slurm's base node states (``NODE_STATE_BASE`` values); anything else in a state list is a flag.
+#: ``EXTERNAL`` and ``INVALID`` are kept here for codecs' sake although Slurm reports EXTERNAL
+#: as a flag after the base state (``["IDLE", "EXTERNAL", "DYNAMIC_NORM"]``), so the base
+#: state of an external node is still ``IDLE`` (the first base state in the list wins).
 BASE_STATES: Final[frozenset[str]] = frozenset(
     {"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "EXTERNAL", "INVALID"}
 )
@@ -138,7 +141,10 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
 
     ``state``: new state(s), upper case: ``("DRAIN",)`` (with a ``reason``), ``("UNDRAIN",)``
     (clear DRAIN, keep the rest), ``("RESUME",)`` (clear DRAIN/DOWN/FAIL), ``("DOWN",)`` …
-    ``features``: the node's new available features (replaces the list). ``comment``: free text.
+    ``features``: the node's new available features (replaces the list; ``()`` clears it;
+    without a NodeFeatures plugin Slurm sets the active features to the same list). Each is one
+    feature name: no empty names, no commas (Slurm joins the list with commas).
+    ``comment``: free text.
     """
 
     state: tuple[str, ...] = ()
@@ -150,11 +156,15 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
         """Reject lower-case states and empty updates early, before anything is sent.
 
         Raises:
-            ValueError: a state is not upper case, or the update changes nothing.
+            ValueError: a state is not upper case, a feature is empty or has a comma or
+                whitespace, or the update changes nothing.
         """
         for s in self.state:
             if not s or s != s.upper():
                 raise ValueError(f"node state {s!r} must be upper case (DRAIN, UNDRAIN, RESUME …)")
+        for f in self.features or ():
+            if not f or "," in f or f != f.strip() or any(c.isspace() for c in f):
+                raise ValueError(f"feature {f!r} must be one non-empty name without commas")
         fields = (self.reason, self.features, self.comment)
         if not self.state and all(f is None for f in fields):
             raise ValueError("empty NodeUpdate: set one of state, reason, features, comment")

@@ -28,7 +28,7 @@ def _env() -> dict[str, str]:
 
 def test_demo_jsonl_tells_the_story() -> None:
     proc = subprocess.run(
-        [*CLI, "demo", "--duration", "12", "--format", "jsonl"],
+        [*CLI, "demo", "--duration", "20", "--format", "jsonl"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -55,6 +55,14 @@ def test_demo_jsonl_tells_the_story() -> None:
         o.get("kind") == "SlurmNode" and o["key"] == "n4" and o["op"] == "deleted" for o in objs
     )
     assert ("UntaintNode", "n4", "ok") in by_action
+    # External node: registered, features updated in place, then drained and deleted.
+    for action in (
+        "CreateSlurmNode",
+        "UpdateSlurmNodeFeatures",
+        "DrainSlurmNode",
+        "DeleteSlurmNode",
+    ):
+        assert (action, "ext-1", "ok") in by_action, action
 
 
 def _wait_port_file(

@@ -20,7 +20,7 @@ from typing import ClassVar, Final, NamedTuple, TypeVar
 
 import msgspec
 
-from slurmbridge.slurm.errors import BadResponse
+from slurmbridge.slurm.errors import BadResponse, Unsupported
 from slurmbridge.slurm.models import (
     BASE_STATES,
     NodeList,
@@ -147,7 +147,9 @@ def csv_tuple(value: Sequence[str] | str | None) -> tuple[str, ...]:
 class Paths(NamedTuple):
     """URL paths of one API version, exactly as its OpenAPI document spells them.
 
-    ``node`` / ``partition`` contain ``{node_name}`` / ``{partition_name}``.
+    ``node`` / ``partition`` contain ``{node_name}`` / ``{partition_name}``. ``new_node`` is
+    ``POST new/node/`` (dynamic node creation), ``""`` where the version has none (before
+    v0.0.44).
     """
 
     ping: str
@@ -155,19 +157,24 @@ class Paths(NamedTuple):
     node: str
     partitions: str
     partition: str
+    new_node: str = ""
 
 
 class Codec(abc.ABC):
     """One slurmrestd API version: paths, capabilities, and JSON ⇄ models.
 
     Capabilities (class attributes, read from the version's OpenAPI document):
-    ``node_update`` — ``POST node/{node_name}`` exists; ``nodes_update_time`` /
-    ``partitions_update_time`` — the listing accepts ``?update_time=`` and answers 304.
+    ``node_update`` — ``POST node/{node_name}`` exists; ``node_create`` — ``POST new/node/``
+    exists (v0.0.44+); ``node_delete`` — ``DELETE node/{node_name}`` exists (v0.0.40+);
+    ``nodes_update_time`` / ``partitions_update_time`` — the listing accepts
+    ``?update_time=`` and answers 304.
     """
 
     version: ClassVar[str]
     paths: ClassVar[Paths]
     node_update: ClassVar[bool] = True
+    node_create: ClassVar[bool] = False
+    node_delete: ClassVar[bool] = True
     nodes_update_time: ClassVar[bool] = True
     partitions_update_time: ClassVar[bool] = True
 
@@ -192,6 +199,15 @@ class Codec(abc.ABC):
         Raises:
             Unsupported: the version has no node update, or does not know a requested state.
         """
+
+    def encode_create_node(self, node_conf: str) -> bytes:
+        """The JSON body of ``POST new/node/`` (``openapi_create_node_req``).
+
+        Raises:
+            Unsupported: the version cannot create nodes (the default; v0.0.44+ override).
+        """
+        del node_conf
+        raise Unsupported(self.version, "create_node")
 
     def update_time_param(self, update_time: int) -> str:
         """The ``update_time`` query value (epoch seconds as a decimal string)."""

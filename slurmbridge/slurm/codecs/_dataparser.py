@@ -16,7 +16,10 @@ partitions report the DEFAULT flag). Against v0.0.38 they differ in:
   ``partition.state`` (array), ``maximums.time``;
 * ping: ``pings[].responding`` (bool) and ``primary``;
 * node update: ``POST node/{node_name}`` with ``update_node_msg`` (``state`` array,
-  ``reason``, ``features`` array, ``comment``).
+  ``reason``, ``features`` array, ``comment``); node deletion: ``DELETE node/{node_name}``
+  (only dynamic or external nodes; a static one answers ESLURM_INVALID_NODE_STATE, a busy
+  one ESLURM_NODES_BUSY); node creation from v0.0.44: ``POST new/node/`` with
+  ``openapi_create_node_req`` (``{"node_conf": "<slurm.conf NodeName line>"}``).
 
 Quirks of the released servers the client must live with (see the client): ``GET node/{name}``
 for an unknown name answers HTTP 200 with ``errors[0].error_number == 0`` ("No error") and no
@@ -91,8 +94,9 @@ NODE_STATES_V0042: Final = frozenset(
 )
 
 
-def paths_for(version: str) -> Paths:
-    """The paths of a data_parser version, as its OpenAPI document spells them."""
+def paths_for(version: str, *, new_node: bool = False) -> Paths:
+    """The paths of a data_parser version, as its OpenAPI document spells them;
+    ``new_node``: the version has ``POST new/node/`` (v0.0.44+)."""
     base = f"/slurm/{version}"
     return Paths(
         ping=f"{base}/ping/",
@@ -100,6 +104,7 @@ def paths_for(version: str) -> Paths:
         node=f"{base}/node/{{node_name}}",
         partitions=f"{base}/partitions/",
         partition=f"{base}/partition/{{partition_name}}",
+        new_node=f"{base}/new/node/" if new_node else "",
     )
 
 
@@ -164,6 +169,12 @@ class _Ping(msgspec.Struct, frozen=True):
 
 class _Pings(msgspec.Struct, frozen=True):
     pings: list[_Ping] | None = None
+
+
+class _CreateNodeReq(msgspec.Struct, frozen=True):
+    """``openapi_create_node_req``: ``node_conf`` is its only required field."""
+
+    node_conf: str
 
 
 class _UpdateNodeMsg(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -283,3 +294,13 @@ class DataParserCodec(Codec):
             comment=update.comment if update.comment is not None else msgspec.UNSET,
         )
         return _ENCODER.encode(msg)
+
+    def encode_create_node(self, node_conf: str) -> bytes:
+        """``openapi_create_node_req``: ``{"node_conf": "NodeName=… CPUs=… State=External …"}``.
+
+        Raises:
+            Unsupported: the version has no ``POST new/node/`` (v0.0.42/v0.0.43).
+        """
+        if not self.node_create:
+            raise Unsupported(self.version, "create_node")
+        return _ENCODER.encode(_CreateNodeReq(node_conf=node_conf))

@@ -14,7 +14,9 @@ its answers on this project's machines):
 * ping: ``pings[].ping`` is ``"UP"``/``"DOWN"``;
 * no ``last_update`` in any listing, so :attr:`NodeList.last_update` is 0;
 * ``?update_time=`` on ``nodes`` and ``partitions`` answers 304 when nothing changed;
-* there is no node update: ``POST node/{name}`` answers 405 (node updates arrived in v0.0.39).
+* there is no node update: ``POST node/{name}`` answers 405 (node updates arrived in v0.0.39),
+  no node deletion (``DELETE node/{name}`` arrived in v0.0.40) and no node creation
+  (``POST new/node/``, v0.0.44): the client raises ``Unsupported`` before sending.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ def _partition(p: _Partition) -> Partition:
 
 
 class V0038(Codec):
-    """Codec for slurmrestd v0.0.38 (Slurm 22.05). No node update (:class:`Unsupported`)."""
+    """Codec for slurmrestd v0.0.38 (Slurm 22.05). No node update, creation or deletion
+    (:class:`Unsupported`)."""
 
     version: ClassVar[str] = "v0.0.38"
     paths: ClassVar[Paths] = Paths(
@@ -143,6 +146,7 @@ class V0038(Codec):
         partition="/slurm/v0.0.38/partition/{partition_name}",
     )
     node_update: ClassVar[bool] = False
+    node_delete: ClassVar[bool] = False
 
     def decode_ping(self, body: bytes) -> Ping:
         """``pings[].ping == "UP"`` for any controller ⇒ responding."""

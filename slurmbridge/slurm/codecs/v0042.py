@@ -4,6 +4,8 @@ Shapes as in :mod:`._dataparser`. Differences from the newer versions: the node-
 has no ``EXTERNAL`` / ``BLOCKED`` (a node update asking for them raises ``Unsupported``
 before anything is sent), partitions do not report the DEFAULT flag, and an invalid state
 transition answers ``ESLURM_INVALID_NODE_STATE`` (2028).
+No ``POST /new/node/`` (node creation is v0.0.44+: ``create_node`` raises
+``Unsupported`` before sending); ``DELETE /node/{name}`` exists.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Same fields and node-state enum as v0.0.42 for everything this client reads (it adds external
 jobs, which are not read here). Partitions do not report the DEFAULT flag.
+No ``POST /new/node/`` (node creation is v0.0.44+: ``create_node`` raises
+``Unsupported`` before sending); ``DELETE /node/{name}`` exists.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Against v0.0.44: partitions report ``flags`` (``DEFAULT`` marks the default part
 no data_parser version before reported), the node-state enum gains ``POWER_DOWN_ASAP`` and
 ``POWER_DOWN_FORCE``, ping entries lose the deprecated ``pinged``/``mode`` and gain ``status``,
 and ``POST /partitions/`` / ``DELETE /partition/{name}`` appear (not used here).
+``POST /new/node/`` and ``DELETE /node/{name}`` are as in v0.0.44.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ class V0045(DataParserCodec):
     """Codec for slurmrestd v0.0.45 (Slurm 26.05)."""
 
     version: ClassVar[str] = "v0.0.45"
-    paths: ClassVar[Paths] = paths_for("v0.0.45")
+    paths: ClassVar[Paths] = paths_for("v0.0.45", new_node=True)
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0045
+    node_create: ClassVar[bool] = True
     reports_default: ClassVar[bool] = True
 
 

@@ -1,0 +1,301 @@
+"""``node_register``: register labelled Kubernetes nodes in Slurm as external nodes.
+
+Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Assignment"):
+
+* label ``scheduler.slinky.slurm.net/external-node`` present (any value but ``false``) and no
+  Slurm node ⇒ create it (``POST /new/node/``, Slurm REST v0.0.44+) from a ``node_conf`` line:
+  ``NodeName`` (label ``slinky.slurm.net/slurm-nodename`` or the node name), ``CPUs``
+  (capacity.cpu, whole CPUs), ``Sockets=1``, ``CoresPerSocket=CPUs``, ``ThreadsPerCore=1``,
+  ``RealMemory`` (capacity.memory in MiB, rounded down), ``State=External``, ``Feature=`` the
+  partitions of annotation ``scheduler.slinky.slurm.net/external-node-partitions``
+  (comma-separated, trimmed, empties dropped), ``Topology=`` from annotation
+  ``topology.slinky.slurm.net/spec``, ``Gres=gpu:<n>`` from GPU capacity;
+* every partition named must exist in Slurm first; otherwise nothing is sent to Slurm, a
+  Warning Event and the node condition ``SlurmNodeRegistered=False`` name the missing
+  partitions, and the node is reconsidered whenever partitions change;
+* only the partitions changed ⇒ update the node's features in place; CPUs, memory or GPUs
+  changed ⇒ drain, wait until drained, delete, create again;
+* label removed from a node Slurm knows as EXTERNAL ⇒ drain, wait until drained, delete.
+
+Waiting needs no timer: the Slurm poller publishes the node's state changes, which trigger a
+reconcile. Deletion is fail-closed — only a node that is DRAIN with one of our reasons and runs
+nothing (not ALLOCATED, MIXED or COMPLETING), re-checked by the effector against Slurm itself.
+Our drains carry the prefix ``slurm-bridge: External node (``, which ``slurm_drain`` never
+clears, so a busy node being removed is drained once and never undrained in the same pass
+(Slinky's controllers flap there). Triggers: KubeNode, SlurmNode, SlurmPartition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from reconcilers import _nodes
+from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from schemas import wellknown
+from schemas.actions import (
+    AnyAction,
+    CreateSlurmNode,
+    DeleteSlurmNode,
+    DrainSlurmNode,
+    RecordEvent,
+    SetNodeCondition,
+    UndrainSlurmNode,
+    UpdateSlurmNodeFeatures,
+)
+from schemas.events import Event, KubeNode, SlurmNode, SlurmPartition
+from schemas.subjects import slurm_source
+
+NAME = "node_register"
+MIB = 1024 * 1024
+BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
+OWNED = (wellknown.EXTERNAL_REASON_PREFIX,)
+
+
+class Desired(msgspec.Struct, frozen=True, kw_only=True):
+    """What the Slurm node should be, derived from the Kubernetes node."""
+
+    name: str
+    cpus: int
+    real_memory: int
+    gpus: int
+    partitions: tuple[str, ...]
+    topology: str
+
+    @property
+    def gres(self) -> str:
+        """``gpu:<n>``, or ``""`` without GPUs."""
+        return f"gpu:{self.gpus}" if self.gpus else ""
+
+
+class View(msgspec.Struct, frozen=True, kw_only=True):
+    """The Kubernetes node, its Slurm node and the partitions that exist in Slurm."""
+
+    node: KubeNode | None
+    slurm: SlurmNode | None
+    partitions: frozenset[str]
+    cluster: str
+
+
+def is_external(node: KubeNode) -> bool:
+    """True when the node asks to be registered in Slurm."""
+    value = node.labels.get(wellknown.LABEL_EXTERNAL_NODE)
+    return value is not None and value.lower() != "false"
+
+
+def partitions_of(node: KubeNode) -> tuple[str, ...]:
+    """Partitions named by the annotation: comma-separated, trimmed, empties dropped."""
+    raw = node.annotations.get(wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS, "")
+    return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+
+def desired(node: KubeNode) -> Desired:
+    """The Slurm node a Kubernetes node should have (CPUs at least 1, memory in MiB)."""
+    return Desired(
+        name=_nodes.slurm_name_of(node),
+        cpus=max(1, node.cpu_millis // 1000),
+        real_memory=node.memory_bytes // MIB,
+        gpus=node.gpus,
+        partitions=partitions_of(node),
+        topology=node.annotations.get(wellknown.ANNOTATION_TOPOLOGY_SPEC, "").strip(),
+    )
+
+
+def node_conf(d: Desired) -> str:
+    """The slurm.conf ``NodeName`` line for ``POST /new/node/``."""
+    parts = [
+        f"NodeName={d.name}",
+        f"CPUs={d.cpus}",
+        "Sockets=1",
+        f"CoresPerSocket={d.cpus}",
+        "ThreadsPerCore=1",
+        f"RealMemory={d.real_memory}",
+        "State=External",
+    ]
+    if d.partitions:
+        parts.append("Feature=" + ",".join(d.partitions))
+    if d.topology:
+        parts.append(f"Topology={d.topology}")
+    if d.gres:
+        parts.append(f"Gres={d.gres}")
+    return " ".join(parts)
+
+
+def view(store: Store, key: str, ctx: Context) -> View:
+    """Read the node, its Slurm node and the names of the existing partitions."""
+    node = store.get(KubeNode, key)
+    slurm = _nodes.slurm_node_for(node, store, ctx) if node is not None else None
+    parts = frozenset(p.key for p in store.values(SlurmPartition, slurm_source(ctx.cluster)))
+    return View(node=node, slurm=slurm, partitions=parts, cluster=ctx.cluster)
+
+
+def _condition(node: KubeNode, status: str, reason: str, message: str) -> tuple[AnyAction, ...]:
+    cur = node.condition(wellknown.CONDITION_SLURM_REGISTERED)
+    if cur is not None and (cur.status, cur.reason, cur.message) == (status, reason, message):
+        return ()
+    return (
+        SetNodeCondition(
+            node=node.key,
+            type=wellknown.CONDITION_SLURM_REGISTERED,
+            status=status,
+            reason=reason,
+            message=message,
+        ),
+    )
+
+
+def _event(
+    node: KubeNode,
+    reason: str,
+    message: str,
+    *,
+    warning: bool = False,
+    on: tuple[str, ...] = ("ok",),
+) -> RecordEvent:
+    return RecordEvent(
+        api_version="v1",
+        object_kind="Node",
+        name=node.key,
+        uid=node.uid,
+        type="Warning" if warning else "Normal",
+        reason=reason,
+        message=message,
+        on=on,
+    )
+
+
+def _drained_idle(slurm: SlurmNode) -> bool:
+    return slurm.has("DRAIN") and not any(slurm.has(s) for s in BUSY)
+
+
+def _leave(v: View, node: KubeNode, slurm: SlurmNode, reason: str, why: str) -> Decision:
+    """Drain (once), then delete when drained and idle."""
+    if not slurm.has("DRAIN"):
+        return Decision(
+            actions=(
+                DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
+                _event(node, "SlurmNodeDrain", f"Draining external Slurm node {slurm.key}: {why}"),
+            ),
+            reason=why,
+        )
+    if not slurm.reason.startswith(OWNED):
+        return Decision(reason=f"drained by someone else ({slurm.reason!r}); not deleting")
+    if not _drained_idle(slurm):
+        return Decision(reason=f"{why}; waiting for the jobs on {slurm.key} to end")
+    return Decision(
+        actions=(
+            DeleteSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED),
+            _event(node, "SlurmNodeDeleted", f"Deleted external Slurm node {slurm.key}: {why}"),
+        ),
+        reason=why,
+    )
+
+
+def decide(v: View) -> Decision:
+    """Create, update, re-create or remove the external Slurm node (module docstring)."""
+    node, slurm = v.node, v.slurm
+    if node is None:
+        return Decision(reason="Kubernetes node is gone")
+    if not is_external(node):
+        if slurm is None or not (slurm.has("EXTERNAL") or slurm.reason.startswith(OWNED)):
+            return NOTHING
+        return _leave(
+            v,
+            node,
+            slurm,
+            wellknown.external_removal_reason(node.key),
+            "external-node label removed",
+        )
+    d = desired(node)
+    missing = sorted(set(d.partitions) - v.partitions)
+    if missing:
+        msg = f"Slurm has no partition {', '.join(missing)}: the node is not registered"
+        cond = _condition(node, "False", "PartitionNotFound", msg)
+        if not cond:
+            return Decision(reason=msg)
+        return Decision(
+            actions=(*cond, _event(node, "PartitionNotFound", msg, warning=True)), reason=msg
+        )
+    if slurm is None:
+        return Decision(
+            actions=(
+                CreateSlurmNode(cluster=v.cluster, node=d.name, node_conf=node_conf(d)),
+                _event(node, "SlurmNodeRegistered", f"Registered in Slurm: {node_conf(d)}"),
+                _event(
+                    node,
+                    "SlurmNodeUnsupported",
+                    "The Slurm REST API cannot create nodes (needs v0.0.44+, Slurm 25.11): "
+                    "the node is not registered",
+                    warning=True,
+                    on=("unsupported",),
+                ),
+            ),
+            reason="register external node",
+        )
+    resources_changed = (
+        slurm.cpus != d.cpus or slurm.real_memory != d.real_memory or slurm.gres != d.gres
+    )
+    if resources_changed:
+        return _leave(
+            v,
+            node,
+            slurm,
+            wellknown.external_resize_reason(node.key),
+            f"resources changed (CPUs {slurm.cpus}→{d.cpus}, RealMemory "
+            f"{slurm.real_memory}→{d.real_memory}, Gres {slurm.gres!r}→{d.gres!r})",
+        )
+    actions: list[AnyAction] = []
+    if slurm.has("DRAIN") and slurm.reason.startswith(OWNED):
+        # A removal or re-registration was reversed before it completed: our drain goes.
+        actions.append(UndrainSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED))
+    if tuple(sorted(slurm.features)) != tuple(sorted(d.partitions)):
+        actions.append(
+            UpdateSlurmNodeFeatures(cluster=v.cluster, node=slurm.key, features=d.partitions)
+        )
+    actions.extend(_condition(node, "True", "Registered", f"Slurm node {slurm.key} is registered"))
+    if not actions:
+        return NOTHING
+    return Decision(actions=tuple(actions), reason="external node in step")
+
+
+def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
+    """KubeNode ⇒ itself; SlurmNode ⇒ the nodes mapping to it; SlurmPartition ⇒ the external
+    nodes that name it and are not registered yet (its appearing may unblock them; registered
+    nodes do not care how a partition's node list changes)."""
+    if isinstance(event, SlurmPartition):
+        if event.cluster and event.cluster != ctx.cluster:
+            return []
+        return [
+            n.key
+            for n in store.values(KubeNode)
+            if is_external(n)
+            and event.key in partitions_of(n)
+            and _nodes.slurm_node_for(n, store, ctx) is None
+        ]
+    return _nodes.node_keys_of(event, store, ctx)
+
+
+def all_keys(store: Store, ctx: Context) -> Iterable[str]:
+    """External nodes, and nodes whose Slurm counterpart is EXTERNAL (a removed label)."""
+    out = []
+    for n in store.values(KubeNode):
+        if is_external(n):
+            out.append(n.key)
+        else:
+            s = _nodes.slurm_node_for(n, store, ctx)
+            if s is not None and (s.has("EXTERNAL") or s.reason.startswith(OWNED)):
+                out.append(n.key)
+    return out
+
+
+SPEC = ReconcilerSpec(
+    name=NAME,
+    triggers=(KubeNode, SlurmNode, SlurmPartition),
+    key_kind="KubeNode",
+    keys_of=keys_of,
+    all_keys=all_keys,
+    view=view,
+    decide=decide,
+    description="register labelled Kubernetes nodes in Slurm as external nodes",
+)

@@ -1,0 +1,277 @@
+"""Table-driven tests of node_register: the node_conf line and every rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from reconcilers import node_register as nr
+from reconcilers import slurm_drain
+from reconcilers.base import Context
+from schemas import wellknown
+from schemas.actions import (
+    CreateSlurmNode,
+    DeleteSlurmNode,
+    DrainSlurmNode,
+    RecordEvent,
+    SetNodeCondition,
+    UndrainSlurmNode,
+    UpdateSlurmNodeFeatures,
+)
+from schemas.events import Event, KubeNode, NodeCondition, SlurmNode, SlurmPartition
+from slurmbridge.projection import Projection
+
+CTX = Context(scheduler_name="s", cluster="c1")
+GiB = 1024**3
+EXT = {wellknown.LABEL_EXTERNAL_NODE: "true"}
+PARTS = wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS
+REMOVE = wellknown.external_removal_reason("k1")
+RESIZE = wellknown.external_resize_reason("k1")
+
+
+def kn(
+    name: str = "k1",
+    *,
+    labels: dict[str, str] | None = None,
+    parts: str | None = "batch",
+    cpu: int = 8000,
+    mem: int = 16 * GiB,
+    gpus: int = 0,
+    topo: str = "",
+    cond: NodeCondition | None = None,
+) -> KubeNode:
+    ann = {} if parts is None else {PARTS: parts}
+    if topo:
+        ann[wellknown.ANNOTATION_TOPOLOGY_SPEC] = topo
+    return KubeNode(
+        source="k8s",
+        key=name,
+        uid="u",
+        labels=EXT if labels is None else labels,
+        annotations=ann,
+        cpu_millis=cpu,
+        memory_bytes=mem,
+        gpus=gpus,
+        conditions=(cond,) if cond else (),
+    )
+
+
+def sn(
+    name: str = "k1",
+    *state: str,
+    reason: str = "",
+    cpus: int = 8,
+    mem: int = 16384,
+    gres: str = "",
+    features: tuple[str, ...] = ("batch",),
+) -> SlurmNode:
+    return SlurmNode(
+        source="slurm:c1",
+        key=name,
+        cluster="c1",
+        state=state or ("EXTERNAL",),
+        reason=reason,
+        cpus=cpus,
+        real_memory=mem,
+        gres=gres,
+        features=features,
+    )
+
+
+def part(name: str) -> SlurmPartition:
+    return SlurmPartition(source="slurm:c1", key=name, cluster="c1")
+
+
+REGISTERED = NodeCondition(
+    type=wellknown.CONDITION_SLURM_REGISTERED,
+    status="True",
+    reason="Registered",
+    message="Slurm node k1 is registered",
+)
+
+
+@pytest.mark.parametrize(
+    ("node", "conf"),
+    [
+        (
+            kn(),
+            "NodeName=k1 CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16384 "
+            "State=External Feature=batch",
+        ),
+        (
+            kn(cpu=3500, mem=1000 * 1024**2 + 5),
+            "NodeName=k1 CPUs=3 Sockets=1 CoresPerSocket=3 "
+            "ThreadsPerCore=1 RealMemory=1000 State=External Feature=batch",
+        ),
+        (
+            kn(cpu=500, parts=None),
+            "NodeName=k1 CPUs=1 Sockets=1 CoresPerSocket=1 "
+            "ThreadsPerCore=1 RealMemory=16384 State=External",
+        ),
+        (
+            kn(parts=" gpu , ,batch,, "),
+            "NodeName=k1 CPUs=8 Sockets=1 CoresPerSocket=8 "
+            "ThreadsPerCore=1 RealMemory=16384 State=External Feature=gpu,batch",
+        ),
+        (
+            kn(gpus=4, topo="switch:s1"),
+            "NodeName=k1 CPUs=8 Sockets=1 CoresPerSocket=8 "
+            "ThreadsPerCore=1 RealMemory=16384 State=External Feature=batch Topology=switch:s1 "
+            "Gres=gpu:4",
+        ),
+        (
+            kn(labels={**EXT, wellknown.LABEL_SLURM_NODENAME: "slurm-7"}),
+            "NodeName=slurm-7 CPUs=8 "
+            "Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16384 State=External "
+            "Feature=batch",
+        ),
+    ],
+)
+def test_node_conf(node: KubeNode, conf: str) -> None:
+    assert nr.node_conf(nr.desired(node)) == conf
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    objs: tuple[Event, ...]
+    want: list[str]
+    check: dict[str, object] = field(default_factory=dict)
+
+
+def store(*objs: Event) -> Projection:
+    p = Projection()
+    for i, o in enumerate(objs, 1):
+        p.apply(o, i)
+    return p
+
+
+CASES = [
+    Case(
+        "labelled, partitions exist ⇒ create",
+        (kn(), part("batch")),
+        ["CreateSlurmNode", "RecordEvent", "RecordEvent"],
+    ),
+    Case(
+        "labelled, partition missing ⇒ condition + warning, no Slurm call",
+        (kn(parts="batch,gpu"), part("batch")),
+        ["SetNodeCondition", "RecordEvent"],
+    ),
+    Case(
+        "missing partition already reported ⇒ nothing",
+        (
+            kn(
+                parts="gpu",
+                cond=NodeCondition(
+                    type=wellknown.CONDITION_SLURM_REGISTERED,
+                    status="False",
+                    reason="PartitionNotFound",
+                    message="Slurm has no partition gpu: the node is not registered",
+                ),
+            ),
+        ),
+        [],
+    ),
+    Case(
+        "registered and in step ⇒ condition only", (kn(), part("batch"), sn()), ["SetNodeCondition"]
+    ),
+    Case("registered, condition set ⇒ nothing", (kn(cond=REGISTERED), part("batch"), sn()), []),
+    Case(
+        "partitions changed ⇒ features in place",
+        (kn(parts="batch,gpu", cond=REGISTERED), part("batch"), part("gpu"), sn()),
+        ["UpdateSlurmNodeFeatures"],
+    ),
+    Case(
+        "cpus changed ⇒ drain first",
+        (kn(cpu=16000, cond=REGISTERED), part("batch"), sn()),
+        ["DrainSlurmNode", "RecordEvent"],
+    ),
+    Case(
+        "gpus changed ⇒ drain first",
+        (kn(gpus=2, cond=REGISTERED), part("batch"), sn()),
+        ["DrainSlurmNode", "RecordEvent"],
+    ),
+    Case(
+        "resized, draining with jobs ⇒ wait",
+        (kn(cpu=16000), part("batch"), sn("k1", "MIXED", "DRAIN", reason=RESIZE)),
+        [],
+    ),
+    Case(
+        "resized, drained idle ⇒ delete",
+        (kn(cpu=16000), part("batch"), sn("k1", "EXTERNAL", "DRAIN", reason=RESIZE)),
+        ["DeleteSlurmNode", "RecordEvent"],
+    ),
+    Case("label removed ⇒ drain", (kn(labels={}), sn()), ["DrainSlurmNode", "RecordEvent"]),
+    Case(
+        "label removed, busy ⇒ wait, never undrain",
+        (kn(labels={}), sn("k1", "ALLOCATED", "DRAIN", reason=REMOVE)),
+        [],
+    ),
+    Case(
+        "label removed, completing ⇒ wait",
+        (kn(labels={}), sn("k1", "IDLE", "DRAIN", "COMPLETING", reason=REMOVE)),
+        [],
+    ),
+    Case(
+        "label removed, drained idle ⇒ delete",
+        (kn(labels={}), sn("k1", "IDLE", "DRAIN", reason=REMOVE)),
+        ["DeleteSlurmNode", "RecordEvent"],
+    ),
+    Case(
+        "label removed, admin drain ⇒ never delete",
+        (kn(labels={}), sn("k1", "EXTERNAL", "DRAIN", reason="admin: broken")),
+        [],
+    ),
+    Case("label false ⇒ not external", (kn(labels={wellknown.LABEL_EXTERNAL_NODE: "false"}),), []),
+    Case("not external, ordinary Slurm node ⇒ nothing", (kn(labels={}), sn("k1", "IDLE")), []),
+    Case(
+        "removal reversed before delete ⇒ undrain our drain",
+        (kn(cond=REGISTERED), part("batch"), sn("k1", "EXTERNAL", "DRAIN", reason=REMOVE)),
+        ["UndrainSlurmNode"],
+    ),
+    Case("kube node gone ⇒ nothing", (sn(),), []),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_decide(case: Case) -> None:
+    decision = nr.decide(nr.view(store(*case.objs), "k1", CTX))
+    assert [type(a).__name__ for a in decision.actions] == case.want, decision.reason
+    for a in decision.actions:
+        if isinstance(a, DrainSlurmNode):
+            assert a.reason.startswith(wellknown.EXTERNAL_REASON_PREFIX)
+        if isinstance(a, DeleteSlurmNode | UndrainSlurmNode):
+            assert a.owned_prefixes == (wellknown.EXTERNAL_REASON_PREFIX,)
+        if isinstance(a, CreateSlurmNode):
+            assert a.node_conf.startswith("NodeName=k1 ")
+        if isinstance(a, UpdateSlurmNodeFeatures):
+            assert a.features == ("batch", "gpu")
+        if isinstance(a, SetNodeCondition):
+            assert a.type == wellknown.CONDITION_SLURM_REGISTERED
+
+
+def test_create_announces_unsupported_once_as_a_warning() -> None:
+    d = nr.decide(nr.view(store(kn(), part("batch")), "k1", CTX))
+    events = [a for a in d.actions if isinstance(a, RecordEvent)]
+    assert [(e.type, e.on) for e in events] == [("Normal", ("ok",)), ("Warning", ("unsupported",))]
+
+
+def test_slurm_drain_never_undoes_a_removal_drain() -> None:
+    """The flap: a busy external node being removed is not undrained by slurm_drain."""
+    p = store(kn(labels={}), sn("k1", "ALLOCATED", "DRAIN", reason=REMOVE))
+    assert slurm_drain.decide(slurm_drain.view(p, "k1", CTX)).actions == ()
+
+
+def test_partition_change_wakes_waiting_external_nodes() -> None:
+    p = store(
+        kn("k1", parts="gpu"),
+        kn("k2", labels={}, parts="gpu"),
+        kn("k3", parts="gpu,x"),
+        kn("k4", parts="batch"),
+        kn("k5", parts="gpu"),
+        sn("k5"),
+    )
+    # k2 is not external, k4 does not name gpu, k5 is registered already.
+    assert sorted(nr.keys_of(part("gpu"), p, CTX)) == ["k1", "k3"]
+    assert list(nr.keys_of(SlurmPartition(source="slurm:x", key="gpu", cluster="x"), p, CTX)) == []
