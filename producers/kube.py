@@ -389,8 +389,7 @@ class NodeWatcher:
 
     async def _on_line(self, line: bytes) -> None:
         ev = _WATCH.decode(line)
-        self.last_event_at = time.monotonic()
-        metrics.WATCH_AGE.labels(self.resource).set(0)
+        self.last_event_at = time.monotonic()  # exported by watch_age_loop, not per event
         if ev.type == "ERROR":
             status = _STATUS.decode(ev.object)
             if status.code == 410:

@@ -180,31 +180,21 @@ class SlurmPoller:
             batch.append(
                 ping_to_event(ping, cluster=self.cluster, producer=self.producer, observed_at=now)
             )
+            c, who = self.cluster, self.producer
             nodes = await self.client.list_nodes(update_time=self._node_update)
             if nodes is not None:
-                batch += self._diff(
-                    "SlurmNode",
-                    [
-                        node_to_event(
-                            n, cluster=self.cluster, producer=self.producer, observed_at=now
-                        )
-                        for n in nodes.nodes
-                    ],
-                    now,
-                )
+                found: list[Event] = [
+                    node_to_event(n, cluster=c, producer=who, observed_at=now) for n in nodes.nodes
+                ]
+                batch += self._diff("SlurmNode", found, now)
                 node_mark = nodes.last_update or None
             parts = await self.client.list_partitions(update_time=self._part_update)
             if parts is not None:
-                batch += self._diff(
-                    "SlurmPartition",
-                    [
-                        partition_to_event(
-                            p, cluster=self.cluster, producer=self.producer, observed_at=now
-                        )
-                        for p in parts.partitions
-                    ],
-                    now,
-                )
+                found = [
+                    partition_to_event(p, cluster=c, producer=who, observed_at=now)
+                    for p in parts.partitions
+                ]
+                batch += self._diff("SlurmPartition", found, now)
                 part_mark = parts.last_update or None
         except slurm_errors.SlurmError as exc:
             node_mark, part_mark = self._node_update, self._part_update

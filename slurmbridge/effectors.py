@@ -10,6 +10,10 @@ decision it carries out was made on the projection, which may be a poll interval
 * drain: re-read the Slurm node; already DRAIN ⇒ nothing (whoever drained it owns it).
 * undrain: re-read; only when the reason is empty or starts with one of the action's
   ``owned_prefixes`` — an administrator's drain set since the decision is never undone.
+* create: one ``POST /new/node/``; Slurm's "already exists" (2168) counts as done.
+* delete: re-read; only a node that is DRAIN with one of our reasons and runs nothing.
+* features: re-read; skip when already equal. Node conditions: strategic merge on
+  ``status.conditions`` (merge key ``type``), so the kubelet's conditions stay untouched.
 
 Failures are classified into :class:`~slurmbridge.outcomes.Transient` (retry later) and
 :class:`~slurmbridge.outcomes.Permanent` (dead letter). Slurm's ``Unsupported`` (e.g. node
@@ -98,7 +102,8 @@ def _kube_error(exc: ApiException, what: str) -> Exception:
 
 
 class KubeEffector:
-    """Node taints and Kubernetes Events through one kubernetes_asyncio ApiClient."""
+    """Node taints, node conditions and Kubernetes Events through one kubernetes_asyncio
+    ApiClient (raw JSON requests and responses)."""
 
     def __init__(
         self,

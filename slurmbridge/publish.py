@@ -28,14 +28,8 @@ class ObservationPublisher:
         The returned future resolves to the PubAck (or the error). Messages are sent in call
         order on one connection, so the stream stores them in that order.
         """
-        kind = events.kind_of(event)
-        fut: asyncio.Future[Any] = await self.bus.js.publish_async(
-            subjects.obs_subject(event.source, kind, event.key),
-            events.encode_event(event),
-            headers={MSG_ID: msg_id},
-        )
-        metrics.EVENTS_PUBLISHED.labels(event.source, kind).inc()
-        return fut
+        subject, data = _frame(event)
+        return await self.bus.js.publish_async(subject, data, headers={MSG_ID: msg_id})
 
     async def __call__(self, batch: Sequence[tuple[Event, str]]) -> list[Published]:
         """Publish and wait for every acknowledgement; results in order.
@@ -45,13 +39,7 @@ class ObservationPublisher:
         """
         pub = self.bus.batch()
         for event, msg_id in batch:
-            kind = events.kind_of(event)
-            await pub.publish(
-                subjects.obs_subject(event.source, kind, event.key),
-                events.encode_event(event),
-                msg_id,
-            )
-            metrics.EVENTS_PUBLISHED.labels(event.source, kind).inc()
+            await pub.publish(*_frame(event), msg_id)
         results = await pub.flush()
         failed = [r for r in results if r.error is not None]
         if failed:
@@ -60,3 +48,10 @@ class ObservationPublisher:
                 f"{failed[0].subject}: {failed[0].error!r}"
             )
         return results
+
+
+def _frame(event: Event) -> tuple[str, bytes]:
+    """Subject and payload of one observation (counted as published)."""
+    kind = events.kind_of(event)
+    metrics.EVENTS_PUBLISHED.labels(event.source, kind).inc()
+    return subjects.obs_subject(event.source, kind, event.key), events.encode_event(event)
