@@ -1,7 +1,9 @@
-"""Kubernetes producer: watch Nodes and publish trimmed ``KubeNode`` observations.
+"""Kubernetes producer: watch Nodes, Pods and pod-group owners; publish trimmed observations.
 
-Translation only — no decisions. :func:`node_to_event` is the pure translation; the
-:class:`NodeWatcher` does the I/O:
+Translation only — no decisions. :func:`node_to_event`, :func:`pod_to_event` and
+:func:`workload_to_event` are the pure translations; the watchers (:class:`NodeWatcher`,
+:class:`PodWatcher` for pods with our ``schedulerName``, :class:`WorkloadWatcher` for Jobs,
+JobSets, LeaderWorkerSets and PodGroups) share :class:`Watcher`, which does the I/O:
 
 1. **list** nodes (raw JSON, decoded straight into msgspec Structs: kubernetes_asyncio's
    generated models are slow to build for large lists and are not needed for a trimmed
@@ -26,7 +28,8 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from datetime import datetime
+from typing import Any, Generic, TypeVar
 
 import aiohttp
 import msgspec
@@ -34,10 +37,22 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import subjects
-from schemas.events import KubeNode, NodeCondition, Taint
+from schemas.events import (
+    Event,
+    KubeNode,
+    KubePod,
+    KubeWorkload,
+    NodeCondition,
+    OwnerRef,
+    PodCondition,
+    Taint,
+    workload_key,
+)
 from slurmbridge import metrics
 
 log = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=Event)
 
 
 # --- raw shapes (only what we read) --------------------------------------------------------
@@ -111,6 +126,117 @@ class RawWatchEvent(msgspec.Struct, kw_only=True):
     object: msgspec.Raw
 
 
+class RawOwnerRef(msgspec.Struct, kw_only=True):
+    """A metadata.ownerReferences entry."""
+
+    apiVersion: str = ""  # noqa: N815
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class _ObjMeta(msgspec.Struct, kw_only=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""  # noqa: N815
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    finalizers: list[str] | None = None
+    deletionTimestamp: str | None = None  # noqa: N815
+    deletionGracePeriodSeconds: int | None = None  # noqa: N815
+    creationTimestamp: str | None = None  # noqa: N815
+    ownerReferences: list[RawOwnerRef] | None = None  # noqa: N815
+
+
+class _Resources(msgspec.Struct, kw_only=True):
+    requests: dict[str, str] | None = None
+    limits: dict[str, str] | None = None
+
+
+class _Container(msgspec.Struct, kw_only=True):
+    resources: _Resources = msgspec.field(default_factory=_Resources)
+
+
+class _Toleration(msgspec.Struct, kw_only=True):
+    key: str | None = None
+    operator: str | None = None
+
+
+class _PodSpec(msgspec.Struct, kw_only=True):
+    nodeName: str | None = None  # noqa: N815
+    schedulerName: str | None = None  # noqa: N815
+    containers: list[_Container] | None = None
+    initContainers: list[_Container] | None = None  # noqa: N815
+    overhead: dict[str, str] | None = None
+    tolerations: list[_Toleration] | None = None
+
+
+class _PodStatus(msgspec.Struct, kw_only=True):
+    phase: str | None = None
+    conditions: list[_Condition] | None = None
+
+
+class RawPod(msgspec.Struct, kw_only=True):
+    """The fields of a v1 Pod that slurmbridge reads."""
+
+    metadata: _ObjMeta = msgspec.field(default_factory=_ObjMeta)
+    spec: _PodSpec = msgspec.field(default_factory=_PodSpec)
+    status: _PodStatus = msgspec.field(default_factory=_PodStatus)
+
+
+class RawPodList(msgspec.Struct, kw_only=True):
+    """A v1 PodList."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[RawPod] = []
+
+
+class _JobTemplateSpec(msgspec.Struct, kw_only=True):
+    parallelism: int | None = None
+
+
+class _JobTemplate(msgspec.Struct, kw_only=True):
+    spec: _JobTemplateSpec = msgspec.field(default_factory=_JobTemplateSpec)
+
+
+class _ReplicatedJob(msgspec.Struct, kw_only=True):
+    replicas: int | None = None
+    template: _JobTemplate = msgspec.field(default_factory=_JobTemplate)
+
+
+class _LeaderWorkerTemplate(msgspec.Struct, kw_only=True):
+    size: int | None = None
+
+
+class _WorkloadSpec(msgspec.Struct, kw_only=True):
+    parallelism: int | None = None  # batch/v1 Job
+    replicatedJobs: list[_ReplicatedJob] | None = None  # noqa: N815 - JobSet
+    leaderWorkerTemplate: _LeaderWorkerTemplate | None = None  # noqa: N815 - LeaderWorkerSet
+    minMember: int | None = None  # noqa: N815 - PodGroup
+
+
+class RawWorkload(msgspec.Struct, kw_only=True):
+    """The fields of a Job / JobSet / LeaderWorkerSet / PodGroup that slurmbridge reads."""
+
+    apiVersion: str = ""  # noqa: N815
+    kind: str = ""
+    metadata: _ObjMeta = msgspec.field(default_factory=_ObjMeta)
+    spec: _WorkloadSpec = msgspec.field(default_factory=_WorkloadSpec)
+
+
+class RawWorkloadList(msgspec.Struct, kw_only=True):
+    """A list of workload objects."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[RawWorkload] = []
+
+
+_POD_LIST = msgspec.json.Decoder(RawPodList)
+_POD = msgspec.json.Decoder(RawPod)
+_WORKLOAD_LIST = msgspec.json.Decoder(RawWorkloadList)
+_WORKLOAD = msgspec.json.Decoder(RawWorkload)
 _NODE_LIST = msgspec.json.Decoder(RawNodeList)
 _NODE = msgspec.json.Decoder(RawNode)
 _WATCH = msgspec.json.Decoder(RawWatchEvent)
@@ -216,13 +342,173 @@ def tombstone(last: KubeNode, *, version: str, producer: str, observed_at: int) 
     )
 
 
-def same_content(a: KubeNode, b: KubeNode) -> bool:
+def same_content(a: Event, b: Event) -> bool:
     """True when two observations differ at most in envelope fields (version, time, producer)."""
     strip = {"observed_at": 0, "version": "", "producer": ""}
     return msgspec.structs.replace(a, **strip) == msgspec.structs.replace(b, **strip)
 
 
-# --- the watcher ---------------------------------------------------------------------------
+def _epoch(ts: str | None) -> int:
+    """An RFC 3339 timestamp as whole epoch seconds (0 when absent or malformed)."""
+    if not ts:
+        return 0
+    try:
+        return int(datetime.fromisoformat(ts).timestamp())
+    except ValueError:
+        return 0
+
+
+def _quantity(values: dict[str, str] | None, name: str, scale: float) -> int:
+    raw = (values or {}).get(name)
+    if raw is None:
+        return 0
+    try:
+        return int(parse_quantity(raw) * scale + 1e-9)
+    except ValueError:
+        return 0
+
+
+def _container_request(c: _Container, name: str, scale: float) -> int:
+    # The API server defaults a missing request to the limit.
+    r = c.resources
+    if r.requests and name in r.requests:
+        return _quantity(r.requests, name, scale)
+    return _quantity(r.limits, name, scale)
+
+
+def _effective(spec: _PodSpec, amount: Callable[[_Container], int], overhead: int) -> int:
+    """Kubernetes' effective pod request: max(sum of containers, largest init) + overhead."""
+    main = sum(amount(c) for c in spec.containers or [])
+    init = max((amount(c) for c in spec.initContainers or []), default=0)
+    return max(main, init) + overhead
+
+
+def _controller(refs: list[RawOwnerRef] | None) -> OwnerRef | None:
+    for r in refs or []:
+        if r.controller:
+            return OwnerRef(api_version=r.apiVersion, kind=r.kind, name=r.name, uid=r.uid)
+    return None
+
+
+def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
+    """Translate a raw Pod into a ``KubePod`` observation (pure; see KubePod for the fields)."""
+    md, spec, status = raw.metadata, raw.spec, raw.status
+
+    def gpus(c: _Container) -> int:
+        return sum(_quantity(c.resources.limits, g, 1) for g in GPU_RESOURCES)
+
+    return KubePod(
+        source=subjects.KUBE_SOURCE,
+        key=f"{md.namespace}/{md.name}",
+        observed_at=observed_at,
+        version=md.resourceVersion,
+        producer=producer,
+        uid=md.uid,
+        namespace=md.namespace,
+        name=md.name,
+        phase=status.phase or "Pending",
+        node_name=spec.nodeName or "",
+        scheduler_name=spec.schedulerName or "",
+        labels=dict(md.labels or {}),
+        annotations={k: v for k, v in (md.annotations or {}).items() if SLINKY_ANNOTATION in k},
+        finalizers=tuple(md.finalizers or ()),
+        deletion_timestamp=_epoch(md.deletionTimestamp),
+        deletion_grace_s=md.deletionGracePeriodSeconds or 0,
+        cpu_millis=_effective(
+            spec,
+            lambda c: _container_request(c, "cpu", 1000),
+            _quantity(spec.overhead, "cpu", 1000),
+        ),
+        memory_bytes=_effective(
+            spec,
+            lambda c: _container_request(c, "memory", 1),
+            _quantity(spec.overhead, "memory", 1),
+        ),
+        gpus=_effective(spec, gpus, 0),
+        owner=_controller(md.ownerReferences),
+        ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
+        conditions=tuple(
+            PodCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
+            for c in status.conditions or []
+            if c.type == "PodScheduled"
+        ),
+        tolerations=tuple(
+            sorted({t.key or "" for t in spec.tolerations or [] if t.key or t.operator == "Exists"})
+        ),
+        created_at=_epoch(md.creationTimestamp),
+    )
+
+
+def pod_tombstone(last: KubePod, *, version: str, producer: str, observed_at: int) -> KubePod:
+    """The deletion marker for a pod last seen as ``last`` (pure). It keeps the identity —
+    namespace, name, uid, labels, owner, schedulerName — so consumers still find its group."""
+    return KubePod(
+        source=last.source,
+        key=last.key,
+        op="deleted",
+        observed_at=observed_at,
+        version=version,
+        producer=producer,
+        uid=last.uid,
+        namespace=last.namespace,
+        name=last.name,
+        scheduler_name=last.scheduler_name,
+        labels=last.labels,
+        owner=last.owner,
+    )
+
+
+def workload_size(raw: RawWorkload) -> int:
+    """Pods a workload object expects (see KubeWorkload.size); 0 when it cannot tell."""
+    spec = raw.spec
+    if raw.kind == "Job":
+        return spec.parallelism if spec.parallelism is not None else 1
+    if raw.kind == "JobSet":
+        return sum(
+            (rj.replicas if rj.replicas is not None else 1)
+            * (rj.template.spec.parallelism if rj.template.spec.parallelism is not None else 1)
+            for rj in spec.replicatedJobs or []
+        )
+    if raw.kind == "LeaderWorkerSet":
+        lwt = spec.leaderWorkerTemplate
+        return lwt.size if lwt is not None and lwt.size is not None else 1
+    if raw.kind == "PodGroup":
+        return spec.minMember or 0
+    return 0
+
+
+def workload_to_event(raw: RawWorkload, *, producer: str, observed_at: int) -> KubeWorkload:
+    """Translate a raw Job / JobSet / LeaderWorkerSet / PodGroup (pure)."""
+    md = raw.metadata
+    return KubeWorkload(
+        source=subjects.KUBE_SOURCE,
+        key=workload_key(md.namespace, raw.kind, md.name),
+        observed_at=observed_at,
+        version=md.resourceVersion,
+        producer=producer,
+        uid=md.uid,
+        namespace=md.namespace,
+        name=md.name,
+        workload_kind=raw.kind,
+        api_version=raw.apiVersion,
+        annotations={k: v for k, v in (md.annotations or {}).items() if SLINKY_ANNOTATION in k},
+        size=workload_size(raw),
+        owner=_controller(md.ownerReferences),
+    )
+
+
+# --- the watchers --------------------------------------------------------------------------
+
+
+def _check_status(resp: Any, body: bytes) -> None:
+    """Raise ApiException for a non-2xx raw response (kubernetes_asyncio does not check
+    ``_preload_content=False`` responses): e.g. 404 for a CRD that is not installed."""
+    if resp.status >= 300:
+        try:
+            message = _STATUS.decode(body).message
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            message = ""
+        raise ApiException(status=resp.status, reason=message or str(resp.reason))
 
 
 class Expired(Exception):  # noqa: N818 - mirrors the API server's reason
@@ -237,18 +523,20 @@ class PublishLost(Exception):  # noqa: N818
 WINDOW = 1024
 
 
-Publish = Callable[[list[tuple[KubeNode, str]]], Awaitable[object]]
-Send = Callable[[KubeNode, str], Awaitable["asyncio.Future[Any]"]]
+Publish = Callable[[list[tuple[Any, str]]], Awaitable[object]]
+Send = Callable[[Any, str], Awaitable["asyncio.Future[Any]"]]
 
 
-class NodeWatcher:
-    """List + watch Kubernetes Nodes, publishing ``KubeNode`` observations.
+class Watcher(Generic[E]):
+    """List + watch one Kubernetes resource, publishing trimmed observations of type ``E``.
 
+    Subclasses say how to request (:meth:`_call`), decode (:meth:`_decode_list`,
+    :meth:`_decode_item`) and translate (:meth:`_translate`, :meth:`_tombstone`).
     ``publish`` receives ``[(event, msg_id), …]`` and must persist them before returning.
     ``seed`` are the last published observations (from the projection).
     """
 
-    resource = "nodes"
+    resource = ""
 
     def __init__(
         self,
@@ -256,27 +544,54 @@ class NodeWatcher:
         publish: Publish,
         *,
         producer: str,
-        seed: dict[str, KubeNode],
+        seed: dict[str, E],
         label_selector: str = "",
         watch_timeout: int = 300,
         send: Send | None = None,
     ) -> None:
-        self.core = client.CoreV1Api(api)
+        self.api = api
         self.publish = publish
         self.send = send
         self._inflight: collections.deque[asyncio.Future[Any]] = collections.deque()
         self._republish = False
         self.producer = producer
-        self.last: dict[str, KubeNode] = dict(seed)
+        self.last: dict[str, E] = dict(seed)
         self.label_selector = label_selector
         self.watch_timeout = watch_timeout
         self.resource_version = ""
         self.last_event_at = time.monotonic()
         self.listed = asyncio.Event()
         self.relists = 0
+        self.missing = False
+        self.missing_retry = 60.0
+        #: True while a watch stream is open (tests wait for it before breaking streams).
+        self.watching = False
 
     def _selector(self) -> dict[str, Any]:
         return {"label_selector": self.label_selector} if self.label_selector else {}
+
+    # --- what a subclass provides ----------------------------------------------------------
+
+    async def _call(self, **kwargs: Any) -> Any:
+        """The list (or, with ``watch=True``, watch) request, ``_preload_content=False``."""
+        raise NotImplementedError
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        """The raw items of a list response and its resourceVersion."""
+        raise NotImplementedError
+
+    def _decode_item(self, data: bytes) -> Any:
+        """One raw object of a watch event (with ``metadata.resourceVersion``)."""
+        raise NotImplementedError
+
+    def _translate(self, raw: Any, now: int) -> E:
+        raise NotImplementedError
+
+    def _tombstone(self, last: E, version: str, now: int) -> E:
+        raise NotImplementedError
+
+    def _msg_id(self, ev: E) -> str:
+        return f"{getattr(ev, 'uid', '')}:{ev.version}" + (":deleted" if ev.deleted else "")
 
     def age(self) -> float:
         """Seconds since the last watch event or bookmark."""
@@ -303,7 +618,24 @@ class NodeWatcher:
                 )
                 self.resource_version = ""
                 self._republish = True
-            except (aiohttp.ClientError, TimeoutError, ApiException, ConnectionError) as exc:
+            except ApiException as exc:
+                if exc.status != 404:
+                    failures += 1
+                    metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
+                    log.warning("watch %s failed (%s); retrying", self.resource, exc)
+                    await asyncio.sleep(min(5.0, 0.1 * 2**failures))
+                    continue
+                # The resource is not served (a CRD that is not installed): look again now
+                # and then, without filling the log.
+                if not self.missing:
+                    log.info(
+                        "%s are not served by this API server; checking every %.0f s",
+                        self.resource,
+                        self.missing_retry,
+                    )
+                self.missing = True
+                await asyncio.sleep(self.missing_retry)
+            except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
                 failures += 1
                 metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
                 log.warning("watch %s failed (%s); retrying", self.resource, exc)
@@ -316,39 +648,35 @@ class NodeWatcher:
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
 
     async def relist(self) -> None:
-        """List all nodes, publish changes and tombstones, remember the resourceVersion."""
+        """List everything, publish changes and tombstones, remember the resourceVersion."""
         self.relists += 1
-        resp: Any = await self.core.list_node(**self._selector(), _preload_content=False)
+        resp: Any = await self._call(**self._selector())
         try:
             body = await resp.read()
         finally:
             resp.release()
-        listing = _NODE_LIST.decode(body)
+        _check_status(resp, body)
+        items, list_rv = self._decode_list(body)
         now = time.time_ns()
-        batch: list[tuple[KubeNode, str]] = []
+        batch: list[tuple[E, str]] = []
         seen: set[str] = set()
-        for raw in listing.items:
-            ev = node_to_event(raw, producer=self.producer, observed_at=now)
+        for raw in items:
+            ev = self._translate(raw, now)
             seen.add(ev.key)
             prev = self.last.get(ev.key)
             if self._republish or prev is None or not same_content(prev, ev):
-                batch.append((ev, f"{ev.uid}:{ev.version}"))
+                batch.append((ev, self._msg_id(ev)))
         for key in set(self.last) - seen:
-            tomb = tombstone(
-                self.last[key],
-                version=listing.metadata.resourceVersion,
-                producer=self.producer,
-                observed_at=now,
-            )
-            batch.append((tomb, f"{tomb.uid}:{tomb.version}:deleted"))
+            tomb = self._tombstone(self.last[key], list_rv, now)
+            batch.append((tomb, self._msg_id(tomb)))
         if batch:
             await self._publish(batch)
         self._republish = False
-        self.resource_version = listing.metadata.resourceVersion
+        self.resource_version = list_rv
         self.last_event_at = time.monotonic()
         self.listed.set()
 
-    async def _publish(self, batch: list[tuple[KubeNode, str]]) -> None:
+    async def _publish(self, batch: list[tuple[E, str]]) -> None:
         await self._drain_inflight()
         await self.publish(batch)
         for ev, _ in batch:
@@ -364,12 +692,11 @@ class NodeWatcher:
             Expired: the server answered 410 Gone (in-stream or as HTTP status).
         """
         try:
-            resp: Any = await self.core.list_node(
+            resp: Any = await self._call(
                 watch=True,
                 resource_version=self.resource_version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=self.watch_timeout,
-                _preload_content=False,
                 _request_timeout=self.watch_timeout + 30,
                 **self._selector(),
             )
@@ -377,6 +704,15 @@ class NodeWatcher:
             if exc.status == 410:
                 raise Expired(str(exc.reason)) from exc
             raise
+        if resp.status >= 300:
+            try:
+                body = await resp.read()
+            finally:
+                resp.release()
+            if resp.status == 410:
+                raise Expired(_STATUS.decode(body).message if body else "410 Gone")
+            _check_status(resp, body)
+        self.watching = True
         try:
             while True:
                 line = await resp.content.readline()
@@ -385,6 +721,7 @@ class NodeWatcher:
                 if line.strip():
                     await self._on_line(line)
         finally:
+            self.watching = False
             resp.release()
 
     async def _on_line(self, line: bytes) -> None:
@@ -395,27 +732,25 @@ class NodeWatcher:
             if status.code == 410:
                 raise Expired(status.message)
             raise ApiException(status=status.code, reason=status.message)
-        raw = _NODE.decode(ev.object)
+        raw = self._decode_item(ev.object)
         if raw.metadata.resourceVersion:
             self.resource_version = raw.metadata.resourceVersion
         if ev.type == "BOOKMARK":
             return
         now = time.time_ns()
         if ev.type == "DELETED":
-            prev = self.last.get(raw.metadata.name)
-            base = prev or node_to_event(raw, producer=self.producer, observed_at=now)
-            tomb = tombstone(
-                base, version=raw.metadata.resourceVersion, producer=self.producer, observed_at=now
-            )
-            await self._send(tomb, f"{tomb.uid}:{tomb.version}:deleted")
+            current = self._translate(raw, now)
+            base = self.last.get(current.key) or current
+            tomb = self._tombstone(base, raw.metadata.resourceVersion, now)
+            await self._send(tomb, self._msg_id(tomb))
             return
-        node = node_to_event(raw, producer=self.producer, observed_at=now)
-        prev = self.last.get(node.key)
-        if prev is not None and same_content(prev, node):
+        obj = self._translate(raw, now)
+        prev = self.last.get(obj.key)
+        if prev is not None and same_content(prev, obj):
             return
-        await self._send(node, f"{node.uid}:{node.version}")
+        await self._send(obj, self._msg_id(obj))
 
-    async def _send(self, ev: KubeNode, msg_id: str) -> None:
+    async def _send(self, ev: E, msg_id: str) -> None:
         """Publish one watch event without waiting for its acknowledgement (bounded window).
 
         A failed publish is found at the next event (or when the window is full) and raises
@@ -446,12 +781,126 @@ class NodeWatcher:
             raise PublishLost(str(failed[0]))
 
 
-def seed_from(values: Any) -> dict[str, KubeNode]:
-    """Index the projection's live KubeNode observations by key (the producer's seed)."""
-    return {n.key: n for n in values if isinstance(n, KubeNode)}
+class NodeWatcher(Watcher[KubeNode]):
+    """List + watch Kubernetes Nodes, publishing ``KubeNode`` observations."""
+
+    resource = "nodes"
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CoreV1Api(self.api).list_node(**kwargs, _preload_content=False)
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = _NODE_LIST.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return _NODE.decode(data)
+
+    def _translate(self, raw: Any, now: int) -> KubeNode:
+        return node_to_event(raw, producer=self.producer, observed_at=now)
+
+    def _tombstone(self, last: KubeNode, version: str, now: int) -> KubeNode:
+        return tombstone(last, version=version, producer=self.producer, observed_at=now)
 
 
-async def watch_age_loop(watcher: NodeWatcher, period: float = 1.0) -> None:
+class PodWatcher(Watcher[KubePod]):
+    """List + watch the Pods whose ``spec.schedulerName`` is ``scheduler_name`` (a field
+    selector, so the API server filters), publishing ``KubePod`` observations."""
+
+    resource = "pods"
+
+    def __init__(self, *args: Any, scheduler_name: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scheduler_name = scheduler_name
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+            **kwargs,
+            field_selector=f"spec.schedulerName={self.scheduler_name}",
+            _preload_content=False,
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = _POD_LIST.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return _POD.decode(data)
+
+    def _translate(self, raw: Any, now: int) -> KubePod:
+        return pod_to_event(raw, producer=self.producer, observed_at=now)
+
+    def _tombstone(self, last: KubePod, version: str, now: int) -> KubePod:
+        return pod_tombstone(last, version=version, producer=self.producer, observed_at=now)
+
+
+#: Workload kinds that group pods: (kind, group, version, plural); group "batch" = built-in.
+WORKLOAD_KINDS: tuple[tuple[str, str, str, str], ...] = (
+    ("Job", "batch", "v1", "jobs"),
+    ("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    ("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups"),
+)
+
+
+class WorkloadWatcher(Watcher[KubeWorkload]):
+    """List + watch one workload kind (an entry of :data:`WORKLOAD_KINDS`), publishing
+    ``KubeWorkload`` observations. A kind whose CRD is not installed answers 404: the watcher
+    then retries slowly (the run loop's back-off), and the pods of such groups wait."""
+
+    def __init__(self, *args: Any, kind: tuple[str, str, str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind, self.group, self.version, self.plural = kind
+        self.resource = self.plural
+        self.last = {k: v for k, v in self.last.items() if v.workload_kind == self.kind}
+
+    async def _call(self, **kwargs: Any) -> Any:
+        if self.group == "batch":
+            return await client.BatchV1Api(self.api).list_job_for_all_namespaces(
+                **kwargs, _preload_content=False
+            )
+        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            self.group, self.version, self.plural, **kwargs, _preload_content=False
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = _WORKLOAD_LIST.decode(body)
+        for item in listing.items:
+            item.kind = item.kind or self.kind  # list items may omit kind
+            item.apiVersion = item.apiVersion or (
+                f"{self.group}/{self.version}" if self.group != "batch" else "batch/v1"
+            )
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        item = _WORKLOAD.decode(data)
+        item.kind = item.kind or self.kind
+        return item
+
+    def _translate(self, raw: Any, now: int) -> KubeWorkload:
+        return workload_to_event(raw, producer=self.producer, observed_at=now)
+
+    def _tombstone(self, last: KubeWorkload, version: str, now: int) -> KubeWorkload:
+        return KubeWorkload(
+            source=last.source,
+            key=last.key,
+            op="deleted",
+            observed_at=now,
+            version=version,
+            producer=self.producer,
+            uid=last.uid,
+            namespace=last.namespace,
+            name=last.name,
+            workload_kind=last.workload_kind,
+        )
+
+
+def seed_from(values: Any) -> dict[str, Any]:
+    """Index the projection's live observations by key (the producer's seed)."""
+    return {n.key: n for n in values if isinstance(n, Event)}
+
+
+async def watch_age_loop(watcher: Watcher[Any], period: float = 1.0) -> None:
     """Export "seconds since last event or bookmark" every ``period`` seconds."""
     while True:
         metrics.WATCH_AGE.labels(watcher.resource).set(watcher.age())

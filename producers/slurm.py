@@ -1,4 +1,5 @@
-"""Slurm producer: poll slurmrestd, publish changed SlurmNode / SlurmPartition / SlurmPing.
+"""Slurm producer: poll slurmrestd, publish changed SlurmNode / SlurmPartition / SlurmJob /
+SlurmPing.
 
 Translation only. The pure functions :func:`node_to_event`, :func:`partition_to_event` and
 :func:`ping_to_event` map the client's version-neutral models to events; :class:`SlurmPoller`
@@ -20,20 +21,21 @@ gets a new id (its previous sequence differs).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import msgspec
 
 from schemas import events, subjects
-from schemas.events import Event, SlurmNode, SlurmPartition, SlurmPing
+from schemas.events import Event, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
 from slurmbridge import metrics
 from slurmbridge.bus import Published
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
-from slurmbridge.slurm.models import Node, Partition, Ping
+from slurmbridge.slurm.models import Job, Node, Partition, Ping
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,30 @@ def partition_to_event(
     return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
 
 
+def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int = 0) -> SlurmJob:
+    """Translate a Slurm job (pure). ``key`` is the job id."""
+    ev = SlurmJob(
+        source=subjects.slurm_source(cluster),
+        key=str(job.job_id),
+        cluster=cluster,
+        job_id=job.job_id,
+        name=job.name,
+        state=tuple(job.state),
+        state_reason=job.state_reason,
+        nodes=tuple(job.nodes),
+        partition=job.partition,
+        admin_comment=job.admin_comment,
+        comment=job.comment,
+        flags=tuple(job.flags),
+        user_id=job.user_id,
+        submit_time=job.submit_time,
+        start_time=job.start_time,
+        end_time=job.end_time,
+        time_limit_minutes=job.time_limit_minutes,
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
 def ping_to_event(
     ping: Ping | None, *, cluster: str, error: str = "", producer: str = "", observed_at: int = 0
 ) -> SlurmPing:
@@ -143,6 +169,10 @@ class SlurmPoller:
         producer: str,
         poll_interval: float,
         seed: dict[tuple[str, str], tuple[Event, int]],
+        poll_jobs: bool = True,
+        hot_jobs: Callable[[], Iterable[int]] | None = None,
+        hot_interval: float = 0.02,
+        hot_limit: int = 32,
     ) -> None:
         self.client = client
         self.publish = publish
@@ -152,12 +182,74 @@ class SlurmPoller:
         self.last: dict[tuple[str, str], tuple[Event, int]] = dict(seed)
         self._node_update: int | None = None
         self._part_update: int | None = None
+        self._job_update: int | None = None
+        self.poll_jobs = poll_jobs
+        self.hot_jobs = hot_jobs
+        self.hot_interval = hot_interval
+        self.hot_limit = hot_limit
+        self._lock = asyncio.Lock()
         self.polls = 0
         self.last_poll_at = 0.0
         self.polled = asyncio.Event()
 
     async def run(self) -> None:
-        """Poll forever on a fixed schedule."""
+        """Poll forever on a fixed schedule (and, with ``hot_jobs``, watch those jobs closely)."""
+        if self.hot_jobs is not None and self.poll_jobs:
+            hot = asyncio.create_task(self._hot_loop(), name="slurm-hot-jobs")
+            try:
+                await self._full_loop()
+            finally:
+                hot.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await hot
+        else:
+            await self._full_loop()
+
+    async def _hot_loop(self) -> None:
+        """Every ``hot_interval`` seconds, GET the jobs ``hot_jobs`` names (at most
+        ``hot_limit``) and publish those that changed.
+
+        Why: a pod waits for its placeholder job to start, and a full listing every poll
+        interval would add up to that interval to every start. The jobs to watch are chosen
+        by the caller from the log (jobs named by unbound pods and not yet seen RUNNING), so
+        the producer still only translates what Slurm says.
+        """
+        assert self.hot_jobs is not None
+        while True:
+            await asyncio.sleep(self.hot_interval)
+            ids = sorted(set(self.hot_jobs()))[: self.hot_limit]
+            if not ids:
+                continue
+            try:
+                await self.poll_jobs_once(ids)
+            except slurm_errors.SlurmError as exc:
+                log.debug("hot job poll failed: %s", exc)
+            except Exception:
+                log.exception("hot job poll crashed")
+
+    async def poll_jobs_once(self, job_ids: Sequence[int]) -> int:
+        """GET each job of ``job_ids`` and publish the ones that changed; returns how many.
+
+        A job Slurm no longer knows is *not* tombstoned here: only a full listing may say an
+        object vanished.
+        """
+        now = time.time_ns()
+        jobs = await asyncio.gather(*(self.client.get_job(j) for j in job_ids))
+        found = [
+            job_to_event(j, cluster=self.cluster, producer=self.producer, observed_at=now)
+            for j in jobs
+            if j is not None
+        ]
+        async with self._lock:
+            changed = [ev for ev in found if self._changed(ev)]
+            if changed:
+                keyed = [(ev, self._msg_id(ev)) for ev in changed]
+                results = await self.publish(keyed)
+                for ev, res in zip(changed, results, strict=True):
+                    self.last[(events.kind_of(ev), ev.key)] = (ev, res.seq)
+        return len(changed)
+
+    async def _full_loop(self) -> None:
         next_at = time.monotonic()
         while True:
             await self.poll_once()
@@ -175,6 +267,7 @@ class SlurmPoller:
         # The watermarks advance only once this poll's changes are published: a failure
         # half-way must not make the next conditional poll skip what this one saw.
         node_mark, part_mark = self._node_update, self._part_update
+        job_mark = self._job_update
         try:
             ping = await self.client.ping()
             batch.append(
@@ -196,8 +289,17 @@ class SlurmPoller:
                 ]
                 batch += self._diff("SlurmPartition", found, now)
                 part_mark = parts.last_update or None
+            if self.poll_jobs:
+                jobs = await self.client.list_jobs(update_time=self._job_update)
+                if jobs is not None:
+                    found = [
+                        job_to_event(j, cluster=c, producer=who, observed_at=now) for j in jobs.jobs
+                    ]
+                    batch += self._diff("SlurmJob", found, now)
+                    job_mark = jobs.last_update or None
         except slurm_errors.SlurmError as exc:
             node_mark, part_mark = self._node_update, self._part_update
+            job_mark = self._job_update
             metrics.POLL_ERRORS.labels(self.cluster).inc()
             log.warning("poll of Slurm cluster %s failed: %s", self.cluster, exc)
             batch = [
@@ -209,13 +311,16 @@ class SlurmPoller:
                     observed_at=now,
                 )
             ]
-        changed = [ev for ev in batch if self._changed(ev)]
-        if changed:
-            keyed = [(ev, self._msg_id(ev)) for ev in changed]
-            results = await self.publish(keyed)
-            for ev, res in zip(changed, results, strict=True):
-                self.last[(events.kind_of(ev), ev.key)] = (ev, res.seq)
+        async with self._lock:
+            # A job the hot loop saw after this poll began is newer than this listing's copy.
+            changed = [ev for ev in batch if self._changed(ev) and not self._stale(ev)]
+            if changed:
+                keyed = [(ev, self._msg_id(ev)) for ev in changed]
+                results = await self.publish(keyed)
+                for ev, res in zip(changed, results, strict=True):
+                    self.last[(events.kind_of(ev), ev.key)] = (ev, res.seq)
         self._node_update, self._part_update = node_mark, part_mark
+        self._job_update = job_mark
         self.polls += 1
         self.last_poll_at = time.monotonic()
         self.polled.set()
@@ -229,6 +334,10 @@ class SlurmPoller:
             if k == kind and key not in seen and ev.op != "deleted":
                 out.append(tombstone(ev, producer=self.producer, observed_at=now))
         return out
+
+    def _stale(self, ev: Event) -> bool:
+        prev = self.last.get((events.kind_of(ev), ev.key))
+        return prev is not None and prev[0].observed_at > ev.observed_at
 
     def _changed(self, ev: Event) -> bool:
         prev = self.last.get((events.kind_of(ev), ev.key))

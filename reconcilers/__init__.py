@@ -8,9 +8,16 @@ reconciler this version ships, by name.
 
 from __future__ import annotations
 
-from reconcilers import node_register, node_taint, slurm_drain
+from reconcilers import node_register, node_taint, placement, slurm_drain, workload
 from reconcilers.base import ReconcilerSpec
 
 ALL: dict[str, ReconcilerSpec] = {
-    spec.name: spec for spec in (node_taint.SPEC, slurm_drain.SPEC, node_register.SPEC)
+    spec.name: spec
+    for spec in (
+        node_taint.SPEC,
+        slurm_drain.SPEC,
+        node_register.SPEC,
+        placement.SPEC,
+        workload.SPEC,
+    )
 }

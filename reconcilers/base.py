@@ -44,11 +44,19 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
 
     ``scheduler_name`` is the value of the managed-node taint and the pods' schedulerName;
     ``cluster`` the Slurm cluster whose nodes mirror the Kubernetes nodes (its observations
-    come from source ``slurm:<cluster>``).
+    come from source ``slurm:<cluster>``). ``now`` is the wall clock (epoch seconds) the
+    runtime stamps on each reconcile, so rules that wait for a time stay pure (``replay``
+    stamps the recorded time). ``stuck_pod_grace_s``: seconds a pod may stay Terminating on a
+    node whose kubelet does not answer before our finalizer is removed (slurm-bridge #49).
+    ``default_partition``: the partition of placeholder jobs whose pods name none (Slinky's
+    ``partition`` setting; ``""`` = Slurm's default partition).
     """
 
     scheduler_name: str
     cluster: str
+    now: float = 0.0
+    stuck_pod_grace_s: float = 300.0
+    default_partition: str = ""
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):

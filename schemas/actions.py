@@ -127,6 +127,139 @@ class RecordEvent(Action, frozen=True, kw_only=True, tag="RecordEvent"):
     on: tuple[str, ...] = ("ok",)
 
 
+class PodRef(msgspec.Struct, frozen=True, kw_only=True):
+    """One pod: ``namespace``, ``name`` and ``uid`` (a precondition: a pod re-created under the
+    same name is a different pod and is never touched by an action meant for the old one)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+class SlurmJobSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """The Slurm job a pod group becomes (version-neutral; the client maps it per API version).
+
+    ``memory_per_node_mib``: MiB, ``None`` = Slurm's default. ``time_limit_minutes``: minutes,
+    ``None`` = the partition's default. ``tres_per_node``: ``gres/gpu=N`` or ``""``.
+    ``user_id`` / ``group_id``: numeric ids to submit as (``None`` = slurmrestd's user).
+    ``excluded_nodes``: Slurm nodes the group's pods cannot use (never ``required_nodes``:
+    slurm-bridge issue #43).
+    """
+
+    name: str
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    reservation: str = ""
+    wckey: str = ""
+    constraints: str = ""
+    licenses: str = ""
+    cpus_per_task: int = 1
+    tasks: int = 1
+    min_nodes: int = 1
+    max_nodes: int | None = None
+    memory_per_node_mib: int | None = None
+    tres_per_node: str = ""
+    time_limit_minutes: int | None = None
+    priority: int | None = None
+    user_id: int | None = None
+    group_id: int | None = None
+    exclusive: bool = False
+    excluded_nodes: tuple[str, ...] = ()
+
+
+class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
+    """Ensure pod group ``group`` has a placeholder job in Slurm, then mark its pods.
+
+    Idempotent: the effector first looks in Slurm for a live job whose ``comment`` is
+    ``marker``, and submits only when there is none (``EXTERNAL_JOB`` with
+    ``admin_comment={"pods":[…]}`` on v0.0.43+, a sleeping batch job before). Then each pod
+    in ``pods`` gets label ``scheduler.slinky.slurm.net/slurm-jobid``, finalizer
+    ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration
+    (value ``scheduler_name``).
+    """
+
+    cluster: str
+    group: str
+    marker: str
+    pods: tuple[PodRef, ...]
+    spec: SlurmJobSpec
+    scheduler_name: str
+
+
+class MarkPods(Action, frozen=True, kw_only=True, tag="MarkPods"):
+    """Ensure ``pods`` carry the job-id label ``job_id``, our finalizer and the managed-node
+    toleration (value ``scheduler_name``) — for pods that joined a group after its job."""
+
+    job_id: int
+    pods: tuple[PodRef, ...]
+    scheduler_name: str
+
+
+class BindPod(Action, frozen=True, kw_only=True, tag="BindPod"):
+    """Annotate pod ``pod`` with ``slinky.slurm.net/slurm-node: slurm_node`` and bind it to
+    Kubernetes node ``node`` through the Binding subresource (already bound there ⇒ noop)."""
+
+    pod: PodRef
+    node: str
+    slurm_node: str
+    job_id: int
+
+
+class CancelSlurmJob(Action, frozen=True, kw_only=True, tag="CancelSlurmJob"):
+    """Cancel Slurm job ``job_id`` of ``cluster`` — only while its ``comment`` is ``marker``
+    (ours); the effector re-reads the job, does nothing for a finished or foreign job and
+    treats "no such job" as done."""
+
+    cluster: str
+    job_id: int
+    marker: str
+    why: str = ""
+
+    @property
+    def destructive(self) -> bool:
+        return True
+
+
+class DeletePod(Action, frozen=True, kw_only=True, tag="DeletePod"):
+    """Delete pod ``pod`` (graceful, uid precondition) because its job ``job_id`` no longer
+    runs. Fail closed: the effector re-reads the job from Slurm and skips when it is RUNNING
+    or when Slurm cannot be asked."""
+
+    pod: PodRef
+    cluster: str
+    job_id: int
+    why: str
+
+    @property
+    def destructive(self) -> bool:
+        return True
+
+
+class RemovePodFinalizer(Action, frozen=True, kw_only=True, tag="RemovePodFinalizer"):
+    """Remove ``finalizer`` from pod ``pod`` (uid precondition; absent ⇒ noop)."""
+
+    pod: PodRef
+    finalizer: str
+    why: str = ""
+
+
+class SetPodCondition(Action, frozen=True, kw_only=True, tag="SetPodCondition"):
+    """Ensure pod ``pod`` has condition ``type`` with this status/reason/message (status
+    subresource; ``status``: "True" | "False" | "Unknown")."""
+
+    pod: PodRef
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
 AnyAction = (
     TaintNode
     | UntaintNode
@@ -137,6 +270,13 @@ AnyAction = (
     | UpdateSlurmNodeFeatures
     | SetNodeCondition
     | RecordEvent
+    | SubmitSlurmJob
+    | MarkPods
+    | BindPod
+    | CancelSlurmJob
+    | DeletePod
+    | RemovePodFinalizer
+    | SetPodCondition
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped"]
@@ -191,6 +331,13 @@ ACTIONS: Final[dict[str, type[Action]]] = {
         UpdateSlurmNodeFeatures,
         SetNodeCondition,
         RecordEvent,
+        SubmitSlurmJob,
+        MarkPods,
+        BindPod,
+        CancelSlurmJob,
+        DeletePod,
+        RemovePodFinalizer,
+        SetPodCondition,
     )
 }
 

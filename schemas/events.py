@@ -85,6 +85,102 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
         return next((c for c in self.conditions if c.type == type_), None)
 
 
+class PodCondition(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kubernetes pod condition (only ``PodScheduled`` is carried, see KubePod)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+class OwnerRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod's controller ``ownerReference`` (``api_version`` like ``batch/v1``)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+
+
+class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
+    """A Kubernetes Pod that slurmbridge schedules. ``key`` is ``namespace/name``.
+
+    ``phase``: Pending | Running | Succeeded | Failed | Unknown. ``node_name``: ``spec.nodeName``
+    (``""`` while unbound). ``deletion_timestamp``: epoch seconds, ``0`` when the pod is not
+    being deleted; ``deletion_grace_s``: its grace period in seconds.
+    ``cpu_millis`` / ``memory_bytes``: the pod's effective request as the Kubernetes scheduler
+    computes it — the larger of the containers' sum and the largest init container, plus
+    ``spec.overhead`` (requests, or limits where a container sets only limits).
+    ``gpus``: ``nvidia.com/gpu`` + ``amd.com/gpu`` limits of the containers (the larger of the
+    sum and the largest init container). ``gpu_kinds``: which of the two were asked for.
+    ``annotations`` keeps only Slinky's (``*slinky.slurm.net/*``); ``conditions`` only
+    ``PodScheduled``; ``tolerations`` only the keys of tolerations (``""`` = tolerates all).
+    ``created_at``: ``metadata.creationTimestamp`` in epoch seconds.
+    """
+
+    uid: str = ""
+    namespace: str = ""
+    name: str = ""
+    phase: str = "Pending"
+    node_name: str = ""
+    scheduler_name: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    finalizers: tuple[str, ...] = ()
+    deletion_timestamp: int = 0
+    deletion_grace_s: int = 0
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    gpus: int = 0
+    owner: OwnerRef | None = None
+    ready: bool = False
+    conditions: tuple[PodCondition, ...] = ()
+    tolerations: tuple[str, ...] = ()
+    created_at: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        """True once the pod has Succeeded or Failed (its containers will not run again)."""
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def deleting(self) -> bool:
+        """True while the pod is being deleted (``deletionTimestamp`` set)."""
+        return self.deletion_timestamp > 0
+
+    def condition(self, type_: str) -> PodCondition | None:
+        """The condition of type ``type_``, if the pod has it."""
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
+    """An object that groups pods into one Slurm job: a batch/v1 Job, a JobSet, a
+    LeaderWorkerSet or a coscheduling PodGroup.
+
+    ``key`` is ``namespace/Kind:name`` (``default/JobSet:train``), so objects of different
+    kinds with one name never collide. ``annotations`` keeps only Slinky's
+    (``slurmjob.slinky.slurm.net/*`` among them). ``size``: pods the group is expected to
+    have (Job ``parallelism``, the sum over a JobSet's replicated jobs of replicas ×
+    parallelism, LeaderWorkerSet ``leaderWorkerTemplate.size``, PodGroup ``minMember``;
+    ``0`` = unknown). ``owner``: the object's own controller (a JobSet for its Jobs).
+    """
+
+    uid: str = ""
+    namespace: str = ""
+    name: str = ""
+    workload_kind: str = ""
+    api_version: str = ""
+    annotations: dict[str, str] = {}
+    size: int = 0
+    owner: OwnerRef | None = None
+
+
+def workload_key(namespace: str, kind: str, name: str) -> str:
+    """The key of a KubeWorkload: ``namespace/Kind:name``."""
+    return f"{namespace}/{kind}:{name}"
+
+
 # --- Slurm -----------------------------------------------------------------------------------
 
 
@@ -146,12 +242,47 @@ class SlurmPing(Event, frozen=True, kw_only=True, tag="SlurmPing"):
     error: str = ""
 
 
-ObservationEvent = KubeNode | SlurmNode | SlurmPartition | SlurmPing
+class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
+    """A Slurm job. ``key`` is the job id as a decimal string; ``source`` names the cluster.
+
+    ``state``: the base job state first (``PENDING``, ``RUNNING``, ``COMPLETED``,
+    ``CANCELLED``, ``TIMEOUT``, ``PREEMPTED``, ``FAILED``, ``NODE_FAIL`` …), then flags such as
+    ``COMPLETING``, upper case. ``nodes``: the expanded node list. Times are epoch seconds
+    (``0`` = unset); ``time_limit_minutes`` is ``None`` for INFINITE or unset.
+    ``admin_comment``: on placeholder jobs, ``{"pods":["ns/name",…]}``; ``comment`` carries
+    slurmbridge's group marker (see :mod:`reconcilers.placement`).
+    """
+
+    cluster: str = ""
+    job_id: int = 0
+    name: str = ""
+    state: tuple[str, ...] = ()
+    state_reason: str = ""
+    nodes: tuple[str, ...] = ()
+    partition: str = ""
+    admin_comment: str = ""
+    comment: str = ""
+    flags: tuple[str, ...] = ()
+    user_id: int | None = None
+    submit_time: int = 0
+    start_time: int = 0
+    end_time: int = 0
+    time_limit_minutes: int | None = None
+
+    @property
+    def base_state(self) -> str:
+        """Base state (``RUNNING`` …), ``""`` if unknown."""
+        return self.state[0] if self.state else ""
+
+
+ObservationEvent = (
+    KubeNode | KubePod | KubeWorkload | SlurmNode | SlurmPartition | SlurmPing | SlurmJob
+)
 
 #: Every observation kind by its tag (the ``<kind>`` token of its subject).
 KINDS: Final[dict[str, type[Event]]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (KubeNode, SlurmNode, SlurmPartition, SlurmPing)
+    for cls in (KubeNode, KubePod, KubeWorkload, SlurmNode, SlurmPartition, SlurmPing, SlurmJob)
 }
 
 _DECODERS: Final = {tag: msgspec.json.Decoder(cls) for tag, cls in KINDS.items()}

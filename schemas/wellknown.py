@@ -30,6 +30,23 @@ ANNOTATION_SLURM_NODE: Final = "slinky.slurm.net/slurm-node"
 FINALIZER_SCHEDULER: Final = "scheduler.slinky.slurm.net/finalizer"
 ANNOTATION_SLURMJOB_PREFIX: Final = "slurmjob.slinky.slurm.net/"
 
+#: Slurm job states after which a job can never run again (``job_state`` base states).
+JOB_ENDED_STATES: Final = frozenset(
+    {
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "PREEMPTED",
+        "NODE_FAIL",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
+
 # --- NodeSets (slurm-operator) ---------------------------------------------------------------
 ANNOTATION_POD_DELETION_COST: Final = "nodeset.slinky.slurm.net/pod-deletion-cost"
 LABEL_POD_PROTECT: Final = "nodeset.slinky.slurm.net/pod-protect"

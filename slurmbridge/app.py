@@ -22,16 +22,33 @@ from typing import Any
 from kubernetes_asyncio import client as kclient
 
 import reconcilers
-from producers.kube import NodeWatcher, seed_from, watch_age_loop
+from producers.kube import (
+    WORKLOAD_KINDS,
+    NodeWatcher,
+    PodWatcher,
+    Watcher,
+    WorkloadWatcher,
+    seed_from,
+    watch_age_loop,
+)
 from producers.slurm import SlurmPoller
 from reconcilers.base import Context
-from schemas import streams, subjects
-from schemas.events import Event, KubeNode, SlurmNode, SlurmPartition, SlurmPing
+from schemas import streams, subjects, wellknown
+from schemas.events import (
+    Event,
+    KubeNode,
+    KubePod,
+    KubeWorkload,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+    SlurmPing,
+)
 from slurmbridge import bus as busmod
 from slurmbridge import kube
 from slurmbridge.components import component_names
 from slurmbridge.config import Settings
-from slurmbridge.effectors import KubeEffector, Router, SlurmEffector
+from slurmbridge.effectors import KubeEffector, PodEffector, Router, SlurmEffector
 from slurmbridge.health import HealthServer
 from slurmbridge.natsserver import NatsServer
 from slurmbridge.projection import Projection
@@ -45,6 +62,42 @@ log = logging.getLogger(__name__)
 
 class UsageError(ValueError):
     """A component name or combination that cannot run (message names it)."""
+
+
+class HotJobs:
+    """The jobs the Slurm poller should watch closely: named by an unbound pod of ours and
+    not yet seen RUNNING (their pods wait for exactly that). Kept up to date from the
+    projection's stream of applied events, so asking costs nothing per poll.
+    """
+
+    def __init__(self, cluster: str) -> None:
+        self.source = subjects.slurm_source(cluster)
+        self.waiting: dict[str, int] = {}  # pod key → job id
+        self.running: set[int] = set()
+
+    def observe(self, event: Event, seq: int) -> None:
+        """Projection listener."""
+        del seq
+        if isinstance(event, KubePod):
+            raw = event.labels.get(wellknown.LABEL_SLURM_JOBID, "")
+            if (
+                event.deleted
+                or event.node_name
+                or event.deleting
+                or event.terminal
+                or not (raw.isdigit())
+            ):
+                self.waiting.pop(event.key, None)
+            else:
+                self.waiting[event.key] = int(raw)
+        elif isinstance(event, SlurmJob) and event.source == self.source:
+            if not event.deleted and event.base_state == "RUNNING":
+                self.running.add(event.job_id)
+            else:
+                self.running.discard(int(event.key) if event.key.isdigit() else event.job_id)
+
+    def __call__(self) -> list[int]:
+        return sorted({j for j in self.waiting.values() if j not in self.running})
 
 
 class App:
@@ -78,12 +131,20 @@ class App:
         self.projection = Projection()
         self.workers: dict[str, Worker] = {}
         self.watcher: NodeWatcher | None = None
+        self.extra_watchers: list[Watcher[Any]] = []
+        self.hot_jobs = HotJobs(settings.slurm.cluster)
+        self.projection.add_listener(self.hot_jobs.observe)
         self.poller: SlurmPoller | None = None
         self.slurm_client: SlurmClient | None = None
         self.kube_api: kclient.ApiClient | None = None
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self.ctx = Context(scheduler_name=settings.scheduler_name, cluster=settings.slurm.cluster)
+        self.ctx = Context(
+            scheduler_name=settings.scheduler_name,
+            cluster=settings.slurm.cluster,
+            stuck_pod_grace_s=settings.kube.stuck_pod_grace,
+            default_partition=settings.partition or "",
+        )
 
     @property
     def nats_url(self) -> str:
@@ -162,6 +223,34 @@ class App:
             )
             self._spawn(self.watcher.run(), "kube-watcher")
             self._spawn(watch_age_loop(self.watcher), "watch-age")
+            if s.kube.watch_pods:
+                pods = PodWatcher(
+                    self.kube_api,
+                    publish,
+                    producer=s.instance_id,
+                    seed=seed_from(self.projection.values(KubePod, subjects.KUBE_SOURCE)),
+                    send=publish.send,
+                    watch_timeout=s.kube.watch_timeout,
+                    scheduler_name=s.scheduler_name,
+                )
+                self.extra_watchers.append(pods)
+            if s.kube.watch_workloads:
+                for kind in WORKLOAD_KINDS:
+                    self.extra_watchers.append(
+                        WorkloadWatcher(
+                            self.kube_api,
+                            publish,
+                            producer=s.instance_id,
+                            seed=seed_from(
+                                self.projection.values(KubeWorkload, subjects.KUBE_SOURCE)
+                            ),
+                            send=publish.send,
+                            watch_timeout=s.kube.watch_timeout,
+                            kind=kind,
+                        )
+                    )
+            for w in self.extra_watchers:
+                self._spawn(w.run(), f"watch-{w.resource}")
         if "slurm-poller" in self.components:
             if self.slurm_client is None:
                 raise UsageError("slurm-poller: no Slurm REST API configured ($.slurm.url)")
@@ -172,6 +261,8 @@ class App:
                 producer=s.instance_id,
                 poll_interval=s.slurm.poll_interval,
                 seed=self._slurm_seed(),
+                hot_jobs=self.hot_jobs,
+                hot_interval=s.slurm.pending_job_poll_interval,
             )
             self._spawn(self.poller.run(), "slurm-poller")
 
@@ -180,6 +271,9 @@ class App:
             if self.kube_api
             else None,
             SlurmEffector({s.slurm.cluster: self.slurm_client}) if self.slurm_client else None,
+            PodEffector(self.kube_api, {s.slurm.cluster: self.slurm_client})
+            if self.kube_api and self.slurm_client
+            else None,
         )
         for name in self.components:
             spec = reconcilers.ALL.get(name)
@@ -214,7 +308,7 @@ class App:
     def _slurm_seed(self) -> dict[tuple[str, str], tuple[Event, int]]:
         source = subjects.slurm_source(self.settings.slurm.cluster)
         seed: dict[tuple[str, str], tuple[Event, int]] = {}
-        for kind in (SlurmNode, SlurmPartition, SlurmPing):
+        for kind in (SlurmNode, SlurmPartition, SlurmPing, SlurmJob):
             tag = kind.__struct_config__.tag
             for ev in self.projection.values(kind, source):
                 entry = self.projection.entry(str(tag), source, ev.key)

@@ -68,6 +68,11 @@ class KubeSettings(_Base):
     ``watch_timeout``: server-side watch timeout (seconds); the watch is re-opened from the
     last resourceVersion afterwards. Kept under the API server's default (~30 min) and long
     against the bookmark period (~1 min), so quiet clusters still advance resourceVersion.
+    ``watch_pods``: watch the pods with our schedulerName (placement, workload).
+    ``watch_workloads``: watch Jobs, JobSets, LeaderWorkerSets and PodGroups (their
+    ``slurmjob.slinky.slurm.net/*`` annotations configure the pods' Slurm job).
+    ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
+    whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
     """
 
     kubeconfig: str | None = None
@@ -76,6 +81,9 @@ class KubeSettings(_Base):
     watch_timeout: int = 300
     node_label_selector: str = ""
     namespace: str = "default"
+    watch_pods: bool = True
+    watch_workloads: bool = True
+    stuck_pod_grace: float = 300.0
 
 
 class SlurmSettings(_Base):
@@ -92,6 +100,7 @@ class SlurmSettings(_Base):
     user_name: str | None = None
     api_version: str | None = None
     poll_interval: float = 2.0
+    pending_job_poll_interval: float = 0.02
     timeout: float = 10.0
 
 

@@ -32,14 +32,23 @@ import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from producers.kube import RawNode, RawTaint
+from producers.kube import RawNode, RawPod, RawTaint
+from schemas import wellknown
 from schemas.actions import (
     AnyAction,
+    BindPod,
+    CancelSlurmJob,
     CreateSlurmNode,
+    DeletePod,
     DeleteSlurmNode,
     DrainSlurmNode,
+    MarkPods,
+    PodRef,
     RecordEvent,
+    RemovePodFinalizer,
     SetNodeCondition,
+    SetPodCondition,
+    SubmitSlurmJob,
     TaintNode,
     UndrainSlurmNode,
     UntaintNode,
@@ -48,7 +57,7 @@ from schemas.actions import (
 from slurmbridge.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
-from slurmbridge.slurm.models import NodeUpdate
+from slurmbridge.slurm.models import JobSubmit, NodeUpdate
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +67,10 @@ NODE_ALREADY_EXISTS = 2168
 
 
 _NODE = msgspec.json.Decoder(RawNode)
+_POD = msgspec.json.Decoder(RawPod)
+MERGE = "application/merge-patch+json"
+#: Job states after which a job can never run again (as in reconcilers.workload).
+JOB_ENDED = wellknown.JOB_ENDED_STATES
 
 
 def _taint_dict(t: RawTaint) -> dict[str, str]:
@@ -319,15 +332,354 @@ class SlurmEffector:
         return EffectResult("ok")
 
 
+POD_ACTIONS = (
+    SubmitSlurmJob,
+    MarkPods,
+    BindPod,
+    CancelSlurmJob,
+    DeletePod,
+    RemovePodFinalizer,
+    SetPodCondition,
+)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class PodEffector:
+    """Pod placement and workload actions: they touch both sides, so this effector holds a
+    Kubernetes ApiClient and the Slurm clients.
+
+    * submit: look in Slurm for a live job whose ``comment`` is the action's marker first, so
+      a redelivered or retried submit never makes a second job; then mark the pods;
+    * mark: read each pod (uid precondition: a re-created pod is left alone), then one merge
+      patch carrying ``metadata.resourceVersion`` (409 if it changed meanwhile) that sets the
+      job-id label, adds our finalizer and the managed-node toleration;
+    * bind: annotate ``slinky.slurm.net/slurm-node`` then POST the Binding subresource;
+      already bound to that node ⇒ noop, bound elsewhere ⇒ skipped;
+    * cancel: re-read the job; only ours (comment = marker) and only while it can still run;
+      "no such job" ⇒ noop;
+    * delete pod: re-read the job first and skip while it RUNNING (fail closed: a Slurm
+      error is retried, never read as "job gone"); delete with a uid precondition;
+    * finalizer removal and pod conditions: read, then patch with resourceVersion.
+
+    Raises Transient / Permanent as the other effectors do.
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        slurm: dict[str, SlurmClient],
+        *,
+        placeholder_script: str = "",
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.slurm = slurm
+        self.placeholder_script = placeholder_script
+
+    def _client(self, cluster: str) -> SlurmClient:
+        try:
+            return self.slurm[cluster]
+        except KeyError:
+            raise Permanent(f"no Slurm client for cluster {cluster!r}") from None
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Perform one of :data:`POD_ACTIONS`."""
+        name = type(action).__name__
+        try:
+            if isinstance(action, SubmitSlurmJob):
+                return await self._submit(action)
+            if isinstance(action, MarkPods):
+                return await self._mark_all(action.pods, action.job_id, action.scheduler_name)
+            if isinstance(action, BindPod):
+                return await self._bind(action)
+            if isinstance(action, CancelSlurmJob):
+                return await self._cancel(action)
+            if isinstance(action, DeletePod):
+                return await self._delete(action)
+            if isinstance(action, RemovePodFinalizer):
+                return await self._unfinalize(action)
+            if isinstance(action, SetPodCondition):
+                return await self._condition(action)
+        except ApiException as exc:
+            raise _kube_error(exc, name) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Transient(f"{name}: Kubernetes API unreachable: {exc}") from exc
+        except slurm_errors.Unsupported as exc:
+            return EffectResult("unsupported", str(exc))
+        except (slurm_errors.Unavailable, slurm_errors.Conflict, slurm_errors.Unauthorized) as exc:
+            raise Transient(f"{name}: {exc}") from exc
+        except slurm_errors.SlurmError as exc:
+            raise Permanent(f"{name}: {exc}") from exc
+        raise Permanent(f"PodEffector cannot perform {name}")
+
+    async def _read(self, pod: PodRef) -> RawPod | None:
+        """The live pod, or None when it is gone or was re-created (another uid)."""
+        try:
+            raw = _POD.decode(
+                await _raw(
+                    self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if pod.uid and raw.metadata.uid != pod.uid:
+            return None
+        return raw
+
+    async def _patch(self, pod: PodRef, body: Any, content_type: str = MERGE) -> None:
+        patch: Any = self.core.patch_namespaced_pod
+        await _raw(
+            patch(pod.name, pod.namespace, body, _content_type=content_type, _preload_content=False)
+        )
+
+    async def _submit(self, action: SubmitSlurmJob) -> EffectResult:
+        c = self._client(action.cluster)
+        existing = None
+        listing = await c.list_jobs()
+        for job in listing.jobs if listing is not None else ():
+            if job.comment == action.marker and job.base_state not in JOB_ENDED:
+                existing = job.job_id
+                break
+        outcome = "noop"
+        if existing is None:
+            spec = action.spec
+            admin = msgspec.json.encode({"pods": [p.key for p in action.pods]}).decode()
+            existing = await c.submit_job(
+                JobSubmit(
+                    name=spec.name,
+                    partition=spec.partition,
+                    account=spec.account,
+                    qos=spec.qos,
+                    reservation=spec.reservation,
+                    wckey=spec.wckey,
+                    constraints=spec.constraints,
+                    licenses=spec.licenses,
+                    cpus_per_task=spec.cpus_per_task,
+                    tasks=spec.tasks,
+                    min_nodes=spec.min_nodes,
+                    max_nodes=spec.max_nodes,
+                    memory_per_node_mib=spec.memory_per_node_mib,
+                    tres_per_node=spec.tres_per_node,
+                    time_limit_minutes=spec.time_limit_minutes,
+                    priority=spec.priority,
+                    user_id=spec.user_id,
+                    group_id=spec.group_id,
+                    exclusive=spec.exclusive,
+                    excluded_nodes=spec.excluded_nodes,
+                    admin_comment=admin,
+                    comment=action.marker,
+                    external=True,
+                )
+            )
+            outcome = "ok"
+        marked = await self._mark_all(action.pods, existing, action.scheduler_name)
+        return EffectResult(
+            "ok" if "ok" in (outcome, marked.outcome) else "noop", f"Slurm job {existing}"
+        )
+
+    async def _mark_all(
+        self, pods: tuple[PodRef, ...], job_id: int, scheduler_name: str
+    ) -> EffectResult:
+        changed = 0
+        for pod in pods:
+            changed += await self._mark(pod, job_id, scheduler_name)
+        return EffectResult("ok" if changed else "noop", f"{changed} pod(s) marked")
+
+    async def _mark(self, pod: PodRef, job_id: int, scheduler_name: str) -> int:
+        raw = await self._read(pod)
+        if raw is None or raw.metadata.deletionTimestamp:
+            return 0
+        labels = raw.metadata.labels or {}
+        finalizers = list(raw.metadata.finalizers or [])
+        tolerated = any(
+            t.key == wellknown.TAINT_MANAGED_NODE or (not t.key and t.operator == "Exists")
+            for t in raw.spec.tolerations or []
+        )
+        if (
+            labels.get(wellknown.LABEL_SLURM_JOBID) == str(job_id)
+            and wellknown.FINALIZER_SCHEDULER in finalizers
+            and tolerated
+        ):
+            return 0
+        body: dict[str, Any] = {
+            "metadata": {
+                "resourceVersion": raw.metadata.resourceVersion,
+                "labels": {wellknown.LABEL_SLURM_JOBID: str(job_id)},
+            }
+        }
+        if wellknown.FINALIZER_SCHEDULER not in finalizers:
+            body["metadata"]["finalizers"] = [*finalizers, wellknown.FINALIZER_SCHEDULER]
+        await self._patch(pod, body)
+        if not tolerated:
+            # A JSON patch "add": Kubernetes allows only additions to a pod's tolerations, and
+            # re-sending the list would have to reproduce every existing entry exactly.
+            toleration = {
+                "key": wellknown.TAINT_MANAGED_NODE,
+                "operator": "Equal",
+                "value": scheduler_name,
+                "effect": wellknown.TAINT_MANAGED_NODE_EFFECT,
+            }
+            op = (
+                {"op": "add", "path": "/spec/tolerations/-", "value": toleration}
+                if raw.spec.tolerations
+                else {"op": "add", "path": "/spec/tolerations", "value": [toleration]}
+            )
+            await self._patch(pod, [op], "application/json-patch+json")
+        return 1
+
+    async def _bind(self, action: BindPod) -> EffectResult:
+        raw = await self._read(action.pod)
+        if raw is None:
+            return EffectResult("noop", "pod is gone")
+        if raw.metadata.deletionTimestamp:
+            return EffectResult("skipped", "pod is being deleted")
+        if raw.spec.nodeName:
+            if raw.spec.nodeName == action.node:
+                return EffectResult("noop", f"already bound to {action.node}")
+            return EffectResult("skipped", f"bound to {raw.spec.nodeName}, not {action.node}")
+        if (raw.metadata.annotations or {}).get(
+            wellknown.ANNOTATION_SLURM_NODE
+        ) != action.slurm_node:
+            await self._patch(
+                action.pod,
+                {"metadata": {"annotations": {wellknown.ANNOTATION_SLURM_NODE: action.slurm_node}}},
+            )
+        meta = {"name": action.pod.name, "namespace": action.pod.namespace}
+        if action.pod.uid:
+            meta["uid"] = action.pod.uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": action.node},
+        }
+        create: Any = self.core.create_namespaced_pod_binding
+        try:
+            await _raw(create(action.pod.name, action.pod.namespace, body, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 409:
+                again = await self._read(action.pod)
+                if again is not None and again.spec.nodeName == action.node:
+                    return EffectResult("noop", f"already bound to {action.node}")
+            raise
+        return EffectResult("ok", f"bound to {action.node}")
+
+    async def _cancel(self, action: CancelSlurmJob) -> EffectResult:
+        c = self._client(action.cluster)
+        job = await c.get_job(action.job_id)
+        if job is None:
+            return EffectResult("noop", "no such job")
+        if job.comment != action.marker:
+            return EffectResult("skipped", f"job {action.job_id} is not ours")
+        if job.base_state in JOB_ENDED:
+            return EffectResult("noop", f"job already {job.base_state}")
+        await c.cancel_job(action.job_id)
+        return EffectResult("ok", action.why)
+
+    async def _delete(self, action: DeletePod) -> EffectResult:
+        c = self._client(action.cluster)
+        job = await c.get_job(action.job_id)
+        if job is not None and job.base_state == "RUNNING":
+            return EffectResult("skipped", f"job {action.job_id} is RUNNING")
+        raw = await self._read(action.pod)
+        if raw is None:
+            return EffectResult("noop", "pod is gone")
+        if raw.metadata.deletionTimestamp:
+            return EffectResult("noop", "pod is already being deleted")
+        delete: Any = self.core.delete_namespaced_pod
+        try:
+            await _raw(
+                delete(
+                    action.pod.name,
+                    action.pod.namespace,
+                    body={"preconditions": {"uid": raw.metadata.uid}},
+                    _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok", action.why)
+
+    async def _unfinalize(self, action: RemovePodFinalizer) -> EffectResult:
+        raw = await self._read(action.pod)
+        if raw is None:
+            return EffectResult("noop", "pod is gone")
+        finalizers = list(raw.metadata.finalizers or [])
+        if action.finalizer not in finalizers:
+            return EffectResult("noop", "finalizer already removed")
+        rest = [f for f in finalizers if f != action.finalizer]
+        body = {
+            "metadata": {
+                "resourceVersion": raw.metadata.resourceVersion,
+                "finalizers": rest or None,
+            }
+        }
+        try:
+            await self._patch(action.pod, body)
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok", action.why)
+
+    async def _condition(self, action: SetPodCondition) -> EffectResult:
+        now = _now()
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": action.type,
+                        "status": action.status,
+                        "reason": action.reason,
+                        "message": action.message,
+                        "lastTransitionTime": now,
+                    }
+                ]
+            }
+        }
+        patch_status: Any = self.core.patch_namespaced_pod_status
+        try:
+            await _raw(
+                patch_status(
+                    action.pod.name,
+                    action.pod.namespace,
+                    body,
+                    _content_type=SMP,
+                    _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok")
+
+
 class Router:
     """Sends each action to the effector that handles its type."""
 
-    def __init__(self, kube: KubeEffector | None, slurm: SlurmEffector | None) -> None:
+    def __init__(
+        self,
+        kube: KubeEffector | None,
+        slurm: SlurmEffector | None,
+        pods: PodEffector | None = None,
+    ) -> None:
         self.kube = kube
         self.slurm = slurm
+        self.pods = pods
 
     async def apply(self, action: AnyAction) -> EffectResult:
         """Dispatch ``action``; Permanent when the needed side is not configured."""
+        if isinstance(action, POD_ACTIONS):
+            if self.pods is None:
+                raise Permanent("pod actions need both a Kubernetes API and a Slurm cluster")
+            return await self.pods.apply(action)
         if isinstance(
             action,
             DrainSlurmNode

@@ -13,7 +13,16 @@ import msgspec
 
 from schemas import actions, events, subjects
 from schemas.actions import ActionRecord, DeadLetter
-from schemas.events import Event, KubeNode, SlurmNode, SlurmPartition, SlurmPing
+from schemas.events import (
+    Event,
+    KubeNode,
+    KubePod,
+    KubeWorkload,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+    SlurmPing,
+)
 
 Decoded = Event | ActionRecord | DeadLetter
 _ENC = msgspec.json.Encoder()
@@ -68,6 +77,20 @@ def _event_summary(ev: Event) -> str:
         return f"{ev.state} nodes={','.join(ev.nodes)}"
     if isinstance(ev, SlurmPing):
         return "responding" if ev.responding else f"NOT responding: {ev.error}"
+    if isinstance(ev, KubePod):
+        bits = [ev.phase]
+        if ev.node_name:
+            bits.append(f"on {ev.node_name}")
+        if ev.deleting:
+            bits.append("terminating")
+        if job := ev.labels.get("scheduler.slinky.slurm.net/slurm-jobid"):
+            bits.append(f"job {job}")
+        return ", ".join(bits)
+    if isinstance(ev, SlurmJob):
+        s = "+".join(ev.state) or "?"
+        return s + (f" on {','.join(ev.nodes)}" if ev.nodes else "")
+    if isinstance(ev, KubeWorkload):
+        return f"{ev.workload_kind} size={ev.size}"
     return ""
 
 

@@ -294,7 +294,8 @@ class Worker:
         self.reconciles += 1
         started = time.perf_counter()
         try:
-            decision: Decision = self.spec.decide(self.spec.view(self.projection, key, self.ctx))
+            ctx = msgspec.structs.replace(self.ctx, now=time.time())
+            decision: Decision = self.spec.decide(self.spec.view(self.projection, key, ctx))
         except Exception as exc:
             log.exception("%s: decide failed for %s", self.spec.name, key)
             return GiveUp(f"decide raised {exc!r}")

@@ -81,6 +81,7 @@ from typing import Any, Final
 import msgspec
 from aiohttp import web
 
+from slurmbridge.sim.slurmjobs import JobsMixin, SimJob, _SubmitError
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._dataparser import NODE_STATES_V0042
 from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
@@ -131,6 +132,9 @@ _ERRNO_TEXT: Final[Mapping[int, str]] = {
     2016: "Requested nodes are busy",
     2018: "Invalid node name specified",
     2028: "Invalid node state specified",
+    2014: "Node count specification invalid",
+    2017: "Invalid job id specified",
+    2021: "Job/step already completing or completed",
     2168: "Node already exists in the node table",
     2180: "Invalid node state transition",
     9000: "Query empty or not RFC7320 compliant",
@@ -450,7 +454,7 @@ def _endpoint_of(path: str) -> str:
 # --- the simulator ---------------------------------------------------------------------------
 
 
-class SlurmSim:
+class SlurmSim(JobsMixin):
     """An in-process slurmrestd with a small, inspectable cluster.
 
     Args:
@@ -501,6 +505,7 @@ class SlurmSim:
         now = self._now()
         self.nodes_changed_at = now
         self.parts_changed_at = now
+        self._init_jobs()
         self._runner: web.AppRunner | None = None
         self._host = "127.0.0.1"
         self._port = 0
@@ -1002,6 +1007,11 @@ class SlurmSim:
             if v not in ("v0.0.38", "v0.0.42", "v0.0.43"):  # node creation is v0.0.44+
                 r.add_post(f"{base}/new/node/", self._create_node)
             r.add_get(f"{base}/partition/{{partition_name}}", self._get_partition)
+            r.add_get(f"{base}/jobs", self._jobs_handler)
+            r.add_get(f"{base}/jobs/", self._jobs_handler)
+            r.add_get(f"{base}/job/{{job_id}}", self._get_job)
+            r.add_delete(f"{base}/job/{{job_id}}", self._delete_job)
+            r.add_post(f"{base}/job/submit", self._submit_job)
 
     def _doc_paths(self) -> dict[str, Json]:
         """The paths this simulator serves, spelled as each version's document does."""
@@ -1027,6 +1037,12 @@ class SlurmSim:
             paths[f"{base}/partition/{{partition_name}}"] = {
                 "get": _op(f"{tag}_get_partition", "get partition info")
             }
+            paths[f"{base}/jobs{slash}"] = {"get": _op(f"{tag}_get_jobs", "get list of jobs")}
+            paths[f"{base}/job/{{job_id}}"] = {
+                "get": _op(f"{tag}_get_job", "get job info"),
+                "delete": _op(f"{tag}_delete_job", "cancel or signal job"),
+            }
+            paths[f"{base}/job/submit"] = {"post": _op(f"{tag}_post_job_submit", "submit job")}
         return paths
 
     async def _openapi(self, request: web.Request) -> web.Response:
@@ -1552,6 +1568,55 @@ class SlurmSim:
                 cb(name, arrived)
             except Exception:  # a broken hook must not break the simulator
                 log.exception("node callback failed")
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    async def _jobs_handler(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        self._purge()
+        since = self._update_time(request)
+        if since is not None and self.jobs_changed_at <= since:
+            return web.Response(status=304)
+        payload: Json = {"jobs": [self._render_job(v, j) for j in self.jobs_by_id.values()]}
+        if v != "v0.0.38":
+            payload["last_update"] = _nv(self.jobs_changed_at)
+        return self._ok(v, request, payload)
+
+    def _job_from(self, request: web.Request) -> SimJob | None:
+        raw = request.match_info["job_id"]
+        return self.jobs_by_id.get(int(raw)) if raw.isdigit() else None
+
+    async def _get_job(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        self._purge()
+        job = self._job_from(request)
+        if job is None:
+            return self._error(v, "jobs", 500, 2017, "", "_handle_job_get", request)
+        return self._ok(v, request, {"jobs": [self._render_job(v, job)]})
+
+    async def _delete_job(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        job = self._job_from(request)
+        if job is None:
+            return self._error(v, "jobs", 500, 2017, "", "_handle_job_delete", request)
+        if job.state in ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"):
+            return self._error(v, "jobs", 500, 2021, "", "_handle_job_delete", request)
+        self.cancel_job(job.job_id)
+        return self._ok(v, request, {})
+
+    async def _submit_job(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        try:
+            body = await request.json()
+            desc, external = self._parse_submit(v, body)
+            job_id = self.submit(desc, external=external)
+        except (ValueError, TypeError) as exc:
+            return self._error(v, "jobs", 400, 9000, str(exc), "_handle_job_submit", request)
+        except _SubmitError as exc:
+            return self._error(
+                v, "jobs", 500, exc.errno, exc.description, "_handle_job_submit", request
+            )
+        return self._ok(v, request, {"job_id": job_id, "step_id": "batch"})
 
     async def _partitions(self, request: web.Request) -> web.Response:
         v = self._request_version(request)

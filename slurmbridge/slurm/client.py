@@ -78,6 +78,9 @@ from slurmbridge.slurm.errors import (
     classify,
 )
 from slurmbridge.slurm.models import (
+    Job,
+    JobList,
+    JobSubmit,
     Node,
     NodeList,
     NodeUpdate,
@@ -100,10 +103,14 @@ OPERATIONS: Final[frozenset[str]] = frozenset(
         "update_node",
         "create_node",
         "delete_node",
+        "list_jobs",
+        "get_job",
+        "submit_job",
+        "cancel_job",
     }
 )
 
-L = TypeVar("L", NodeList, PartitionList)
+L = TypeVar("L", NodeList, PartitionList, JobList)
 
 _VERSION_IN_PATH: Final = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 _MAX_TEXT: Final = 300
@@ -112,6 +119,9 @@ _INVALID_NODE_NAME: Final = 2018
 #: ESLURM_INVALID_NODE_STATE: on create / delete a request that can never succeed (module
 #: docstring), raised as Rejected there.
 _INVALID_NODE_STATE: Final = 2028
+#: ESLURM_INVALID_JOB_ID and ESLURM_ALREADY_DONE (slurm_errno.h).
+_INVALID_JOB_ID: Final = 2017
+_ALREADY_DONE: Final = 2021
 
 
 class _OpenAPIPaths(msgspec.Struct, frozen=True):
@@ -632,6 +642,77 @@ class SlurmClient:
         resp = await self._send("DELETE", path, operation=operation)
         if resp.status_code >= 300 or error_report(resp.content).texts:
             self._raise(resp, operation, codec, permanent=frozenset({_INVALID_NODE_STATE}))
+
+    # --- jobs ----------------------------------------------------------------------------------
+
+    async def list_jobs(self, update_time: int | None = None) -> JobList | None:
+        """All jobs Slurm still lists (finished ones until MinJobAge); ``None`` when nothing
+        changed since ``update_time`` (epoch seconds). Same conventions as :meth:`list_nodes`.
+
+        Raises:
+            Unavailable / Unauthorized / Unsupported / Rejected / BadResponse.
+        """
+        codec = await self._get_codec()
+        return await self._list(
+            codec, codec.paths.jobs, "list_jobs", update_time, True, codec.decode_jobs, JobList()
+        )
+
+    async def get_job(self, job_id: int) -> Job | None:
+        """One job, or ``None`` when Slurm does not know it (2017 ESLURM_INVALID_JOB_ID, or
+        purged after MinJobAge).
+
+        Raises:
+            Unavailable / Unauthorized / Unsupported / Rejected / BadResponse — never for a
+            missing job, so callers can tell "gone" from "cannot ask".
+        """
+        codec = await self._get_codec()
+        operation = f"get_job {job_id}"
+        path = codec.paths.job.format(job_id=int(job_id))
+        try:
+            resp = await self._get(codec, path, operation)
+        except NotFound:
+            return None
+        if resp is None:
+            return None
+        listing = codec.decode_jobs(resp.content)
+        if listing is None:
+            if error_report(resp.content).error_number == _INVALID_JOB_ID:
+                return None
+            self._raise(resp, operation, codec)
+        return next((j for j in listing.jobs if j.job_id == job_id), None)
+
+    async def submit_job(self, job: JobSubmit) -> int:
+        """Submit ``job``; returns its job id. See :class:`JobSubmit` for how a placeholder
+        is submitted per API version.
+
+        Raises:
+            Rejected: Slurm refused it (e.g. 2003 invalid partition, 2014 too many nodes).
+            Unavailable / Unauthorized / Unsupported / BadResponse.
+        """
+        codec = await self._get_codec()
+        operation = f"submit_job {job.name}"
+        body = codec.encode_submit(job)
+        resp = await self._send("POST", codec.paths.job_submit, operation=operation, content=body)
+        if resp.status_code >= 300 or error_report(resp.content).error_number:
+            self._raise(resp, operation, codec)
+        return codec.decode_submit(resp.content)
+
+    async def cancel_job(self, job_id: int) -> None:
+        """Cancel job ``job_id`` (``scancel``; ``DELETE job/{id}``). Idempotent: a job that
+        already ended (2021 ESLURM_ALREADY_DONE) or that Slurm no longer knows counts as done.
+
+        Raises:
+            Unavailable / Unauthorized / Unsupported / Rejected.
+        """
+        codec = await self._get_codec()
+        operation = f"cancel_job {job_id}"
+        path = codec.paths.job.format(job_id=int(job_id))
+        resp = await self._send("DELETE", path, operation=operation)
+        number = error_report(resp.content).error_number
+        if number in (_INVALID_JOB_ID, _ALREADY_DONE) or resp.status_code == 404:
+            return
+        if resp.status_code >= 300 or number:
+            self._raise(resp, operation, codec)
 
     async def drain(self, name: str, reason: str) -> None:
         """DRAIN node ``name`` with ``reason`` (Slurm requires one; jobs keep running).

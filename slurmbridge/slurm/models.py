@@ -22,6 +22,10 @@ import msgspec
 
 __all__ = [
     "BASE_STATES",
+    "PLACEHOLDER_SCRIPT",
+    "Job",
+    "JobList",
+    "JobSubmit",
     "Node",
     "NodeList",
     "NodeUpdate",
@@ -168,3 +172,101 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
         fields = (self.reason, self.features, self.comment)
         if not self.state and all(f is None for f in fields):
             raise ValueError("empty NodeUpdate: set one of state, reason, features, comment")
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    """One Slurm job.
+
+    ``state``: upper case, the base job state first (``PENDING``, ``RUNNING``, ``COMPLETED``,
+    ``CANCELLED``, ``TIMEOUT``, ``PREEMPTED``, ``FAILED``, ``NODE_FAIL`` …), then flags such
+    as ``COMPLETING``. ``nodes``: the expanded node list (``n[1-2]`` ⇒ ``("n1", "n2")``).
+    Times are epoch seconds (``0`` = unset); ``time_limit_minutes`` is minutes, ``None`` for
+    INFINITE or unset.
+    """
+
+    job_id: int
+    name: str = ""
+    state: tuple[str, ...] = ()
+    state_reason: str = ""
+    nodes: tuple[str, ...] = ()
+    partition: str = ""
+    admin_comment: str = ""
+    comment: str = ""
+    flags: tuple[str, ...] = ()
+    user_id: int | None = None
+    submit_time: int = 0
+    start_time: int = 0
+    end_time: int = 0
+    time_limit_minutes: int | None = None
+
+    @property
+    def base_state(self) -> str:
+        """The base job state (``RUNNING`` …), ``""`` if none was reported."""
+        return self.state[0] if self.state else ""
+
+
+class JobList(msgspec.Struct, frozen=True, kw_only=True):
+    """A full job listing; ``last_update`` / ``server_last_update`` as in :class:`NodeList`."""
+
+    jobs: tuple[Job, ...] = ()
+    last_update: int = 0
+    server_last_update: int = 0
+
+
+#: The script of the placeholder batch job submitted where ``EXTERNAL_JOB`` does not exist
+#: (before v0.0.43): it holds the allocation until slurmbridge cancels it.
+PLACEHOLDER_SCRIPT: Final = "#!/bin/sh\nexec sleep infinity\n"
+
+
+class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
+    """A job to submit (``POST job/submit``).
+
+    ``memory_per_node_mib``: MiB (``None`` = Slurm's default). ``time_limit_minutes``: minutes
+    (``None`` = the partition's default). ``tres_per_node``: e.g. ``gres/gpu=2``.
+    ``external``: a placeholder for pods — ``EXTERNAL_JOB`` (Slurm runs nothing; v0.0.43+)
+    or, on older versions, a batch job running :data:`PLACEHOLDER_SCRIPT`; ``external=False``
+    runs ``script``. ``excluded_nodes``: nodes the job must not use.
+
+    Raises (on construction):
+        ValueError: a count below 1, ``min_nodes > max_nodes``, an empty excluded node name,
+            or neither ``external`` nor a ``script``; the message names the field.
+    """
+
+    name: str
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    reservation: str = ""
+    wckey: str = ""
+    constraints: str = ""
+    licenses: str = ""
+    cpus_per_task: int = 1
+    tasks: int = 1
+    min_nodes: int = 1
+    max_nodes: int | None = None
+    memory_per_node_mib: int | None = None
+    tres_per_node: str = ""
+    time_limit_minutes: int | None = None
+    priority: int | None = None
+    user_id: int | None = None
+    group_id: int | None = None
+    exclusive: bool = False
+    excluded_nodes: tuple[str, ...] = ()
+    admin_comment: str = ""
+    comment: str = ""
+    external: bool = True
+    script: str = ""
+    working_directory: str = "/tmp"
+    environment: tuple[str, ...] = ("PATH=/bin:/usr/bin",)
+
+    def __post_init__(self) -> None:
+        """Validate counts and names (see the class docstring)."""
+        for field in ("cpus_per_task", "tasks", "min_nodes"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"{field}: must be at least 1, not {getattr(self, field)}")
+        if self.max_nodes is not None and self.max_nodes < self.min_nodes:
+            raise ValueError(f"max_nodes: {self.max_nodes} is below min_nodes {self.min_nodes}")
+        if any(not n.strip() for n in self.excluded_nodes):
+            raise ValueError("excluded_nodes: a node name is empty")
+        if not self.external and not self.script:
+            raise ValueError("script: a non-external job needs a script")

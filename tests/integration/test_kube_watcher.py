@@ -26,6 +26,7 @@ async def test_broken_stream_resumes_without_relist(stack: Stack) -> None:
     watcher = stack.app.watcher
     assert watcher is not None
     await stack.wait_for(lambda: _kube(stack, "n3") is not None, what="n3 observed")
+    await stack.wait_for(lambda: watcher.watching, what="node watch open")
     relists = watcher.relists
     assert stack.kube.drop_watches(abort=True) >= 1
     stack.cordon("n2")

@@ -9,10 +9,10 @@ import pytest
 
 from producers import kube as pk
 from producers import slurm as ps
-from schemas.events import Event, KubeNode, SlurmNode, SlurmPing
+from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, SlurmPing
 from slurmbridge.bus import Published
 from slurmbridge.slurm import errors as slurm_errors
-from slurmbridge.slurm.models import Node, NodeList, Partition, PartitionList, Ping
+from slurmbridge.slurm.models import Job, JobList, Node, NodeList, Partition, PartitionList, Ping
 
 
 @pytest.mark.parametrize(
@@ -109,6 +109,8 @@ class FakeClient:
         self.not_modified = False
         self.fail_partitions: Exception | None = None
         self.node_update_times: list[int | None] = []
+        self.jobs: list[Job] = []
+        self.job_gets: list[int] = []
 
     async def ping(self) -> Ping:
         if self.fail:
@@ -127,6 +129,15 @@ class FakeClient:
         if self.not_modified and update_time is not None:
             return None
         return PartitionList(partitions=tuple(self.parts), last_update=100)
+
+    async def list_jobs(self, update_time: int | None = None) -> JobList | None:
+        if self.not_modified and update_time is not None:
+            return None
+        return JobList(jobs=tuple(self.jobs), last_update=100)
+
+    async def get_job(self, job_id: int) -> Job | None:
+        self.job_gets.append(job_id)
+        return next((j for j in self.jobs if j.job_id == job_id), None)
 
 
 class Sink:
@@ -245,3 +256,31 @@ async def test_a_failed_poll_does_not_advance_the_watermark() -> None:
     # The next conditional poll asks from the old watermark and so still sees the change.
     assert c.node_update_times[-1] == c.node_update_times[-2]
     assert ("SlurmNode", "n1", "observed") in sink.last()
+
+
+async def test_jobs_are_polled_and_vanished_jobs_get_a_tombstone() -> None:
+    c, sink = FakeClient(), Sink()
+    c.jobs = [Job(job_id=7, state=("PENDING",), comment="slurmbridge:default/Pod:a:u")]
+    p = poller(c, sink)
+    await p.poll_once()
+    jobs = [e for e, _ in sink.batches[-1] if isinstance(e, SlurmJob)]
+    assert [(j.key, j.state, j.comment) for j in jobs] == [
+        ("7", ("PENDING",), "slurmbridge:default/Pod:a:u")
+    ]
+    c.jobs = []
+    await p.poll_once()
+    assert sink.last() == [("SlurmJob", "7", "deleted")]
+
+
+async def test_hot_job_poll_publishes_a_start_and_a_full_listing_never_undoes_it() -> None:
+    c, sink = FakeClient(), Sink()
+    c.jobs = [Job(job_id=7, state=("PENDING",))]
+    p = poller(c, sink)
+    await p.poll_once()
+    c.jobs = [Job(job_id=7, state=("RUNNING",), nodes=("n1",))]
+    assert await p.poll_jobs_once([7, 8]) == 1  # 8 is unknown: no tombstone from a GET
+    assert sink.last() == [("SlurmJob", "7", "observed")]
+    assert c.job_gets == [7, 8]
+    # A full listing taken before the GET (older observed_at) must not publish PENDING again.
+    stale = ps.job_to_event(Job(job_id=7, state=("PENDING",)), cluster="c", observed_at=1)
+    assert p._stale(stale)

@@ -23,6 +23,8 @@ import msgspec
 from slurmbridge.slurm.errors import BadResponse, Unsupported
 from slurmbridge.slurm.models import (
     BASE_STATES,
+    JobList,
+    JobSubmit,
     NodeList,
     NodeUpdate,
     PartitionList,
@@ -158,6 +160,9 @@ class Paths(NamedTuple):
     partitions: str
     partition: str
     new_node: str = ""
+    jobs: str = ""
+    job: str = ""
+    job_submit: str = ""
 
 
 class Codec(abc.ABC):
@@ -208,6 +213,35 @@ class Codec(abc.ABC):
         """
         del node_conf
         raise Unsupported(self.version, "create_node")
+
+    def decode_jobs(self, body: bytes) -> JobList | None:
+        """Decode ``GET jobs`` / ``GET job/{id}``; ``None`` when the body has no job list.
+
+        Raises:
+            BadResponse: the body does not match; Unsupported: the version has no jobs.
+        """
+        del body
+        raise Unsupported(self.version, "list_jobs")
+
+    def encode_submit(self, job: JobSubmit) -> bytes:
+        """The JSON body of ``POST job/submit``.
+
+        Raises:
+            Unsupported: the version cannot submit jobs.
+        """
+        del job
+        raise Unsupported(self.version, "submit_job")
+
+    def decode_submit(self, body: bytes) -> int:
+        """The job id of a ``POST job/submit`` answer. Raises BadResponse."""
+
+        class _Submitted(msgspec.Struct):
+            job_id: int | None = None
+
+        parsed = decode(msgspec.json.Decoder(_Submitted), body, "job submit")
+        if parsed.job_id is None:
+            raise BadResponse("job submit response has no job_id")
+        return parsed.job_id
 
     def update_time_param(self, update_time: int) -> str:
         """The ``update_time`` query value (epoch seconds as a decimal string)."""

@@ -47,6 +47,10 @@ from slurmbridge.slurm.codecs._common import (
 )
 from slurmbridge.slurm.errors import BadResponse, Unsupported
 from slurmbridge.slurm.models import (
+    PLACEHOLDER_SCRIPT,
+    Job,
+    JobList,
+    JobSubmit,
     Node,
     NodeList,
     NodeUpdate,
@@ -105,7 +109,72 @@ def paths_for(version: str, *, new_node: bool = False) -> Paths:
         partitions=f"{base}/partitions/",
         partition=f"{base}/partition/{{partition_name}}",
         new_node=f"{base}/new/node/" if new_node else "",
+        jobs=f"{base}/jobs/",
+        job=f"{base}/job/{{job_id}}",
+        job_submit=f"{base}/job/submit",
     )
+
+
+class _Job(msgspec.Struct, frozen=True):
+    job_id: int
+    name: str | None = None
+    job_state: list[str] | str | None = None
+    state_reason: str | None = None
+    nodes: str | None = None
+    partition: str | None = None
+    admin_comment: str | None = None
+    comment: str | None = None
+    flags: list[str] | None = None
+    user_id: int | None = None
+    submit_time: NoVal | int | None = None
+    start_time: NoVal | int | None = None
+    end_time: NoVal | int | None = None
+    time_limit: NoVal | int | None = None
+
+
+class _Jobs(msgspec.Struct, frozen=True):
+    jobs: list[_Job] | None = None
+    last_update: NoVal | int | None = None
+
+
+_JOBS: Final = msgspec.json.Decoder(_Jobs)
+
+
+def job_of(j: _Job) -> Job:
+    """A version-neutral Job from a data_parser (or v0.0.38) job entry."""
+    raw_state = j.job_state or []
+    states = [raw_state] if isinstance(raw_state, str) else raw_state
+    return Job(
+        job_id=j.job_id,
+        name=j.name or "",
+        state=tuple(s.upper() for s in states if s),
+        state_reason=j.state_reason or "",
+        nodes=hostlist.expand(j.nodes),
+        partition=j.partition or "",
+        admin_comment=j.admin_comment or "",
+        comment=j.comment or "",
+        flags=tuple(j.flags or ()),
+        user_id=j.user_id,
+        submit_time=noval(j.submit_time) or 0,
+        start_time=noval(j.start_time) or 0,
+        end_time=noval(j.end_time) or 0,
+        time_limit_minutes=noval(j.time_limit),
+    )
+
+
+def decode_job_list(body: bytes) -> JobList | None:
+    """Decode a job listing of any supported version (``None``: no ``jobs`` key)."""
+    parsed = decode(_JOBS, body, "jobs")
+    if parsed.jobs is None:
+        return None
+    last = noval(parsed.last_update) or 0
+    return JobList(
+        jobs=tuple(job_of(j) for j in parsed.jobs), last_update=last, server_last_update=last
+    )
+
+
+def _nv(value: int | None) -> dict[str, object] | None:
+    return None if value is None else {"set": True, "infinite": False, "number": value}
 
 
 class _Node(msgspec.Struct, frozen=True):
@@ -214,6 +283,9 @@ class DataParserCodec(Codec):
     """Codec for a data_parser API version; subclasses set ``version``, ``paths``,
     ``node_states`` and ``reports_default``."""
 
+    #: ``job_desc_msg.flags`` has ``EXTERNAL_JOB`` (v0.0.43+).
+    external_job: ClassVar[bool] = False
+
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0042
     #: Whether ``partition_info.flags`` (with ``DEFAULT``) exists — v0.0.45 only.
     reports_default: ClassVar[bool] = False
@@ -294,6 +366,48 @@ class DataParserCodec(Codec):
             comment=update.comment if update.comment is not None else msgspec.UNSET,
         )
         return _ENCODER.encode(msg)
+
+    def decode_jobs(self, body: bytes) -> JobList | None:
+        """Decode ``openapi_job_info_resp`` (``jobs``, ``last_update``)."""
+        return decode_job_list(body)
+
+    def encode_submit(self, job: JobSubmit) -> bytes:
+        """``job_submit_req``: ``{"job": job_desc_msg}``. ``external`` ⇒ flag ``EXTERNAL_JOB``
+        where the version has it (v0.0.43+), else a batch job running PLACEHOLDER_SCRIPT."""
+        desc: dict[str, object] = {
+            "name": job.name,
+            "cpus_per_task": job.cpus_per_task,
+            "tasks": job.tasks,
+            "minimum_nodes": job.min_nodes,
+            "current_working_directory": job.working_directory,
+            "environment": list(job.environment),
+        }
+        optional: dict[str, object | None] = {
+            "partition": job.partition,
+            "account": job.account,
+            "qos": job.qos,
+            "reservation": job.reservation,
+            "wckey": job.wckey,
+            "constraints": job.constraints,
+            "licenses": job.licenses,
+            "tres_per_node": job.tres_per_node,
+            "admin_comment": job.admin_comment,
+            "comment": job.comment,
+            "maximum_nodes": job.max_nodes,
+            "memory_per_node": _nv(job.memory_per_node_mib),
+            "time_limit": _nv(job.time_limit_minutes),
+            "priority": _nv(job.priority),
+            "user_id": None if job.user_id is None else str(job.user_id),
+            "group_id": None if job.group_id is None else str(job.group_id),
+            "excluded_nodes": list(job.excluded_nodes) or None,
+            "shared": ["none"] if job.exclusive else None,
+        }
+        desc.update({k: v for k, v in optional.items() if v not in (None, "")})
+        if job.external and self.external_job:
+            desc["flags"] = ["EXTERNAL_JOB"]
+        else:
+            desc["script"] = job.script if not job.external else PLACEHOLDER_SCRIPT
+        return msgspec.json.encode({"job": desc})
 
     def encode_create_node(self, node_conf: str) -> bytes:
         """``openapi_create_node_req``: ``{"node_conf": "NodeName=… CPUs=… State=External …"}``.

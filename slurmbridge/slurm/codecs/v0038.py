@@ -35,8 +35,12 @@ from slurmbridge.slurm.codecs._common import (
     noval,
     state_tuple,
 )
+from slurmbridge.slurm.codecs._dataparser import decode_job_list
 from slurmbridge.slurm.errors import BadResponse, Unsupported
 from slurmbridge.slurm.models import (
+    PLACEHOLDER_SCRIPT,
+    JobList,
+    JobSubmit,
     Node,
     NodeList,
     NodeUpdate,
@@ -144,6 +148,9 @@ class V0038(Codec):
         node="/slurm/v0.0.38/node/{node_name}",
         partitions="/slurm/v0.0.38/partitions",
         partition="/slurm/v0.0.38/partition/{partition_name}",
+        jobs="/slurm/v0.0.38/jobs",
+        job="/slurm/v0.0.38/job/{job_id}",
+        job_submit="/slurm/v0.0.38/job/submit",
     )
     node_update: ClassVar[bool] = False
     node_delete: ClassVar[bool] = False
@@ -175,6 +182,46 @@ class V0038(Codec):
         if parsed.partitions is None:
             return None
         return PartitionList(partitions=tuple(_partition(p) for p in parsed.partitions))
+
+    def decode_jobs(self, body: bytes) -> JobList | None:
+        """Jobs (``job_state`` is one string; times plain epoch seconds; no ``last_update``)."""
+        return decode_job_list(body)
+
+    def encode_submit(self, job: JobSubmit) -> bytes:
+        """``job_submission``: ``{"job": job_properties, "script": …}``.
+
+        v0.0.38 has no ``EXTERNAL_JOB``, ``admin_comment``, ``excluded_nodes`` nor
+        ``tres_per_node``: a placeholder is a batch job running PLACEHOLDER_SCRIPT, the pods
+        are not listed in Slurm, excluded nodes and GPUs are not sent (``gres``/``exclude``
+        are missing from the 22.05 document), and ``comment`` carries slurmbridge's marker.
+        ``environment`` is an object there, ``nodes`` a ``[min, max]`` pair.
+        """
+        env = dict(e.split("=", 1) for e in job.environment if "=" in e)
+        props: dict[str, object] = {
+            "name": job.name,
+            "cpus_per_task": job.cpus_per_task,
+            "tasks": job.tasks,
+            "nodes": [job.min_nodes, job.max_nodes or job.min_nodes],
+            "current_working_directory": job.working_directory,
+            "environment": env,
+        }
+        optional: dict[str, object | None] = {
+            "partition": job.partition,
+            "account": job.account,
+            "qos": job.qos,
+            "reservation": job.reservation,
+            "wckey": job.wckey,
+            "constraints": job.constraints,
+            "licenses": job.licenses,
+            "comment": job.comment,
+            "memory_per_node": job.memory_per_node_mib,
+            "time_limit": job.time_limit_minutes,
+            "priority": None if job.priority is None else str(job.priority),
+            "exclusive": "true" if job.exclusive else None,
+        }
+        props.update({k: v for k, v in optional.items() if v not in (None, "")})
+        script = PLACEHOLDER_SCRIPT if job.external else job.script
+        return msgspec.json.encode({"job": props, "script": script})
 
     def encode_node_update(self, update: NodeUpdate) -> bytes:
         """Always raises: Slurm 22.05's REST API cannot update nodes.

@@ -19,6 +19,7 @@ __all__ = ["CODEC", "V0043"]
 class V0043(DataParserCodec):
     """Codec for slurmrestd v0.0.43 (Slurm 25.05)."""
 
+    external_job: ClassVar[bool] = True
     version: ClassVar[str] = "v0.0.43"
     paths: ClassVar[Paths] = paths_for("v0.0.43")
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0042

@@ -27,6 +27,7 @@ NODE_STATES_V0044: Final = NODE_STATES_V0042 | {"EXTERNAL", "BLOCKED"}
 class V0044(DataParserCodec):
     """Codec for slurmrestd v0.0.44 (Slurm 25.11)."""
 
+    external_job: ClassVar[bool] = True
     version: ClassVar[str] = "v0.0.44"
     paths: ClassVar[Paths] = paths_for("v0.0.44", new_node=True)
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0044

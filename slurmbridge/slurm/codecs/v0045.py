@@ -24,6 +24,7 @@ NODE_STATES_V0045: Final = NODE_STATES_V0044 | {"POWER_DOWN_ASAP", "POWER_DOWN_F
 class V0045(DataParserCodec):
     """Codec for slurmrestd v0.0.45 (Slurm 26.05)."""
 
+    external_job: ClassVar[bool] = True
     version: ClassVar[str] = "v0.0.45"
     paths: ClassVar[Paths] = paths_for("v0.0.45", new_node=True)
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0045

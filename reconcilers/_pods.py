@@ -1,0 +1,403 @@
+"""Pod groups and their translation into one Slurm job (pure; Slinky slurm-bridge scheduler).
+
+**Groups.** Pods that must start together become one Slurm job. A pod's group is, in order:
+
+* a JobSet — label ``jobset.sigs.k8s.io/jobset-name``;
+* one LeaderWorkerSet replica — labels ``leaderworkerset.sigs.k8s.io/name`` and
+  ``leaderworkerset.sigs.k8s.io/group-index``;
+* a coscheduling PodGroup — label ``scheduling.x-k8s.io/pod-group``;
+* a batch/v1 Job — its controller ``ownerReference``;
+* otherwise the pod alone ("bare" pod, also pods of other controllers).
+
+A group key is ``namespace/Kind:name`` (``default/Job:train``; a LeaderWorkerSet replica is
+``default/LeaderWorkerSet:lws/<group-index>``). The job's settings come from the annotations
+``slurmjob.slinky.slurm.net/<name>`` of the group's *root* object (the JobSet, the
+LeaderWorkerSet, the PodGroup, the Job, or the bare pod itself).
+
+**Translation** (:func:`translate`), with the defaults used when an annotation is absent:
+
+============== =================================== ==============================================
+annotation     Slurm field                          default
+============== =================================== ==============================================
+job-name       name                                 the group key
+partition      partition                            Slurm's default partition
+account, qos,  account, qos, reservation, wckey,    unset
+reservation,   licenses, constraints
+wckey,
+licenses,
+constraints
+cpu-per-task   cpus_per_task (≥ 1)                  the group's largest pod CPU request, rounded up
+min-nodes      min_nodes (≥ 1)                      one node per pod
+max-nodes      max_nodes (≥ min-nodes)              one node per pod
+mem-per-node   memory_per_node (MiB, or a quantity  largest pod memory (MiB, rounded up) × pods
+               such as ``4Gi``)                     per node (pods ÷ min-nodes, rounded up)
+gres           tres_per_node ``gres/<value>``       ``gres/gpu=N`` from ``nvidia.com/gpu`` /
+                                                     ``amd.com/gpu`` limits × pods per node
+exclusive      exclusive (``true`` / ``false``)     false
+priority       priority (integer ≥ 0)               unset
+timelimit      time limit (minutes, or              the partition's
+               ``[D-]HH:MM[:SS]``)
+user-id,       user_id, group_id (integers ≥ 0)     slurmrestd's user
+group-id
+============== =================================== ==============================================
+
+``tasks`` is the number of pods. An annotation that cannot be translated raises
+:class:`TranslationError` naming it; the pod then stays Pending (see ``placement``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import msgspec
+
+from reconcilers.base import Store
+from schemas import wellknown
+from schemas.actions import RecordEvent, SlurmJobSpec
+from schemas.events import KubePod, KubeWorkload, workload_key
+
+LABEL_JOBSET: Final = "jobset.sigs.k8s.io/jobset-name"
+LABEL_LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
+LABEL_LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
+#: Label of the pods of a Job before Kubernetes 1.27 (still set next to the new one).
+LABEL_JOB_NAME_LEGACY: Final = "job-name"
+
+MIB: Final = 1024 * 1024
+PREFIX: Final = wellknown.ANNOTATION_SLURMJOB_PREFIX
+#: The annotations :func:`translate` reads (without the prefix).
+ANNOTATIONS: Final = (
+    "account",
+    "constraints",
+    "cpu-per-task",
+    "exclusive",
+    "gres",
+    "group-id",
+    "job-name",
+    "licenses",
+    "max-nodes",
+    "mem-per-node",
+    "min-nodes",
+    "partition",
+    "priority",
+    "qos",
+    "reservation",
+    "timelimit",
+    "user-id",
+    "wckey",
+)
+
+
+class Group(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod group: ``kind`` (Pod | Job | JobSet | LeaderWorkerSet | PodGroup), ``name``
+    (for a LeaderWorkerSet replica ``<lws>/<group-index>``), and where its pods are found."""
+
+    namespace: str
+    kind: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """``namespace/Kind:name``."""
+        return f"{self.namespace}/{self.kind}:{self.name}"
+
+    @property
+    def root_key(self) -> str | None:
+        """Key of the root KubeWorkload holding the annotations (None: the bare pod itself)."""
+        if self.kind == "Pod":
+            return None
+        return workload_key(self.namespace, self.kind, self.name.split("/", 1)[0])
+
+
+class TranslationError(ValueError):
+    """An annotation (or the pods) cannot become a Slurm job; ``field`` names it."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def group_of(pod: KubePod) -> Group:
+    """The group a pod belongs to (module docstring, first match wins)."""
+    ns, labels = pod.namespace, pod.labels
+    if name := labels.get(LABEL_JOBSET):
+        return Group(namespace=ns, kind="JobSet", name=name)
+    if name := labels.get(LABEL_LWS_NAME):
+        return Group(
+            namespace=ns,
+            kind="LeaderWorkerSet",
+            name=f"{name}/{labels.get(LABEL_LWS_GROUP_INDEX, '0')}",
+        )
+    if name := labels.get(LABEL_POD_GROUP):
+        return Group(namespace=ns, kind="PodGroup", name=name)
+    if (
+        pod.owner is not None
+        and pod.owner.kind == "Job"
+        and pod.owner.api_version.startswith("batch/")
+    ):
+        return Group(namespace=ns, kind="Job", name=pod.owner.name)
+    return Group(namespace=ns, kind="Pod", name=pod.name)
+
+
+def parse_group_key(key: str) -> Group | None:
+    """Invert :attr:`Group.key`; None when ``key`` is not a group key."""
+    ns, sep, rest = key.partition("/")
+    kind, sep2, name = rest.partition(":")
+    if not (sep and sep2 and ns and kind and name):
+        return None
+    return Group(namespace=ns, kind=kind, name=name)
+
+
+def pods_of(group: Group, store: Store) -> list[KubePod]:
+    """The group's pods in the projection (any scheduler, any phase), sorted by name."""
+    if group.kind == "Pod":
+        pod = store.get(KubePod, f"{group.namespace}/{group.name}")
+        return [pod] if pod is not None else []
+    if group.kind == "JobSet":
+        found: Iterable[KubePod] = store.by_label(KubePod, LABEL_JOBSET, group.name)
+    elif group.kind == "LeaderWorkerSet":
+        found = store.by_label(KubePod, LABEL_LWS_NAME, group.name.split("/", 1)[0])
+    elif group.kind == "PodGroup":
+        found = store.by_label(KubePod, LABEL_POD_GROUP, group.name)
+    elif group.kind == "Job":
+        found = store.by_label(KubePod, LABEL_JOB_NAME, group.name)
+    else:
+        return []
+    out = [p for p in found if p.namespace == group.namespace and group_of(p) == group]
+    return sorted(out, key=lambda p: p.name)
+
+
+def groups_under(workload: KubeWorkload, store: Store) -> list[str]:
+    """Keys of the groups whose root is ``workload`` (a LeaderWorkerSet has one per replica)."""
+    if workload.workload_kind == "LeaderWorkerSet":
+        return sorted(
+            {
+                group_of(p).key
+                for p in store.by_label(KubePod, LABEL_LWS_NAME, workload.name)
+                if p.namespace == workload.namespace
+            }
+        )
+    return [
+        Group(namespace=workload.namespace, kind=workload.workload_kind, name=workload.name).key
+    ]
+
+
+def marker(group: Group, root_uid: str) -> str:
+    """The ``comment`` that marks a Slurm job as the placeholder of ``group`` (and of this
+    incarnation of its root object: a re-created Job with the same name gets a new job)."""
+    return f"slurmbridge:{group.key}:{root_uid}"
+
+
+def group_key_of_marker(comment: str) -> str | None:
+    """The group key inside a :func:`marker` comment, None for anyone else's comment."""
+    if not comment.startswith("slurmbridge:"):
+        return None
+    body = comment[len("slurmbridge:") :]
+    key, sep, _uid = body.rpartition(":")
+    return key if sep and parse_group_key(key) is not None else None
+
+
+def root_uid(group: Group, pods: list[KubePod], workload: KubeWorkload | None) -> str:
+    """The uid of the group's root object (the bare pod's own uid)."""
+    if group.kind == "Pod":
+        return pods[0].uid if pods else ""
+    return workload.uid if workload is not None else ""
+
+
+# --- translation ---------------------------------------------------------------------------
+
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+):(\d{1,2})(?::(\d{1,2}))?$")
+_QTY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+_QTY_BYTES: Final = {
+    None: MIB,  # a bare number is MiB, as Slurm's --mem
+    "Ki": 1024,
+    "Mi": MIB,
+    "Gi": 1024 * MIB,
+    "Ti": 1024 * 1024 * MIB,
+    "K": 1000,
+    "M": 1000**2,
+    "G": 1000**3,
+    "T": 1000**4,
+}
+
+
+def _field(name: str) -> str:
+    return f"metadata.annotations[{PREFIX}{name}]"
+
+
+def _int(ann: Mapping[str, str], name: str, *, minimum: int) -> int | None:
+    raw = ann.get(PREFIX + name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise TranslationError(_field(name), f"{raw!r} is not an integer") from None
+    if value < minimum:
+        raise TranslationError(_field(name), f"{value} is below the minimum {minimum}")
+    return value
+
+
+def _text(ann: Mapping[str, str], name: str) -> str:
+    raw = ann.get(PREFIX + name)
+    if raw is None:
+        return ""
+    value = raw.strip()
+    if not value:
+        raise TranslationError(_field(name), "is empty")
+    if any(c in value for c in "\n\r\t"):
+        raise TranslationError(_field(name), f"{raw!r} contains a control character")
+    return value
+
+
+def parse_time_limit(raw: str) -> int:
+    """A Slurm time limit as minutes: ``90``, ``1:30:00``, ``2-00:00`` (``D-HH:MM[:SS]``),
+    seconds rounded up to a whole minute.
+
+    Raises:
+        ValueError: not one of those forms, or zero.
+    """
+    text = raw.strip()
+    if text.isdigit():
+        minutes = int(text)
+    else:
+        m = _TIME.match(text)
+        if not m:
+            raise ValueError(f"{raw!r} is not minutes or [D-]HH:MM[:SS]")
+        days, hours, mins, secs = (int(g) if g else 0 for g in m.groups())
+        if mins >= 60 or secs >= 60:
+            raise ValueError(f"{raw!r}: minutes and seconds must be below 60")
+        minutes = days * 1440 + hours * 60 + mins + (1 if secs else 0)
+    if minutes <= 0:
+        raise ValueError(f"{raw!r} must be at least one minute")
+    return minutes
+
+
+def parse_memory_mib(raw: str) -> int:
+    """A memory size as MiB, rounded up: ``4096`` (MiB), ``4Gi``, ``500M``.
+
+    Raises:
+        ValueError: not a number with an optional Ki/Mi/Gi/Ti/K/M/G/T suffix, or zero.
+    """
+    m = _QTY.match(raw.strip())
+    if not m:
+        raise ValueError(f"{raw!r} is not MiB or a quantity such as 4Gi")
+    mib = math.ceil(float(m.group(1)) * _QTY_BYTES[m.group(2)] / MIB)
+    if mib <= 0:
+        raise ValueError(f"{raw!r} must be more than zero")
+    return mib
+
+
+def translate(
+    group: Group,
+    pods: list[KubePod],
+    annotations: Mapping[str, str],
+    *,
+    excluded_nodes: tuple[str, ...] = (),
+) -> SlurmJobSpec:
+    """The Slurm job for ``pods`` (a group's live pods) under its root's ``annotations``.
+
+    Rules and defaults: module docstring.
+
+    Raises:
+        TranslationError: an annotation is malformed or out of range (``field`` names it),
+            or there are no pods.
+    """
+    if not pods:
+        raise TranslationError("pods", "the group has no pod to place")
+    n = len(pods)
+    ann = annotations
+    cpu = _int(ann, "cpu-per-task", minimum=1)
+    if cpu is None:
+        cpu = max(1, *(math.ceil(p.cpu_millis / 1000) for p in pods))
+    min_nodes = _int(ann, "min-nodes", minimum=1)
+    max_nodes = _int(ann, "max-nodes", minimum=1)
+    if min_nodes is None:
+        min_nodes = n if max_nodes is None else min(n, max_nodes)
+    if max_nodes is None:
+        max_nodes = max(n, min_nodes)
+    if max_nodes < min_nodes:
+        raise TranslationError(_field("max-nodes"), f"{max_nodes} is below min-nodes {min_nodes}")
+    per_node = math.ceil(n / min_nodes)
+    mem_raw = ann.get(PREFIX + "mem-per-node")
+    if mem_raw is not None:
+        try:
+            memory: int | None = parse_memory_mib(mem_raw)
+        except ValueError as exc:
+            raise TranslationError(_field("mem-per-node"), str(exc)) from None
+    else:
+        largest = max(math.ceil(p.memory_bytes / MIB) for p in pods)
+        memory = largest * per_node if largest else None
+    gres = _text(ann, "gres")
+    if gres:
+        tres = gres if gres.startswith("gres/") else f"gres/{gres}"
+    else:
+        gpus = max(p.gpus for p in pods)
+        tres = f"gres/gpu={gpus * per_node}" if gpus else ""
+    exclusive_raw = ann.get(PREFIX + "exclusive")
+    exclusive = False
+    if exclusive_raw is not None:
+        value = exclusive_raw.strip().lower()
+        if value not in ("true", "false"):
+            raise TranslationError(_field("exclusive"), f"{exclusive_raw!r} is not true or false")
+        exclusive = value == "true"
+    limit_raw = ann.get(PREFIX + "timelimit")
+    limit: int | None = None
+    if limit_raw is not None:
+        try:
+            limit = parse_time_limit(limit_raw)
+        except ValueError as exc:
+            raise TranslationError(_field("timelimit"), str(exc)) from None
+    partition = _text(ann, "partition")
+    if "," in partition:
+        raise TranslationError(_field("partition"), f"{partition!r}: name exactly one partition")
+    return SlurmJobSpec(
+        name=_text(ann, "job-name") or group.key,
+        partition=partition,
+        account=_text(ann, "account"),
+        qos=_text(ann, "qos"),
+        reservation=_text(ann, "reservation"),
+        wckey=_text(ann, "wckey"),
+        constraints=_text(ann, "constraints"),
+        licenses=_text(ann, "licenses"),
+        cpus_per_task=cpu,
+        tasks=n,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        memory_per_node_mib=memory,
+        tres_per_node=tres,
+        time_limit_minutes=limit,
+        priority=_int(ann, "priority", minimum=0),
+        user_id=_int(ann, "user-id", minimum=0),
+        group_id=_int(ann, "group-id", minimum=0),
+        exclusive=exclusive,
+        excluded_nodes=excluded_nodes,
+    )
+
+
+def annotations_of(
+    group: Group, pods: list[KubePod], workload: KubeWorkload | None
+) -> Mapping[str, str]:
+    """The annotations that configure the job: the root object's, the bare pod's own."""
+    if group.kind == "Pod":
+        return pods[0].annotations if pods else {}
+    return workload.annotations if workload is not None else {}
+
+
+def pod_event(pod: KubePod, reason: str, message: str, *, warning: bool = False) -> RecordEvent:
+    """A Kubernetes Event on ``pod`` (Normal, or Warning)."""
+    return RecordEvent(
+        api_version="v1",
+        object_kind="Pod",
+        name=pod.name,
+        namespace=pod.namespace,
+        uid=pod.uid,
+        type="Warning" if warning else "Normal",
+        reason=reason,
+        message=message,
+    )

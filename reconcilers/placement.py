@@ -1,0 +1,289 @@
+"""``placement``: schedule pods through Slurm placeholder jobs (Slinky slurm-bridge scheduler
+plugin).
+
+A pod whose ``schedulerName`` is ours is never bound by Kubernetes' scheduler; instead its
+group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides where it runs:
+
+* no job yet and every expected pod of the group exists ⇒ translate the group and submit a
+  placeholder job (``EXTERNAL_JOB`` with ``admin_comment={"pods":[…]}`` on Slurm REST
+  v0.0.43+, a sleeping batch job before), with the Slurm nodes whose Kubernetes node is
+  cordoned or not Ready as ``excluded_nodes`` (never ``required_nodes``: slurm-bridge #43);
+  the same action labels the pods ``scheduler.slinky.slurm.net/slurm-jobid``, adds the
+  finalizer ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration;
+* the group cannot be translated, or names a partition Slurm does not have ⇒ no job; each
+  pod gets ``PodScheduled=False`` (reason ``SlurmJobInvalid``) and a Warning Event naming the
+  annotation and the reason — fixing the annotation re-triggers the group;
+* the job is RUNNING with nodes ⇒ each unbound pod is annotated ``slinky.slurm.net/slurm-node``
+  and bound (Binding subresource) to the Kubernetes node mapped from its Slurm node; pods are
+  spread over the job's nodes in name order;
+* pods that joined after the job was submitted ⇒ labelled and finalized like the others.
+
+Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload, SlurmJob,
+SlurmPartition (a partition appearing may unblock a group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from reconcilers import _nodes, _pods
+from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from schemas import wellknown
+from schemas.actions import (
+    AnyAction,
+    BindPod,
+    MarkPods,
+    PodRef,
+    SetPodCondition,
+    SubmitSlurmJob,
+)
+from schemas.events import Event, KubeNode, KubePod, KubeWorkload, SlurmJob, SlurmPartition
+from schemas.subjects import slurm_source
+
+NAME = "placement"
+CONDITION: str = "PodScheduled"
+INVALID = "SlurmJobInvalid"
+
+
+class View(msgspec.Struct, frozen=True, kw_only=True):
+    """One pod group: its pods (ours only), the root object, its Slurm job, and the cluster."""
+
+    group: _pods.Group
+    pods: tuple[KubePod, ...]
+    workload: KubeWorkload | None
+    job: SlurmJob | None
+    job_id: int | None
+    partitions: frozenset[str]
+    #: Slurm node name → Kubernetes node name, for the job's nodes.
+    node_map: dict[str, str]
+    #: Slurm nodes whose Kubernetes node is cordoned or not Ready (only computed before submit).
+    excluded: tuple[str, ...]
+    scheduler_name: str
+    cluster: str
+    default_partition: str = ""
+
+
+def ref(pod: KubePod) -> PodRef:
+    """The PodRef of a pod observation."""
+    return PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid)
+
+
+def job_id_of(pods: Iterable[KubePod]) -> int | None:
+    """The job id on the pods' ``slurm-jobid`` label (the highest when they disagree)."""
+    ids = []
+    for p in pods:
+        raw = p.labels.get(wellknown.LABEL_SLURM_JOBID, "")
+        if raw.isdigit():
+            ids.append(int(raw))
+    return max(ids) if ids else None
+
+
+def _live(p: KubePod) -> bool:
+    return not p.terminal and not p.deleting
+
+
+def view(store: Store, key: str, ctx: Context) -> View | None:
+    """Read the group's pods, root object, Slurm job and (when needed) the node map."""
+    group = _pods.parse_group_key(key)
+    if group is None:
+        return None
+    source = slurm_source(ctx.cluster)
+    pods = tuple(p for p in _pods.pods_of(group, store) if p.scheduler_name == ctx.scheduler_name)
+    workload = store.get(KubeWorkload, group.root_key) if group.root_key else None
+    job_id = job_id_of(pods)
+    job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
+    node_map: dict[str, str] = {}
+    if job is not None:
+        for slurm_name in job.nodes:
+            keys = _nodes.kube_keys_for_slurm(slurm_name, store)
+            if keys:
+                node_map[slurm_name] = min(keys)
+    excluded: tuple[str, ...] = ()
+    partitions: frozenset[str] = frozenset()
+    if job_id is None and any(_live(p) for p in pods):
+        partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
+        excluded = tuple(
+            sorted(
+                _nodes.slurm_name_of(n)
+                for n in store.values(KubeNode)
+                if n.unschedulable or not n.ready
+            )
+        )
+    return View(
+        group=group,
+        pods=pods,
+        workload=workload,
+        job=job,
+        job_id=job_id,
+        partitions=partitions,
+        node_map=node_map,
+        excluded=excluded,
+        scheduler_name=ctx.scheduler_name,
+        cluster=ctx.cluster,
+        default_partition=ctx.default_partition,
+    )
+
+
+def _reject(pods: list[KubePod], message: str) -> Decision:
+    actions: list[AnyAction] = []
+    for p in pods:
+        cur = p.condition(CONDITION)
+        if cur is not None and (cur.status, cur.reason, cur.message) == ("False", INVALID, message):
+            continue
+        actions.append(
+            SetPodCondition(
+                pod=ref(p), type=CONDITION, status="False", reason=INVALID, message=message
+            )
+        )
+        actions.append(_pods.pod_event(p, INVALID, message, warning=True))
+    return Decision(actions=tuple(actions), reason=message)
+
+
+def _marked(p: KubePod, job_id: int) -> bool:
+    return (
+        p.labels.get(wellknown.LABEL_SLURM_JOBID) == str(job_id)
+        and wellknown.FINALIZER_SCHEDULER in p.finalizers
+        and (wellknown.TAINT_MANAGED_NODE in p.tolerations or "" in p.tolerations)
+    )
+
+
+def decide(v: View | None) -> Decision:
+    """Submit, label, or bind (module docstring)."""
+    if v is None:
+        return Decision(reason="not a pod group key")
+    live = [p for p in v.pods if _live(p)]
+    if not live:
+        return NOTHING
+    if v.job_id is None:
+        return _submit(v, live)
+    actions: list[AnyAction] = []
+    unmarked = [ref(p) for p in live if not _marked(p, v.job_id)]
+    if unmarked:
+        actions.append(
+            MarkPods(job_id=v.job_id, pods=tuple(unmarked), scheduler_name=v.scheduler_name)
+        )
+    job = v.job
+    if job is None or job.base_state != "RUNNING" or not job.nodes:
+        state = job.base_state if job is not None else "not yet seen"
+        return Decision(actions=tuple(actions), reason=f"job {v.job_id} is {state}")
+    unbound = [p for p in live if not p.node_name]
+    nodes = job.nodes
+    for i, p in enumerate(live):
+        if p.node_name:
+            continue
+        slurm_node = nodes[i % len(nodes)]
+        kube_node = v.node_map.get(slurm_node)
+        if kube_node is None:
+            msg = f"Slurm node {slurm_node} of job {v.job_id} has no Kubernetes node"
+            actions.append(_pods.pod_event(p, "SlurmNodeUnknown", msg, warning=True))
+            continue
+        actions.append(BindPod(pod=ref(p), node=kube_node, slurm_node=slurm_node, job_id=v.job_id))
+        actions.append(
+            _pods.pod_event(
+                p, "Scheduled", f"Slurm job {v.job_id} runs on {slurm_node}: bound to {kube_node}"
+            )
+        )
+    if not actions:
+        return NOTHING
+    return Decision(
+        actions=tuple(actions), reason=f"job {v.job_id} RUNNING; {len(unbound)} to bind"
+    )
+
+
+def _submit(v: View, live: list[KubePod]) -> Decision:
+    expected = v.workload.size if v.workload is not None else 0
+    if v.group.root_key is not None and v.workload is None:
+        return Decision(reason=f"waiting for {v.group.root_key} to be observed")
+    if expected and len(live) < expected:
+        return Decision(reason=f"waiting for the group's pods: {len(live)} of {expected}")
+    try:
+        spec = _pods.translate(
+            v.group,
+            live,
+            _pods.annotations_of(v.group, live, v.workload),
+            excluded_nodes=v.excluded,
+        )
+    except _pods.TranslationError as exc:
+        return _reject(live, f"cannot become a Slurm job: {exc}")
+    if not spec.partition and v.default_partition:
+        spec = msgspec.structs.replace(spec, partition=v.default_partition)
+    if spec.partition and spec.partition not in v.partitions:
+        return _reject(
+            live,
+            f"cannot become a Slurm job: metadata.annotations["
+            f"{_pods.PREFIX}partition]: Slurm has no partition {spec.partition!r}",
+        )
+    marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))
+    first = live[0]
+    return Decision(
+        actions=(
+            SubmitSlurmJob(
+                cluster=v.cluster,
+                group=v.group.key,
+                marker=marker,
+                pods=tuple(ref(p) for p in live),
+                spec=spec,
+                scheduler_name=v.scheduler_name,
+            ),
+            _pods.pod_event(
+                first,
+                "SlurmJobSubmitted",
+                f"Placeholder job for {v.group.key} ({len(live)} pods) submitted to Slurm",
+            ),
+        ),
+        reason=f"submit placeholder job for {len(live)} pods",
+    )
+
+
+def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
+    """KubePod ⇒ its group; KubeWorkload ⇒ the groups under it; SlurmJob ⇒ the group in its
+    marker; SlurmPartition ⇒ groups still without a job."""
+    if isinstance(event, KubePod):
+        # Tombstones keep labels, owner and schedulerName, so they still name their group.
+        return [_pods.group_of(event).key] if event.scheduler_name == ctx.scheduler_name else []
+    if isinstance(event, SlurmJob):
+        if event.cluster and event.cluster != ctx.cluster:
+            return []
+        key = _pods.group_key_of_marker(event.comment)
+        return [key] if key is not None else []
+    if isinstance(event, KubeWorkload):
+        return _pods.groups_under(event, store)
+    if isinstance(event, SlurmPartition):
+        return _waiting_groups(store, ctx)
+    return []
+
+
+def _waiting_groups(store: Store, ctx: Context) -> list[str]:
+    keys = {
+        _pods.group_of(p).key
+        for p in store.values(KubePod)
+        if p.scheduler_name == ctx.scheduler_name
+        and _live(p)
+        and wellknown.LABEL_SLURM_JOBID not in p.labels
+    }
+    return sorted(keys)
+
+
+def all_keys(store: Store, ctx: Context) -> Iterable[str]:
+    """Every group with a live pod of ours."""
+    return sorted(
+        {
+            _pods.group_of(p).key
+            for p in store.values(KubePod)
+            if p.scheduler_name == ctx.scheduler_name and _live(p)
+        }
+    )
+
+
+SPEC = ReconcilerSpec(
+    name=NAME,
+    triggers=(KubePod, KubeWorkload, SlurmJob, SlurmPartition),
+    key_kind="PodGroup",
+    keys_of=keys_of,
+    all_keys=all_keys,
+    view=view,
+    decide=decide,
+    description="schedule pods through Slurm placeholder jobs and bind them",
+)

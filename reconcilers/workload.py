@@ -1,0 +1,264 @@
+"""``workload``: keep placeholder jobs and their pods in step (Slinky slurm-bridge workload
+controller).
+
+Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`):
+
+1. **Pods whose job stopped.** A pod bound to a node, not finished and not being deleted,
+   whose job is not RUNNING — the job completed, was cancelled (``scancel``), preempted, timed
+   out, failed, was requeued, or vanished from Slurm after we bound the pod — is deleted
+   (slurm-bridge #6, #36: bound-but-not-ready pods count). The effector re-reads the job from
+   Slurm first and skips when it runs or Slurm cannot be asked (fail closed).
+2. **Groups that finished.** When no pod of the group can still run — each is Succeeded or
+   Failed, or is being deleted without ever having been bound — the job is cancelled if it
+   still runs, and our finalizer is removed from the pods. A pod still terminating on its
+   node keeps the job (slurm-bridge #16).
+3. **Pods deleted after their job ended** lose our finalizer, so the deletion completes.
+4. **Pods stuck Terminating** on a node whose kubelet does not answer (node not Ready, or
+   gone) for longer than ``stuck_pod_grace_s`` after their deletion grace period lose our
+   finalizer, with a Warning Event saying why (slurm-bridge #49).
+5. **Jobs whose pods are all gone** (a placeholder job of ours, still pending or running, and
+   no pod of its group left) are cancelled.
+
+A job is "gone" only when the pods say we bound them (``slinky.slurm.net/slurm-node``, so the
+job was seen RUNNING) and Slurm no longer lists it; a job never seen is *not* gone.
+Cancelling only touches jobs whose ``comment`` is our group marker. Triggers: KubePod,
+KubeNode (a node going NotReady), SlurmJob.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from reconcilers import _pods
+from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from schemas import wellknown
+from schemas.actions import (
+    AnyAction,
+    CancelSlurmJob,
+    DeletePod,
+    PodRef,
+    RemovePodFinalizer,
+)
+from schemas.events import Event, KubeNode, KubePod, SlurmJob
+from schemas.subjects import slurm_source
+
+NAME = "workload"
+#: Job states after which the job's pods can never run again.
+ENDED = wellknown.JOB_ENDED_STATES
+FINALIZER = wellknown.FINALIZER_SCHEDULER
+
+
+class View(msgspec.Struct, frozen=True, kw_only=True):
+    """One pod group: our pods in it, its job (by the pods' label or by the job's marker),
+    the Kubernetes nodes the pods are on, and the clock."""
+
+    group: _pods.Group
+    pods: tuple[KubePod, ...]
+    job: SlurmJob | None
+    job_id: int | None
+    #: Kubernetes node name → Ready, for the nodes of the pods being deleted (absent = gone).
+    node_ready: dict[str, bool]
+    cluster: str
+    now: float
+    grace_s: float
+
+
+def _ours(p: KubePod, ctx: Context) -> bool:
+    return (
+        p.scheduler_name == ctx.scheduler_name
+        or FINALIZER in p.finalizers
+        or wellknown.LABEL_SLURM_JOBID in p.labels
+    )
+
+
+def view(store: Store, key: str, ctx: Context) -> View | None:
+    """Read the group's pods, its job and the Ready state of the nodes of deleting pods."""
+    group = _pods.parse_group_key(key)
+    if group is None:
+        return None
+    source = slurm_source(ctx.cluster)
+    pods = tuple(p for p in _pods.pods_of(group, store) if _ours(p, ctx))
+    ids = [
+        int(raw) for p in pods if (raw := p.labels.get(wellknown.LABEL_SLURM_JOBID, "")).isdigit()
+    ]
+    job_id = max(ids) if ids else None
+    job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
+    if job is None and job_id is None:
+        # No pod names the job: find a job of ours that names this group (rule 5).
+        job = next(
+            (
+                j
+                for j in store.values(SlurmJob, source)
+                if _pods.group_key_of_marker(j.comment) == group.key and j.base_state not in ENDED
+            ),
+            None,
+        )
+        job_id = job.job_id if job is not None else None
+    node_ready: dict[str, bool] = {}
+    for p in pods:
+        if p.deleting and p.node_name and p.node_name not in node_ready:
+            n = store.get(KubeNode, p.node_name)
+            if n is not None:
+                node_ready[p.node_name] = n.ready
+    return View(
+        group=group,
+        pods=pods,
+        job=job,
+        job_id=job_id,
+        node_ready=node_ready,
+        cluster=ctx.cluster,
+        now=ctx.now,
+        grace_s=ctx.stuck_pod_grace_s,
+    )
+
+
+def _ref(p: KubePod) -> PodRef:
+    return PodRef(namespace=p.namespace, name=p.name, uid=p.uid)
+
+
+def _done(p: KubePod) -> bool:
+    """The pod can never run (again): finished, or deleted before it was ever bound."""
+    return p.terminal or (p.deleting and not p.node_name)
+
+
+def job_status(v: View) -> str:
+    """``running``, ``ended`` (finished or vanished after we bound a pod), ``pending``, or
+    ``unknown`` (never seen: treated as possibly alive)."""
+    job = v.job
+    if job is not None:
+        if job.base_state == "RUNNING":
+            return "running"
+        if job.base_state in ENDED:
+            return "ended"
+        return "pending"
+    if v.job_id is not None and any(
+        wellknown.ANNOTATION_SLURM_NODE in p.annotations for p in v.pods
+    ):
+        return "ended"
+    return "unknown"
+
+
+def decide(v: View | None) -> Decision:
+    """Delete pods of stopped jobs, cancel jobs of finished groups, release finalizers."""
+    if v is None:
+        return Decision(reason="not a pod group key")
+    status = job_status(v)
+    job_label = f"job {v.job_id}" if v.job_id is not None else "no job"
+    actions: list[AnyAction] = []
+    requeue: float | None = None
+
+    if not v.pods:
+        # Rule 5: a job of ours with no pod left.
+        if v.job is not None and v.job_id is not None and status in ("running", "pending"):
+            return Decision(
+                actions=(
+                    CancelSlurmJob(
+                        cluster=v.cluster,
+                        job_id=v.job_id,
+                        marker=v.job.comment,
+                        why=f"every pod of {v.group.key} is gone",
+                    ),
+                ),
+                reason=f"{job_label}: every pod of the group is gone",
+            )
+        return NOTHING
+
+    # Rule 1: pods whose job stopped.
+    if v.job_id is not None and status in ("ended", "pending"):
+        state = v.job.base_state if v.job is not None else "gone from Slurm"
+        for p in v.pods:
+            if p.node_name and not p.terminal and not p.deleting:
+                why = f"Slurm {job_label} is {state}"
+                actions.append(DeletePod(pod=_ref(p), cluster=v.cluster, job_id=v.job_id, why=why))
+                actions.append(_pods.pod_event(p, "SlurmJobStopped", f"Deleting pod: {why}"))
+
+    # Rule 2: the whole group finished.
+    if all(_done(p) for p in v.pods):
+        if v.job is not None and v.job_id is not None and status in ("running", "pending"):
+            actions.append(
+                CancelSlurmJob(
+                    cluster=v.cluster,
+                    job_id=v.job_id,
+                    marker=v.job.comment,
+                    why=f"every pod of {v.group.key} has finished",
+                )
+            )
+        actions.extend(
+            RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="group finished")
+            for p in v.pods
+            if FINALIZER in p.finalizers
+        )
+        return Decision(actions=tuple(actions), reason=f"{job_label}: the group has finished")
+
+    for p in v.pods:
+        if FINALIZER not in p.finalizers or not p.deleting or _done(p):
+            continue
+        # Rule 3: deleted after the job ended.
+        if status == "ended":
+            actions.append(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="job ended"))
+            continue
+        # Rule 4: stuck Terminating on a node without a kubelet.
+        if p.node_name and not v.node_ready.get(p.node_name, False):
+            due = p.deletion_timestamp + p.deletion_grace_s + v.grace_s
+            if v.now >= due:
+                why = (
+                    f"node {p.node_name} has not answered for {v.grace_s:.0f} s after the "
+                    "pod's deletion grace period: finalizer removed so the deletion completes"
+                )
+                actions.append(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why=why))
+                actions.append(_pods.pod_event(p, "KubeletUnresponsive", why, warning=True))
+            else:
+                wait = due - v.now
+                requeue = wait if requeue is None else min(requeue, wait)
+    if not actions:
+        return Decision(requeue_after=requeue, reason=f"{job_label} is {status}")
+    return Decision(
+        actions=tuple(actions), requeue_after=requeue, reason=f"{job_label} is {status}"
+    )
+
+
+def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
+    """KubePod ⇒ its group; SlurmJob ⇒ the group in its marker; KubeNode ⇒ groups with a pod
+    being deleted on it."""
+    if isinstance(event, KubePod):
+        return [_pods.group_of(event).key] if _ours(event, ctx) else []
+    if isinstance(event, SlurmJob):
+        if event.cluster and event.cluster != ctx.cluster:
+            return []
+        key = _pods.group_key_of_marker(event.comment)
+        return [key] if key is not None else []
+    if isinstance(event, KubeNode):
+        if event.ready and not event.deleted:
+            return []
+        return sorted(
+            {
+                _pods.group_of(p).key
+                for p in store.values(KubePod)
+                if p.deleting and p.node_name == event.key and _ours(p, ctx)
+            }
+        )
+    return []
+
+
+def all_keys(store: Store, ctx: Context) -> Iterable[str]:
+    """Every group with a pod of ours, and every group named by a live job of ours."""
+    keys = {_pods.group_of(p).key for p in store.values(KubePod) if _ours(p, ctx)}
+    for j in store.values(SlurmJob, slurm_source(ctx.cluster)):
+        key = _pods.group_key_of_marker(j.comment)
+        if key is not None and j.base_state not in ENDED:
+            keys.add(key)
+    return sorted(keys)
+
+
+SPEC = ReconcilerSpec(
+    name=NAME,
+    triggers=(KubePod, KubeNode, SlurmJob),
+    key_kind="PodGroup",
+    keys_of=keys_of,
+    all_keys=all_keys,
+    view=view,
+    decide=decide,
+    description="cancel jobs of finished pods, delete pods of stopped jobs, release finalizers",
+)

@@ -1,0 +1,173 @@
+"""Pods through Slurm, end to end in the simulators: placement, binding, cleanup.
+
+The slurmrestd simulator schedules the placeholder jobs; the test plays the kubelet (it moves
+pods to Succeeded through the status subresource).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from schemas import wellknown
+from schemas.actions import SubmitSlurmJob
+from slurmbridge.sim.kube import ApiError
+from slurmbridge.testing import Stack
+
+SCHED = wellknown.DEFAULT_SCHEDULER_NAME
+JOB = wellknown.LABEL_SLURM_JOBID
+FIN = wellknown.FINALIZER_SCHEDULER
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[Stack]:
+    async with Stack(nodes=4, poll_interval=0.2) as s:
+        yield s
+
+
+def pod(stack: Stack, name: str) -> dict[str, Any] | None:
+    try:
+        return stack.kube.get("pods", name, "default")
+    except ApiError:
+        return None
+
+
+def ours(stack: Stack) -> list[Any]:
+    return [j for j in stack.slurm.jobs if j.comment.startswith("slurmbridge:")]
+
+
+def finish(stack: Stack, name: str) -> None:
+    stack.kube.patch_merge(
+        "pods", name, {"status": {"phase": "Succeeded"}}, "default", subresource="status"
+    )
+
+
+async def test_a_bare_pod_is_placed_bound_and_its_job_cancelled_when_it_ends(
+    stack: Stack,
+) -> None:
+    stack.kube.add_pod("solo", scheduler_name=SCHED, requests={"cpu": "1", "memory": "100Mi"})
+    await stack.wait_for(lambda: len(ours(stack)) == 1, what="a placeholder job")
+    job = ours(stack)[0]
+    assert "EXTERNAL_JOB" in job.flags
+    assert job.admin_comment == '{"pods":["default/solo"]}'
+    await stack.wait_for(
+        lambda: bool((pod(stack, "solo") or {}).get("spec", {}).get("nodeName")),
+        what="pod bound",
+    )
+    p = pod(stack, "solo")
+    assert p is not None
+    meta = p["metadata"]
+    assert meta["labels"][JOB] == str(job.job_id)
+    assert FIN in meta["finalizers"]
+    assert meta["annotations"][wellknown.ANNOTATION_SLURM_NODE] == p["spec"]["nodeName"]
+    assert stack.slurm.job(job.job_id).nodes == (p["spec"]["nodeName"],)
+    finish(stack, "solo")
+    await stack.wait_for(
+        lambda: stack.slurm.job(job.job_id).state == ("CANCELLED",), what="job cancelled"
+    )
+    await stack.wait_for(
+        lambda: FIN not in ((pod(stack, "solo") or {}).get("metadata", {}).get("finalizers") or []),
+        what="finalizer removed",
+    )
+    await stack.settled()
+    recs = await stack.action_records()
+    assert sum(isinstance(r.action, SubmitSlurmJob) and r.outcome == "ok" for r in recs) == 1
+
+
+async def test_a_job_group_becomes_one_slurm_job_and_scancel_deletes_its_pods(
+    stack: Stack,
+) -> None:
+    owner = stack.kube.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "train",
+                "namespace": "default",
+                "annotations": {wellknown.ANNOTATION_SLURMJOB_PREFIX + "partition": "batch"},
+            },
+            "spec": {
+                "parallelism": 3,
+                "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+            },
+        }
+    )
+    ref = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "train",
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+    for i in range(3):
+        stack.kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"train-{i}",
+                    "namespace": "default",
+                    "labels": {"batch.kubernetes.io/job-name": "train"},
+                    "ownerReferences": [ref],
+                },
+                "spec": {
+                    "schedulerName": SCHED,
+                    "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+                    ],
+                },
+            }
+        )
+    await stack.wait_for(
+        lambda: all(
+            (pod(stack, f"train-{i}") or {}).get("spec", {}).get("nodeName") for i in range(3)
+        ),
+        what="3 pods bound",
+    )
+    jobs = ours(stack)
+    assert len(jobs) == 1
+    job = jobs[0]
+    assert job.partition == "batch"
+    assert len(set(job.nodes)) == 3  # one node per pod by default
+    # An administrator cancels the job in Slurm: the bound pods are deleted.
+    stack.slurm.cancel_job(job.job_id)
+    await stack.wait_for(
+        lambda: all(pod(stack, f"train-{i}") is None for i in range(3)),
+        timeout=15,
+        what="pods deleted and finalized",
+    )
+
+
+async def test_an_untranslatable_pod_stays_pending_with_a_condition_and_an_event(
+    stack: Stack,
+) -> None:
+    stack.kube.add_pod(
+        "bad",
+        scheduler_name=SCHED,
+        annotations={wellknown.ANNOTATION_SLURMJOB_PREFIX + "timelimit": "soon"},
+    )
+
+    def condition() -> dict[str, Any] | None:
+        p = pod(stack, "bad") or {}
+        conds = p.get("status", {}).get("conditions") or []
+        return next((c for c in conds if c["type"] == "PodScheduled"), None)
+
+    await stack.wait_for(lambda: condition() is not None, what="PodScheduled condition")
+    cond = condition()
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "SlurmJobInvalid")
+    assert "slurmjob.slinky.slurm.net/timelimit" in cond["message"]
+
+    def warned() -> bool:
+        return any(
+            e["involvedObject"]["name"] == "bad"
+            and e["type"] == "Warning"
+            and e["reason"] == "SlurmJobInvalid"
+            for e in stack.kube.list("events", "default")
+        )
+
+    await stack.wait_for(warned, what="Warning event")
+    await stack.settled()
+    assert ours(stack) == []
