@@ -6,8 +6,9 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
 
 * no job yet and every expected pod of the group exists ⇒ translate the group and submit a
   placeholder job (``EXTERNAL_JOB`` with ``admin_comment={"pods":[…]}`` on Slurm REST
-  v0.0.43+, a sleeping batch job before), with the Slurm nodes whose Kubernetes node is
-  cordoned or not Ready as ``excluded_nodes`` (never ``required_nodes``: slurm-bridge #43);
+  v0.0.43+, a sleeping batch job before), with the Slurm nodes (of this cluster) whose
+  Kubernetes node is cordoned or not Ready as ``excluded_nodes`` (never ``required_nodes``:
+  slurm-bridge #43);
   the same action labels the pods ``scheduler.slinky.slurm.net/slurm-jobid``, adds the
   finalizer ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration;
 * the group cannot be translated, or names a partition Slurm does not have ⇒ no job; each
@@ -17,6 +18,10 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   and bound (Binding subresource) to the Kubernetes node mapped from its Slurm node; pods are
   spread over the job's nodes in name order;
 * pods that joined after the job was submitted ⇒ labelled and finalized like the others.
+
+The group's job is the one named by its *live* pods' ``slurm-jobid`` label: when every pod
+that named a job has finished (a Job's failed pod) and a new pod appears (its retry), the new
+pod gets a new job instead of joining the ended one.
 
 Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload, SlurmJob,
 SlurmPartition (a partition appearing may unblock a group).
@@ -39,7 +44,15 @@ from schemas.actions import (
     SetPodCondition,
     SubmitSlurmJob,
 )
-from schemas.events import Event, KubeNode, KubePod, KubeWorkload, SlurmJob, SlurmPartition
+from schemas.events import (
+    Event,
+    KubeNode,
+    KubePod,
+    KubeWorkload,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+)
 from schemas.subjects import slurm_source
 
 NAME = "placement"
@@ -54,11 +67,13 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     pods: tuple[KubePod, ...]
     workload: KubeWorkload | None
     job: SlurmJob | None
+    #: The job named by the live pods' ``slurm-jobid`` label (None: the group has no job yet).
     job_id: int | None
     partitions: frozenset[str]
     #: Slurm node name → Kubernetes node name, for the job's nodes.
     node_map: dict[str, str]
-    #: Slurm nodes whose Kubernetes node is cordoned or not Ready (only computed before submit).
+    #: Slurm nodes (of ``cluster``) whose Kubernetes node is cordoned or not Ready (only
+    #: computed before submit).
     excluded: tuple[str, ...]
     scheduler_name: str
     cluster: str
@@ -92,7 +107,9 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     source = slurm_source(ctx.cluster)
     pods = tuple(p for p in _pods.pods_of(group, store) if p.scheduler_name == ctx.scheduler_name)
     workload = store.get(KubeWorkload, group.root_key) if group.root_key else None
-    job_id = job_id_of(pods)
+    # Only live pods name the group's job: a finished pod's label names a job that ended with
+    # it, and a pod created after it (a Job's retry) needs a new job, not that one.
+    job_id = job_id_of(p for p in pods if _live(p))
     job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
     node_map: dict[str, str] = {}
     if job is not None:
@@ -104,12 +121,16 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     partitions: frozenset[str] = frozenset()
     if job_id is None and any(_live(p) for p in pods):
         partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
+        # Only names Slurm knows: slurmctld rejects a job whose excluded list names an
+        # unknown node (ESLURM_INVALID_NODE_NAME), and Kubernetes nodes outside Slurm are
+        # never allocated anyway.
+        unusable = {
+            _nodes.slurm_name_of(n)
+            for n in store.values(KubeNode)
+            if n.unschedulable or not n.ready
+        }
         excluded = tuple(
-            sorted(
-                _nodes.slurm_name_of(n)
-                for n in store.values(KubeNode)
-                if n.unschedulable or not n.ready
-            )
+            sorted(name for name in unusable if store.get(SlurmNode, name, source) is not None)
         )
     return View(
         group=group,

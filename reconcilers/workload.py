@@ -140,6 +140,17 @@ def job_status(v: View) -> str:
     return "unknown"
 
 
+def _cancellable(v: View) -> bool:
+    """The job is ours to cancel: its ``comment`` is this group's marker, and it may still run
+    (a job merely named by a pod's label, e.g. someone else's, is never cancelled)."""
+    return (
+        v.job is not None
+        and v.job_id is not None
+        and _pods.group_key_of_marker(v.job.comment) == v.group.key
+        and job_status(v) in ("running", "pending")
+    )
+
+
 def decide(v: View | None) -> Decision:
     """Delete pods of stopped jobs, cancel jobs of finished groups, release finalizers."""
     if v is None:
@@ -151,7 +162,7 @@ def decide(v: View | None) -> Decision:
 
     if not v.pods:
         # Rule 5: a job of ours with no pod left.
-        if v.job is not None and v.job_id is not None and status in ("running", "pending"):
+        if v.job is not None and v.job_id is not None and _cancellable(v):
             return Decision(
                 actions=(
                     CancelSlurmJob(
@@ -176,7 +187,7 @@ def decide(v: View | None) -> Decision:
 
     # Rule 2: the whole group finished.
     if all(_done(p) for p in v.pods):
-        if v.job is not None and v.job_id is not None and status in ("running", "pending"):
+        if v.job is not None and v.job_id is not None and _cancellable(v):
             actions.append(
                 CancelSlurmJob(
                     cluster=v.cluster,

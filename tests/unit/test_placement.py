@@ -1,0 +1,662 @@
+"""Table-driven tests of the ``placement`` reconciler: view → decide over a projection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import pytest
+
+from producers.kube import pod_tombstone
+from reconcilers import _pods, placement
+from reconcilers.base import NOTHING, Context, Decision
+from schemas import wellknown
+from schemas.actions import (
+    BindPod,
+    MarkPods,
+    PodRef,
+    RecordEvent,
+    SetPodCondition,
+    SubmitSlurmJob,
+)
+from schemas.events import (
+    Event,
+    KubeNode,
+    KubePod,
+    KubeWorkload,
+    OwnerRef,
+    PodCondition,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+)
+from slurmbridge.projection import Projection
+
+SCHED = "slurm-bridge-scheduler"
+CTX = Context(scheduler_name=SCHED, cluster="c1")
+SRC = "slurm:c1"
+P = _pods.PREFIX
+MIB = 1024 * 1024
+JOBID = wellknown.LABEL_SLURM_JOBID
+FIN = wellknown.FINALIZER_SCHEDULER
+TOL = wellknown.TAINT_MANAGED_NODE
+
+
+def pod(
+    name: str = "a",
+    *,
+    labels: dict[str, str] | None = None,
+    owner: OwnerRef | None = None,
+    annotations: dict[str, str] | None = None,
+    scheduler: str = SCHED,
+    phase: str = "Pending",
+    node: str = "",
+    deleting: bool = False,
+    conditions: tuple[PodCondition, ...] = (),
+    job: int | None = None,
+    marked: bool = True,
+) -> KubePod:
+    """A pod; ``job`` labels it with a job id (``marked``: with finalizer and toleration)."""
+    labels = dict(labels or {})
+    finalizers: tuple[str, ...] = ()
+    tolerations: tuple[str, ...] = ()
+    if job is not None:
+        labels[JOBID] = str(job)
+        if marked:
+            finalizers, tolerations = (FIN,), (TOL,)
+    return KubePod(
+        source="k8s",
+        key=f"ns/{name}",
+        namespace="ns",
+        name=name,
+        uid=f"u-{name}",
+        scheduler_name=scheduler,
+        labels=labels,
+        owner=owner,
+        annotations=annotations or {},
+        phase=phase,
+        node_name=node,
+        deletion_timestamp=1000 if deleting else 0,
+        conditions=conditions,
+        finalizers=finalizers,
+        tolerations=tolerations,
+        cpu_millis=1000,
+        memory_bytes=256 * MIB,
+    )
+
+
+def job_pod(name: str, job_name: str = "train", **kw: Any) -> KubePod:
+    owner = OwnerRef(api_version="batch/v1", kind="Job", name=job_name, uid=f"uid-{job_name}")
+    labels = {_pods.LABEL_JOB_NAME: job_name, _pods.LABEL_JOB_NAME_LEGACY: job_name}
+    return pod(name, labels=labels, owner=owner, **kw)
+
+
+def workload(
+    kind: str, name: str, size: int, annotations: dict[str, str] | None = None
+) -> KubeWorkload:
+    return KubeWorkload(
+        source="k8s",
+        key=f"ns/{kind}:{name}",
+        namespace="ns",
+        name=name,
+        uid=f"uid-{name}",
+        workload_kind=kind,
+        size=size,
+        annotations=annotations or {},
+    )
+
+
+def kn(
+    name: str,
+    *,
+    ready: bool = True,
+    unschedulable: bool = False,
+    slurm_name: str | None = None,
+) -> KubeNode:
+    labels = {wellknown.LABEL_SLURM_NODENAME: slurm_name} if slurm_name else {}
+    return KubeNode(source="k8s", key=name, ready=ready, unschedulable=unschedulable, labels=labels)
+
+
+def sn(name: str, cluster: str = "c1") -> SlurmNode:
+    return SlurmNode(source=f"slurm:{cluster}", key=name, cluster=cluster, state=("IDLE",))
+
+
+def part(name: str, cluster: str = "c1") -> SlurmPartition:
+    return SlurmPartition(source=f"slurm:{cluster}", key=name, cluster=cluster)
+
+
+def sjob(
+    job_id: int,
+    state: str,
+    nodes: tuple[str, ...] = (),
+    comment: str = "",
+    cluster: str = "c1",
+) -> SlurmJob:
+    return SlurmJob(
+        source=f"slurm:{cluster}",
+        key=str(job_id),
+        cluster=cluster,
+        job_id=job_id,
+        state=(state,),
+        nodes=nodes,
+        comment=comment,
+    )
+
+
+def store(*objs: Event) -> Projection:
+    p = Projection()
+    for i, o in enumerate(objs, 1):
+        p.apply(o, i)
+    return p
+
+
+def decide(key: str, *objs: Event, ctx: Context = CTX) -> Decision:
+    return placement.decide(placement.view(store(*objs), key, ctx))
+
+
+def kinds(d: Decision) -> list[str]:
+    return [type(a).__name__ for a in d.actions]
+
+
+def of(d: Decision, kind: type[Any]) -> list[Any]:
+    return [a for a in d.actions if isinstance(a, kind)]
+
+
+def ref(name: str) -> PodRef:
+    return PodRef(namespace="ns", name=name, uid=f"u-{name}")
+
+
+BATCH = part("batch")
+
+
+# --- submit ----------------------------------------------------------------------------------
+
+
+def test_a_bare_pod_is_submitted() -> None:
+    d = decide("ns/Pod:a", pod("a"), BATCH)
+    assert kinds(d) == ["SubmitSlurmJob", "RecordEvent"]
+    submit = d.actions[0]
+    assert isinstance(submit, SubmitSlurmJob)
+    assert (submit.cluster, submit.group, submit.scheduler_name) == ("c1", "ns/Pod:a", SCHED)
+    assert submit.marker == "slurmbridge:ns/Pod:a:u-a"
+    assert _pods.group_key_of_marker(submit.marker) == "ns/Pod:a"
+    assert submit.pods == (ref("a"),)
+    assert (submit.spec.name, submit.spec.tasks, submit.spec.memory_per_node_mib) == (
+        "ns/Pod:a",
+        1,
+        256,
+    )
+    event = d.actions[1]
+    assert isinstance(event, RecordEvent)
+    assert (event.object_kind, event.name, event.type, event.reason) == (
+        "Pod",
+        "a",
+        "Normal",
+        "SlurmJobSubmitted",
+    )
+
+
+@dataclass(frozen=True)
+class GroupCase:
+    name: str
+    key: str
+    root: KubeWorkload
+    pods: tuple[KubePod, ...]
+
+
+def _lws(name: str, idx: str) -> KubePod:
+    labels = {_pods.LABEL_LWS_NAME: "lws", _pods.LABEL_LWS_GROUP_INDEX: idx}
+    return pod(name, labels=labels)
+
+
+CHILD_JOB = OwnerRef(api_version="batch/v1", kind="Job", name="js-w")
+GROUPS = [
+    GroupCase(
+        "batch Job", "ns/Job:train", workload("Job", "train", 2), (job_pod("t-0"), job_pod("t-1"))
+    ),
+    GroupCase(
+        "JobSet",
+        "ns/JobSet:js",
+        workload("JobSet", "js", 2),
+        tuple(
+            pod(n, labels={_pods.LABEL_JOBSET: "js"}, owner=CHILD_JOB) for n in ("js-w-0", "js-w-1")
+        ),
+    ),
+    GroupCase(
+        "LeaderWorkerSet replica",
+        "ns/LeaderWorkerSet:lws/1",
+        workload("LeaderWorkerSet", "lws", 2),
+        (_lws("lws-1", "1"), _lws("lws-1-1", "1")),
+    ),
+    GroupCase(
+        "PodGroup",
+        "ns/PodGroup:pg",
+        workload("PodGroup", "pg", 2),
+        (
+            pod("pg-0", labels={_pods.LABEL_POD_GROUP: "pg"}),
+            pod("pg-1", labels={_pods.LABEL_POD_GROUP: "pg"}),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", GROUPS, ids=lambda c: c.name)
+def test_a_group_is_submitted_once_all_expected_pods_exist(case: GroupCase) -> None:
+    first, second = case.pods
+    waiting = decide(case.key, case.root, first, BATCH)
+    assert waiting.actions == ()
+    assert "1 of 2" in waiting.reason
+    d = decide(case.key, case.root, first, second, BATCH)
+    assert kinds(d) == ["SubmitSlurmJob", "RecordEvent"]
+    submit = of(d, SubmitSlurmJob)[0]
+    assert submit.group == case.key
+    assert submit.marker == f"slurmbridge:{case.key}:uid-{case.root.name}"
+    assert submit.pods == tuple(ref(p.name) for p in sorted(case.pods, key=lambda p: p.name))
+    assert (submit.spec.tasks, submit.spec.min_nodes) == (2, 2)
+
+
+def test_an_unobserved_root_workload_is_waited_for() -> None:
+    d = decide("ns/Job:train", job_pod("t-0"), BATCH)
+    assert d.actions == ()
+    assert "ns/Job:train" in d.reason
+
+
+def test_a_root_of_unknown_size_submits_the_pods_it_has() -> None:
+    d = decide(
+        "ns/PodGroup:pg",
+        workload("PodGroup", "pg", 0),
+        pod("x", labels={_pods.LABEL_POD_GROUP: "pg"}),
+        BATCH,
+    )
+    assert of(d, SubmitSlurmJob)[0].spec.tasks == 1
+
+
+def test_settings_come_from_the_root_workload() -> None:
+    root = workload("Job", "train", 1, {P + "partition": "gpu", P + "job-name": "llm"})
+    member = job_pod("t-0", annotations={P + "partition": "batch"})
+    spec = of(decide("ns/Job:train", root, member, BATCH, part("gpu")), SubmitSlurmJob)[0].spec
+    assert (spec.partition, spec.name) == ("gpu", "llm")
+
+
+def test_finished_and_deleting_pods_do_not_count_as_present() -> None:
+    root = workload("Job", "train", 2)
+    done = job_pod("t-0", phase="Failed")
+    going = job_pod("t-1", deleting=True)
+    assert decide("ns/Job:train", root, done, going, BATCH) == NOTHING
+    d = decide("ns/Job:train", root, done, going, job_pod("t-2"), BATCH)
+    assert d.actions == () and "1 of 2" in d.reason
+
+
+# --- translation errors and unknown partitions -----------------------------------------------
+
+REJECTS = [
+    ("bad annotation", {P + "cpu-per-task": "zero"}, (), f"{P}cpu-per-task"),
+    ("unknown partition", {P + "partition": "gpu"}, (), f"{P}partition"),
+    ("partition of another cluster", {P + "partition": "gpu"}, (part("gpu", "c2"),), "'gpu'"),
+]
+
+
+@pytest.mark.parametrize(("name", "ann", "extra", "names"), REJECTS, ids=lambda x: str(x))
+def test_an_untranslatable_group_is_rejected_once(
+    name: str, ann: dict[str, str], extra: tuple[Event, ...], names: str
+) -> None:
+    del name
+    root = workload("Job", "train", 2, ann)
+    pods = (job_pod("t-0"), job_pod("t-1"))
+    d = decide("ns/Job:train", root, *pods, BATCH, *extra)
+    assert kinds(d) == ["SetPodCondition", "RecordEvent"] * 2
+    assert not of(d, SubmitSlurmJob)
+    conds = of(d, SetPodCondition)
+    assert [c.pod for c in conds] == [ref("t-0"), ref("t-1")]
+    for c in conds:
+        assert (c.type, c.status, c.reason) == ("PodScheduled", "False", "SlurmJobInvalid")
+        assert names in c.message
+    for e in of(d, RecordEvent):
+        assert (e.type, e.reason, e.object_kind) == ("Warning", "SlurmJobInvalid", "Pod")
+        assert e.message == conds[0].message
+    # The condition is on the pods now: nothing is repeated.
+    cond = PodCondition(
+        type="PodScheduled", status="False", reason="SlurmJobInvalid", message=conds[0].message
+    )
+    marked = tuple(job_pod(p.name, conditions=(cond,)) for p in pods)
+    again = decide("ns/Job:train", root, *marked, BATCH, *extra)
+    assert again.actions == ()
+    # One pod still without it gets it (only that one).
+    partly = decide("ns/Job:train", root, marked[0], pods[1], BATCH, *extra)
+    assert [c.pod for c in of(partly, SetPodCondition)] == [ref("t-1")]
+
+
+def test_a_stale_condition_message_is_replaced() -> None:
+    old = PodCondition(type="PodScheduled", status="False", reason="SlurmJobInvalid", message="x")
+    bad = pod("a", annotations={P + "priority": "-1"}, conditions=(old,))
+    d = decide("ns/Pod:a", bad, BATCH)
+    assert kinds(d) == ["SetPodCondition", "RecordEvent"]
+    assert f"{P}priority" in of(d, SetPodCondition)[0].message
+
+
+def test_fixing_the_annotation_submits() -> None:
+    stale = PodCondition(
+        type="PodScheduled", status="False", reason="SlurmJobInvalid", message="old"
+    )
+    fixed = pod("a", annotations={P + "partition": "batch"}, conditions=(stale,))
+    assert kinds(decide("ns/Pod:a", fixed, BATCH)) == ["SubmitSlurmJob", "RecordEvent"]
+
+
+@pytest.mark.parametrize(
+    ("default", "ann", "parts", "want"),
+    [
+        ("", {}, ("batch",), ""),
+        ("batch", {}, ("batch",), "batch"),
+        ("batch", {P + "partition": "gpu"}, ("batch", "gpu"), "gpu"),
+        ("missing", {}, ("batch",), None),
+        ("", {P + "partition": "gpu"}, ("batch",), None),
+    ],
+)
+def test_default_partition(
+    default: str, ann: dict[str, str], parts: tuple[str, ...], want: str | None
+) -> None:
+    ctx = Context(scheduler_name=SCHED, cluster="c1", default_partition=default)
+    d = decide("ns/Pod:a", pod("a", annotations=ann), *(part(p) for p in parts), ctx=ctx)
+    if want is None:
+        assert kinds(d) == ["SetPodCondition", "RecordEvent"]
+        assert "partition" in of(d, SetPodCondition)[0].message
+    else:
+        assert of(d, SubmitSlurmJob)[0].spec.partition == want
+
+
+# --- excluded nodes --------------------------------------------------------------------------
+
+
+def test_cordoned_and_not_ready_nodes_are_excluded() -> None:
+    objs = (
+        kn("k1"),
+        kn("k2", unschedulable=True),
+        kn("k3", ready=False),
+        kn("k4", ready=False, slurm_name="s4"),
+        kn("k5", ready=False),  # not in Slurm: naming it would make Slurm reject the job
+        kn("k6", ready=False),  # only a node of another cluster has its name
+        sn("k1"),
+        sn("k2"),
+        sn("k3"),
+        sn("s4"),
+        sn("k6", cluster="c2"),
+        pod("a"),
+        BATCH,
+    )
+    view = placement.view(store(*objs), "ns/Pod:a", CTX)
+    assert view is not None
+    assert view.excluded == ("k2", "k3", "s4")
+    assert of(placement.decide(view), SubmitSlurmJob)[0].spec.excluded_nodes == ("k2", "k3", "s4")
+
+
+def test_excluded_nodes_are_only_computed_before_submit() -> None:
+    objs = (kn("k2", unschedulable=True), sn("k2"), pod("a", job=5), sjob(5, "PENDING"))
+    view = placement.view(store(*objs), "ns/Pod:a", CTX)
+    assert view is not None
+    assert (view.excluded, view.partitions) == ((), frozenset())
+
+
+# --- bind ------------------------------------------------------------------------------------
+
+NODES = (kn("k1", slurm_name="s1"), kn("s2"), sn("s1"), sn("s2"))
+
+
+def test_a_running_job_binds_each_pod_to_its_mapped_node() -> None:
+    root = workload("Job", "train", 2)
+    pods = (job_pod("t-0", job=5), job_pod("t-1", job=5))
+    d = decide("ns/Job:train", root, *pods, *NODES, sjob(5, "RUNNING", ("s1", "s2")))
+    binds = of(d, BindPod)
+    assert binds == [
+        BindPod(pod=ref("t-0"), node="k1", slurm_node="s1", job_id=5),
+        BindPod(pod=ref("t-1"), node="s2", slurm_node="s2", job_id=5),
+    ]
+    assert kinds(d) == ["BindPod", "RecordEvent", "BindPod", "RecordEvent"]
+    events = of(d, RecordEvent)
+    assert [(e.name, e.reason, e.type) for e in events] == [
+        ("t-0", "Scheduled", "Normal"),
+        ("t-1", "Scheduled", "Normal"),
+    ]
+
+
+def test_pods_share_the_job_nodes_in_name_order() -> None:
+    pods = tuple(job_pod(f"t-{i}", job=5) for i in range(3))
+    d = decide(
+        "ns/Job:train", workload("Job", "train", 3), *pods, *NODES, sjob(5, "RUNNING", ("s1", "s2"))
+    )
+    assert [(b.pod.name, b.node) for b in of(d, BindPod)] == [
+        ("t-0", "k1"),
+        ("t-1", "s2"),
+        ("t-2", "k1"),
+    ]
+
+
+def test_a_bound_pod_is_not_bound_again() -> None:
+    pods = (job_pod("t-0", job=5, node="k1"), job_pod("t-1", job=5))
+    d = decide(
+        "ns/Job:train", workload("Job", "train", 2), *pods, *NODES, sjob(5, "RUNNING", ("s1", "s2"))
+    )
+    assert [(b.pod.name, b.node) for b in of(d, BindPod)] == [("t-1", "s2")]
+    everything = (job_pod("t-0", job=5, node="k1"), job_pod("t-1", job=5, node="s2"))
+    again = decide(
+        "ns/Job:train",
+        workload("Job", "train", 2),
+        *everything,
+        *NODES,
+        sjob(5, "RUNNING", ("s1", "s2")),
+    )
+    assert again == NOTHING
+
+
+@pytest.mark.parametrize("state", ["PENDING", "CONFIGURING", "SUSPENDED", "COMPLETED", "CANCELLED"])
+def test_a_job_that_is_not_running_binds_nothing(state: str) -> None:
+    d = decide("ns/Pod:a", pod("a", job=5), *NODES, sjob(5, state, ("s1",)))
+    assert d.actions == ()
+    assert state in d.reason
+
+
+def test_a_job_not_yet_seen_binds_nothing() -> None:
+    d = decide("ns/Pod:a", pod("a", job=5), *NODES)
+    assert d.actions == ()
+    assert "not yet seen" in d.reason
+
+
+def test_a_running_job_without_nodes_binds_nothing() -> None:
+    assert decide("ns/Pod:a", pod("a", job=5), *NODES, sjob(5, "RUNNING")).actions == ()
+
+
+def test_a_slurm_node_without_kubernetes_node_is_reported() -> None:
+    d = decide("ns/Pod:a", pod("a", job=5), *NODES, sjob(5, "RUNNING", ("s9",)))
+    assert kinds(d) == ["RecordEvent"]
+    event = of(d, RecordEvent)[0]
+    assert (event.type, event.reason) == ("Warning", "SlurmNodeUnknown")
+    assert "s9" in event.message
+
+
+def test_the_label_mapping_wins_over_the_same_name() -> None:
+    # Kubernetes node "s1" points at Slurm node "other": it is not s1's node; k1 is.
+    objs = (kn("s1", slurm_name="other"), kn("k1", slurm_name="s1"), sn("s1"))
+    d = decide("ns/Pod:a", pod("a", job=5), *objs, sjob(5, "RUNNING", ("s1",)))
+    assert [b.node for b in of(d, BindPod)] == ["k1"]
+
+
+def test_a_job_of_another_cluster_is_not_ours() -> None:
+    d = decide("ns/Pod:a", pod("a", job=5), *NODES, sjob(5, "RUNNING", ("s1",), cluster="c2"))
+    assert d.actions == ()
+
+
+# --- pods joining and marking ----------------------------------------------------------------
+
+
+def test_a_pod_joining_after_submit_is_marked_then_bound() -> None:
+    root = workload("Job", "train", 2)
+    pods = (job_pod("t-0", job=5, node="k1"), job_pod("t-1"))
+    d = decide("ns/Job:train", root, *pods, *NODES, sjob(5, "RUNNING", ("s1", "s2")))
+    assert kinds(d)[0] == "MarkPods"
+    assert of(d, MarkPods) == [MarkPods(job_id=5, pods=(ref("t-1"),), scheduler_name=SCHED)]
+    assert [(b.pod.name, b.node) for b in of(d, BindPod)] == [("t-1", "s2")]
+    pending = decide("ns/Job:train", root, *pods, *NODES, sjob(5, "PENDING"))
+    assert kinds(pending) == ["MarkPods"]
+
+
+@pytest.mark.parametrize(
+    ("finalizers", "tolerations", "marked"),
+    [
+        ((FIN,), (TOL,), True),
+        ((FIN,), ("",), True),  # tolerates every taint
+        ((), (TOL,), False),
+        ((FIN,), (), False),
+        ((FIN,), ("other",), False),
+    ],
+)
+def test_a_pod_is_marked_until_it_has_label_finalizer_and_toleration(
+    finalizers: tuple[str, ...], tolerations: tuple[str, ...], marked: bool
+) -> None:
+    labelled = pod("a", job=5, marked=False)
+    p = msgspec.structs.replace(labelled, finalizers=finalizers, tolerations=tolerations)
+    d = decide("ns/Pod:a", p, sjob(5, "PENDING"))
+    if marked:
+        assert d.actions == ()
+    else:
+        assert d.actions == (MarkPods(job_id=5, pods=(ref("a"),), scheduler_name=SCHED),)
+
+
+def test_the_highest_job_id_names_the_group_job() -> None:
+    pods = (job_pod("t-0", job=5), job_pod("t-1", job=7))
+    view = placement.view(
+        store(workload("Job", "train", 2), *pods, sjob(7, "PENDING")), "ns/Job:train", CTX
+    )
+    assert view is not None and view.job_id == 7
+    d = placement.decide(view)
+    assert of(d, MarkPods) == [MarkPods(job_id=7, pods=(ref("t-0"),), scheduler_name=SCHED)]
+
+
+def test_a_retry_pod_gets_a_new_job_instead_of_the_ended_one() -> None:
+    # The Job's first pod failed (its job was cancelled); the Job controller made a new pod.
+    root = workload("Job", "train", 1)
+    failed = job_pod("t-0", job=5, phase="Failed", node="k1")
+    retry = job_pod("t-1")
+    d = decide("ns/Job:train", root, failed, retry, BATCH, sjob(5, "CANCELLED", ("s1",)))
+    assert kinds(d) == ["SubmitSlurmJob", "RecordEvent"]
+    assert of(d, SubmitSlurmJob)[0].pods == (ref("t-1"),)
+
+
+# --- whose pods ------------------------------------------------------------------------------
+
+
+def test_pods_of_another_scheduler_are_ignored() -> None:
+    assert decide("ns/Pod:a", pod("a", scheduler="default-scheduler"), BATCH) == NOTHING
+    root = workload("Job", "train", 1)
+    mixed = (job_pod("t-0", scheduler="default-scheduler"), job_pod("t-1"))
+    d = decide("ns/Job:train", root, *mixed, BATCH)
+    assert of(d, SubmitSlurmJob)[0].pods == (ref("t-1"),)
+
+
+def test_not_a_group_key() -> None:
+    s = store(pod("a"))
+    assert placement.view(s, "no-group", CTX) is None
+    d = placement.decide(None)
+    assert d.actions == () and d.reason == "not a pod group key"
+
+
+def test_no_live_pod_means_nothing() -> None:
+    assert decide("ns/Pod:a", pod("a", phase="Succeeded"), BATCH) == NOTHING
+    assert decide("ns/Pod:b", pod("a"), BATCH) == NOTHING
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+LWS_PODS = (_lws("lws-0", "0"), _lws("lws-1", "1"), _lws("lws-1-1", "1"))
+MARK = _pods.marker(_pods.Group(namespace="ns", kind="Job", name="train"), "uid-train")
+
+
+@dataclass(frozen=True)
+class KeyCase:
+    name: str
+    event: Event
+    want: list[str]
+    objs: tuple[Event, ...] = ()
+
+
+KEY_CASES = [
+    KeyCase("bare pod", pod("a"), ["ns/Pod:a"]),
+    KeyCase("Job pod", job_pod("t-0"), ["ns/Job:train"]),
+    KeyCase(
+        "pod tombstone keeps its group",
+        pod_tombstone(job_pod("t-0"), version="9", producer="p", observed_at=1),
+        ["ns/Job:train"],
+    ),
+    KeyCase(
+        "bare pod tombstone",
+        pod_tombstone(pod("a"), version="9", producer="p", observed_at=1),
+        ["ns/Pod:a"],
+    ),
+    KeyCase("pod of another scheduler", pod("a", scheduler="default-scheduler"), []),
+    KeyCase("job with our marker", sjob(5, "RUNNING", comment=MARK), ["ns/Job:train"]),
+    KeyCase("job with someone's comment", sjob(5, "RUNNING", comment="analysis run"), []),
+    KeyCase("job of another cluster", sjob(5, "RUNNING", comment=MARK, cluster="c2"), []),
+    KeyCase("Job workload", workload("Job", "train", 2), ["ns/Job:train"]),
+    KeyCase(
+        "LeaderWorkerSet ⇒ each replica",
+        workload("LeaderWorkerSet", "lws", 2),
+        ["ns/LeaderWorkerSet:lws/0", "ns/LeaderWorkerSet:lws/1"],
+        LWS_PODS,
+    ),
+    KeyCase(
+        "workload tombstone",
+        KubeWorkload(
+            source="k8s",
+            key="ns/JobSet:js",
+            op="deleted",
+            namespace="ns",
+            name="js",
+            workload_kind="JobSet",
+        ),
+        ["ns/JobSet:js"],
+    ),
+    KeyCase(
+        "partition ⇒ groups still without a job",
+        part("gpu"),
+        ["ns/Job:train", "ns/Pod:a"],
+        (
+            pod("a"),
+            pod("b", job=5),
+            pod("c", phase="Failed"),
+            pod("d", deleting=True),
+            pod("e", scheduler="default-scheduler"),
+            job_pod("t-0"),
+            job_pod("t-1"),
+        ),
+    ),
+    KeyCase("node", kn("k1"), []),
+]
+
+
+@pytest.mark.parametrize("case", KEY_CASES, ids=lambda c: c.name)
+def test_keys_of(case: KeyCase) -> None:
+    assert list(placement.keys_of(case.event, store(*case.objs), CTX)) == case.want
+
+
+def test_all_keys_are_groups_with_a_live_pod_of_ours() -> None:
+    s = store(
+        pod("a"),
+        pod("b", job=5, node="k1", phase="Running"),
+        pod("c", phase="Succeeded"),
+        pod("d", deleting=True),
+        pod("e", scheduler="default-scheduler"),
+        job_pod("t-0"),
+        job_pod("t-1"),
+        *LWS_PODS,
+    )
+    assert list(placement.all_keys(s, CTX)) == [
+        "ns/Job:train",
+        "ns/LeaderWorkerSet:lws/0",
+        "ns/LeaderWorkerSet:lws/1",
+        "ns/Pod:a",
+        "ns/Pod:b",
+    ]
+
+
+def test_spec_lists_the_triggers() -> None:
+    assert set(placement.SPEC.triggers) == {KubePod, KubeWorkload, SlurmJob, SlurmPartition}
+    assert placement.SPEC.key_kind == "PodGroup"

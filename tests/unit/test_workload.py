@@ -1,0 +1,624 @@
+"""Table-driven tests of the ``workload`` reconciler: every rule of its docstring, over a
+projection, plus idempotence (applying the decided actions and deciding again)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import pytest
+
+from producers.kube import pod_tombstone
+from reconcilers import _pods, workload
+from reconcilers.base import NOTHING, Context, Decision
+from schemas import wellknown
+from schemas.actions import (
+    AnyAction,
+    CancelSlurmJob,
+    DeletePod,
+    PodRef,
+    RecordEvent,
+    RemovePodFinalizer,
+)
+from schemas.events import Event, KubeNode, KubePod, OwnerRef, SlurmJob
+from slurmbridge.projection import Projection
+
+SCHED = "slurm-bridge-scheduler"
+NOW = 10_000.0
+CTX = Context(scheduler_name=SCHED, cluster="c1", now=NOW, stuck_pod_grace_s=300.0)
+FIN = wellknown.FINALIZER_SCHEDULER
+JOBID = wellknown.LABEL_SLURM_JOBID
+SLURM_NODE = wellknown.ANNOTATION_SLURM_NODE
+KEY = "ns/Job:train"
+GROUP = _pods.Group(namespace="ns", kind="Job", name="train")
+MARK = _pods.marker(GROUP, "uid-train")
+OWNER = OwnerRef(api_version="batch/v1", kind="Job", name="train", uid="uid-train")
+
+
+def pod(
+    name: str = "t-0",
+    *,
+    job: int | None = 5,
+    node: str = "",
+    bound: bool | None = None,
+    phase: str | None = None,
+    deleted_at: float = 0,
+    finalizer: bool = True,
+    scheduler: str = SCHED,
+    labels: dict[str, str] | None = None,
+) -> KubePod:
+    """A pod of Job ``train``. ``node`` binds it; ``bound`` (default: when it has a node and a
+    job) adds the ``slurm-node`` annotation that placement writes when it binds."""
+    labels = {_pods.LABEL_JOB_NAME: "train", **(labels or {})}
+    if job is not None:
+        labels[JOBID] = str(job)
+    if bound is None:
+        bound = bool(node) and job is not None
+    return KubePod(
+        source="k8s",
+        key=f"ns/{name}",
+        namespace="ns",
+        name=name,
+        uid=f"u-{name}",
+        scheduler_name=scheduler,
+        labels=labels,
+        owner=OWNER,
+        annotations={SLURM_NODE: "s-" + node} if bound else {},
+        phase=phase or ("Running" if node else "Pending"),
+        node_name=node,
+        deletion_timestamp=int(deleted_at),
+        finalizers=(FIN,) if finalizer else (),
+    )
+
+
+def sjob(
+    state: str, job_id: int = 5, comment: str = MARK, cluster: str = "c1", nodes: str = "s-k1"
+) -> SlurmJob:
+    return SlurmJob(
+        source=f"slurm:{cluster}",
+        key=str(job_id),
+        cluster=cluster,
+        job_id=job_id,
+        state=(state,),
+        nodes=(nodes,),
+        comment=comment,
+    )
+
+
+def kn(name: str, ready: bool) -> KubeNode:
+    return KubeNode(source="k8s", key=name, ready=ready)
+
+
+def store(*objs: Event) -> Projection:
+    p = Projection()
+    for i, o in enumerate(objs, 1):
+        p.apply(o, i)
+    return p
+
+
+def decide(*objs: Event, key: str = KEY, ctx: Context = CTX) -> Decision:
+    return workload.decide(workload.view(store(*objs), key, ctx))
+
+
+def kinds(d: Decision) -> list[str]:
+    return [type(a).__name__ for a in d.actions]
+
+
+def of(d: Decision, kind: type[Any]) -> list[Any]:
+    return [a for a in d.actions if isinstance(a, kind)]
+
+
+def ref(name: str) -> PodRef:
+    return PodRef(namespace="ns", name=name, uid=f"u-{name}")
+
+
+# --- rule 1: pods whose job stopped ----------------------------------------------------------
+
+STOPPED = ["COMPLETED", "CANCELLED", "PREEMPTED", "TIMEOUT", "FAILED", "NODE_FAIL", "PENDING"]
+
+
+@pytest.mark.parametrize("state", STOPPED)
+def test_a_bound_pod_whose_job_stopped_is_deleted(state: str) -> None:
+    d = decide(pod("t-0", node="k1"), pod("t-1", node="k2"), sjob(state))
+    assert kinds(d) == ["DeletePod", "RecordEvent", "DeletePod", "RecordEvent"]
+    deletes = of(d, DeletePod)
+    assert [x.pod for x in deletes] == [ref("t-0"), ref("t-1")]
+    for x in deletes:
+        assert (x.cluster, x.job_id) == ("c1", 5)
+        assert state in x.why
+        assert x.destructive
+    events = of(d, RecordEvent)
+    assert [(e.name, e.reason) for e in events] == [
+        ("t-0", "SlurmJobStopped"),
+        ("t-1", "SlurmJobStopped"),
+    ]
+
+
+def test_a_requeued_job_deletes_pods_bound_but_not_ready() -> None:
+    # slurm-bridge #36: a bound pod counts even if its containers never became ready.
+    p = msgspec.structs.replace(pod("t-0", node="k1"), phase="Pending", ready=False)
+    assert [x.pod for x in of(decide(p, sjob("PENDING")), DeletePod)] == [ref("t-0")]
+
+
+@dataclass(frozen=True)
+class KeepCase:
+    name: str
+    objs: tuple[Event, ...]
+
+
+KEEP = [
+    KeepCase("job RUNNING", (pod("t-0", node="k1"), sjob("RUNNING"))),
+    KeepCase("unbound pod of a PENDING job", (pod("t-0"), sjob("PENDING"))),
+    KeepCase("job never seen, unbound pod", (pod("t-0"),)),
+    KeepCase(
+        "job never seen, pod on a node but never bound by us",
+        (pod("t-0", node="k1", bound=False),),
+    ),
+    KeepCase(
+        "finished pod of an ended job without finalizer",
+        (pod("t-0", node="k1", phase="Succeeded", finalizer=False), sjob("COMPLETED")),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", KEEP, ids=lambda c: c.name)
+def test_nothing_to_do(case: KeepCase) -> None:
+    d = decide(*case.objs)
+    assert d.actions == ()
+    assert d.requeue_after is None
+
+
+def test_a_job_that_vanished_after_bind_is_gone() -> None:
+    d = decide(pod("t-0", node="k1"))
+    assert kinds(d) == ["DeletePod", "RecordEvent"]
+    assert "gone from Slurm" in of(d, DeletePod)[0].why
+
+
+def test_a_job_never_seen_fails_closed_even_with_other_jobs_around() -> None:
+    other = sjob("COMPLETED", job_id=9)
+    assert decide(pod("t-0", node="k1", bound=False), other).actions == ()
+
+
+def test_a_terminal_or_deleting_pod_is_not_deleted_again() -> None:
+    objs = (
+        pod("t-0", node="k1", phase="Failed", finalizer=False),
+        pod("t-1", node="k1", deleted_at=NOW - 5, finalizer=False),
+        pod("t-2", node="k1"),
+        sjob("COMPLETED"),
+    )
+    assert [x.pod for x in of(decide(*objs), DeletePod)] == [ref("t-2")]
+
+
+# --- rule 2: groups that finished ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state", ["RUNNING", "PENDING"])
+def test_a_finished_group_cancels_its_job_and_releases_finalizers(state: str) -> None:
+    objs = (
+        pod("t-0", node="k1", phase="Succeeded"),
+        pod("t-1", node="k2", phase="Failed"),
+        pod("t-2", deleted_at=NOW, finalizer=True),  # deleted before it was ever bound
+        pod("t-3", phase="Succeeded", finalizer=False),
+        sjob(state),
+    )
+    d = decide(*objs)
+    assert kinds(d) == ["CancelSlurmJob"] + ["RemovePodFinalizer"] * 3
+    cancel = d.actions[0]
+    assert cancel == CancelSlurmJob(
+        cluster="c1", job_id=5, marker=MARK, why="every pod of ns/Job:train has finished"
+    )
+    assert [r.pod for r in of(d, RemovePodFinalizer)] == [ref("t-0"), ref("t-1"), ref("t-2")]
+    assert {r.finalizer for r in of(d, RemovePodFinalizer)} == {FIN}
+
+
+@pytest.mark.parametrize("state", ["COMPLETED", "CANCELLED", "TIMEOUT"])
+def test_a_finished_group_of_an_ended_job_only_releases_finalizers(state: str) -> None:
+    d = decide(pod("t-0", node="k1", phase="Succeeded"), sjob(state))
+    assert kinds(d) == ["RemovePodFinalizer"]
+
+
+def test_a_finished_group_whose_job_vanished_only_releases_finalizers() -> None:
+    d = decide(pod("t-0", node="k1", phase="Succeeded"))
+    assert kinds(d) == ["RemovePodFinalizer"]
+
+
+def test_a_pod_still_terminating_on_its_node_keeps_the_job() -> None:
+    # slurm-bridge #16: the job stays until every pod has left its node.
+    objs = (
+        pod("t-0", node="k1", phase="Succeeded"),
+        pod("t-1", node="k1", deleted_at=NOW - 10),
+        kn("k1", ready=True),
+        sjob("RUNNING"),
+    )
+    assert decide(*objs).actions == ()
+
+
+def test_a_live_pod_keeps_the_job() -> None:
+    objs = (pod("t-0", node="k1", phase="Succeeded"), pod("t-1", node="k2"), sjob("RUNNING"))
+    assert decide(*objs).actions == ()
+
+
+# --- rule 3: pods deleted after their job ended ----------------------------------------------
+
+
+@pytest.mark.parametrize("job", [sjob("COMPLETED"), sjob("CANCELLED"), None], ids=str)
+def test_a_pod_deleted_after_its_job_ended_loses_the_finalizer(job: SlurmJob | None) -> None:
+    objs: tuple[Event, ...] = (
+        pod("t-0", node="k1", deleted_at=NOW - 1),
+        pod("t-1", node="k2"),  # still running: the group has not finished
+        kn("k1", ready=True),
+    )
+    d = decide(*objs, *(() if job is None else (job,)))
+    removes = of(d, RemovePodFinalizer)
+    assert [(r.pod, r.why) for r in removes] == [(ref("t-0"), "job ended")]
+    assert [x.pod for x in of(d, DeletePod)] == [ref("t-1")]
+
+
+def test_a_deleted_pod_of_a_running_job_keeps_the_finalizer_on_a_ready_node() -> None:
+    objs = (pod("t-0", node="k1", deleted_at=NOW - 1000), pod("t-1", node="k2"), kn("k1", True))
+    d = decide(*objs, sjob("RUNNING"))
+    assert d.actions == () and d.requeue_after is None
+
+
+# --- rule 4: pods stuck Terminating ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StuckCase:
+    name: str
+    node: KubeNode | None
+    deleted_ago: float
+    released: bool
+    requeue: float | None
+
+
+STUCK = [
+    StuckCase("NotReady past the grace", kn("k1", False), 301, True, None),
+    StuckCase("NotReady exactly at the grace", kn("k1", False), 300, True, None),
+    StuckCase("NotReady before the grace", kn("k1", False), 100, False, 200.0),
+    StuckCase("node gone past the grace", None, 400, True, None),
+    StuckCase("node gone before the grace", None, 10, False, 290.0),
+    StuckCase("Ready node: kubelet will finish", kn("k1", True), 5000, False, None),
+]
+
+
+@pytest.mark.parametrize("case", STUCK, ids=lambda c: c.name)
+def test_a_pod_stuck_terminating(case: StuckCase) -> None:
+    stuck = pod("t-0", node="k1", deleted_at=NOW - case.deleted_ago)
+    objs: list[Event] = [stuck, pod("t-1", node="k2"), sjob("RUNNING")]
+    if case.node is not None:
+        objs.append(case.node)
+    d = decide(*objs)
+    if case.released:
+        assert kinds(d) == ["RemovePodFinalizer", "RecordEvent"]
+        remove, event = d.actions
+        assert isinstance(remove, RemovePodFinalizer) and isinstance(event, RecordEvent)
+        assert (remove.pod, remove.finalizer) == (ref("t-0"), FIN)
+        assert (event.type, event.reason, event.name) == ("Warning", "KubeletUnresponsive", "t-0")
+        assert "k1" in event.message and event.message == remove.why
+    else:
+        assert d.actions == ()
+    if case.requeue is None:
+        assert d.requeue_after is None
+    else:
+        assert d.requeue_after == pytest.approx(case.requeue)
+
+
+def test_the_earliest_stuck_pod_sets_the_requeue() -> None:
+    objs = (
+        pod("t-0", node="k1", deleted_at=NOW - 100),
+        pod("t-1", node="k2", deleted_at=NOW - 250),
+        pod("t-2", node="k3"),
+        kn("k1", False),
+        kn("k2", False),
+        sjob("RUNNING"),
+    )
+    d = decide(*objs)
+    assert d.actions == () and d.requeue_after == pytest.approx(50.0)
+
+
+def test_the_grace_comes_from_the_context() -> None:
+    objs = (pod("t-0", node="k1", deleted_at=NOW - 100), pod("t-1", node="k2"), kn("k1", False))
+    short = Context(scheduler_name=SCHED, cluster="c1", now=NOW, stuck_pod_grace_s=60)
+    assert kinds(decide(*objs, sjob("RUNNING"), ctx=short)) == ["RemovePodFinalizer", "RecordEvent"]
+    later = Context(scheduler_name=SCHED, cluster="c1", now=NOW - 50, stuck_pod_grace_s=60)
+    d = decide(*objs, sjob("RUNNING"), ctx=later)
+    assert d.actions == () and d.requeue_after == pytest.approx(10.0)
+
+
+# --- rule 5: jobs whose pods are all gone ----------------------------------------------------
+
+
+@pytest.mark.parametrize("state", ["PENDING", "RUNNING"])
+def test_a_job_of_ours_without_pods_is_cancelled(state: str) -> None:
+    d = decide(sjob(state))
+    assert d.actions == (
+        CancelSlurmJob(
+            cluster="c1", job_id=5, marker=MARK, why="every pod of ns/Job:train is gone"
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        sjob("COMPLETED"),
+        sjob("CANCELLED"),
+        sjob("RUNNING", comment="my own analysis"),
+        sjob(
+            "RUNNING", comment=_pods.marker(_pods.Group(namespace="ns", kind="Job", name="x"), "u")
+        ),
+        sjob("RUNNING", cluster="c2"),
+    ],
+    ids=["completed", "cancelled", "foreign comment", "another group", "another cluster"],
+)
+def test_a_job_without_pods_that_is_not_ours_to_cancel(job: SlurmJob) -> None:
+    assert decide(job) == NOTHING
+
+
+def test_pods_of_other_groups_do_not_keep_a_job() -> None:
+    other = KubePod(
+        source="k8s", key="ns/x", namespace="ns", name="x", scheduler_name=SCHED, labels={}
+    )
+    assert kinds(decide(other, sjob("RUNNING"))) == ["CancelSlurmJob"]
+
+
+# --- foreign jobs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "comment",
+    ["", "my own analysis", _pods.marker(_pods.Group(namespace="ns", kind="Job", name="x"), "u")],
+    ids=["no comment", "foreign comment", "another group's marker"],
+)
+def test_a_foreign_job_named_by_a_pod_label_is_never_cancelled(comment: str) -> None:
+    done = pod("t-0", node="k1", phase="Succeeded")
+    d = decide(done, sjob("RUNNING", comment=comment))
+    assert not of(d, CancelSlurmJob)
+    # The pods are still released, so their deletion is never blocked.
+    assert [r.pod for r in of(d, RemovePodFinalizer)] == [ref("t-0")]
+
+
+def test_decide_never_cancels_a_foreign_job_even_without_pods() -> None:
+    view = workload.View(
+        group=GROUP,
+        pods=(),
+        job=sjob("RUNNING", comment="someone else"),
+        job_id=5,
+        node_ready={},
+        cluster="c1",
+        now=NOW,
+        grace_s=300.0,
+    )
+    assert workload.decide(view).actions == ()
+
+
+# --- which pods are ours ---------------------------------------------------------------------
+
+
+def test_pods_without_our_scheduler_finalizer_or_label_are_ignored() -> None:
+    stranger = pod("t-9", job=None, finalizer=False, scheduler="default-scheduler", node="k1")
+    assert decide(stranger, sjob("RUNNING")).actions == (
+        CancelSlurmJob(
+            cluster="c1", job_id=5, marker=MARK, why="every pod of ns/Job:train is gone"
+        ),
+    )
+
+
+def test_a_pod_with_our_finalizer_is_ours_whatever_its_scheduler() -> None:
+    p = pod("t-0", node="k1", scheduler="default-scheduler")
+    assert kinds(decide(p, sjob("COMPLETED"))) == ["DeletePod", "RecordEvent"]
+
+
+def test_the_highest_job_label_names_the_job() -> None:
+    objs = (pod("t-0", node="k1", job=5), pod("t-1", node="k2", job=7), sjob("COMPLETED", job_id=7))
+    view = workload.view(store(*objs), KEY, CTX)
+    assert view is not None and view.job_id == 7
+    assert {x.job_id for x in of(workload.decide(view), DeletePod)} == {7}
+
+
+def test_the_job_is_found_by_marker_while_no_pod_names_it() -> None:
+    # Submitted, but the pods are not labelled yet; the only pod was deleted unbound.
+    p = pod("t-0", job=None, deleted_at=NOW)
+    d = decide(p, sjob("PENDING"), sjob("COMPLETED", job_id=3))
+    assert kinds(d) == ["CancelSlurmJob", "RemovePodFinalizer"]
+    assert of(d, CancelSlurmJob)[0].job_id == 5
+
+
+def test_not_a_group_key() -> None:
+    assert workload.view(store(), "nope", CTX) is None
+    d = workload.decide(None)
+    assert d.actions == () and d.reason == "not a pod group key"
+
+
+# --- idempotence: apply the decided actions, decide again ------------------------------------
+
+
+def apply(s: Projection, actions: tuple[AnyAction, ...], seq: int) -> int:
+    """What the effectors would do to the world, observed back into the projection."""
+    for a in actions:
+        seq += 1
+        if isinstance(a, DeletePod):
+            cur = s.get(KubePod, a.pod.key)
+            assert cur is not None
+            if cur.finalizers:
+                s.apply(msgspec.structs.replace(cur, deletion_timestamp=int(NOW)), seq)
+            else:
+                s.apply(pod_tombstone(cur, version="x", producer="t", observed_at=0), seq)
+        elif isinstance(a, RemovePodFinalizer):
+            cur = s.get(KubePod, a.pod.key)
+            assert cur is not None
+            rest = tuple(f for f in cur.finalizers if f != a.finalizer)
+            if cur.deleting and not rest:
+                s.apply(pod_tombstone(cur, version="x", producer="t", observed_at=0), seq)
+            else:
+                s.apply(msgspec.structs.replace(cur, finalizers=rest), seq)
+        elif isinstance(a, CancelSlurmJob):
+            job = s.get(SlurmJob, str(a.job_id), "slurm:c1")
+            assert job is not None and job.comment == a.marker
+            s.apply(msgspec.structs.replace(job, state=("CANCELLED",)), seq)
+    return seq
+
+
+DESTRUCTIVE = (DeletePod, CancelSlurmJob)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    objs: tuple[Event, ...]
+    first: list[str]
+
+
+SCENARIOS = [
+    Scenario(
+        "job completed under running pods",
+        (pod("t-0", node="k1"), pod("t-1", node="k2"), sjob("COMPLETED")),
+        ["DeletePod", "RecordEvent", "DeletePod", "RecordEvent"],
+    ),
+    Scenario(
+        "job vanished after bind",
+        (pod("t-0", node="k1"),),
+        ["DeletePod", "RecordEvent"],
+    ),
+    Scenario(
+        "group finished, job running",
+        (
+            pod("t-0", node="k1", phase="Succeeded"),
+            pod("t-1", node="k2", phase="Failed"),
+            sjob("RUNNING"),
+        ),
+        ["CancelSlurmJob", "RemovePodFinalizer", "RemovePodFinalizer"],
+    ),
+    Scenario("job of ours without pods", (sjob("PENDING"),), ["CancelSlurmJob"]),
+    Scenario(
+        "stuck pod on a NotReady node",
+        (
+            pod("t-0", node="k1", deleted_at=NOW - 400),
+            pod("t-1", node="k2"),
+            kn("k1", False),
+            sjob("RUNNING"),
+        ),
+        ["RemovePodFinalizer", "RecordEvent"],
+    ),
+    Scenario(
+        "pods deleted after the job ended",
+        (
+            pod("t-0", node="k1", deleted_at=NOW - 1),
+            pod("t-1", node="k2", deleted_at=NOW - 1),
+            sjob("TIMEOUT"),
+        ),
+        ["RemovePodFinalizer", "RemovePodFinalizer"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SCENARIOS, ids=lambda c: c.name)
+def test_applying_the_actions_converges_without_repeating_destruction(case: Scenario) -> None:
+    s = store(*case.objs)
+    seq = len(case.objs)
+    d = workload.decide(workload.view(s, KEY, CTX))
+    assert kinds(d) == case.first
+    done: set[tuple[str, str]] = set()
+    for _ in range(5):
+        for a in d.actions:
+            if isinstance(a, DESTRUCTIVE):
+                target = a.pod.key if isinstance(a, DeletePod) else str(a.job_id)
+                assert (type(a).__name__, target) not in done, f"repeated {a!r}"
+                done.add((type(a).__name__, target))
+        if not d.actions:
+            break
+        seq = apply(s, d.actions, seq)
+        d = workload.decide(workload.view(s, KEY, CTX))
+    assert d.actions == ()
+    # The same view decided twice gives the same answer (a pure function).
+    view = workload.view(s, KEY, CTX)
+    assert workload.decide(view) == workload.decide(view)
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyCase:
+    name: str
+    event: Event
+    want: list[str]
+    objs: tuple[Event, ...] = ()
+
+
+DELETING = (
+    pod("t-0", node="k1", deleted_at=NOW),
+    pod("t-1", node="k2", deleted_at=NOW),
+    KubePod(
+        source="k8s",
+        key="ns/b",
+        namespace="ns",
+        name="b",
+        scheduler_name=SCHED,
+        node_name="k1",
+        deletion_timestamp=int(NOW),
+    ),
+    KubePod(
+        source="k8s",
+        key="ns/c",
+        namespace="ns",
+        name="c",
+        scheduler_name="default-scheduler",
+        node_name="k1",
+        deletion_timestamp=int(NOW),
+    ),
+    KubePod(
+        source="k8s", key="ns/d", namespace="ns", name="d", scheduler_name=SCHED, node_name="k1"
+    ),
+)
+
+KEY_CASES = [
+    KeyCase("our pod", pod("t-0"), [KEY]),
+    KeyCase(
+        "pod tombstone", pod_tombstone(pod("t-0"), version="1", producer="p", observed_at=0), [KEY]
+    ),
+    KeyCase("pod with only our finalizer", pod("t-0", job=None, scheduler="x"), [KEY]),
+    KeyCase("pod with only our label", pod("t-0", finalizer=False, scheduler="x"), [KEY]),
+    KeyCase("someone else's pod", pod("t-0", job=None, finalizer=False, scheduler="x"), []),
+    KeyCase("job with our marker", sjob("RUNNING"), [KEY]),
+    KeyCase("job without marker", sjob("RUNNING", comment="hello"), []),
+    KeyCase("job of another cluster", sjob("RUNNING", cluster="c2"), []),
+    KeyCase("NotReady node ⇒ groups deleting on it", kn("k1", False), [KEY, "ns/Pod:b"], DELETING),
+    KeyCase(
+        "deleted node ⇒ groups deleting on it",
+        KubeNode(source="k8s", key="k2", op="deleted"),
+        [KEY],
+        DELETING,
+    ),
+    KeyCase("Ready node", kn("k1", True), [], DELETING),
+]
+
+
+@pytest.mark.parametrize("case", KEY_CASES, ids=lambda c: c.name)
+def test_keys_of(case: KeyCase) -> None:
+    assert list(workload.keys_of(case.event, store(*case.objs), CTX)) == case.want
+
+
+def test_all_keys() -> None:
+    other = _pods.Group(namespace="ns", kind="PodGroup", name="pg")
+    s = store(
+        pod("t-0"),
+        KubePod(source="k8s", key="ns/b", namespace="ns", name="b", scheduler_name=SCHED),
+        KubePod(source="k8s", key="ns/c", namespace="ns", name="c", scheduler_name="x"),
+        sjob("RUNNING", job_id=8, comment=_pods.marker(other, "u")),
+        sjob(
+            "COMPLETED",
+            job_id=9,
+            comment=_pods.marker(_pods.Group(namespace="ns", kind="Pod", name="z"), "u"),
+        ),
+        sjob("RUNNING", job_id=10, comment="foreign"),
+        sjob("RUNNING", job_id=11, comment=_pods.marker(other, "u"), cluster="c2"),
+    )
+    assert list(workload.all_keys(s, CTX)) == [KEY, "ns/Pod:b", "ns/PodGroup:pg"]
+
+
+def test_spec_lists_the_triggers() -> None:
+    assert set(workload.SPEC.triggers) == {KubePod, KubeNode, SlurmJob}
+    assert workload.SPEC.key_kind == "PodGroup"
