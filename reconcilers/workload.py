@@ -212,7 +212,8 @@ def decide(v: View | None) -> Decision:
             continue
         # Rule 4: stuck Terminating on a node without a kubelet.
         if p.node_name and not v.node_ready.get(p.node_name, False):
-            due = p.deletion_timestamp + p.deletion_grace_s + v.grace_s
+            # The API server sets deletionTimestamp to the *end* of the grace period.
+            due = p.deletion_timestamp + v.grace_s
             if v.now >= due:
                 why = (
                     f"node {p.node_name} has not answered for {v.grace_s:.0f} s after the "

@@ -108,7 +108,8 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
 
     ``phase``: Pending | Running | Succeeded | Failed | Unknown. ``node_name``: ``spec.nodeName``
     (``""`` while unbound). ``deletion_timestamp``: epoch seconds, ``0`` when the pod is not
-    being deleted; ``deletion_grace_s``: its grace period in seconds.
+    being deleted — as the API server sets it, the *end* of the grace period (request time +
+    grace); ``deletion_grace_s``: that grace period in seconds.
     ``cpu_millis`` / ``memory_bytes``: the pod's effective request as the Kubernetes scheduler
     computes it — the larger of the containers' sum and the largest init container, plus
     ``spec.overhead`` (requests, or limits where a container sets only limits).

@@ -61,6 +61,8 @@ class Simulators:
     Kubernetes nodes get 2 CPUs / 1000 MiB like the Slurm ones; Slurm partitions are ``batch``
     (all nodes) and ``gpu`` (n1–n2). ``api_version`` is the one version the slurmrestd
     simulator serves (``None`` = every supported version, so the client negotiates).
+    ``kubelet``: simulated kubelets move bound pods through their phases and finish graceful
+    deletions (:mod:`slurmbridge.sim.kubelet`); False leaves that to the test.
     """
 
     def __init__(
@@ -70,13 +72,14 @@ class Simulators:
         api_version: str | None = "v0.0.44",
         workdir: Path | None = None,
         real_slurm: SlurmEndpoint | None = None,
+        kubelet: bool = True,
     ) -> None:
         self.nodes = nodes
         self.real_slurm = real_slurm
         self.api_version = api_version
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurmbridge-sims-"))
-        self.kube = KubeSim(bookmark_interval=1.0)
+        self.kube = KubeSim(bookmark_interval=1.0, kubelet=kubelet)
         self.slurm = SlurmSim(cluster="default")
         self.kubeconfig = self.workdir / "kubeconfig"
         self.token_file = self.workdir / "slurm-token"
@@ -129,7 +132,8 @@ class Stack:
     ``n1..nN`` to match the Kubernetes nodes). ``poll_interval`` (seconds) is the Slurm poll
     period; ``components`` limits what runs
     (default: everything); ``effector`` replaces the real effectors; ``settings`` are extra
-    overrides in the YAML shape (e.g. ``{"worker": {"maxDeliver": 3}}``).
+    overrides in the YAML shape (e.g. ``{"worker": {"maxDeliver": 3}}``); ``kubelet`` as in
+    :class:`Simulators`.
     """
 
     def __init__(
@@ -143,6 +147,7 @@ class Stack:
         settings: dict[str, Any] | None = None,
         workdir: Path | None = None,
         real_slurm: SlurmEndpoint | None = None,
+        kubelet: bool = True,
     ) -> None:
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurmbridge-stack-"))
@@ -151,6 +156,7 @@ class Stack:
             api_version=api_version,
             workdir=self.workdir / "sims",
             real_slurm=real_slurm,
+            kubelet=kubelet,
         )
         self.nats = NatsServer(store_dir=self.workdir / "nats")
         self.poll_interval = poll_interval

@@ -68,12 +68,15 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import orjson
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from slurmbridge.sim.kubelet import Kubelet
 
 log = logging.getLogger(__name__)
 
@@ -411,6 +414,37 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
             ("status", "conditions"): "type",
         },
     ),
+    # Owners of pod groups (CRDs in a real cluster): enough to group pods and to carry the
+    # slurmjob.slinky.slurm.net/* annotations; no controller runs behind them.
+    ResourceSpec(
+        group="jobset.x-k8s.io",
+        version="v1alpha2",
+        plural="jobsets",
+        kind="JobSet",
+        status=True,
+        generation=True,
+        custom=True,
+    ),
+    ResourceSpec(
+        group="leaderworkerset.x-k8s.io",
+        version="v1",
+        plural="leaderworkersets",
+        kind="LeaderWorkerSet",
+        short_names=("lws",),
+        status=True,
+        generation=True,
+        custom=True,
+    ),
+    ResourceSpec(
+        group="scheduling.x-k8s.io",
+        version="v1alpha1",
+        plural="podgroups",
+        kind="PodGroup",
+        short_names=("pg", "pgs"),
+        status=True,
+        generation=True,
+        custom=True,
+    ),
     ResourceSpec(
         group=SLINKY_GROUP,
         version="v1alpha1",
@@ -438,8 +472,8 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
 # --- small helpers ---------------------------------------------------------------------------
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _now(plus_s: float = 0.0) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=plus_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _clone(value: Any) -> Any:
@@ -1029,6 +1063,8 @@ class _Store:
         self.watchers: dict[str, set[_Watcher]] = {}
         self.on_write: list[Callable[[Change], None]] = []
         self.node_lifecycle = False
+        #: Bound pods stay Terminating until their kubelet deletes them (see sim.kubelet).
+        self.graceful_pods = False
 
     # registry ---------------------------------------------------------------------------------
     def register(self, spec: ResourceSpec) -> None:
@@ -1402,9 +1438,15 @@ class _Store:
         new_meta["resourceVersion"] = cur_meta["resourceVersion"]
         if _canon(new) == _canon(current):
             return current
-        if new_meta.get("deletionTimestamp") and not _finalizers(new):
-            # genericregistry: an update that empties the finalizers of a deleting object
-            # deletes it (errEmptiedFinalizers); watchers see DELETED with the stored state.
+        if (
+            new_meta.get("deletionTimestamp")
+            and not _finalizers(new)
+            and not (self.graceful_pods and cur_meta.get("deletionGracePeriodSeconds"))
+        ):
+            # genericregistry (shouldDeleteDuringUpdate): an update that empties the finalizers
+            # of a deleting object whose grace period is over (0) deletes it; watchers see
+            # DELETED with the stored state. With simulated kubelets, a pod still in its grace
+            # period waits for the kubelet's final delete.
             return self._remove(spec, current, verb)
         return self._commit(spec, new, current, "MODIFIED", verb)
 
@@ -1474,18 +1516,40 @@ class _Store:
                     for obj in list(self.iter_objects(other, name)):
                         with contextlib.suppress(ApiError):
                             self.delete(other, name, str(_meta(obj)["name"]), verb=verb)
-        if _finalizers(current):
+        grace = self._grace(spec, current, options)
+        graceful = spec.name == "pods" and self.graceful_pods and grace > 0
+        if _finalizers(current) or graceful:
             if meta.get("deletionTimestamp"):
-                return current, False
+                if grace >= int(meta.get("deletionGracePeriodSeconds") or 0):
+                    return current, False
+                if not _finalizers(current) and grace == 0:
+                    # The kubelet's final grace-0 delete once the containers stopped.
+                    return self._remove(spec, current, verb), True
+                # A shorter grace period shortens a deletion already under way.
             new: Obj = _clone(current)
             new_meta = _meta(new)
-            new_meta["deletionTimestamp"] = _now()
-            grace = options.get("gracePeriodSeconds")
-            if grace is None and spec.name == "pods":
-                grace = _dig(current, ("spec", "terminationGracePeriodSeconds"))
-            new_meta["deletionGracePeriodSeconds"] = int(grace or 0)
+            # registry/rest.BeforeDelete: the deletionTimestamp is the *end* of the grace period.
+            new_meta["deletionTimestamp"] = _now(grace)
+            new_meta["deletionGracePeriodSeconds"] = grace
             return self._commit(spec, new, current, "MODIFIED", verb), False
         return self._remove(spec, current, verb), True
+
+    def _grace(self, spec: ResourceSpec, pod: Obj, options: Obj) -> int:
+        """Grace period (seconds) of a deletion, as the pod strategy's CheckGracefulDelete
+        decides it: the request's, else the pod's ``terminationGracePeriodSeconds`` (default
+        30); 0 for objects that are not pods, unscheduled pods and terminal pods."""
+        if spec.name != "pods":
+            return int(options.get("gracePeriodSeconds") or 0)
+        requested = options.get("gracePeriodSeconds")
+        if requested is None:
+            requested = _dig(pod, ("spec", "terminationGracePeriodSeconds"))
+        if requested is None:
+            requested = 30 if self.graceful_pods else 0
+        if not _dig(pod, ("spec", "nodeName")):
+            return 0
+        if _dig(pod, ("status", "phase")) in ("Succeeded", "Failed"):
+            return 0
+        return max(0, int(requested))
 
     # subresources -----------------------------------------------------------------------------
     def get_scale(self, spec: ResourceSpec, namespace: str | None, name: str) -> Obj:
@@ -1808,9 +1872,17 @@ class KubeSim:
         resources: Iterable[ResourceSpec] = DEFAULT_RESOURCES,
         initial_resource_version: int = 0,
         node_lifecycle: bool = False,
+        kubelet: bool = False,
     ) -> None:
         self._store = _Store(history_size=history_size, initial_rv=initial_resource_version)
         self._store.node_lifecycle = node_lifecycle
+        self._store.graceful_pods = kubelet
+        #: The simulated kubelets (``kubelet=True``); see :mod:`slurmbridge.sim.kubelet`.
+        self.kubelet: Kubelet | None = None
+        if kubelet:
+            from slurmbridge.sim.kubelet import Kubelet  # here: kubelet imports this module
+
+            self.kubelet = Kubelet(self)
         for spec in resources:
             self._store.register(spec)
         self.bookmark_interval = bookmark_interval
@@ -1836,6 +1908,8 @@ class KubeSim:
         site = web.TCPSite(runner, host, port)
         await site.start()
         self._runner = runner
+        if self.kubelet is not None:
+            self.kubelet.attach()
         address = runner.addresses[0]
         bound_host, bound_port = address[0], address[1]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
@@ -1845,6 +1919,8 @@ class KubeSim:
 
     async def stop(self) -> None:
         """Close every watch and stop listening."""
+        if self.kubelet is not None:
+            self.kubelet.detach()
         self.drop_watches()
         if self._runner is not None:
             runner, self._runner = self._runner, None
@@ -2011,6 +2087,40 @@ class KubeSim:
         options = {"preconditions": preconditions} if preconditions else None
         obj, _ = self._store.delete(spec, self._ns(spec, namespace), name, options)
         return _clone_obj(obj)
+
+    def delete_pod(
+        self,
+        name: str,
+        namespace: str = "default",
+        *,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+    ) -> Obj:
+        """Delete a pod with DeleteOptions ``gracePeriodSeconds`` and a uid precondition."""
+        spec = self._store.lookup("pods")
+        options: Obj = {}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        obj, _ = self._store.delete(spec, namespace, name, options)
+        return _clone_obj(obj)
+
+    def bind(self, name: str, node: str, namespace: str = "default") -> None:
+        """``POST pods/<name>/binding`` to ``node``, as a scheduler binds; raises ApiError."""
+        self._store.bind(namespace, name, {"metadata": {"name": name}, "target": {"name": node}})
+
+    def stop_kubelet(self, node: str) -> None:
+        """Stop ``node``'s simulated kubelet (its pods freeze; the Node turns NotReady)."""
+        if self.kubelet is None:
+            raise RuntimeError("KubeSim(kubelet=True) is needed to stop a kubelet")
+        self.kubelet.stop(node)
+
+    def start_kubelet(self, node: str) -> None:
+        """Start ``node``'s simulated kubelet again."""
+        if self.kubelet is None:
+            raise RuntimeError("KubeSim(kubelet=True) is needed to start a kubelet")
+        self.kubelet.start(node)
 
     def add_node(
         self,

@@ -10,7 +10,9 @@ exclusive job takes whole idle nodes. Starting allocates the CPUs on the nodes
 
 External jobs (flag ``EXTERNAL_JOB``, v0.0.43+) and placeholder batch jobs stay RUNNING until
 cancelled; :meth:`complete_job`, :meth:`preempt_job` and :meth:`timeout_job` end a job the way
-the job itself, preemption and the time limit would. Ended jobs stay listed for
+the job itself, preemption and the time limit would; a RUNNING job whose ``time_limit``
+(minutes, each :attr:`JobsMixin.minute_s` seconds long) has passed ends TIMEOUT the next time
+jobs are read. Ended jobs stay listed for
 ``min_job_age`` seconds (Slurm's MinJobAge), then vanish. ``on_job_state`` hooks receive
 ``(job_id, state, time.monotonic())`` on every state change.
 
@@ -65,6 +67,7 @@ class SimJob:
     time_limit: int | None = None
     alloc: dict[str, int] = field(default_factory=dict)
     ended_mono: float = 0.0
+    start_mono: float = 0.0
 
     def model(self) -> Job:
         """The version-neutral view (what the client decodes)."""
@@ -115,6 +118,9 @@ class JobsMixin:
         self.jobs_by_id: dict[int, SimJob] = {}
         self.next_job_id = 1000
         self.min_job_age = 300.0
+        #: Seconds one minute of a job's time limit lasts here (60 = real time; tests shrink
+        #: it so that a 1-minute limit runs out in a fraction of a second).
+        self.minute_s = 60.0
         self.on_job_state: list[JobCallback] = []
         self.jobs_changed_at = int(time.time())
 
@@ -180,6 +186,12 @@ class JobsMixin:
 
     def _purge(self) -> None:
         now = time.monotonic()
+        # The time limit is enforced lazily, when someone looks: same outcome as slurmctld's
+        # periodic check, without a timer task.
+        for j in list(self.jobs_by_id.values()):
+            limit = j.time_limit
+            if j.state == "RUNNING" and limit and now - j.start_mono >= limit * self.minute_s:
+                self._end(j.job_id, "TIMEOUT")
         gone = [
             j.job_id
             for j in self.jobs_by_id.values()
@@ -253,6 +265,7 @@ class JobsMixin:
         job.nodes = chosen
         job.state, job.reason = "RUNNING", "None"
         job.start_time = self._now()
+        job.start_mono = time.monotonic()
         self._jobs_touched()
         self._notify_job(job)
         return True

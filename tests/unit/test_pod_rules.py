@@ -254,10 +254,12 @@ def test_finished_group_cancels_the_job_then_releases_finalizers() -> None:
 
 def test_stuck_terminating_pod_is_released_after_the_grace() -> None:
     job = SlurmJob(source="slurm:c", key="5", job_id=5, state=("RUNNING",), comment=MARK)
+    # Deleted at 600 with a 30 s grace: the API server stamps deletionTimestamp 630, the end
+    # of the grace period, so the 300 s stuck grace runs out at 930 (not 960).
     stuck = pod(
         node_name="k1",
         phase="Running",
-        deletion_timestamp=600,
+        deletion_timestamp=630,
         deletion_grace_s=30,
         finalizers=(wellknown.FINALIZER_SCHEDULER,),
     )
