@@ -191,6 +191,11 @@ class SlurmPoller:
         self.polls = 0
         self.last_poll_at = 0.0
         self.polled = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Run the hot loop's next GET now instead of at the end of its interval."""
+        self._wake.set()
 
     async def run(self) -> None:
         """Poll forever on a fixed schedule (and, with ``hot_jobs``, watch those jobs closely)."""
@@ -216,7 +221,9 @@ class SlurmPoller:
         """
         assert self.hot_jobs is not None
         while True:
-            await asyncio.sleep(self.hot_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.hot_interval)
+            self._wake.clear()
             ids = sorted(set(self.hot_jobs()))[: self.hot_limit]
             if not ids:
                 continue

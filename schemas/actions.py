@@ -12,13 +12,19 @@ becomes a :class:`DeadLetter` on ``bridge.dlq.<reconciler>``.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import ClassVar, Final, Literal
 
 import msgspec
 
 
 class Action(msgspec.Struct, frozen=True, kw_only=True, tag_field="action"):
-    """Base of every action."""
+    """Base of every action.
+
+    ``independent``: consecutive actions of such a type (each with the RecordEvents that
+    follow it) touch distinct objects, so a worker may perform them concurrently.
+    """
+
+    independent: ClassVar[bool] = False
 
     @property
     def destructive(self) -> bool:
@@ -203,7 +209,10 @@ class MarkPods(Action, frozen=True, kw_only=True, tag="MarkPods"):
 
 class BindPod(Action, frozen=True, kw_only=True, tag="BindPod"):
     """Annotate pod ``pod`` with ``slinky.slurm.net/slurm-node: slurm_node`` and bind it to
-    Kubernetes node ``node`` through the Binding subresource (already bound there ⇒ noop)."""
+    Kubernetes node ``node`` through the Binding subresource (already bound there ⇒ noop).
+    A group's binds are independent: a worker performs them concurrently."""
+
+    independent: ClassVar[bool] = True
 
     pod: PodRef
     node: str

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -70,10 +71,19 @@ class HotJobs:
     projection's stream of applied events, so asking costs nothing per poll.
     """
 
+    #: Seconds a hinted job stays hot without being seen in the log (a lost hint expires).
+    HINT_TTL = 30.0
+
     def __init__(self, cluster: str) -> None:
         self.source = subjects.slurm_source(cluster)
         self.waiting: dict[str, int] = {}  # pod key → job id
         self.running: set[int] = set()
+        self.hinted: dict[int, float] = {}  # job id → monotonic time of the hint
+
+    def hint(self, job_id: int) -> None:
+        """A job this process just submitted: hot before its pods' labels reach the log, so
+        its start is seen while the pods are still being marked."""
+        self.hinted[job_id] = time.monotonic()
 
     def observe(self, event: Event, seq: int) -> None:
         """Projection listener."""
@@ -91,13 +101,21 @@ class HotJobs:
             else:
                 self.waiting[event.key] = int(raw)
         elif isinstance(event, SlurmJob) and event.source == self.source:
+            job_id = int(event.key) if event.key.isdigit() else event.job_id
             if not event.deleted and event.base_state == "RUNNING":
-                self.running.add(event.job_id)
+                self.running.add(job_id)
             else:
-                self.running.discard(int(event.key) if event.key.isdigit() else event.job_id)
+                self.running.discard(job_id)
+            if event.deleted or event.base_state != "PENDING":
+                self.hinted.pop(job_id, None)
 
     def __call__(self) -> list[int]:
-        return sorted({j for j in self.waiting.values() if j not in self.running})
+        if self.hinted:
+            stale = time.monotonic() - self.HINT_TTL
+            for job_id in [j for j, at in self.hinted.items() if at < stale]:
+                del self.hinted[job_id]
+        hot = {j for j in self.waiting.values() if j not in self.running}
+        return sorted(hot.union(self.hinted))
 
 
 class App:
@@ -271,9 +289,7 @@ class App:
             if self.kube_api
             else None,
             SlurmEffector({s.slurm.cluster: self.slurm_client}) if self.slurm_client else None,
-            PodEffector(self.kube_api, {s.slurm.cluster: self.slurm_client})
-            if self.kube_api and self.slurm_client
-            else None,
+            self._pod_effector(),
         )
         for name in self.components:
             spec = reconcilers.ALL.get(name)
@@ -304,6 +320,20 @@ class App:
                 limit = s.kube.watch_timeout + 60
                 self.health.add_check("watch", lambda: watcher.age() < limit)
             await self.health.start()
+
+    def _pod_effector(self) -> PodEffector | None:
+        if self.kube_api is None or self.slurm_client is None:
+            return None
+        pods = PodEffector(self.kube_api, {self.settings.slurm.cluster: self.slurm_client})
+
+        def submitted(cluster: str, job_id: int) -> None:
+            if cluster == self.settings.slurm.cluster:
+                self.hot_jobs.hint(job_id)
+                if self.poller is not None:
+                    self.poller.wake()
+
+        pods.on_submitted = submitted
+        return pods
 
     def _slurm_seed(self) -> dict[tuple[str, str], tuple[Event, int]]:
         source = subjects.slurm_source(self.settings.slurm.cluster)

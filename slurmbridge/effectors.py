@@ -22,9 +22,11 @@ updates on v0.0.38) is reported as the ``unsupported`` outcome, which the worker
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -343,6 +345,11 @@ POD_ACTIONS = (
 )
 
 
+def _pointer(key: str) -> str:
+    """``key`` escaped as one JSON Pointer token (RFC 6901: ``~`` → ``~0``, ``/`` → ``~1``)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -353,11 +360,14 @@ class PodEffector:
 
     * submit: look in Slurm for a live job whose ``comment`` is the action's marker first, so
       a redelivered or retried submit never makes a second job; then mark the pods;
-    * mark: read each pod (uid precondition: a re-created pod is left alone), then one merge
-      patch carrying ``metadata.resourceVersion`` (409 if it changed meanwhile) that sets the
-      job-id label, adds our finalizer and the managed-node toleration;
-    * bind: annotate ``slinky.slurm.net/slurm-node`` then POST the Binding subresource;
-      already bound to that node ⇒ noop, bound elsewhere ⇒ skipped;
+    * mark: read each pod (uid precondition: a re-created pod is left alone), then one JSON
+      patch that tests ``metadata.resourceVersion`` (the pod changed meanwhile ⇒ Transient)
+      and sets the job-id label, adds our finalizer and the managed-node toleration; the
+      group's pods concurrently. ``on_submitted(cluster, job_id)`` is told each new job, so
+      an in-process poller can look at it at once;
+    * bind: one POST of the Binding subresource carrying the ``slinky.slurm.net/slurm-node``
+      annotation (the API server copies it onto the pod); already bound to that node ⇒ noop,
+      bound elsewhere or being deleted ⇒ skipped, gone ⇒ noop;
     * cancel: re-read the job; only ours (comment = marker) and only while it can still run;
       "no such job" ⇒ noop;
     * delete pod: re-read the job first and skip while it RUNNING (fail closed: a Slurm
@@ -377,6 +387,7 @@ class PodEffector:
         self.core = client.CoreV1Api(api)
         self.slurm = slurm
         self.placeholder_script = placeholder_script
+        self.on_submitted: Callable[[str, int], None] | None = None
 
     def _client(self, cluster: str) -> SlurmClient:
         try:
@@ -476,6 +487,8 @@ class PodEffector:
                 )
             )
             outcome = "ok"
+            if self.on_submitted is not None:
+                self.on_submitted(action.cluster, existing)
         marked = await self._mark_all(action.pods, existing, action.scheduler_name)
         return EffectResult(
             "ok" if "ok" in (outcome, marked.outcome) else "noop", f"Slurm job {existing}"
@@ -484,9 +497,10 @@ class PodEffector:
     async def _mark_all(
         self, pods: tuple[PodRef, ...], job_id: int, scheduler_name: str
     ) -> EffectResult:
-        changed = 0
-        for pod in pods:
-            changed += await self._mark(pod, job_id, scheduler_name)
+        # Concurrently: each pod is its own object, and a group's bind waits for all of them.
+        changed = sum(
+            await asyncio.gather(*(self._mark(pod, job_id, scheduler_name) for pod in pods))
+        )
         return EffectResult("ok" if changed else "noop", f"{changed} pod(s) marked")
 
     async def _mark(self, pod: PodRef, job_id: int, scheduler_name: str) -> int:
@@ -499,56 +513,72 @@ class PodEffector:
             t.key == wellknown.TAINT_MANAGED_NODE or (not t.key and t.operator == "Exists")
             for t in raw.spec.tolerations or []
         )
-        if (
-            labels.get(wellknown.LABEL_SLURM_JOBID) == str(job_id)
-            and wellknown.FINALIZER_SCHEDULER in finalizers
-            and tolerated
-        ):
+        label_ok = labels.get(wellknown.LABEL_SLURM_JOBID) == str(job_id)
+        finalized = wellknown.FINALIZER_SCHEDULER in finalizers
+        if label_ok and finalized and tolerated:
             return 0
-        body: dict[str, Any] = {
-            "metadata": {
-                "resourceVersion": raw.metadata.resourceVersion,
-                "labels": {wellknown.LABEL_SLURM_JOBID: str(job_id)},
+        # One JSON patch: a "test" of the resourceVersion read makes it fail (422) if the pod
+        # changed meanwhile, and "add" is the only way to extend a pod's tolerations (they
+        # may only grow, and re-sending the list would have to reproduce it exactly).
+        ops: list[dict[str, Any]] = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": raw.metadata.resourceVersion,
             }
-        }
-        if wellknown.FINALIZER_SCHEDULER not in finalizers:
-            body["metadata"]["finalizers"] = [*finalizers, wellknown.FINALIZER_SCHEDULER]
-        await self._patch(pod, body)
+        ]
+        if not label_ok:
+            if labels:
+                path = "/metadata/labels/" + _pointer(wellknown.LABEL_SLURM_JOBID)
+                ops.append({"op": "add", "path": path, "value": str(job_id)})
+            else:
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": "/metadata/labels",
+                        "value": {wellknown.LABEL_SLURM_JOBID: str(job_id)},
+                    }
+                )
+        if not finalized:
+            if finalizers:
+                fin = {"op": "add", "path": "/metadata/finalizers/-"}
+                ops.append({**fin, "value": wellknown.FINALIZER_SCHEDULER})
+            else:
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": "/metadata/finalizers",
+                        "value": [wellknown.FINALIZER_SCHEDULER],
+                    }
+                )
         if not tolerated:
-            # A JSON patch "add": Kubernetes allows only additions to a pod's tolerations, and
-            # re-sending the list would have to reproduce every existing entry exactly.
             toleration = {
                 "key": wellknown.TAINT_MANAGED_NODE,
                 "operator": "Equal",
                 "value": scheduler_name,
                 "effect": wellknown.TAINT_MANAGED_NODE_EFFECT,
             }
-            op = (
+            ops.append(
                 {"op": "add", "path": "/spec/tolerations/-", "value": toleration}
                 if raw.spec.tolerations
                 else {"op": "add", "path": "/spec/tolerations", "value": [toleration]}
             )
-            await self._patch(pod, [op], "application/json-patch+json")
+        try:
+            await self._patch(pod, ops, "application/json-patch+json")
+        except ApiException as exc:
+            if exc.status == 422:  # the test failed: the pod changed; the retry reads again
+                raise Transient(f"MarkPods: pod {pod.key} changed while being marked") from exc
+            raise
         return 1
 
     async def _bind(self, action: BindPod) -> EffectResult:
-        raw = await self._read(action.pod)
-        if raw is None:
-            return EffectResult("noop", "pod is gone")
-        if raw.metadata.deletionTimestamp:
-            return EffectResult("skipped", "pod is being deleted")
-        if raw.spec.nodeName:
-            if raw.spec.nodeName == action.node:
-                return EffectResult("noop", f"already bound to {action.node}")
-            return EffectResult("skipped", f"bound to {raw.spec.nodeName}, not {action.node}")
-        if (raw.metadata.annotations or {}).get(
-            wellknown.ANNOTATION_SLURM_NODE
-        ) != action.slurm_node:
-            await self._patch(
-                action.pod,
-                {"metadata": {"annotations": {wellknown.ANNOTATION_SLURM_NODE: action.slurm_node}}},
-            )
-        meta = {"name": action.pod.name, "namespace": action.pod.namespace}
+        # One request: the API server copies the Binding's annotations onto the pod, refuses
+        # (409) a pod already bound or being deleted, and checks the uid precondition.
+        meta: dict[str, Any] = {
+            "name": action.pod.name,
+            "namespace": action.pod.namespace,
+            "annotations": {wellknown.ANNOTATION_SLURM_NODE: action.slurm_node},
+        }
         if action.pod.uid:
             meta["uid"] = action.pod.uid
         body = {
@@ -561,10 +591,19 @@ class PodEffector:
         try:
             await _raw(create(action.pod.name, action.pod.namespace, body, _preload_content=False))
         except ApiException as exc:
-            if exc.status == 409:
-                again = await self._read(action.pod)
-                if again is not None and again.spec.nodeName == action.node:
-                    return EffectResult("noop", f"already bound to {action.node}")
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            if exc.status != 409:
+                raise
+            raw = await self._read(action.pod)
+            if raw is None:
+                return EffectResult("noop", "pod is gone")
+            if raw.spec.nodeName == action.node:
+                return EffectResult("noop", f"already bound to {action.node}")
+            if raw.spec.nodeName:
+                return EffectResult("skipped", f"bound to {raw.spec.nodeName}, not {action.node}")
+            if raw.metadata.deletionTimestamp:
+                return EffectResult("skipped", "pod is being deleted")
             raise
         return EffectResult("ok", f"bound to {action.node}")
 

@@ -367,8 +367,44 @@ class Worker:
         return result
 
     async def _perform(self, key: str, cause: int, decision: Decision) -> Result:
-        previous: str | None = None
+        """Perform the decision's actions in order; stop at the first that must be retried or
+        failed. A run of consecutive *independent* actions of one type (e.g. a group's
+        binds) is performed concurrently, each unit with the RecordEvents that follow it."""
+        units: list[list[AnyAction]] = []
         for action in decision.actions:
+            if isinstance(action, RecordEvent) and units:
+                units[-1].append(action)
+            else:
+                units.append([action])
+        i = 0
+        while i < len(units):
+            head = units[i][0]
+            j = i + 1
+            if head.independent:
+                while j < len(units) and type(units[j][0]) is type(head):
+                    j += 1
+            if j - i == 1:
+                results = [await self._perform_unit(key, cause, decision, units[i])]
+            else:
+                results = list(
+                    await asyncio.gather(
+                        *(self._perform_unit(key, cause, decision, u) for u in units[i:j])
+                    )
+                )
+            failed = [r for r in results if isinstance(r, GiveUp)]
+            if failed:
+                return failed[0]
+            retries = [r for r in results if isinstance(r, RetryLater)]
+            if retries:
+                return max(retries, key=lambda r: r.delay)
+            i = j
+        return OK
+
+    async def _perform_unit(
+        self, key: str, cause: int, decision: Decision, unit: list[AnyAction]
+    ) -> Result:
+        previous: str | None = None
+        for action in unit:
             if (
                 isinstance(action, RecordEvent)
                 and previous is not None

@@ -185,13 +185,17 @@ async def test_a_pod_stuck_terminating_on_a_silent_node_is_released_after_the_gr
             timeout=15,
             what="finalizer removed after deletionTimestamp + stuckPodGrace",
         )
-        events = [
-            e
-            for e in s.kube.list("events", "default")
-            if e["involvedObject"]["name"] == name and e["reason"] == "KubeletUnresponsive"
-        ]
-        assert [e["type"] for e in events] == ["Warning"]
-        assert node in events[0]["message"]
+
+        def events() -> list[dict[str, Any]]:
+            return [
+                e
+                for e in s.kube.list("events", "default")
+                if e["involvedObject"]["name"] == name and e["reason"] == "KubeletUnresponsive"
+            ]
+
+        await s.wait_for(lambda: bool(events()), what="a KubeletUnresponsive Event")
+        assert [e["type"] for e in events()] == ["Warning"]
+        assert node in events()[0]["message"]
         # The pod is still on its node as far as anyone knows: its job stays (slurm-bridge #16).
         assert s.slurm.job(job_id).state == ("RUNNING",)
         s.kube.start_kubelet(node)

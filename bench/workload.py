@@ -1,0 +1,247 @@
+"""Pods through Slurm: bind latency after the job runs, cleanup latency after the job ends.
+
+Laid out as in production: slurmbridge runs as its own process (``slurmbridge run``, every
+component), nats-server as another; this process hosts the Kubernetes API simulator with its
+simulated kubelets and the slurmrestd simulator — the cluster slurmbridge talks to — and
+timestamps inside their own writes with ``time.monotonic()``:
+
+* **bind** — from the simulated slurmctld starting a placeholder job (``on_job_state``
+  RUNNING) to the Binding of each of the group's pods landing in the Kubernetes simulator.
+  ``--pods`` pods in groups of every kind (Pod, Job, JobSet, LeaderWorkerSet, PodGroup) arrive
+  every ``--spacing`` seconds and run ``--run-seconds``; each pod is one sample.
+* **cleanup** — from a running job ending in Slurm (``scancel``, one every ``--cancel-spacing``
+  seconds, so the ends fall at every phase of the poll) to the deletion of its bound pod
+  (``deletionTimestamp`` set). ``cleanup_removed_p99_ms`` adds the kubelet stopping the pod
+  and slurmbridge releasing its finalizer, until the pod is gone.
+
+A running job's end is seen by the full job listing (``slurm.pollInterval``); a pending job's
+start by the hot loop (``slurm.pendingJobPollInterval``). Slinky's anchor for both is its
+30 s job re-list.
+
+    python bench/workload.py --json [--pods 200] [--poll-interval 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import emit, machine, percentile
+from schemas import wellknown
+from slurmbridge.natsserver import NatsServer
+from slurmbridge.sim.kube import ApiError, Change
+from slurmbridge.sim.workloads import GROUP_KINDS, create_group
+from slurmbridge.testing import Simulators
+
+JOBID = wellknown.LABEL_SLURM_JOBID
+
+
+class Clock:
+    """Monotonic timestamps of job starts/ends (slurmrestd simulator) and pod binds/deletions
+    (Kubernetes simulator), recorded inside the simulators' own writes."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, float] = {}
+        self.ended: dict[int, float] = {}
+        self.bound: dict[str, tuple[int, float]] = {}
+        self.deleting: dict[str, tuple[int, float]] = {}
+        self.removed: dict[str, tuple[int, float]] = {}
+        self.marked: dict[str, tuple[int, float]] = {}
+
+    def on_job(self, job_id: int, state: str, at: float) -> None:
+        if state == "RUNNING":
+            self.started.setdefault(job_id, at)
+        elif state in ("CANCELLED", "COMPLETED", "PREEMPTED", "TIMEOUT", "FAILED"):
+            self.ended.setdefault(job_id, at)
+
+    def on_write(self, change: Change) -> None:
+        if change.resource.name != "pods":
+            return
+        now = time.monotonic()
+        new, old = change.object, change.old or {}
+        meta = new.get("metadata") or {}
+        name = str(meta.get("name"))
+        job = int((meta.get("labels") or {}).get(JOBID) or 0)
+        if job and not ((old.get("metadata") or {}).get("labels") or {}).get(JOBID):
+            self.marked.setdefault(name, (job, now))
+        if (new.get("spec") or {}).get("nodeName") and not (old.get("spec") or {}).get("nodeName"):
+            self.bound.setdefault(name, (job, now))
+        old_deleting = bool((old.get("metadata") or {}).get("deletionTimestamp"))
+        if change.type == "DELETED":
+            self.removed.setdefault(name, (job, now))
+            if not old_deleting:
+                self.deleting.setdefault(name, (job, now))
+        elif meta.get("deletionTimestamp") and not old_deleting:
+            self.deleting.setdefault(name, (job, now))
+
+
+def _ms(samples: list[float], p: float) -> float:
+    return round(percentile(samples, p) * 1000, 1)
+
+
+def _plan(pods: int) -> list[tuple[str, int]]:
+    """Groups of every kind cycling, bare pods of 1 and others of 2–8, totalling ``pods``."""
+    plan: list[tuple[str, int]] = []
+    left, i = pods, 0
+    while left > 0:
+        kind = GROUP_KINDS[i % len(GROUP_KINDS)]
+        size = 1 if kind == "Pod" else min(left, 2 + (i * 3) % 7)
+        plan.append((kind, size))
+        left -= size
+        i += 1
+    return plan
+
+
+async def _until(cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _start_slurmbridge(
+    sims: Simulators, nats_url: str, workdir: Path, poll_interval: float, profile: str
+) -> asyncio.subprocess.Process:
+    overrides = sims.overrides()
+    overrides["nats"] = {"url": nats_url}
+    overrides["slurm"]["pollInterval"] = poll_interval
+    overrides["observability"] = {"metricsPort": 0, "healthPort": 0, "logLevel": "WARNING"}
+    cfg = workdir / "slurmbridge.yaml"
+    cfg.write_text(json.dumps(overrides))  # JSON is YAML
+    profile = ("-m", "cProfile", "-o", profile) if profile else ()
+    return await asyncio.create_subprocess_exec(
+        sys.executable, *profile, "-m", "slurmbridge", "run", "--config", str(cfg)
+    )
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    clock = Clock()
+    workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-workload-"))
+    sims = Simulators(nodes=args.nodes, workdir=workdir / "sims", kubelet=True)
+    nats = NatsServer(store_dir=workdir / "nats")
+    await nats.start()
+    await sims.start()
+    proc = await _start_slurmbridge(sims, nats.url, workdir, args.poll_interval, args.profile)
+    sim = sims.kube
+    try:
+
+        def phase(name: str) -> str:
+            try:
+                return str(sim.get("pods", name, "default").get("status", {}).get("phase"))
+            except ApiError:
+                return ""
+
+        # 0. warm-up: slurmbridge is up once it has placed one pod.
+        (warm,) = create_group(sim, "Pod", "warm-up", 1, requests={"cpu": "1"}, run_seconds=0)
+        await _until(lambda: phase(warm) == "Succeeded", 60, "slurmbridge to place a pod")
+        sims.slurm.on_job_state.append(clock.on_job)
+        sim.on_write.append(clock.on_write)
+
+        # 1. bind: groups arrive, run, finish.
+        cpu0, wall0 = _cpu_seconds(proc.pid), time.monotonic()
+        names: list[str] = []
+        for n, (kind, size) in enumerate(_plan(args.pods)):
+            names += create_group(
+                sim,
+                kind,
+                f"b{n}",
+                size,
+                requests={"cpu": "1", "memory": "64Mi"},
+                run_seconds=args.run_seconds,
+            )
+            await asyncio.sleep(args.spacing)
+        await _until(
+            lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
+        )
+        bind = [at - clock.started[job] for job, at in (clock.bound[n] for n in names)]
+        cpu_share = (_cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - wall0)
+        # Where the bind time goes: job start → pod labelled (submit answered, pods marked),
+        # then pod labelled → Binding (watch, log, projection, placement, bind).
+        marked = [clock.marked[n][1] - clock.started[clock.marked[n][0]] for n in names]
+        to_bind = [clock.bound[n][1] - clock.marked[n][1] for n in names]
+
+        # 2. cleanup: long-running bare pods, then scancel their jobs one by one.
+        long_names = [
+            create_group(sim, "Pod", f"c{n}", 1, requests={"cpu": "1", "memory": "64Mi"})[0]
+            for n in range(args.cleanup_pods)
+        ]
+        await _until(
+            lambda: all(phase(n) == "Running" for n in long_names), args.timeout, "pods Running"
+        )
+        jobs = [int(sim.get("pods", n, "default")["metadata"]["labels"][JOBID]) for n in long_names]
+        for job in jobs:
+            sims.slurm.cancel_job(job)
+            await asyncio.sleep(args.cancel_spacing)
+        await _until(
+            lambda: all(n in clock.removed for n in long_names), args.timeout, "pods removed"
+        )
+        pairs = list(zip(long_names, jobs, strict=True))
+        cleanup = [clock.deleting[n][1] - clock.ended[j] for n, j in pairs]
+        removed = [clock.removed[n][1] - clock.ended[j] for n, j in pairs]
+    finally:
+        proc.terminate()
+        await proc.wait()
+        await sims.stop()
+        await nats.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    return {
+        "pods": len(bind),
+        "bind_p50_ms": _ms(bind, 50),
+        "bind_p99_ms": _ms(bind, 99),
+        "bind_max_ms": _ms(bind, 100),
+        "bind_stage_marked_p50_ms": _ms(marked, 50),
+        "bind_stage_marked_p99_ms": _ms(marked, 99),
+        "bind_stage_labelled_to_bound_p50_ms": _ms(to_bind, 50),
+        "bind_stage_labelled_to_bound_p99_ms": _ms(to_bind, 99),
+        "slurmbridge_cpu_share_bind_phase": round(cpu_share, 2),
+        "arrival_pods_per_s": round(
+            len(names) / max(1e-9, args.spacing * len(_plan(args.pods))), 1
+        ),
+        "cleanup_pods": len(cleanup),
+        "cleanup_p50_ms": _ms(cleanup, 50),
+        "cleanup_p99_ms": _ms(cleanup, 99),
+        "cleanup_removed_p99_ms": _ms(removed, 99),
+        "poll_interval_s": args.poll_interval,
+        "pending_job_poll_interval_s": 0.02,
+        "machine": machine(),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--pods", type=int, default=200, help="pods in the bind phase (200)")
+    ap.add_argument("--cleanup-pods", type=int, default=50, help="pods scancelled (50)")
+    ap.add_argument("--nodes", type=int, default=32, help="nodes, 2 CPUs each (32)")
+    ap.add_argument("--poll-interval", type=float, default=2.0, help="slurm.pollInterval (2 s)")
+    ap.add_argument("--spacing", type=float, default=0.1, help="seconds between groups (0.1)")
+    ap.add_argument("--run-seconds", type=float, default=0.5, help="pod run time (0.5 s)")
+    ap.add_argument(
+        "--cancel-spacing", type=float, default=0.173, help="seconds between scancels (0.173)"
+    )
+    ap.add_argument("--timeout", type=float, default=300.0, help="give up after (300 s)")
+    ap.add_argument("--profile", default="", help="run slurmbridge under cProfile, into FILE")
+    args = ap.parse_args()
+    emit(asyncio.run(run(args)), args.json)
+
+
+if __name__ == "__main__":
+    main()
