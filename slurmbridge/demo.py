@@ -4,6 +4,10 @@ Embedded nats-server, the Kubernetes and slurmrestd simulators with nodes ``n1..
 component. Story (spread over ``--duration`` seconds):
 
 1. start-up — every Kubernetes node with a Slurm node gets the managed-node taint;
+   a batch Job ``train`` of 3 pods asks for slurmbridge's scheduler — placement submits one
+   placeholder job for the group, labels the pods and binds them to the job's nodes when it
+   runs; the simulated kubelets run the pods to completion, and workload cancels the job
+   and releases the pods' finalizers;
 2. ``kubectl cordon n1`` — slurm_drain drains n1 with Slinky's reason text;
 3. ``kubectl uncordon n1`` — n1 is undrained (the drain was ours);
 4. an administrator drains n2 (``scontrol update … state=drain``), then n2 is cordoned and
@@ -33,6 +37,7 @@ from schemas import wellknown
 from schemas.actions import ActionRecord
 from slurmbridge import render
 from slurmbridge.config import Settings
+from slurmbridge.sim.workloads import create_group
 from slurmbridge.testing import Stack
 
 
@@ -83,6 +88,20 @@ async def demo(
     sub = await stack.app.bus.nc.subscribe("bridge.>", cb=on_msg)
     ext_labels = {wellknown.LABEL_EXTERNAL_NODE: "true"}
     story: list[tuple[float, str, Callable[[], object]]] = [
+        (
+            0.01,
+            f"kubectl create job train --parallelism 3 (schedulerName {settings.scheduler_name},"
+            f" each pod runs {0.04 * duration:.1f}s)",
+            lambda: create_group(
+                stack.kube,
+                "Job",
+                "train",
+                3,
+                requests={"cpu": "1", "memory": "100Mi"},
+                scheduler_name=settings.scheduler_name,
+                run_seconds=round(0.04 * duration, 2),
+            ),
+        ),
         (0.08, "kubectl cordon n1", lambda: stack.cordon("n1")),
         (0.18, "kubectl uncordon n1", lambda: stack.uncordon("n1")),
         (
@@ -145,6 +164,15 @@ async def demo(
             act()
         await _sleep_until(t0 + duration, stop)
         n2 = stack.slurm_node("n2")
+        jobs = [j for j in stack.slurm.jobs if j.comment.startswith("slurmbridge:")]
+        pods = [
+            f"{p['metadata']['name']} {p.get('status', {}).get('phase', 'Pending')}"
+            for p in stack.kube.list("pods", "default")
+        ]
+        say(
+            f"end: job(s) of train: {', '.join(f'{j.job_id} {j.state[0]}' for j in jobs)}; "
+            f"pods: {', '.join(pods)}"
+        )
         say(
             f"end: n2 is {'+'.join(n2.state)} with reason {n2.reason!r}; "
             f"actions: {', '.join(f'{k}={v}' for k, v in sorted(counts.items())) or 'none'}"

@@ -63,6 +63,19 @@ def test_demo_jsonl_tells_the_story() -> None:
         "DeleteSlurmNode",
     ):
         assert (action, "ext-1", "ok") in by_action, action
+    # The workload story: the 3-pod Job is one placeholder job, bound, run, cleaned up.
+    group = "default/Job:train"
+    ok = [r for r in records if r["key"] == group and r["outcome"] == "ok"]
+    assert [r["action"]["action"] for r in ok].count("SubmitSlurmJob") == 1
+    bound = {r["action"]["pod"]["name"] for r in ok if r["action"]["action"] == "BindPod"}
+    assert bound == {"train-0", "train-1", "train-2"}
+    assert ("CancelSlurmJob", group, "ok") in by_action
+    released = {
+        r["action"]["pod"]["name"] for r in ok if r["action"]["action"] == "RemovePodFinalizer"
+    }
+    assert released == bound
+    assert "pods: train-0 Succeeded, train-1 Succeeded, train-2 Succeeded" in proc.stderr
+    assert "CANCELLED" in proc.stderr
 
 
 def _wait_port_file(
