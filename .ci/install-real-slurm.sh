@@ -7,8 +7,9 @@
 # The same check lives in slurmbridge.realslurm.install (python -m slurmbridge.realslurm install).
 set -euo pipefail
 
-packages=(slurmctld slurmd slurmrestd munge slurm-client)
-programs=(munged slurmctld slurmd slurmrestd scontrol sinfo squeue scancel)
+# openssl: the admission webhook tests make their TLS certificates with it.
+packages=(slurmctld slurmd slurmrestd munge slurm-client openssl)
+programs=(munged slurmctld slurmd slurmrestd scontrol sinfo squeue scancel openssl)
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 missing=()

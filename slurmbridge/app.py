@@ -47,7 +47,7 @@ from schemas.events import (
 )
 from slurmbridge import bus as busmod
 from slurmbridge import kube
-from slurmbridge.components import component_names
+from slurmbridge.components import component_names, default_components
 from slurmbridge.config import Settings
 from slurmbridge.effectors import KubeEffector, PodEffector, Router, SlurmEffector
 from slurmbridge.health import HealthServer
@@ -56,6 +56,7 @@ from slurmbridge.projection import Projection
 from slurmbridge.publish import ObservationPublisher
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.tasks import cancel_and_wait
+from slurmbridge.webhook import CachedNamespaceLabels, NamespaceLabels, Policy, WebhookServer
 from slurmbridge.worker import Effector, Worker
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class App:
         with_health: bool = True,
     ) -> None:
         self.settings = settings
-        wanted = tuple(only) if only else component_names()
+        wanted = tuple(only) if only else default_components()
         unknown = sorted(set(wanted) - set(component_names()))
         if unknown:
             raise UsageError(
@@ -156,6 +157,7 @@ class App:
         self.slurm_client: SlurmClient | None = None
         self.kube_api: kclient.ApiClient | None = None
         self.health: HealthServer | None = None
+        self.webhook: WebhookServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.ctx = Context(
             scheduler_name=settings.scheduler_name,
@@ -176,6 +178,10 @@ class App:
     async def start(self) -> None:
         """Start everything; returns once workers run (raises on configuration problems)."""
         s = self.settings
+        if "webhook" in self.components:
+            await self._start_webhook()
+            if self.components == ("webhook",):
+                return  # the webhook alone needs neither NATS nor Slurm
         if not s.nats.url:
             store = Path(s.nats.store_dir) if s.nats.store_dir else None
             self.nats_server = NatsServer(store_dir=store)
@@ -321,6 +327,36 @@ class App:
                 self.health.add_check("watch", lambda: watcher.age() < limit)
             await self.health.start()
 
+    async def _start_webhook(self) -> None:
+        s = self.settings
+        namespace_labels: NamespaceLabels | None = None
+        if s.managed_namespace_selector is not None and (s.kube.kubeconfig or s.kube.in_cluster):
+            self.kube_api = self.kube_api or await kube.api_client(s.kube)
+            core = kclient.CoreV1Api(self.kube_api)
+
+            async def read(name: str) -> dict[str, str]:
+                ns = await core.read_namespace(name)
+                return dict(ns.metadata.labels or {})
+
+            namespace_labels = CachedNamespaceLabels(read)
+        self.webhook = WebhookServer(
+            Policy(
+                scheduler_name=s.scheduler_name,
+                managed_namespaces=frozenset(s.managed_namespaces),
+                managed_namespace_selector=s.managed_namespace_selector,
+                service_account=s.webhook.service_account,
+            ),
+            bind=s.webhook.bind,
+            port=s.webhook.port,
+            cert_file=s.webhook.cert_file,
+            key_file=s.webhook.key_file,
+            namespace_labels=namespace_labels,
+        )
+        try:
+            await self.webhook.start()
+        except ValueError as exc:
+            raise UsageError(f"webhook: {exc}") from None
+
     def _pod_effector(self) -> PodEffector | None:
         if self.kube_api is None or self.slurm_client is None:
             return None
@@ -365,6 +401,8 @@ class App:
         self._tasks.clear()
         if self.health is not None:
             await self.health.stop()
+        if self.webhook is not None:
+            await self.webhook.stop()
         await self.projection.stop()
         if self.bus is not None:
             with contextlib.suppress(Exception):

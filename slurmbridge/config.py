@@ -26,6 +26,7 @@ import msgspec
 import yaml
 
 from schemas import wellknown
+from slurmbridge.webhook import check_selector
 
 
 class ConfigError(ValueError):
@@ -135,6 +136,18 @@ class ObservabilitySettings(_Base):
     log_format: Literal["json", "text"] = "json"
 
 
+class WebhookSettings(_Base):
+    """The admission webhook (``run --only webhook``): HTTPS on ``bind:port`` with the PEM
+    ``cert_file`` / ``key_file``; ``service_account`` is the username of slurmbridge's own
+    requests, which may change the job-id label and node annotation of running pods."""
+
+    bind: str = "0.0.0.0"
+    port: int = 9443
+    cert_file: str | None = None
+    key_file: str | None = None
+    service_account: str = "system:serviceaccount:slurmbridge:slurmbridge"
+
+
 class Settings(_Base):
     """All settings. Top-level keys are Slinky slurm-bridge's ``config.yaml`` keys."""
 
@@ -149,6 +162,7 @@ class Settings(_Base):
     slurm: SlurmSettings = msgspec.field(default_factory=SlurmSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     observability: ObservabilitySettings = msgspec.field(default_factory=ObservabilitySettings)
+    webhook: WebhookSettings = msgspec.field(default_factory=WebhookSettings)
     instance_id: str = ""
 
     @property
@@ -157,7 +171,7 @@ class Settings(_Base):
         return self.slurm.url or self.slurm_rest_api
 
 
-_SECTIONS = ("nats", "kube", "slurm", "worker", "observability")
+_SECTIONS = ("nats", "kube", "slurm", "worker", "observability", "webhook")
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -228,6 +242,17 @@ def _validate(s: Settings) -> None:
         raise bad("worker.fetchBatch", "must be ≥ 1")
     if s.worker.ack_wait <= 0:
         raise bad("worker.ackWait", "must be > 0 seconds")
+    if not 0 <= s.webhook.port <= 65535:
+        raise bad("webhook.port", "must be a TCP port")
+    for name in ("cert_file", "key_file"):
+        value = getattr(s.webhook, name)
+        if value is not None and not Path(value).is_file():
+            raise bad(f"webhook.{_camel(name)}", f"no such file: {value}")
+    if s.managed_namespace_selector is not None:
+        try:
+            check_selector(s.managed_namespace_selector, "managedNamespaceSelector")
+        except ValueError as exc:
+            raise ConfigError(f"$.{exc}") from None
     for port_name in ("metrics_port", "health_port"):
         port = getattr(s.observability, port_name)
         if not 0 <= port <= 65535:

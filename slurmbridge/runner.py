@@ -28,7 +28,10 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
     has_kube = bool(settings.kube.kubeconfig or settings.kube.in_cluster)
     has_slurm = bool(settings.slurm_url)
     sims: Simulators | None = None
-    if not has_kube and not has_slurm:
+    webhook_only = only is not None and set(only) == {"webhook"}
+    if webhook_only:
+        pass  # the webhook needs no Slurm, and Kubernetes only for a namespace selector
+    elif not has_kube and not has_slurm:
         sims = Simulators(nodes=4, api_version=None)
         await sims.start()
         settings.kube.kubeconfig = str(sims.kubeconfig)

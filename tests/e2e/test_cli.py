@@ -229,3 +229,17 @@ async def test_run_against_standalone_simulators(
         _, err = run.communicate(timeout=30)
         assert run.returncode == 0, err[-2000:]
         assert token_text not in err  # the Slurm token never reaches the logs
+
+
+def test_run_only_webhook_refuses_to_start_without_tls() -> None:
+    proc = subprocess.run(
+        [*CLI, "run", "--only", "webhook"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "$.webhook.certFile" in proc.stderr
+    assert "simulators" not in proc.stderr  # the webhook alone starts nothing else

@@ -1,0 +1,191 @@
+"""The admission webhook over real TLS: certificates from openssl, requests from httpx."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import ssl
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from schemas import wellknown
+from slurmbridge import config
+from slurmbridge.app import App, UsageError
+from slurmbridge.webhook import Policy, WebhookServer
+
+OURS = wellknown.DEFAULT_SCHEDULER_NAME
+
+
+def trusting(certs: dict[str, Path]) -> ssl.SSLContext:
+    """A client TLS context that trusts the test CA only."""
+    return ssl.create_default_context(cafile=str(certs["ca"]))
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A throw-away CA and a server certificate for localhost / 127.0.0.1."""
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is needed for the webhook TLS tests (.ci/install-real-slurm.sh)")
+    d = tmp_path_factory.mktemp("certs")
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=slurmbridge-test-ca", cwd=d)  # fmt: skip
+    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr",
+             "-subj", "/CN=localhost", cwd=d)  # fmt: skip
+    (d / "ext.cnf").write_text(
+        "basicConstraints=CA:FALSE\n"
+        "keyUsage=digitalSignature\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+    )
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf",
+             cwd=d)  # fmt: skip
+    return {"ca": d / "ca.pem", "cert": d / "server.pem", "key": d / "server.key"}
+
+
+@pytest.fixture
+async def server(certs: dict[str, Path]) -> AsyncIterator[WebhookServer]:
+    async def labels(name: str) -> dict[str, str]:
+        return {"slurm": "yes"} if name == "labelled" else {}
+
+    srv = WebhookServer(
+        Policy(
+            managed_namespaces=frozenset({"hpc"}),
+            managed_namespace_selector={"matchLabels": {"slurm": "yes"}},
+            service_account="system:serviceaccount:slurmbridge:slurmbridge",
+        ),
+        bind="127.0.0.1",
+        port=0,
+        cert_file=str(certs["cert"]),
+        key_file=str(certs["key"]),
+        namespace_labels=labels,
+    )
+    await srv.start()
+    try:
+        yield srv
+    finally:
+        await srv.stop()
+
+
+def review(obj: dict[str, Any], op: str = "CREATE") -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "3f1c",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": op,
+            "namespace": obj["metadata"]["namespace"],
+            "userInfo": {"username": "alice"},
+            "object": obj,
+        },
+    }
+
+
+def pod(ns: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": ns},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec},
+    }
+
+
+async def test_mutate_over_tls_sets_our_scheduler(
+    server: WebhookServer, certs: dict[str, Path]
+) -> None:
+    base = f"https://localhost:{server.port}"
+    async with httpx.AsyncClient(verify=trusting(certs)) as http:
+        r = await http.post(f"{base}/mutate", json=review(pod("labelled", nodeName="n1")))
+        assert r.status_code == 200
+        resp = r.json()["response"]
+        assert resp["uid"] == "3f1c" and resp["allowed"] is True
+        assert json.loads(base64.b64decode(resp["patch"])) == [
+            {"op": "add", "path": "/spec/schedulerName", "value": OURS},
+            {"op": "remove", "path": "/spec/nodeName"},
+        ]
+        r = await http.post(f"{base}/mutate", json=review(pod("web")))
+        assert r.json()["response"] == {"uid": "3f1c", "allowed": True}
+        assert (await http.get(f"{base}/healthz")).text == "ok\n"
+
+
+async def test_validate_over_tls_denies_with_the_field(
+    server: WebhookServer, certs: dict[str, Path]
+) -> None:
+    base = f"https://127.0.0.1:{server.port}"
+    async with httpx.AsyncClient(verify=trusting(certs)) as http:
+        bad = pod("hpc", schedulerName=OURS, topologySpreadConstraints=[{"maxSkew": 1}])
+        resp = (await http.post(f"{base}/validate", json=review(bad))).json()["response"]
+        assert resp["allowed"] is False
+        assert resp["status"]["code"] == 403
+        assert resp["status"]["message"].startswith("spec.topologySpreadConstraints:")
+        fine = pod("hpc", schedulerName=OURS)
+        resp = (await http.post(f"{base}/validate", json=review(fine))).json()["response"]
+        assert resp["allowed"] is True
+        r = await http.post(f"{base}/validate", content=b"{}")
+        assert r.status_code == 400
+        assert "apiVersion/kind" in r.text
+
+
+async def test_tls_only(server: WebhookServer, certs: dict[str, Path]) -> None:
+    # Plain HTTP to the TLS port gets no AdmissionReview answer.
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(httpx.HTTPError):
+            await http.post(f"http://127.0.0.1:{server.port}/mutate", json=review(pod("hpc")))
+    # A client that does not trust the CA refuses the server.
+    async with httpx.AsyncClient(verify=True) as http:
+        with pytest.raises(httpx.ConnectError):
+            await http.get(f"https://localhost:{server.port}/healthz")
+    # No certificate: no server.
+    srv = WebhookServer(Policy(), bind="127.0.0.1", port=0, cert_file=None, key_file=None)
+    with pytest.raises(ValueError, match=r"\$\.webhook\.certFile"):
+        await srv.start()
+
+
+async def test_run_only_webhook_needs_neither_nats_nor_slurm(certs: dict[str, Path]) -> None:
+    settings = config.load(
+        env={},
+        overrides={
+            "managedNamespaces": ["hpc"],
+            "nats": {"url": "nats://127.0.0.1:1"},  # unreachable: must not be needed
+            "observability": {"metricsPort": 0, "healthPort": 0},
+            "webhook": {
+                "bind": "127.0.0.1",
+                "port": 0,
+                "certFile": str(certs["cert"]),
+                "keyFile": str(certs["key"]),
+            },
+        },
+    )
+    app = App(settings, only=["webhook"], with_health=False)
+    await app.start()
+    try:
+        assert app.webhook is not None and app.bus is None
+        async with httpx.AsyncClient(verify=trusting(certs)) as http:
+            r = await http.post(
+                f"https://localhost:{app.webhook.port}/mutate", json=review(pod("hpc"))
+            )
+        assert json.loads(base64.b64decode(r.json()["response"]["patch"]))[0]["value"] == OURS
+    finally:
+        await app.stop()
+    no_cert = config.load(env={}, overrides={"webhook": {"port": 0}})
+    with pytest.raises(UsageError, match=r"certFile"):
+        await App(no_cert, only=["webhook"], with_health=False).start()
+
+
+def test_the_default_run_leaves_the_webhook_out() -> None:
+    app = App(config.load(env={}), with_health=False)
+    assert "webhook" not in app.components
+    assert "placement" in app.components

@@ -1,0 +1,337 @@
+"""Admission webhook rules (pure): mutation, validation, selectors, decoding."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from schemas import wellknown
+from slurmbridge import config
+from slurmbridge.webhook import (
+    Policy,
+    WebhookError,
+    check_selector,
+    decode_review,
+    mutate,
+    response,
+    selector_matches,
+    validate,
+)
+
+OURS = wellknown.DEFAULT_SCHEDULER_NAME
+JOBID = wellknown.LABEL_SLURM_JOBID
+NODE = wellknown.ANNOTATION_SLURM_NODE
+SA = "system:serviceaccount:slurmbridge:slurmbridge"
+
+
+def pod(
+    *,
+    ns: str = "hpc",
+    scheduler: str | None = None,
+    node: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    phase: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    s: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}], **spec}
+    if scheduler is not None:
+        s["schedulerName"] = scheduler
+    if node is not None:
+        s["nodeName"] = node
+    p: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": ns, "labels": labels or {}},
+        "spec": s,
+    }
+    if annotations:
+        p["metadata"]["annotations"] = annotations
+    if phase:
+        p["status"] = {"phase": phase}
+    return p
+
+
+def review(
+    obj: dict[str, Any] | None,
+    *,
+    op: str = "CREATE",
+    old: dict[str, Any] | None = None,
+    sub: str = "",
+    user: str = "alice",
+) -> bytes:
+    req: dict[str, Any] = {
+        "uid": "u-1",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "operation": op,
+        "namespace": (obj or old or {}).get("metadata", {}).get("namespace", ""),
+        "name": "p",
+        "userInfo": {"username": user},
+        "object": obj,
+        "oldObject": old,
+    }
+    if sub:
+        req["subResource"] = sub
+    return json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+    ).encode()
+
+
+BY_LIST = Policy(managed_namespaces=frozenset({"hpc"}), service_account=SA)
+BY_SELECTOR = Policy(
+    managed_namespace_selector={"matchLabels": {"slurm": "yes"}}, service_account=SA
+)
+
+
+@dataclass(frozen=True)
+class MutateCase:
+    name: str
+    pod: dict[str, Any]
+    want: list[dict[str, Any]]
+    policy: Policy = BY_LIST
+    ns_labels: dict[str, str] = field(default_factory=dict)
+
+
+SET = {"op": "add", "path": "/spec/schedulerName", "value": OURS}
+CLEAR = {"op": "remove", "path": "/spec/nodeName"}
+MUTATE = [
+    MutateCase("managed by list, no scheduler", pod(), [SET]),
+    MutateCase("managed by list, default-scheduler", pod(scheduler="default-scheduler"), [SET]),
+    MutateCase("not managed", pod(ns="web"), []),
+    MutateCase("another scheduler asked for explicitly", pod(scheduler="volcano"), []),
+    MutateCase("already ours", pod(scheduler=OURS), []),
+    MutateCase("ours with nodeName", pod(scheduler=OURS, node="n1"), [CLEAR]),
+    MutateCase("managed, nodeName set", pod(node="n1"), [SET, CLEAR]),
+    MutateCase("unmanaged nodeName kept", pod(ns="web", node="n1"), []),
+    MutateCase("selector matches", pod(), [SET], BY_SELECTOR, {"slurm": "yes"}),
+    MutateCase("selector does not match", pod(), [], BY_SELECTOR, {"slurm": "no"}),
+    MutateCase("selector, namespace unlabelled", pod(), [], BY_SELECTOR, {}),
+]
+
+
+@pytest.mark.parametrize("case", MUTATE, ids=lambda c: c.name)
+def test_mutate(case: MutateCase) -> None:
+    assert mutate(decode_review(review(case.pod)), case.policy, case.ns_labels) == case.want
+
+
+def test_mutate_only_on_create() -> None:
+    req = decode_review(review(pod(), op="UPDATE", old=pod()))
+    assert mutate(req, BY_LIST, {}) == []
+
+
+@dataclass(frozen=True)
+class ValidateCase:
+    name: str
+    body: bytes
+    denied: str | None  # a fragment of the message, None = allowed
+
+
+RUNNING = pod(scheduler=OURS, node="n1", labels={JOBID: "7"}, annotations={NODE: "n1"})
+RUNNING_PHASE = dict(RUNNING, status={"phase": "Running"})
+PENDING = pod(scheduler=OURS, labels={JOBID: "7"})
+VALIDATE = [
+    ValidateCase("plain pod of ours", review(pod(scheduler=OURS)), None),
+    ValidateCase(
+        "user sets the jobid label",
+        review(pod(scheduler=OURS, labels={JOBID: "1"})),
+        f"metadata.labels[{JOBID}]: set by slurm-bridge",
+    ),
+    ValidateCase(
+        "user sets the node annotation",
+        review(pod(scheduler=OURS, annotations={NODE: "n1"})),
+        f"metadata.annotations[{NODE}]: set by slurm-bridge",
+    ),
+    ValidateCase(
+        "resourceClaims",
+        review(pod(scheduler=OURS, resourceClaims=[{"name": "gpu"}])),
+        "spec.resourceClaims",
+    ),
+    ValidateCase(
+        "topology spread constraints",
+        review(
+            pod(
+                scheduler=OURS,
+                topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone"}],
+            )
+        ),
+        "spec.topologySpreadConstraints",
+    ),
+    ValidateCase("empty lists are fine", review(pod(scheduler=OURS, resourceClaims=[])), None),
+    ValidateCase(
+        "another scheduler's pod may do anything",
+        review(pod(scheduler="volcano", labels={JOBID: "1"}, resourceClaims=[{"name": "x"}])),
+        None,
+    ),
+    ValidateCase(
+        "pods/resize of our pod",
+        review(RUNNING, op="UPDATE", old=RUNNING, sub="resize"),
+        "pods/resize",
+    ),
+    ValidateCase(
+        "pods/resize of another scheduler's pod",
+        review(pod(scheduler="volcano"), op="UPDATE", old=pod(scheduler="volcano"), sub="resize"),
+        None,
+    ),
+    ValidateCase(
+        "jobid label changed on a bound pod",
+        review(
+            pod(scheduler=OURS, node="n1", labels={JOBID: "8"}, annotations={NODE: "n1"}),
+            op="UPDATE",
+            old=RUNNING,
+        ),
+        f"metadata.labels[{JOBID}]: cannot change on a pod that is bound or running",
+    ),
+    ValidateCase(
+        "jobid label removed on a running pod",
+        review(
+            dict(
+                pod(scheduler=OURS, node="n1", annotations={NODE: "n1"}),
+                status={"phase": "Running"},
+            ),
+            op="UPDATE",
+            old=RUNNING_PHASE,
+        ),
+        f"metadata.labels[{JOBID}]",
+    ),
+    ValidateCase(
+        "node annotation changed on a bound pod",
+        review(
+            pod(scheduler=OURS, node="n1", labels={JOBID: "7"}, annotations={NODE: "n9"}),
+            op="UPDATE",
+            old=RUNNING,
+        ),
+        f"metadata.annotations[{NODE}]: cannot change",
+    ),
+    ValidateCase(
+        "slurmbridge itself may change them",
+        review(
+            pod(scheduler=OURS, node="n1", labels={JOBID: "8"}, annotations={NODE: "n1"}),
+            op="UPDATE",
+            old=RUNNING,
+            user=SA,
+        ),
+        None,
+    ),
+    ValidateCase(
+        "label change on a pending unbound pod is allowed",
+        review(pod(scheduler=OURS, labels={JOBID: "9"}), op="UPDATE", old=PENDING),
+        None,
+    ),
+    ValidateCase(
+        "other updates of a running pod are allowed",
+        review(
+            pod(scheduler=OURS, node="n1", labels={JOBID: "7", "x": "y"}, annotations={NODE: "n1"}),
+            op="UPDATE",
+            old=RUNNING,
+        ),
+        None,
+    ),
+    ValidateCase("binding subresource is not ours to judge", review(None, sub="binding"), None),
+    ValidateCase("DELETE", review(None, op="DELETE", old=RUNNING), None),
+]
+
+
+@pytest.mark.parametrize("case", VALIDATE, ids=lambda c: c.name)
+def test_validate(case: ValidateCase) -> None:
+    got = validate(decode_review(case.body), BY_LIST)
+    if case.denied is None:
+        assert got is None
+    else:
+        assert got is not None and case.denied in got, got
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b"{not json", "not JSON"),
+        (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', "apiVersion"),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "request: missing"),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",'
+            b' "request": {"operation": "CREATE"}}',
+            "uid",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",'
+            b' "request": {"uid": "u", "operation": "CREATE",'
+            b' "object": {"spec": {"nodeName": 3}}}}',
+            "nodeName",
+        ),
+    ],
+)
+def test_bad_reviews_name_the_field(body: bytes, field: str) -> None:
+    with pytest.raises(WebhookError, match=field):
+        decode_review(body)
+
+
+SEL = {
+    "matchLabels": {"team": "hpc"},
+    "matchExpressions": [
+        {"key": "tier", "operator": "In", "values": ["gold", "silver"]},
+        {"key": "frozen", "operator": "DoesNotExist"},
+        {"key": "slurm", "operator": "Exists"},
+        {"key": "env", "operator": "NotIn", "values": ["dev"]},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("labels", "want"),
+    [
+        ({"team": "hpc", "tier": "gold", "slurm": ""}, True),
+        ({"team": "hpc", "tier": "gold", "slurm": "", "env": "prod"}, True),
+        ({"team": "hpc", "tier": "gold", "slurm": "", "env": "dev"}, False),  # NotIn
+        ({"team": "hpc", "tier": "bronze", "slurm": ""}, False),  # In
+        ({"team": "hpc", "tier": "gold"}, False),  # Exists
+        ({"team": "hpc", "tier": "gold", "slurm": "", "frozen": "1"}, False),  # DoesNotExist
+        ({"team": "web", "tier": "gold", "slurm": ""}, False),  # matchLabels
+    ],
+)
+def test_selector_matches(labels: dict[str, str], want: bool) -> None:
+    assert selector_matches(SEL, labels) is want
+    assert selector_matches({}, labels) is True
+
+
+@pytest.mark.parametrize(
+    ("selector", "msg"),
+    [
+        ({"matchLabel": {}}, r"sel\.matchLabel: unknown key"),
+        ({"matchExpressions": [{"key": "a", "operator": "Like"}]}, r"\[0\]\.operator"),
+        ({"matchExpressions": [{"key": "a", "operator": "In"}]}, r"\[0\]\.values"),
+        ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, "values"),
+        ({"matchExpressions": [{"operator": "Exists"}]}, r"\[0\]\.key"),
+    ],
+)
+def test_check_selector_names_the_path(selector: dict[str, Any], msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        check_selector(selector, "sel")
+
+
+def test_config_rejects_a_bad_selector_and_missing_cert(tmp_path: Any) -> None:
+    bad = {"managedNamespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}
+    with pytest.raises(config.ConfigError, match=r"\$\.managedNamespaceSelector\.matchExpressions"):
+        config.load(env={}, overrides=bad)
+    with pytest.raises(config.ConfigError, match=r"\$\.webhook\.certFile: no such file"):
+        config.load(env={}, overrides={"webhook": {"certFile": str(tmp_path / "none.pem")}})
+    with pytest.raises(config.ConfigError, match=r"\$\.webhook\.port"):
+        config.load(env={}, overrides={"webhook": {"port": 70000}})
+    s = config.load(env={"SLURMBRIDGE_WEBHOOK_PORT": "8443"})
+    assert s.webhook.port == 8443
+
+
+def test_response_shapes() -> None:
+    allowed = json.loads(response("u", patch=[SET]))
+    assert allowed["apiVersion"] == "admission.k8s.io/v1"
+    r = allowed["response"]
+    assert (r["uid"], r["allowed"], r["patchType"]) == ("u", True, "JSONPatch")
+    assert json.loads(base64.b64decode(r["patch"])) == [SET]
+    denied = json.loads(response("u", denied="spec.x: no"))["response"]
+    assert denied["allowed"] is False
+    assert denied["status"] == {"code": 403, "reason": "Forbidden", "message": "spec.x: no"}
+    plain = json.loads(response("u"))["response"]
+    assert plain == {"uid": "u", "allowed": True}
