@@ -232,7 +232,9 @@ def main() -> None:
     ap.add_argument("--cleanup-pods", type=int, default=50, help="pods scancelled (50)")
     ap.add_argument("--nodes", type=int, default=32, help="nodes, 2 CPUs each (32)")
     ap.add_argument("--poll-interval", type=float, default=2.0, help="slurm.pollInterval (2 s)")
-    ap.add_argument("--spacing", type=float, default=0.1, help="seconds between groups (0.1)")
+    ap.add_argument(
+        "--spacing", type=float, default=0.2, help="seconds between groups (0.2: ~21 pods/s)"
+    )
     ap.add_argument("--run-seconds", type=float, default=0.5, help="pod run time (0.5 s)")
     ap.add_argument(
         "--cancel-spacing", type=float, default=0.173, help="seconds between scancels (0.173)"

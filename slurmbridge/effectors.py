@@ -456,10 +456,11 @@ class PodEffector:
                 existing = job.job_id
                 break
         outcome = "noop"
+        raws: list[RawPod | None] | None = None
         if existing is None:
             spec = action.spec
             admin = msgspec.json.encode({"pods": [p.key for p in action.pods]}).decode()
-            existing = await c.submit_job(
+            submit = c.submit_job(
                 JobSubmit(
                     name=spec.name,
                     partition=spec.partition,
@@ -486,25 +487,59 @@ class PodEffector:
                     external=True,
                 )
             )
+            # The pods are read while Slurm takes the job, so once it exists (and may
+            # already run) marking them costs one request each, not two.
+            job_id, read = await asyncio.gather(
+                submit, asyncio.gather(*(self._read(pod) for pod in action.pods))
+            )
+            existing, raws = job_id, list(read)
             outcome = "ok"
             if self.on_submitted is not None:
                 self.on_submitted(action.cluster, existing)
-        marked = await self._mark_all(action.pods, existing, action.scheduler_name)
+        marked = await self._mark_all(action.pods, existing, action.scheduler_name, raws)
         return EffectResult(
             "ok" if "ok" in (outcome, marked.outcome) else "noop", f"Slurm job {existing}"
         )
 
     async def _mark_all(
-        self, pods: tuple[PodRef, ...], job_id: int, scheduler_name: str
+        self,
+        pods: tuple[PodRef, ...],
+        job_id: int,
+        scheduler_name: str,
+        raws: list[RawPod | None] | None = None,
     ) -> EffectResult:
         # Concurrently: each pod is its own object, and a group's bind waits for all of them.
+        known = raws if raws is not None else [None] * len(pods)
         changed = sum(
-            await asyncio.gather(*(self._mark(pod, job_id, scheduler_name) for pod in pods))
+            await asyncio.gather(
+                *(
+                    self._mark(pod, job_id, scheduler_name, raw)
+                    for pod, raw in zip(pods, known, strict=True)
+                )
+            )
         )
         return EffectResult("ok" if changed else "noop", f"{changed} pod(s) marked")
 
-    async def _mark(self, pod: PodRef, job_id: int, scheduler_name: str) -> int:
-        raw = await self._read(pod)
+    async def _mark(
+        self, pod: PodRef, job_id: int, scheduler_name: str, raw: RawPod | None = None
+    ) -> int:
+        """Mark one pod, starting from ``raw`` when it was just read; a pod that changed in
+        between (the patch's test fails) is read again once before giving up for now."""
+        for attempt in range(2):
+            if raw is None or attempt:
+                raw = await self._read(pod)
+            try:
+                return await self._mark_once(pod, job_id, scheduler_name, raw)
+            except ApiException as exc:
+                if exc.status != 422:
+                    raise
+                if attempt:  # changing under us: let the redelivery read it afresh
+                    raise Transient(f"MarkPods: pod {pod.key} keeps changing") from exc
+        raise AssertionError("unreachable")
+
+    async def _mark_once(
+        self, pod: PodRef, job_id: int, scheduler_name: str, raw: RawPod | None
+    ) -> int:
         if raw is None or raw.metadata.deletionTimestamp:
             return 0
         labels = raw.metadata.labels or {}
@@ -563,12 +598,7 @@ class PodEffector:
                 if raw.spec.tolerations
                 else {"op": "add", "path": "/spec/tolerations", "value": [toleration]}
             )
-        try:
-            await self._patch(pod, ops, "application/json-patch+json")
-        except ApiException as exc:
-            if exc.status == 422:  # the test failed: the pod changed; the retry reads again
-                raise Transient(f"MarkPods: pod {pod.key} changed while being marked") from exc
-            raise
+        await self._patch(pod, ops, "application/json-patch+json")
         return 1
 
     async def _bind(self, action: BindPod) -> EffectResult:

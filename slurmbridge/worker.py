@@ -38,7 +38,7 @@ from schemas import actions as act
 from schemas import events, streams, subjects
 from schemas.actions import ActionRecord, AnyAction, DeadLetter, RecordEvent
 from slurmbridge import metrics
-from slurmbridge.bus import Bus
+from slurmbridge.bus import BatchPublisher, Bus
 from slurmbridge.config import WorkerSettings
 from slurmbridge.outcomes import (
     OK,
@@ -113,6 +113,9 @@ class _KeyQueue:
 class Worker:
     """Runs one reconciler against the log. Create, :meth:`start`, later :meth:`stop`."""
 
+    #: Kubernetes Events being created at once (see :meth:`_emit_event`).
+    MAX_EVENTS_IN_FLIGHT = 256
+
     def __init__(
         self,
         spec: ReconcilerSpec,
@@ -152,6 +155,7 @@ class Worker:
         )
         self._queue = _KeyQueue()
         self._tasks: list[asyncio.Task[None]] = []
+        self._events: set[asyncio.Task[None]] = set()
         self._unsupported_seen: set[tuple[str, str]] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.caught_up = False
@@ -193,6 +197,9 @@ class Worker:
             await self._puller.stop()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
+        if self._events:  # let Events under way finish (they are quick), then give up
+            await asyncio.wait(set(self._events), timeout=2.0)
+            await cancel_and_wait(list(self._events))
 
     def may_destroy(self) -> bool:
         """True once destructive actions are allowed (caught up with the log, lease held)."""
@@ -370,6 +377,30 @@ class Worker:
         """Perform the decision's actions in order; stop at the first that must be retried or
         failed. A run of consecutive *independent* actions of one type (e.g. a group's
         binds) is performed concurrently, each unit with the RecordEvents that follow it."""
+        # Action records are queued (publish_async) and flushed before the reconcile returns,
+        # so the trigger is still acked only once they are stored, and an action does not
+        # wait for the previous one's record.
+        records = self.bus.batch()
+        try:
+            return await self._perform_units(key, cause, decision, records)
+        finally:
+            try:
+                published = await records.flush()
+            except TimeoutError:
+                published = []
+                log.warning("%s: action records for %s not confirmed in time", self.spec.name, key)
+            for res in published:
+                if res.error is not None:
+                    log.warning(
+                        "%s: could not publish action record for %s: %s",
+                        self.spec.name,
+                        key,
+                        res.error,
+                    )
+
+    async def _perform_units(
+        self, key: str, cause: int, decision: Decision, records: BatchPublisher
+    ) -> Result:
         units: list[list[AnyAction]] = []
         for action in decision.actions:
             if isinstance(action, RecordEvent) and units:
@@ -384,11 +415,11 @@ class Worker:
                 while j < len(units) and type(units[j][0]) is type(head):
                     j += 1
             if j - i == 1:
-                results = [await self._perform_unit(key, cause, decision, units[i])]
+                results = [await self._perform_unit(key, cause, decision, units[i], records)]
             else:
                 results = list(
                     await asyncio.gather(
-                        *(self._perform_unit(key, cause, decision, u) for u in units[i:j])
+                        *(self._perform_unit(key, cause, decision, u, records) for u in units[i:j])
                     )
                 )
             failed = [r for r in results if isinstance(r, GiveUp)]
@@ -401,28 +432,38 @@ class Worker:
         return OK
 
     async def _perform_unit(
-        self, key: str, cause: int, decision: Decision, unit: list[AnyAction]
+        self,
+        key: str,
+        cause: int,
+        decision: Decision,
+        unit: list[AnyAction],
+        records: BatchPublisher,
     ) -> Result:
         previous: str | None = None
         for action in unit:
-            if (
-                isinstance(action, RecordEvent)
-                and previous is not None
-                and previous not in action.on
-            ):
+            if isinstance(action, RecordEvent):
+                # Each Event hangs on the outcome of the action it follows.
+                if previous is None or previous in action.on:
+                    await self._emit_event(key, cause, decision.reason, action)
                 continue
             t0 = time.perf_counter()
             try:
                 res = await self.effector.apply(action)
             except Transient as exc:
-                await self._record(key, cause, action, "retry", decision.reason, str(exc), t0)
+                await self._record(
+                    records, key, cause, action, "retry", decision.reason, str(exc), t0
+                )
                 return RetryLater(exc.delay if exc.delay is not None else -1.0, str(exc))
             except Permanent as exc:
-                await self._record(key, cause, action, "failed", decision.reason, str(exc), t0)
+                await self._record(
+                    records, key, cause, action, "failed", decision.reason, str(exc), t0
+                )
                 return GiveUp(f"{act.action_name(action)}: {exc}")
             except Exception as exc:
                 log.exception("%s: effector raised on %s", self.spec.name, key)
-                await self._record(key, cause, action, "retry", decision.reason, repr(exc), t0)
+                await self._record(
+                    records, key, cause, action, "retry", decision.reason, repr(exc), t0
+                )
                 return RetryLater(-1.0, f"effector raised {exc!r}")
             previous = res.outcome
             if res.outcome == "unsupported":
@@ -431,11 +472,41 @@ class Worker:
                     previous = "unsupported-again"  # recorded (and announced) once only
                     continue
                 self._unsupported_seen.add(marker)
-            await self._record(key, cause, action, res.outcome, decision.reason, res.detail, t0)
+            await self._record(
+                records, key, cause, action, res.outcome, decision.reason, res.detail, t0
+            )
         return OK
+
+    async def _emit_event(self, key: str, cause: int, reason: str, action: RecordEvent) -> None:
+        """Create a Kubernetes Event without holding the reconcile, as client-go's event
+        recorder does: Events are best-effort, and a reconcile waiting for one would delay
+        the key's next reconcile (a group's binds waited for its "submitted" Event). At most
+        :attr:`MAX_EVENTS_IN_FLIGHT` run at once; beyond that this waits for a free slot."""
+        while len(self._events) >= self.MAX_EVENTS_IN_FLIGHT:
+            await asyncio.wait(set(self._events), return_when=asyncio.FIRST_COMPLETED)
+        task = asyncio.create_task(self._event(key, cause, reason, action))
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    async def _event(self, key: str, cause: int, reason: str, action: RecordEvent) -> None:
+        t0 = time.perf_counter()
+        records = self.bus.batch()
+        outcome: act.Outcome
+        try:
+            res = await self.effector.apply(action)
+            outcome, detail = res.outcome, res.detail
+        except (Transient, Permanent) as exc:
+            outcome, detail = "failed", str(exc)
+        except Exception as exc:  # an Event is never worth a crash
+            log.exception("%s: effector raised on an Event for %s", self.spec.name, key)
+            outcome, detail = "failed", repr(exc)
+        await self._record(records, key, cause, action, outcome, reason, detail, t0)
+        with contextlib.suppress(Exception):
+            await records.flush()
 
     async def _record(
         self,
+        records: BatchPublisher,
         key: str,
         cause: int,
         action: AnyAction,
@@ -467,7 +538,7 @@ class Worker:
             extra={"trigger_seq": cause, "reconciler": self.spec.name, "key": key},
         )
         try:
-            await self.bus.publish(
+            await records.publish(
                 subjects.act_subject(self.spec.name, self.spec.key_kind, key), act.encode(record)
             )
         except Exception as exc:  # noqa: BLE001 - the effect happened; losing its record is logged
@@ -539,7 +610,7 @@ class Worker:
     @property
     def idle(self) -> bool:
         """True when no key is queued or being reconciled."""
-        return not self._queue.pending and not self._queue.inflight
+        return not self._queue.pending and not self._queue.inflight and not self._events
 
 
 def _why(exc: BaseException) -> str:
