@@ -11,9 +11,16 @@ import msgspec
 import pytest
 
 from reconcilers import slurm_drain
-from reconcilers.base import Context
+from reconcilers.base import Context, Decision, ReconcilerSpec
 from schemas import actions, streams, subjects
-from schemas.actions import AnyAction, DrainSlurmNode, RecordEvent, UndrainSlurmNode
+from schemas.actions import (
+    AnyAction,
+    BindPod,
+    DrainSlurmNode,
+    PodRef,
+    RecordEvent,
+    UndrainSlurmNode,
+)
 from schemas.events import Event, KubeNode, SlurmNode
 from slurmbridge import bus as busmod
 from slurmbridge.config import NatsSettings, WorkerSettings
@@ -263,3 +270,95 @@ async def test_restart_resumes_from_durable_consumer(nats_server: NatsServer) ->
 def test_dead_letter_round_trip() -> None:
     d = actions.DeadLetter(reconciler="r", subject="s", stream_seq=1, reason="x", data=b"\x00\xff")
     assert actions.decode_dead_letter(msgspec.json.encode(d)) == d
+
+
+@dataclass
+class SlowBinds:
+    """Counts how many effects run at once; BindPod of ``fail`` raises Transient."""
+
+    fail: str = ""
+    running: int = 0
+    peak: int = 0
+    done: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        if isinstance(action, RecordEvent):
+            self.events.append(action.name)
+            return EffectResult("ok")
+        assert isinstance(action, BindPod)
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.sleep(0.05)
+            if action.pod.name == self.fail:
+                raise Transient("injected", delay=30)
+            self.done.append(action.pod.name)
+            return EffectResult("ok")
+        finally:
+            self.running -= 1
+
+
+def _binds_spec(pods: tuple[str, ...]) -> ReconcilerSpec:
+    def decide(_: object) -> Decision:
+        acts: list[AnyAction] = []
+        for name in pods:
+            acts.append(
+                BindPod(pod=PodRef(namespace="ns", name=name), node="n", slurm_node="n", job_id=1)
+            )
+            acts.append(
+                RecordEvent(api_version="v1", object_kind="Pod", name=name, reason="R", message="m")
+            )
+        return Decision(actions=tuple(acts), reason="bind the group")
+
+    return ReconcilerSpec(
+        name="binds",
+        triggers=(KubeNode,),
+        key_kind="KubeNode",
+        keys_of=lambda ev, store, ctx: [ev.key],
+        all_keys=lambda store, ctx: [],
+        view=lambda store, key, ctx: key,
+        decide=decide,
+    )
+
+
+@pytest.mark.parametrize("fail", ["", "p1"])
+async def test_independent_actions_run_concurrently_and_events_follow_their_own(
+    nats_server: NatsServer, fail: str
+) -> None:
+    """A group's binds are performed at once; each Event runs only after its own bind
+    succeeded; one bind failing retries the trigger without losing the others' records."""
+    bus = await busmod.connect(NatsSettings(), nats_server.url)
+    await bus.ensure_streams(streams.stream_specs(storage="file"))
+    projection = Projection()
+    await projection.start(bus)
+    await projection.wait_caught_up(10)
+    effector = SlowBinds(fail=fail)
+    worker = Worker(
+        _binds_spec(("p0", "p1", "p2")),
+        bus=bus,
+        projection=projection,
+        effector=effector,
+        ctx=CTX,
+        settings=WorkerSettings(max_deliver=5),
+        instance_id="test",
+    )
+    await worker.start()
+    try:
+        await ObservationPublisher(bus)([(kn("n1", unschedulable=False), "m1")])
+        want = {"p0", "p2"} if fail else {"p0", "p1", "p2"}
+        await until(lambda: set(effector.done) == want and worker.idle)
+        assert effector.peak == 3
+        assert sorted(effector.events) == sorted(want)  # no Event for the failed bind
+        info = await bus.js.stream_info(streams.ACT_STREAM)
+        kinds = []
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            rec = actions.decode_record((await bus.js.get_msg(streams.ACT_STREAM, seq)).data)
+            kinds.append((type(rec.action).__name__, rec.outcome))
+        assert kinds.count(("BindPod", "ok")) == len(want)
+        assert kinds.count(("BindPod", "retry")) == (1 if fail else 0)
+        assert kinds.count(("RecordEvent", "ok")) == len(want)
+    finally:
+        await worker.stop()
+        await projection.stop()
+        await bus.close()
