@@ -79,12 +79,14 @@ class HotJobs:
         self.source = subjects.slurm_source(cluster)
         self.waiting: dict[str, int] = {}  # pod key → job id
         self.running: set[int] = set()
-        self.hinted: dict[int, float] = {}  # job id → monotonic time of the hint
+        # job id → (monotonic time of the hint, whether it was RUNNING then)
+        self.hinted: dict[int, tuple[float, bool]] = {}
 
     def hint(self, job_id: int) -> None:
-        """A job this process just submitted: hot before its pods' labels reach the log, so
-        its start is seen while the pods are still being marked."""
-        self.hinted[job_id] = time.monotonic()
+        """A job this process just submitted or cancelled: hot until the log has its next
+        state (started, or ended), so its pods are bound — or released — without waiting
+        for the next full listing, and no redundant effect is decided in between."""
+        self.hinted[job_id] = (time.monotonic(), job_id in self.running)
 
     def observe(self, event: Event, seq: int) -> None:
         """Projection listener."""
@@ -107,13 +109,18 @@ class HotJobs:
                 self.running.add(job_id)
             else:
                 self.running.discard(job_id)
-            if event.deleted or event.base_state != "PENDING":
-                self.hinted.pop(job_id, None)
+            hinted = self.hinted.get(job_id)
+            if hinted is not None and (
+                event.deleted
+                or event.base_state in wellknown.JOB_ENDED_STATES
+                or (event.base_state == "RUNNING" and not hinted[1])
+            ):
+                del self.hinted[job_id]
 
     def __call__(self) -> list[int]:
         if self.hinted:
             stale = time.monotonic() - self.HINT_TTL
-            for job_id in [j for j, at in self.hinted.items() if at < stale]:
+            for job_id in [j for j, (at, _) in self.hinted.items() if at < stale]:
                 del self.hinted[job_id]
         hot = {j for j in self.waiting.values() if j not in self.running}
         return sorted(hot.union(self.hinted))
@@ -362,13 +369,13 @@ class App:
             return None
         pods = PodEffector(self.kube_api, {self.settings.slurm.cluster: self.slurm_client})
 
-        def submitted(cluster: str, job_id: int) -> None:
+        def changed(cluster: str, job_id: int) -> None:
             if cluster == self.settings.slurm.cluster:
                 self.hot_jobs.hint(job_id)
                 if self.poller is not None:
                     self.poller.wake()
 
-        pods.on_submitted = submitted
+        pods.on_job_changed = changed
         return pods
 
     def _slurm_seed(self) -> dict[tuple[str, str], tuple[Event, int]]:

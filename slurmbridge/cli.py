@@ -235,7 +235,19 @@ def _run_until_signal(main: Callable[[asyncio.Event], Coroutine[Any, Any, int]])
                 loop.add_signal_handler(sig, stop.set)
         return await main(stop)
 
-    return asyncio.run(runner())
+    with asyncio.Runner(loop_factory=_loop_factory()) as r:
+        return r.run(runner())
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when installed (a third less CPU per event, see pyproject.toml); the
+    standard loop otherwise (Windows)."""
+    try:
+        import uvloop  # optional at run time
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -363,8 +363,8 @@ class PodEffector:
     * mark: read each pod (uid precondition: a re-created pod is left alone), then one JSON
       patch that tests ``metadata.resourceVersion`` (the pod changed meanwhile ⇒ Transient)
       and sets the job-id label, adds our finalizer and the managed-node toleration; the
-      group's pods concurrently. ``on_submitted(cluster, job_id)`` is told each new job, so
-      an in-process poller can look at it at once;
+      group's pods concurrently. ``on_job_changed(cluster, job_id)`` is told each job it
+      submits or cancels, so an in-process poller can look at it at once;
     * bind: one POST of the Binding subresource carrying the ``slinky.slurm.net/slurm-node``
       annotation (the API server copies it onto the pod); already bound to that node ⇒ noop,
       bound elsewhere or being deleted ⇒ skipped, gone ⇒ noop;
@@ -387,7 +387,7 @@ class PodEffector:
         self.core = client.CoreV1Api(api)
         self.slurm = slurm
         self.placeholder_script = placeholder_script
-        self.on_submitted: Callable[[str, int], None] | None = None
+        self.on_job_changed: Callable[[str, int], None] | None = None
 
     def _client(self, cluster: str) -> SlurmClient:
         try:
@@ -494,8 +494,8 @@ class PodEffector:
             )
             existing, raws = job_id, list(read)
             outcome = "ok"
-            if self.on_submitted is not None:
-                self.on_submitted(action.cluster, existing)
+            if self.on_job_changed is not None:
+                self.on_job_changed(action.cluster, existing)
         marked = await self._mark_all(action.pods, existing, action.scheduler_name, raws)
         return EffectResult(
             "ok" if "ok" in (outcome, marked.outcome) else "noop", f"Slurm job {existing}"
@@ -647,14 +647,17 @@ class PodEffector:
         if job.base_state in JOB_ENDED:
             return EffectResult("noop", f"job already {job.base_state}")
         await c.cancel_job(action.job_id)
+        if self.on_job_changed is not None:
+            self.on_job_changed(action.cluster, action.job_id)
         return EffectResult("ok", action.why)
 
     async def _delete(self, action: DeletePod) -> EffectResult:
         c = self._client(action.cluster)
-        job = await c.get_job(action.job_id)
+        # Both reads at once: the pod is only deleted if the job, read from Slurm now, is
+        # not RUNNING (fail closed), and the pod read gives the uid precondition.
+        job, raw = await asyncio.gather(c.get_job(action.job_id), self._read(action.pod))
         if job is not None and job.base_state == "RUNNING":
             return EffectResult("skipped", f"job {action.job_id} is RUNNING")
-        raw = await self._read(action.pod)
         if raw is None:
             return EffectResult("noop", "pod is gone")
         if raw.metadata.deletionTimestamp:

@@ -115,6 +115,8 @@ class Worker:
 
     #: Kubernetes Events being created at once (see :meth:`_emit_event`).
     MAX_EVENTS_IN_FLIGHT = 256
+    #: Seconds an action just performed is not repeated for the same key (see _expected).
+    EXPECT_S = 1.0
 
     def __init__(
         self,
@@ -156,6 +158,7 @@ class Worker:
         self._queue = _KeyQueue()
         self._tasks: list[asyncio.Task[None]] = []
         self._events: set[asyncio.Task[None]] = set()
+        self._recent: dict[str, dict[bytes, float]] = {}
         self._unsupported_seen: set[tuple[str, str]] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.caught_up = False
@@ -353,6 +356,7 @@ class Worker:
         if isinstance(decision, GiveUp):
             return self._observe(started, decision)
         result: Result = OK
+        decision, wait = self._expected(key, decision)
         if decision.actions:
             if any(a.destructive for a in decision.actions) and not self.may_destroy():
                 return self._observe(
@@ -360,9 +364,55 @@ class Worker:
                     RetryLater(1.0, "not caught up with the log yet; destructive action held"),
                 )
             result = await self._perform(key, cause, decision)
-        if decision.requeue_after is not None and isinstance(result, Ok):
-            self._requeue(key, decision.requeue_after)
+        requeue = decision.requeue_after
+        if wait is not None:
+            requeue = wait if requeue is None else min(requeue, wait)
+        if requeue is not None and isinstance(result, Ok):
+            self._requeue(key, requeue)
         return self._observe(started, result)
+
+    def _expected(self, key: str, decision: Decision) -> tuple[Decision, float | None]:
+        """Drop the actions this worker performed for ``key`` less than :attr:`EXPECT_S`
+        ago whose effect the log does not show yet (controller-runtime's *expectations*).
+
+        Why: a group's pods report one by one, and every report re-runs ``decide`` on a view
+        that still lacks the effects of the last reconcile (a finalizer removed, a job
+        cancelled), which would repeat those effects once per pod. Returns the decision
+        without them and, when some were dropped, when to look again (level-based: if the
+        effect really did not stick, the next reconcile performs it).
+        """
+        now = time.monotonic()
+        recent = self._recent.get(key)
+        if recent is None or not decision.actions:
+            return decision, None
+        kept: list[AnyAction] = []
+        wait: float | None = None
+        dropping = False
+        for action in decision.actions:
+            if isinstance(action, RecordEvent):
+                if not dropping:
+                    kept.append(action)
+                continue
+            at = recent.get(act.encode(action))
+            dropping = at is not None and now - at < self.EXPECT_S
+            if dropping:
+                assert at is not None
+                left = self.EXPECT_S - (now - at)
+                wait = left if wait is None else min(wait, left)
+            else:
+                kept.append(action)
+        if wait is None:
+            return decision, None
+        return msgspec.structs.replace(decision, actions=tuple(kept)), wait
+
+    def _expect(self, key: str, action: AnyAction) -> None:
+        now = time.monotonic()
+        recent = self._recent.setdefault(key, {})
+        recent[act.encode(action)] = now
+        if len(self._recent) > 4 * self.settings.concurrency + 1024:
+            stale = now - self.EXPECT_S
+            for k in [k for k, acts in self._recent.items() if max(acts.values()) < stale]:
+                del self._recent[k]
 
     def _observe(self, started: float, result: Result) -> Result:
         if isinstance(result, Ok):
@@ -466,6 +516,8 @@ class Worker:
                 )
                 return RetryLater(-1.0, f"effector raised {exc!r}")
             previous = res.outcome
+            if res.outcome in ("ok", "noop"):
+                self._expect(key, action)
             if res.outcome == "unsupported":
                 marker = (act.action_name(action), res.detail)
                 if marker in self._unsupported_seen:

@@ -362,3 +362,40 @@ async def test_independent_actions_run_concurrently_and_events_follow_their_own(
         await worker.stop()
         await projection.stop()
         await bus.close()
+
+
+async def test_an_action_just_performed_is_not_repeated_until_its_expectation_lapses(
+    nats_server: NatsServer,
+) -> None:
+    """Two triggers in a row decide the same bind: it is performed once; when the log still
+    does not show its effect after EXPECT_S, the key is looked at again and it is redone."""
+    bus = await busmod.connect(NatsSettings(), nats_server.url)
+    await bus.ensure_streams(streams.stream_specs(storage="file"))
+    projection = Projection()
+    await projection.start(bus)
+    await projection.wait_caught_up(10)
+    effector = SlowBinds()
+    worker = Worker(
+        _binds_spec(("p0",)),
+        bus=bus,
+        projection=projection,
+        effector=effector,
+        ctx=CTX,
+        settings=WorkerSettings(max_deliver=5),
+        instance_id="test",
+    )
+    worker.EXPECT_S = 0.5
+    await worker.start()
+    try:
+        publish = ObservationPublisher(bus)
+        await publish([(kn("n1", unschedulable=False), "m1")])
+        await until(lambda: effector.done == ["p0"])
+        await publish([(kn("n1", unschedulable=True), "m2")])
+        await publish([(kn("n1", unschedulable=False), "m3")])
+        await until(lambda: worker.idle)
+        assert effector.done == ["p0"], "repeated inside the expectation window"
+        await until(lambda: effector.done == ["p0", "p0"], timeout=5)
+    finally:
+        await worker.stop()
+        await projection.stop()
+        await bus.close()
