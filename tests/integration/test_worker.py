@@ -4,6 +4,7 @@ read-your-trigger and resuming from the durable consumer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -322,20 +323,18 @@ def _binds_spec(pods: tuple[str, ...]) -> ReconcilerSpec:
     )
 
 
-@pytest.mark.parametrize("fail", ["", "p1"])
-async def test_independent_actions_run_concurrently_and_events_follow_their_own(
-    nats_server: NatsServer, fail: str
-) -> None:
-    """A group's binds are performed at once; each Event runs only after its own bind
-    succeeded; one bind failing retries the trigger without losing the others' records."""
-    bus = await busmod.connect(NatsSettings(), nats_server.url)
+@contextlib.asynccontextmanager
+async def running(
+    server: NatsServer, spec: ReconcilerSpec, effector: SlowBinds
+) -> AsyncIterator[tuple[busmod.Bus, Worker]]:
+    """A worker for ``spec`` against ``server``, started; stopped on exit."""
+    bus = await busmod.connect(NatsSettings(), server.url)
     await bus.ensure_streams(streams.stream_specs(storage="file"))
     projection = Projection()
     await projection.start(bus)
     await projection.wait_caught_up(10)
-    effector = SlowBinds(fail=fail)
     worker = Worker(
-        _binds_spec(("p0", "p1", "p2")),
+        spec,
         bus=bus,
         projection=projection,
         effector=effector,
@@ -343,8 +342,23 @@ async def test_independent_actions_run_concurrently_and_events_follow_their_own(
         settings=WorkerSettings(max_deliver=5),
         instance_id="test",
     )
-    await worker.start()
     try:
+        yield bus, worker
+    finally:
+        await worker.stop()
+        await projection.stop()
+        await bus.close()
+
+
+@pytest.mark.parametrize("fail", ["", "p1"])
+async def test_independent_actions_run_concurrently_and_events_follow_their_own(
+    nats_server: NatsServer, fail: str
+) -> None:
+    """A group's binds are performed at once; each Event runs only after its own bind
+    succeeded; one bind failing retries the trigger without losing the others' records."""
+    effector = SlowBinds(fail=fail)
+    async with running(nats_server, _binds_spec(("p0", "p1", "p2")), effector) as (bus, worker):
+        await worker.start()
         await ObservationPublisher(bus)([(kn("n1", unschedulable=False), "m1")])
         want = {"p0", "p2"} if fail else {"p0", "p1", "p2"}
         await until(lambda: set(effector.done) == want and worker.idle)
@@ -358,10 +372,6 @@ async def test_independent_actions_run_concurrently_and_events_follow_their_own(
         assert kinds.count(("BindPod", "ok")) == len(want)
         assert kinds.count(("BindPod", "retry")) == (1 if fail else 0)
         assert kinds.count(("RecordEvent", "ok")) == len(want)
-    finally:
-        await worker.stop()
-        await projection.stop()
-        await bus.close()
 
 
 async def test_an_action_just_performed_is_not_repeated_until_its_expectation_lapses(
@@ -369,24 +379,10 @@ async def test_an_action_just_performed_is_not_repeated_until_its_expectation_la
 ) -> None:
     """Two triggers in a row decide the same bind: it is performed once; when the log still
     does not show its effect after EXPECT_S, the key is looked at again and it is redone."""
-    bus = await busmod.connect(NatsSettings(), nats_server.url)
-    await bus.ensure_streams(streams.stream_specs(storage="file"))
-    projection = Projection()
-    await projection.start(bus)
-    await projection.wait_caught_up(10)
     effector = SlowBinds()
-    worker = Worker(
-        _binds_spec(("p0",)),
-        bus=bus,
-        projection=projection,
-        effector=effector,
-        ctx=CTX,
-        settings=WorkerSettings(max_deliver=5),
-        instance_id="test",
-    )
-    worker.EXPECT_S = 0.5
-    await worker.start()
-    try:
+    async with running(nats_server, _binds_spec(("p0",)), effector) as (bus, worker):
+        worker.EXPECT_S = 0.5
+        await worker.start()
         publish = ObservationPublisher(bus)
         await publish([(kn("n1", unschedulable=False), "m1")])
         await until(lambda: effector.done == ["p0"])
@@ -395,7 +391,3 @@ async def test_an_action_just_performed_is_not_repeated_until_its_expectation_la
         await until(lambda: worker.idle)
         assert effector.done == ["p0"], "repeated inside the expectation window"
         await until(lambda: effector.done == ["p0", "p0"], timeout=5)
-    finally:
-        await worker.stop()
-        await projection.stop()
-        await bus.close()
