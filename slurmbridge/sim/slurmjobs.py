@@ -150,6 +150,34 @@ class JobsMixin:
         self.schedule()
         return job.job_id
 
+    def update_job(
+        self,
+        job_id: int,
+        *,
+        time_limit: int | None = None,
+        name: str | None = None,
+        comment: str | None = None,
+        admin_comment: str | None = None,
+    ) -> None:
+        """``scontrol update job``: the given fields change; a new time limit applies to a
+        running job from its start.
+
+        Raises:
+            KeyError: unknown job. _SubmitError: 2021 (ESLURM_JOB_FINISHED) once it ended.
+        """
+        job = self.jobs_by_id[job_id]
+        if job.state in ENDED:
+            raise _SubmitError(2021, "Job/step already completing or completed")
+        if time_limit is not None:
+            job.time_limit = time_limit
+        if name is not None:
+            job.name = name
+        if comment is not None:
+            job.comment = comment
+        if admin_comment is not None:
+            job.admin_comment = admin_comment
+        self._jobs_touched()
+
     def cancel_job(self, job_id: int) -> None:
         """``scancel``: the job ends CANCELLED (a finished job is left alone)."""
         self._end(job_id, "CANCELLED")
@@ -316,10 +344,32 @@ class JobsMixin:
         return desc, external
 
     @staticmethod
+    def _parse_update(version: str, body: Json) -> dict[str, Any]:
+        """The fields of a job update body (v0.0.38 ``job_properties``, else
+        ``job_desc_msg``) the simulator applies: time_limit, name, comment, admin_comment.
+
+        Raises:
+            TypeError: not a JSON object. ValueError: a time limit that is not minutes.
+        """
+        if not isinstance(body, dict):
+            raise TypeError("the body is not a JSON object")
+        out: dict[str, Any] = {}
+        for key in ("name", "comment", "admin_comment"):
+            if isinstance(body.get(key), str):
+                out[key] = body[key]
+        raw = body.get("time_limit")
+        limit = raw if version == "v0.0.38" else _number(raw)
+        if limit is not None:
+            if not isinstance(limit, int) or limit < 0:
+                raise ValueError(f"time_limit: not a number of minutes: {raw!r}")
+            out["time_limit"] = limit
+        return out
+
+    @staticmethod
     def _render_job(version: str, j: SimJob) -> Json:
         def nv(n: int | None) -> Json:
-            if version == "v0.0.38":
-                return n if n is not None else None
+            if version == "v0.0.38":  # plain integers; INFINITE (0xffffffff) when unset
+                return n if n is not None else 4294967295
             if n is None:
                 return {"set": False, "infinite": True, "number": 0}
             return {"set": True, "infinite": False, "number": n}

@@ -1011,6 +1011,7 @@ class SlurmSim(JobsMixin):
             r.add_get(f"{base}/jobs/", self._jobs_handler)
             r.add_get(f"{base}/job/{{job_id}}", self._get_job)
             r.add_delete(f"{base}/job/{{job_id}}", self._delete_job)
+            r.add_post(f"{base}/job/{{job_id}}", self._update_job_handler)
             r.add_post(f"{base}/job/submit", self._submit_job)
 
     def _doc_paths(self) -> dict[str, Json]:
@@ -1578,9 +1579,14 @@ class SlurmSim(JobsMixin):
         if since is not None and self.jobs_changed_at <= since:
             return web.Response(status=304)
         payload: Json = {"jobs": [self._render_job(v, j) for j in self.jobs_by_id.values()]}
+        return self._ok(v, request, self._job_info(v, payload))
+
+    def _job_info(self, v: str, payload: Json) -> Json:
+        """``openapi_job_info_resp`` requires ``last_update`` and ``last_backfill`` (v0.0.41+)."""
         if v != "v0.0.38":
             payload["last_update"] = _nv(self.jobs_changed_at)
-        return self._ok(v, request, payload)
+            payload["last_backfill"] = _nv(self.jobs_changed_at)
+        return payload
 
     def _job_from(self, request: web.Request) -> SimJob | None:
         raw = request.match_info["job_id"]
@@ -1592,7 +1598,7 @@ class SlurmSim(JobsMixin):
         job = self._job_from(request)
         if job is None:
             return self._error(v, "jobs", 500, 2017, "", "_handle_job_get", request)
-        return self._ok(v, request, {"jobs": [self._render_job(v, job)]})
+        return self._ok(v, request, self._job_info(v, {"jobs": [self._render_job(v, job)]}))
 
     async def _delete_job(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
@@ -1602,7 +1608,28 @@ class SlurmSim(JobsMixin):
         if job.state in ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"):
             return self._error(v, "jobs", 500, 2021, "", "_handle_job_delete", request)
         self.cancel_job(job.job_id)
-        return self._ok(v, request, {})
+        # openapi_kill_job_resp: ``status`` lists the jobs that could not be signalled.
+        return self._ok(v, request, {} if v == "v0.0.38" else {"status": []})
+
+    async def _update_job_handler(self, request: web.Request) -> web.Response:
+        v = self._request_version(request)
+        job = self._job_from(request)
+        if job is None:
+            return self._error(v, "jobs", 500, 2017, "", "_handle_job_post", request)
+        try:
+            changes = self._parse_update(v, await request.json())
+        except (ValueError, TypeError) as exc:
+            return self._error(v, "jobs", 400, 9000, str(exc), "_handle_job_post", request)
+        try:
+            self.update_job(job.job_id, **changes)
+        except _SubmitError as exc:
+            return self._error(
+                v, "jobs", 500, exc.errno, exc.description, "_handle_job_post", request
+            )
+        if v == "v0.0.38":
+            return self._ok(v, request, {})
+        entry = {"job_id": job.job_id, "step_id": "", "error_code": 0, "error": "", "why": ""}
+        return self._ok(v, request, {"results": [entry]})
 
     async def _submit_job(self, request: web.Request) -> web.Response:
         v = self._request_version(request)

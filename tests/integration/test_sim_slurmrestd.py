@@ -45,7 +45,7 @@ from slurmbridge.slurm.errors import (
     Unavailable,
     Unsupported,
 )
-from slurmbridge.slurm.models import NodeUpdate
+from slurmbridge.slurm.models import JobSubmit, NodeUpdate
 
 pytestmark = pytest.mark.integration
 
@@ -74,10 +74,15 @@ class OpenAPI:
         self.registry: Registry[Any] = Registry().with_resource(
             self.uri, Resource.from_contents(self.doc, default_specification=DRAFT7)
         )
+        # OpenAPI: a concrete path matches before a templated one (/job/submit, not
+        # /job/{job_id}).
+        paths = sorted(
+            (p for p in self.doc["paths"] if p.startswith(f"/slurm/{version}/")),
+            key=lambda p: p.count("{"),
+        )
         self.templates = [
             (re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(p)) + "$"), p)
-            for p in self.doc["paths"]
-            if p.startswith(f"/slurm/{version}/")
+            for p in paths
         ]
 
     def template(self, path: str) -> str:
@@ -169,6 +174,10 @@ def validate_exchange(x: Exchange) -> str:
         assert x.status in (401, 404, 405, 500, 502, 503, 504), (x.status, x.body)
         return "text"
     body = json.loads(x.body)
+    if "content" not in operation["responses"].get("200", {}):
+        # v0.0.38 documents no body for job update/cancel answers: only its errors count.
+        assert x.status == 200 or body.get("errors"), (x.status, body)
+        return "undocumented-body"
     ok_ptr = op_ptr + "/responses/200/content/application~1json/schema"
     if x.status == 200 and not body.get("errors"):
         api.validate(ok_ptr, body)
@@ -657,3 +666,36 @@ def _auth(s: Stack) -> dict[str, str]:
         "X-SLURM-USER-TOKEN": s.token_file.read_text().strip(),
         "X-SLURM-USER-NAME": "slurmrest",
     }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_jobs_submit_get_list_update_cancel(tmp_path: Path, version: str) -> None:
+    """Every job endpoint's requests and answers validate against the real document."""
+    async with running(tmp_path, (version,)) as s:
+        await s.client.negotiate()
+        job_id = await s.client.submit_job(
+            JobSubmit(name="g", partition="batch", tasks=2, min_nodes=2, comment="slurmbridge:x")
+        )
+        job = await s.client.get_job(job_id)
+        assert job is not None
+        assert (job.base_state, len(job.nodes), job.comment) == ("RUNNING", 2, "slurmbridge:x")
+        listing = await s.client.list_jobs()
+        assert listing is not None and [j.job_id for j in listing.jobs] == [job_id]
+        limit: Any = 7 if version == "v0.0.38" else {"set": True, "infinite": False, "number": 7}
+        async with httpx.AsyncClient(base_url=s.sim.url, transport=s.recorder) as raw:
+            path = f"/slurm/{version}/job/{job_id}"
+            # v0.0.38's job_properties requires the environment even in an update.
+            env = {"environment": {"PATH": "/bin"}} if version == "v0.0.38" else {}
+            update = {"time_limit": limit, "comment": "c2", **env}
+            r = await raw.post(path, json=update, headers=_auth(s))
+            assert r.status_code == 200, r.text
+            updated = s.sim.job(job_id)
+            assert (updated.time_limit_minutes, updated.comment) == (7, "c2")
+            r = await raw.post(f"/slurm/{version}/job/999999", json=env, headers=_auth(s))
+            assert r.status_code == 500
+            await s.client.cancel_job(job_id)
+            assert s.sim.job(job_id).state == ("CANCELLED",)
+            r = await raw.post(path, json={"comment": "late", **env}, headers=_auth(s))
+            assert r.status_code == 500  # ESLURM_JOB_FINISHED
+            assert s.sim.job(job_id).comment == "c2"
+        assert await s.client.get_job(999999) is None
