@@ -35,8 +35,8 @@ gres           tres_per_node ``gres/<value>``       ``gres/gpu=N`` from ``nvidia
                                                      ``amd.com/gpu`` limits × pods per node
 exclusive      exclusive (``true`` / ``false``)     false
 priority       priority (integer ≥ 0)               unset
-timelimit      time limit (minutes, or              the partition's
-               ``[D-]HH:MM[:SS]``)
+timelimit      time limit (sbatch ``--time``: M,   the partition's
+               M:S, H:M:S, D-H, D-H:M, D-H:M:S)
 user-id,       user_id, group_id (integers ≥ 0)     slurmrestd's user
 group-id
 ============== =================================== ==============================================
@@ -211,7 +211,7 @@ def root_uid(group: Group, pods: list[KubePod], workload: KubeWorkload | None) -
 
 # --- translation ---------------------------------------------------------------------------
 
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+):(\d{1,2})(?::(\d{1,2}))?$")
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _QTY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 _QTY_BYTES: Final = {
     None: MIB,  # a bare number is MiB, as Slurm's --mem
@@ -256,23 +256,31 @@ def _text(ann: Mapping[str, str], name: str) -> str:
 
 
 def parse_time_limit(raw: str) -> int:
-    """A Slurm time limit as minutes: ``90``, ``1:30:00``, ``2-00:00`` (``D-HH:MM[:SS]``),
-    seconds rounded up to a whole minute.
+    """A Slurm time limit as minutes, in sbatch's ``--time`` forms: ``M``, ``M:S``,
+    ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (so ``10:30`` is ten and a half minutes, as
+    in Slurm); seconds are rounded up to a whole minute.
 
     Raises:
-        ValueError: not one of those forms, or zero.
+        ValueError: not one of those forms, a minute or second field ≥ 60 where it is not
+            the leading field, or zero.
     """
     text = raw.strip()
-    if text.isdigit():
-        minutes = int(text)
-    else:
-        m = _TIME.match(text)
-        if not m:
-            raise ValueError(f"{raw!r} is not minutes or [D-]HH:MM[:SS]")
-        days, hours, mins, secs = (int(g) if g else 0 for g in m.groups())
-        if mins >= 60 or secs >= 60:
-            raise ValueError(f"{raw!r}: minutes and seconds must be below 60")
-        minutes = days * 1440 + hours * 60 + mins + (1 if secs else 0)
+    m = _TIME.match(text)
+    if not m:
+        raise ValueError(f"{raw!r} is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)")
+    days_s, a, b, c = m.groups()
+    first, second, third = int(a), int(b or 0), int(c or 0)
+    if days_s is None and b is None:  # M
+        days, hours, mins, secs = 0, 0, first, 0
+    elif days_s is None and c is None:  # M:S
+        days, hours, mins, secs = 0, 0, first, second
+    elif days_s is None:  # H:M:S
+        days, hours, mins, secs = 0, first, second, third
+    else:  # D-H[:M[:S]]
+        days, hours, mins, secs = int(days_s), first, second, third
+    if secs >= 60 or (mins >= 60 and (hours or days or c is not None or days_s is not None)):
+        raise ValueError(f"{raw!r}: minutes and seconds must be below 60")
+    minutes = days * 1440 + hours * 60 + mins + (1 if secs else 0)
     if minutes <= 0:
         raise ValueError(f"{raw!r} must be at least one minute")
     return minutes

@@ -356,6 +356,11 @@ ANN_CASES = [
     AnnCase("timelimit", "90", "time_limit_minutes", 90),
     AnnCase("timelimit", "1:30:00", "time_limit_minutes", 90),
     AnnCase("timelimit", "2-00:00", "time_limit_minutes", 2880),
+    # sbatch --time forms: M:S is minutes and seconds (not hours and minutes).
+    AnnCase("timelimit", "10:30", "time_limit_minutes", 11),
+    AnnCase("timelimit", "90:00", "time_limit_minutes", 90),
+    AnnCase("timelimit", "2-12", "time_limit_minutes", 3600),
+    AnnCase("timelimit", "1-2:30:15", "time_limit_minutes", 1591),
     AnnCase("user-id", "1000", "user_id", 1000),
     AnnCase("user-id", "0", "user_id", 0),
     AnnCase("wckey", "proj-42", "wckey", "proj-42"),
@@ -461,6 +466,8 @@ ERROR_CASES = [
     ("timelimit", "soon"),
     ("timelimit", "1:75"),
     ("timelimit", "1:30:60"),
+    ("timelimit", "1-2:75"),
+    ("timelimit", "0:00"),
     ("timelimit", "-5"),
     ("user-id", "root"),
     ("user-id", "-2"),
@@ -652,14 +659,15 @@ def test_max_nodes_below_the_pods_packs_them() -> None:
         ("90", 90),
         (" 45 ", 45),
         ("0:01", 1),
-        ("1:30", 90),
+        ("1:30", 2),  # M:S — one minute thirty seconds, as sbatch --time reads it
         ("01:30:00", 90),
         ("00:00:30", 1),  # seconds round up to a whole minute
         ("0:59:59", 60),
         ("2-00:00", 2880),
         ("1-00:30", 1470),
         ("1-02:03:04", 1440 + 120 + 3 + 1),
-        ("100:00", 6000),
+        ("100:00", 100),
+        ("3-4", 3 * 1440 + 240),  # D-H
     ],
 )
 def test_parse_time_limit(raw: str, minutes: int) -> None:
@@ -671,7 +679,7 @@ def test_parse_time_limit(raw: str, minutes: int) -> None:
     ["", "0", "00:00", "0-00:00:00", "soon", "1:60", "1:00:60", "1.5", "-1", "2-", "1:2:3:4", "1d"],
 )
 def test_parse_time_limit_rejects(raw: str) -> None:
-    with pytest.raises(ValueError, match=r"minute|HH:MM|below 60"):
+    with pytest.raises(ValueError, match=r"minute|Slurm time|below 60"):
         parse_time_limit(raw)
 
 
