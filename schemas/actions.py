@@ -16,6 +16,8 @@ from typing import ClassVar, Final, Literal
 
 import msgspec
 
+from schemas.events import NodeSetStatus
+
 
 class Action(msgspec.Struct, frozen=True, kw_only=True, tag_field="action"):
     """Base of every action.
@@ -269,6 +271,64 @@ class SetPodCondition(Action, frozen=True, kw_only=True, tag="SetPodCondition"):
     message: str
 
 
+class NodeSetRef(msgspec.Struct, frozen=True, kw_only=True):
+    """One NodeSet: ``namespace``, ``name`` and ``uid`` (a re-created NodeSet is another)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+class CreateNodeSetPod(Action, frozen=True, kw_only=True, tag="CreateNodeSetPod"):
+    """Create pod ``pod_name`` (ordinal ``ordinal``) from NodeSet ``nodeset``'s template:
+    hostname = pod name, labels ``app.kubernetes.io/name=slurmd`` and
+    ``app.kubernetes.io/instance=<nodeset>``, the NodeSet as controller owner. The effector
+    reads the NodeSet (uid precondition) for its template; an existing pod ⇒ noop.
+    Source: Slinky slurm-operator NodeSet controller."""
+
+    nodeset: NodeSetRef
+    pod_name: str
+    ordinal: int
+
+    independent: ClassVar[bool] = True
+
+
+class DeleteNodeSetPod(Action, frozen=True, kw_only=True, tag="DeleteNodeSetPod"):
+    """Delete pod ``pod`` of a NodeSet on scale-in — only when its Slurm node ``slurm_node``
+    of ``cluster`` is DRAIN and not ALLOCATED, MIXED or COMPLETING, or unknown to Slurm. The
+    effector re-reads the node first; a failed lookup means *not* drained (fail closed,
+    slurm-operator PR #79)."""
+
+    pod: PodRef
+    cluster: str
+    slurm_node: str
+
+    @property
+    def destructive(self) -> bool:
+        """Deleting a pod stops its slurmd."""
+        return True
+
+
+class SetNodeSetStatus(Action, frozen=True, kw_only=True, tag="SetNodeSetStatus"):
+    """Write NodeSet ``nodeset``'s status subresource (merge patch; uid precondition)."""
+
+    nodeset: NodeSetRef
+    status: NodeSetStatus
+
+
+class SetPodLabel(Action, frozen=True, kw_only=True, tag="SetPodLabel"):
+    """Set (``value``) or remove (``None``) label ``label`` on pod ``pod``."""
+
+    pod: PodRef
+    label: str
+    value: str | None
+
+
 AnyAction = (
     TaintNode
     | UntaintNode
@@ -286,6 +346,10 @@ AnyAction = (
     | DeletePod
     | RemovePodFinalizer
     | SetPodCondition
+    | CreateNodeSetPod
+    | DeleteNodeSetPod
+    | SetNodeSetStatus
+    | SetPodLabel
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped"]

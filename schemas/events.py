@@ -185,6 +185,44 @@ def workload_key(namespace: str, kind: str, name: str) -> str:
 # --- Slurm -----------------------------------------------------------------------------------
 
 
+class NodeSetStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """A NodeSet's ``status`` as last written (so a reconcile writes only what changed)."""
+
+    replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    slurm_idle: int = 0
+    slurm_allocated: int = 0
+    slurm_down: int = 0
+    slurm_drain: int = 0
+    observed_generation: int = 0
+    selector: str = ""
+
+
+class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
+    """A Slinky NodeSet (``nodesets.slinky.slurm.net``). ``key`` is ``namespace/name``.
+
+    ``replicas``: desired pods (``spec.replicas``, default 1). ``cluster_name``:
+    ``spec.clusterName`` (``""`` = slurmbridge's static cluster). ``ordinal_padding``: digits
+    of the pod ordinals. ``selector``: ``spec.selector.matchLabels``. ``generation``:
+    ``metadata.generation``. ``deleting``: ``deletionTimestamp`` is set. ``annotations``
+    keeps only Slinky's and slurmbridge's (``*slinky.slurm.net/*``, ``*slurmbridge.dev/*``).
+    """
+
+    uid: str = ""
+    namespace: str = ""
+    name: str = ""
+    generation: int = 0
+    replicas: int = 1
+    cluster_name: str = ""
+    ordinal_padding: int = 0
+    service_name: str = ""
+    selector: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    deleting: bool = False
+    status: NodeSetStatus = NodeSetStatus()
+
+
 class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     """A Slurm node. ``key`` is the Slurm node name; ``source`` names the cluster.
 
@@ -277,13 +315,29 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
 
 
 ObservationEvent = (
-    KubeNode | KubePod | KubeWorkload | SlurmNode | SlurmPartition | SlurmPing | SlurmJob
+    KubeNode
+    | KubePod
+    | KubeWorkload
+    | KubeNodeSet
+    | SlurmNode
+    | SlurmPartition
+    | SlurmPing
+    | SlurmJob
 )
 
 #: Every observation kind by its tag (the ``<kind>`` token of its subject).
 KINDS: Final[dict[str, type[Event]]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (KubeNode, KubePod, KubeWorkload, SlurmNode, SlurmPartition, SlurmPing, SlurmJob)
+    for cls in (
+        KubeNode,
+        KubePod,
+        KubeWorkload,
+        KubeNodeSet,
+        SlurmNode,
+        SlurmPartition,
+        SlurmPing,
+        SlurmJob,
+    )
 }
 
 _DECODERS: Final = {tag: msgspec.json.Decoder(cls) for tag, cls in KINDS.items()}

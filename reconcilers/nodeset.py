@@ -1,0 +1,303 @@
+"""``nodeset``: Slinky NodeSets — slurmd pods, one Slurm node each, scaled with drain-before-delete.
+
+Source of the rules: Slinky slurm-operator's NodeSet controller (scale-in order and drain
+reason), with its PR #79 (a failed Slurm lookup means *not* drained). A NodeSet's key is
+``namespace/name``; its pods are ``<nodeset>-<ordinal>`` (ordinals zero-padded to
+``ordinalPadding`` digits), labelled ``app.kubernetes.io/name=slurmd`` and
+``app.kubernetes.io/instance=<nodeset>``, and each pod's Slurm node has the pod's name (its
+hostname, as slurmd registers it).
+
+1. **Scale-out.** Fewer live pods than ``replicas`` ⇒ create the missing ones at the lowest
+   free ordinals (a name still terminating is not free). One ``ScalingUp`` Event.
+2. **Scale-in.** More live pods than ``replicas`` ⇒ condemn the surplus in this order, first
+   condemned first: not yet on a node; Pending before Unknown before Running; not ready
+   before ready; lower ``nodeset.slinky.slurm.net/pod-deletion-cost`` first; Slurm node
+   already drained first; higher ordinal first. A condemned pod's Slurm node is drained with
+   ``slurm-operator: Pod (<ns>/<pod>) is pending termination for scale-in``; the pod is
+   deleted only once its node is DRAIN and not ALLOCATED, MIXED or COMPLETING (or Slurm does
+   not know it). The effector checks that again against Slurm before deleting. One
+   ``ScalingDown`` Event.
+3. **Reversal.** A live pod that is no longer condemned and whose node carries *that* drain
+   reason is undrained; any other drain (an administrator's) stays.
+4. **Protection.** Pods whose Slurm node is ALLOCATED, MIXED or COMPLETING carry label
+   ``nodeset.slinky.slurm.net/pod-protect=true``; others do not.
+5. **Status.** ``replicas``, ``readyReplicas``, ``availableReplicas`` from the pods;
+   ``slurmIdle`` / ``slurmAllocated`` / ``slurmDown`` / ``slurmDrain`` from their Slurm nodes;
+   ``observedGeneration``; ``selector``. Written only when it changed.
+
+Not yet: Failed pods are not recreated, no PodDisruptionBudget is made, ``updateStrategy``
+is not applied to existing pods, and only slurmbridge's static Slurm cluster is served
+(``clusterName`` empty or equal to ``slurm.cluster``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+import msgspec
+
+from reconcilers.base import Context, Decision, ReconcilerSpec, Store
+from schemas import wellknown
+from schemas.actions import (
+    AnyAction,
+    CreateNodeSetPod,
+    DeleteNodeSetPod,
+    DrainSlurmNode,
+    NodeSetRef,
+    PodRef,
+    RecordEvent,
+    SetNodeSetStatus,
+    SetPodLabel,
+    UndrainSlurmNode,
+)
+from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmNode
+from schemas.subjects import KUBE_SOURCE, slurm_source
+
+NAME: Final = "nodeset"
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
+SLURMD: Final = "slurmd"
+BUSY: Final = ("ALLOCATED", "MIXED", "COMPLETING")
+#: Seconds between looks at a scale-in waiting for its nodes to drain (Slurm node changes
+#: trigger a reconcile too; this only bounds the wait if a poll is missed).
+DRAIN_RECHECK_S: Final = 5.0
+_PHASE_RANK: Final = {"Pending": 0, "Unknown": 1, "Running": 2}
+
+
+class View(msgspec.Struct, frozen=True, kw_only=True):
+    """One NodeSet, its pods (deleting ones too) and their Slurm nodes by name."""
+
+    nodeset: KubeNodeSet | None
+    pods: tuple[KubePod, ...]
+    slurm: dict[str, SlurmNode]
+    cluster: str
+    served: bool
+
+
+def pod_name(nodeset: str, ordinal: int, padding: int) -> str:
+    """``<nodeset>-<ordinal>``, the ordinal zero-padded to ``padding`` digits."""
+    return f"{nodeset}-{ordinal:0{padding}d}" if padding else f"{nodeset}-{ordinal}"
+
+
+def ordinal_of(nodeset: str, pod: str) -> int | None:
+    """The ordinal in pod name ``<nodeset>-<ordinal>`` (None: not one of its names)."""
+    prefix = nodeset + "-"
+    tail = pod[len(prefix) :] if pod.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else None
+
+
+def _deletion_cost(p: KubePod) -> int:
+    raw = p.annotations.get(wellknown.ANNOTATION_POD_DELETION_COST, "0").strip()
+    try:
+        return int(raw)
+    except ValueError:
+        return 0  # as Kubernetes' ReplicaSet controller: an invalid cost counts as 0
+
+
+def _busy(node: SlurmNode | None) -> bool:
+    return node is not None and any(node.has(s) for s in BUSY)
+
+
+def scale_in_order(
+    pods: Iterable[KubePod], nodeset: str, slurm: dict[str, SlurmNode]
+) -> list[KubePod]:
+    """Pods sorted so that the first ones are condemned first (module docstring, rule 2)."""
+
+    def rank(p: KubePod) -> tuple[bool, int, bool, int, bool, int]:
+        node = slurm.get(p.name)
+        drained = node is not None and node.has("DRAIN")
+        return (
+            bool(p.node_name),
+            _PHASE_RANK.get(p.phase, 1),
+            p.ready,
+            _deletion_cost(p),
+            not drained,
+            -(ordinal_of(nodeset, p.name) or 0),
+        )
+
+    return sorted(pods, key=rank)
+
+
+def _ref(p: KubePod) -> PodRef:
+    return PodRef(namespace=p.namespace, name=p.name, uid=p.uid)
+
+
+def _event(ns: KubeNodeSet, reason: str, message: str) -> RecordEvent:
+    return RecordEvent(
+        api_version="slinky.slurm.net/v1alpha1",
+        object_kind="NodeSet",
+        name=ns.name,
+        namespace=ns.namespace,
+        uid=ns.uid,
+        reason=reason,
+        message=message,
+        on=("ok",),
+    )
+
+
+def _status(ns: KubeNodeSet, live: list[KubePod], slurm: dict[str, SlurmNode]) -> NodeSetStatus:
+    nodes = [slurm[p.name] for p in live if p.name in slurm]
+    ready = sum(1 for p in live if p.ready)
+    return NodeSetStatus(
+        replicas=len(live),
+        ready_replicas=ready,
+        available_replicas=ready,
+        slurm_idle=sum(1 for n in nodes if n.base_state == "IDLE" and not n.has("DRAIN")),
+        slurm_allocated=sum(1 for n in nodes if n.base_state in ("ALLOCATED", "MIXED")),
+        slurm_down=sum(1 for n in nodes if n.base_state == "DOWN"),
+        slurm_drain=sum(1 for n in nodes if n.has("DRAIN")),
+        observed_generation=ns.generation,
+        selector=",".join(f"{k}={v}" for k, v in sorted(_selector(ns).items())),
+    )
+
+
+def _selector(ns: KubeNodeSet) -> dict[str, str]:
+    return ns.selector or {LABEL_NAME: SLURMD, LABEL_INSTANCE: ns.name}
+
+
+def decide(v: View | None) -> Decision:
+    """Scale-out, drain-before-delete scale-in, reversal, protection, status (module doc)."""
+    if v is None or v.nodeset is None or v.nodeset.deleting:
+        return Decision(reason="no NodeSet (its pods go with it: owner references)")
+    ns = v.nodeset
+    if not v.served:
+        return Decision(reason=f"Slurm cluster {ns.cluster_name!r} is not served here")
+    ref = NodeSetRef(namespace=ns.namespace, name=ns.name, uid=ns.uid)
+    live = [p for p in v.pods if not p.deleting and not p.terminal]
+    actions: list[AnyAction] = []
+    requeue: float | None = None
+    want = max(0, ns.replicas)
+
+    if len(live) < want:
+        used = {o for p in v.pods if (o := ordinal_of(ns.name, p.name)) is not None}
+        free: list[int] = []
+        ordinal = 0
+        while len(free) < want - len(live):
+            if ordinal not in used:
+                free.append(ordinal)
+            ordinal += 1
+        names = [pod_name(ns.name, o, ns.ordinal_padding) for o in free]
+        actions += [
+            CreateNodeSetPod(nodeset=ref, pod_name=n, ordinal=o)
+            for n, o in zip(names, free, strict=True)
+        ]
+        actions.append(
+            _event(ns, "ScalingUp", f"Scaling up to {want}: creating {', '.join(names)}")
+        )
+
+    condemned: list[KubePod] = []
+    if len(live) > want:
+        condemned = scale_in_order(live, ns.name, v.slurm)[: len(live) - want]
+        waiting = []
+        for p in condemned:
+            node = v.slurm.get(p.name)
+            if node is not None and not node.has("DRAIN"):
+                actions.append(
+                    DrainSlurmNode(
+                        cluster=v.cluster,
+                        node=p.name,
+                        reason=wellknown.scale_in_drain_reason(p.namespace, p.name),
+                    )
+                )
+                waiting.append(p.name)
+            elif _busy(node):
+                waiting.append(p.name)
+            else:
+                actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
+        if waiting:
+            requeue = DRAIN_RECHECK_S
+        actions.append(
+            _event(
+                ns,
+                "ScalingDown",
+                f"Scaling down to {want}: {', '.join(p.name for p in condemned)}"
+                + (f" (waiting for {', '.join(waiting)} to drain)" if waiting else ""),
+            )
+        )
+
+    doomed = {p.name for p in condemned}
+    for p in live:
+        node = v.slurm.get(p.name)
+        if p.name in doomed or node is None:
+            continue
+        ours = wellknown.scale_in_drain_reason(p.namespace, p.name)
+        if node.has("DRAIN") and node.reason == ours:
+            actions.append(UndrainSlurmNode(cluster=v.cluster, node=p.name, owned_prefixes=(ours,)))
+        protected = p.labels.get(wellknown.LABEL_POD_PROTECT) == "true"
+        if _busy(node) and not protected:
+            actions.append(
+                SetPodLabel(pod=_ref(p), label=wellknown.LABEL_POD_PROTECT, value="true")
+            )
+        elif not _busy(node) and protected:
+            actions.append(SetPodLabel(pod=_ref(p), label=wellknown.LABEL_POD_PROTECT, value=None))
+
+    status = _status(ns, live, v.slurm)
+    if status != ns.status:
+        actions.append(SetNodeSetStatus(nodeset=ref, status=status))
+    return Decision(
+        actions=tuple(actions),
+        requeue_after=requeue,
+        reason=f"{len(live)} live pod(s), {want} wanted",
+    )
+
+
+def view(store: Store, key: str, ctx: Context) -> View | None:
+    """The NodeSet, its pods (by the instance label, in its namespace) and their nodes."""
+    ns = store.get(KubeNodeSet, key, KUBE_SOURCE)
+    namespace, _, name = key.partition("/")
+    pods = tuple(
+        sorted(
+            (
+                p
+                for p in store.by_label(KubePod, LABEL_INSTANCE, name)
+                if p.namespace == namespace and p.labels.get(LABEL_NAME) == SLURMD
+            ),
+            key=lambda p: p.name,
+        )
+    )
+    cluster = (ns.cluster_name if ns is not None else "") or ctx.cluster
+    source = slurm_source(cluster)
+    slurm = {p.name: n for p in pods if (n := store.get(SlurmNode, p.name, source)) is not None}
+    return View(nodeset=ns, pods=pods, slurm=slurm, cluster=cluster, served=cluster == ctx.cluster)
+
+
+def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
+    """KubeNodeSet ⇒ itself; a slurmd pod ⇒ its NodeSet; a Slurm node ⇒ the NodeSet of the
+    pod with that name."""
+    if isinstance(event, KubeNodeSet):
+        return [event.key]
+    if isinstance(event, KubePod):
+        instance = event.labels.get(LABEL_INSTANCE)
+        if event.labels.get(LABEL_NAME) == SLURMD and instance:
+            return [f"{event.namespace}/{instance}"]
+        return []
+    if isinstance(event, SlurmNode):
+        if event.source != slurm_source(ctx.cluster):
+            return []
+        return sorted(
+            {
+                f"{p.namespace}/{p.labels[LABEL_INSTANCE]}"
+                for p in store.by_label(KubePod, LABEL_NAME, SLURMD)
+                if p.name == event.key and LABEL_INSTANCE in p.labels
+            }
+        )
+    return []
+
+
+def all_keys(store: Store, ctx: Context) -> Iterable[str]:
+    """Every NodeSet."""
+    del ctx
+    return [n.key for n in store.values(KubeNodeSet, KUBE_SOURCE)]
+
+
+SPEC = ReconcilerSpec(
+    name=NAME,
+    triggers=(KubeNodeSet, KubePod, SlurmNode),
+    key_kind="KubeNodeSet",
+    keys_of=keys_of,
+    all_keys=all_keys,
+    view=view,
+    decide=decide,
+    description="Slinky NodeSets: slurmd pods scaled out, drained before deletion on scale-in",
+)

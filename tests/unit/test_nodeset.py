@@ -1,0 +1,299 @@
+"""The ``nodeset`` reconciler's rules (pure): scale-out, scale-in order, drain-before-delete,
+reversal, protection, status — tables over views built in a real Projection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from reconcilers import nodeset
+from reconcilers.base import Context
+from schemas import wellknown
+from schemas.actions import (
+    AnyAction,
+    CreateNodeSetPod,
+    DeleteNodeSetPod,
+    DrainSlurmNode,
+    RecordEvent,
+    SetNodeSetStatus,
+    SetPodLabel,
+    UndrainSlurmNode,
+)
+from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmNode
+from slurmbridge.projection import Projection
+
+CTX = Context(scheduler_name="s", cluster="c1")
+KEY = "slurm/gpu"
+
+
+def ns(replicas: int, **kw: object) -> KubeNodeSet:
+    return KubeNodeSet(
+        source="k8s",
+        key=KEY,
+        uid="ns-uid",
+        namespace="slurm",
+        name="gpu",
+        replicas=replicas,
+        generation=2,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def pod(
+    ordinal: int,
+    *,
+    phase: str = "Running",
+    ready: bool = True,
+    node: str = "k1",
+    cost: int | None = None,
+    deleting: bool = False,
+    protect: bool = False,
+) -> KubePod:
+    labels = {nodeset.LABEL_NAME: "slurmd", nodeset.LABEL_INSTANCE: "gpu"}
+    if protect:
+        labels[wellknown.LABEL_POD_PROTECT] = "true"
+    ann = {wellknown.ANNOTATION_POD_DELETION_COST: str(cost)} if cost is not None else {}
+    return KubePod(
+        source="k8s",
+        key=f"slurm/gpu-{ordinal}",
+        uid=f"u{ordinal}",
+        namespace="slurm",
+        name=f"gpu-{ordinal}",
+        phase=phase,
+        ready=ready,
+        node_name=node,
+        labels=labels,
+        annotations=ann,
+        deletion_timestamp=100 if deleting else 0,
+    )
+
+
+def sn(ordinal: int, *state: str, reason: str = "") -> SlurmNode:
+    return SlurmNode(
+        source="slurm:c1",
+        key=f"gpu-{ordinal}",
+        cluster="c1",
+        state=state or ("IDLE",),
+        reason=reason,
+    )
+
+
+def ours(ordinal: int) -> str:
+    return wellknown.scale_in_drain_reason("slurm", f"gpu-{ordinal}")
+
+
+def decide(*objs: Event) -> tuple[AnyAction, ...]:
+    p = Projection()
+    for i, o in enumerate(objs, 1):
+        p.apply(o, i)
+    return nodeset.decide(nodeset.view(p, KEY, CTX)).actions
+
+
+def of(kind: type, actions: tuple[AnyAction, ...]) -> list[AnyAction]:
+    return [a for a in actions if isinstance(a, kind)]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    objs: tuple[Event, ...]
+    creates: list[str] = field(default_factory=list)
+    drains: list[str] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    undrains: list[str] = field(default_factory=list)
+
+
+CASES = [
+    Case("0 → 3 creates the lowest ordinals", (ns(3),), creates=["gpu-0", "gpu-1", "gpu-2"]),
+    Case(
+        "a gap is filled first",
+        (ns(3), pod(0), sn(0), pod(2), sn(2)),
+        creates=["gpu-1"],
+    ),
+    Case(
+        "a terminating name is not reused",
+        (ns(2), pod(0), sn(0), pod(1, deleting=True)),
+        creates=["gpu-2"],
+    ),
+    Case("steady state does nothing", (ns(2), pod(0), sn(0), pod(1), sn(1))),
+    Case(
+        "scale-in drains the highest ordinal first",
+        (ns(1), pod(0), sn(0), pod(1), sn(1)),
+        drains=["gpu-1"],
+    ),
+    Case(
+        "drained and idle ⇒ delete",
+        (ns(1), pod(0), sn(0), pod(1), sn(1, "IDLE", "DRAIN", reason=ours(1))),
+        deletes=["gpu-1"],
+    ),
+    *[
+        Case(
+            f"drained but {busy} ⇒ wait",
+            (ns(1), pod(0), sn(0), pod(1), sn(1, busy, "DRAIN", reason=ours(1))),
+        )
+        for busy in ("ALLOCATED", "MIXED", "COMPLETING")
+    ],
+    Case(
+        "an administrator's drain counts as drained, and is not rewritten",
+        (ns(1), pod(0), sn(0), pod(1), sn(1, "IDLE", "DRAIN", reason="bad DIMM")),
+        deletes=["gpu-1"],
+    ),
+    Case(
+        "unknown to Slurm ⇒ delete (the effector asks Slurm again)",
+        (ns(1), pod(0), sn(0), pod(1, phase="Pending", ready=False, node="")),
+        deletes=["gpu-1"],
+    ),
+    Case(
+        "unassigned before assigned, whatever the ordinal",
+        (ns(1), pod(0, phase="Pending", ready=False, node=""), pod(1), sn(1)),
+        deletes=["gpu-0"],
+    ),
+    Case(
+        "Pending before Running",
+        (ns(1), pod(0, phase="Pending", ready=False), sn(0), pod(1), sn(1)),
+        drains=["gpu-0"],
+    ),
+    Case(
+        "not ready before ready",
+        (ns(1), pod(0, ready=False), sn(0), pod(1), sn(1)),
+        drains=["gpu-0"],
+    ),
+    Case(
+        "lower deletion cost first",
+        (ns(1), pod(0, cost=-5), sn(0), pod(1, cost=10), sn(1)),
+        drains=["gpu-0"],
+    ),
+    Case(
+        "an invalid deletion cost counts as 0",
+        (ns(1), pod(0, cost=None), sn(0), pod(1), sn(1)),
+        drains=["gpu-1"],
+    ),
+    Case(
+        "already drained before not drained",
+        (ns(1), pod(0), sn(0, "IDLE", "DRAIN", reason="x"), pod(1), sn(1)),
+        deletes=["gpu-0"],
+    ),
+    Case(
+        "reversal undrains only our scale-in drain",
+        (
+            ns(3),
+            pod(0),
+            sn(0, "IDLE", "DRAIN", reason=ours(0)),
+            pod(1),
+            sn(1, "IDLE", "DRAIN", reason="admin: bad fan"),
+            pod(2),
+            sn(2, "IDLE", "DRAIN", reason=ours(1)),  # another pod's reason is not this one's
+        ),
+        undrains=["gpu-0"],
+    ),
+    Case(
+        "0 replicas condemns everyone",
+        (ns(0), pod(0), sn(0), pod(1), sn(1, "ALLOCATED")),
+        drains=["gpu-1", "gpu-0"],  # condemned order: higher ordinal first
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_rules(case: Case) -> None:
+    acts = decide(*case.objs)
+    assert [a.pod_name for a in of(CreateNodeSetPod, acts)] == case.creates  # type: ignore[attr-defined]
+    assert [a.node for a in of(DrainSlurmNode, acts)] == case.drains  # type: ignore[attr-defined]
+    assert [a.pod.name for a in of(DeleteNodeSetPod, acts)] == case.deletes  # type: ignore[attr-defined]
+    assert [a.node for a in of(UndrainSlurmNode, acts)] == case.undrains  # type: ignore[attr-defined]
+    for d in of(DrainSlurmNode, acts):
+        assert isinstance(d, DrainSlurmNode) and d.reason == ours(int(d.node.split("-")[1]))
+        assert d.cluster == "c1"
+    for u in of(UndrainSlurmNode, acts):
+        assert isinstance(u, UndrainSlurmNode) and u.owned_prefixes == (ours(0),)
+
+
+def test_scale_events_name_the_pods() -> None:
+    up = of(RecordEvent, decide(ns(2)))
+    assert [(e.reason, e.object_kind) for e in up] == [("ScalingUp", "NodeSet")]  # type: ignore[attr-defined]
+    down = of(RecordEvent, decide(ns(0), pod(0), sn(0, "ALLOCATED")))
+    assert [e.reason for e in down] == ["ScalingDown"]  # type: ignore[attr-defined]
+    assert "waiting for gpu-0 to drain" in down[0].message  # type: ignore[attr-defined]
+
+
+def test_padding_names_pods() -> None:
+    acts = decide(ns(2, ordinal_padding=3))
+    assert [a.pod_name for a in of(CreateNodeSetPod, acts)] == ["gpu-000", "gpu-001"]  # type: ignore[attr-defined]
+    assert nodeset.ordinal_of("gpu", "gpu-007") == 7
+    assert nodeset.ordinal_of("gpu", "gpux-1") is None
+
+
+def test_busy_pods_are_protected_and_released() -> None:
+    acts = decide(ns(2), pod(0), sn(0, "MIXED"), pod(1, protect=True), sn(1))
+    labels = [(a.pod.name, a.value) for a in of(SetPodLabel, acts)]  # type: ignore[attr-defined]
+    assert labels == [("gpu-0", "true"), ("gpu-1", None)]
+
+
+def test_status_counts_from_slurm_and_is_written_once() -> None:
+    objs: tuple[Event, ...] = (
+        ns(4),
+        pod(0),
+        sn(0),
+        pod(1),
+        sn(1, "ALLOCATED"),
+        pod(2, ready=False),
+        sn(2, "DOWN"),
+        pod(3),
+        sn(3, "IDLE", "DRAIN", reason="x"),
+    )
+    (status,) = of(SetNodeSetStatus, decide(*objs))
+    assert isinstance(status, SetNodeSetStatus)
+    want = NodeSetStatus(
+        replicas=4,
+        ready_replicas=3,
+        available_replicas=3,
+        slurm_idle=1,
+        slurm_allocated=1,
+        slurm_down=1,
+        slurm_drain=1,
+        observed_generation=2,
+        selector="app.kubernetes.io/instance=gpu,app.kubernetes.io/name=slurmd",
+    )
+    assert status.status == want
+    # Once the NodeSet shows that status, nothing is written again.
+    again = decide(ns(4, status=want), *objs[1:])
+    assert of(SetNodeSetStatus, again) == []
+
+
+def test_applying_the_actions_converges() -> None:
+    """Idempotence: after the effects of a scale-in are observed, nothing more is decided."""
+    first = decide(ns(1), pod(0), sn(0), pod(1), sn(1, "IDLE", "DRAIN", reason=ours(1)))
+    assert [type(a) for a in first if not isinstance(a, RecordEvent | SetNodeSetStatus)] == [
+        DeleteNodeSetPod
+    ]
+    status = nodeset.decide(nodeset.view(_proj(ns(1), pod(0), sn(0)), KEY, CTX)).actions
+    (st,) = of(SetNodeSetStatus, status)
+    assert isinstance(st, SetNodeSetStatus)
+    assert decide(ns(1, status=st.status), pod(0), sn(0)) == ()
+
+
+def _proj(*objs: Event) -> Projection:
+    p = Projection()
+    for i, o in enumerate(objs, 1):
+        p.apply(o, i)
+    return p
+
+
+def test_other_clusters_and_deleted_nodesets_are_left_alone() -> None:
+    assert decide(ns(3, cluster_name="other")) == ()
+    assert decide(ns(3, deleting=True)) == ()
+    assert decide() == ()
+
+
+def test_keys_of() -> None:
+    p = _proj(ns(1), pod(0), sn(0))
+    assert list(nodeset.keys_of(ns(1), p, CTX)) == [KEY]
+    assert list(nodeset.keys_of(pod(0), p, CTX)) == [KEY]
+    assert list(nodeset.keys_of(sn(0), p, CTX)) == [KEY]
+    assert list(nodeset.keys_of(sn(9), p, CTX)) == []
+    other = SlurmNode(source="slurm:c2", key="gpu-0", cluster="c2")
+    assert list(nodeset.keys_of(other, p, CTX)) == []
+    stray = KubePod(source="k8s", key="slurm/x", namespace="slurm", name="x", labels={})
+    assert list(nodeset.keys_of(stray, p, CTX)) == []
+    assert list(nodeset.all_keys(p, CTX)) == [KEY]
