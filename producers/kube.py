@@ -29,7 +29,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import aiohttp
 import msgspec
@@ -40,9 +40,11 @@ from schemas import subjects
 from schemas.events import (
     Event,
     KubeNode,
+    KubeNodeSet,
     KubePod,
     KubeWorkload,
     NodeCondition,
+    NodeSetStatus,
     OwnerRef,
     PodCondition,
     Taint,
@@ -233,6 +235,51 @@ class RawWorkloadList(msgspec.Struct, kw_only=True):
     items: list[RawWorkload] = []
 
 
+class _Selector(msgspec.Struct, kw_only=True):
+    matchLabels: dict[str, str] | None = None  # noqa: N815
+
+
+class _NodeSetSpec(msgspec.Struct, kw_only=True):
+    replicas: int | None = None
+    clusterName: str = ""  # noqa: N815
+    ordinalPadding: int = 0  # noqa: N815
+    serviceName: str = ""  # noqa: N815
+    selector: _Selector | None = None
+
+
+class _NodeSetStatus(msgspec.Struct, kw_only=True):
+    replicas: int = 0
+    readyReplicas: int = 0  # noqa: N815
+    availableReplicas: int = 0  # noqa: N815
+    slurmIdle: int = 0  # noqa: N815
+    slurmAllocated: int = 0  # noqa: N815
+    slurmDown: int = 0  # noqa: N815
+    slurmDrain: int = 0  # noqa: N815
+    observedGeneration: int = 0  # noqa: N815
+    selector: str = ""
+
+
+class _NodeSetMeta(_ObjMeta, kw_only=True):
+    generation: int = 0
+
+
+class RawNodeSet(msgspec.Struct, kw_only=True):
+    """The fields of a Slinky NodeSet that slurmbridge reads."""
+
+    metadata: _NodeSetMeta = msgspec.field(default_factory=_NodeSetMeta)
+    spec: _NodeSetSpec = msgspec.field(default_factory=_NodeSetSpec)
+    status: _NodeSetStatus = msgspec.field(default_factory=_NodeSetStatus)
+
+
+class RawNodeSetList(msgspec.Struct, kw_only=True):
+    """A NodeSetList."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[RawNodeSet] = []
+
+
+_NODESET_LIST = msgspec.json.Decoder(RawNodeSetList)
+_NODESET = msgspec.json.Decoder(RawNodeSet)
 _POD_LIST = msgspec.json.Decoder(RawPodList)
 _POD = msgspec.json.Decoder(RawPod)
 _WORKLOAD_LIST = msgspec.json.Decoder(RawWorkloadList)
@@ -812,6 +859,9 @@ class PodWatcher(Watcher[KubePod]):
     def __init__(self, *args: Any, scheduler_name: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.scheduler_name = scheduler_name
+        # Only its own pods: a relist tombstones what it no longer lists, so it must never
+        # hold the slurmd pods another watcher publishes.
+        self.last = {k: v for k, v in self.last.items() if v.scheduler_name == scheduler_name}
 
     async def _call(self, **kwargs: Any) -> Any:
         return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
@@ -892,6 +942,102 @@ class WorkloadWatcher(Watcher[KubeWorkload]):
             namespace=last.namespace,
             name=last.name,
             workload_kind=last.workload_kind,
+        )
+
+
+def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> KubeNodeSet:
+    """Translate a raw NodeSet (pure)."""
+    md, spec, st = raw.metadata, raw.spec, raw.status
+    return KubeNodeSet(
+        source=subjects.KUBE_SOURCE,
+        key=f"{md.namespace}/{md.name}",
+        observed_at=observed_at,
+        version=md.resourceVersion,
+        producer=producer,
+        uid=md.uid,
+        namespace=md.namespace,
+        name=md.name,
+        generation=md.generation,
+        replicas=spec.replicas if spec.replicas is not None else 1,
+        cluster_name=spec.clusterName,
+        ordinal_padding=spec.ordinalPadding,
+        service_name=spec.serviceName,
+        selector=dict((spec.selector.matchLabels if spec.selector else None) or {}),
+        annotations={
+            k: v
+            for k, v in (md.annotations or {}).items()
+            if SLINKY_ANNOTATION in k or "slurmbridge.dev/" in k
+        },
+        deleting=bool(md.deletionTimestamp),
+        status=NodeSetStatus(
+            replicas=st.replicas,
+            ready_replicas=st.readyReplicas,
+            available_replicas=st.availableReplicas,
+            slurm_idle=st.slurmIdle,
+            slurm_allocated=st.slurmAllocated,
+            slurm_down=st.slurmDown,
+            slurm_drain=st.slurmDrain,
+            observed_generation=st.observedGeneration,
+            selector=st.selector,
+        ),
+    )
+
+
+#: Label of the slurmd pods of NodeSets (the pods a :class:`SlurmdPodWatcher` watches).
+SLURMD_SELECTOR: Final = "app.kubernetes.io/name=slurmd"
+
+
+class SlurmdPodWatcher(PodWatcher):
+    """List + watch the slurmd pods of NodeSets (label ``app.kubernetes.io/name=slurmd``),
+    publishing ``KubePod`` observations like :class:`PodWatcher`."""
+
+    def __init__(self, *args: Any, seed: dict[str, KubePod], **kwargs: Any) -> None:
+        kwargs.setdefault("label_selector", SLURMD_SELECTOR)
+        super().__init__(*args, seed=seed, scheduler_name="", **kwargs)
+        self.resource = "slurmd-pods"
+        self.last = {
+            k: v for k, v in seed.items() if v.labels.get("app.kubernetes.io/name") == "slurmd"
+        }
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+            **kwargs, _preload_content=False
+        )
+
+
+class NodeSetWatcher(Watcher[KubeNodeSet]):
+    """List + watch Slinky NodeSets (``nodesets.slinky.slurm.net/v1alpha1``), publishing
+    ``KubeNodeSet`` observations. Without the CRD (404) it retries slowly, as
+    :class:`WorkloadWatcher` does."""
+
+    resource = "nodesets"
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            "slinky.slurm.net", "v1alpha1", "nodesets", **kwargs, _preload_content=False
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = _NODESET_LIST.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return _NODESET.decode(data)
+
+    def _translate(self, raw: Any, now: int) -> KubeNodeSet:
+        return nodeset_to_event(raw, producer=self.producer, observed_at=now)
+
+    def _tombstone(self, last: KubeNodeSet, version: str, now: int) -> KubeNodeSet:
+        return KubeNodeSet(
+            source=last.source,
+            key=last.key,
+            op="deleted",
+            observed_at=now,
+            version=version,
+            producer=self.producer,
+            uid=last.uid,
+            namespace=last.namespace,
+            name=last.name,
         )
 
 

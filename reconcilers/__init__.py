@@ -8,7 +8,7 @@ reconciler this version ships, by name.
 
 from __future__ import annotations
 
-from reconcilers import node_register, node_taint, placement, slurm_drain, workload
+from reconcilers import node_register, node_taint, nodeset, placement, slurm_drain, workload
 from reconcilers.base import ReconcilerSpec
 
 ALL: dict[str, ReconcilerSpec] = {
@@ -19,5 +19,6 @@ ALL: dict[str, ReconcilerSpec] = {
         node_register.SPEC,
         placement.SPEC,
         workload.SPEC,
+        nodeset.SPEC,
     )
 }

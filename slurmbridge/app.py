@@ -25,8 +25,10 @@ from kubernetes_asyncio import client as kclient
 import reconcilers
 from producers.kube import (
     WORKLOAD_KINDS,
+    NodeSetWatcher,
     NodeWatcher,
     PodWatcher,
+    SlurmdPodWatcher,
     Watcher,
     WorkloadWatcher,
     seed_from,
@@ -38,6 +40,7 @@ from schemas import streams, subjects, wellknown
 from schemas.events import (
     Event,
     KubeNode,
+    KubeNodeSet,
     KubePod,
     KubeWorkload,
     SlurmJob,
@@ -49,7 +52,13 @@ from slurmbridge import bus as busmod
 from slurmbridge import kube
 from slurmbridge.components import component_names, default_components
 from slurmbridge.config import Settings
-from slurmbridge.effectors import KubeEffector, PodEffector, Router, SlurmEffector
+from slurmbridge.effectors import (
+    KubeEffector,
+    NodeSetEffector,
+    PodEffector,
+    Router,
+    SlurmEffector,
+)
 from slurmbridge.health import HealthServer
 from slurmbridge.natsserver import NatsServer
 from slurmbridge.projection import Projection
@@ -265,6 +274,28 @@ class App:
                     scheduler_name=s.scheduler_name,
                 )
                 self.extra_watchers.append(pods)
+            if s.kube.watch_node_sets:
+                known = seed_from(self.projection.values(KubeNodeSet, subjects.KUBE_SOURCE))
+                self.extra_watchers.append(
+                    NodeSetWatcher(
+                        self.kube_api,
+                        publish,
+                        producer=s.instance_id,
+                        seed=known,
+                        send=publish.send,
+                        watch_timeout=s.kube.watch_timeout,
+                    )
+                )
+                self.extra_watchers.append(
+                    SlurmdPodWatcher(
+                        self.kube_api,
+                        publish,
+                        producer=s.instance_id,
+                        seed=seed_from(self.projection.values(KubePod, subjects.KUBE_SOURCE)),
+                        send=publish.send,
+                        watch_timeout=s.kube.watch_timeout,
+                    )
+                )
             if s.kube.watch_workloads:
                 for kind in WORKLOAD_KINDS:
                     self.extra_watchers.append(
@@ -303,6 +334,9 @@ class App:
             else None,
             SlurmEffector({s.slurm.cluster: self.slurm_client}) if self.slurm_client else None,
             self._pod_effector(),
+            NodeSetEffector(self.kube_api, {s.slurm.cluster: self.slurm_client})
+            if self.kube_api and self.slurm_client
+            else None,
         )
         for name in self.components:
             spec = reconcilers.ALL.get(name)

@@ -72,6 +72,8 @@ class KubeSettings(_Base):
     ``watch_pods``: watch the pods with our schedulerName (placement, workload).
     ``watch_workloads``: watch Jobs, JobSets, LeaderWorkerSets and PodGroups (their
     ``slurmjob.slinky.slurm.net/*`` annotations configure the pods' Slurm job).
+    ``watch_node_sets``: watch Slinky NodeSets and their slurmd pods (the ``nodeset``
+    reconciler).
     ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
     whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
     """
@@ -84,6 +86,7 @@ class KubeSettings(_Base):
     namespace: str = "default"
     watch_pods: bool = True
     watch_workloads: bool = True
+    watch_node_sets: bool = True
     stuck_pod_grace: float = 300.0
 
 

@@ -40,7 +40,9 @@ from schemas.actions import (
     AnyAction,
     BindPod,
     CancelSlurmJob,
+    CreateNodeSetPod,
     CreateSlurmNode,
+    DeleteNodeSetPod,
     DeletePod,
     DeleteSlurmNode,
     DrainSlurmNode,
@@ -49,7 +51,9 @@ from schemas.actions import (
     RecordEvent,
     RemovePodFinalizer,
     SetNodeCondition,
+    SetNodeSetStatus,
     SetPodCondition,
+    SetPodLabel,
     SubmitSlurmJob,
     TaintNode,
     UndrainSlurmNode,
@@ -733,6 +737,194 @@ class PodEffector:
         return EffectResult("ok")
 
 
+NODESET_ACTIONS = (CreateNodeSetPod, DeleteNodeSetPod, SetNodeSetStatus, SetPodLabel)
+_NODESET_API = ("slinky.slurm.net", "v1alpha1")
+_BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
+
+
+class NodeSetEffector:
+    """NodeSet actions (Slinky slurm-operator NodeSet controller semantics).
+
+    * create pod: read the NodeSet (its uid must be the action's: a re-created NodeSet gets
+      its own decision), build the pod from ``spec.template`` — name and hostname the pod
+      name, ``subdomain`` the ``serviceName``, labels ``app.kubernetes.io/name=slurmd`` and
+      ``app.kubernetes.io/instance=<nodeset>``, the NodeSet as controller owner — and create
+      it; it exists already ⇒ noop;
+    * delete pod: ask Slurm for the pod's node first. Unknown to Slurm ⇒ delete; DRAIN and
+      not ALLOCATED / MIXED / COMPLETING ⇒ delete (uid precondition); otherwise skipped; the
+      lookup failing ⇒ Transient (*not* drained: slurm-operator PR #79);
+    * status: merge patch of the status subresource; pod label: merge patch with the uid.
+
+    Raises Transient / Permanent as the other effectors do.
+    """
+
+    def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.slurm = slurm
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Perform one of :data:`NODESET_ACTIONS`."""
+        name = type(action).__name__
+        try:
+            if isinstance(action, CreateNodeSetPod):
+                return await self._create(action)
+            if isinstance(action, DeleteNodeSetPod):
+                return await self._delete(action)
+            if isinstance(action, SetNodeSetStatus):
+                return await self._status(action)
+            if isinstance(action, SetPodLabel):
+                return await self._label(action)
+        except ApiException as exc:
+            raise _kube_error(exc, name) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Transient(f"{name}: Kubernetes API unreachable: {exc}") from exc
+        raise Permanent(f"NodeSetEffector cannot perform {name}")
+
+    async def _create(self, action: CreateNodeSetPod) -> EffectResult:
+        ref = action.nodeset
+        try:
+            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+                *_NODESET_API, ref.namespace, "nodesets", ref.name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "NodeSet is gone")
+            raise
+        meta = obj.get("metadata") or {}
+        if ref.uid and meta.get("uid") != ref.uid:
+            return EffectResult("noop", "NodeSet was re-created")
+        spec = obj.get("spec") or {}
+        template = spec.get("template") or {}
+        tmeta = template.get("metadata") or {}
+        pod_spec = dict(template.get("spec") or {})
+        pod_spec["hostname"] = action.pod_name
+        if spec.get("serviceName"):
+            pod_spec["subdomain"] = spec["serviceName"]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": action.pod_name,
+                "namespace": ref.namespace,
+                "labels": {
+                    **(tmeta.get("labels") or {}),
+                    "app.kubernetes.io/name": "slurmd",
+                    "app.kubernetes.io/instance": ref.name,
+                },
+                "annotations": dict(tmeta.get("annotations") or {}),
+                "ownerReferences": [
+                    {
+                        "apiVersion": "/".join(_NODESET_API),
+                        "kind": "NodeSet",
+                        "name": ref.name,
+                        "uid": meta.get("uid", ref.uid),
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": pod_spec,
+        }
+        create: Any = self.core.create_namespaced_pod
+        try:
+            await _raw(create(ref.namespace, pod, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 409:
+                return EffectResult("noop", f"pod {action.pod_name} exists")
+            raise
+        return EffectResult("ok", f"created {action.pod_name}")
+
+    async def _delete(self, action: DeleteNodeSetPod) -> EffectResult:
+        c = self.slurm.get(action.cluster)
+        if c is None:
+            raise Permanent(f"no Slurm client for cluster {action.cluster!r}")
+        try:
+            node = await c.get_node(action.slurm_node)
+        except slurm_errors.NotFound:
+            node = None
+        except slurm_errors.SlurmError as exc:
+            raise Transient(
+                f"DeleteNodeSetPod: cannot tell whether {action.slurm_node} is drained: {exc}"
+            ) from exc
+        if node is not None:
+            busy = [st for st in _BUSY if st in node.state]
+            if "DRAIN" not in node.state or busy:
+                return EffectResult(
+                    "skipped", f"Slurm node {action.slurm_node} is {'+'.join(node.state)}"
+                )
+        delete: Any = self.core.delete_namespaced_pod
+        body = {"preconditions": {"uid": action.pod.uid}} if action.pod.uid else None
+        try:
+            await _raw(
+                delete(action.pod.name, action.pod.namespace, body=body, _preload_content=False)
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or another pod of that name now
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok", "drained and idle" if node is not None else "not in Slurm")
+
+    async def _status(self, action: SetNodeSetStatus) -> EffectResult:
+        ref, st = action.nodeset, action.status
+        body = {
+            "metadata": {"uid": ref.uid} if ref.uid else {},
+            "status": {
+                "replicas": st.replicas,
+                "readyReplicas": st.ready_replicas,
+                "availableReplicas": st.available_replicas,
+                "slurmIdle": st.slurm_idle,
+                "slurmAllocated": st.slurm_allocated,
+                "slurmDown": st.slurm_down,
+                "slurmDrain": st.slurm_drain,
+                "observedGeneration": st.observed_generation,
+                "selector": st.selector,
+            },
+        }
+        patch: Any = self.custom.patch_namespaced_custom_object_status
+        try:
+            await _raw(
+                patch(
+                    *_NODESET_API,
+                    ref.namespace,
+                    "nodesets",
+                    ref.name,
+                    body,
+                    _content_type=MERGE,
+                    _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "NodeSet is gone")
+            raise
+        return EffectResult("ok")
+
+    async def _label(self, action: SetPodLabel) -> EffectResult:
+        body = {
+            "metadata": {
+                **({"uid": action.pod.uid} if action.pod.uid else {}),
+                "labels": {action.label: action.value},
+            }
+        }
+        patch: Any = self.core.patch_namespaced_pod
+        try:
+            await _raw(
+                patch(
+                    action.pod.name,
+                    action.pod.namespace,
+                    body,
+                    _content_type=MERGE,
+                    _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok")
+
+
 class Router:
     """Sends each action to the effector that handles its type."""
 
@@ -741,13 +933,19 @@ class Router:
         kube: KubeEffector | None,
         slurm: SlurmEffector | None,
         pods: PodEffector | None = None,
+        nodesets: NodeSetEffector | None = None,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
         self.pods = pods
+        self.nodesets = nodesets
 
     async def apply(self, action: AnyAction) -> EffectResult:
         """Dispatch ``action``; Permanent when the needed side is not configured."""
+        if isinstance(action, NODESET_ACTIONS):
+            if self.nodesets is None:
+                raise Permanent("NodeSet actions need both a Kubernetes API and a Slurm cluster")
+            return await self.nodesets.apply(action)
         if isinstance(action, POD_ACTIONS):
             if self.pods is None:
                 raise Permanent("pod actions need both a Kubernetes API and a Slurm cluster")

@@ -29,6 +29,7 @@ from slurmbridge import config
 from slurmbridge.app import App
 from slurmbridge.natsserver import NatsServer
 from slurmbridge.sim.kube import KubeSim
+from slurmbridge.sim.slurmd import DefaultScheduler, SlurmdRegistrar
 from slurmbridge.sim.slurmrestd import SlurmSim
 from slurmbridge.slurm.models import Node
 from slurmbridge.worker import Effector
@@ -83,6 +84,10 @@ class Simulators:
         self.slurm = SlurmSim(cluster="default")
         self.kubeconfig = self.workdir / "kubeconfig"
         self.token_file = self.workdir / "slurm-token"
+        #: Binds pods that ask for Kubernetes' default scheduler (NodeSets' slurmd pods).
+        self.default_scheduler = DefaultScheduler(self.kube)
+        #: Plays slurmd: running NodeSet pods become Slurm nodes.
+        self.slurmd = SlurmdRegistrar(self.kube, self.slurm)
 
     async def start(self) -> None:
         """Start both simulators and write the kubeconfig and the token file."""
@@ -91,8 +96,10 @@ class Simulators:
             self.kube.add_node(f"n{i}", cpu="2", memory="1000Mi")
         await self.kube.start()
         self.kube.write_kubeconfig(self.kubeconfig)
+        self.default_scheduler.attach()
         if self.real_slurm is not None:
             return
+        self.slurmd.attach()
         self.slurm.seed_default(self.nodes)
         versions = (self.api_version,) if self.api_version else None
         if versions:
@@ -103,6 +110,8 @@ class Simulators:
 
     async def stop(self) -> None:
         """Stop both simulators (and remove their directory when it is ours)."""
+        self.default_scheduler.detach()
+        self.slurmd.detach()
         await self.kube.stop()
         if self.real_slurm is None:
             await self.slurm.stop()

@@ -1,0 +1,178 @@
+"""NodeSets end to end in the simulators: slurmd pods become Slurm nodes, scale-out, and a
+scale-in that drains before deleting and never deletes a pod whose node runs a job."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from schemas import wellknown
+from schemas.actions import DeleteNodeSetPod, DrainSlurmNode, UndrainSlurmNode
+from slurmbridge.sim.kube import ApiError
+from slurmbridge.testing import Stack
+
+NS = "slurm"
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[Stack]:
+    async with Stack(nodes=4, poll_interval=0.2) as s:
+        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        s.kube.create(
+            {
+                "apiVersion": "slinky.slurm.net/v1alpha1",
+                "kind": "NodeSet",
+                "metadata": {"name": "gpu", "namespace": NS},
+                "spec": {
+                    "replicas": 0,
+                    "serviceName": "slurmd",
+                    "template": {
+                        "metadata": {"labels": {"team": "hpc"}},
+                        "spec": {"containers": [{"name": "slurmd", "image": "slurmd:25.05"}]},
+                    },
+                },
+            }
+        )
+        yield s
+
+
+def scale(stack: Stack, replicas: int) -> None:
+    """``kubectl scale nodeset/gpu --replicas=N`` (the scale subresource)."""
+    stack.kube.patch("nodesets", "gpu", {"spec": {"replicas": replicas}}, NS, subresource="scale")
+
+
+def pods(stack: Stack) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p for p in stack.kube.list("pods", NS)}
+
+
+def live(stack: Stack) -> set[str]:
+    return {n for n, p in pods(stack).items() if not p["metadata"].get("deletionTimestamp")}
+
+
+def running(stack: Stack) -> set[str]:
+    return {
+        n
+        for n, p in pods(stack).items()
+        if (p.get("status") or {}).get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def status(stack: Stack) -> dict[str, Any]:
+    return dict(stack.kube.get("nodesets", "gpu", NS).get("status") or {})
+
+
+def run_job_on(stack: Stack, node: str) -> int:
+    """An external job that fills ``node`` (2 CPUs) and runs until cancelled."""
+    others = [n for n in stack.slurm.nodes if n != node]
+    return stack.slurm.submit(
+        {"partition": "batch", "tasks": 2, "min_nodes": 1, "excluded_nodes": others},
+        external=True,
+    )
+
+
+async def test_scale_out_then_in_drains_before_delete_and_spares_busy_nodes(
+    stack: Stack,
+) -> None:
+    scale(stack, 8)
+    want = {f"gpu-{i}" for i in range(8)}
+    await stack.wait_for(lambda: running(stack) == want, timeout=20, what="8 slurmd pods Running")
+    await stack.wait_for(
+        lambda: want <= set(stack.slurm.nodes), what="8 Slurm nodes registered by slurmd"
+    )
+    await stack.wait_for(
+        lambda: status(stack).get("replicas") == 8 and status(stack).get("slurmIdle") == 8,
+        what="status counts",
+    )
+    pod0 = pods(stack)["gpu-0"]
+    assert pod0["spec"]["hostname"] == "gpu-0"
+    assert pod0["spec"]["subdomain"] == "slurmd"
+    assert pod0["metadata"]["labels"]["team"] == "hpc"
+    assert pod0["metadata"]["ownerReferences"][0]["kind"] == "NodeSet"
+
+    # Jobs on the three nodes scale-in would pick first (highest ordinals).
+    jobs = {node: run_job_on(stack, node) for node in ("gpu-5", "gpu-6", "gpu-7")}
+    for node, job in jobs.items():
+        assert stack.slurm.job(job).nodes == (node,)
+    await stack.wait_for(
+        lambda: all(
+            pods(stack)[n]["metadata"]["labels"].get(wellknown.LABEL_POD_PROTECT) == "true"
+            for n in jobs
+        ),
+        what="busy pods protected",
+    )
+
+    scale(stack, 2)
+    # The idle condemned ones (gpu-2..4) go; the busy ones are drained and stay.
+    await stack.wait_for(
+        lambda: live(stack) == {"gpu-0", "gpu-1", "gpu-5", "gpu-6", "gpu-7"},
+        timeout=15,
+        what="idle condemned pods deleted",
+    )
+    for node in jobs:
+        n = stack.slurm_node(node)
+        assert n.has("DRAIN"), n.state
+        assert n.reason == wellknown.scale_in_drain_reason(NS, node)
+    await stack.settled()
+    assert live(stack) >= set(jobs), "a pod whose node runs a job was deleted"
+
+    # A job ends: its node is drained and idle, so its pod goes.
+    stack.slurm.cancel_job(jobs["gpu-6"])
+    await stack.wait_for(
+        lambda: "gpu-6" not in live(stack), timeout=5, what="gpu-6 deleted once idle"
+    )
+
+    # An administrator drains gpu-0; then the scale-in is reversed.
+    stack.admin_drain("gpu-0", "admin: replace fan")
+    scale(stack, 4)
+    await stack.wait_for(
+        lambda: (
+            not stack.slurm_node("gpu-5").has("DRAIN")
+            and not stack.slurm_node("gpu-7").has("DRAIN")
+        ),
+        what="our scale-in drains undone",
+    )
+    await stack.settled()
+    assert stack.slurm_node("gpu-0").reason == "admin: replace fan", "an admin drain was undone"
+    assert live(stack) == {"gpu-0", "gpu-1", "gpu-5", "gpu-7"}
+    assert stack.sims.slurmd.removed_busy == []
+
+    records = await stack.action_records()
+    deleted = sorted(
+        r.action.pod.name
+        for r in records
+        if isinstance(r.action, DeleteNodeSetPod) and r.outcome == "ok"
+    )
+    assert deleted == ["gpu-2", "gpu-3", "gpu-4", "gpu-6"]
+    # Drain before delete: each deleted pod's node was drained by an earlier action.
+    for name in deleted:
+        order = [
+            type(r.action).__name__
+            for r in records
+            if r.outcome == "ok"
+            and (
+                (isinstance(r.action, DrainSlurmNode) and r.action.node == name)
+                or (isinstance(r.action, DeleteNodeSetPod) and r.action.pod.name == name)
+            )
+        ]
+        assert order == ["DrainSlurmNode", "DeleteNodeSetPod"], (name, order)
+    undrained = {
+        r.action.node
+        for r in records
+        if isinstance(r.action, UndrainSlurmNode) and r.outcome == "ok"
+    }
+    assert undrained == {"gpu-5", "gpu-7"}
+
+
+async def test_deleting_the_nodeset_stops_reconciling_it(stack: Stack) -> None:
+    scale(stack, 2)
+    await stack.wait_for(lambda: len(running(stack)) == 2, timeout=20, what="2 pods Running")
+    stack.kube.delete("nodesets", "gpu", NS)
+    with pytest.raises(ApiError):
+        stack.kube.get("nodesets", "gpu", NS)
+    await stack.settled()
+    # No garbage collector runs in the simulator: the pods stay, and nothing recreates or
+    # deletes them on its own.
+    assert len(live(stack)) == 2
