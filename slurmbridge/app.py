@@ -380,6 +380,11 @@ class App:
                 return dict(ns.metadata.labels or {})
 
             namespace_labels = CachedNamespaceLabels(read)
+        elif s.managed_namespace_selector is not None:
+            log.warning(
+                "webhook: $.managedNamespaceSelector is set but no Kubernetes API is configured "
+                "($.kube.kubeconfig or $.kube.inCluster): namespaces count as unlabelled"
+            )
         self.webhook = WebhookServer(
             Policy(
                 scheduler_name=s.scheduler_name,
@@ -395,7 +400,7 @@ class App:
         )
         try:
             await self.webhook.start()
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:  # no or bad certificate (ssl.SSLError), port taken
             raise UsageError(f"webhook: {exc}") from None
 
     def _pod_effector(self) -> PodEffector | None:

@@ -26,7 +26,8 @@ import msgspec
 import yaml
 
 from schemas import wellknown
-from slurmbridge.webhook import check_selector
+from slurmbridge.labelselector import check_selector
+from slurmbridge.paths import path_message
 
 
 class ConfigError(ValueError):
@@ -140,9 +141,14 @@ class ObservabilitySettings(_Base):
 
 
 class WebhookSettings(_Base):
-    """The admission webhook (``run --only webhook``): HTTPS on ``bind:port`` with the PEM
-    ``cert_file`` / ``key_file``; ``service_account`` is the username of slurmbridge's own
-    requests, which may change the job-id label and node annotation of running pods."""
+    """The admission webhook (``run --only webhook``).
+
+    HTTPS only, on ``bind:port`` (9443: the port Slinky's and most webhooks use; the API
+    server reaches it through a Service). ``cert_file`` / ``key_file``: PEM certificate (with
+    its chain) and key, both or neither; re-read when their files change (cert-manager
+    rotation). ``service_account``: the username of slurmbridge's own requests, which may
+    change the job-id label and node annotation of bound or running pods.
+    """
 
     bind: str = "0.0.0.0"
     port: int = 9443
@@ -251,6 +257,9 @@ def _validate(s: Settings) -> None:
         value = getattr(s.webhook, name)
         if value is not None and not Path(value).is_file():
             raise bad(f"webhook.{_camel(name)}", f"no such file: {value}")
+    if (s.webhook.cert_file is None) != (s.webhook.key_file is None):
+        missing = "keyFile" if s.webhook.key_file is None else "certFile"
+        raise bad(f"webhook.{missing}", "set certFile and keyFile together")
     if s.managed_namespace_selector is not None:
         try:
             check_selector(s.managed_namespace_selector, "managedNamespaceSelector")
@@ -296,19 +305,8 @@ def load(
     try:
         settings = msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        raise ConfigError(_path_message(str(exc))) from exc
+        raise ConfigError(path_message(str(exc))) from exc
     _validate(settings)
     if not settings.instance_id:
         settings.instance_id = f"{socket.gethostname()}-{os.getpid()}"
     return settings
-
-
-def _path_message(msg: str) -> str:
-    # msgspec says "Expected `int`, got `str` - at `$.slurm.pollInterval`"; lead with the path.
-    m = re.match(r"^Object contains unknown field `([^`]+)`(?: - at `(\$[^`]*)`)?$", msg)
-    if m:
-        return f"{m.group(2) or '$'}.{m.group(1)}: unknown key"
-    m = re.match(r"^(.*) - at `(\$[^`]*)`$", msg)
-    if m:
-        return f"{m.group(2)}: {m.group(1)}"
-    return f"$: {msg}"

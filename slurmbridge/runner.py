@@ -65,7 +65,8 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
         print(f"slurmbridge run: {exc}", file=sys.stderr)
         await app.stop()
         return 2
-    log.info("slurmbridge running: %s (NATS %s)", ", ".join(app.components), app.nats_url)
+    nats = app.nats_url if app.bus is not None else "not used"  # the webhook alone needs none
+    log.info("slurmbridge running: %s (NATS %s)", ", ".join(app.components), nats)
     try:
         await stop.wait()
     finally:

@@ -15,15 +15,19 @@
   allocated the resources). Each denial is 403 with a message naming the field.
 * ``GET /healthz``.
 
-The rules (:func:`mutate`, :func:`validate`) are pure functions of the decoded request; the
-server only decodes, looks the Namespace's labels up (cached) and encodes the answer. A body
-that is not an AdmissionReview is answered 400 with the reason.
+Requests for anything but ``pods`` (a webhook configuration that also matches other
+resources) are allowed untouched. The rules (:func:`mutate`, :func:`validate`) are pure
+functions of the decoded request; the server only decodes, looks the Namespace's labels up
+(cached) and encodes the answer. A body that is not an AdmissionReview is answered 400 with
+the JSON path of the bad field (``$.request.uid: required``). The certificate is re-read when
+its files change (checked on each TLS handshake), so cert-manager rotation needs no restart.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -34,6 +38,9 @@ import orjson
 from aiohttp import web
 
 from schemas import wellknown
+from slurmbridge.config import ConfigError
+from slurmbridge.labelselector import selector_matches
+from slurmbridge.paths import path_message
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +91,26 @@ class _Resource(msgspec.Struct, frozen=True):
     resource: str = ""
 
 
+class _Kind(msgspec.Struct, frozen=True):
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
 class _UserInfo(msgspec.Struct, frozen=True):
     username: str = ""
 
 
 class Request(msgspec.Struct, frozen=True):
-    """``AdmissionReview.request``: ``operation`` CREATE | UPDATE | DELETE | CONNECT."""
+    """``AdmissionReview.request``: ``operation`` CREATE | UPDATE | DELETE | CONNECT.
+
+    ``object`` / ``oldObject`` are decoded as :class:`Pod` only when ``resource`` is core
+    ``pods`` (:attr:`is_pod`); for any other resource they stay None.
+    """
 
     uid: str
     operation: str
+    kind: _Kind = _Kind()
     resource: _Resource = _Resource()
     subResource: str = ""  # noqa: N815
     namespace: str = ""
@@ -101,37 +119,83 @@ class Request(msgspec.Struct, frozen=True):
     object: Pod | None = None
     oldObject: Pod | None = None  # noqa: N815
 
+    @property
+    def is_pod(self) -> bool:
+        """The request is about a core/v1 Pod (or one of its subresources)."""
+        return self.resource.group == "" and self.resource.resource == "pods"
+
+
+class _WireRequest(msgspec.Struct, frozen=True):
+    uid: str
+    operation: str
+    kind: _Kind = _Kind()
+    resource: _Resource = _Resource()
+    subResource: str = ""  # noqa: N815
+    namespace: str = ""
+    name: str = ""
+    userInfo: _UserInfo = _UserInfo()  # noqa: N815
+    object: msgspec.Raw = msgspec.Raw()
+    oldObject: msgspec.Raw = msgspec.Raw()  # noqa: N815
+
 
 class _Review(msgspec.Struct, frozen=True):
     apiVersion: str = ""  # noqa: N815
     kind: str = ""
-    request: Request | None = None
+    request: _WireRequest | None = None
 
 
 _REVIEW = msgspec.json.Decoder(_Review)
+_POD = msgspec.json.Decoder(Pod)
+
+
+def _pod(raw: msgspec.Raw, path: str) -> Pod | None:
+    if not raw or bytes(raw) == b"null":
+        return None
+    try:
+        return _POD.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise WebhookError(path_message(str(exc), path)) from None
 
 
 def decode_review(body: bytes) -> Request:
     """Decode an AdmissionReview v1 body into its request.
 
     Raises:
-        WebhookError: not JSON, not an ``admission.k8s.io/v1`` AdmissionReview, or no
-            ``request`` — the message names the field.
+        WebhookError: not JSON, not an ``admission.k8s.io/v1`` AdmissionReview, no
+            ``request``, or a field of the wrong type — the message starts with the JSON
+            path of the field (``$.request.object.spec.nodeName: Expected `str`, got `int```).
     """
     try:
         review = _REVIEW.decode(body)
     except msgspec.ValidationError as exc:
-        raise WebhookError(f"AdmissionReview: {exc}") from None
+        raise WebhookError(path_message(str(exc), "$")) from None
     except msgspec.DecodeError as exc:
-        raise WebhookError(f"AdmissionReview: not JSON: {exc}") from None
+        raise WebhookError(f"$: not JSON: {exc}") from None
     if review.apiVersion != ADMISSION_API or review.kind != "AdmissionReview":
         raise WebhookError(
-            f"apiVersion/kind: expected {ADMISSION_API} AdmissionReview, "
+            f"$.apiVersion/kind: expected {ADMISSION_API} AdmissionReview, "
             f"got {review.apiVersion or '-'} {review.kind or '-'}"
         )
-    if review.request is None:
-        raise WebhookError("request: missing")
-    return review.request
+    w = review.request
+    if w is None:
+        raise WebhookError("$.request: required")
+    req = Request(
+        uid=w.uid,
+        operation=w.operation,
+        kind=w.kind,
+        resource=w.resource,
+        subResource=w.subResource,
+        namespace=w.namespace,
+        name=w.name,
+        userInfo=w.userInfo,
+    )
+    if not req.is_pod:
+        return req
+    return msgspec.structs.replace(
+        req,
+        object=_pod(w.object, "$.request.object"),
+        oldObject=_pod(w.oldObject, "$.request.oldObject"),
+    )
 
 
 # --- rules (pure) --------------------------------------------------------------------------
@@ -151,49 +215,6 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     service_account: str = ""
 
 
-_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-def check_selector(selector: Mapping[str, Any], path: str) -> None:
-    """Raise ValueError naming ``path`` when ``selector`` is not a valid LabelSelector."""
-    unknown = set(selector) - {"matchLabels", "matchExpressions"}
-    if unknown:
-        raise ValueError(f"{path}.{min(unknown)}: unknown key")
-    labels = selector.get("matchLabels") or {}
-    if not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values()):
-        raise ValueError(f"{path}.matchLabels: must map label keys to strings")
-    for i, expr in enumerate(selector.get("matchExpressions") or []):
-        where = f"{path}.matchExpressions[{i}]"
-        if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
-            raise ValueError(f"{where}.key: required")  # noqa: TRY004 - a config value error
-        op = expr.get("operator")
-        if op not in _OPERATORS:
-            raise ValueError(f"{where}.operator: must be one of {', '.join(_OPERATORS)}")
-        values = expr.get("values") or []
-        if op in ("In", "NotIn") and not values:
-            raise ValueError(f"{where}.values: {op} needs at least one value")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise ValueError(f"{where}.values: must be empty for {op}")
-
-
-def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """Kubernetes LabelSelector semantics (an empty selector matches everything)."""
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
 def managed(policy: Policy, namespace: str, ns_labels: Mapping[str, str]) -> bool:
     """Is ``namespace`` managed: listed, or its labels match the selector."""
     if namespace in policy.managed_namespaces:
@@ -205,7 +226,7 @@ def managed(policy: Policy, namespace: str, ns_labels: Mapping[str, str]) -> boo
 def mutate(req: Request, policy: Policy, ns_labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """The JSONPatch for a pod CREATE (``[]``: nothing to change)."""
     pod = req.object
-    if req.operation != "CREATE" or pod is None or req.subResource:
+    if not req.is_pod or req.operation != "CREATE" or pod is None or req.subResource:
         return []
     namespace = req.namespace or pod.metadata.namespace
     ops: list[dict[str, Any]] = []
@@ -227,7 +248,9 @@ _ANNOTATION_FIELD: Final = f"metadata.annotations[{wellknown.ANNOTATION_SLURM_NO
 
 
 def validate(req: Request, policy: Policy) -> str | None:
-    """The denial message for a pod request, or None to allow it."""
+    """The denial message for a pod request, or None to allow it (also for non-pods)."""
+    if not req.is_pod:
+        return None
     if req.subResource == "resize":
         if _ours(req.oldObject, policy) or _ours(req.object, policy):
             return (
@@ -290,17 +313,25 @@ def response(uid: str, *, denied: str | None = None, patch: Sequence[Any] = ()) 
 
 class CachedNamespaceLabels:
     """Namespace labels through ``read`` (e.g. ``CoreV1Api.read_namespace``), cached for
-    ``ttl`` seconds: admission requests come in bursts for one namespace. A failed read
-    counts as no labels (the pod is then not mutated: fail open for mutation, as
-    ``failurePolicy: Ignore`` would)."""
+    ``ttl`` seconds: admission requests come in bursts for one namespace (a Job's pods), and
+    30 s is how long a relabelled namespace may keep its old answer. A failed read counts as
+    no labels and is not cached (the pod is then not mutated: fail open for mutation, as
+    ``failurePolicy: Ignore`` would). ``clock``: seconds, monotonic (tests pass their own)."""
 
-    def __init__(self, read: NamespaceLabels, *, ttl: float = 30.0) -> None:
+    def __init__(
+        self,
+        read: NamespaceLabels,
+        *,
+        ttl: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.read = read
         self.ttl = ttl
+        self.clock = clock
         self._cache: dict[str, tuple[float, Mapping[str, str]]] = {}
 
     async def __call__(self, name: str) -> Mapping[str, str]:
-        now = time.monotonic()
+        now = self.clock()
         hit = self._cache.get(name)
         if hit is not None and now - hit[0] < self.ttl:
             return hit[1]
@@ -317,16 +348,85 @@ async def _no_labels(_: str) -> Mapping[str, str]:
     return {}
 
 
+class ReloadingTLS:
+    """The server's TLS context, re-read when the certificate or key file changes.
+
+    :attr:`context` is the listening context; its SNI callback (which OpenSSL runs on every
+    handshake, with or without SNI) compares the files' stat stamps with the loaded ones and
+    hands the handshake a freshly loaded context when they differ. A rotation caught half
+    way (new certificate, old key) fails to load: the previous context stays in use and the
+    next handshake tries again. Existing connections keep their context.
+
+    Raises (from the constructor):
+        ConfigError: ``cert_file`` or ``key_file`` not set (``$.webhook.certFile``).
+        OSError / ssl.SSLError: unreadable files, or a key that does not match.
+    """
+
+    def __init__(self, cert_file: str | None, key_file: str | None) -> None:
+        if not cert_file or not key_file:
+            which = "certFile" if not cert_file else "keyFile"
+            raise ConfigError(
+                f"$.webhook.{which}: required — the admission webhook serves TLS only "
+                "(set $.webhook.certFile and $.webhook.keyFile; the API server calls webhooks "
+                "over HTTPS)"
+            )
+        self.cert_file = cert_file
+        self.key_file = key_file
+        self.reloads = 0
+        self._stamp = self._stat()
+        self.context = self._load()
+        self.context.sni_callback = self._on_hello
+        self._current = self.context
+
+    def _stat(self) -> tuple[tuple[int, int, int], ...]:
+        stats = (os.stat(self.cert_file), os.stat(self.key_file))
+        return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in stats)
+
+    def _load(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.cert_file, self.key_file)
+        return ctx
+
+    def current(self) -> ssl.SSLContext:
+        """The context for a new connection, re-loaded first if the files changed."""
+        try:
+            stamp = self._stat()
+        except OSError as exc:
+            log.warning("webhook: keeping the loaded certificate: %s", exc)
+            return self._current
+        if stamp != self._stamp:
+            try:
+                fresh = self._load()
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("webhook: keeping the loaded certificate: %s", exc)
+                return self._current
+            self._stamp, self._current = stamp, fresh
+            self.reloads += 1
+            log.info("webhook: certificate %s re-loaded", self.cert_file)
+        return self._current
+
+    def _on_hello(self, conn: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext) -> None:
+        del server_name
+        try:
+            ctx = self.current()
+            if ctx is not self.context:
+                conn.context = ctx
+        except Exception:  # a failure here would abort the handshake; the old cert still works
+            log.exception("webhook: certificate reload failed")
+
+
 class WebhookServer:
     """Serves ``/mutate``, ``/validate`` and ``/healthz`` over TLS on ``bind:port``.
 
-    ``cert_file`` / ``key_file``: PEM server certificate (with its chain) and key; they are
-    loaded at start. ``namespace_labels``: how to learn a Namespace's labels (needed only
-    with a ``managed_namespace_selector``). :attr:`port` is the bound port (``port`` 0 picks
-    a free one).
+    ``cert_file`` / ``key_file``: PEM server certificate (with its chain) and key; loaded at
+    start and re-loaded when they change (:class:`ReloadingTLS`). ``namespace_labels``: how
+    to learn a Namespace's labels (asked only with a ``managed_namespace_selector``; default:
+    no labels). :attr:`port` is the bound port (``port`` 0 picks a free one).
 
     Raises (from :meth:`start`):
-        ValueError: no certificate or key (the webhook is TLS only).
+        ConfigError: no certificate or no key (the webhook is TLS only); names
+            ``$.webhook.certFile`` or ``$.webhook.keyFile``.
         OSError / ssl.SSLError: unreadable or invalid certificate, or the port is taken.
     """
 
@@ -346,23 +446,12 @@ class WebhookServer:
         self.cert_file = cert_file
         self.key_file = key_file
         self.namespace_labels = namespace_labels or _no_labels
+        self.tls: ReloadingTLS | None = None
         self._runner: web.AppRunner | None = None
-
-    def ssl_context(self) -> ssl.SSLContext:
-        """A server TLS context (TLS ≥ 1.2) from the certificate and key files."""
-        if not self.cert_file or not self.key_file:
-            raise ValueError(
-                "$.webhook.certFile / $.webhook.keyFile: the admission webhook serves TLS only; "
-                "set both (the API server calls webhooks over HTTPS)"
-            )
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.cert_file, self.key_file)
-        return ctx
 
     async def start(self) -> None:
         """Listen (see the class docstring for errors)."""
-        ctx = self.ssl_context()
+        self.tls = ReloadingTLS(self.cert_file, self.key_file)
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.add_routes(
             [
@@ -373,8 +462,12 @@ class WebhookServer:
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, self.bind, self.port, ssl_context=ctx)
-        await site.start()
+        site = web.TCPSite(runner, self.bind, self.port, ssl_context=self.tls.context)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
         self._runner = runner
         self.port = int(runner.addresses[0][1])
         log.info("admission webhook listening on https://%s:%d", self.bind, self.port)
@@ -397,7 +490,8 @@ class WebhookServer:
             return req
         ns = req.namespace or (req.object.metadata.namespace if req.object else "")
         labels: Mapping[str, str] = {}
-        if self.policy.managed_namespace_selector is not None and ns:
+        asks = req.is_pod and req.operation == "CREATE" and not req.subResource
+        if asks and ns and self.policy.managed_namespace_selector is not None:
             labels = await self.namespace_labels(ns)
         patch = mutate(req, self.policy, labels)
         return web.Response(body=response(req.uid, patch=patch), content_type="application/json")

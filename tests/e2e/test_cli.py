@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -243,3 +244,58 @@ def test_run_only_webhook_refuses_to_start_without_tls() -> None:
     assert proc.returncode == 2
     assert "$.webhook.certFile" in proc.stderr
     assert "simulators" not in proc.stderr  # the webhook alone starts nothing else
+
+
+def test_run_only_webhook_serves_admission_reviews(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    port = free_port()
+    env = {
+        **_env(),
+        "SLURMBRIDGE_WEBHOOK_CERT_FILE": str(cert),
+        "SLURMBRIDGE_WEBHOOK_KEY_FILE": str(key),
+        "SLURMBRIDGE_WEBHOOK_BIND": "127.0.0.1",
+        "SLURMBRIDGE_WEBHOOK_PORT": str(port),
+        "SLURMBRIDGE_MANAGED_NAMESPACES": "hpc",
+    }
+    run = subprocess.Popen(
+        [*CLI, "run", "--only", "webhook", "--metrics-port", "0", "--health-port", "0"],
+        env=env,
+        text=True,
+        stderr=subprocess.PIPE,
+    )
+    procs.append(run)
+    base = f"https://localhost:{port}"
+    trust = ssl.create_default_context(cafile=str(cert))
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{base}/healthz", verify=trust).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    _wait_port_file(run, "slurmbridge run --only webhook", up, timeout=30)
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "e2e",
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE",
+            "namespace": "hpc",
+            "object": {"metadata": {"name": "p", "namespace": "hpc"}, "spec": {}},
+        },
+    }
+    resp = httpx.post(f"{base}/mutate", json=review, verify=trust).json()["response"]
+    assert resp["uid"] == "e2e" and resp["patchType"] == "JSONPatch"
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err[-2000:]
+    assert "simulators" not in err

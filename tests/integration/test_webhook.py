@@ -31,15 +31,14 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A throw-away CA and a server certificate for localhost / 127.0.0.1."""
+def make_certs(d: Path, ca_name: str = "slurmbridge-test-ca") -> dict[str, Path]:
+    """A throw-away CA and a server certificate for localhost / 127.0.0.1, in ``d``."""
     if shutil.which("openssl") is None:
         pytest.fail("openssl is needed for the webhook TLS tests (.ci/install-real-slurm.sh)")
-    d = tmp_path_factory.mktemp("certs")
+    d.mkdir(parents=True, exist_ok=True)
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
     _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-             "-subj", "/CN=slurmbridge-test-ca", cwd=d)  # fmt: skip
+             "-subj", f"/CN={ca_name}", cwd=d)  # fmt: skip
     _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr",
              "-subj", "/CN=localhost", cwd=d)  # fmt: skip
     (d / "ext.cnf").write_text(
@@ -52,6 +51,11 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
              "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf",
              cwd=d)  # fmt: skip
     return {"ca": d / "ca.pem", "cert": d / "server.pem", "key": d / "server.key"}
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture
@@ -150,8 +154,41 @@ async def test_tls_only(server: WebhookServer, certs: dict[str, Path]) -> None:
             await http.get(f"https://localhost:{server.port}/healthz")
     # No certificate: no server.
     srv = WebhookServer(Policy(), bind="127.0.0.1", port=0, cert_file=None, key_file=None)
-    with pytest.raises(ValueError, match=r"\$\.webhook\.certFile"):
+    with pytest.raises(config.ConfigError, match=r"^\$\.webhook\.certFile: required"):
         await srv.start()
+
+
+async def _handshake_ok(port: int, ca: Path) -> bool:
+    async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(ca))) as http:
+        try:
+            return (await http.get(f"https://localhost:{port}/healthz")).status_code == 200
+        except httpx.ConnectError:
+            return False
+
+
+async def test_a_rotated_certificate_is_served_without_restart(tmp_path: Path) -> None:
+    first, second = make_certs(tmp_path / "a", "ca-a"), make_certs(tmp_path / "b", "ca-b")
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = live / "tls.crt", live / "tls.key"
+    shutil.copy(first["cert"], cert)
+    shutil.copy(first["key"], key)
+    srv = WebhookServer(Policy(), bind="127.0.0.1", port=0, cert_file=str(cert), key_file=str(key))
+    await srv.start()
+    try:
+        assert await _handshake_ok(srv.port, first["ca"])
+        assert not await _handshake_ok(srv.port, second["ca"])
+        # Half-way through a rotation (new certificate, old key) the old pair stays in use.
+        shutil.copy(second["cert"], live / "new.crt")
+        (live / "new.crt").replace(cert)
+        assert await _handshake_ok(srv.port, first["ca"])
+        shutil.copy(second["key"], live / "new.key")
+        (live / "new.key").replace(key)
+        assert await _handshake_ok(srv.port, second["ca"])
+        assert not await _handshake_ok(srv.port, first["ca"])
+        assert srv.tls is not None and srv.tls.reloads == 1
+    finally:
+        await srv.stop()
 
 
 async def test_run_only_webhook_needs_neither_nats_nor_slurm(certs: dict[str, Path]) -> None:
@@ -181,8 +218,21 @@ async def test_run_only_webhook_needs_neither_nats_nor_slurm(certs: dict[str, Pa
     finally:
         await app.stop()
     no_cert = config.load(env={}, overrides={"webhook": {"port": 0}})
-    with pytest.raises(UsageError, match=r"certFile"):
+    with pytest.raises(UsageError, match=r"^webhook: \$\.webhook\.certFile: required"):
         await App(no_cert, only=["webhook"], with_health=False).start()
+    # A key that does not belong to the certificate: a usage error, not a traceback.
+    mismatched = config.load(
+        env={},
+        overrides={
+            "webhook": {
+                "port": 0,
+                "certFile": str(certs["cert"]),
+                "keyFile": str(certs["ca"].with_name("ca.key")),
+            }
+        },
+    )
+    with pytest.raises(UsageError, match=r"^webhook: "):
+        await App(mismatched, only=["webhook"], with_health=False).start()
 
 
 def test_the_default_run_leaves_the_webhook_out() -> None:

@@ -11,14 +11,15 @@ import pytest
 
 from schemas import wellknown
 from slurmbridge import config
+from slurmbridge.labelselector import check_selector, selector_matches
 from slurmbridge.webhook import (
+    CachedNamespaceLabels,
     Policy,
+    ReloadingTLS,
     WebhookError,
-    check_selector,
     decode_review,
     mutate,
     response,
-    selector_matches,
     validate,
 )
 
@@ -88,6 +89,13 @@ BY_SELECTOR = Policy(
 )
 
 
+def by_expression(op: str, *values: str) -> Policy:
+    expr: dict[str, Any] = {"key": "slurm", "operator": op}
+    if values:
+        expr["values"] = list(values)
+    return Policy(managed_namespace_selector={"matchExpressions": [expr]}, service_account=SA)
+
+
 @dataclass(frozen=True)
 class MutateCase:
     name: str
@@ -111,6 +119,25 @@ MUTATE = [
     MutateCase("selector matches", pod(), [SET], BY_SELECTOR, {"slurm": "yes"}),
     MutateCase("selector does not match", pod(), [], BY_SELECTOR, {"slurm": "no"}),
     MutateCase("selector, namespace unlabelled", pod(), [], BY_SELECTOR, {}),
+    MutateCase("In matches", pod(), [SET], by_expression("In", "a", "b"), {"slurm": "b"}),
+    MutateCase("In, other value", pod(), [], by_expression("In", "a"), {"slurm": "c"}),
+    MutateCase("In, key absent", pod(), [], by_expression("In", "a"), {}),
+    MutateCase("NotIn, other value", pod(), [SET], by_expression("NotIn", "a"), {"slurm": "c"}),
+    MutateCase("NotIn, key absent", pod(), [SET], by_expression("NotIn", "a"), {}),
+    MutateCase("NotIn, listed value", pod(), [], by_expression("NotIn", "a"), {"slurm": "a"}),
+    MutateCase("Exists", pod(), [SET], by_expression("Exists"), {"slurm": ""}),
+    MutateCase("Exists, key absent", pod(), [], by_expression("Exists"), {"x": "y"}),
+    MutateCase("DoesNotExist", pod(), [SET], by_expression("DoesNotExist"), {"x": "y"}),
+    MutateCase("DoesNotExist, key set", pod(), [], by_expression("DoesNotExist"), {"slurm": "1"}),
+    MutateCase(
+        "listed beats selector",
+        pod(),
+        [SET],
+        Policy(
+            managed_namespaces=frozenset({"hpc"}),
+            managed_namespace_selector={"matchLabels": {"slurm": "yes"}},
+        ),
+    ),
 ]
 
 
@@ -122,6 +149,18 @@ def test_mutate(case: MutateCase) -> None:
 def test_mutate_only_on_create() -> None:
     req = decode_review(review(pod(), op="UPDATE", old=pod()))
     assert mutate(req, BY_LIST, {}) == []
+
+
+def test_other_resources_pass_untouched() -> None:
+    """A configuration that also sends, say, Deployments gets them allowed as they are; their
+    objects are not even decoded as pods."""
+    body = json.loads(review(pod(scheduler=OURS, labels={JOBID: "1"})))
+    body["request"]["resource"] = {"group": "apps", "version": "v1", "resource": "deployments"}
+    body["request"]["object"]["status"] = {"phase": 3}  # not a Pod's status: never read
+    req = decode_review(json.dumps(body).encode())
+    assert not req.is_pod and req.object is None
+    assert mutate(req, BY_LIST, {}) == []
+    assert validate(req, BY_LIST) is None
 
 
 @dataclass(frozen=True)
@@ -248,25 +287,44 @@ def test_validate(case: ValidateCase) -> None:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        (b"{not json", "not JSON"),
-        (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', "apiVersion"),
-        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "request: missing"),
+        (b"{not json", "$: not JSON"),
+        (b"[]", "$: Expected `object`, got `array`"),
         (
-            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",'
-            b' "request": {"operation": "CREATE"}}',
-            "uid",
+            b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}',
+            "$.apiVersion/kind: expected admission.k8s.io/v1 AdmissionReview",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
+            "$.request: required",
         ),
         (
             b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",'
-            b' "request": {"uid": "u", "operation": "CREATE",'
+            b' "request": {"operation": "CREATE"}}',
+            "$.request.uid: required",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",'
+            b' "request": {"uid": "u", "operation": "CREATE", "userInfo": {"username": 1}}}',
+            "$.request.userInfo.username: Expected `str`, got `int`",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",'
+            b' "request": {"uid": "u", "operation": "CREATE", "resource": {"resource": "pods"},'
             b' "object": {"spec": {"nodeName": 3}}}}',
-            "nodeName",
+            "$.request.object.spec.nodeName: Expected `str`, got `int`",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",'
+            b' "request": {"uid": "u", "operation": "UPDATE", "resource": {"resource": "pods"},'
+            b' "object": {}, "oldObject": {"metadata": {"labels": {"a": 1}}}}}',
+            "$.request.oldObject.metadata.labels[...]: Expected `str`, got `int`",
         ),
     ],
 )
 def test_bad_reviews_name_the_field(body: bytes, field: str) -> None:
-    with pytest.raises(WebhookError, match=field):
+    with pytest.raises(WebhookError) as err:
         decode_review(body)
+    assert str(err.value).startswith(field), str(err.value)
 
 
 SEL = {
@@ -305,6 +363,9 @@ def test_selector_matches(labels: dict[str, str], want: bool) -> None:
         ({"matchExpressions": [{"key": "a", "operator": "In"}]}, r"\[0\]\.values"),
         ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, "values"),
         ({"matchExpressions": [{"operator": "Exists"}]}, r"\[0\]\.key"),
+        ({"matchExpressions": {"key": "a"}}, r"sel\.matchExpressions: must be a list"),
+        ({"matchExpressions": [{"key": "a", "operator": "In", "values": [1]}]}, r"\[0\]\.values"),
+        ({"matchLabels": {"a": 1}}, r"sel\.matchLabels"),
     ],
 )
 def test_check_selector_names_the_path(selector: dict[str, Any], msg: str) -> None:
@@ -320,6 +381,14 @@ def test_config_rejects_a_bad_selector_and_missing_cert(tmp_path: Any) -> None:
         config.load(env={}, overrides={"webhook": {"certFile": str(tmp_path / "none.pem")}})
     with pytest.raises(config.ConfigError, match=r"\$\.webhook\.port"):
         config.load(env={}, overrides={"webhook": {"port": 70000}})
+    cert = tmp_path / "tls.crt"
+    cert.write_text("not checked here")
+    with pytest.raises(config.ConfigError, match=r"\$\.webhook\.keyFile: set certFile and keyFile"):
+        config.load(env={}, overrides={"webhook": {"certFile": str(cert)}})
+    with pytest.raises(
+        config.ConfigError, match=r"\$\.webhook\.certFile: set certFile and keyFile"
+    ):
+        config.load(env={}, overrides={"webhook": {"keyFile": str(cert)}})
     s = config.load(env={"SLURMBRIDGE_WEBHOOK_PORT": "8443"})
     assert s.webhook.port == 8443
 
@@ -335,3 +404,35 @@ def test_response_shapes() -> None:
     assert denied["status"] == {"code": 403, "reason": "Forbidden", "message": "spec.x: no"}
     plain = json.loads(response("u"))["response"]
     assert plain == {"uid": "u", "allowed": True}
+
+
+@pytest.mark.parametrize(
+    ("cert", "key", "field"),
+    [(None, None, "certFile"), (None, "k.pem", "certFile"), ("c.pem", None, "keyFile")],
+)
+def test_tls_is_required(cert: str | None, key: str | None, field: str) -> None:
+    with pytest.raises(config.ConfigError, match=rf"^\$\.webhook\.{field}: required"):
+        ReloadingTLS(cert, key)
+
+
+async def test_namespace_labels_are_cached_for_the_ttl() -> None:
+    now = [100.0]
+    reads: list[str] = []
+    answers: dict[str, dict[str, str]] = {"hpc": {"slurm": "yes"}}
+
+    async def read(name: str) -> dict[str, str]:
+        reads.append(name)
+        if name not in answers:
+            raise LookupError(f"namespaces {name!r} not found")
+        return dict(answers[name])
+
+    labels = CachedNamespaceLabels(read, ttl=30.0, clock=lambda: now[0])
+    assert await labels("hpc") == {"slurm": "yes"}
+    answers["hpc"] = {}
+    now[0] += 29.0
+    assert await labels("hpc") == {"slurm": "yes"}  # cached
+    now[0] += 2.0
+    assert await labels("hpc") == {}  # expired: read again
+    assert await labels("gone") == {}  # a failed read is no labels …
+    assert await labels("gone") == {}  # … and is not cached
+    assert reads == ["hpc", "hpc", "gone", "gone"]
