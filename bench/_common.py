@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -58,3 +62,35 @@ def percentile(values: list[float], p: float) -> float:
     s = sorted(values)
     k = max(0, min(len(s) - 1, round(p / 100 * len(s) + 0.5) - 1))
     return s[k]
+
+
+async def start_slurmbridge(
+    overrides: dict[str, Any],
+    nats_url: str,
+    workdir: Path,
+    poll_interval: float,
+    *,
+    profile: str = "",
+) -> asyncio.subprocess.Process:
+    """``slurmbridge run`` (every component) as its own process, as in production, pointed at
+    ``overrides`` (the simulators' settings) and ``nats_url``; quiet logs, no listeners.
+    ``profile``: run it under cProfile, writing that file on exit."""
+    settings = dict(overrides)
+    settings["nats"] = {"url": nats_url}
+    settings["slurm"] = {**settings.get("slurm", {}), "pollInterval": poll_interval}
+    settings["observability"] = {"metricsPort": 0, "healthPort": 0, "logLevel": "WARNING"}
+    cfg = workdir / "slurmbridge.yaml"
+    cfg.write_text(json.dumps(settings))  # JSON is YAML
+    prof = ("-m", "cProfile", "-o", profile) if profile else ()
+    return await asyncio.create_subprocess_exec(
+        sys.executable, *prof, "-m", "slurmbridge", "run", "--config", str(cfg)
+    )
+
+
+async def until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    """Wait until ``cond()``; TimeoutError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)

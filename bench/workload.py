@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import sys
@@ -36,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, machine, percentile
+from bench._common import emit, machine, percentile, start_slurmbridge, until
 from schemas import wellknown
 from slurmbridge.natsserver import NatsServer
 from slurmbridge.sim.kube import ApiError, Change
@@ -102,33 +101,10 @@ def _plan(pods: int) -> list[tuple[str, int]]:
     return plan
 
 
-async def _until(cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (from /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def _start_slurmbridge(
-    sims: Simulators, nats_url: str, workdir: Path, poll_interval: float, profile: str
-) -> asyncio.subprocess.Process:
-    overrides = sims.overrides()
-    overrides["nats"] = {"url": nats_url}
-    overrides["slurm"]["pollInterval"] = poll_interval
-    overrides["observability"] = {"metricsPort": 0, "healthPort": 0, "logLevel": "WARNING"}
-    cfg = workdir / "slurmbridge.yaml"
-    cfg.write_text(json.dumps(overrides))  # JSON is YAML
-    profile = ("-m", "cProfile", "-o", profile) if profile else ()
-    return await asyncio.create_subprocess_exec(
-        sys.executable, *profile, "-m", "slurmbridge", "run", "--config", str(cfg)
-    )
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -138,7 +114,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     nats = NatsServer(store_dir=workdir / "nats")
     await nats.start()
     await sims.start()
-    proc = await _start_slurmbridge(sims, nats.url, workdir, args.poll_interval, args.profile)
+    proc = await start_slurmbridge(
+        sims.overrides(), nats.url, workdir, args.poll_interval, profile=args.profile
+    )
     sim = sims.kube
     try:
 
@@ -150,7 +128,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         # 0. warm-up: slurmbridge is up once it has placed one pod.
         (warm,) = create_group(sim, "Pod", "warm-up", 1, requests={"cpu": "1"}, run_seconds=0)
-        await _until(lambda: phase(warm) == "Succeeded", 60, "slurmbridge to place a pod")
+        await until(lambda: phase(warm) == "Succeeded", 60, "slurmbridge to place a pod")
         sims.slurm.on_job_state.append(clock.on_job)
         sim.on_write.append(clock.on_write)
 
@@ -167,7 +145,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 run_seconds=args.run_seconds,
             )
             await asyncio.sleep(args.spacing)
-        await _until(
+        await until(
             lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
         )
         bind = [at - clock.started[job] for job, at in (clock.bound[n] for n in names)]
@@ -182,14 +160,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             create_group(sim, "Pod", f"c{n}", 1, requests={"cpu": "1", "memory": "64Mi"})[0]
             for n in range(args.cleanup_pods)
         ]
-        await _until(
+        await until(
             lambda: all(phase(n) == "Running" for n in long_names), args.timeout, "pods Running"
         )
         jobs = [int(sim.get("pods", n, "default")["metadata"]["labels"][JOBID]) for n in long_names]
         for job in jobs:
             sims.slurm.cancel_job(job)
             await asyncio.sleep(args.cancel_spacing)
-        await _until(
+        await until(
             lambda: all(n in clock.removed for n in long_names), args.timeout, "pods removed"
         )
         pairs = list(zip(long_names, jobs, strict=True))

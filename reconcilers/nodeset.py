@@ -19,6 +19,9 @@ hostname, as slurmd registers it).
    ``ScalingDown`` Event.
 3. **Reversal.** A live pod that is no longer condemned and whose node carries *that* drain
    reason is undrained; any other drain (an administrator's) stays.
+
+   A condemned pod whose node is idle when it is drained is deleted in the same reconcile,
+   right after the drain (the effector's re-read of the node is the check).
 4. **Protection.** Pods whose Slurm node is ALLOCATED, MIXED or COMPLETING carry label
    ``nodeset.slinky.slurm.net/pod-protect=true``; others do not.
 5. **Status.** ``replicas``, ``readyReplicas``, ``availableReplicas`` from the pods;
@@ -200,7 +203,14 @@ def decide(v: View | None) -> Decision:
                         reason=wellknown.scale_in_drain_reason(p.namespace, p.name),
                     )
                 )
-                waiting.append(p.name)
+                if _busy(node):
+                    waiting.append(p.name)
+                else:
+                    # Idle now: delete right after the drain instead of a poll later; the
+                    # effector re-reads the node and deletes only if it is DRAIN and idle.
+                    actions.append(
+                        DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name)
+                    )
             elif _busy(node):
                 waiting.append(p.name)
             else:

@@ -118,8 +118,14 @@ CASES = [
     ),
     Case("steady state does nothing", (ns(2), pod(0), sn(0), pod(1), sn(1))),
     Case(
-        "scale-in drains the highest ordinal first",
+        "scale-in drains the highest ordinal first, and deletes it right after when idle",
         (ns(1), pod(0), sn(0), pod(1), sn(1)),
+        drains=["gpu-1"],
+        deletes=["gpu-1"],
+    ),
+    Case(
+        "a busy node is drained and waits",
+        (ns(1), pod(0), sn(0), pod(1), sn(1, "MIXED")),
         drains=["gpu-1"],
     ),
     Case(
@@ -153,21 +159,25 @@ CASES = [
         "Pending before Running",
         (ns(1), pod(0, phase="Pending", ready=False), sn(0), pod(1), sn(1)),
         drains=["gpu-0"],
+        deletes=["gpu-0"],
     ),
     Case(
         "not ready before ready",
         (ns(1), pod(0, ready=False), sn(0), pod(1), sn(1)),
         drains=["gpu-0"],
+        deletes=["gpu-0"],
     ),
     Case(
         "lower deletion cost first",
         (ns(1), pod(0, cost=-5), sn(0), pod(1, cost=10), sn(1)),
         drains=["gpu-0"],
+        deletes=["gpu-0"],
     ),
     Case(
         "an invalid deletion cost counts as 0",
         (ns(1), pod(0, cost=None), sn(0), pod(1), sn(1)),
         drains=["gpu-1"],
+        deletes=["gpu-1"],
     ),
     Case(
         "already drained before not drained",
@@ -191,6 +201,7 @@ CASES = [
         "0 replicas condemns everyone",
         (ns(0), pod(0), sn(0), pod(1), sn(1, "ALLOCATED")),
         drains=["gpu-1", "gpu-0"],  # condemned order: higher ordinal first
+        deletes=["gpu-0"],  # idle: right after its drain; gpu-1 runs a job and waits
     ),
 ]
 
