@@ -8,7 +8,15 @@ reconciler this version ships, by name.
 
 from __future__ import annotations
 
-from reconcilers import node_register, node_taint, nodeset, placement, slurm_drain, workload
+from reconcilers import (
+    autoscale,
+    node_register,
+    node_taint,
+    nodeset,
+    placement,
+    slurm_drain,
+    workload,
+)
 from reconcilers.base import ReconcilerSpec
 
 ALL: dict[str, ReconcilerSpec] = {
@@ -20,5 +28,6 @@ ALL: dict[str, ReconcilerSpec] = {
         placement.SPEC,
         workload.SPEC,
         nodeset.SPEC,
+        autoscale.SPEC,
     )
 }

@@ -98,7 +98,8 @@ def _deletion_cost(p: KubePod) -> int:
         return 0  # as Kubernetes' ReplicaSet controller: an invalid cost counts as 0
 
 
-def _busy(node: SlurmNode | None) -> bool:
+def is_busy(node: SlurmNode | None) -> bool:
+    """The node runs something: ALLOCATED, MIXED or COMPLETING."""
     return node is not None and any(node.has(s) for s in BUSY)
 
 
@@ -203,7 +204,7 @@ def decide(v: View | None) -> Decision:
                         reason=wellknown.scale_in_drain_reason(p.namespace, p.name),
                     )
                 )
-                if _busy(node):
+                if is_busy(node):
                     waiting.append(p.name)
                 else:
                     # Idle now: delete right after the drain instead of a poll later; the
@@ -211,7 +212,7 @@ def decide(v: View | None) -> Decision:
                     actions.append(
                         DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name)
                     )
-            elif _busy(node):
+            elif is_busy(node):
                 waiting.append(p.name)
             else:
                 actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
@@ -235,11 +236,11 @@ def decide(v: View | None) -> Decision:
         if node.has("DRAIN") and node.reason == ours:
             actions.append(UndrainSlurmNode(cluster=v.cluster, node=p.name, owned_prefixes=(ours,)))
         protected = p.labels.get(wellknown.LABEL_POD_PROTECT) == "true"
-        if _busy(node) and not protected:
+        if is_busy(node) and not protected:
             actions.append(
                 SetPodLabel(pod=_ref(p), label=wellknown.LABEL_POD_PROTECT, value="true")
             )
-        elif not _busy(node) and protected:
+        elif not is_busy(node) and protected:
             actions.append(SetPodLabel(pod=_ref(p), label=wellknown.LABEL_POD_PROTECT, value=None))
 
     status = _status(ns, live, v.slurm)

@@ -321,6 +321,18 @@ class SetNodeSetStatus(Action, frozen=True, kw_only=True, tag="SetNodeSetStatus"
     status: NodeSetStatus
 
 
+class ScaleNodeSet(Action, frozen=True, kw_only=True, tag="ScaleNodeSet"):
+    """Set NodeSet ``nodeset``'s ``spec.replicas`` to ``replicas`` through its scale
+    subresource, and stamp annotation ``autoscale.slurmbridge.dev/last-scale-time`` with
+    ``at`` (epoch seconds) — the autoscaler's cool-down clock. Source: the KEDA recipe of
+    Slinky slurm-operator's docs, as a reconciler."""
+
+    nodeset: NodeSetRef
+    replicas: int
+    at: int
+    why: str
+
+
 class SetPodLabel(Action, frozen=True, kw_only=True, tag="SetPodLabel"):
     """Set (``value``) or remove (``None``) label ``label`` on pod ``pod``."""
 
@@ -350,6 +362,7 @@ AnyAction = (
     | DeleteNodeSetPod
     | SetNodeSetStatus
     | SetPodLabel
+    | ScaleNodeSet
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped"]

@@ -50,6 +50,9 @@ JOB_ENDED_STATES: Final = frozenset(
 # --- NodeSets (slurm-operator) ---------------------------------------------------------------
 ANNOTATION_POD_DELETION_COST: Final = "nodeset.slinky.slurm.net/pod-deletion-cost"
 LABEL_POD_PROTECT: Final = "nodeset.slinky.slurm.net/pod-protect"
+#: slurmbridge's own: a NodeSet's autoscaling policy (reconcilers.autoscale) and its clock.
+AUTOSCALE_PREFIX: Final = "autoscale.slurmbridge.dev/"
+ANNOTATION_AUTOSCALE_LAST_SCALE: Final = AUTOSCALE_PREFIX + "last-scale-time"
 
 # --- drain reasons ---------------------------------------------------------------------------
 BRIDGE_REASON_PREFIX: Final = "slurm-bridge: "

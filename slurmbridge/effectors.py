@@ -47,9 +47,11 @@ from schemas.actions import (
     DeleteSlurmNode,
     DrainSlurmNode,
     MarkPods,
+    NodeSetRef,
     PodRef,
     RecordEvent,
     RemovePodFinalizer,
+    ScaleNodeSet,
     SetNodeCondition,
     SetNodeSetStatus,
     SetPodCondition,
@@ -737,7 +739,7 @@ class PodEffector:
         return EffectResult("ok")
 
 
-NODESET_ACTIONS = (CreateNodeSetPod, DeleteNodeSetPod, SetNodeSetStatus, SetPodLabel)
+NODESET_ACTIONS = (CreateNodeSetPod, DeleteNodeSetPod, SetNodeSetStatus, SetPodLabel, ScaleNodeSet)
 _NODESET_API = ("slinky.slurm.net", "v1alpha1")
 _BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 
@@ -775,6 +777,8 @@ class NodeSetEffector:
                 return await self._status(action)
             if isinstance(action, SetPodLabel):
                 return await self._label(action)
+            if isinstance(action, ScaleNodeSet):
+                return await self._scale(action)
         except ApiException as exc:
             raise _kube_error(exc, name) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -881,10 +885,15 @@ class NodeSetEffector:
                 "selector": st.selector,
             },
         }
-        patch: Any = self.custom.patch_namespaced_custom_object_status
+        if not await self._merge(self.custom.patch_namespaced_custom_object_status, ref, body):
+            return EffectResult("noop", "NodeSet is gone")
+        return EffectResult("ok")
+
+    async def _merge(self, call: Any, ref: NodeSetRef, body: dict[str, Any]) -> bool:
+        """Merge-patch NodeSet ``ref`` (or its subresource, by ``call``); False if gone."""
         try:
             await _raw(
-                patch(
+                call(
                     *_NODESET_API,
                     ref.namespace,
                     "nodesets",
@@ -896,9 +905,25 @@ class NodeSetEffector:
             )
         except ApiException as exc:
             if exc.status == 404:
-                return EffectResult("noop", "NodeSet is gone")
+                return False
             raise
-        return EffectResult("ok")
+        return True
+
+    async def _scale(self, action: ScaleNodeSet) -> EffectResult:
+        ref = action.nodeset
+        scale = {"spec": {"replicas": action.replicas}}
+        if not await self._merge(self.custom.patch_namespaced_custom_object_scale, ref, scale):
+            return EffectResult("noop", "NodeSet is gone")
+        # The autoscaler's cool-down clock lives on the object it scales.
+        stamp = {
+            "metadata": {
+                **({"uid": ref.uid} if ref.uid else {}),
+                "annotations": {wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE: str(action.at)},
+            }
+        }
+        if not await self._merge(self.custom.patch_namespaced_custom_object, ref, stamp):
+            return EffectResult("noop", "NodeSet is gone")
+        return EffectResult("ok", action.why)
 
     async def _label(self, action: SetPodLabel) -> EffectResult:
         body = {

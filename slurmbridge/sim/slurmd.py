@@ -5,7 +5,8 @@
   the fewest pods, as far as the simulator is concerned (no resource fit).
 * :class:`SlurmdRegistrar` plays slurmd: a NodeSet pod (label ``app.kubernetes.io/name=slurmd``)
   that runs registers a Slurm node named after it (its hostname) in the slurmrestd simulator,
-  in partition ``batch`` with its NodeSet's name as a feature; when the pod is gone, the node
+  in partition ``batch`` and in one named after its NodeSet (created on first use), with the
+NodeSet's name as a feature; when the pod is gone, the node
   leaves Slurm. :attr:`SlurmdRegistrar.removed_busy` lists nodes that left while running a
   job — a pod deleted under a running job, which slurmbridge must never cause.
 
@@ -134,6 +135,12 @@ class SlurmdRegistrar:
             and not meta.get("deletionTimestamp")
             and name not in self.slurm.nodes
         ):
-            features = (labels[INSTANCE_LABEL],) if labels.get(INSTANCE_LABEL) else ()
-            self.slurm.add_node(name, self.cpus, self.memory, ("batch",), features=features)
+            nodeset = labels.get(INSTANCE_LABEL, "")
+            # As Slinky's NodeSets do: the nodes join a partition named after their NodeSet
+            # (and the cluster-wide one), with the NodeSet's name as a feature.
+            partitions = ("batch", nodeset) if nodeset else ("batch",)
+            features = (nodeset,) if nodeset else ()
+            self.slurm.add_node(name, self.cpus, self.memory, partitions, features=features)
+
             self.registered.append(name)
+            self.slurm.schedule()  # slurmctld tries pending jobs on a node that registers

@@ -242,7 +242,8 @@ class JobsMixin:
         if part is None:
             raise _SubmitError(2000, f"Invalid partition name specified: {partition!r}")
         min_nodes = int(desc.get("min_nodes") or 1)
-        if min_nodes > len(part.nodes):
+        # An empty partition is one whose (dynamic) nodes are still to come: jobs wait.
+        if part.nodes and min_nodes > len(part.nodes):
             raise _SubmitError(2014, "Node count specification invalid")
         self.next_job_id += 1
         flags = ["EXTERNAL_JOB"] if external else []

@@ -1,0 +1,78 @@
+"""Autoscaling end to end: a wave of pending jobs scales a NodeSet up to its max, the jobs run
+on the new nodes, and after the quiet period it scales back to zero — never changing faster
+than the cool-down."""
+
+from __future__ import annotations
+
+import itertools
+
+from schemas.actions import ScaleNodeSet
+from slurmbridge.testing import Stack
+
+NS = "slurm"
+P = "autoscale.slurmbridge.dev/"
+
+
+async def test_a_wave_scales_up_to_max_and_back_to_zero() -> None:
+    async with Stack(nodes=4, poll_interval=0.2) as s:
+        s.slurm.add_partition("burst")  # the NodeSet's nodes join it as they register
+        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        s.kube.create(
+            {
+                "apiVersion": "slinky.slurm.net/v1alpha1",
+                "kind": "NodeSet",
+                "metadata": {
+                    "name": "burst",
+                    "namespace": NS,
+                    "annotations": {
+                        P + "partition": "burst",
+                        P + "max-replicas": "4",
+                        P + "cooldown": "1",
+                        P + "idle-to-zero-after": "2",
+                    },
+                },
+                "spec": {
+                    "replicas": 0,
+                    "template": {"spec": {"containers": [{"name": "slurmd", "image": "s"}]}},
+                },
+            }
+        )
+
+        def replicas() -> int:
+            return int(s.kube.get("nodesets", "burst", NS)["spec"]["replicas"])
+
+        # A wave of 10 one-node jobs (each fills a 2-CPU node).
+        jobs = [
+            s.slurm.submit({"partition": "burst", "tasks": 2, "min_nodes": 1}, external=True)
+            for _ in range(10)
+        ]
+        await s.wait_for(lambda: replicas() == 4, timeout=15, what="scaled up to max")
+
+        def running() -> list[int]:
+            return [j for j in jobs if s.slurm.job(j).state == ("RUNNING",)]
+
+        await s.wait_for(lambda: len(running()) == 4, timeout=20, what="4 jobs running")
+        assert {s.slurm.job(j).nodes[0] for j in running()} == {f"burst-{i}" for i in range(4)}
+        # The jobs finish, a few at a time; the set holds while any runs or waits.
+        while any(s.slurm.job(j).state[0] in ("PENDING", "RUNNING") for j in jobs):
+            for j in running():
+                s.slurm.complete_job(j)
+            assert replicas() == 4
+            await s.wait_for(
+                lambda: (
+                    all(s.slurm.job(j).state[0] != "PENDING" for j in jobs) or len(running()) > 0
+                ),
+                timeout=10,
+                what="the next jobs start",
+            )
+        await s.wait_for(lambda: replicas() == 0, timeout=15, what="back to zero when quiet")
+        await s.wait_for(
+            lambda: not s.kube.list("pods", NS), timeout=15, what="pods drained and deleted"
+        )
+        assert s.sims.slurmd.removed_busy == []
+        await s.settled()
+        scales = [r for r in await s.action_records() if isinstance(r.action, ScaleNodeSet)]
+        ok = [r for r in scales if r.outcome == "ok"]
+        assert [r.action.replicas for r in ok] == [4, 0]  # type: ignore[union-attr]
+        gaps = [(b.at - a.at) / 1e9 for a, b in itertools.pairwise(ok)]
+        assert all(g >= 1.0 for g in gaps), gaps
