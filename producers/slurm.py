@@ -117,6 +117,7 @@ def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int
         start_time=job.start_time,
         end_time=job.end_time,
         time_limit_minutes=job.time_limit_minutes,
+        node_count=job.node_count,
     )
     return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
 

@@ -287,7 +287,8 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     ``state``: the base job state first (``PENDING``, ``RUNNING``, ``COMPLETED``,
     ``CANCELLED``, ``TIMEOUT``, ``PREEMPTED``, ``FAILED``, ``NODE_FAIL`` …), then flags such as
     ``COMPLETING``, upper case. ``nodes``: the expanded node list. Times are epoch seconds
-    (``0`` = unset); ``time_limit_minutes`` is ``None`` for INFINITE or unset.
+    (``0`` = unset); ``time_limit_minutes`` is ``None`` for INFINITE or unset. ``node_count``:
+    the nodes it holds, or asks for while pending (``0`` = unknown).
     ``admin_comment``: on placeholder jobs, ``{"pods":["ns/name",…]}``; ``comment`` carries
     slurmbridge's group marker (see :mod:`reconcilers.placement`).
     """
@@ -307,6 +308,7 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     start_time: int = 0
     end_time: int = 0
     time_limit_minutes: int | None = None
+    node_count: int = 0
 
     @property
     def base_state(self) -> str:

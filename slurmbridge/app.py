@@ -61,6 +61,7 @@ from slurmbridge.effectors import (
 )
 from slurmbridge.health import HealthServer
 from slurmbridge.natsserver import NatsServer
+from slurmbridge.partition_metrics import PartitionMetrics
 from slurmbridge.projection import Projection
 from slurmbridge.publish import ObservationPublisher
 from slurmbridge.slurm.client import SlurmClient
@@ -169,6 +170,7 @@ class App:
         self.extra_watchers: list[Watcher[Any]] = []
         self.hot_jobs = HotJobs(settings.slurm.cluster)
         self.projection.add_listener(self.hot_jobs.observe)
+        self.projection.add_listener(PartitionMetrics().observe)
         self.poller: SlurmPoller | None = None
         self.slurm_client: SlurmClient | None = None
         self.kube_api: kclient.ApiClient | None = None

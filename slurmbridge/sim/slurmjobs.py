@@ -86,6 +86,7 @@ class SimJob:
             start_time=self.start_time,
             end_time=self.end_time,
             time_limit_minutes=self.time_limit,
+            node_count=len(self.nodes) or self.min_nodes,
         )
 
 
@@ -390,4 +391,5 @@ class JobsMixin:
             "start_time": nv(j.start_time),
             "end_time": nv(j.end_time),
             "time_limit": nv(j.time_limit),
+            "node_count": nv(len(j.nodes) or j.min_nodes),
         }

@@ -181,7 +181,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     ``CANCELLED``, ``TIMEOUT``, ``PREEMPTED``, ``FAILED``, ``NODE_FAIL`` …), then flags such
     as ``COMPLETING``. ``nodes``: the expanded node list (``n[1-2]`` ⇒ ``("n1", "n2")``).
     Times are epoch seconds (``0`` = unset); ``time_limit_minutes`` is minutes, ``None`` for
-    INFINITE or unset.
+    INFINITE or unset. ``node_count``: nodes allocated, or asked for while pending (0 = unknown).
     """
 
     job_id: int
@@ -198,6 +198,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     start_time: int = 0
     end_time: int = 0
     time_limit_minutes: int | None = None
+    node_count: int = 0
 
     @property
     def base_state(self) -> str:

@@ -130,6 +130,7 @@ class _Job(msgspec.Struct, frozen=True):
     start_time: NoVal | int | None = None
     end_time: NoVal | int | None = None
     time_limit: NoVal | int | None = None
+    node_count: NoVal | int | None = None
 
 
 class _Jobs(msgspec.Struct, frozen=True):
@@ -159,6 +160,7 @@ def job_of(j: _Job) -> Job:
         start_time=noval(j.start_time) or 0,
         end_time=noval(j.end_time) or 0,
         time_limit_minutes=noval(j.time_limit),
+        node_count=noval(j.node_count) or 0,
     )
 
 
