@@ -13,7 +13,11 @@ component. Story (spread over ``--duration`` seconds):
 4. an administrator drains n2 (``scontrol update … state=drain``), then n2 is cordoned and
    uncordoned — the administrator's drain is left alone;
 5. n4 leaves Slurm — node_taint removes its taint;
-6. Kubernetes node ext-1 is labelled as an external node — node_register creates it in Slurm
+6. a NodeSet ``burst`` autoscaled on partition ``burst``: a wave of three jobs scales it
+   0 → 3, the jobs run on the new slurmd nodes; scaled to 1 while burst-1 still runs a job,
+   the idle burst-2 goes at once and burst-1 only once its job ends; when the partition is
+   quiet it goes to 0;
+7. Kubernetes node ext-1 is labelled as an external node — node_register creates it in Slurm
    (``State=External``, its partitions as features); its partitions change — the features are
    updated in place; the label is removed — it is drained, then deleted from Slurm.
 
@@ -35,6 +39,7 @@ import msgspec
 
 from schemas import wellknown
 from schemas.actions import ActionRecord
+from schemas.wellknown import AUTOSCALE_PREFIX as AUTOSCALE
 from slurmbridge import render
 from slurmbridge.config import Settings
 from slurmbridge.sim.workloads import create_group
@@ -87,6 +92,43 @@ async def demo(
     # Watch everything published from here on (the app's own start-up included: the taints).
     sub = await stack.app.bus.nc.subscribe("bridge.>", cb=on_msg)
     ext_labels = {wellknown.LABEL_EXTERNAL_NODE: "true"}
+    burst_jobs: list[int] = []
+
+    def burst_nodeset() -> None:
+        stack.slurm.add_partition("burst")  # its nodes join as their slurmd pods register
+        stack.kube.create(
+            {
+                "apiVersion": "slinky.slurm.net/v1alpha1",
+                "kind": "NodeSet",
+                "metadata": {
+                    "name": "burst",
+                    "namespace": "default",
+                    "annotations": {
+                        AUTOSCALE + "partition": "burst",
+                        AUTOSCALE + "max-replicas": "3",
+                        AUTOSCALE + "cooldown": str(round(0.015 * duration, 2)),
+                        AUTOSCALE + "idle-to-zero-after": str(round(0.025 * duration, 2)),
+                    },
+                },
+                "spec": {
+                    "replicas": 0,
+                    "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd"}]}},
+                },
+            }
+        )
+
+    def burst_wave() -> None:
+        burst_jobs.extend(
+            stack.slurm.submit({"partition": "burst", "tasks": 2, "min_nodes": 1}, external=True)
+            for _ in range(3)
+        )
+
+    def finish_job_on(node: str) -> None:
+        for j in burst_jobs:
+            job = stack.slurm.job(j)
+            if job.nodes == (node,) and job.state == ("RUNNING",):
+                stack.slurm.complete_job(j)
+
     story: list[tuple[float, str, Callable[[], object]]] = [
         (
             0.01,
@@ -103,6 +145,28 @@ async def demo(
             ),
         ),
         (0.08, "kubectl cordon n1", lambda: stack.cordon("n1")),
+        (
+            0.58,
+            "kubectl apply nodeset/burst (0 replicas; autoscaled on partition burst, max 3)",
+            burst_nodeset,
+        ),
+        (0.61, "sbatch -p burst ×3 (one whole node each): a wave of pending jobs", burst_wave),
+        (0.67, "the job on burst-2 finishes", lambda: finish_job_on("burst-2")),
+        (
+            # Two polls after the wave, so the autoscaler has seen the jobs run: a person
+            # scaling in against jobs it still believes pending would be scaled back up.
+            0.72,
+            "kubectl scale nodeset/burst --replicas=1 (burst-1 still runs a job)",
+            lambda: stack.kube.patch(
+                "nodesets", "burst", {"spec": {"replicas": 1}}, "default", subresource="scale"
+            ),
+        ),
+        (0.76, "the job on burst-1 finishes", lambda: finish_job_on("burst-1")),
+        (
+            0.80,
+            "the job on burst-0 finishes: the partition goes quiet",
+            lambda: finish_job_on("burst-0"),
+        ),
         (0.18, "kubectl uncordon n1", lambda: stack.uncordon("n1")),
         (
             0.26,
@@ -157,12 +221,21 @@ async def demo(
         ),
     ]
     try:
-        for fraction, text, act in story:
+        for fraction, text, act in sorted(story, key=lambda step: step[0]):
             if await _sleep_until(t0 + fraction * duration, stop):
                 break
             say(text)
             act()
         await _sleep_until(t0 + duration, stop)
+        burst = [
+            p["metadata"]["name"]
+            for p in stack.kube.list("pods", "default")
+            if p["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == "burst"
+        ]
+        say(
+            f"end: nodeset/burst has {len(burst)} pod(s); "
+            f"pods deleted under a running job: {len(stack.sims.slurmd.removed_busy)}"
+        )
         n2 = stack.slurm_node("n2")
         jobs = [j for j in stack.slurm.jobs if j.comment.startswith("slurmbridge:")]
         pods = [

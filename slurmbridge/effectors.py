@@ -911,6 +911,18 @@ class NodeSetEffector:
 
     async def _scale(self, action: ScaleNodeSet) -> EffectResult:
         ref = action.nodeset
+        try:
+            current: dict[str, Any] = await self.custom.get_namespaced_custom_object_scale(
+                *_NODESET_API, ref.namespace, "nodesets", ref.name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "NodeSet is gone")
+            raise
+        if (current.get("spec") or {}).get("replicas") == action.replicas:
+            # Decided again before the change reached the log: done already, and the
+            # cool-down clock keeps the first change's time.
+            return EffectResult("noop", f"already {action.replicas} replica(s)")
         scale = {"spec": {"replicas": action.replicas}}
         if not await self._merge(self.custom.patch_namespaced_custom_object_scale, ref, scale):
             return EffectResult("noop", "NodeSet is gone")

@@ -76,6 +76,18 @@ def test_demo_jsonl_tells_the_story() -> None:
     }
     assert released == bound
     assert "pods: train-0 Succeeded, train-1 Succeeded, train-2 Succeeded" in proc.stderr
+    # The NodeSet story: a wave scales burst 0 → 3, a manual scale-in spares the busy node
+    # until its job ends, and the quiet partition takes it to 0.
+    burst = [r for r in records if r["key"] == "default/burst" and r["outcome"] == "ok"]
+    assert [r["action"]["replicas"] for r in burst if r["action"]["action"] == "ScaleNodeSet"] == [
+        3,
+        0,
+    ]
+    deleted = [
+        r["action"]["pod"]["name"] for r in burst if r["action"]["action"] == "DeleteNodeSetPod"
+    ]
+    assert deleted == ["burst-2", "burst-1", "burst-0"]
+    assert "nodeset/burst has 0 pod(s); pods deleted under a running job: 0" in proc.stderr
     assert "CANCELLED" in proc.stderr
 
 
