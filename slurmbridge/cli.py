@@ -240,7 +240,7 @@ def _run_until_signal(main: Callable[[asyncio.Event], Coroutine[Any, Any, int]])
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop when installed (a third less CPU per event, see pyproject.toml); the
+    """uvloop's loop when installed (about a fifth less CPU, see pyproject.toml); the
     standard loop otherwise (Windows)."""
     try:
         import uvloop  # optional at run time

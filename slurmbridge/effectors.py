@@ -351,6 +351,16 @@ POD_ACTIONS = (
 )
 
 
+async def _patch_pod(
+    core: client.CoreV1Api, pod: PodRef, body: Any, content_type: str = MERGE
+) -> None:
+    """Patch pod ``pod`` with ``body`` of ``content_type`` (raises ApiException)."""
+    patch: Any = core.patch_namespaced_pod
+    await _raw(
+        patch(pod.name, pod.namespace, body, _content_type=content_type, _preload_content=False)
+    )
+
+
 def _pointer(key: str) -> str:
     """``key`` escaped as one JSON Pointer token (RFC 6901: ``~`` → ``~0``, ``/`` → ``~1``)."""
     return key.replace("~", "~0").replace("/", "~1")
@@ -448,10 +458,7 @@ class PodEffector:
         return raw
 
     async def _patch(self, pod: PodRef, body: Any, content_type: str = MERGE) -> None:
-        patch: Any = self.core.patch_namespaced_pod
-        await _raw(
-            patch(pod.name, pod.namespace, body, _content_type=content_type, _preload_content=False)
-        )
+        await _patch_pod(self.core, pod, body, content_type)
 
     async def _submit(self, action: SubmitSlurmJob) -> EffectResult:
         c = self._client(action.cluster)
@@ -944,17 +951,8 @@ class NodeSetEffector:
                 "labels": {action.label: action.value},
             }
         }
-        patch: Any = self.core.patch_namespaced_pod
         try:
-            await _raw(
-                patch(
-                    action.pod.name,
-                    action.pod.namespace,
-                    body,
-                    _content_type=MERGE,
-                    _preload_content=False,
-                )
-            )
+            await _patch_pod(self.core, action.pod, body)
         except ApiException as exc:
             if exc.status in (404, 409):
                 return EffectResult("noop", "pod is gone")
