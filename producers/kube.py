@@ -47,6 +47,7 @@ from schemas.events import (
     NodeSetStatus,
     OwnerRef,
     PodCondition,
+    SlurmCluster,
     Taint,
     workload_key,
 )
@@ -278,6 +279,42 @@ class RawNodeSetList(msgspec.Struct, kw_only=True):
     items: list[RawNodeSet] = []
 
 
+class _SecretRef(msgspec.Struct, kw_only=True):
+    name: str = ""
+    key: str = "auth-token"
+
+
+class _ClusterToken(msgspec.Struct, kw_only=True):
+    secretRef: _SecretRef = msgspec.field(default_factory=_SecretRef)  # noqa: N815
+
+
+class _ClusterSpec(msgspec.Struct, kw_only=True):
+    server: str = ""
+    token: _ClusterToken = msgspec.field(default_factory=_ClusterToken)
+
+
+class _ClusterStatus(msgspec.Struct, kw_only=True):
+    isReady: bool | None = None  # noqa: N815
+    conditions: list[_Condition] | None = None
+
+
+class RawCluster(msgspec.Struct, kw_only=True):
+    """The fields of a Slinky Cluster that slurmbridge reads."""
+
+    metadata: _NodeSetMeta = msgspec.field(default_factory=_NodeSetMeta)
+    spec: _ClusterSpec = msgspec.field(default_factory=_ClusterSpec)
+    status: _ClusterStatus = msgspec.field(default_factory=_ClusterStatus)
+
+
+class RawClusterList(msgspec.Struct, kw_only=True):
+    """A ClusterList."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[RawCluster] = []
+
+
+_CLUSTER_LIST = msgspec.json.Decoder(RawClusterList)
+_CLUSTER = msgspec.json.Decoder(RawCluster)
 _NODESET_LIST = msgspec.json.Decoder(RawNodeSetList)
 _NODESET = msgspec.json.Decoder(RawNodeSet)
 _POD_LIST = msgspec.json.Decoder(RawPodList)
@@ -1005,40 +1042,89 @@ class SlurmdPodWatcher(PodWatcher):
         )
 
 
-class NodeSetWatcher(Watcher[KubeNodeSet]):
-    """List + watch Slinky NodeSets (``nodesets.slinky.slurm.net/v1alpha1``), publishing
-    ``KubeNodeSet`` observations. Without the CRD (404) it retries slowly, as
-    :class:`WorkloadWatcher` does."""
+class _SlinkyWatcher(Watcher[E]):
+    """List + watch one ``slinky.slurm.net/v1alpha1`` resource (all namespaces). Without its
+    CRD (404) it retries slowly, as :class:`WorkloadWatcher` does. Subclasses give the
+    decoders and :meth:`_translate`; the tombstone keeps uid, namespace and name."""
 
-    resource = "nodesets"
+    _list: msgspec.json.Decoder[Any]
+    _item: msgspec.json.Decoder[Any]
+    event_type: type[E]
 
     async def _call(self, **kwargs: Any) -> Any:
         return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
-            "slinky.slurm.net", "v1alpha1", "nodesets", **kwargs, _preload_content=False
+            "slinky.slurm.net", "v1alpha1", self.resource, **kwargs, _preload_content=False
         )
 
     def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
-        listing = _NODESET_LIST.decode(body)
+        listing = self._list.decode(body)
         return list(listing.items), listing.metadata.resourceVersion
 
     def _decode_item(self, data: bytes) -> Any:
-        return _NODESET.decode(data)
+        return self._item.decode(data)
 
-    def _translate(self, raw: Any, now: int) -> KubeNodeSet:
-        return nodeset_to_event(raw, producer=self.producer, observed_at=now)
-
-    def _tombstone(self, last: KubeNodeSet, version: str, now: int) -> KubeNodeSet:
-        return KubeNodeSet(
+    def _tombstone(self, last: E, version: str, now: int) -> E:
+        return self.event_type(  # type: ignore[call-arg]
             source=last.source,
             key=last.key,
             op="deleted",
             observed_at=now,
             version=version,
             producer=self.producer,
-            uid=last.uid,
-            namespace=last.namespace,
-            name=last.name,
+            uid=getattr(last, "uid", ""),
+            namespace=getattr(last, "namespace", ""),
+            name=getattr(last, "name", ""),
         )
+
+
+class NodeSetWatcher(_SlinkyWatcher[KubeNodeSet]):
+    """List + watch Slinky NodeSets (``nodesets.slinky.slurm.net``), publishing
+    ``KubeNodeSet`` observations."""
+
+    resource = "nodesets"
+    _list = _NODESET_LIST
+    _item = _NODESET
+    event_type = KubeNodeSet
+
+    def _translate(self, raw: Any, now: int) -> KubeNodeSet:
+        return nodeset_to_event(raw, producer=self.producer, observed_at=now)
+
+
+def cluster_to_event(raw: RawCluster, *, producer: str, observed_at: int) -> SlurmCluster:
+    """Translate a raw Cluster (pure). The token's Secret is named, never read."""
+    md, spec, st = raw.metadata, raw.spec, raw.status
+    ready = next((c for c in st.conditions or () if c.type == "Ready"), None)
+    return SlurmCluster(
+        source=subjects.KUBE_SOURCE,
+        key=f"{md.namespace}/{md.name}",
+        observed_at=observed_at,
+        version=md.resourceVersion,
+        producer=producer,
+        uid=md.uid,
+        namespace=md.namespace,
+        name=md.name,
+        generation=md.generation,
+        server=spec.server,
+        secret_name=spec.token.secretRef.name,
+        secret_key=spec.token.secretRef.key or "auth-token",
+        deleting=bool(md.deletionTimestamp),
+        is_ready=st.isReady,
+        ready_reason=ready.reason if ready else "",
+        ready_message=ready.message if ready else "",
+    )
+
+
+class ClusterWatcher(_SlinkyWatcher[SlurmCluster]):
+    """List + watch Slinky Clusters (``clusters.slinky.slurm.net``), publishing
+    ``SlurmCluster`` observations (the token's Secret is named, never read)."""
+
+    resource = "clusters"
+    _list = _CLUSTER_LIST
+    _item = _CLUSTER
+    event_type = SlurmCluster
+
+    def _translate(self, raw: Any, now: int) -> SlurmCluster:
+        return cluster_to_event(raw, producer=self.producer, observed_at=now)
 
 
 def seed_from(values: Any) -> dict[str, Any]:

@@ -123,9 +123,16 @@ def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int
 
 
 def ping_to_event(
-    ping: Ping | None, *, cluster: str, error: str = "", producer: str = "", observed_at: int = 0
+    ping: Ping | None,
+    *,
+    cluster: str,
+    error: str = "",
+    error_kind: str = "",
+    producer: str = "",
+    observed_at: int = 0,
 ) -> SlurmPing:
-    """Translate a ping answer, or a failure (``ping`` None, ``error`` the reason) (pure)."""
+    """Translate a ping answer, or a failure (``ping`` None, ``error`` the reason and
+    ``error_kind`` the class of the client error, e.g. ``Unauthorized``) (pure)."""
     ev = SlurmPing(
         source=subjects.slurm_source(cluster),
         key=cluster,
@@ -134,6 +141,7 @@ def ping_to_event(
         hostnames=tuple(ping.hostnames) if ping else (),
         api_version=ping.api_version if ping else "",
         error=error or (ping.error if ping else ""),
+        error_kind=error_kind,
     )
     return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
 
@@ -193,6 +201,12 @@ class SlurmPoller:
         self.last_poll_at = 0.0
         self.polled = asyncio.Event()
         self._wake = asyncio.Event()
+        self._poll_now = asyncio.Event()
+        self._last_error = ""
+
+    def poll_soon(self) -> None:
+        """Start the next full poll now instead of at the next slot (e.g. a new token)."""
+        self._poll_now.set()
 
     def wake(self) -> None:
         """Run the hot loop's next GET now instead of at the end of its interval."""
@@ -265,7 +279,10 @@ class SlurmPoller:
             now = time.monotonic()
             if next_at < now:  # a slow poll: skip missed slots instead of bursting
                 next_at = now + self.poll_interval
-            await asyncio.sleep(next_at - now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poll_now.wait(), next_at - now)
+                next_at = time.monotonic()
+            self._poll_now.clear()
 
     async def poll_once(self) -> int:
         """One poll cycle; returns the number of observations published."""
@@ -309,16 +326,25 @@ class SlurmPoller:
             node_mark, part_mark = self._node_update, self._part_update
             job_mark = self._job_update
             metrics.POLL_ERRORS.labels(self.cluster).inc()
-            log.warning("poll of Slurm cluster %s failed: %s", self.cluster, exc)
+            # Once per distinct failure, not every poll interval (the ping in the log and the
+            # error counter carry the rest).
+            level = logging.DEBUG if str(exc) == self._last_error else logging.WARNING
+            log.log(level, "poll of Slurm cluster %s failed: %s", self.cluster, exc)
+            self._last_error = str(exc)
             batch = [
                 ping_to_event(
                     None,
                     cluster=self.cluster,
                     error=str(exc),
+                    error_kind=type(exc).__name__,
                     producer=self.producer,
                     observed_at=now,
                 )
             ]
+        else:
+            if self._last_error:
+                log.info("poll of Slurm cluster %s succeeds again", self.cluster)
+                self._last_error = ""
         async with self._lock:
             # A job the hot loop saw after this poll began is newer than this listing's copy.
             changed = [ev for ev in batch if self._changed(ev) and not self._stale(ev)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from reconcilers import (
     autoscale,
+    cluster,
     node_register,
     node_taint,
     nodeset,
@@ -29,5 +30,6 @@ ALL: dict[str, ReconcilerSpec] = {
         workload.SPEC,
         nodeset.SPEC,
         autoscale.SPEC,
+        cluster.SPEC,
     )
 }

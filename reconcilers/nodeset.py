@@ -28,9 +28,11 @@ hostname, as slurmd registers it).
    ``slurmIdle`` / ``slurmAllocated`` / ``slurmDown`` / ``slurmDrain`` from their Slurm nodes;
    ``observedGeneration``; ``selector``. Written only when it changed.
 
-Not yet: Failed pods are not recreated, no PodDisruptionBudget is made, ``updateStrategy``
-is not applied to existing pods, and only slurmbridge's static Slurm cluster is served
-(``clusterName`` empty or equal to ``slurm.cluster``).
+Clusters: ``clusterName`` empty or equal to ``slurm.cluster`` means slurmbridge's static
+Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.cluster.served`),
+else the NodeSet is left alone and the decision says why.
+
+Not yet: ``updateStrategy`` is not applied to existing pods.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Final
 
 import msgspec
 
+from reconcilers import cluster as cluster_rules
 from reconcilers.base import Context, Decision, ReconcilerSpec, Store
 from schemas import wellknown
 from schemas.actions import (
@@ -54,7 +57,7 @@ from schemas.actions import (
     SetPodLabel,
     UndrainSlurmNode,
 )
-from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmNode
+from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmCluster, SlurmNode
 from schemas.subjects import KUBE_SOURCE, slurm_source
 
 NAME: Final = "nodeset"
@@ -270,7 +273,14 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     cluster = (ns.cluster_name if ns is not None else "") or ctx.cluster
     source = slurm_source(cluster)
     slurm = {p.name: n for p in pods if (n := store.get(SlurmNode, p.name, source)) is not None}
-    return View(nodeset=ns, pods=pods, slurm=slurm, cluster=cluster, served=cluster == ctx.cluster)
+    return View(
+        nodeset=ns, pods=pods, slurm=slurm, cluster=cluster, served=is_served(store, cluster, ctx)
+    )
+
+
+def is_served(store: Store, cluster: str, ctx: Context) -> bool:
+    """The static cluster, or one a served Cluster object names."""
+    return cluster == ctx.cluster or cluster in cluster_rules.served(store, ctx)
 
 
 def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
@@ -278,21 +288,27 @@ def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
     pod with that name."""
     if isinstance(event, KubeNodeSet):
         return [event.key]
+    if isinstance(event, SlurmCluster):  # serving it may have started or stopped
+        return sorted(
+            n.key
+            for n in store.values(KubeNodeSet, KUBE_SOURCE)
+            if n.cluster_name == event.name and n.cluster_name != ctx.cluster
+        )
     if isinstance(event, KubePod):
         instance = event.labels.get(LABEL_INSTANCE)
         if event.labels.get(LABEL_NAME) == SLURMD and instance:
             return [f"{event.namespace}/{instance}"]
         return []
     if isinstance(event, SlurmNode):
-        if event.source != slurm_source(ctx.cluster):
-            return []
-        return sorted(
-            {
-                f"{p.namespace}/{p.labels[LABEL_INSTANCE]}"
-                for p in store.by_label(KubePod, LABEL_NAME, SLURMD)
-                if p.name == event.key and LABEL_INSTANCE in p.labels
-            }
-        )
+        keys = set()
+        for p in store.by_label(KubePod, LABEL_NAME, SLURMD):
+            if p.name != event.key or LABEL_INSTANCE not in p.labels:
+                continue
+            key = f"{p.namespace}/{p.labels[LABEL_INSTANCE]}"
+            ns = store.get(KubeNodeSet, key, KUBE_SOURCE)
+            if ns is None or event.source == slurm_source(ns.cluster_name or ctx.cluster):
+                keys.add(key)
+        return sorted(keys)
     return []
 
 
@@ -304,7 +320,7 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubeNodeSet, KubePod, SlurmNode),
+    triggers=(KubeNodeSet, KubePod, SlurmNode, SlurmCluster),
     key_kind="KubeNodeSet",
     keys_of=keys_of,
     all_keys=all_keys,

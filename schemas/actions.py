@@ -284,6 +284,27 @@ class NodeSetRef(msgspec.Struct, frozen=True, kw_only=True):
         return f"{self.namespace}/{self.name}"
 
 
+class ClusterRef(msgspec.Struct, frozen=True, kw_only=True):
+    """One Slinky Cluster: ``namespace``, ``name`` and ``uid`` (a re-created one is another)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+class SetClusterStatus(Action, frozen=True, kw_only=True, tag="SetClusterStatus"):
+    """Write Cluster ``cluster``'s status: ``isReady`` and its ``Ready`` condition (``reason``,
+    ``message``; ``lastTransitionTime`` kept unless the condition's status flips;
+    ``observedGeneration`` = ``generation``). Source: Slinky slurm-operator's Cluster
+    controller (isReady from pinging slurmrestd)."""
+
+    cluster: ClusterRef
+    is_ready: bool
+    reason: str
+    message: str
+    generation: int = 0
+
+
 class CreateNodeSetPod(Action, frozen=True, kw_only=True, tag="CreateNodeSetPod"):
     """Create pod ``pod_name`` (ordinal ``ordinal``) from NodeSet ``nodeset``'s template:
     hostname = pod name, labels ``app.kubernetes.io/name=slurmd`` and
@@ -363,6 +384,7 @@ AnyAction = (
     | SetNodeSetStatus
     | SetPodLabel
     | ScaleNodeSet
+    | SetClusterStatus
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped"]
@@ -424,6 +446,12 @@ ACTIONS: Final[dict[str, type[Action]]] = {
         DeletePod,
         RemovePodFinalizer,
         SetPodCondition,
+        CreateNodeSetPod,
+        DeleteNodeSetPod,
+        SetNodeSetStatus,
+        SetPodLabel,
+        ScaleNodeSet,
+        SetClusterStatus,
     )
 }
 

@@ -272,6 +272,10 @@ class SlurmPing(Event, frozen=True, kw_only=True, tag="SlurmPing"):
     """Reachability of a Slurm cluster's controller(s). ``key`` is the cluster name.
 
     Published when the answer changes (responding or not, the error text), not every poll.
+    ``error_kind``: the class of a failed ping — ``Unauthorized`` (token rejected),
+    ``MissingToken`` (no token to send: its Secret or key is missing), ``Unavailable``
+    (unreachable, timed out, 5xx), ``Unsupported``, ``Rejected``, ``BadResponse`` — or ``""``
+    when slurmrestd answered (``responding`` then says whether a controller did).
     """
 
     cluster: str = ""
@@ -279,6 +283,31 @@ class SlurmPing(Event, frozen=True, kw_only=True, tag="SlurmPing"):
     hostnames: tuple[str, ...] = ()
     api_version: str = ""
     error: str = ""
+    error_kind: str = ""
+
+
+class SlurmCluster(Event, frozen=True, kw_only=True, tag="SlurmCluster"):
+    """A Slinky Cluster (``clusters.slinky.slurm.net``): one Slurm cluster reached through
+    slurmrestd. ``key`` is ``namespace/name``; ``name`` is the Slurm cluster's name in
+    slurmbridge (its observations come from source ``slurm:<name>``).
+
+    ``server``: ``spec.server`` (slurmrestd's URL). ``secret_name`` / ``secret_key``:
+    ``spec.token.secretRef`` — the token itself never enters the log. ``is_ready``:
+    ``status.isReady`` as last written (None: never written); ``ready_reason`` /
+    ``ready_message``: the ``Ready`` condition's reason and message.
+    """
+
+    uid: str = ""
+    namespace: str = ""
+    name: str = ""
+    generation: int = 0
+    server: str = ""
+    secret_name: str = ""
+    secret_key: str = "auth-token"  # noqa: S105 (the key's name, not a secret)
+    deleting: bool = False
+    is_ready: bool | None = None
+    ready_reason: str = ""
+    ready_message: str = ""
 
 
 class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
@@ -321,6 +350,7 @@ ObservationEvent = (
     | KubePod
     | KubeWorkload
     | KubeNodeSet
+    | SlurmCluster
     | SlurmNode
     | SlurmPartition
     | SlurmPing
@@ -335,6 +365,7 @@ KINDS: Final[dict[str, type[Event]]] = {
         KubePod,
         KubeWorkload,
         KubeNodeSet,
+        SlurmCluster,
         SlurmNode,
         SlurmPartition,
         SlurmPing,

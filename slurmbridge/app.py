@@ -25,6 +25,7 @@ from kubernetes_asyncio import client as kclient
 import reconcilers
 from producers.kube import (
     WORKLOAD_KINDS,
+    ClusterWatcher,
     NodeSetWatcher,
     NodeWatcher,
     PodWatcher,
@@ -43,13 +44,12 @@ from schemas.events import (
     KubeNodeSet,
     KubePod,
     KubeWorkload,
+    SlurmCluster,
     SlurmJob,
-    SlurmNode,
-    SlurmPartition,
-    SlurmPing,
 )
 from slurmbridge import bus as busmod
 from slurmbridge import kube
+from slurmbridge.clusters import ClusterSupervisor, slurm_seed
 from slurmbridge.components import component_names, default_components
 from slurmbridge.config import Settings
 from slurmbridge.effectors import (
@@ -173,6 +173,9 @@ class App:
         self.projection.add_listener(PartitionMetrics().observe)
         self.poller: SlurmPoller | None = None
         self.slurm_client: SlurmClient | None = None
+        #: Slurm clients by cluster name: the static one and those of served Cluster objects.
+        self.clients: dict[str, SlurmClient] = {}
+        self.clusters: ClusterSupervisor | None = None
         self.kube_api: kclient.ApiClient | None = None
         self.health: HealthServer | None = None
         self.webhook: WebhookServer | None = None
@@ -240,6 +243,7 @@ class App:
                 timeout=s.slurm.timeout,
             )
             await self.slurm_client.negotiate()
+            self.clients[s.slurm.cluster] = self.slurm_client
             log.info(
                 "Slurm cluster %s at %s speaks %s",
                 s.slurm.cluster,
@@ -298,6 +302,17 @@ class App:
                         watch_timeout=s.kube.watch_timeout,
                     )
                 )
+            if s.kube.watch_clusters:
+                self.extra_watchers.append(
+                    ClusterWatcher(
+                        self.kube_api,
+                        publish,
+                        producer=s.instance_id,
+                        seed=seed_from(self.projection.values(SlurmCluster, subjects.KUBE_SOURCE)),
+                        send=publish.send,
+                        watch_timeout=s.kube.watch_timeout,
+                    )
+                )
             if s.kube.watch_workloads:
                 for kind in WORKLOAD_KINDS:
                     self.extra_watchers.append(
@@ -324,21 +339,37 @@ class App:
                 cluster=s.slurm.cluster,
                 producer=s.instance_id,
                 poll_interval=s.slurm.poll_interval,
-                seed=self._slurm_seed(),
+                seed=slurm_seed(self.projection, s.slurm.cluster),
                 hot_jobs=self.hot_jobs,
                 hot_interval=s.slurm.pending_job_poll_interval,
             )
             self._spawn(self.poller.run(), "slurm-poller")
+        polls = "slurm-poller" in self.components
+        if self.kube_api is not None and (
+            polls or (self.effector_override is None and "nodeset" in self.components)
+        ):
+            # Cluster objects: a client each where effectors need one, a poller each in the
+            # process that polls (reconcilers.cluster, slurmbridge.clusters).
+            self.clusters = ClusterSupervisor(
+                projection=self.projection,
+                kube_api=self.kube_api,
+                clients=self.clients,
+                ctx=self.ctx,
+                publish=publish if polls else None,
+                producer=s.instance_id,
+                poll_interval=s.slurm.poll_interval,
+                timeout=s.slurm.timeout,
+                watch_timeout=s.kube.watch_timeout,
+            )
+            self._spawn(self.clusters.run(), "clusters")
 
         effector = self.effector_override or Router(
             KubeEffector(self.kube_api, events_namespace=s.kube.namespace)
             if self.kube_api
             else None,
-            SlurmEffector({s.slurm.cluster: self.slurm_client}) if self.slurm_client else None,
+            SlurmEffector(self.clients),
             self._pod_effector(),
-            NodeSetEffector(self.kube_api, {s.slurm.cluster: self.slurm_client})
-            if self.kube_api and self.slurm_client
-            else None,
+            NodeSetEffector(self.kube_api, self.clients) if self.kube_api else None,
         )
         for name in self.components:
             spec = reconcilers.ALL.get(name)
@@ -418,17 +449,6 @@ class App:
 
         pods.on_job_changed = changed
         return pods
-
-    def _slurm_seed(self) -> dict[tuple[str, str], tuple[Event, int]]:
-        source = subjects.slurm_source(self.settings.slurm.cluster)
-        seed: dict[tuple[str, str], tuple[Event, int]] = {}
-        for kind in (SlurmNode, SlurmPartition, SlurmPing, SlurmJob):
-            tag = kind.__struct_config__.tag
-            for ev in self.projection.values(kind, source):
-                entry = self.projection.entry(str(tag), source, ev.key)
-                if entry is not None:
-                    seed[(str(tag), ev.key)] = (ev, entry.seq)
-        return seed
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)

@@ -75,6 +75,8 @@ class KubeSettings(_Base):
     ``slurmjob.slinky.slurm.net/*`` annotations configure the pods' Slurm job).
     ``watch_node_sets``: watch Slinky NodeSets and their slurmd pods (the ``nodeset``
     reconciler).
+    ``watch_clusters``: watch Slinky Clusters (the ``cluster`` reconciler; a poller and a
+    Slurm client per served Cluster).
     ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
     whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
     """
@@ -88,6 +90,7 @@ class KubeSettings(_Base):
     watch_pods: bool = True
     watch_workloads: bool = True
     watch_node_sets: bool = True
+    watch_clusters: bool = True
     stuck_pod_grace: float = 300.0
 
 

@@ -52,6 +52,7 @@ from schemas.actions import (
     RecordEvent,
     RemovePodFinalizer,
     ScaleNodeSet,
+    SetClusterStatus,
     SetNodeCondition,
     SetNodeSetStatus,
     SetPodCondition,
@@ -114,6 +115,36 @@ def _status_message(body: bytes) -> str:
         return ""
 
 
+async def _merge_custom(
+    call: Any, plural: str, namespace: str, name: str, body: dict[str, Any]
+) -> bool:
+    """Merge-patch a slinky.slurm.net object (or its subresource, by ``call``); False if
+    it is gone (404)."""
+    try:
+        await _raw(
+            call(
+                *_NODESET_API,
+                namespace,
+                plural,
+                name,
+                body,
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _no_client(cluster: str) -> Transient:
+    """No client for ``cluster`` (yet): a Cluster object's client starts once this process's
+    projection has the Cluster, so retry rather than dead-letter."""
+    return Transient(f"no Slurm client for cluster {cluster!r} in this process (yet)", 5.0)
+
+
 def _kube_error(exc: ApiException, what: str) -> Exception:
     if exc.status in (409, 429) or exc.status >= 500:
         return Transient(
@@ -134,11 +165,13 @@ class KubeEffector:
         events_namespace: str = "default",
     ) -> None:
         self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
         self.component = component
         self.events_namespace = events_namespace
 
     async def apply(self, action: AnyAction) -> EffectResult:
-        """Perform a TaintNode, UntaintNode or RecordEvent."""
+        """Perform a TaintNode, UntaintNode, SetNodeCondition, SetClusterStatus or
+        RecordEvent."""
         try:
             if isinstance(action, TaintNode | UntaintNode):
                 return await self._taint(action)
@@ -146,6 +179,8 @@ class KubeEffector:
                 return await self._event(action)
             if isinstance(action, SetNodeCondition):
                 return await self._condition(action)
+            if isinstance(action, SetClusterStatus):
+                return await self._cluster_status(action)
         except ApiException as exc:
             raise _kube_error(exc, type(action).__name__) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -213,6 +248,48 @@ class KubeEffector:
             raise
         return EffectResult("ok")
 
+    async def _cluster_status(self, action: SetClusterStatus) -> EffectResult:
+        """Read the Cluster (uid check, current Ready condition), then merge-patch its status
+        with a resourceVersion precondition; ``lastTransitionTime`` moves only when the
+        condition's status flips (Kubernetes API conventions)."""
+        ref = action.cluster
+        try:
+            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+                *_NODESET_API, ref.namespace, "clusters", ref.name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "Cluster is gone")
+            raise
+        meta = obj.get("metadata") or {}
+        if ref.uid and meta.get("uid") != ref.uid:
+            return EffectResult("noop", "Cluster was re-created")
+        status = "True" if action.is_ready else "False"
+        conditions = list((obj.get("status") or {}).get("conditions") or [])
+        old = next((c for c in conditions if c.get("type") == "Ready"), None)
+        since = (
+            (old or {}).get("lastTransitionTime") if (old or {}).get("status") == status else None
+        )
+        ready = {
+            "type": "Ready",
+            "status": status,
+            "reason": action.reason,
+            "message": action.message[:32768],
+            "lastTransitionTime": since or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "observedGeneration": action.generation,
+        }
+        body = {
+            "metadata": {"resourceVersion": meta.get("resourceVersion", "")},
+            "status": {
+                "isReady": action.is_ready,
+                "conditions": [c for c in conditions if c.get("type") != "Ready"] + [ready],
+            },
+        }
+        call = self.custom.patch_namespaced_custom_object_status
+        if not await _merge_custom(call, "clusters", ref.namespace, ref.name, body):
+            return EffectResult("noop", "Cluster is gone")
+        return EffectResult("ok")
+
     async def _event(self, action: RecordEvent) -> EffectResult:
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         namespace = action.namespace or self.events_namespace
@@ -260,7 +337,7 @@ class SlurmEffector:
         try:
             return self.clients[cluster]
         except KeyError:
-            raise Permanent(f"no Slurm client for cluster {cluster!r}") from None
+            raise _no_client(cluster) from None
 
     async def apply(self, action: AnyAction) -> EffectResult:
         """Perform a Slurm node action (drain, undrain, create, delete, features)."""
@@ -849,7 +926,7 @@ class NodeSetEffector:
     async def _delete(self, action: DeleteNodeSetPod) -> EffectResult:
         c = self.slurm.get(action.cluster)
         if c is None:
-            raise Permanent(f"no Slurm client for cluster {action.cluster!r}")
+            raise _no_client(action.cluster)
         try:
             node = await c.get_node(action.slurm_node)
         except slurm_errors.NotFound:
@@ -898,23 +975,7 @@ class NodeSetEffector:
 
     async def _merge(self, call: Any, ref: NodeSetRef, body: dict[str, Any]) -> bool:
         """Merge-patch NodeSet ``ref`` (or its subresource, by ``call``); False if gone."""
-        try:
-            await _raw(
-                call(
-                    *_NODESET_API,
-                    ref.namespace,
-                    "nodesets",
-                    ref.name,
-                    body,
-                    _content_type=MERGE,
-                    _preload_content=False,
-                )
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return await _merge_custom(call, "nodesets", ref.namespace, ref.name, body)
 
     async def _scale(self, action: ScaleNodeSet) -> EffectResult:
         ref = action.nodeset

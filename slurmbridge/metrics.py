@@ -41,6 +41,11 @@ POLL_SECONDS = Histogram(
     ["cluster"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+CLUSTERS_SERVED = Gauge(
+    "slurmbridge_slurm_cluster_served",
+    "1 for each Slurm cluster of a Cluster object this process serves (client, poller)",
+    ["cluster"],
+)
 POLL_ERRORS = Counter("slurmbridge_slurm_poll_errors_total", "Failed Slurm polls", ["cluster"])
 WATCH_AGE = Gauge(
     "slurmbridge_watch_seconds_since_event",

@@ -103,6 +103,21 @@ class SlurmdRegistrar:
         self.memory = memory
         self.registered: list[str] = []
         self.removed_busy: list[str] = []
+        #: Other Slurm clusters by name: a NodeSet whose ``spec.clusterName`` is one of them
+        #: registers its nodes there (as its slurmd would, configured for that cluster).
+        self.clusters: dict[str, SlurmSim] = {}
+
+    def _sim_for(self, namespace: str, labels: dict[str, str], name: str) -> SlurmSim:
+        for sim in self.clusters.values():
+            if name in sim.nodes:
+                return sim
+        nodeset = labels.get(INSTANCE_LABEL, "")
+        try:
+            obj = self.kube.get("nodesets", nodeset, namespace) if nodeset else {}
+        except ApiError:
+            obj = {}
+        cluster = str((obj.get("spec") or {}).get("clusterName") or "")
+        return self.clusters.get(cluster, self.slurm)
 
     def attach(self) -> None:
         """Start reacting to pod writes."""
@@ -122,25 +137,22 @@ class SlurmdRegistrar:
             return
         name = str(meta.get("name"))
         phase = (change.object.get("status") or {}).get("phase")
+        sim = self._sim_for(str(meta.get("namespace")), labels, name)
         if change.type == "DELETED":
-            node = self.slurm.nodes.get(name)
+            node = sim.nodes.get(name)
             if node is not None:
                 if node.alloc_cpus:
                     self.removed_busy.append(name)
                     log.error("slurmd pod %s deleted while its node runs a job", name)
-                self.slurm.remove_node(name)
+                sim.remove_node(name)
             return
-        if (
-            phase == "Running"
-            and not meta.get("deletionTimestamp")
-            and name not in self.slurm.nodes
-        ):
+        if phase == "Running" and not meta.get("deletionTimestamp") and name not in sim.nodes:
             nodeset = labels.get(INSTANCE_LABEL, "")
             # As Slinky's NodeSets do: the nodes join a partition named after their NodeSet
             # (and the cluster-wide one), with the NodeSet's name as a feature.
             partitions = ("batch", nodeset) if nodeset else ("batch",)
             features = (nodeset,) if nodeset else ()
-            self.slurm.add_node(name, self.cpus, self.memory, partitions, features=features)
+            sim.add_node(name, self.cpus, self.memory, partitions, features=features)
 
             self.registered.append(name)
-            self.slurm.schedule()  # slurmctld tries pending jobs on a node that registers
+            sim.schedule()  # slurmctld tries pending jobs on a node that registers

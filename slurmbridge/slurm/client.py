@@ -69,10 +69,10 @@ from slurmbridge.slurm import codecs
 from slurmbridge.slurm.codecs._common import Codec, error_report
 from slurmbridge.slurm.errors import (
     Conflict,
+    MissingToken,
     NotFound,
     Rejected,
     SlurmError,
-    Unauthorized,
     Unavailable,
     Unsupported,
     classify,
@@ -143,7 +143,7 @@ class _TokenFile:
         """The current token.
 
         Raises:
-            Unauthorized: the file is missing, unreadable or empty.
+            MissingToken: the file is missing, unreadable or empty.
         """
         try:
             st = os.stat(self.path)
@@ -151,16 +151,47 @@ class _TokenFile:
             if stamp != self._stamp:
                 token = self.path.read_text(encoding="utf-8").strip()
                 if not token:
-                    raise Unauthorized(f"token file {self.path} is empty")
+                    raise MissingToken(f"token file {self.path} is empty")
                 self.token, self._stamp = token, stamp
         except OSError as exc:
-            raise Unauthorized(
+            raise MissingToken(
                 f"cannot read token file {self.path}: {exc.strerror or type(exc).__name__}"
             ) from None
         return self.token
 
-    def __repr__(self) -> str:
-        return f"_TokenFile({str(self.path)!r})"
+    def describe(self) -> str:
+        return f"token_file={str(self.path)!r}"
+
+
+class TokenHolder:
+    """A token kept in memory and swapped in place (e.g. from a Kubernetes Secret, so a
+    rotated Secret needs no restart). Empty, it raises :class:`MissingToken` with ``why``.
+    """
+
+    def __init__(self, token: str = "", why: str = "no token yet") -> None:
+        self.token = token
+        self.why = why
+
+    def set(self, token: str, why: str = "") -> None:
+        """Use ``token`` from now on; ``""`` means none, for reason ``why``."""
+        self.token = token.strip()
+        self.why = why or "no token"
+
+    def read(self) -> str:
+        """The current token.
+
+        Raises:
+            MissingToken: there is none (the message is ``why``).
+        """
+        if not self.token:
+            raise MissingToken(self.why)
+        return self.token
+
+    def describe(self) -> str:
+        return "token=<in memory>" if self.token else "token=<none>"
+
+    def __repr__(self) -> str:  # never the token itself
+        return f"TokenHolder({self.describe()})"
 
 
 def _check_capability(codec: Codec, operation: str) -> None:
@@ -186,6 +217,8 @@ class SlurmClient:
         base_url: slurmrestd's URL (``http://slurm:6820``; a path prefix is kept).
         token_file: file holding the JWT (``scontrol token`` output without ``SLURM_JWT=``);
             ``None`` sends no token (a slurmrestd behind an authenticating proxy).
+        token: a :class:`TokenHolder` instead of a file (the ``cluster`` reconciler's clients,
+            whose token comes from a Secret); exclusive with ``token_file``.
         user_name: sent as ``X-SLURM-USER-NAME`` when set (Slurm 22.05 requires it).
         api_version: ``v0.0.44`` etc.; ``None`` negotiates the highest offered.
         timeout: seconds for connect, read and write of one request.
@@ -211,13 +244,18 @@ class SlurmClient:
         transport: httpx.AsyncBaseTransport | None = None,
         clock_skew: float = 1.0,
         clock: Callable[[], float] = time.time,
+        token: TokenHolder | None = None,
     ) -> None:
+        if token is not None and token_file is not None:
+            raise ValueError("SlurmClient: give token_file or token, not both")
         self.base_url = base_url.rstrip("/")
         self.clock_skew = clock_skew
         self._clock = clock
         self.user_name = user_name or None
         self.timeout = timeout
-        self._token = _TokenFile(Path(token_file)) if token_file is not None else None
+        self._token: _TokenFile | TokenHolder | None = (
+            _TokenFile(Path(token_file)) if token_file is not None else token
+        )
         self._configured = _normalise_version(api_version) if api_version else None
         if self._configured is not None:
             codecs.get(self._configured)  # fail fast on a version we cannot speak
@@ -252,10 +290,10 @@ class SlurmClient:
         await self.aclose()
 
     def __repr__(self) -> str:
-        token_file = str(self._token.path) if self._token else None
+        token = self._token.describe() if self._token else "token=None"
         return (
             f"SlurmClient(base_url={self.base_url!r}, api_version={self.api_version!r}, "
-            f"user_name={self.user_name!r}, token_file={token_file!r})"
+            f"user_name={self.user_name!r}, {token})"
         )
 
     # --- version -----------------------------------------------------------------------------

@@ -86,6 +86,11 @@ class Unauthorized(SlurmError):  # noqa: N818 (names fixed by the design)
     6000-6011, 9004/9005/9008), or the token file cannot be read."""
 
 
+class MissingToken(Unauthorized):
+    """There is no token to send: the token file is unreadable or empty, or the Kubernetes
+    Secret holding it (or its key) is missing. Nothing was sent to slurmrestd."""
+
+
 class Rejected(SlurmError):  # noqa: N818 (names fixed by the design)
     """Slurm refused the request for another reason; ``errors`` has Slurm's text and
     ``error_number`` its errno. Not transient as such: do not retry blindly."""
