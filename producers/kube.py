@@ -42,6 +42,7 @@ from schemas.events import (
     KubeNode,
     KubeNodeSet,
     KubePod,
+    KubeScaler,
     KubeWorkload,
     NodeCondition,
     NodeSetStatus,
@@ -313,6 +314,33 @@ class RawClusterList(msgspec.Struct, kw_only=True):
     items: list[RawCluster] = []
 
 
+class _ScaleTargetRef(msgspec.Struct, kw_only=True):
+    apiVersion: str = ""  # noqa: N815
+    kind: str = ""
+    name: str = ""
+
+
+class _ScalerSpec(msgspec.Struct, kw_only=True):
+    scaleTargetRef: _ScaleTargetRef = msgspec.field(default_factory=_ScaleTargetRef)  # noqa: N815
+
+
+class RawScaler(msgspec.Struct, kw_only=True):
+    """The fields of a HorizontalPodAutoscaler or KEDA ScaledObject slurmbridge reads."""
+
+    kind: str = ""
+    metadata: _ObjMeta = msgspec.field(default_factory=_ObjMeta)
+    spec: _ScalerSpec = msgspec.field(default_factory=_ScalerSpec)
+
+
+class RawScalerList(msgspec.Struct, kw_only=True):
+    """A HorizontalPodAutoscalerList or ScaledObjectList."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[RawScaler] = []
+
+
+_SCALER_LIST = msgspec.json.Decoder(RawScalerList)
+_SCALER = msgspec.json.Decoder(RawScaler)
 _CLUSTER_LIST = msgspec.json.Decoder(RawClusterList)
 _CLUSTER = msgspec.json.Decoder(RawCluster)
 _NODESET_LIST = msgspec.json.Decoder(RawNodeSetList)
@@ -1125,6 +1153,75 @@ class ClusterWatcher(_SlinkyWatcher[SlurmCluster]):
 
     def _translate(self, raw: Any, now: int) -> SlurmCluster:
         return cluster_to_event(raw, producer=self.producer, observed_at=now)
+
+
+#: What scales workloads besides slurmbridge: (kind, group, version, plural).
+SCALER_KINDS: tuple[tuple[str, str, str, str], ...] = (
+    ("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers"),
+    ("ScaledObject", "keda.sh", "v1alpha1", "scaledobjects"),
+)
+
+
+def scaler_to_event(raw: RawScaler, *, kind: str, producer: str, observed_at: int) -> KubeScaler:
+    """Translate a raw HPA or ScaledObject (pure)."""
+    md, ref = raw.metadata, raw.spec.scaleTargetRef
+    return KubeScaler(
+        source=subjects.KUBE_SOURCE,
+        key=workload_key(md.namespace, kind, md.name),
+        observed_at=observed_at,
+        version=md.resourceVersion,
+        producer=producer,
+        uid=md.uid,
+        namespace=md.namespace,
+        name=md.name,
+        scaler_kind=kind,
+        target_kind=ref.kind,
+        target_name=ref.name,
+        target_api_version=ref.apiVersion,
+    )
+
+
+class ScalerWatcher(Watcher[KubeScaler]):
+    """List + watch one kind of :data:`SCALER_KINDS`, publishing ``KubeScaler``
+    observations. Without KEDA installed, ScaledObjects answer 404: the watcher retries
+    slowly, as :class:`WorkloadWatcher` does."""
+
+    def __init__(self, *args: Any, kind: tuple[str, str, str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind, self.group, self.version, self.plural = kind
+        self.resource = self.plural
+        self.last = {k: v for k, v in self.last.items() if v.scaler_kind == self.kind}
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            self.group, self.version, self.plural, **kwargs, _preload_content=False
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = _SCALER_LIST.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return _SCALER.decode(data)
+
+    def _translate(self, raw: Any, now: int) -> KubeScaler:
+        return scaler_to_event(raw, kind=self.kind, producer=self.producer, observed_at=now)
+
+    def _tombstone(self, last: KubeScaler, version: str, now: int) -> KubeScaler:
+        return KubeScaler(
+            source=last.source,
+            key=last.key,
+            op="deleted",
+            observed_at=now,
+            version=version,
+            producer=self.producer,
+            uid=last.uid,
+            namespace=last.namespace,
+            name=last.name,
+            scaler_kind=last.scaler_kind,
+            target_kind=last.target_kind,
+            target_name=last.target_name,
+        )
 
 
 def seed_from(values: Any) -> dict[str, Any]:

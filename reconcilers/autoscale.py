@@ -12,19 +12,26 @@ partition            the Slurm partition whose jobs drive it (required: no    �
 max-replicas         upper bound (required, ≥ min-replicas)                   —
 min-replicas         lower bound                                              0
 jobs-per-node        pending jobs one more node is worth                      1
-cooldown             seconds between two changes of ``replicas``              60
+cooldown             seconds before a change that is not growth (below)       60
 idle-to-zero-after   seconds the partition must be quiet (nothing pending     300
                      or running) before scaling to ``min-replicas``
-enabled              ``false`` hands the NodeSet back to people (or to an     true
-                     HPA / KEDA ScaledObject)
+enabled              ``false`` hands the NodeSet back to people              true
 ==================== ======================================================== ==========
+
+A NodeSet that a HorizontalPodAutoscaler or a KEDA ScaledObject targets (its
+``scaleTargetRef`` names the NodeSet) is theirs: this reconciler then changes nothing, whatever
+the annotations say, and its reason names the scaler.
 
 Rules: with jobs pending, ``replicas`` = the busy nodes of the NodeSet + ⌈pending ÷
 jobs-per-node⌉, clamped to [min, max], and only upwards (a wave never shrinks the set);
 with nothing pending, nothing changes while jobs still run; once the partition has been quiet
-for ``idle-to-zero-after``, ``replicas`` = min. No change comes sooner than ``cooldown``
-after the previous one, so the set never oscillates faster than that. The last change's time
-is the ``last-scale-time`` annotation the effector writes with each change. Scale-in itself
+for ``idle-to-zero-after``, ``replicas`` = min. As an HPA's default behaviour does, growth
+is not held back: a step up right after a step up is made at once (a wave that reaches the
+log over two polls is followed in two steps). Every other change — any step down, and a step
+up after a step down — comes no sooner than ``cooldown`` after the previous change, so the
+set never oscillates faster than that. The last change's time and direction are the
+``last-scale-time`` and ``last-scale-direction`` annotations the effector writes with each
+change. Scale-in itself
 is the ``nodeset`` reconciler's: drain, then delete only idle nodes.
 
 A policy that cannot be read (a missing or bad value) changes nothing and says why in the
@@ -43,12 +50,13 @@ from reconcilers import nodeset as ns_rules
 from reconcilers.base import Context, Decision, ReconcilerSpec, Store
 from schemas import wellknown
 from schemas.actions import NodeSetRef, ScaleNodeSet
-from schemas.events import Event, KubeNodeSet, KubePod, SlurmJob, SlurmNode
+from schemas.events import Event, KubeNodeSet, KubePod, KubeScaler, SlurmJob, SlurmNode
 from schemas.subjects import KUBE_SOURCE, slurm_source
 
 NAME: Final = "autoscale"
 PREFIX: Final = wellknown.AUTOSCALE_PREFIX
 LAST_SCALE: Final = wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE
+LAST_DIRECTION: Final = wellknown.ANNOTATION_AUTOSCALE_LAST_DIRECTION
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,6 +122,7 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     last_end: int
     busy: int
     now: float
+    scaled_by: str = ""
 
 
 def decide(v: View | None) -> Decision:
@@ -127,6 +136,8 @@ def decide(v: View | None) -> Decision:
         return Decision(reason=f"autoscaling off: {exc}")
     if policy is None:
         return Decision(reason="not autoscaled")
+    if v.scaled_by:
+        return Decision(reason=f"{v.scaled_by} scales this NodeSet; autoscale stays out")
     current = ns.replicas
     if v.pending:
         want = v.busy + math.ceil(v.pending / policy.jobs_per_node)
@@ -148,7 +159,8 @@ def decide(v: View | None) -> Decision:
     if target == current:
         return Decision(reason=f"{current} replica(s) is right: {why}")
     last = _last_scale(ns)
-    if last and v.now - last < policy.cooldown_s:
+    growing = target > current and ns.annotations.get(LAST_DIRECTION) == "up"
+    if last and v.now - last < policy.cooldown_s and not growing:
         wait = policy.cooldown_s - (v.now - last)
         return Decision(requeue_after=wait, reason=f"cool-down: {wait:.1f} s left ({why})")
     ref = NodeSetRef(namespace=ns.namespace, name=ns.name, uid=ns.uid)
@@ -194,8 +206,23 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
                 node = store.get(SlurmNode, p.name, source)
                 if p.namespace == namespace and ns_rules.is_busy(node):
                     busy += 1
+    namespace, _, name = key.partition("/")
+    scaled_by = min(
+        (
+            f"{s.scaler_kind} {s.key}"
+            for s in store.values(KubeScaler, KUBE_SOURCE)
+            if s.target_kind == "NodeSet" and s.namespace == namespace and s.target_name == name
+        ),
+        default="",
+    )
     return View(
-        nodeset=ns, pending=pending, running=running, last_end=last_end, busy=busy, now=ctx.now
+        nodeset=ns,
+        pending=pending,
+        running=running,
+        last_end=last_end,
+        busy=busy,
+        now=ctx.now,
+        scaled_by=scaled_by,
     )
 
 
@@ -203,6 +230,10 @@ def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
     """A NodeSet ⇒ itself; a job ⇒ the autoscaled NodeSets of its partition."""
     if isinstance(event, KubeNodeSet):
         return [event.key]
+    if isinstance(event, KubeScaler):
+        if event.target_kind == "NodeSet" and event.target_name:
+            return [f"{event.namespace}/{event.target_name}"]
+        return []
     if isinstance(event, SlurmJob):
         out = []
         for n in store.values(KubeNodeSet, KUBE_SOURCE):
@@ -226,7 +257,7 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubeNodeSet, SlurmJob),
+    triggers=(KubeNodeSet, SlurmJob, KubeScaler),
     key_kind="KubeNodeSet",
     keys_of=keys_of,
     all_keys=all_keys,

@@ -23,8 +23,16 @@ hostname, as slurmd registers it).
    A condemned pod whose node is idle when it is drained is deleted in the same reconcile,
    right after the drain (the effector's re-read of the node is the check).
 4. **Protection.** Pods whose Slurm node is ALLOCATED, MIXED or COMPLETING carry label
-   ``nodeset.slinky.slurm.net/pod-protect=true``; others do not.
-5. **Status.** ``replicas``, ``readyReplicas``, ``availableReplicas`` from the pods;
+   ``nodeset.slinky.slurm.net/pod-protect=true``; others do not. When a pod gets the label,
+   PodDisruptionBudget ``<nodeset>`` (``maxUnavailable: 0`` over the protected pods) is
+   ensured, so an eviction (``kubectl drain``) cannot take a busy slurmd away.
+5. **Failed pods.** A pod that is Failed or Succeeded (its slurmd is gone) is deleted at
+   once, and its name is recreated after a back-off: 10 s after the first failure, doubling
+   up to 300 s; a failure older than 600 s is forgotten. The count and time live in the
+   NodeSet's ``nodeset.slurmbridge.dev/pod-failures`` annotation (written before the delete,
+   with the failed pod's uid so a redelivery does not count twice), so the back-off survives
+   restarts. A name waiting out its back-off keeps its ordinal.
+6. **Status.** ``replicas``, ``readyReplicas``, ``availableReplicas`` from the pods;
    ``slurmIdle`` / ``slurmAllocated`` / ``slurmDown`` / ``slurmDrain`` from their Slurm nodes;
    ``observedGeneration``; ``selector``. Written only when it changed.
 
@@ -32,7 +40,8 @@ Clusters: ``clusterName`` empty or equal to ``slurm.cluster`` means slurmbridge'
 Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.cluster.served`),
 else the NodeSet is left alone and the decision says why.
 
-Not yet: ``updateStrategy`` is not applied to existing pods.
+Not yet: ``updateStrategy`` is not applied to existing pods (a changed template reaches only
+new pods).
 """
 
 from __future__ import annotations
@@ -48,8 +57,10 @@ from schemas import wellknown
 from schemas.actions import (
     AnyAction,
     CreateNodeSetPod,
+    DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
     DrainSlurmNode,
+    EnsureNodeSetPDB,
     NodeSetRef,
     PodRef,
     RecordEvent,
@@ -69,6 +80,11 @@ BUSY: Final = ("ALLOCATED", "MIXED", "COMPLETING")
 #: trigger a reconcile too; this only bounds the wait if a poll is missed).
 DRAIN_RECHECK_S: Final = 5.0
 _PHASE_RANK: Final = {"Pending": 0, "Unknown": 1, "Running": 2}
+#: Recreation back-off of failed pods (rule 5), seconds.
+BACKOFF_BASE_S: Final = 10.0
+BACKOFF_MAX_S: Final = 300.0
+FORGET_FAILURE_S: Final = 600.0
+_FAILURES: Final = msgspec.json.Decoder(dict[str, tuple[int, int, str]])
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,6 +95,7 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     slurm: dict[str, SlurmNode]
     cluster: str
     served: bool
+    now: float = 0.0
 
 
 def pod_name(nodeset: str, ordinal: int, padding: int) -> str:
@@ -130,13 +147,14 @@ def _ref(p: KubePod) -> PodRef:
     return PodRef(namespace=p.namespace, name=p.name, uid=p.uid)
 
 
-def _event(ns: KubeNodeSet, reason: str, message: str) -> RecordEvent:
+def _event(ns: KubeNodeSet, reason: str, message: str, *, warning: bool = False) -> RecordEvent:
     return RecordEvent(
         api_version="slinky.slurm.net/v1alpha1",
         object_kind="NodeSet",
         name=ns.name,
         namespace=ns.namespace,
         uid=ns.uid,
+        type="Warning" if warning else "Normal",
         reason=reason,
         message=message,
         on=("ok",),
@@ -159,6 +177,26 @@ def _status(ns: KubeNodeSet, live: list[KubePod], slurm: dict[str, SlurmNode]) -
     )
 
 
+def failures_of(ns: KubeNodeSet) -> dict[str, tuple[int, int, str]]:
+    """The recorded failures by pod name: ``(count, last epoch s, uid of the pod that failed
+    last)`` (rule 5). An unreadable annotation counts as none: the back-off then starts
+    again, which is safe."""
+    raw = ns.annotations.get(wellknown.ANNOTATION_NODESET_POD_FAILURES)
+    if not raw:
+        return {}
+    try:
+        return _FAILURES.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+
+
+def backoff_s(failures: int) -> float:
+    """Seconds before a name that failed ``failures`` times is recreated (rule 5)."""
+    if failures <= 0:
+        return 0.0
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * float(2 ** min(failures - 1, 16)))
+
+
 def _selector(ns: KubeNodeSet) -> dict[str, str]:
     return ns.selector or {LABEL_NAME: SLURMD, LABEL_INSTANCE: ns.name}
 
@@ -176,12 +214,39 @@ def decide(v: View | None) -> Decision:
     requeue: float | None = None
     want = max(0, ns.replicas)
 
-    if len(live) < want:
-        used = {o for p in v.pods if (o := ordinal_of(ns.name, p.name)) is not None}
+    failures = failures_of(ns)
+    for p in v.pods:
+        if p.terminal and not p.deleting:
+            count, at, uid = failures.get(p.name, (0, 0, ""))
+            if uid != p.uid:  # this failure is not counted yet
+                count = (count if v.now - at < FORGET_FAILURE_S else 0) + 1
+                at = int(v.now)
+            actions.append(DeleteFailedNodeSetPod(nodeset=ref, pod=_ref(p), failures=count, at=at))
+            actions.append(
+                _event(
+                    ns,
+                    "PodFailed",
+                    f"{p.name} is {p.phase}: deleting it; it is recreated in "
+                    f"{backoff_s(count):.0f} s",
+                    warning=True,
+                )
+            )
+    # Names waiting out a back-off keep their ordinal and are not replaced by another name.
+    waiting_out: dict[int, float] = {}
+    for name, (count, at, _) in failures.items():
+        left = at + backoff_s(count) - v.now
+        o = ordinal_of(ns.name, name)
+        if o is not None and left > 0 and v.now - at < FORGET_FAILURE_S:
+            waiting_out[o] = left
+    used = {o for p in v.pods if (o := ordinal_of(ns.name, p.name)) is not None}
+    # A failed pod about to be replaced, or a name waiting out its back-off, holds a slot.
+    replacing = sum(1 for p in v.pods if p.terminal and not p.deleting)
+    replacing += sum(1 for o in waiting_out if o not in used)
+    if len(live) + replacing < want:
         free: list[int] = []
         ordinal = 0
-        while len(free) < want - len(live):
-            if ordinal not in used:
+        while len(free) < want - len(live) - replacing:
+            if ordinal not in used and ordinal not in waiting_out:
                 free.append(ordinal)
             ordinal += 1
         names = [pod_name(ns.name, o, ns.ordinal_padding) for o in free]
@@ -192,6 +257,8 @@ def decide(v: View | None) -> Decision:
         actions.append(
             _event(ns, "ScalingUp", f"Scaling up to {want}: creating {', '.join(names)}")
         )
+    if waiting_out:
+        requeue = min(waiting_out.values())
 
     condemned: list[KubePod] = []
     if len(live) > want:
@@ -220,7 +287,7 @@ def decide(v: View | None) -> Decision:
             else:
                 actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
         if waiting:
-            requeue = DRAIN_RECHECK_S
+            requeue = min(requeue or DRAIN_RECHECK_S, DRAIN_RECHECK_S)
         actions.append(
             _event(
                 ns,
@@ -231,6 +298,7 @@ def decide(v: View | None) -> Decision:
         )
 
     doomed = {p.name for p in condemned}
+    pdb_ensured = False
     for p in live:
         node = v.slurm.get(p.name)
         if p.name in doomed or node is None:
@@ -240,6 +308,10 @@ def decide(v: View | None) -> Decision:
             actions.append(UndrainSlurmNode(cluster=v.cluster, node=p.name, owned_prefixes=(ours,)))
         protected = p.labels.get(wellknown.LABEL_POD_PROTECT) == "true"
         if is_busy(node) and not protected:
+            if not pdb_ensured:
+                selector = {**_selector(ns), wellknown.LABEL_POD_PROTECT: "true"}
+                actions.append(EnsureNodeSetPDB(nodeset=ref, selector=selector))
+                pdb_ensured = True
             actions.append(
                 SetPodLabel(pod=_ref(p), label=wellknown.LABEL_POD_PROTECT, value="true")
             )
@@ -274,7 +346,12 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     source = slurm_source(cluster)
     slurm = {p.name: n for p in pods if (n := store.get(SlurmNode, p.name, source)) is not None}
     return View(
-        nodeset=ns, pods=pods, slurm=slurm, cluster=cluster, served=is_served(store, cluster, ctx)
+        nodeset=ns,
+        pods=pods,
+        slurm=slurm,
+        cluster=cluster,
+        served=is_served(store, cluster, ctx),
+        now=ctx.now,
     )
 
 

@@ -335,6 +335,34 @@ class DeleteNodeSetPod(Action, frozen=True, kw_only=True, tag="DeleteNodeSetPod"
         return True
 
 
+class DeleteFailedNodeSetPod(Action, frozen=True, kw_only=True, tag="DeleteFailedNodeSetPod"):
+    """Delete NodeSet ``nodeset``'s pod ``pod`` whose phase is Failed or Succeeded (its slurmd
+    is gone), so the ordinal is recreated, and record on the NodeSet that this name has now
+    failed ``failures`` times, the last at ``at`` (epoch seconds) — the recreation back-off's
+    memory (annotation ``nodeset.slurmbridge.dev/pod-failures``). The effector re-reads the
+    pod: only that uid, only while terminal."""
+
+    nodeset: NodeSetRef
+    pod: PodRef
+    failures: int
+    at: int
+
+    @property
+    def destructive(self) -> bool:
+        """Deletes a pod."""
+        return True
+
+
+class EnsureNodeSetPDB(Action, frozen=True, kw_only=True, tag="EnsureNodeSetPDB"):
+    """Create PodDisruptionBudget ``<nodeset>`` with ``maxUnavailable: 0`` over the NodeSet's
+    pods that carry ``nodeset.slinky.slurm.net/pod-protect=true`` (``selector`` has both),
+    owned by the NodeSet, unless it exists — evictions (``kubectl drain``) then spare the
+    pods whose Slurm node runs a job. Source: Slinky slurm-operator's NodeSet controller."""
+
+    nodeset: NodeSetRef
+    selector: dict[str, str]
+
+
 class SetNodeSetStatus(Action, frozen=True, kw_only=True, tag="SetNodeSetStatus"):
     """Write NodeSet ``nodeset``'s status subresource (merge patch; uid precondition)."""
 
@@ -385,6 +413,8 @@ AnyAction = (
     | SetPodLabel
     | ScaleNodeSet
     | SetClusterStatus
+    | DeleteFailedNodeSetPod
+    | EnsureNodeSetPDB
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped"]
@@ -452,6 +482,8 @@ ACTIONS: Final[dict[str, type[Action]]] = {
         SetPodLabel,
         ScaleNodeSet,
         SetClusterStatus,
+        DeleteFailedNodeSetPod,
+        EnsureNodeSetPDB,
     )
 }
 

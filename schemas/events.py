@@ -177,6 +177,23 @@ class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
     owner: OwnerRef | None = None
 
 
+class KubeScaler(Event, frozen=True, kw_only=True, tag="KubeScaler"):
+    """Something else that scales a workload: a HorizontalPodAutoscaler
+    (``autoscaling/v2``) or a KEDA ScaledObject (``keda.sh/v1alpha1``). ``key`` is
+    ``namespace/Kind:name``; ``target_kind`` / ``target_name`` / ``target_api_version``:
+    its ``spec.scaleTargetRef`` (in the same namespace). The ``autoscale`` reconciler stays
+    away from a NodeSet one of these targets.
+    """
+
+    uid: str = ""
+    namespace: str = ""
+    name: str = ""
+    scaler_kind: str = ""
+    target_kind: str = ""
+    target_name: str = ""
+    target_api_version: str = ""
+
+
 def workload_key(namespace: str, kind: str, name: str) -> str:
     """The key of a KubeWorkload: ``namespace/Kind:name``."""
     return f"{namespace}/{kind}:{name}"
@@ -350,6 +367,7 @@ ObservationEvent = (
     | KubePod
     | KubeWorkload
     | KubeNodeSet
+    | KubeScaler
     | SlurmCluster
     | SlurmNode
     | SlurmPartition
@@ -365,6 +383,7 @@ KINDS: Final[dict[str, type[Event]]] = {
         KubePod,
         KubeWorkload,
         KubeNodeSet,
+        KubeScaler,
         SlurmCluster,
         SlurmNode,
         SlurmPartition,

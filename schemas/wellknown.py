@@ -50,9 +50,14 @@ JOB_ENDED_STATES: Final = frozenset(
 # --- NodeSets (slurm-operator) ---------------------------------------------------------------
 ANNOTATION_POD_DELETION_COST: Final = "nodeset.slinky.slurm.net/pod-deletion-cost"
 LABEL_POD_PROTECT: Final = "nodeset.slinky.slurm.net/pod-protect"
+#: slurmbridge's own: a NodeSet's failed pods, ``{"<pod>": [failures, last epoch s, uid], …}``
+#: (JSON),
+#: the memory of the recreation back-off (reconcilers.nodeset).
+ANNOTATION_NODESET_POD_FAILURES: Final = "nodeset.slurmbridge.dev/pod-failures"
 #: slurmbridge's own: a NodeSet's autoscaling policy (reconcilers.autoscale) and its clock.
 AUTOSCALE_PREFIX: Final = "autoscale.slurmbridge.dev/"
 ANNOTATION_AUTOSCALE_LAST_SCALE: Final = AUTOSCALE_PREFIX + "last-scale-time"
+ANNOTATION_AUTOSCALE_LAST_DIRECTION: Final = AUTOSCALE_PREFIX + "last-scale-direction"
 
 # --- drain reasons ---------------------------------------------------------------------------
 BRIDGE_REASON_PREFIX: Final = "slurm-bridge: "

@@ -24,11 +24,13 @@ from kubernetes_asyncio import client as kclient
 
 import reconcilers
 from producers.kube import (
+    SCALER_KINDS,
     WORKLOAD_KINDS,
     ClusterWatcher,
     NodeSetWatcher,
     NodeWatcher,
     PodWatcher,
+    ScalerWatcher,
     SlurmdPodWatcher,
     Watcher,
     WorkloadWatcher,
@@ -43,6 +45,7 @@ from schemas.events import (
     KubeNode,
     KubeNodeSet,
     KubePod,
+    KubeScaler,
     KubeWorkload,
     SlurmCluster,
     SlurmJob,
@@ -313,6 +316,21 @@ class App:
                         watch_timeout=s.kube.watch_timeout,
                     )
                 )
+            if s.kube.watch_scalers:
+                for kind in SCALER_KINDS:
+                    self.extra_watchers.append(
+                        ScalerWatcher(
+                            self.kube_api,
+                            publish,
+                            producer=s.instance_id,
+                            seed=seed_from(
+                                self.projection.values(KubeScaler, subjects.KUBE_SOURCE)
+                            ),
+                            send=publish.send,
+                            watch_timeout=s.kube.watch_timeout,
+                            kind=kind,
+                        )
+                    )
             if s.kube.watch_workloads:
                 for kind in WORKLOAD_KINDS:
                     self.extra_watchers.append(

@@ -77,6 +77,8 @@ class KubeSettings(_Base):
     reconciler).
     ``watch_clusters``: watch Slinky Clusters (the ``cluster`` reconciler; a poller and a
     Slurm client per served Cluster).
+    ``watch_scalers``: watch HorizontalPodAutoscalers and KEDA ScaledObjects (the
+    ``autoscale`` reconciler leaves the NodeSets they target alone).
     ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
     whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
     """
@@ -91,6 +93,7 @@ class KubeSettings(_Base):
     watch_workloads: bool = True
     watch_node_sets: bool = True
     watch_clusters: bool = True
+    watch_scalers: bool = True
     stuck_pod_grace: float = 300.0
 
 

@@ -42,10 +42,12 @@ from schemas.actions import (
     CancelSlurmJob,
     CreateNodeSetPod,
     CreateSlurmNode,
+    DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
     DeletePod,
     DeleteSlurmNode,
     DrainSlurmNode,
+    EnsureNodeSetPDB,
     MarkPods,
     NodeSetRef,
     PodRef,
@@ -823,7 +825,15 @@ class PodEffector:
         return EffectResult("ok")
 
 
-NODESET_ACTIONS = (CreateNodeSetPod, DeleteNodeSetPod, SetNodeSetStatus, SetPodLabel, ScaleNodeSet)
+NODESET_ACTIONS = (
+    CreateNodeSetPod,
+    DeleteNodeSetPod,
+    SetNodeSetStatus,
+    SetPodLabel,
+    ScaleNodeSet,
+    DeleteFailedNodeSetPod,
+    EnsureNodeSetPDB,
+)
 _NODESET_API = ("slinky.slurm.net", "v1alpha1")
 _BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 
@@ -847,6 +857,7 @@ class NodeSetEffector:
     def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.policy = client.PolicyV1Api(api)
         self.slurm = slurm
 
     async def apply(self, action: AnyAction) -> EffectResult:
@@ -863,6 +874,10 @@ class NodeSetEffector:
                 return await self._label(action)
             if isinstance(action, ScaleNodeSet):
                 return await self._scale(action)
+            if isinstance(action, DeleteFailedNodeSetPod):
+                return await self._delete_failed(action)
+            if isinstance(action, EnsureNodeSetPDB):
+                return await self._pdb(action)
         except ApiException as exc:
             raise _kube_error(exc, name) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -953,6 +968,107 @@ class NodeSetEffector:
             raise
         return EffectResult("ok", "drained and idle" if node is not None else "not in Slurm")
 
+    async def _delete_failed(self, action: DeleteFailedNodeSetPod) -> EffectResult:
+        """Record the failure on the NodeSet first (so the back-off holds whatever happens
+        next), then delete the pod — only that uid, only while it is terminal."""
+        ref, pod = action.nodeset, action.pod
+        try:
+            current = _POD.decode(
+                await _raw(
+                    self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        if current.metadata.uid != pod.uid:
+            return EffectResult("noop", "another pod of that name now")
+        if current.status.phase not in ("Failed", "Succeeded"):
+            return EffectResult("skipped", f"pod is {current.status.phase}, not terminal")
+        try:
+            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+                *_NODESET_API, ref.namespace, "nodesets", ref.name
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            obj = {}
+        meta = obj.get("metadata") or {}
+        if meta and (not ref.uid or meta.get("uid") == ref.uid):
+            ann = wellknown.ANNOTATION_NODESET_POD_FAILURES
+            try:
+                failures = dict(msgspec.json.decode((meta.get("annotations") or {}).get(ann, "{}")))
+            except msgspec.DecodeError:
+                failures = {}
+            horizon = action.at - 600
+            failures = {
+                k: v
+                for k, v in failures.items()
+                if isinstance(v, list) and len(v) == 3 and isinstance(v[1], int) and v[1] > horizon
+            }
+            failures[pod.name] = [action.failures, action.at, pod.uid]
+            body = {
+                "metadata": {
+                    "resourceVersion": meta.get("resourceVersion", ""),
+                    "annotations": {ann: msgspec.json.encode(failures).decode()},
+                }
+            }
+            await self._merge(self.custom.patch_namespaced_custom_object, ref, body)
+        delete: Any = self.core.delete_namespaced_pod
+        try:
+            await _raw(
+                delete(
+                    pod.name,
+                    pod.namespace,
+                    body={"preconditions": {"uid": pod.uid}},
+                    _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok", f"failure {action.failures} of {pod.name} recorded")
+
+    async def _pdb(self, action: EnsureNodeSetPDB) -> EffectResult:
+        """Create PodDisruptionBudget ``<nodeset>`` unless one of that name exists (ours or
+        someone else's: an existing PDB is never changed)."""
+        ref = action.nodeset
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {
+                "name": ref.name,
+                "namespace": ref.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "slurmbridge"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "slinky.slurm.net/v1alpha1",
+                        "kind": "NodeSet",
+                        "name": ref.name,
+                        "uid": ref.uid,
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ]
+                if ref.uid
+                else [],
+            },
+            "spec": {
+                "maxUnavailable": 0,
+                "selector": {"matchLabels": dict(action.selector)},
+            },
+        }
+        create: Any = self.policy.create_namespaced_pod_disruption_budget
+        try:
+            await _raw(create(ref.namespace, body, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 409:
+                return EffectResult("noop", f"PodDisruptionBudget {ref.name} exists")
+            raise
+        return EffectResult("ok", f"PodDisruptionBudget {ref.name} created")
+
     async def _status(self, action: SetNodeSetStatus) -> EffectResult:
         ref, st = action.nodeset, action.status
         body = {
@@ -987,7 +1103,8 @@ class NodeSetEffector:
             if exc.status == 404:
                 return EffectResult("noop", "NodeSet is gone")
             raise
-        if (current.get("spec") or {}).get("replicas") == action.replicas:
+        before = (current.get("spec") or {}).get("replicas")
+        if before == action.replicas:
             # Decided again before the change reached the log: done already, and the
             # cool-down clock keeps the first change's time.
             return EffectResult("noop", f"already {action.replicas} replica(s)")
@@ -998,7 +1115,12 @@ class NodeSetEffector:
         stamp = {
             "metadata": {
                 **({"uid": ref.uid} if ref.uid else {}),
-                "annotations": {wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE: str(action.at)},
+                "annotations": {
+                    wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE: str(action.at),
+                    wellknown.ANNOTATION_AUTOSCALE_LAST_DIRECTION: "up"
+                    if isinstance(before, int) and action.replicas > before
+                    else "down",
+                },
             }
         }
         if not await self._merge(self.custom.patch_namespaced_custom_object, ref, stamp):

@@ -3,10 +3,14 @@ scale-in that drains before deleting and never deletes a pod whose node runs a j
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import wellknown
 from schemas.actions import DeleteNodeSetPod, DrainSlurmNode, UndrainSlurmNode
@@ -176,3 +180,62 @@ async def test_deleting_the_nodeset_stops_reconciling_it(stack: Stack) -> None:
     # No garbage collector runs in the simulator: the pods stay, and nothing recreates or
     # deletes them on its own.
     assert len(live(stack)) == 2
+
+
+async def test_busy_pods_are_guarded_by_a_pdb_against_eviction(stack: Stack) -> None:
+    scale(stack, 2)
+    await stack.wait_for(lambda: {"gpu-0", "gpu-1"} <= set(stack.slurm.nodes), timeout=20)
+    run_job_on(stack, "gpu-1")
+    await stack.wait_for(
+        lambda: (
+            pods(stack)["gpu-1"]["metadata"]["labels"].get(wellknown.LABEL_POD_PROTECT) == "true"
+        ),
+        what="gpu-1 protected",
+    )
+    await stack.wait_for(
+        lambda: any(
+            p["metadata"]["name"] == "gpu" for p in stack.kube.list("poddisruptionbudgets", NS)
+        ),
+        what="the NodeSet's PDB",
+    )
+    pdb = stack.kube.get("poddisruptionbudgets", "gpu", NS)
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert pdb["spec"]["selector"]["matchLabels"][wellknown.LABEL_POD_PROTECT] == "true"
+    assert pdb["metadata"]["ownerReferences"][0]["kind"] == "NodeSet"
+
+    assert stack.app is not None and stack.app.kube_api is not None
+    core = client.CoreV1Api(stack.app.kube_api)
+
+    def eviction(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": NS},
+        }
+
+    with pytest.raises(ApiException) as refused:
+        await core.create_namespaced_pod_eviction("gpu-1", NS, eviction("gpu-1"))
+    assert refused.value.status == 429  # kubectl drain waits: the busy slurmd stays
+    await core.create_namespaced_pod_eviction("gpu-0", NS, eviction("gpu-0"))  # idle: allowed
+
+
+async def test_failed_pod_is_recreated_under_its_name_after_the_backoff(stack: Stack) -> None:
+    scale(stack, 2)
+    await stack.wait_for(lambda: running(stack) == {"gpu-0", "gpu-1"}, timeout=20)
+    old_uid = pods(stack)["gpu-1"]["metadata"]["uid"]
+    failed_at = time.time()
+    stack.kube.patch("pods", "gpu-1", {"status": {"phase": "Failed"}}, NS, subresource="status")
+    await stack.wait_for(lambda: "gpu-1" not in pods(stack), what="failed pod deleted")
+    ann = stack.kube.get("nodesets", "gpu", NS)["metadata"]["annotations"]
+    count, at, uid = json.loads(ann[wellknown.ANNOTATION_NODESET_POD_FAILURES])["gpu-1"]
+    assert (count, uid) == (1, old_uid)
+    assert abs(at - failed_at) < 5
+    await stack.wait_for(
+        lambda: "gpu-1" in running(stack), timeout=20, what="gpu-1 recreated and Running"
+    )
+    recreated = pods(stack)["gpu-1"]
+    assert recreated["metadata"]["uid"] != old_uid
+    assert time.time() - failed_at >= 10.0 - 1.0  # the first back-off (10 s, whole seconds)
+    assert set(running(stack)) == {"gpu-0", "gpu-1"}, "another ordinal was used meanwhile"
+    reasons = [e["reason"] for e in stack.kube.list("events", NS)]
+    assert "PodFailed" in reasons

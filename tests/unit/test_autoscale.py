@@ -15,10 +15,14 @@ from schemas.events import KubeNodeSet
 NOW = 10_000.0
 
 
-def nodeset(replicas: int, last: float | None = None, **policy: str) -> KubeNodeSet:
+def nodeset(
+    replicas: int, last: float | None = None, direction: str = "", **policy: str
+) -> KubeNodeSet:
     ann = {PREFIX + k.replace("_", "-"): v for k, v in policy.items()}
     if last is not None:
         ann[autoscale.LAST_SCALE] = str(int(last))
+    if direction:
+        ann[autoscale.LAST_DIRECTION] = direction
     return KubeNodeSet(
         source="k8s", key="slurm/gpu", namespace="slurm", name="gpu", uid="u",
         replicas=replicas, annotations=ann,
@@ -57,6 +61,24 @@ CASES = [
     Case("already at min", nodeset(0, **BASE), want=None),
     Case("cool-down holds a change", nodeset(0, last=NOW - 10, **BASE), pending=3, want=None),
     Case("after the cool-down", nodeset(0, last=NOW - 31, **BASE), pending=3, want=3),
+    Case(
+        "growth after growth is not held",
+        nodeset(1, last=NOW - 1, direction="up", **BASE),
+        pending=3,
+        want=3,
+    ),
+    Case(
+        "growth after a step down is held",
+        nodeset(0, last=NOW - 1, direction="down", **BASE),
+        pending=3,
+        want=None,
+    ),
+    Case(
+        "a step down after growth is held",
+        nodeset(4, last=NOW - 1, direction="up", **BASE),
+        last_end=int(NOW) - 121,
+        want=None,
+    ),
     Case("no policy", nodeset(0), pending=3, want=None),
     Case("disabled (an HPA or KEDA owns it)", nodeset(0, **BASE, enabled="false"), pending=3),
     Case("bad policy changes nothing", nodeset(0, **{**BASE, "max_replicas": "x"}), pending=3),

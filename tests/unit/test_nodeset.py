@@ -13,8 +13,10 @@ from schemas import wellknown
 from schemas.actions import (
     AnyAction,
     CreateNodeSetPod,
+    DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
     DrainSlurmNode,
+    EnsureNodeSetPDB,
     RecordEvent,
     SetNodeSetStatus,
     SetPodLabel,
@@ -308,3 +310,66 @@ def test_keys_of() -> None:
     stray = KubePod(source="k8s", key="slurm/x", namespace="slurm", name="x", labels={})
     assert list(nodeset.keys_of(stray, p, CTX)) == []
     assert list(nodeset.all_keys(p, CTX)) == [KEY]
+
+
+def decide_at(now: float, *objs: Event) -> tuple[AnyAction, ...]:
+    p = Projection()
+    for i, o in enumerate(objs, 1):
+        p.apply(o, i)
+    ctx = Context(scheduler_name="s", cluster="c1", now=now)
+    return nodeset.decide(nodeset.view(p, KEY, ctx)).actions
+
+
+def failures(**entries: tuple[int, int, str]) -> dict[str, str]:
+    import json
+
+    return {wellknown.ANNOTATION_NODESET_POD_FAILURES: json.dumps(entries)}
+
+
+def test_first_busy_pod_ensures_the_pdb_over_protected_pods() -> None:
+    actions = decide(ns(2), pod(0), pod(1), sn(0, "ALLOCATED"), sn(1, "ALLOCATED"))
+    (pdb,) = of(EnsureNodeSetPDB, actions)  # once per reconcile, not per pod
+    assert pdb.selector == {
+        nodeset.LABEL_NAME: "slurmd",
+        nodeset.LABEL_INSTANCE: "gpu",
+        wellknown.LABEL_POD_PROTECT: "true",
+    }
+    assert len(of(SetPodLabel, actions)) == 2
+    # Already protected: no PDB action either (it was ensured with the label).
+    again = decide(ns(2), pod(0, protect=True), sn(0, "ALLOCATED"))
+    assert not of(EnsureNodeSetPDB, again)
+
+
+def test_failed_pod_is_deleted_counted_and_recreated_after_backoff() -> None:
+    failed = pod(1, phase="Failed", ready=False)
+    actions = decide_at(1000.0, ns(2), pod(0), failed)
+    (d,) = of(DeleteFailedNodeSetPod, actions)
+    assert (d.pod.name, d.failures, d.at) == ("gpu-1", 1, 1000)
+    assert not of(CreateNodeSetPod, actions), "name still taken by the failed pod"
+    # Redelivered after the failure was recorded: the same count, not one more.
+    recorded = ns(2, annotations=failures(**{"gpu-1": (1, 1000, "u1")}))
+    (d,) = of(DeleteFailedNodeSetPod, decide_at(1003.0, recorded, pod(0), failed))
+    assert (d.failures, d.at) == (1, 1000)
+    # Pod gone: its ordinal is held for 10 s, then recreated under the same name.
+    assert not of(CreateNodeSetPod, decide_at(1005.0, recorded, pod(0)))
+    p = Projection()
+    for i, o in enumerate((recorded, pod(0)), 1):
+        p.apply(o, i)
+    held = nodeset.decide(nodeset.view(p, KEY, Context(scheduler_name="s", cluster="c1", now=1005)))
+    assert held.requeue_after == pytest.approx(5.0)
+    (c,) = of(CreateNodeSetPod, decide_at(1010.0, recorded, pod(0)))
+    assert c.pod_name == "gpu-1"
+
+
+def test_backoff_doubles_caps_and_forgets() -> None:
+    assert [nodeset.backoff_s(n) for n in (1, 2, 3, 6, 50)] == [10, 20, 40, 300, 300]
+    failed = pod(1, phase="Failed", ready=False)
+    third = ns(2, annotations=failures(**{"gpu-1": (2, 1000, "old-uid")}))
+    (d,) = of(DeleteFailedNodeSetPod, decide_at(1100.0, third, pod(0), failed))
+    assert d.failures == 3
+    (d,) = of(DeleteFailedNodeSetPod, decide_at(1000.0 + 601, third, pod(0), failed))
+    assert d.failures == 1, "a failure older than 600 s is forgotten"
+    # A garbled annotation counts as no failures (the back-off starts again).
+    garbled = ns(2, annotations={wellknown.ANNOTATION_NODESET_POD_FAILURES: "{nope"})
+    (d,) = of(DeleteFailedNodeSetPod, decide_at(1000.0, garbled, pod(0), failed))
+    assert d.failures == 1
