@@ -272,80 +272,32 @@ class App:
             )
             self._spawn(self.watcher.run(), "kube-watcher")
             self._spawn(watch_age_loop(self.watcher), "watch-age")
+            kube_api = self.kube_api
+
+            def add(cls: type[Watcher[Any]], observes: type[Event], **extra: Any) -> None:
+                self.extra_watchers.append(
+                    cls(
+                        kube_api,
+                        publish,
+                        producer=s.instance_id,
+                        seed=seed_from(self.projection.values(observes, subjects.KUBE_SOURCE)),
+                        send=publish.send,
+                        watch_timeout=s.kube.watch_timeout,
+                        **extra,
+                    )
+                )
+
             if s.kube.watch_pods:
-                pods = PodWatcher(
-                    self.kube_api,
-                    publish,
-                    producer=s.instance_id,
-                    seed=seed_from(self.projection.values(KubePod, subjects.KUBE_SOURCE)),
-                    send=publish.send,
-                    watch_timeout=s.kube.watch_timeout,
-                    scheduler_name=s.scheduler_name,
-                )
-                self.extra_watchers.append(pods)
+                add(PodWatcher, KubePod, scheduler_name=s.scheduler_name)
             if s.kube.watch_node_sets:
-                known = seed_from(self.projection.values(KubeNodeSet, subjects.KUBE_SOURCE))
-                self.extra_watchers.append(
-                    NodeSetWatcher(
-                        self.kube_api,
-                        publish,
-                        producer=s.instance_id,
-                        seed=known,
-                        send=publish.send,
-                        watch_timeout=s.kube.watch_timeout,
-                    )
-                )
-                self.extra_watchers.append(
-                    SlurmdPodWatcher(
-                        self.kube_api,
-                        publish,
-                        producer=s.instance_id,
-                        seed=seed_from(self.projection.values(KubePod, subjects.KUBE_SOURCE)),
-                        send=publish.send,
-                        watch_timeout=s.kube.watch_timeout,
-                    )
-                )
+                add(NodeSetWatcher, KubeNodeSet)
+                add(SlurmdPodWatcher, KubePod)
             if s.kube.watch_clusters:
-                self.extra_watchers.append(
-                    ClusterWatcher(
-                        self.kube_api,
-                        publish,
-                        producer=s.instance_id,
-                        seed=seed_from(self.projection.values(SlurmCluster, subjects.KUBE_SOURCE)),
-                        send=publish.send,
-                        watch_timeout=s.kube.watch_timeout,
-                    )
-                )
-            if s.kube.watch_scalers:
-                for kind in SCALER_KINDS:
-                    self.extra_watchers.append(
-                        ScalerWatcher(
-                            self.kube_api,
-                            publish,
-                            producer=s.instance_id,
-                            seed=seed_from(
-                                self.projection.values(KubeScaler, subjects.KUBE_SOURCE)
-                            ),
-                            send=publish.send,
-                            watch_timeout=s.kube.watch_timeout,
-                            kind=kind,
-                        )
-                    )
-            if s.kube.watch_workloads:
-                for kind in WORKLOAD_KINDS:
-                    self.extra_watchers.append(
-                        WorkloadWatcher(
-                            self.kube_api,
-                            publish,
-                            producer=s.instance_id,
-                            seed=seed_from(
-                                self.projection.values(KubeWorkload, subjects.KUBE_SOURCE)
-                            ),
-                            send=publish.send,
-                            watch_timeout=s.kube.watch_timeout,
-                            kind=kind,
-                        )
-                    )
+                add(ClusterWatcher, SlurmCluster)
+            for kind in SCALER_KINDS if s.kube.watch_scalers else ():
+                add(ScalerWatcher, KubeScaler, kind=kind)
+            for kind in WORKLOAD_KINDS if s.kube.watch_workloads else ():
+                add(WorkloadWatcher, KubeWorkload, kind=kind)
             for w in self.extra_watchers:
                 self._spawn(w.run(), f"watch-{w.resource}")
         if "slurm-poller" in self.components:
