@@ -429,6 +429,7 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"
     wanted), ``retry`` (transient failure, will be retried), ``failed`` (gave up),
     ``unsupported`` (the Slurm API version lacks the operation; recorded once),
     ``skipped`` (a precondition no longer held, e.g. an administrator's drain).
+    ``lease_revision``: the fencing token of the worker's lease when it acted (0: no leases).
     """
 
     reconciler: str
@@ -442,6 +443,7 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"
     duration_s: float = 0.0
     at: int = 0
     worker: str = ""
+    lease_revision: int = 0
 
 
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, tag="DeadLetter"):

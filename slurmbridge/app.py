@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client as kclient
+from nats.js.kv import KeyValue
 
 import reconcilers
 from producers.kube import (
@@ -38,7 +40,7 @@ from producers.kube import (
     watch_age_loop,
 )
 from producers.slurm import SlurmPoller
-from reconcilers.base import Context
+from reconcilers.base import Context, ReconcilerSpec
 from schemas import streams, subjects, wellknown
 from schemas.events import (
     Event,
@@ -63,6 +65,7 @@ from slurmbridge.effectors import (
     SlurmEffector,
 )
 from slurmbridge.health import HealthServer
+from slurmbridge.leases import Lease, open_bucket, reconciler_lease
 from slurmbridge.natsserver import NatsServer
 from slurmbridge.partition_metrics import PartitionMetrics
 from slurmbridge.projection import Projection
@@ -73,6 +76,9 @@ from slurmbridge.webhook import CachedNamespaceLabels, NamespaceLabels, Policy, 
 from slurmbridge.worker import Effector, Worker
 
 log = logging.getLogger(__name__)
+
+#: A leased component: runs while the lease is held, sets the event once started.
+Active = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 
 class UsageError(ValueError):
@@ -179,6 +185,10 @@ class App:
         #: Slurm clients by cluster name: the static one and those of served Cluster objects.
         self.clients: dict[str, SlurmClient] = {}
         self.clusters: ClusterSupervisor | None = None
+        self.lease_kv: KeyValue | None = None
+        self.leases: dict[str, Lease] = {}
+        self.effector: Effector | None = None
+        self._publish: ObservationPublisher | None = None
         self.kube_api: kclient.ApiClient | None = None
         self.health: HealthServer | None = None
         self.webhook: WebhookServer | None = None
@@ -255,65 +265,21 @@ class App:
             )
 
         publish = ObservationPublisher(self.bus)
+        self._publish = publish
+        if s.leases.enabled:
+            self.lease_kv = await open_bucket(self.bus.js, replicas=s.nats.replicas)
+        ready: list[asyncio.Event] = []
         if "kube-watcher" in self.components:
             if self.kube_api is None:
                 raise UsageError(
                     "kube-watcher: no Kubernetes API configured "
                     "($.kube.kubeconfig or $.kube.inCluster)"
                 )
-            self.watcher = NodeWatcher(
-                self.kube_api,
-                publish,
-                producer=s.instance_id,
-                seed=seed_from(self.projection.values(KubeNode, subjects.KUBE_SOURCE)),
-                label_selector=s.kube.node_label_selector,
-                send=publish.send,
-                watch_timeout=s.kube.watch_timeout,
-            )
-            self._spawn(self.watcher.run(), "kube-watcher")
-            self._spawn(watch_age_loop(self.watcher), "watch-age")
-            kube_api = self.kube_api
-
-            def add(cls: type[Watcher[Any]], observes: type[Event], **extra: Any) -> None:
-                self.extra_watchers.append(
-                    cls(
-                        kube_api,
-                        publish,
-                        producer=s.instance_id,
-                        seed=seed_from(self.projection.values(observes, subjects.KUBE_SOURCE)),
-                        send=publish.send,
-                        watch_timeout=s.kube.watch_timeout,
-                        **extra,
-                    )
-                )
-
-            if s.kube.watch_pods:
-                add(PodWatcher, KubePod, scheduler_name=s.scheduler_name)
-            if s.kube.watch_node_sets:
-                add(NodeSetWatcher, KubeNodeSet)
-                add(SlurmdPodWatcher, KubePod)
-            if s.kube.watch_clusters:
-                add(ClusterWatcher, SlurmCluster)
-            for kind in SCALER_KINDS if s.kube.watch_scalers else ():
-                add(ScalerWatcher, KubeScaler, kind=kind)
-            for kind in WORKLOAD_KINDS if s.kube.watch_workloads else ():
-                add(WorkloadWatcher, KubeWorkload, kind=kind)
-            for w in self.extra_watchers:
-                self._spawn(w.run(), f"watch-{w.resource}")
+            ready.append(self._leased("kube-watchers", self._run_watchers))
         if "slurm-poller" in self.components:
             if self.slurm_client is None:
                 raise UsageError("slurm-poller: no Slurm REST API configured ($.slurm.url)")
-            self.poller = SlurmPoller(
-                self.slurm_client,
-                publish,
-                cluster=s.slurm.cluster,
-                producer=s.instance_id,
-                poll_interval=s.slurm.poll_interval,
-                seed=slurm_seed(self.projection, s.slurm.cluster),
-                hot_jobs=self.hot_jobs,
-                hot_interval=s.slurm.pending_job_poll_interval,
-            )
-            self._spawn(self.poller.run(), "slurm-poller")
+            ready.append(self._leased(f"poller.{s.slurm.cluster}", self._run_poller))
         polls = "slurm-poller" in self.components
         if self.kube_api is not None and (
             polls or (self.effector_override is None and "nodeset" in self.components)
@@ -330,10 +296,12 @@ class App:
                 poll_interval=s.slurm.poll_interval,
                 timeout=s.slurm.timeout,
                 watch_timeout=s.kube.watch_timeout,
+                leased=self._hold if s.leases.enabled else None,
+                catch_up=self.catch_up,
             )
             self._spawn(self.clusters.run(), "clusters")
 
-        effector = self.effector_override or Router(
+        self.effector = self.effector_override or Router(
             KubeEffector(self.kube_api, events_namespace=s.kube.namespace)
             if self.kube_api
             else None,
@@ -341,21 +309,23 @@ class App:
             self._pod_effector(),
             NodeSetEffector(self.kube_api, self.clients) if self.kube_api else None,
         )
+        n = s.worker.partitions
+        indices = s.worker.partition_indices or list(range(n))
         for name in self.components:
             spec = reconcilers.ALL.get(name)
             if spec is None:
                 continue
-            worker = Worker(
-                spec,
-                bus=self.bus,
-                projection=self.projection,
-                effector=effector,
-                ctx=self.ctx,
-                settings=s.worker,
-                instance_id=s.instance_id,
+            ready.extend(
+                self._leased(
+                    reconciler_lease(name, index, n),
+                    functools.partial(self._run_worker, spec, index),
+                )
+                for index in indices
             )
-            await worker.start()
-            self.workers[name] = worker
+        if ready:
+            # Every lease was tried once: each component is active here or known to be
+            # active elsewhere.
+            await asyncio.wait_for(asyncio.gather(*(r.wait() for r in ready)), timeout=60)
 
         if self.with_health and (s.observability.metrics_port or s.observability.health_port):
             self.health = HealthServer(
@@ -365,11 +335,155 @@ class App:
             )
             self.health.add_check("nats", lambda: self.bus is not None and self.bus.nc.is_connected)
             self.health.add_check("projection", lambda: self.projection.caught_up)
-            if self.watcher is not None:
-                watcher = self.watcher
+            if "kube-watcher" in self.components:
                 limit = s.kube.watch_timeout + 60
-                self.health.add_check("watch", lambda: watcher.age() < limit)
+                # A standby (the watchers run elsewhere) is healthy.
+                self.health.add_check(
+                    "watch", lambda: self.watcher is None or self.watcher.age() < limit
+                )
             await self.health.start()
+
+    # --- leased components ----------------------------------------------------------------
+
+    def _leased(self, name: str, active: Active) -> asyncio.Event:
+        """Run ``active`` while this process holds lease ``name`` (always, without leases).
+        The returned event is set once ``active`` has started here, or once the lease was
+        found held by another process."""
+        ready = asyncio.Event()
+        if self.lease_kv is None:
+            self._spawn(active(ready), name)
+        else:
+            self._spawn(self._hold(name, lambda: active(ready), on_standby=ready.set), name)
+        return ready
+
+    async def _hold(
+        self,
+        name: str,
+        active: Callable[[], Coroutine[Any, Any, None]],
+        on_standby: Callable[[], None] | None = None,
+    ) -> None:
+        assert self.bus is not None and self.lease_kv is not None
+        lease = Lease(
+            self.bus.js,
+            self.lease_kv,
+            name,
+            self.settings.instance_id,
+            ttl=self.settings.leases.ttl,
+        )
+        self.leases[name] = lease
+        await lease.hold(active, on_standby=on_standby)
+
+    async def catch_up(self) -> None:
+        """Wait until the projection has applied everything in the log now: a newly elected
+        producer seeds from it, so it must not miss what the previous holder published."""
+        assert self.bus is not None
+        info = await self.bus.js.stream_info(streams.OBS_STREAM)
+        await self.projection.wait_caught_up()
+        if info.state.messages and not await self.projection.wait_applied(
+            info.state.last_seq, timeout=300
+        ):
+            raise TimeoutError(f"projection did not reach seq {info.state.last_seq}")
+
+    async def _run_watchers(self, ready: asyncio.Event) -> None:
+        s, api, publish = self.settings, self.kube_api, self._publish
+        assert api is not None and publish is not None
+        await self.catch_up()
+        self.watcher = NodeWatcher(
+            api,
+            publish,
+            producer=s.instance_id,
+            seed=seed_from(self.projection.values(KubeNode, subjects.KUBE_SOURCE)),
+            label_selector=s.kube.node_label_selector,
+            send=publish.send,
+            watch_timeout=s.kube.watch_timeout,
+        )
+        watchers: list[Watcher[Any]] = []
+
+        def add(cls: type[Watcher[Any]], observes: type[Event], **extra: Any) -> None:
+            watchers.append(
+                cls(
+                    api,
+                    publish,
+                    producer=s.instance_id,
+                    seed=seed_from(self.projection.values(observes, subjects.KUBE_SOURCE)),
+                    send=publish.send,
+                    watch_timeout=s.kube.watch_timeout,
+                    **extra,
+                )
+            )
+
+        if s.kube.watch_pods:
+            add(PodWatcher, KubePod, scheduler_name=s.scheduler_name)
+        if s.kube.watch_node_sets:
+            add(NodeSetWatcher, KubeNodeSet)
+            add(SlurmdPodWatcher, KubePod)
+        if s.kube.watch_clusters:
+            add(ClusterWatcher, SlurmCluster)
+        for kind in SCALER_KINDS if s.kube.watch_scalers else ():
+            add(ScalerWatcher, KubeScaler, kind=kind)
+        for kind in WORKLOAD_KINDS if s.kube.watch_workloads else ():
+            add(WorkloadWatcher, KubeWorkload, kind=kind)
+        self.extra_watchers = watchers
+        tasks = [
+            asyncio.create_task(self.watcher.run(), name="kube-watcher"),
+            asyncio.create_task(watch_age_loop(self.watcher), name="watch-age"),
+            *(asyncio.create_task(w.run(), name=f"watch-{w.resource}") for w in watchers),
+        ]
+        ready.set()
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            await cancel_and_wait(tasks)
+            self.watcher = None
+            self.extra_watchers = []
+
+    async def _run_poller(self, ready: asyncio.Event) -> None:
+        s = self.settings
+        assert self.slurm_client is not None and self._publish is not None
+        await self.catch_up()
+        self.poller = SlurmPoller(
+            self.slurm_client,
+            self._publish,
+            cluster=s.slurm.cluster,
+            producer=s.instance_id,
+            poll_interval=s.slurm.poll_interval,
+            seed=slurm_seed(self.projection, s.slurm.cluster),
+            hot_jobs=self.hot_jobs,
+            hot_interval=s.slurm.pending_job_poll_interval,
+        )
+        ready.set()
+        try:
+            await self.poller.run()
+        finally:
+            self.poller = None
+
+    async def _run_worker(self, spec: ReconcilerSpec, index: int, ready: asyncio.Event) -> None:
+        s = self.settings
+        assert self.bus is not None and self.effector is not None
+        name = reconciler_lease(spec.name, index, s.worker.partitions)
+        lease = self.leases.get(name)
+        worker = Worker(
+            spec,
+            bus=self.bus,
+            projection=self.projection,
+            effector=self.effector,
+            ctx=self.ctx,
+            settings=s.worker,
+            instance_id=s.instance_id,
+            partition=(index, s.worker.partitions),
+            fence=lease.token if lease is not None else None,
+        )
+        key = (
+            spec.name if s.worker.partitions == 1 else f"{spec.name}[{index}/{s.worker.partitions}]"
+        )
+        await worker.start()
+        self.workers[key] = worker
+        ready.set()
+        try:
+            await asyncio.Event().wait()  # until the lease is lost or the app stops
+        finally:
+            self.workers.pop(key, None)
+            await worker.stop()
 
     async def _start_webhook(self) -> None:
         s = self.settings
@@ -430,12 +544,16 @@ class App:
         task.add_done_callback(done)
         self._tasks.append(task)
 
-    async def stop(self) -> None:
-        """Stop workers, producers, projection, connections and the embedded server."""
-        for w in self.workers.values():
-            await w.stop()
-        self.workers.clear()
+    async def stop(self, *, crash: bool = False) -> None:
+        """Stop workers, producers, projection, connections and the embedded server, and
+        release the leases. ``crash``: act as a killed process would — stop acting at once
+        but leave the leases to expire (failover tests)."""
+        if crash:
+            for lease in self.leases.values():
+                lease.abandon()
+        # Workers, pollers and watchers stop with their tasks (each in its lease's task).
         await cancel_and_wait(self._tasks)
+        self.workers.clear()
         self._tasks.clear()
         if self.health is not None:
             await self.health.stop()

@@ -31,7 +31,7 @@ import base64
 import binascii
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import aiohttp
@@ -53,6 +53,7 @@ from slurmbridge.tasks import cancel_and_wait
 log = logging.getLogger(__name__)
 
 Publish = Callable[[Sequence[tuple[Event, str]]], Awaitable[list[Published]]]
+Leased = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], Coroutine[Any, Any, None]]
 
 
 def slurm_seed(projection: Projection, cluster: str) -> dict[tuple[str, str], tuple[Event, int]]:
@@ -139,6 +140,10 @@ class ClusterSupervisor:
         producer: instance id stamped on observations.
         poll_interval: seconds between polls; ``timeout``: seconds per Slurm request;
         watch_timeout: seconds a Secret watch stays open before it is re-opened.
+        leased: runs a poller only while this process holds lease ``poller.<cluster>``
+            (``App._hold``); None polls unconditionally.
+        catch_up: awaited before a poller seeds itself from the projection (a newly elected
+            poller must see what the previous one published).
     """
 
     def __init__(
@@ -153,8 +158,12 @@ class ClusterSupervisor:
         poll_interval: float = 2.0,
         timeout: float = 10.0,
         watch_timeout: int = 300,
+        leased: Leased | None = None,
+        catch_up: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.projection = projection
+        self.leased = leased
+        self.catch_up = catch_up
         self.core = kclient.CoreV1Api(kube_api)
         self.clients = clients
         self.ctx = ctx
@@ -206,14 +215,6 @@ class ClusterSupervisor:
         run = _Running(cluster=c, client=slurm, holder=holder, tasks=[])
         run.tasks.append(asyncio.create_task(self._watch_secret(c, run), name=f"secret-{c.name}"))
         if self.publish is not None:
-            run.poller = SlurmPoller(
-                slurm,
-                self.publish,
-                cluster=c.name,
-                producer=self.producer,
-                poll_interval=self.poll_interval,
-                seed=slurm_seed(self.projection, c.name),
-            )
             run.tasks.append(asyncio.create_task(self._poll(run), name=f"slurm-poller-{c.name}"))
         self.running[c.name] = run
         self.clients[c.name] = slurm
@@ -227,10 +228,30 @@ class ClusterSupervisor:
         )
 
     async def _poll(self, run: _Running) -> None:
-        assert run.poller is not None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.loaded.wait(), self.timeout)
-        await run.poller.run()
+        if self.leased is None:
+            await self._active_poller(run)
+        else:
+            await self.leased(f"poller.{run.cluster.name}", lambda: self._active_poller(run))
+
+    async def _active_poller(self, run: _Running) -> None:
+        assert self.publish is not None
+        if self.catch_up is not None:
+            await self.catch_up()
+        name = run.cluster.name
+        run.poller = SlurmPoller(
+            run.client,
+            self.publish,
+            cluster=name,
+            producer=self.producer,
+            poll_interval=self.poll_interval,
+            seed=slurm_seed(self.projection, name),
+        )
+        try:
+            await run.poller.run()
+        finally:
+            run.poller = None
 
     async def _stop(self, name: str) -> None:
         run = self.running.pop(name)

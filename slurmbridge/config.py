@@ -123,6 +123,10 @@ class WorkerSettings(_Base):
     ``ack_wait``: seconds before JetStream redelivers an unacknowledged trigger; long
     effects send in-progress to extend it.
     ``fetch_batch``: messages pulled per fetch (bounded by ``max_ack_pending``).
+    ``partitions``: split each reconciler's keys into this many partitions (CRC-32 of the key
+    modulo N), each with its own durable consumer and lease, so N replicas share the work and
+    no key is ever handled in two places. ``partition_indices``: the partitions this process
+    competes for (empty: all of them).
     """
 
     concurrency: int = 32
@@ -131,6 +135,20 @@ class WorkerSettings(_Base):
     fetch_batch: int = 256
     max_ack_pending: int = 10_000
     trigger_wait: float = 10.0
+    partitions: int = 1
+    partition_indices: list[int] = []
+
+
+class LeaseSettings(_Base):
+    """Leases in the JetStream KV bucket ``bridge-leases`` (:mod:`slurmbridge.leases`).
+
+    ``enabled``: every poller, the watcher set and each reconciler (partition) is active in
+    one process at a time — run as many replicas as you like. ``ttl``: seconds within which
+    a dead holder is replaced (its renewals stop; a clean stop hands over at once).
+    """
+
+    enabled: bool = True
+    ttl: float = 10.0
 
 
 class ObservabilitySettings(_Base):
@@ -178,6 +196,7 @@ class Settings(_Base):
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     observability: ObservabilitySettings = msgspec.field(default_factory=ObservabilitySettings)
     webhook: WebhookSettings = msgspec.field(default_factory=WebhookSettings)
+    leases: LeaseSettings = msgspec.field(default_factory=LeaseSettings)
     instance_id: str = ""
 
     @property
@@ -186,7 +205,7 @@ class Settings(_Base):
         return self.slurm.url or self.slurm_rest_api
 
 
-_SECTIONS = ("nats", "kube", "slurm", "worker", "observability", "webhook")
+_SECTIONS = ("nats", "kube", "slurm", "worker", "observability", "webhook", "leases")
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -257,6 +276,13 @@ def _validate(s: Settings) -> None:
         raise bad("worker.fetchBatch", "must be ≥ 1")
     if s.worker.ack_wait <= 0:
         raise bad("worker.ackWait", "must be > 0 seconds")
+    if s.worker.partitions < 1:
+        raise bad("worker.partitions", "must be ≥ 1")
+    for i, index in enumerate(s.worker.partition_indices):
+        if not 0 <= index < s.worker.partitions:
+            raise bad(f"worker.partitionIndices[{i}]", f"must be in 0…{s.worker.partitions - 1}")
+    if s.leases.ttl < 1.5:
+        raise bad("leases.ttl", "must be ≥ 1.5 seconds (messages carry whole-second TTLs)")
     if not 0 <= s.webhook.port <= 65535:
         raise bad("webhook.port", "must be a TCP port")
     for name in ("cert_file", "key_file"):

@@ -47,6 +47,9 @@ CLUSTERS_SERVED = Gauge(
     ["cluster"],
 )
 POLL_ERRORS = Counter("slurmbridge_slurm_poll_errors_total", "Failed Slurm polls", ["cluster"])
+LEASE_HELD = Gauge(
+    "slurmbridge_lease_held", "1 while this process holds the lease, else 0", ["lease"]
+)
 WATCH_AGE = Gauge(
     "slurmbridge_watch_seconds_since_event",
     "Seconds since the last watch event or bookmark",

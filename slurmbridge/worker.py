@@ -40,6 +40,7 @@ from schemas.actions import ActionRecord, AnyAction, DeadLetter, RecordEvent
 from slurmbridge import metrics
 from slurmbridge.bus import BatchPublisher, Bus
 from slurmbridge.config import WorkerSettings
+from slurmbridge.leases import partition_of
 from slurmbridge.outcomes import (
     OK,
     EffectResult,
@@ -129,6 +130,8 @@ class Worker:
         settings: WorkerSettings,
         instance_id: str,
         may_destroy: Callable[[], bool] | None = None,
+        partition: tuple[int, int] = (0, 1),
+        fence: Callable[[], int | None] | None = None,
     ) -> None:
         self.spec = spec
         self.bus = bus
@@ -138,6 +141,8 @@ class Worker:
         self.settings = settings
         self.instance_id = instance_id
         self._may_destroy_extra = may_destroy
+        self.partition, self.partitions = partition
+        self.fence = fence
         self.trigger_kinds = frozenset(str(t.__struct_config__.tag) for t in spec.triggers)
         # One filter subject, always: nats-server 2.15 delivers far slower from a consumer
         # with several filter subjects (bench/filters.py: 7.2k msg/s for two kinds vs 97k for
@@ -148,8 +153,12 @@ class Worker:
             if len(self.trigger_kinds) == 1
             else subjects.obs_filter("*", "*")
         )
+        # Each partition has its own durable consumer: every partition sees every trigger and
+        # keeps only its keys (a trigger may concern keys of several partitions).
         self.consumer = streams.consumer_spec(
-            spec.name,
+            spec.name
+            if self.partitions == 1
+            else f"{spec.name}-p{self.partition}of{self.partitions}",
             (filter_subject,),
             ack_wait_s=settings.ack_wait,
             max_deliver=settings.max_deliver,
@@ -210,10 +219,14 @@ class Worker:
             return False
         return self._may_destroy_extra() if self._may_destroy_extra is not None else True
 
+    def _mine(self, key: str) -> bool:
+        return self.partitions == 1 or partition_of(key, self.partitions) == self.partition
+
     async def _resync(self) -> None:
         await self.projection.wait_caught_up()
         for key in self.spec.all_keys(self.projection, self.ctx):
-            self._queue.add(key, None)
+            if self._mine(key):
+                self._queue.add(key, None)
 
     # --- consuming -----------------------------------------------------------------------
     async def _consume_loop(self) -> None:
@@ -274,7 +287,7 @@ class Worker:
             counter = self._m_consumed[kind] = metrics.EVENTS_CONSUMED.labels(self.spec.name, kind)
         counter.inc()
         try:
-            keys = list(self.spec.keys_of(event, self.projection, self.ctx))
+            keys = [k for k in self.spec.keys_of(event, self.projection, self.ctx) if self._mine(k)]
         except Exception as exc:
             log.exception("%s: keys_of failed on seq %d", self.spec.name, seq)
             await self._dead_letter(msg, seq, md.num_delivered, f"keys_of raised {exc!r}")
@@ -496,6 +509,9 @@ class Worker:
                 if previous is None or previous in action.on:
                     await self._emit_event(key, cause, decision.reason, action)
                 continue
+            if self.fence is not None and self.fence() is None:
+                # The lease may already be someone else's: act no more (DESIGN §6 fencing).
+                return RetryLater(1.0, "lease not held; not acting")
             t0 = time.perf_counter()
             try:
                 res = await self.effector.apply(action)
@@ -579,6 +595,7 @@ class Worker:
             duration_s=time.perf_counter() - t0,
             at=time.time_ns(),
             worker=self.instance_id,
+            lease_revision=(self.fence() or 0) if self.fence is not None else 0,
         )
         metrics.ACTIONS.labels(self.spec.name, act.action_name(action), outcome).inc()
         log.info(
