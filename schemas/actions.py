@@ -430,6 +430,9 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"
     ``unsupported`` (the Slurm API version lacks the operation; recorded once),
     ``skipped`` (a precondition no longer held, e.g. an administrator's drain).
     ``lease_revision``: the fencing token of the worker's lease when it acted (0: no leases).
+    ``view_seq``: the last BRIDGE_OBS sequence the worker's projection had applied when it
+    decided, and ``decided_at`` the clock (epoch seconds) the decision saw: together they let
+    ``slurmbridge replay`` rebuild the exact view and decide again (0: not recorded).
     """
 
     reconciler: str
@@ -444,6 +447,8 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"
     at: int = 0
     worker: str = ""
     lease_revision: int = 0
+    view_seq: int = 0
+    decided_at: float = 0.0
 
 
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, tag="DeadLetter"):

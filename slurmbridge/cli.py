@@ -133,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="slurmrestd API version the simulator speaks (default v0.0.44)",
     )
     demo.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4)")
+    demo.add_argument(
+        "--keep-log",
+        metavar="DIR",
+        help="keep the log in DIR (its JetStream store is DIR/nats: read it afterwards with "
+        "`slurmbridge replay --nats-store DIR/nats` or `explain … --nats-store DIR/nats`)",
+    )
 
     tail = sub.add_parser(
         "tail",
@@ -156,6 +162,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=0.0, help="exit after this many idle seconds (0 = never)"
     )
     _add_connection_flags(tail)
+
+    rp = sub.add_parser(
+        "replay",
+        help="decide again from the log and diff against the recorded actions",
+        description="Rebuild each recorded decision's view from BRIDGE_OBS (up to the "
+        "sequence it saw), run the reconciler's decide with the clock it saw, and print "
+        "every decision whose actions differ from the recorded ones. Exit 1 when any does.",
+        epilog="Times: epoch seconds or ISO 8601 (2026-11-22T03:14:00Z). Use the run's "
+        "configuration (--config): scheduler name, cluster and partition shape the decisions.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rp.add_argument("--since", metavar="TIME", help="decisions taken at or after TIME")
+    rp.add_argument("--until", metavar="TIME", help="decisions taken at or before TIME")
+    rp.add_argument("--from-seq", type=int, metavar="N", help="decisions that saw seq ≥ N")
+    rp.add_argument("--to-seq", type=int, metavar="N", help="decisions that saw seq ≤ N")
+    rp.add_argument("--reconciler", metavar="NAME", help="only this reconciler's decisions")
+    rp.add_argument("--verbose", action="store_true", help="list reproduced decisions too")
+    _add_connection_flags(rp)
+
+    ex_cmd = sub.add_parser(
+        "explain",
+        help="the timeline of one object: observations, decisions, actions",
+        description="Print what the log knows about one object: its observations and every "
+        "action about it, each with the decision's reason and the observation that "
+        "triggered it.",
+        epilog="Examples: slurmbridge explain SlurmNode/n12; "
+        "slurmbridge explain KubePod/default/train-0",
+    )
+    ex_cmd.add_argument("ref", metavar="KIND/KEY", help="e.g. SlurmNode/n12, KubeNode/n12")
+    _add_connection_flags(ex_cmd)
 
     sim = sub.add_parser("sim", help="run a simulator standalone")
     simsub = sim.add_subparsers(dest="sim", required=True, metavar="SIMULATOR")
@@ -280,8 +316,14 @@ def main(argv: list[str] | None = None) -> int:
                 api_version=args.api_version,
                 nodes=args.nodes,
                 stop=stop,
+                keep_log=Path(args.keep_log) if args.keep_log else None,
             )
         )
+    if args.command in ("replay", "explain"):
+        from slurmbridge import logcmds
+
+        cmd = logcmds.replay_cmd if args.command == "replay" else logcmds.explain_cmd
+        return _run_until_signal(lambda stop: cmd(settings, args))
     if args.command == "tail":
         from slurmbridge.tail import tail
 

@@ -33,6 +33,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -54,8 +55,11 @@ async def demo(
     api_version: str,
     nodes: int,
     stop: asyncio.Event,
+    keep_log: Path | None = None,
 ) -> int:
-    """Run the story for ``duration`` seconds; returns the exit code."""
+    """Run the story for ``duration`` seconds; returns the exit code. ``keep_log``: a
+    directory that keeps the run's files, its JetStream store in ``nats/`` (otherwise a
+    temporary directory, removed at the end)."""
     nodes = max(nodes, 4)
     t0 = time.monotonic()
     counts: collections.Counter[str] = collections.Counter()
@@ -66,6 +70,7 @@ async def demo(
 
     stack = Stack(
         nodes=nodes,
+        workdir=keep_log,
         api_version=api_version,
         poll_interval=min(1.0, settings.slurm.poll_interval),
         settings={"schedulerName": settings.scheduler_name},

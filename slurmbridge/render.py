@@ -56,6 +56,11 @@ def jsonl(value: Decoded, *, subject: str = "", seq: int = 0) -> str:
     return (body[:-1] + extra + b"}").decode()
 
 
+def timestamp(ns: int) -> str:
+    """``HH:MM:SS.mmm`` (UTC) of epoch nanoseconds; dashes for 0."""
+    return _ts(ns)
+
+
 def _ts(ns: int) -> str:
     if not ns:
         return "--:--:--.---"

@@ -111,6 +111,14 @@ class _KeyQueue:
             waiting.append(tracker)
 
 
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What a decision saw: the projection's applied sequence and the clock (epoch s)."""
+
+    view_seq: int
+    at: float
+
+
 class Worker:
     """Runs one reconciler against the log. Create, :meth:`start`, later :meth:`stop`."""
 
@@ -313,11 +321,11 @@ class Worker:
             else:
                 q.add(key, tracker)
 
-    def _decide(self, key: str) -> Decision | GiveUp:
+    def _decide(self, key: str, now: float | None = None) -> Decision | GiveUp:
         self.reconciles += 1
         started = time.perf_counter()
         try:
-            ctx = msgspec.structs.replace(self.ctx, now=time.time())
+            ctx = msgspec.structs.replace(self.ctx, now=time.time() if now is None else now)
             decision: Decision = self.spec.decide(self.spec.view(self.projection, key, ctx))
         except Exception as exc:
             log.exception("%s: decide failed for %s", self.spec.name, key)
@@ -365,7 +373,9 @@ class Worker:
 
     async def _reconcile(self, key: str, cause: int) -> Result:
         started = time.perf_counter()
-        decision = self._decide(key)
+        # What replay needs to decide again exactly: the view's log position and the clock.
+        seen = _Seen(self.projection.applied_seq, time.time())
+        decision = self._decide(key, seen.at)
         if isinstance(decision, GiveUp):
             return self._observe(started, decision)
         result: Result = OK
@@ -376,7 +386,7 @@ class Worker:
                     started,
                     RetryLater(1.0, "not caught up with the log yet; destructive action held"),
                 )
-            result = await self._perform(key, cause, decision)
+            result = await self._perform(key, cause, decision, seen)
         requeue = decision.requeue_after
         if wait is not None:
             requeue = wait if requeue is None else min(requeue, wait)
@@ -436,7 +446,7 @@ class Worker:
         hist.observe(time.perf_counter() - started)
         return result
 
-    async def _perform(self, key: str, cause: int, decision: Decision) -> Result:
+    async def _perform(self, key: str, cause: int, decision: Decision, seen: _Seen) -> Result:
         """Perform the decision's actions in order; stop at the first that must be retried or
         failed. A run of consecutive *independent* actions of one type (e.g. a group's
         binds) is performed concurrently, each unit with the RecordEvents that follow it."""
@@ -445,7 +455,7 @@ class Worker:
         # wait for the previous one's record.
         records = self.bus.batch()
         try:
-            return await self._perform_units(key, cause, decision, records)
+            return await self._perform_units(key, cause, decision, records, seen)
         finally:
             try:
                 published = await records.flush()
@@ -462,7 +472,7 @@ class Worker:
                     )
 
     async def _perform_units(
-        self, key: str, cause: int, decision: Decision, records: BatchPublisher
+        self, key: str, cause: int, decision: Decision, records: BatchPublisher, seen: _Seen
     ) -> Result:
         units: list[list[AnyAction]] = []
         for action in decision.actions:
@@ -478,11 +488,14 @@ class Worker:
                 while j < len(units) and type(units[j][0]) is type(head):
                     j += 1
             if j - i == 1:
-                results = [await self._perform_unit(key, cause, decision, units[i], records)]
+                results = [await self._perform_unit(key, cause, decision, units[i], records, seen)]
             else:
                 results = list(
                     await asyncio.gather(
-                        *(self._perform_unit(key, cause, decision, u, records) for u in units[i:j])
+                        *(
+                            self._perform_unit(key, cause, decision, u, records, seen)
+                            for u in units[i:j]
+                        )
                     )
                 )
             failed = [r for r in results if isinstance(r, GiveUp)]
@@ -501,6 +514,7 @@ class Worker:
         decision: Decision,
         unit: list[AnyAction],
         records: BatchPublisher,
+        seen: _Seen,
     ) -> Result:
         previous: str | None = None
         for action in unit:
@@ -517,18 +531,18 @@ class Worker:
                 res = await self.effector.apply(action)
             except Transient as exc:
                 await self._record(
-                    records, key, cause, action, "retry", decision.reason, str(exc), t0
+                    records, key, cause, action, "retry", decision.reason, str(exc), t0, seen=seen
                 )
                 return RetryLater(exc.delay if exc.delay is not None else -1.0, str(exc))
             except Permanent as exc:
                 await self._record(
-                    records, key, cause, action, "failed", decision.reason, str(exc), t0
+                    records, key, cause, action, "failed", decision.reason, str(exc), t0, seen=seen
                 )
                 return GiveUp(f"{act.action_name(action)}: {exc}")
             except Exception as exc:
                 log.exception("%s: effector raised on %s", self.spec.name, key)
                 await self._record(
-                    records, key, cause, action, "retry", decision.reason, repr(exc), t0
+                    records, key, cause, action, "retry", decision.reason, repr(exc), t0, seen=seen
                 )
                 return RetryLater(-1.0, f"effector raised {exc!r}")
             previous = res.outcome
@@ -541,7 +555,7 @@ class Worker:
                     continue
                 self._unsupported_seen.add(marker)
             await self._record(
-                records, key, cause, action, res.outcome, decision.reason, res.detail, t0
+                records, key, cause, action, res.outcome, decision.reason, res.detail, t0, seen=seen
             )
         return OK
 
@@ -582,6 +596,7 @@ class Worker:
         reason: str,
         error: str,
         t0: float,
+        seen: _Seen | None = None,
     ) -> None:
         record = ActionRecord(
             reconciler=self.spec.name,
@@ -596,6 +611,8 @@ class Worker:
             at=time.time_ns(),
             worker=self.instance_id,
             lease_revision=(self.fence() or 0) if self.fence is not None else 0,
+            view_seq=seen.view_seq if seen is not None else 0,
+            decided_at=seen.at if seen is not None else 0.0,
         )
         metrics.ACTIONS.labels(self.spec.name, act.action_name(action), outcome).inc()
         log.info(

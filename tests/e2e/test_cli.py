@@ -27,9 +27,10 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("SLURMBRIDGE_")}
 
 
-def test_demo_jsonl_tells_the_story() -> None:
+def test_demo_jsonl_tells_the_story(tmp_path: Path) -> None:
+    log = tmp_path / "log"
     proc = subprocess.run(
-        [*CLI, "demo", "--duration", "20", "--format", "jsonl"],
+        [*CLI, "demo", "--duration", "20", "--format", "jsonl", "--keep-log", str(log)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -89,6 +90,33 @@ def test_demo_jsonl_tells_the_story() -> None:
     assert deleted == ["burst-2", "burst-1", "burst-0"]
     assert "nodeset/burst has 0 pod(s); pods deleted under a running job: 0" in proc.stderr
     assert "CANCELLED" in proc.stderr
+
+    # The kept log, read back: every recorded decision is reproduced by replay …
+    store = ["--nats-store", str(log / "nats")]
+    replay = subprocess.run(
+        [*CLI, "replay", *store], capture_output=True, text=True, timeout=60, env=_env()
+    )
+    assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-2000:]
+    summary = replay.stdout.strip().splitlines()[-1]
+    assert " 0 differing" in summary, summary
+    replayed = int(summary.split("replayed ")[1].split(" ")[0])
+    decided = sum(1 for r in records if r["action"]["action"] != "RecordEvent")
+    assert 0 < replayed <= decided, (replayed, decided)
+    # … and explain tells why n1 was drained: the cordon, the decision, Slurm's DRAIN.
+    why = subprocess.run(
+        [*CLI, "explain", "SlurmNode/n1", *store],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+    )
+    assert why.returncode == 0, why.stderr[-2000:]
+    text = why.stdout
+    assert "DrainSlurmNode" in text and "→ ok" in text, text
+    assert "KubeNode n1 (k8s) unschedulable" in text, text  # the triggering observation
+    assert f"reason={REASON_N1!r}" in text, text  # Slurm reporting our drain
+    order = [text.index("DrainSlurmNode"), text.index("UndrainSlurmNode")]
+    assert order == sorted(order), "timeline out of order"
 
 
 def _wait_port_file(
