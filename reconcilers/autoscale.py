@@ -192,8 +192,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             policy = None
         source = slurm_source(ns.cluster_name or ctx.cluster)
         if policy is not None:
-            for job in store.values(SlurmJob, source):
-                if job.partition != policy.partition:
+            for job in store.by_field(SlurmJob, "partition", policy.partition):
+                if job.source != source:
                     continue
                 if job.base_state == "PENDING":
                     pending += 1

@@ -38,6 +38,10 @@ class Store(Protocol):
         """Live objects of ``kind`` whose label ``label`` equals ``value`` (indexed)."""
         ...
 
+    def by_field(self, kind: type[E], field: str, value: str) -> Iterable[E]:
+        """Live objects of ``kind`` whose string field ``field`` equals ``value`` (indexed)."""
+        ...
+
 
 class Context(msgspec.Struct, frozen=True, kw_only=True):
     """Settings a reconciler's rules depend on, built by the runtime from the config.

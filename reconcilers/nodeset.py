@@ -378,8 +378,8 @@ def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
         return []
     if isinstance(event, SlurmNode):
         keys = set()
-        for p in store.by_label(KubePod, LABEL_NAME, SLURMD):
-            if p.name != event.key or LABEL_INSTANCE not in p.labels:
+        for p in store.by_field(KubePod, "name", event.key):
+            if p.labels.get(LABEL_NAME) != SLURMD or LABEL_INSTANCE not in p.labels:
                 continue
             key = f"{p.namespace}/{p.labels[LABEL_INSTANCE]}"
             ns = store.get(KubeNodeSet, key, KUBE_SOURCE)

@@ -84,13 +84,21 @@ class Projection:
 
     def by_label(self, kind: type[E], label: str, value: str) -> Iterable[E]:
         """Live objects of ``kind`` with ``labels[label] == value`` (index built on first use)."""
+        return self._indexed(kind, label, value)
+
+    def by_field(self, kind: type[E], field: str, value: str) -> Iterable[E]:
+        """Live objects of ``kind`` whose string field ``field`` equals ``value`` (e.g. jobs
+        by ``partition``, pods by ``name``; index built on first use, kept up to date)."""
+        return self._indexed(kind, "." + field, value)
+
+    def _indexed(self, kind: type[E], label: str, value: str) -> list[E]:
         tag = _tag(kind)
         index = self._label_index.get((tag, label))
         if index is None:
             index = {}
             for src, objs in self._objs.get(tag, {}).items():
                 for key, entry in objs.items():
-                    v = _labels(entry.event).get(label)
+                    v = _index_value(entry.event, label)
                     if v is not None:
                         index.setdefault(v, set()).add((src, key))
             self._label_index[(tag, label)] = index
@@ -147,8 +155,8 @@ class Projection:
         for (itag, label), index in self._label_index.items():
             if itag != tag:
                 continue
-            before = _labels(old).get(label) if old is not None else None
-            after = _labels(new).get(label) if new.op != "deleted" else None
+            before = _index_value(old, label) if old is not None else None
+            after = _index_value(new, label) if new.op != "deleted" else None
             if before == after:
                 continue
             if before is not None:
@@ -247,6 +255,14 @@ class Projection:
 
 def _tag(kind: type[Event]) -> str:
     return kind.__struct_config__.tag  # type: ignore[return-value]
+
+
+def _index_value(event: Event, label: str) -> str | None:
+    """The indexed value: field ``label[1:]`` for ``.field``, else the label's value."""
+    if label.startswith("."):
+        value = getattr(event, label[1:], None)
+        return value if isinstance(value, str) else None
+    return _labels(event).get(label)
 
 
 def _labels(event: Event) -> dict[str, str]:

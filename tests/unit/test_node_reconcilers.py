@@ -10,7 +10,7 @@ from reconcilers import node_taint, slurm_drain
 from reconcilers.base import Context
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, RecordEvent, TaintNode, UndrainSlurmNode, UntaintNode
-from schemas.events import Event, KubeNode, SlurmNode, Taint
+from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, Taint
 from slurmbridge.projection import Projection
 
 CTX = Context(scheduler_name="slurm-bridge-scheduler", cluster="c1")
@@ -270,6 +270,22 @@ def test_label_index_follows_changes() -> None:
     assert [n.key for n in p.by_label(KubeNode, wellknown.LABEL_SLURM_NODENAME, "s2")] == ["a"]
     p.apply(KubeNode(source="k8s", key="a", op="deleted"), 11)
     assert list(p.by_label(KubeNode, wellknown.LABEL_SLURM_NODENAME, "s2")) == []
+
+
+def test_field_index_follows_changes() -> None:
+    def job(key: str, partition: str, source: str = "slurm:c") -> SlurmJob:
+        return SlurmJob(source=source, key=key, job_id=int(key), partition=partition)
+
+    p = store(job("1", "gpu"), job("2", "cpu"), job("3", "gpu", source="slurm:d"))
+    assert sorted(j.key for j in p.by_field(SlurmJob, "partition", "gpu")) == ["1", "3"]
+    p.apply(job("1", "cpu"), 10)  # moved (scontrol update partition=…)
+    assert [j.key for j in p.by_field(SlurmJob, "partition", "gpu")] == ["3"]
+    assert sorted(j.key for j in p.by_field(SlurmJob, "partition", "cpu")) == ["1", "2"]
+    p.apply(SlurmJob(source="slurm:c", key="2", op="deleted"), 11)
+    assert [j.key for j in p.by_field(SlurmJob, "partition", "cpu")] == ["1"]
+    p.apply(job("4", "cpu"), 12)  # added after the index was built
+    assert sorted(j.key for j in p.by_field(SlurmJob, "partition", "cpu")) == ["1", "4"]
+    assert list(p.by_field(SlurmJob, "no_such_field", "x")) == []
 
 
 @pytest.mark.parametrize("case", TAINT_CASES + DRAIN_CASES, ids=lambda c: c.name)
