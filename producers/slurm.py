@@ -26,6 +26,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TypeVar
 
 import msgspec
 
@@ -38,6 +39,8 @@ from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import Job, Node, Partition, Ping
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M")
 
 _HASH_ENC = msgspec.json.Encoder()
 _ENVELOPE = {"observed_at": 0, "version": "", "producer": ""}
@@ -203,6 +206,9 @@ class SlurmPoller:
         self._wake = asyncio.Event()
         self._poll_now = asyncio.Event()
         self._last_error = ""
+        # kind → key → (model, its event) of the last full listing (see _translate).
+        self._models: dict[str, dict[str, tuple[object, Event]]] = {}
+        self._pending_models: dict[str, dict[str, tuple[object, Event]]] = {}
 
     def poll_soon(self) -> None:
         """Start the next full poll now instead of at the next slot (e.g. a new token)."""
@@ -301,9 +307,9 @@ class SlurmPoller:
             c, who = self.cluster, self.producer
             nodes = await self.client.list_nodes(update_time=self._node_update)
             if nodes is not None:
-                found: list[Event] = [
-                    node_to_event(n, cluster=c, producer=who, observed_at=now) for n in nodes.nodes
-                ]
+                found: list[Event] = self._translate(
+                    "SlurmNode", nodes.nodes, node_to_event, lambda n: n.name, now
+                )
                 batch += self._diff("SlurmNode", found, now)
                 node_mark = nodes.last_update or None
             parts = await self.client.list_partitions(update_time=self._part_update)
@@ -317,14 +323,15 @@ class SlurmPoller:
             if self.poll_jobs:
                 jobs = await self.client.list_jobs(update_time=self._job_update)
                 if jobs is not None:
-                    found = [
-                        job_to_event(j, cluster=c, producer=who, observed_at=now) for j in jobs.jobs
-                    ]
+                    found = self._translate(
+                        "SlurmJob", jobs.jobs, job_to_event, lambda j: str(j.job_id), now
+                    )
                     batch += self._diff("SlurmJob", found, now)
                     job_mark = jobs.last_update or None
         except slurm_errors.SlurmError as exc:
             node_mark, part_mark = self._node_update, self._part_update
             job_mark = self._job_update
+            self._pending_models.clear()
             metrics.POLL_ERRORS.labels(self.cluster).inc()
             # Once per distinct failure, not every poll interval (the ping in the log and the
             # error counter carry the rest).
@@ -353,6 +360,8 @@ class SlurmPoller:
                 results = await self.publish(keyed)
                 for ev, res in zip(changed, results, strict=True):
                     self.last[(events.kind_of(ev), ev.key)] = (ev, res.seq)
+        self._models.update(self._pending_models)
+        self._pending_models.clear()
         self._node_update, self._part_update = node_mark, part_mark
         self._job_update = job_mark
         self.polls += 1
@@ -360,6 +369,34 @@ class SlurmPoller:
         self.polled.set()
         metrics.POLL_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
         return len(changed)
+
+    def _translate(
+        self,
+        kind: str,
+        models: Sequence[M],
+        translate: Callable[..., Event],
+        key: Callable[[M], str],
+        now: int,
+    ) -> list[Event]:
+        """Events for ``models``; a model object seen in the previous listing (the client
+        hands back the same object for an unchanged item, :class:`ItemMemo`) keeps its
+        event, so a large, mostly unchanged cluster costs no translation or hashing."""
+        previous = self._models.get(kind, {})
+        current: dict[str, tuple[object, Event]] = {}
+        out: list[Event] = []
+        for m in models:
+            k = key(m)
+            seen = previous.get(k)
+            if seen is not None and seen[0] is m:
+                ev = seen[1]
+            else:
+                ev = translate(m, cluster=self.cluster, producer=self.producer, observed_at=now)
+            current[k] = (m, ev)
+            out.append(ev)
+        # Committed once this poll is published: an event that failed to publish must be
+        # translated (and compared) again next time, not reused.
+        self._pending_models[kind] = current
+        return out
 
     def _diff(self, kind: str, current: list[Event], now: int) -> list[Event]:
         seen = {ev.key for ev in current}

@@ -66,7 +66,7 @@ import httpx
 import msgspec
 
 from slurmbridge.slurm import codecs
-from slurmbridge.slurm.codecs._common import Codec, error_report
+from slurmbridge.slurm.codecs._common import Codec, ItemMemo, error_report
 from slurmbridge.slurm.errors import (
     Conflict,
     MissingToken,
@@ -260,6 +260,7 @@ class SlurmClient:
         if self._configured is not None:
             codecs.get(self._configured)  # fail fast on a version we cannot speak
         self._codec: Codec | None = None
+        self._memos: dict[tuple[str, str], ItemMemo] = {}
         self._lock = asyncio.Lock()
         self.offered: tuple[str, ...] = ()
         self._http = httpx.AsyncClient(
@@ -389,6 +390,15 @@ class SlurmClient:
             return
         _check_capability(codecs.get(version), operation)
 
+    def _memo(self, listing: str, codec: Codec) -> ItemMemo:
+        """The :class:`ItemMemo` of one listing (``jobs``, ``nodes``) for this API version:
+        consecutive full listings reuse the models of unchanged items."""
+        key = (listing, codec.version)
+        memo = self._memos.get(key)
+        if memo is None:
+            memo = self._memos[key] = ItemMemo()
+        return memo
+
     # --- HTTP ----------------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
@@ -508,13 +518,14 @@ class SlurmClient:
             Unavailable / Unauthorized / Unsupported / Rejected / BadResponse.
         """
         codec = await self._get_codec()
+        memo = self._memo("nodes", codec)
         return await self._list(
             codec,
             codec.paths.nodes,
             "list_nodes",
             update_time,
             codec.nodes_update_time,
-            codec.decode_nodes,
+            lambda body: codec.decode_nodes(body, memo),
             NodeList(),
         )
 
@@ -691,8 +702,15 @@ class SlurmClient:
             Unavailable / Unauthorized / Unsupported / Rejected / BadResponse.
         """
         codec = await self._get_codec()
+        memo = self._memo("jobs", codec)
         return await self._list(
-            codec, codec.paths.jobs, "list_jobs", update_time, True, codec.decode_jobs, JobList()
+            codec,
+            codec.paths.jobs,
+            "list_jobs",
+            update_time,
+            True,
+            lambda body: codec.decode_jobs(body, memo),
+            JobList(),
         )
 
     async def get_job(self, job_id: int) -> Job | None:

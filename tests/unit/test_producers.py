@@ -284,3 +284,36 @@ async def test_hot_job_poll_publishes_a_start_and_a_full_listing_never_undoes_it
     # A full listing taken before the GET (older observed_at) must not publish PENDING again.
     stale = ps.job_to_event(Job(job_id=7, state=("PENDING",)), cluster="c", observed_at=1)
     assert p._stale(stale)
+
+
+async def test_unchanged_models_are_not_translated_again_and_a_lost_publish_is_retried() -> None:
+    c, sink = FakeClient(), Sink()
+    p = poller(c, sink)
+    await p.poll_once()
+    translated: list[str] = []
+    real = ps.node_to_event
+
+    def counting(n: Node, **kw: object) -> SlurmNode:
+        translated.append(n.name)
+        return real(n, **kw)  # type: ignore[arg-type]
+
+    ps.node_to_event = counting  # type: ignore[assignment]
+    try:
+        # The client hands back the same objects for unchanged items: nothing re-translated.
+        assert await p.poll_once() == 0
+        assert translated == []
+        c.nodes[0] = Node(name="n1", state=("IDLE", "DRAIN"), reason="x")
+
+        async def failing(batch: Sequence[tuple[Event, str]]) -> list[Published]:
+            raise ConnectionError("NATS unreachable")
+
+        p.publish = failing  # type: ignore[assignment]
+        with pytest.raises(ConnectionError):
+            await p.poll_once()
+        p.publish = sink  # type: ignore[assignment]
+        # The change was not stored: the next poll translates it again and publishes it.
+        assert await p.poll_once() == 1
+        assert sink.last() == [("SlurmNode", "n1", "observed")]
+        assert translated == ["n1", "n1"]
+    finally:
+        ps.node_to_event = real  # type: ignore[assignment]

@@ -1031,3 +1031,36 @@ def test_models_are_frozen_and_encodable() -> None:
     with pytest.raises(AttributeError):
         node.name = "n2"  # type: ignore[misc]
     assert msgspec.json.decode(msgspec.json.encode(node), type=Node) == node
+
+
+@pytest.mark.parametrize("version", ["v0.0.42", "v0.0.44", "v0.0.45"])
+def test_item_memo_reuses_models_of_unchanged_items(version: str) -> None:
+    from slurmbridge.slurm.codecs._common import ItemMemo
+
+    codec = codecs.get(version)
+
+    def jobs_body(*jobs: tuple[int, str]) -> bytes:
+        return json.dumps(
+            {"jobs": [{"job_id": j, "name": n, "job_state": ["PENDING"]} for j, n in jobs]}
+        ).encode()
+
+    def nodes_body(*nodes: tuple[str, str]) -> bytes:
+        return json.dumps({"nodes": [{"name": n, "state": [s]} for n, s in nodes]}).encode()
+
+    memo = ItemMemo()
+    first = codec.decode_jobs(jobs_body((1, "a"), (2, "b")), memo)
+    second = codec.decode_jobs(jobs_body((1, "a"), (2, "renamed"), (3, "c")), memo)
+    assert first is not None and second is not None
+    assert second.jobs[0] is first.jobs[0]  # same bytes: the same model object
+    assert second.jobs[1] is not first.jobs[1] and second.jobs[1].name == "renamed"
+    assert [j.job_id for j in second.jobs] == [1, 2, 3]
+    assert memo.reused == 1
+    # Equal to decoding without the memo, object identity aside.
+    assert second == codec.decode_jobs(jobs_body((1, "a"), (2, "renamed"), (3, "c")))
+    nmemo = ItemMemo()
+    n1 = codec.decode_nodes(nodes_body(("n1", "IDLE"), ("n2", "IDLE")), nmemo)
+    n2 = codec.decode_nodes(nodes_body(("n1", "IDLE"), ("n2", "ALLOCATED")), nmemo)
+    assert n1 is not None and n2 is not None
+    assert n2.nodes[0] is n1.nodes[0] and n2.nodes[1].state == ("ALLOCATED",)
+    with pytest.raises(BadResponse, match="jobs"):
+        codec.decode_jobs(b'{"jobs": [{"job_id": "not a number"}]}', memo)

@@ -37,6 +37,7 @@ import msgspec
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._common import (
     Codec,
+    ItemMemo,
     NoVal,
     Paths,
     csv_tuple,
@@ -138,7 +139,14 @@ class _Jobs(msgspec.Struct, frozen=True):
     last_update: NoVal | int | None = None
 
 
+class _JobsRaw(msgspec.Struct, frozen=True):
+    jobs: list[msgspec.Raw] | None = None
+    last_update: NoVal | int | None = None
+
+
 _JOBS: Final = msgspec.json.Decoder(_Jobs)
+_JOBS_RAW: Final = msgspec.json.Decoder(_JobsRaw)
+_JOB: Final = msgspec.json.Decoder(_Job)
 
 
 def job_of(j: _Job) -> Job:
@@ -164,15 +172,22 @@ def job_of(j: _Job) -> Job:
     )
 
 
-def decode_job_list(body: bytes) -> JobList | None:
-    """Decode a job listing of any supported version (``None``: no ``jobs`` key)."""
-    parsed = decode(_JOBS, body, "jobs")
-    if parsed.jobs is None:
-        return None
-    last = noval(parsed.last_update) or 0
-    return JobList(
-        jobs=tuple(job_of(j) for j in parsed.jobs), last_update=last, server_last_update=last
-    )
+def decode_job_list(body: bytes, memo: ItemMemo | None = None) -> JobList | None:
+    """Decode a job listing of any supported version (``None``: no ``jobs`` key); with
+    ``memo``, unchanged jobs keep their model (:class:`ItemMemo`)."""
+    if memo is None:
+        parsed = decode(_JOBS, body, "jobs")
+        if parsed.jobs is None:
+            return None
+        jobs = tuple(job_of(j) for j in parsed.jobs)
+        last = noval(parsed.last_update) or 0
+    else:
+        raw = decode(_JOBS_RAW, body, "jobs")
+        if raw.jobs is None:
+            return None
+        jobs = tuple(memo.map(raw.jobs, lambda r: job_of(decode(_JOB, r, "jobs"))))
+        last = noval(raw.last_update) or 0
+    return JobList(jobs=jobs, last_update=last, server_last_update=last)
 
 
 def _nv(value: int | None) -> dict[str, object] | None:
@@ -257,7 +272,14 @@ class _UpdateNodeMsg(msgspec.Struct, frozen=True, omit_defaults=True):
     comment: str | msgspec.UnsetType = msgspec.UNSET
 
 
+class _NodesRaw(msgspec.Struct, frozen=True):
+    nodes: list[msgspec.Raw] | None = None
+    last_update: NoVal | int | None = None
+
+
 _NODES: Final = msgspec.json.Decoder(_Nodes)
+_NODES_RAW: Final = msgspec.json.Decoder(_NodesRaw)
+_NODE: Final = msgspec.json.Decoder(_Node)
 _PARTITIONS: Final = msgspec.json.Decoder(_Partitions)
 _PINGS: Final = msgspec.json.Decoder(_Pings)
 _ENCODER: Final = msgspec.json.Encoder()
@@ -311,17 +333,22 @@ class DataParserCodec(Codec):
             error=error,
         )
 
-    def decode_nodes(self, body: bytes) -> NodeList | None:
-        """Nodes and ``last_update`` (epoch seconds)."""
-        parsed = decode(_NODES, body, f"{self.version} nodes")
-        if parsed.nodes is None:
-            return None
-        last_update = noval(parsed.last_update) or 0
-        return NodeList(
-            nodes=tuple(_node(n) for n in parsed.nodes),
-            last_update=last_update,
-            server_last_update=last_update,
-        )
+    def decode_nodes(self, body: bytes, memo: ItemMemo | None = None) -> NodeList | None:
+        """Nodes and ``last_update`` (epoch seconds); ``memo``: see :class:`ItemMemo`."""
+        what = f"{self.version} nodes"
+        if memo is None:
+            parsed = decode(_NODES, body, what)
+            if parsed.nodes is None:
+                return None
+            nodes = tuple(_node(n) for n in parsed.nodes)
+            last_update = noval(parsed.last_update) or 0
+        else:
+            raw = decode(_NODES_RAW, body, what)
+            if raw.nodes is None:
+                return None
+            nodes = tuple(memo.map(raw.nodes, lambda r: _node(decode(_NODE, r, what))))
+            last_update = noval(raw.last_update) or 0
+        return NodeList(nodes=nodes, last_update=last_update, server_last_update=last_update)
 
     def decode_partitions(self, body: bytes) -> PartitionList | None:
         """Partitions with expanded node lists, and ``last_update``."""
@@ -369,9 +396,9 @@ class DataParserCodec(Codec):
         )
         return _ENCODER.encode(msg)
 
-    def decode_jobs(self, body: bytes) -> JobList | None:
+    def decode_jobs(self, body: bytes, memo: ItemMemo | None = None) -> JobList | None:
         """Decode ``openapi_job_info_resp`` (``jobs``, ``last_update``)."""
-        return decode_job_list(body)
+        return decode_job_list(body, memo)
 
     def encode_submit(self, job: JobSubmit) -> bytes:
         """``job_submit_req``: ``{"job": job_desc_msg}``. ``external`` ⇒ flag ``EXTERNAL_JOB``

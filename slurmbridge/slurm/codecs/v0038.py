@@ -28,6 +28,7 @@ import msgspec
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._common import (
     Codec,
+    ItemMemo,
     Paths,
     csv_tuple,
     decode,
@@ -169,8 +170,10 @@ class V0038(Codec):
             error=error,
         )
 
-    def decode_nodes(self, body: bytes) -> NodeList | None:
-        """Nodes; ``last_update`` is 0 (v0.0.38 does not report it)."""
+    def decode_nodes(self, body: bytes, memo: ItemMemo | None = None) -> NodeList | None:
+        """Nodes; ``last_update`` is 0 (v0.0.38 does not report it). ``memo`` is not used:
+        Slurm 22.05 sites are small (no conditional listings either)."""
+        del memo
         parsed = decode(_NODES, body, "v0.0.38 nodes")
         if parsed.nodes is None:
             return None
@@ -183,9 +186,9 @@ class V0038(Codec):
             return None
         return PartitionList(partitions=tuple(_partition(p) for p in parsed.partitions))
 
-    def decode_jobs(self, body: bytes) -> JobList | None:
+    def decode_jobs(self, body: bytes, memo: ItemMemo | None = None) -> JobList | None:
         """Jobs (``job_state`` is one string; times plain epoch seconds; no ``last_update``)."""
-        return decode_job_list(body)
+        return decode_job_list(body, memo)
 
     def encode_submit(self, job: JobSubmit) -> bytes:
         """``job_submission``: ``{"job": job_properties, "script": …}``.
