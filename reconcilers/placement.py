@@ -8,7 +8,8 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   placeholder job (``EXTERNAL_JOB`` with ``admin_comment={"pods":[…]}`` on Slurm REST
   v0.0.43+, a sleeping batch job before), with the Slurm nodes (of this cluster) whose
   Kubernetes node is cordoned or not Ready as ``excluded_nodes`` (never ``required_nodes``:
-  slurm-bridge #43);
+  slurm-bridge #43), and the Slurm nodes with no Kubernetes node that share a partition with
+  Kubernetes nodes (a pod could never be bound there);
   the same action labels the pods ``scheduler.slinky.slurm.net/slurm-jobid``, adds the
   finalizer ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration;
 * the group cannot be translated, or names a partition Slurm does not have ⇒ no job; each
@@ -129,6 +130,17 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             for n in store.values(KubeNode)
             if n.unschedulable or not n.ready
         }
+        # Slurm nodes with no Kubernetes node (a NodeSet's slurmd nodes, plain HPC nodes)
+        # could be allocated in a partition they share with Kubernetes nodes, and a pod can
+        # never be bound there: exclude them too, in those partitions only.
+        mapped: dict[str, bool] = {}
+        for part in store.values(SlurmPartition, source):
+            for name in part.nodes:
+                if name not in mapped:
+                    mapped[name] = bool(_nodes.kube_keys_for_slurm(name, store))
+        for part in store.values(SlurmPartition, source):
+            if any(mapped[n] for n in part.nodes):
+                unusable.update(n for n in part.nodes if not mapped[n])
         excluded = tuple(
             sorted(name for name in unusable if store.get(SlurmNode, name, source) is not None)
         )

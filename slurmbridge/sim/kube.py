@@ -62,6 +62,7 @@ import builtins
 import contextlib
 import logging
 import math
+import random
 import re
 import secrets
 import uuid
@@ -1910,6 +1911,12 @@ class KubeSim:
         #: ``("create", "pods/eviction")``, ``("watch", "nodes")``.
         self.requests: Counter[tuple[str, str]] = Counter()
         self._faults: list[_Fault] = []
+        #: Chaos (tests/chaos): the share of requests answered with a fault — 409 Conflict
+        #: for patch/update, 429 for evictions, 503 for the rest (watches excepted: drop
+        #: them with drop_watches, expire them with compact). ``chaos_injected`` counts them.
+        self.chaos_rate = 0.0
+        self.chaos_rng = random.Random(0)
+        self.chaos_injected: Counter[str] = Counter()
         self._runner: web.AppRunner | None = None
         self._url = ""
         for ns in namespaces if "namespaces" in self._store.specs else ():
@@ -2307,6 +2314,18 @@ class KubeSim:
         return namespace or "default"
 
     # HTTP ---------------------------------------------------------------------------------------
+    def _chaos_fault(self, verb: str, resource: str) -> ApiError | None:
+        if not self.chaos_rate or verb == "watch" or self.chaos_rng.random() >= self.chaos_rate:
+            return None
+        if resource == "pods/eviction":
+            status, why = 429, "Cannot evict pod as it would violate the pod's disruption budget."
+        elif verb in ("patch", "update"):
+            status, why = 409, "the object has been modified; please apply your changes"
+        else:
+            status, why = 503, "injected by KubeSim.chaos_rate"
+        self.chaos_injected[f"{status} {verb} {resource}"] += 1
+        return ApiError(status, _REASONS.get(status, ""), why, {})
+
     def _take_fault(self, verb: str, resource: str) -> ApiError | None:
         for fault in self._faults:
             if (fault.verb in (None, verb)) and (fault.resource in (None, resource)):
@@ -2521,7 +2540,7 @@ class KubeSim:
             else (f"{spec.plural}/{sub}" if sub else spec.plural)
         )
         self.requests[(verb, label)] += 1
-        fault = self._take_fault(verb, label)
+        fault = self._take_fault(verb, label) or self._chaos_fault(verb, label)
         if fault is not None:
             raise fault
         store = self._store

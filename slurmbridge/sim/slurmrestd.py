@@ -69,6 +69,7 @@ import hmac
 import json
 import logging
 import os
+import random
 import re
 import secrets
 import shlex
@@ -85,6 +86,8 @@ from slurmbridge.sim.slurmjobs import JobsMixin, SimJob, _SubmitError
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._dataparser import NODE_STATES_V0042
 from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
+
+_CHAOS_DONE: Final = web.RequestKey("chaos-done", bool)
 
 __all__ = [
     "ALL_VERSIONS",
@@ -502,6 +505,14 @@ class SlurmSim(JobsMixin):
         self.on_create: list[NodeCallback] = []
         self.on_delete: list[NodeCallback] = []
         self._faults: collections.deque[tuple[int, int | None]] = collections.deque()
+        #: Chaos (tests/chaos): the share of requests that fail — half with 503 before
+        #: anything happens, the rest split between a slow answer (``chaos_slow_s``, for client
+        #: time-outs; the request still takes effect), a connection reset, and a 503 *after*
+        #: the request took effect. ``chaos_injected`` counts them by kind.
+        self.chaos_rate = 0.0
+        self.chaos_slow_s = 2.0
+        self.chaos_rng = random.Random(0)
+        self.chaos_injected: collections.Counter[str] = collections.Counter()
         now = self._now()
         self.nodes_changed_at = now
         self.parts_changed_at = now
@@ -887,6 +898,28 @@ class SlurmSim(JobsMixin):
     def _partitions_of(self, name: str) -> tuple[str, ...]:
         return tuple(p.name for p in self.partitions.values() if name in p.nodes)
 
+    async def _chaos(
+        self,
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        roll = self.chaos_rng.random()
+        if roll < 0.5:
+            self.chaos_injected["503"] += 1
+            return _text("injected fault (HTTP 503)", 503)
+        if roll < 0.7:
+            self.chaos_injected["slow"] += 1
+            await asyncio.sleep(self.chaos_slow_s)
+            return await self._middleware(request, handler)  # late, but real
+        if roll < 0.85:
+            self.chaos_injected["reset"] += 1
+            if request.transport is not None:
+                request.transport.abort()
+            return _text("reset", 503)
+        self.chaos_injected["503-after-effect"] += 1
+        await self._middleware(request, handler)
+        return _text("injected fault after the effect (HTTP 503)", 503)
+
     def fail_next(self, n: int = 1, status: int = 503, *, error_number: int | None = None) -> None:
         """Answer the next ``n`` requests (any endpoint) with ``status``; with
         ``error_number``, as a Slurm error body carrying that errno, else as plain text."""
@@ -1078,6 +1111,14 @@ class SlurmSim(JobsMixin):
             if errno is None:
                 return _text(f"injected fault (HTTP {status})", status)
             return self._error(version, endpoint, status, errno, "injected fault", "sim")
+        if (
+            self.chaos_rate
+            and endpoint != "openapi"
+            and not request.get(_CHAOS_DONE)
+            and self.chaos_rng.random() < self.chaos_rate
+        ):
+            request[_CHAOS_DONE] = True
+            return await self._chaos(request, handler)
         token = request.headers.get("X-SLURM-USER-TOKEN")
         user_name = request.headers.get("X-SLURM-USER-NAME")
         bearer = request.headers.get("Authorization", "")
@@ -1518,6 +1559,8 @@ class SlurmSim(JobsMixin):
                 cb(name, update, arrived)
             except Exception:  # a broken hook must not break the simulator
                 log.exception("on_update callback failed")
+        if "RESUME" in update.state or "UNDRAIN" in update.state:
+            self.schedule()  # slurmctld retries pending jobs when a node returns to service
         return self._ok(v, request, {})
 
     async def _create_node(self, request: web.Request) -> web.Response:

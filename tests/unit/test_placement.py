@@ -390,6 +390,20 @@ def test_cordoned_and_not_ready_nodes_are_excluded() -> None:
     assert of(placement.decide(view), SubmitSlurmJob)[0].spec.excluded_nodes == ("k2", "k3", "s4")
 
 
+def test_slurm_nodes_without_a_kubernetes_node_are_excluded_where_they_share_a_partition() -> None:
+    """A NodeSet's slurmd nodes (cs-0) in the bridge's partition must not receive a
+    placeholder job: no pod could be bound there. A partition of Slurm-only nodes is left
+    alone (a job there is someone else's choice)."""
+    mixed = SlurmPartition(
+        source="slurm:c1", key="batch", cluster="c1", nodes=("k1", "cs-0", "cs-1")
+    )
+    hpc = SlurmPartition(source="slurm:c1", key="hpc", cluster="c1", nodes=("h1", "h2"))
+    objs = (kn("k1"), sn("k1"), sn("cs-0"), sn("cs-1"), sn("h1"), sn("h2"), mixed, hpc, pod("a"))
+    view = placement.view(store(*objs), "ns/Pod:a", CTX)
+    assert view is not None
+    assert view.excluded == ("cs-0", "cs-1")
+
+
 def test_excluded_nodes_are_only_computed_before_submit() -> None:
     objs = (kn("k2", unschedulable=True), sn("k2"), pod("a", job=5), sjob(5, "PENDING"))
     view = placement.view(store(*objs), "ns/Pod:a", CTX)
