@@ -18,6 +18,9 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
    finalizer, with a Warning Event saying why (slurm-bridge #49).
 5. **Jobs whose pods are all gone** (a placeholder job of ours, still pending or running, and
    no pod of its group left) are cancelled.
+6. **Duplicate jobs.** Another live job with the same marker as the job the group's pods name,
+   and named by none of them, is cancelled: a submit whose answer was lost (a time-out) that
+   Slurm carried out after the retry had submitted again. Found by the chaos tier.
 
 A job is "gone" only when the pods say we bound them (``slinky.slurm.net/slurm-node``, so the
 job was seen RUNNING) and Slurm no longer lists it; a job never seen is *not* gone.
@@ -58,6 +61,7 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     pods: tuple[KubePod, ...]
     job: SlurmJob | None
     job_id: int | None
+    duplicates: tuple[SlurmJob, ...] = ()
     #: Kubernetes node name → Ready, for the nodes of the pods being deleted (absent = gone).
     node_ready: dict[str, bool]
     cluster: str
@@ -96,6 +100,14 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             None,
         )
         job_id = job.job_id if job is not None else None
+    duplicates: tuple[SlurmJob, ...] = ()
+    if job is not None and ids and _pods.group_key_of_marker(job.comment) == group.key:
+        named = set(ids)
+        duplicates = tuple(
+            j
+            for j in store.by_field(SlurmJob, "comment", job.comment)
+            if j.source == source and j.job_id not in named and j.base_state not in ENDED
+        )
     node_ready: dict[str, bool] = {}
     for p in pods:
         if p.deleting and p.node_name and p.node_name not in node_ready:
@@ -107,6 +119,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         pods=pods,
         job=job,
         job_id=job_id,
+        duplicates=duplicates,
         node_ready=node_ready,
         cluster=ctx.cluster,
         now=ctx.now,
@@ -175,6 +188,17 @@ def decide(v: View | None) -> Decision:
                 reason=f"{job_label}: every pod of the group is gone",
             )
         return NOTHING
+
+    # Rule 6: duplicates of the group's job.
+    actions.extend(
+        CancelSlurmJob(
+            cluster=v.cluster,
+            job_id=d.job_id,
+            marker=d.comment,
+            why=f"duplicate placeholder of {v.group.key}: its pods run under {job_label}",
+        )
+        for d in v.duplicates
+    )
 
     # Rule 1: pods whose job stopped.
     if v.job_id is not None and status in ("ended", "pending"):

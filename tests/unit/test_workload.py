@@ -622,3 +622,24 @@ def test_all_keys() -> None:
 def test_spec_lists_the_triggers() -> None:
     assert set(workload.SPEC.triggers) == {KubePod, KubeNode, SlurmJob}
     assert workload.SPEC.key_kind == "PodGroup"
+
+
+def test_a_duplicate_job_of_the_group_is_cancelled_and_only_that() -> None:
+    """Rule 6: a submit timed out, the retry submitted job 6, then Slurm carried out the
+    first one too (job 5 … here 7): the job no pod names is cancelled; the pods' job, a job
+    of another group and an ended duplicate are left alone."""
+    other = _pods.marker(_pods.Group(namespace="ns", kind="Job", name="other"), "uid-o")
+    d = decide(
+        pod("t-0", job=6, node="k1"),
+        pod("t-1", job=6, node="k2"),
+        sjob("RUNNING", job_id=6),
+        sjob("RUNNING", job_id=7),  # the duplicate
+        sjob("COMPLETED", job_id=8),  # ended: nothing to do
+        sjob("RUNNING", job_id=9, comment=other),
+    )
+    cancels = of(d, CancelSlurmJob)
+    assert [(c.job_id, c.marker) for c in cancels] == [(7, MARK)]
+    assert "duplicate placeholder of ns/Job:train" in cancels[0].why
+    assert not of(d, DeletePod)
+    # No pod names a job yet (just submitted): nothing is a duplicate.
+    assert not of(decide(pod("t-0", job=None), sjob("PENDING", job_id=7)), CancelSlurmJob)
