@@ -18,14 +18,17 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
 * the job is RUNNING with nodes ⇒ each unbound pod is annotated ``slinky.slurm.net/slurm-node``
   and bound (Binding subresource) to the Kubernetes node mapped from its Slurm node; pods are
   spread over the job's nodes in name order;
-* pods that joined after the job was submitted ⇒ labelled and finalized like the others.
+* pods that joined after the job was submitted ⇒ labelled and finalized like the others;
+* the job is still PENDING and the nodes to exclude changed (a node cordoned or uncordoned
+  since the submit) ⇒ the job's ``excluded_nodes`` are replaced (``POST job/{id}``).
 
 The group's job is the one named by its *live* pods' ``slurm-jobid`` label: when every pod
 that named a job has finished (a Job's failed pod) and a new pod appears (its retry), the new
 pod gets a new job instead of joining the ended one.
 
 Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload, SlurmJob,
-SlurmPartition (a partition appearing may unblock a group).
+SlurmPartition (a partition appearing may unblock a group), KubeNode (the exclusions of pending
+jobs).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from schemas.actions import (
     BindPod,
     MarkPods,
     PodRef,
+    SetJobExcludedNodes,
     SetPodCondition,
     SubmitSlurmJob,
 )
@@ -120,7 +124,12 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
                 node_map[slurm_name] = min(keys)
     excluded: tuple[str, ...] = ()
     partitions: frozenset[str] = frozenset()
-    if job_id is None and any(_live(p) for p in pods):
+    pending_ours = (
+        job is not None
+        and job.base_state == "PENDING"
+        and _pods.group_key_of_marker(job.comment) == group.key
+    )
+    if (job_id is None or pending_ours) and any(_live(p) for p in pods):
         partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
         # Only names Slurm knows: slurmctld rejects a job whose excluded list names an
         # unknown node (ESLURM_INVALID_NODE_NAME), and Kubernetes nodes outside Slurm are
@@ -198,6 +207,23 @@ def decide(v: View | None) -> Decision:
             MarkPods(job_id=v.job_id, pods=tuple(unmarked), scheduler_name=v.scheduler_name)
         )
     job = v.job
+    if (
+        job is not None
+        and job.base_state == "PENDING"
+        and _pods.group_key_of_marker(job.comment) == v.group.key
+        and sorted(job.excluded_nodes) != list(v.excluded)
+    ):
+        # Nodes cordoned or uncordoned since the submit: a pending job keeps the exclusions
+        # it was submitted with, so without this it could wait forever for nodes that are
+        # fine again (or be started on a node cordoned meanwhile).
+        actions.append(
+            SetJobExcludedNodes(
+                cluster=v.cluster,
+                job_id=job.job_id,
+                marker=job.comment,
+                excluded_nodes=v.excluded,
+            )
+        )
     if job is None or job.base_state != "RUNNING" or not job.nodes:
         state = job.base_state if job is not None else "not yet seen"
         return Decision(actions=tuple(actions), reason=f"job {v.job_id} is {state}")
@@ -285,7 +311,18 @@ def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
         return _pods.groups_under(event, store)
     if isinstance(event, SlurmPartition):
         return _waiting_groups(store, ctx)
+    if isinstance(event, KubeNode):
+        # A node cordoned, uncordoned, Ready or not: the exclusions of pending jobs follow.
+        return _pending_groups(store, ctx)
     return []
+
+
+def _pending_groups(store: Store, ctx: Context) -> list[str]:
+    keys = set()
+    for j in store.values(SlurmJob, slurm_source(ctx.cluster)):
+        if j.base_state == "PENDING" and (key := _pods.group_key_of_marker(j.comment)):
+            keys.add(key)
+    return sorted(keys)
 
 
 def _waiting_groups(store: Store, ctx: Context) -> list[str]:
@@ -312,7 +349,7 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubePod, KubeWorkload, SlurmJob, SlurmPartition),
+    triggers=(KubePod, KubeWorkload, SlurmJob, SlurmPartition, KubeNode),
     key_kind="PodGroup",
     keys_of=keys_of,
     all_keys=all_keys,

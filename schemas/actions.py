@@ -237,6 +237,18 @@ class CancelSlurmJob(Action, frozen=True, kw_only=True, tag="CancelSlurmJob"):
         return True
 
 
+class SetJobExcludedNodes(Action, frozen=True, kw_only=True, tag="SetJobExcludedNodes"):
+    """Replace the excluded nodes of placeholder job ``job_id`` while it is pending — only
+    while its ``comment`` is ``marker`` (ours). A job keeps the exclusions it was submitted
+    with, so without this a job submitted while nodes were cordoned could never use them
+    after they were uncordoned (found by the chaos tier)."""
+
+    cluster: str
+    job_id: int
+    marker: str
+    excluded_nodes: tuple[str, ...]
+
+
 class DeletePod(Action, frozen=True, kw_only=True, tag="DeletePod"):
     """Delete pod ``pod`` (graceful, uid precondition) because its job ``job_id`` no longer
     runs. Fail closed: the effector re-reads the job from Slurm and skips when it is RUNNING
@@ -413,6 +425,7 @@ AnyAction = (
     | SetPodLabel
     | ScaleNodeSet
     | SetClusterStatus
+    | SetJobExcludedNodes
     | DeleteFailedNodeSetPod
     | EnsureNodeSetPDB
 )
@@ -489,6 +502,7 @@ ACTIONS: Final[dict[str, type[Action]]] = {
         SetPodLabel,
         ScaleNodeSet,
         SetClusterStatus,
+        SetJobExcludedNodes,
         DeleteFailedNodeSetPod,
         EnsureNodeSetPDB,
     )

@@ -334,7 +334,8 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     ``CANCELLED``, ``TIMEOUT``, ``PREEMPTED``, ``FAILED``, ``NODE_FAIL`` …), then flags such as
     ``COMPLETING``, upper case. ``nodes``: the expanded node list. Times are epoch seconds
     (``0`` = unset); ``time_limit_minutes`` is ``None`` for INFINITE or unset. ``node_count``:
-    the nodes it holds, or asks for while pending (``0`` = unknown).
+    the nodes it holds, or asks for while pending (``0`` = unknown). ``excluded_nodes``: the
+    nodes it may not use (expanded).
     ``admin_comment``: on placeholder jobs, ``{"pods":["ns/name",…]}``; ``comment`` carries
     slurmbridge's group marker (see :mod:`reconcilers.placement`).
     """
@@ -355,6 +356,7 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     end_time: int = 0
     time_limit_minutes: int | None = None
     node_count: int = 0
+    excluded_nodes: tuple[str, ...] = ()
 
     @property
     def base_state(self) -> str:

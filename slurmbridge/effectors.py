@@ -55,6 +55,7 @@ from schemas.actions import (
     RemovePodFinalizer,
     ScaleNodeSet,
     SetClusterStatus,
+    SetJobExcludedNodes,
     SetNodeCondition,
     SetNodeSetStatus,
     SetPodCondition,
@@ -427,6 +428,7 @@ POD_ACTIONS = (
     DeletePod,
     RemovePodFinalizer,
     SetPodCondition,
+    SetJobExcludedNodes,
 )
 
 
@@ -502,6 +504,8 @@ class PodEffector:
                 return await self._bind(action)
             if isinstance(action, CancelSlurmJob):
                 return await self._cancel(action)
+            if isinstance(action, SetJobExcludedNodes):
+                return await self._exclusions(action)
             if isinstance(action, DeletePod):
                 return await self._delete(action)
             if isinstance(action, RemovePodFinalizer):
@@ -742,6 +746,25 @@ class PodEffector:
         if self.on_job_changed is not None:
             self.on_job_changed(action.cluster, action.job_id)
         return EffectResult("ok", action.why)
+
+    async def _exclusions(self, action: SetJobExcludedNodes) -> EffectResult:
+        """Re-read the job: only ours, only while PENDING, only when the list differs."""
+        c = self._client(action.cluster)
+        job = await c.get_job(action.job_id)
+        if job is None or job.base_state != "PENDING":
+            return EffectResult("noop", "job is not pending")
+        if job.comment != action.marker:
+            return EffectResult("skipped", f"job {action.job_id} is not ours")
+        if sorted(job.excluded_nodes) == sorted(action.excluded_nodes):
+            return EffectResult("noop", "excluded nodes already as wanted")
+        try:
+            await c.set_job_excluded_nodes(action.job_id, action.excluded_nodes)
+        except slurm_errors.Rejected as exc:
+            # It started meanwhile (ESLURM_JOB_NOT_PENDING and the like): nothing to change.
+            return EffectResult("noop", f"job no longer pending: {exc}")
+        if self.on_job_changed is not None:
+            self.on_job_changed(action.cluster, action.job_id)
+        return EffectResult("ok", f"excluded nodes now {','.join(action.excluded_nodes) or 'none'}")
 
     async def _delete(self, action: DeletePod) -> EffectResult:
         c = self._client(action.cluster)

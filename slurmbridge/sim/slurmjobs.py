@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +87,7 @@ class SimJob:
             end_time=self.end_time,
             time_limit_minutes=self.time_limit,
             node_count=len(self.nodes) or self.min_nodes,
+            excluded_nodes=tuple(sorted(self.excluded)),
         )
 
 
@@ -159,6 +160,7 @@ class JobsMixin:
         name: str | None = None,
         comment: str | None = None,
         admin_comment: str | None = None,
+        excluded_nodes: Iterable[str] | None = None,
     ) -> None:
         """``scontrol update job``: the given fields change; a new time limit applies to a
         running job from its start.
@@ -177,7 +179,13 @@ class JobsMixin:
             job.comment = comment
         if admin_comment is not None:
             job.admin_comment = admin_comment
+        if excluded_nodes is not None:
+            if job.state != "PENDING":
+                raise _SubmitError(2021, "Job is no longer pending execution")
+            job.excluded = frozenset(excluded_nodes)
         self._jobs_touched()
+        if excluded_nodes is not None:
+            self.schedule()
 
     def cancel_job(self, job_id: int) -> None:
         """``scancel``: the job ends CANCELLED (a finished job is left alone)."""
@@ -359,6 +367,11 @@ class JobsMixin:
         for key in ("name", "comment", "admin_comment"):
             if isinstance(body.get(key), str):
                 out[key] = body[key]
+        excluded = body.get("excluded_nodes")
+        if isinstance(excluded, str):
+            excluded = [n for n in excluded.split(",") if n]
+        if isinstance(excluded, list):
+            out["excluded_nodes"] = [str(n) for n in excluded]
         raw = body.get("time_limit")
         limit = raw if version == "v0.0.38" else _number(raw)
         if limit is not None:
@@ -392,4 +405,5 @@ class JobsMixin:
             "end_time": nv(j.end_time),
             "time_limit": nv(j.time_limit),
             "node_count": nv(len(j.nodes) or j.min_nodes),
+            "excluded_nodes": hostlist.compress(sorted(j.excluded)),
         }

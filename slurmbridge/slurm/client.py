@@ -753,6 +753,21 @@ class SlurmClient:
             self._raise(resp, operation, codec)
         return codec.decode_submit(resp.content)
 
+    async def set_job_excluded_nodes(self, job_id: int, nodes: tuple[str, ...]) -> None:
+        """Replace a pending job's excluded nodes (``scontrol update job ExcNodeList=``;
+        ``POST job/{id}``). Slurm refuses it once the job runs.
+
+        Raises:
+            Unsupported: the version cannot (v0.0.38). Unavailable / Unauthorized / Rejected.
+        """
+        codec = await self._get_codec()
+        operation = f"update_job {job_id}"
+        body = codec.encode_job_update(nodes)
+        path = codec.paths.job.format(job_id=int(job_id))
+        resp = await self._send("POST", path, operation=operation, content=body)
+        if resp.status_code >= 300 or error_report(resp.content).error_number:
+            self._raise(resp, operation, codec)
+
     async def cancel_job(self, job_id: int) -> None:
         """Cancel job ``job_id`` (``scancel``; ``DELETE job/{id}``). Idempotent: a job that
         already ended (2021 ESLURM_ALREADY_DONE) or that Slurm no longer knows counts as done.

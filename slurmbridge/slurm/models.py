@@ -182,6 +182,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     as ``COMPLETING``. ``nodes``: the expanded node list (``n[1-2]`` ⇒ ``("n1", "n2")``).
     Times are epoch seconds (``0`` = unset); ``time_limit_minutes`` is minutes, ``None`` for
     INFINITE or unset. ``node_count``: nodes allocated, or asked for while pending (0 = unknown).
+    ``excluded_nodes``: the nodes the job may not use (``ExcNodeList``), expanded.
     """
 
     job_id: int
@@ -199,6 +200,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     end_time: int = 0
     time_limit_minutes: int | None = None
     node_count: int = 0
+    excluded_nodes: tuple[str, ...] = ()
 
     @property
     def base_state(self) -> str:

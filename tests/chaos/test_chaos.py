@@ -163,10 +163,6 @@ async def test_chaos_keeps_every_invariant() -> None:
 
         async def toggle() -> None:
             node = rng.choice(NODES)
-            # At most two cordoned at once: a group needs two nodes, and a placeholder job
-            # keeps the excluded_nodes it was submitted with (see the issue-7 note).
-            if node not in cordoned and len(cordoned) >= 2:
-                node = rng.choice(sorted(cordoned))
             if node in cordoned:
                 stack.uncordon(node)
                 cordoned.discard(node)

@@ -171,3 +171,36 @@ async def test_an_untranslatable_pod_stays_pending_with_a_condition_and_an_event
     await stack.wait_for(warned, what="Warning event")
     await stack.settled()
     assert ours(stack) == []
+
+
+async def test_a_pending_job_uses_nodes_uncordoned_after_its_submit(stack: Stack) -> None:
+    """Submitted while n1-n3 were cordoned (excluded), a 2-node group waits; once n1 is
+    uncordoned the pending job's exclusions follow, Slurm starts it, and the pods are bound
+    — one on n1, one on n4."""
+    from slurmbridge.sim.workloads import create_group
+
+    for n in ("n1", "n2", "n3"):
+        stack.cordon(n)
+    await stack.wait_for(
+        lambda: all(stack.slurm_node(n).has("DRAIN") for n in ("n1", "n2", "n3")),
+        what="n1-n3 drained",
+    )
+    await stack.settled()
+    create_group(stack.kube, "Job", "pair", 2, requests={"cpu": "1", "memory": "100Mi"})
+    await stack.wait_for(lambda: len(ours(stack)) == 1, what="placeholder submitted")
+    job = ours(stack)[0]
+    assert set(job.excluded_nodes) == {"n1", "n2", "n3"}
+    await stack.settled()
+    assert stack.slurm.job(job.job_id).state == ("PENDING",)  # one node is not enough
+    stack.uncordon("n1")
+    await stack.wait_for(
+        lambda: stack.slurm.job(job.job_id).state == ("RUNNING",), what="job started"
+    )
+    assert set(stack.slurm.job(job.job_id).excluded_nodes) == {"n2", "n3"}
+    await stack.wait_for(
+        lambda: (
+            {(pod(stack, f"pair-{i}") or {}).get("spec", {}).get("nodeName") for i in (0, 1)}
+            == {"n1", "n4"}
+        ),
+        what="pods bound to n1 and n4",
+    )

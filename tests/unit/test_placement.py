@@ -17,6 +17,7 @@ from schemas.actions import (
     MarkPods,
     PodRef,
     RecordEvent,
+    SetJobExcludedNodes,
     SetPodCondition,
     SubmitSlurmJob,
 )
@@ -672,5 +673,40 @@ def test_all_keys_are_groups_with_a_live_pod_of_ours() -> None:
 
 
 def test_spec_lists_the_triggers() -> None:
-    assert set(placement.SPEC.triggers) == {KubePod, KubeWorkload, SlurmJob, SlurmPartition}
+    assert set(placement.SPEC.triggers) == {
+        KubePod,
+        KubeWorkload,
+        SlurmJob,
+        SlurmPartition,
+        KubeNode,
+    }
     assert placement.SPEC.key_kind == "PodGroup"
+
+
+def test_a_pending_job_follows_cordons_and_uncordons() -> None:
+    """The job was submitted while k2 was cordoned (excluded); k2 is back and k3 cordoned
+    now: the pending job's exclusions are replaced. A job of another group, a running job and
+    an unchanged list are left alone."""
+    mark = _pods.marker(_pods.Group(namespace="ns", kind="Pod", name="a"), "u-a")
+    pending = SlurmJob(
+        source="slurm:c1",
+        key="5",
+        cluster="c1",
+        job_id=5,
+        state=("PENDING",),
+        comment=mark,
+        excluded_nodes=("k2",),
+    )
+    objs = (kn("k1"), kn("k2"), kn("k3", unschedulable=True), sn("k1"), sn("k2"), sn("k3"))
+    d = decide("ns/Pod:a", pod("a", job=5), pending, *objs)
+    (update,) = of(d, SetJobExcludedNodes)
+    assert (update.job_id, update.marker, update.excluded_nodes) == (5, mark, ("k3",))
+    same = msgspec.structs.replace(pending, excluded_nodes=("k3",))
+    assert not of(decide("ns/Pod:a", pod("a", job=5), same, *objs), SetJobExcludedNodes)
+    running = msgspec.structs.replace(pending, state=("RUNNING",), nodes=("k1",))
+    assert not of(decide("ns/Pod:a", pod("a", job=5), running, *objs), SetJobExcludedNodes)
+    foreign = msgspec.structs.replace(pending, comment="someone else")
+    assert not of(decide("ns/Pod:a", pod("a", job=5), foreign, *objs), SetJobExcludedNodes)
+    # A cordon reaches the pending groups.
+    s = store(pending, pod("a", job=5), *objs)
+    assert list(placement.keys_of(kn("k2", unschedulable=True), s, CTX)) == ["ns/Pod:a"]

@@ -262,6 +262,15 @@ class Codec(abc.ABC):
         del body, memo
         raise Unsupported(self.version, "list_jobs")
 
+    def encode_job_update(self, excluded_nodes: tuple[str, ...]) -> bytes:
+        """The body of ``POST job/{job_id}`` changing a pending job's excluded nodes.
+
+        Raises:
+            Unsupported: the version cannot update jobs this way (the default).
+        """
+        del excluded_nodes
+        raise Unsupported(self.version, "update_job")
+
     def encode_submit(self, job: JobSubmit) -> bytes:
         """The JSON body of ``POST job/submit``.
 

@@ -118,6 +118,7 @@ def paths_for(version: str, *, new_node: bool = False) -> Paths:
 
 class _Job(msgspec.Struct, frozen=True):
     job_id: int
+    excluded_nodes: str | None = None
     name: str | None = None
     job_state: list[str] | str | None = None
     state_reason: str | None = None
@@ -169,6 +170,7 @@ def job_of(j: _Job) -> Job:
         end_time=noval(j.end_time) or 0,
         time_limit_minutes=noval(j.time_limit),
         node_count=noval(j.node_count) or 0,
+        excluded_nodes=hostlist.expand(j.excluded_nodes) if j.excluded_nodes else (),
     )
 
 
@@ -399,6 +401,11 @@ class DataParserCodec(Codec):
     def decode_jobs(self, body: bytes, memo: ItemMemo | None = None) -> JobList | None:
         """Decode ``openapi_job_info_resp`` (``jobs``, ``last_update``)."""
         return decode_job_list(body, memo)
+
+    def encode_job_update(self, excluded_nodes: tuple[str, ...]) -> bytes:
+        """``job_desc_msg`` for ``POST job/{job_id}``: the new ``excluded_nodes`` (a
+        csv_string list; empty clears it)."""
+        return _ENCODER.encode({"excluded_nodes": list(excluded_nodes)})
 
     def encode_submit(self, job: JobSubmit) -> bytes:
         """``job_submit_req``: ``{"job": job_desc_msg}``. ``external`` ⇒ flag ``EXTERNAL_JOB``
