@@ -121,6 +121,7 @@ def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int
         end_time=job.end_time,
         time_limit_minutes=job.time_limit_minutes,
         node_count=job.node_count,
+        excluded_nodes=job.excluded_nodes,
     )
     return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
 
@@ -241,6 +242,7 @@ class SlurmPoller:
         the producer still only translates what Slurm says.
         """
         assert self.hot_jobs is not None
+        hot_error = ""
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.hot_interval)
@@ -252,8 +254,14 @@ class SlurmPoller:
                 await self.poll_jobs_once(ids)
             except slurm_errors.SlurmError as exc:
                 log.debug("hot job poll failed: %s", exc)
-            except Exception:
-                log.exception("hot job poll crashed")
+            except Exception as exc:  # noqa: BLE001 - e.g. the log unreachable: next round
+                # Every 20 ms: say it once per distinct failure, not each round.
+                text = repr(exc)
+                level = logging.DEBUG if text == hot_error else logging.WARNING
+                log.log(level, "hot job poll of cluster %s not stored: %s", self.cluster, text)
+                hot_error = text
+            else:
+                hot_error = ""
 
     async def poll_jobs_once(self, job_ids: Sequence[int]) -> int:
         """GET each job of ``job_ids`` and publish the ones that changed; returns how many.
@@ -280,7 +288,12 @@ class SlurmPoller:
     async def _full_loop(self) -> None:
         next_at = time.monotonic()
         while True:
-            await self.poll_once()
+            try:
+                await self.poll_once()
+            except Exception as exc:  # noqa: BLE001 - the log is unreachable: try next slot
+                # Nothing was recorded as published (nor the watermarks advanced), so the
+                # next poll publishes the same changes again (deduplicated by Nats-Msg-Id).
+                log.warning("poll of Slurm cluster %s not stored: %r", self.cluster, exc)
             next_at += self.poll_interval
             now = time.monotonic()
             if next_at < now:  # a slow poll: skip missed slots instead of bursting

@@ -172,3 +172,68 @@ class NatsServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
         self.cleanup()
+
+
+class NatsCluster:
+    """Three (``size``) nats-servers with JetStream, clustered on loopback (routes between
+    them), each with its own store under ``store_dir`` — the production layout in miniature,
+    for tests and benchmarks. :attr:`url` lists every server, as clients should be given.
+    """
+
+    def __init__(self, *, store_dir: Path | None = None, size: int = 3) -> None:
+        self._own_dir = store_dir is None
+        self.store_dir = Path(store_dir or tempfile.mkdtemp(prefix="slurmbridge-natscluster-"))
+        ports = [free_port() for _ in range(size)]
+        routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in ports)
+        self.servers = [
+            NatsServer(
+                store_dir=self.store_dir / f"s{i}",
+                name=f"s{i}",
+                extra_config=(
+                    f'cluster {{ name: "slurmbridge", listen: "127.0.0.1:{port}", '
+                    f"routes: [{routes}] }}"
+                ),
+            )
+            for i, port in enumerate(ports)
+        ]
+
+    @property
+    def url(self) -> str:
+        """Every server's URL, comma-separated (``nats.url`` accepts the list)."""
+        return ",".join(s.url for s in self.servers)
+
+    def server(self, name: str) -> NatsServer:
+        """The server called ``name`` (``s0`` …; JetStream reports leaders by these names)."""
+        return next(s for s in self.servers if s.name == name)
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """Start every server and wait until JetStream has a meta leader.
+
+        Raises:
+            NatsServerError: a server did not start, or no leader within ``timeout`` seconds.
+        """
+        import nats  # the client, only to ask JetStream whether it is ready
+
+        await asyncio.gather(*(s.start() for s in self.servers))
+        deadline = time.monotonic() + timeout
+        nc = await nats.connect(servers=self.url.split(","), connect_timeout=2)
+        try:
+            while True:
+                try:
+                    await nc.jetstream().account_info()
+                    return
+                except Exception as exc:  # noqa: BLE001 - "temporarily unavailable" until elected
+                    if time.monotonic() > deadline:
+                        raise NatsServerError(f"no JetStream meta leader: {exc}") from None
+                    await asyncio.sleep(0.1)
+        finally:
+            await nc.close()
+
+    async def stop(self) -> None:
+        """Stop every server."""
+        await asyncio.gather(*(s.stop() for s in self.servers))
+
+    def cleanup(self) -> None:
+        """Remove the store directories when this object created them."""
+        if self._own_dir:
+            shutil.rmtree(self.store_dir, ignore_errors=True)

@@ -142,7 +142,7 @@ class Stack:
     period; ``components`` limits what runs
     (default: everything); ``effector`` replaces the real effectors; ``settings`` are extra
     overrides in the YAML shape (e.g. ``{"worker": {"maxDeliver": 3}}``); ``kubelet`` as in
-    :class:`Simulators`.
+    :class:`Simulators`; ``nats_url`` uses an external NATS instead of starting one.
     """
 
     def __init__(
@@ -157,9 +157,13 @@ class Stack:
         workdir: Path | None = None,
         real_slurm: SlurmEndpoint | None = None,
         kubelet: bool = True,
+        nats_url: str | None = None,
     ) -> None:
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurmbridge-stack-"))
+        #: An external NATS (e.g. a :class:`~slurmbridge.natsserver.NatsCluster`'s URL):
+        #: then :attr:`nats` is neither started nor stopped here.
+        self.nats_url = nats_url
         self.sims = Simulators(
             nodes=nodes,
             api_version=api_version,
@@ -194,12 +198,13 @@ class Stack:
 
     async def start(self) -> None:
         """Start NATS, the simulators and the app; returns when the workers run."""
-        await self.nats.start()
+        if self.nats_url is None:
+            await self.nats.start()
         await self.sims.start()
         overrides = _deep_merge(
             self.sims.overrides(),
             {
-                "nats": {"url": self.nats.url},
+                "nats": {"url": self.nats_url or self.nats.url},
                 "slurm": {"pollInterval": self.poll_interval},
                 "observability": {"metricsPort": 0, "healthPort": 0, "logFormat": "text"},
                 "instanceId": "stack",
