@@ -678,6 +678,8 @@ class Watcher(Generic[E]):
         self.missing_retry = 60.0
         #: True while a watch stream is open (tests wait for it before breaking streams).
         self.watching = False
+        self._watch_resp: Any = None
+        self._store_failed = False
 
     def _selector(self) -> dict[str, Any]:
         return {"label_selector": self.label_selector} if self.label_selector else {}
@@ -825,15 +827,26 @@ class Watcher(Generic[E]):
                 raise Expired(_STATUS.decode(body).message if body else "410 Gone")
             _check_status(resp, body)
         self.watching = True
+        self._watch_resp = resp
         try:
             while True:
-                line = await resp.content.readline()
+                try:
+                    line = await resp.content.readline()
+                except (aiohttp.ClientError, ConnectionError):
+                    if not self._store_failed:
+                        raise
+                    line = b""
+                if self._store_failed:
+                    self._store_failed = False
+                    self._inflight.clear()
+                    raise PublishLost("an observation was not stored")
                 if not line:
                     return  # server closed the stream (timeoutSeconds): re-watch
                 if line.strip():
                     await self._on_line(line)
         finally:
             self.watching = False
+            self._watch_resp = None
             resp.release()
 
     async def _on_line(self, line: bytes) -> None:
@@ -867,12 +880,16 @@ class Watcher(Generic[E]):
 
         A failed publish is found at the next event (or when the window is full) and raises
         :class:`PublishLost`: the run loop re-lists and republishes every node (deduplicated by
-        ``Nats-Msg-Id`` where nothing was lost).
+        ``Nats-Msg-Id`` where nothing was lost). On a quiet resource there may be no next
+        event: the failure then closes the open watch (:meth:`_on_stored`), with the same
+        result.
         """
         if self.send is None:
             await self._publish([(ev, msg_id)])
             return
-        self._inflight.append(await self.send(ev, msg_id))
+        fut = await self.send(ev, msg_id)
+        fut.add_done_callback(self._on_stored)
+        self._inflight.append(fut)
         if ev.op == "deleted":
             self.last.pop(ev.key, None)
         else:
@@ -884,6 +901,14 @@ class Watcher(Generic[E]):
             except Exception as exc:
                 self._inflight.clear()
                 raise PublishLost(str(exc)) from exc
+
+    def _on_stored(self, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is None:
+            return
+        self._store_failed = True
+        resp = self._watch_resp
+        if resp is not None:
+            resp.close()  # the reading loop wakes up and re-lists (see watch_once)
 
     async def _drain_inflight(self) -> None:
         pending, self._inflight = self._inflight, collections.deque()

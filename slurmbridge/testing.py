@@ -23,6 +23,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+import nats.errors
+import nats.js.errors
+
 from schemas import actions, streams
 from schemas.actions import ActionRecord, DeadLetter
 from slurmbridge import config
@@ -285,12 +288,17 @@ class Stack:
         assert bus is not None
         deadline = time.monotonic() + timeout
         while True:
-            info = await bus.js.stream_info(streams.OBS_STREAM)
-            last = info.state.last_seq
-            pending = 0
-            for w in app.workers.values():
-                ci = await bus.js.consumer_info(streams.OBS_STREAM, w.consumer.durable)
-                pending += ci.num_pending + ci.num_ack_pending
+            try:
+                info = await bus.js.stream_info(streams.OBS_STREAM)
+                last = info.state.last_seq
+                pending = 0
+                for w in list(app.workers.values()):
+                    ci = await bus.js.consumer_info(streams.OBS_STREAM, w.consumer.durable)
+                    pending += ci.num_pending + ci.num_ack_pending
+            except (nats.errors.TimeoutError, nats.js.errors.APIError):
+                # A clustered stream or consumer electing a leader does not answer for a
+                # few seconds: not settled yet.
+                last, pending = app.projection.applied_seq + 1, -1
             if (
                 pending == 0
                 and app.projection.applied_seq >= last
