@@ -295,7 +295,10 @@ def parse_memory_mib(raw: str) -> int:
     m = _QTY.match(raw.strip())
     if not m:
         raise ValueError(f"{raw!r} is not MiB or a quantity such as 4Gi")
-    mib = math.ceil(float(m.group(1)) * _QTY_BYTES[m.group(2)] / MIB)
+    size = float(m.group(1)) * _QTY_BYTES[m.group(2)] / MIB
+    if not math.isfinite(size):  # hundreds of digits: math.ceil would raise OverflowError
+        raise ValueError(f"{raw!r} is too large")
+    mib = math.ceil(size)
     if mib <= 0:
         raise ValueError(f"{raw!r} must be more than zero")
     return mib

@@ -95,6 +95,8 @@ def policy_of(annotations: dict[str, str]) -> Policy | None:
             value = float(raw)
         except ValueError:
             raise PolicyError(f"{PREFIX}{name}: {raw!r} is not a number") from None
+        if not math.isfinite(value):  # "nan", "inf", "1e400": int() would raise
+            raise PolicyError(f"{PREFIX}{name}: {raw!r} is not a finite number")
         if value < minimum:
             raise PolicyError(f"{PREFIX}{name}: {value:g} is below {minimum:g}")
         return value

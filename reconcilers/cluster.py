@@ -49,6 +49,9 @@ from schemas.subjects import KUBE_SOURCE, slurm_source
 NAME: Final = "cluster"
 API_VERSION: Final = "slinky.slurm.net/v1alpha1"
 _FORBIDDEN: Final = frozenset(".*> \t\r\n")
+#: The longest condition message Kubernetes keeps (metav1.Condition); the effector writes no
+#: more, so a decision compares and writes the message cut to this length.
+MESSAGE_LIMIT: Final = 32768
 _REASONS: Final = {
     "Unauthorized": "Unauthorized",
     "MissingToken": "MissingToken",
@@ -115,6 +118,7 @@ def decide(v: View | None) -> Decision:
         return Decision(reason="no Cluster (its client and poller are stopped)")
     c = v.cluster
     ready, reason, message = readiness(v)
+    message = message[:MESSAGE_LIMIT]  # else a longer one never matches what was written
     if (c.is_ready, c.ready_reason, c.ready_message) == (ready, reason, message):
         return Decision(reason=f"status is current: {reason}")
     actions: list[AnyAction] = [

@@ -107,7 +107,9 @@ def ordinal_of(nodeset: str, pod: str) -> int | None:
     """The ordinal in pod name ``<nodeset>-<ordinal>`` (None: not one of its names)."""
     prefix = nodeset + "-"
     tail = pod[len(prefix) :] if pod.startswith(prefix) else ""
-    return int(tail) if tail.isdigit() else None
+    # ASCII only: "²".isdigit() is true, but int("²") raises (names in the failures
+    # annotation are whatever someone wrote there).
+    return int(tail) if tail.isascii() and tail.isdigit() else None
 
 
 def _deletion_cost(p: KubePod) -> int:

@@ -51,8 +51,9 @@ def decode_key(token: str) -> str:
     """Invert :func:`encode_key`.
 
     Raises:
-        ValueError: ``token`` is empty, has a malformed ``%XX`` escape, a character that
-            :func:`encode_key` never emits, or does not decode to UTF-8.
+        ValueError: ``token`` is empty, has a malformed ``%XX`` escape, a character or an
+            escape that :func:`encode_key` never emits (``%41`` for ``A``, ``%2F`` for ``/``:
+            each key has exactly one token), or does not decode to UTF-8.
     """
     if not token:
         raise ValueError("key token: must not be empty")
@@ -69,7 +70,10 @@ def decode_key(token: str) -> str:
             pair = token[i + 1 : i + 3]
             if len(pair) != 2 or any(h not in _HEX for h in pair):
                 raise ValueError(f"key token {token!r}: malformed escape at offset {i}")
-            buf.append(int(pair, 16))
+            byte = int(pair, 16)
+            if byte in _SAFE or byte == 0x2F:  # never escaped: one token per key
+                raise ValueError(f"key token {token!r}: needless escape at offset {i}")
+            buf.append(byte)
             i += 3
             continue
         if c == "~":

@@ -32,11 +32,14 @@ def decode(subject: str, data: bytes) -> Decoded:
     """Decode a message of any bridge subject.
 
     Raises:
-        ValueError: not a bridge subject; msgspec errors for a malformed payload.
+        ValueError: not a bridge subject, or an observation kind this version does not know
+            (a newer producer's); msgspec errors for a malformed payload.
     """
     parts = subject.split(".")
     if len(parts) >= 3 and parts[0] == subjects.PREFIX:
         if parts[1] == subjects.OBS and len(parts) == 5:
+            if parts[3] not in events.KINDS:
+                raise ValueError(f"subject {subject!r}: unknown observation kind {parts[3]!r}")
             return events.decode_event(parts[3], data)
         if parts[1] == subjects.ACT:
             return actions.decode_record(data)

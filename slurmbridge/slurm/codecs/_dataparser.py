@@ -151,15 +151,24 @@ _JOB: Final = msgspec.json.Decoder(_Job)
 
 
 def job_of(j: _Job) -> Job:
-    """A version-neutral Job from a data_parser (or v0.0.38) job entry."""
+    """A version-neutral Job from a data_parser (or v0.0.38) job entry.
+
+    Raises:
+        BadResponse: ``nodes`` or ``excluded_nodes`` is not a hostlist.
+    """
     raw_state = j.job_state or []
     states = [raw_state] if isinstance(raw_state, str) else raw_state
+    try:
+        nodes = hostlist.expand(j.nodes)
+        excluded = hostlist.expand(j.excluded_nodes) if j.excluded_nodes else ()
+    except hostlist.HostlistError as exc:
+        raise BadResponse(f"job {j.job_id}: {exc}") from None
     return Job(
         job_id=j.job_id,
         name=j.name or "",
         state=tuple(s.upper() for s in states if s),
         state_reason=j.state_reason or "",
-        nodes=hostlist.expand(j.nodes),
+        nodes=nodes,
         partition=j.partition or "",
         admin_comment=j.admin_comment or "",
         comment=j.comment or "",
@@ -170,7 +179,7 @@ def job_of(j: _Job) -> Job:
         end_time=noval(j.end_time) or 0,
         time_limit_minutes=noval(j.time_limit),
         node_count=noval(j.node_count) or 0,
-        excluded_nodes=hostlist.expand(j.excluded_nodes) if j.excluded_nodes else (),
+        excluded_nodes=excluded,
     )
 
 

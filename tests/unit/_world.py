@@ -1,0 +1,507 @@
+"""A test-side model of the world the effectors change, for the reconciler properties.
+
+:class:`World` holds the latest observation of every object (what the projection would hold
+once the producers have seen an effect) and applies each action kind the way its effector in
+``slurmbridge/effectors.py`` does — the same preconditions, the same no-ops — returning
+whether the observed state changed. A reconciler's decision can then be applied and decided
+again, as the runtime does once the log has caught up with the effects.
+
+Deliberately not modelled (nothing any reconciler reads):
+
+* Kubernetes Events (``RecordEvent``): best-effort, never observed back;
+* the kubelet and the passing of time: a pod deleted while bound stays Terminating, jobs do
+  not start or end by themselves, ``now`` stays where the test put it;
+* a created Slurm node joining the partitions its features name.
+
+PodDisruptionBudgets (``EnsureNodeSetPDB``) are kept in :attr:`World.pdbs`: no view reads
+them, but creating one is a change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import msgspec
+
+from reconcilers.base import Context, ReconcilerSpec
+from schemas import wellknown
+from schemas.actions import (
+    AnyAction,
+    BindPod,
+    CancelSlurmJob,
+    CreateNodeSetPod,
+    CreateSlurmNode,
+    DeleteFailedNodeSetPod,
+    DeleteNodeSetPod,
+    DeletePod,
+    DeleteSlurmNode,
+    DrainSlurmNode,
+    EnsureNodeSetPDB,
+    MarkPods,
+    PodRef,
+    RecordEvent,
+    RemovePodFinalizer,
+    ScaleNodeSet,
+    SetClusterStatus,
+    SetJobExcludedNodes,
+    SetNodeCondition,
+    SetNodeSetStatus,
+    SetPodCondition,
+    SetPodLabel,
+    SubmitSlurmJob,
+    TaintNode,
+    UndrainSlurmNode,
+    UntaintNode,
+    UpdateSlurmNodeFeatures,
+)
+from schemas.events import (
+    Event,
+    KubeNode,
+    KubeNodeSet,
+    KubePod,
+    NodeCondition,
+    PodCondition,
+    SlurmCluster,
+    SlurmJob,
+    SlurmNode,
+    Taint,
+    kind_of,
+)
+from schemas.subjects import KUBE_SOURCE, slurm_source
+from slurmbridge.projection import Projection
+from slurmbridge.sim.slurmrestd import SimError, _parse_node_conf
+
+BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
+ENDED = wellknown.JOB_ENDED_STATES
+#: Grace period the model's API server gives a deleted pod (seconds).
+GRACE_S = 30
+
+ObjKey = tuple[str, str, str]
+
+
+def _replace(ev: Event, **changes: Any) -> Event:
+    return msgspec.structs.replace(ev, **changes)
+
+
+class World:
+    """Observed objects by (kind, source, key), and the effects applied to them."""
+
+    def __init__(self, objs: Iterable[Event], now: float) -> None:
+        self.objs: dict[ObjKey, Event] = {}
+        for ev in objs:
+            if not ev.deleted:
+                self.objs[(kind_of(ev), ev.source, ev.key)] = ev
+        self.now = now
+        self.pdbs: set[str] = set()
+        self._last_id = 90_000
+
+    def __repr__(self) -> str:  # what Hypothesis prints for a failing example
+        lines = [f"World(now={self.now}, pdbs={sorted(self.pdbs)}, objs=["]
+        lines += [f"    {ev!r}," for ev in self.objs.values()]
+        return "\n".join([*lines, "])"])
+
+    def new_id(self) -> int:
+        """A fresh Slurm job id / uid number."""
+        self._last_id += 1
+        return self._last_id
+
+    def copy(self) -> World:
+        other = World(self.objs.values(), self.now)
+        other.pdbs = set(self.pdbs)
+        other._last_id = self._last_id
+        return other
+
+    def store(self) -> Projection:
+        """A projection holding exactly the current objects."""
+        p = Projection()
+        for seq, ev in enumerate(self.objs.values(), 1):
+            p.apply(ev, seq)
+        return p
+
+    def decide(self, spec: ReconcilerSpec, key: str, ctx: Context) -> tuple[AnyAction, ...]:
+        return spec.decide(spec.view(self.store(), key, ctx)).actions
+
+    def state(self) -> tuple[dict[ObjKey, Event], frozenset[str]]:
+        return dict(self.objs), frozenset(self.pdbs)
+
+    # --- object access -------------------------------------------------------------------
+
+    def _get(self, kind: type[Event], source: str, key: str) -> Any:
+        return self.objs.get((str(kind.__struct_config__.tag), source, key))
+
+    def _put(self, ev: Event) -> bool:
+        k = (kind_of(ev), ev.source, ev.key)
+        if self.objs.get(k) == ev:
+            return False
+        self.objs[k] = ev
+        return True
+
+    def _drop(self, ev: Event) -> bool:
+        return self.objs.pop((kind_of(ev), ev.source, ev.key), None) is not None
+
+    def _pod(self, ref: PodRef) -> KubePod | None:
+        """The pod ``ref`` names, None when gone or re-created (another uid), as the
+        effectors' uid precondition."""
+        pod: KubePod | None = self._get(KubePod, KUBE_SOURCE, ref.key)
+        if pod is None or (ref.uid and pod.uid != ref.uid):
+            return None
+        return pod
+
+    def _job(self, cluster: str, job_id: int) -> SlurmJob | None:
+        job: SlurmJob | None = self._get(SlurmJob, slurm_source(cluster), str(job_id))
+        return job
+
+    # --- effects ---------------------------------------------------------------------------
+
+    def apply(self, action: AnyAction) -> bool:
+        """Apply ``action`` as its effector would; True when the observed state changed."""
+        return bool(self._handlers[type(action)](self, action))
+
+    def apply_all(self, actions: Iterable[AnyAction]) -> list[AnyAction]:
+        """Apply ``actions`` in order; the ones that changed something."""
+        return [a for a in actions if self.apply(a)]
+
+    # Each method applies one action kind (the name of the kind in snake case).
+
+    def record_event(self, a: RecordEvent) -> bool:
+        del a
+        return False
+
+    # Kubernetes nodes
+
+    def taint_node(self, a: TaintNode) -> bool:
+        node: KubeNode | None = self._get(KubeNode, KUBE_SOURCE, a.node)
+        if node is None:
+            return False
+        ours = [t for t in node.taints if t.key == a.key and t.effect == a.effect]
+        if len(ours) == 1 and ours[0].value == a.value:
+            return False
+        keep = tuple(t for t in node.taints if not (t.key == a.key and t.effect == a.effect))
+        taint = Taint(key=a.key, value=a.value, effect=a.effect)
+        return self._put(_replace(node, taints=(*keep, taint)))
+
+    def untaint_node(self, a: UntaintNode) -> bool:
+        node: KubeNode | None = self._get(KubeNode, KUBE_SOURCE, a.node)
+        if node is None:
+            return False
+        keep = tuple(t for t in node.taints if not (t.key == a.key and t.effect == a.effect))
+        return self._put(_replace(node, taints=keep))
+
+    def set_node_condition(self, a: SetNodeCondition) -> bool:
+        node: KubeNode | None = self._get(KubeNode, KUBE_SOURCE, a.node)
+        if node is None:
+            return False
+        cond = NodeCondition(type=a.type, status=a.status, reason=a.reason, message=a.message)
+        rest = tuple(c for c in node.conditions if c.type != a.type)
+        return self._put(_replace(node, conditions=(*rest, cond)))
+
+    # Slurm nodes
+
+    def _slurm_node(self, cluster: str, name: str) -> SlurmNode | None:
+        node: SlurmNode | None = self._get(SlurmNode, slurm_source(cluster), name)
+        return node
+
+    def drain_slurm_node(self, a: DrainSlurmNode) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None or node.has("DRAIN"):
+            return False
+        return self._put(_replace(node, state=(*node.state, "DRAIN"), reason=a.reason))
+
+    def undrain_slurm_node(self, a: UndrainSlurmNode) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None or not node.has("DRAIN"):
+            return False
+        if node.reason and not node.reason.startswith(a.owned_prefixes):
+            return False  # skipped: an administrator's drain
+        state = tuple(s for s in node.state if s != "DRAIN")
+        return self._put(_replace(node, state=state, reason=""))
+
+    def create_slurm_node(self, a: CreateSlurmNode) -> bool:
+        if self._slurm_node(a.cluster, a.node) is not None:
+            return False  # ESLURM_NODE_ALREADY_EXISTS
+        try:
+            names, conf = _parse_node_conf(a.node_conf)
+        except SimError:
+            return False  # rejected by slurmctld: nothing created
+        changed = False
+        for name in names:
+            features = tuple(f.strip() for f in conf.get("features", "").split(",") if f.strip())
+            node = SlurmNode(
+                source=slurm_source(a.cluster),
+                key=name,
+                cluster=a.cluster,
+                state=("IDLE", "EXTERNAL", "DYNAMIC_NORM"),
+                cpus=int(conf.get("cpus") or 1),
+                real_memory=int(conf.get("realmemory", 1)),
+                features=features,
+                gres=conf.get("gres", ""),
+            )
+            changed |= self._put(node)
+        return changed
+
+    def delete_slurm_node(self, a: DeleteSlurmNode) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None:
+            return False
+        if not node.has("DRAIN") or any(node.has(s) for s in BUSY):
+            return False
+        if not node.reason.startswith(a.owned_prefixes):
+            return False
+        return self._drop(node)
+
+    def update_slurm_node_features(self, a: UpdateSlurmNodeFeatures) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None or sorted(node.features) == sorted(a.features):
+            return False
+        return self._put(_replace(node, features=a.features))
+
+    # Pods and jobs
+
+    def _mark(self, ref: PodRef, job_id: int) -> bool:
+        pod = self._pod(ref)
+        if pod is None or pod.deleting:
+            return False
+        labels = {**pod.labels, wellknown.LABEL_SLURM_JOBID: str(job_id)}
+        finalizers = pod.finalizers
+        if wellknown.FINALIZER_SCHEDULER not in finalizers:
+            finalizers = (*finalizers, wellknown.FINALIZER_SCHEDULER)
+        tolerations = pod.tolerations
+        if wellknown.TAINT_MANAGED_NODE not in tolerations and "" not in tolerations:
+            tolerations = (*tolerations, wellknown.TAINT_MANAGED_NODE)
+        return self._put(
+            _replace(pod, labels=labels, finalizers=finalizers, tolerations=tolerations)
+        )
+
+    def submit_slurm_job(self, a: SubmitSlurmJob) -> bool:
+        source = slurm_source(a.cluster)
+        existing = next(
+            (
+                ev
+                for (kind, src, _), ev in self.objs.items()
+                if kind == "SlurmJob"
+                and src == source
+                and isinstance(ev, SlurmJob)
+                and ev.comment == a.marker
+                and ev.base_state not in ENDED
+            ),
+            None,
+        )
+        changed = False
+        if existing is None:
+            job_id = self.new_id()
+            spec = a.spec
+            job = SlurmJob(
+                source=source,
+                key=str(job_id),
+                cluster=a.cluster,
+                job_id=job_id,
+                name=spec.name,
+                state=("PENDING",),
+                partition=spec.partition,
+                admin_comment=json.dumps({"pods": [p.key for p in a.pods]}),
+                comment=a.marker,
+                node_count=spec.min_nodes,
+                excluded_nodes=spec.excluded_nodes,
+            )
+            changed = self._put(job)
+        else:
+            job_id = existing.job_id
+        for ref in a.pods:
+            changed |= self._mark(ref, job_id)
+        return changed
+
+    def mark_pods(self, a: MarkPods) -> bool:
+        changed = [self._mark(ref, a.job_id) for ref in a.pods]  # every pod, no short cut
+        return any(changed)
+
+    def bind_pod(self, a: BindPod) -> bool:
+        pod = self._pod(a.pod)
+        if pod is None or pod.node_name or pod.deleting:
+            return False  # gone, bound (here or elsewhere: 409), or being deleted
+        annotations = {**pod.annotations, wellknown.ANNOTATION_SLURM_NODE: a.slurm_node}
+        return self._put(_replace(pod, node_name=a.node, annotations=annotations))
+
+    def cancel_slurm_job(self, a: CancelSlurmJob) -> bool:
+        job = self._job(a.cluster, a.job_id)
+        if job is None or job.comment != a.marker or job.base_state in ENDED:
+            return False
+        return self._put(_replace(job, state=("CANCELLED",), end_time=int(self.now)))
+
+    def set_job_excluded_nodes(self, a: SetJobExcludedNodes) -> bool:
+        job = self._job(a.cluster, a.job_id)
+        if job is None or job.base_state != "PENDING" or job.comment != a.marker:
+            return False
+        if sorted(job.excluded_nodes) == sorted(a.excluded_nodes):
+            return False
+        return self._put(_replace(job, excluded_nodes=a.excluded_nodes))
+
+    def _delete_pod(self, pod: KubePod) -> bool:
+        """Graceful deletion: the pod goes at once only when unbound and without finalizers."""
+        if pod.deleting:
+            return False
+        if not pod.node_name and not pod.finalizers:
+            return self._drop(pod)
+        return self._put(
+            _replace(pod, deletion_timestamp=int(self.now) + GRACE_S, deletion_grace_s=GRACE_S)
+        )
+
+    def delete_pod(self, a: DeletePod) -> bool:
+        job = self._job(a.cluster, a.job_id)
+        if job is not None and job.base_state == "RUNNING":
+            return False  # fail closed: the job runs
+        pod = self._pod(a.pod)
+        return pod is not None and self._delete_pod(pod)
+
+    def remove_pod_finalizer(self, a: RemovePodFinalizer) -> bool:
+        pod = self._pod(a.pod)
+        if pod is None or a.finalizer not in pod.finalizers:
+            return False
+        rest = tuple(f for f in pod.finalizers if f != a.finalizer)
+        if pod.deleting and not pod.node_name and not rest:
+            return self._drop(pod)
+        return self._put(_replace(pod, finalizers=rest))
+
+    def set_pod_condition(self, a: SetPodCondition) -> bool:
+        pod = self._pod(a.pod)
+        if pod is None:
+            return False
+        cond = PodCondition(type=a.type, status=a.status, reason=a.reason, message=a.message)
+        rest = tuple(c for c in pod.conditions if c.type != a.type)
+        return self._put(_replace(pod, conditions=(*rest, cond)))
+
+    def set_pod_label(self, a: SetPodLabel) -> bool:
+        pod = self._pod(a.pod)
+        if pod is None:
+            return False
+        labels = {k: v for k, v in pod.labels.items() if k != a.label}
+        if a.value is not None:
+            labels[a.label] = a.value
+        return self._put(_replace(pod, labels=labels))
+
+    # NodeSets
+
+    def _nodeset(self, namespace: str, name: str, uid: str) -> KubeNodeSet | None:
+        ns: KubeNodeSet | None = self._get(KubeNodeSet, KUBE_SOURCE, f"{namespace}/{name}")
+        if ns is None or (uid and ns.uid != uid):
+            return None
+        return ns
+
+    def create_node_set_pod(self, a: CreateNodeSetPod) -> bool:
+        ref = a.nodeset
+        if self._nodeset(ref.namespace, ref.name, ref.uid) is None:
+            return False
+        key = f"{ref.namespace}/{a.pod_name}"
+        if self._get(KubePod, KUBE_SOURCE, key) is not None:
+            return False  # 409: exists
+        pod = KubePod(
+            source=KUBE_SOURCE,
+            key=key,
+            uid=f"uid-{self.new_id()}",
+            namespace=ref.namespace,
+            name=a.pod_name,
+            labels={"app.kubernetes.io/name": "slurmd", "app.kubernetes.io/instance": ref.name},
+            created_at=int(self.now),
+        )
+        return self._put(pod)
+
+    def delete_node_set_pod(self, a: DeleteNodeSetPod) -> bool:
+        node = self._slurm_node(a.cluster, a.slurm_node)
+        if node is not None and (not node.has("DRAIN") or any(node.has(s) for s in BUSY)):
+            return False  # skipped: not drained and idle
+        pod = self._pod(a.pod)
+        return pod is not None and self._delete_pod(pod)
+
+    def delete_failed_node_set_pod(self, a: DeleteFailedNodeSetPod) -> bool:
+        pod = self._pod(a.pod)
+        if pod is None or pod.uid != a.pod.uid:
+            return False
+        if not pod.terminal:
+            return False
+        ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
+        if ns is not None:
+            ann = wellknown.ANNOTATION_NODESET_POD_FAILURES
+            try:
+                failures = dict(json.loads(ns.annotations.get(ann, "{}")))
+            except (ValueError, TypeError):
+                failures = {}
+            horizon = a.at - 600
+            failures = {
+                k: v
+                for k, v in failures.items()
+                if isinstance(v, list) and len(v) == 3 and isinstance(v[1], int) and v[1] > horizon
+            }
+            failures[pod.name] = [a.failures, a.at, pod.uid]
+            annotations = {**ns.annotations, ann: json.dumps(failures, separators=(",", ":"))}
+            self._put(_replace(ns, annotations=annotations))
+        return self._drop(pod)
+
+    def ensure_node_set_pdb(self, a: EnsureNodeSetPDB) -> bool:
+        key = a.nodeset.key
+        if key in self.pdbs:
+            return False
+        self.pdbs.add(key)
+        return True
+
+    def set_node_set_status(self, a: SetNodeSetStatus) -> bool:
+        ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
+        return ns is not None and self._put(_replace(ns, status=a.status))
+
+    def scale_node_set(self, a: ScaleNodeSet) -> bool:
+        ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, "")
+        if ns is None or ns.replicas == a.replicas:
+            return False
+        annotations = {
+            **ns.annotations,
+            wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE: str(a.at),
+            wellknown.ANNOTATION_AUTOSCALE_LAST_DIRECTION: "up"
+            if a.replicas > ns.replicas
+            else "down",
+        }
+        return self._put(_replace(ns, replicas=a.replicas, annotations=annotations))
+
+    # Clusters
+
+    def set_cluster_status(self, a: SetClusterStatus) -> bool:
+        ref = a.cluster
+        c: SlurmCluster | None = self._get(SlurmCluster, KUBE_SOURCE, f"{ref.namespace}/{ref.name}")
+        if c is None or (ref.uid and c.uid != ref.uid):
+            return False
+        return self._put(
+            _replace(
+                c,
+                is_ready=a.is_ready,
+                ready_reason=a.reason,
+                # The effector writes at most 32768 characters (a condition's message limit).
+                ready_message=a.message[:32768],
+            )
+        )
+
+    _handlers: ClassVar[dict[type, Any]] = {
+        RecordEvent: record_event,
+        TaintNode: taint_node,
+        UntaintNode: untaint_node,
+        SetNodeCondition: set_node_condition,
+        DrainSlurmNode: drain_slurm_node,
+        UndrainSlurmNode: undrain_slurm_node,
+        CreateSlurmNode: create_slurm_node,
+        DeleteSlurmNode: delete_slurm_node,
+        UpdateSlurmNodeFeatures: update_slurm_node_features,
+        SubmitSlurmJob: submit_slurm_job,
+        MarkPods: mark_pods,
+        BindPod: bind_pod,
+        CancelSlurmJob: cancel_slurm_job,
+        SetJobExcludedNodes: set_job_excluded_nodes,
+        DeletePod: delete_pod,
+        RemovePodFinalizer: remove_pod_finalizer,
+        SetPodCondition: set_pod_condition,
+        SetPodLabel: set_pod_label,
+        CreateNodeSetPod: create_node_set_pod,
+        DeleteNodeSetPod: delete_node_set_pod,
+        DeleteFailedNodeSetPod: delete_failed_node_set_pod,
+        EnsureNodeSetPDB: ensure_node_set_pdb,
+        SetNodeSetStatus: set_node_set_status,
+        ScaleNodeSet: scale_node_set,
+        SetClusterStatus: set_cluster_status,
+    }
