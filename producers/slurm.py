@@ -10,7 +10,9 @@ where the API version offers them (``None`` = 304 Not Modified = nothing to diff
 Diffing is against what was last published, seeded from the projection (the log), so a
 restarted poller re-publishes nothing. An object missing from a full listing gets a tombstone.
 A failed poll publishes a ``SlurmPing`` with ``responding=False`` and the error, and never
-tombstones anything (a Slurm outage must not look like every node vanished).
+tombstones anything (a Slurm outage must not look like every node vanished). A good poll's
+``SlurmPing`` comes last in its batch, so a consumer that has applied it has applied the
+listings of that poll too (the marker reconcilers check before acting on an absence).
 
 ``version`` is a content hash of the snapshot; ``Nats-Msg-Id`` is
 ``<kind>:<key>:<hash>:<seq of the previous observation of the key>``, so two pollers of one
@@ -314,8 +316,8 @@ class SlurmPoller:
         job_mark = self._job_update
         try:
             ping = await self.client.ping()
-            batch.append(
-                ping_to_event(ping, cluster=self.cluster, producer=self.producer, observed_at=now)
+            ping_ev = ping_to_event(
+                ping, cluster=self.cluster, producer=self.producer, observed_at=now
             )
             c, who = self.cluster, self.producer
             nodes = await self.client.list_nodes(update_time=self._node_update)
@@ -341,6 +343,9 @@ class SlurmPoller:
                     )
                     batch += self._diff("SlurmJob", found, now)
                     job_mark = jobs.last_update or None
+            # Last: whoever sees a good ping in the log has seen the listings before it
+            # (reconcilers.base.slurm_listed).
+            batch.append(ping_ev)
         except slurm_errors.SlurmError as exc:
             node_mark, part_mark = self._node_update, self._part_update
             job_mark = self._job_update

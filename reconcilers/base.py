@@ -18,7 +18,8 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from schemas.actions import AnyAction
-from schemas.events import Event
+from schemas.events import Event, SlurmPing
+from schemas.subjects import slurm_source
 
 E = TypeVar("E", bound=Event)
 
@@ -61,6 +62,19 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     now: float = 0.0
     stuck_pod_grace_s: float = 300.0
     default_partition: str = ""
+
+
+def slurm_listed(store: Store, cluster: str) -> bool:
+    """True when the log holds a complete listing of Slurm ``cluster`` and its latest poll
+    succeeded: the cluster's ``SlurmPing`` (published last in each poll's batch, after the
+    listings, by producers.slurm) carries no error.
+
+    Rules that act on an object's *absence* from Slurm (a job gone after we bound its pod, a
+    node unknown to Slurm) wait for this: before the first listing, or while slurmrestd fails,
+    absence proves nothing, and those actions delete pods.
+    """
+    ping = store.get(SlurmPing, cluster, slurm_source(cluster))
+    return ping is not None and not ping.error
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):

@@ -52,7 +52,7 @@ from typing import Final
 import msgspec
 
 from reconcilers import cluster as cluster_rules
-from reconcilers.base import Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,
@@ -96,6 +96,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     cluster: str
     served: bool
     now: float = 0.0
+    #: The log holds a complete, current listing of the cluster (base.slurm_listed): only
+    #: then is a pod without a Slurm node "unknown to Slurm" and deletable undrained.
+    slurm_listed: bool = False
 
 
 def pod_name(nodeset: str, ordinal: int, padding: int) -> str:
@@ -284,7 +287,9 @@ def decide(v: View | None) -> Decision:
                     actions.append(
                         DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name)
                     )
-            elif is_busy(node):
+            elif is_busy(node) or (node is None and not v.slurm_listed):
+                # No node in a current listing: unknown to Slurm, deletable; with no listing
+                # at all, its node may be running a job.
                 waiting.append(p.name)
             else:
                 actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
@@ -354,6 +359,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         cluster=cluster,
         served=is_served(store, cluster, ctx),
         now=ctx.now,
+        slurm_listed=slurm_listed(store, cluster),
     )
 
 

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 import msgspec
 
 from reconcilers import _pods
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,
@@ -50,6 +50,9 @@ from schemas.subjects import slurm_source
 NAME = "workload"
 #: Job states after which the job's pods can never run again.
 ENDED = wellknown.JOB_ENDED_STATES
+#: Seconds between looks at a bound pod whose job is missing while the log holds no current
+#: listing of the cluster (nothing else re-triggers the group when the listing arrives).
+LISTING_RECHECK_S = 10.0
 FINALIZER = wellknown.FINALIZER_SCHEDULER
 
 
@@ -67,6 +70,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     cluster: str
     now: float
     grace_s: float
+    #: The log holds a complete, current listing of the cluster (base.slurm_listed): only
+    #: then does a job missing from it mean the job is gone.
+    slurm_listed: bool
 
 
 def _ours(p: KubePod, ctx: Context) -> bool:
@@ -124,6 +130,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         cluster=ctx.cluster,
         now=ctx.now,
         grace_s=ctx.stuck_pod_grace_s,
+        slurm_listed=slurm_listed(store, ctx.cluster),
     )
 
 
@@ -137,8 +144,9 @@ def _done(p: KubePod) -> bool:
 
 
 def job_status(v: View) -> str:
-    """``running``, ``ended`` (finished or vanished after we bound a pod), ``pending``, or
-    ``unknown`` (never seen: treated as possibly alive)."""
+    """``running``, ``ended`` (finished, or missing from a complete listing after we bound a
+    pod), ``pending``, or ``unknown`` (never seen, or missing while the log holds no current
+    listing: treated as possibly alive)."""
     job = v.job
     if job is not None:
         if job.base_state == "RUNNING":
@@ -146,11 +154,16 @@ def job_status(v: View) -> str:
         if job.base_state in ENDED:
             return "ended"
         return "pending"
-    if v.job_id is not None and any(
-        wellknown.ANNOTATION_SLURM_NODE in p.annotations for p in v.pods
-    ):
+    if v.slurm_listed and _bound(v):
         return "ended"
     return "unknown"
+
+
+def _bound(v: View) -> bool:
+    """A pod names the job and says we bound it to a Slurm node."""
+    return v.job_id is not None and any(
+        wellknown.ANNOTATION_SLURM_NODE in p.annotations for p in v.pods
+    )
 
 
 def _cancellable(v: View) -> bool:
@@ -248,6 +261,9 @@ def decide(v: View | None) -> Decision:
             else:
                 wait = due - v.now
                 requeue = wait if requeue is None else min(requeue, wait)
+    if status == "unknown" and not v.slurm_listed and _bound(v):
+        requeue = min(requeue or LISTING_RECHECK_S, LISTING_RECHECK_S)
+        status = "unknown (no current listing of the Slurm cluster)"
     if not actions:
         return Decision(requeue_after=requeue, reason=f"{job_label} is {status}")
     return Decision(

@@ -14,13 +14,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
+import nats.errors
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
@@ -31,6 +33,8 @@ from slurmbridge.config import NatsSettings
 log = logging.getLogger(__name__)
 
 MSG_ID = "Nats-Msg-Id"
+
+T = TypeVar("T")
 
 
 async def connect(
@@ -44,8 +48,11 @@ async def connect(
 
     ``on_state`` is awaited with ``"disconnected"`` / ``"reconnected"`` / ``"closed"``.
 
+    While no server answers, it keeps trying (a worker may start before NATS does).
+
     Raises:
-        nats.errors.NoServersError: nothing answered within ``settings.connect_timeout``.
+        NatsRefusedError: a server refused the credentials or TLS failed (certificate not trusted,
+            or none presented where one is required): permanent, so not retried.
     """
     tls: ssl.SSLContext | None = None
     if settings.tls_ca or settings.tls_cert or url.startswith("tls://"):
@@ -53,7 +60,11 @@ async def connect(
         if settings.tls_cert:
             tls.load_cert_chain(settings.tls_cert, settings.tls_key)
 
+    refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+
     async def _err(exc: Exception) -> None:
+        if not refused.done() and _is_refusal(exc):
+            refused.set_result(exc)
         log.warning("nats: %s", exc)
 
     def _cb(state: str) -> Callable[[], Awaitable[None]]:
@@ -89,8 +100,35 @@ async def connect(
         opts["nkeys_seed"] = settings.nkey_seed_file
     if tls is not None:
         opts["tls"] = tls
-    nc = await nats.connect(**opts)
-    return Bus(nc)
+    # nats-py retries a refused first connection forever, like an unreachable one.
+    connecting = asyncio.ensure_future(nats.connect(**opts))
+    waits: set[asyncio.Future[Any]] = {connecting, refused}
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    if connecting.done():
+        return Bus(connecting.result())
+    connecting.cancel()
+    with contextlib.suppress(BaseException):
+        await connecting
+    exc = refused.result()
+    raise NatsRefusedError(
+        f"NATS at {url} refused the connection: {exc or type(exc).__name__} (check "
+        "$.nats.user/password, token, credsFile, nkeySeedFile and the TLS settings tlsCa, "
+        "tlsCert, tlsKey)"
+    )
+
+
+class NatsRefusedError(RuntimeError):
+    """A NATS server refused our credentials, or the TLS handshake failed."""
+
+
+def _is_refusal(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return (
+        isinstance(exc, nats.errors.AuthorizationError | ssl.SSLError)
+        or "authorization violation" in text
+        or "authentication" in text
+        or "tls required" in text
+    )
 
 
 class Bus:
@@ -106,16 +144,27 @@ class Bus:
             await self.nc.drain()
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
-        """Create each stream, or update it to ``spec`` when it exists (idempotent)."""
+        """Create each missing stream and update one whose configuration differs from its
+        spec; a stream as specified is left alone, so a component whose NATS user may only
+        read stream info (docs/security.md) starts against streams an administrator made.
+
+        Raises:
+            StreamAdminError: a create or update went unanswered (the usual sign of a NATS
+                user without ``$JS.API.STREAM.CREATE``/``UPDATE`` permission).
+        """
         for spec in specs:
             cfg = stream_config(spec)
             try:
-                await self.js.stream_info(spec.name)
+                info = await self.js.stream_info(spec.name)
             except NotFoundError:
-                await self.js.add_stream(cfg)
+                await administer(self.js.add_stream(cfg), f"create stream {spec.name}")
                 log.info("created stream %s", spec.name)
-            else:
-                await self.js.update_stream(cfg)
+                continue
+            changed = stream_differences(info.config, cfg)
+            if changed:
+                what = f"update stream {spec.name} ({', '.join(changed)})"
+                await administer(self.js.update_stream(cfg), what)
+                log.info("updated stream %s: %s", spec.name, ", ".join(changed))
 
     async def ensure_consumer(self, spec: ConsumerSpec) -> api.ConsumerInfo:
         """Create or update a durable pull consumer from ``spec`` (idempotent)."""
@@ -129,6 +178,63 @@ class Bus:
     def batch(self) -> BatchPublisher:
         """A new publisher for a burst of messages (relists, polls)."""
         return BatchPublisher(self.js)
+
+
+class StreamAdminError(RuntimeError):
+    """JetStream did not answer a stream (or bucket) create/update: this NATS user may not
+    administer streams, and the streams are missing or not as specified."""
+
+
+async def administer(call: Awaitable[T], what: str) -> T:
+    """Await a stream or bucket create/update.
+
+    Raises:
+        StreamAdminError: no answer (``what`` names the operation in the message).
+    """
+    try:
+        return await call
+    except TimeoutError:  # nats.errors.TimeoutError is one
+        # A permissions violation is reported to the error callback only; the request
+        # itself just goes unanswered.
+        raise StreamAdminError(
+            f"could not {what}: JetStream did not answer. If this NATS user has per-component "
+            "permissions (docs/security.md), create the streams once with an account that may "
+            "administer them: slurmbridge streams --nats-url URL"
+        ) from None
+
+
+#: The StreamConfig fields a StreamSpec sets (the rest are the server's defaults).
+_SPEC_FIELDS = (
+    "description",
+    "subjects",
+    "retention",
+    "storage",
+    "max_msgs_per_subject",
+    "max_age",
+    "max_bytes",
+    "duplicate_window",
+    "allow_direct",
+    "num_replicas",
+    "discard",
+)
+
+
+def _unset(value: object) -> object:
+    # The server reports an unset limit as 0 or -1 and an unset description as absent.
+    return None if value in (None, "", 0, -1, False) else value
+
+
+def stream_differences(have: api.StreamConfig, want: api.StreamConfig) -> list[str]:
+    """Names of the fields of ``want`` (a :func:`stream_config`) that ``have`` (the server's
+    configuration) does not match; empty when the stream is as specified."""
+    out = []
+    for name in _SPEC_FIELDS:
+        a, b = _unset(getattr(have, name)), _unset(getattr(want, name))
+        if isinstance(a, list) and isinstance(b, list):
+            a, b = sorted(a), sorted(b)
+        if a != b:
+            out.append(name)
+    return out
 
 
 def stream_config(spec: StreamSpec) -> api.StreamConfig:

@@ -269,7 +269,14 @@ def _run_until_signal(main: Callable[[asyncio.Event], Coroutine[Any, Any, int]])
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
-        return await main(stop)
+        from slurmbridge.bus import NatsRefusedError, StreamAdminError
+
+        try:
+            return await main(stop)
+        except (NatsRefusedError, StreamAdminError) as exc:
+            # Not retried: another attempt would be refused the same way.
+            print(f"slurmbridge: {exc}", file=sys.stderr)
+            return 2
 
     with asyncio.Runner(loop_factory=_loop_factory()) as r:
         return r.run(runner())

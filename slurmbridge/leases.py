@@ -35,6 +35,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from slurmbridge import metrics
+from slurmbridge.bus import administer
 
 log = logging.getLogger(__name__)
 
@@ -221,8 +222,15 @@ class Lease:
 
 
 async def open_bucket(js: JetStreamContext, *, replicas: int = 1) -> KeyValue:
-    """Create or bind the ``bridge-leases`` bucket (history 1, per-message TTLs)."""
+    """Create or bind the ``bridge-leases`` bucket (history 1, per-message TTLs).
+
+    Raises:
+        StreamAdminError: the bucket is missing and this NATS user may not create it.
+    """
     try:
         return await js.key_value(BUCKET)
     except nats.js.errors.BucketNotFoundError:
-        return await js.create_key_value(bucket=BUCKET, history=1, replicas=replicas)
+        return await administer(
+            js.create_key_value(bucket=BUCKET, history=1, replicas=replicas),
+            f"create the key-value bucket {BUCKET}",
+        )

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from schemas import streams
 from slurmbridge import bus as busmod
+from slurmbridge import leases
 from slurmbridge.app import App, UsageError
 from slurmbridge.config import Settings
 
@@ -61,7 +62,7 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
     app = App(settings, only=only)
     try:
         await app.start()
-    except UsageError as exc:
+    except (UsageError, busmod.StreamAdminError) as exc:
         print(f"slurmbridge run: {exc}", file=sys.stderr)
         await app.stop()
         return 2
@@ -121,7 +122,8 @@ async def run_sim(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
 
 async def streams_cmd(settings: Settings) -> int:
-    """``slurmbridge streams``: create/update the streams and print their state."""
+    """``slurmbridge streams``: create/update the streams and the lease bucket, and print
+    their state (the one command that needs stream-administration rights, docs/security.md)."""
     if not settings.nats.url:
         print(
             "slurmbridge streams: --nats-url (or SLURMBRIDGE_NATS_URL) is required", file=sys.stderr
@@ -129,26 +131,37 @@ async def streams_cmd(settings: Settings) -> int:
         return 2
     bus = await busmod.connect(settings.nats, settings.nats.url, name="slurmbridge streams")
     try:
-        specs = streams.stream_specs(
-            replicas=settings.nats.replicas,
-            obs_max_msgs_per_subject=settings.nats.obs_max_msgs_per_subject,
-            obs_max_age_s=settings.nats.obs_max_age,
-            act_max_age_s=settings.nats.act_max_age,
-        )
-        await bus.ensure_streams(specs)
-        for spec in specs:
-            info = await bus.js.stream_info(spec.name)
-            st = info.state
-            print(
-                f"{spec.name:<11} subjects={','.join(spec.subjects):<14} "
-                f"messages={st.messages:<8} bytes={st.bytes:<10} first_seq={st.first_seq} "
-                f"last_seq={st.last_seq} consumers={st.consumer_count} replicas={spec.replicas}"
-            )
-            for ci in await bus.js.consumers_info(spec.name):
-                print(
-                    f"  consumer {ci.name:<22} pending={ci.num_pending:<6} "
-                    f"ack_pending={ci.num_ack_pending:<6} redelivered={ci.num_redelivered}"
-                )
+        return await _streams(bus, settings)
+    except busmod.StreamAdminError as exc:
+        print(f"slurmbridge streams: {exc}", file=sys.stderr)
+        return 1
     finally:
         await bus.close()
+
+
+async def _streams(bus: busmod.Bus, settings: Settings) -> int:
+    """Create/update the streams and the bucket, then print their state."""
+    specs = streams.stream_specs(
+        replicas=settings.nats.replicas,
+        obs_max_msgs_per_subject=settings.nats.obs_max_msgs_per_subject,
+        obs_max_age_s=settings.nats.obs_max_age,
+        act_max_age_s=settings.nats.act_max_age,
+    )
+    await bus.ensure_streams(specs)
+    kv = await leases.open_bucket(bus.js, replicas=settings.nats.replicas)
+    for spec in specs:
+        info = await bus.js.stream_info(spec.name)
+        st = info.state
+        print(
+            f"{spec.name:<11} subjects={','.join(spec.subjects):<14} "
+            f"messages={st.messages:<8} bytes={st.bytes:<10} first_seq={st.first_seq} "
+            f"last_seq={st.last_seq} consumers={st.consumer_count} replicas={spec.replicas}"
+        )
+        for ci in await bus.js.consumers_info(spec.name):
+            print(
+                f"  consumer {ci.name:<22} pending={ci.num_pending:<6} "
+                f"ack_pending={ci.num_ack_pending:<6} redelivered={ci.num_redelivered}"
+            )
+    status = await kv.status()
+    print(f"{'KV ' + leases.BUCKET:<11} values={status.values} history={status.history}")
     return 0

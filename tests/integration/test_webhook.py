@@ -6,7 +6,6 @@ import base64
 import json
 import shutil
 import ssl
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,39 +17,9 @@ from schemas import wellknown
 from slurmbridge import config
 from slurmbridge.app import App, UsageError
 from slurmbridge.webhook import Policy, WebhookServer
+from tests.integration.certs import make_certs, trusting
 
 OURS = wellknown.DEFAULT_SCHEDULER_NAME
-
-
-def trusting(certs: dict[str, Path]) -> ssl.SSLContext:
-    """A client TLS context that trusts the test CA only."""
-    return ssl.create_default_context(cafile=str(certs["ca"]))
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def make_certs(d: Path, ca_name: str = "slurmbridge-test-ca") -> dict[str, Path]:
-    """A throw-away CA and a server certificate for localhost / 127.0.0.1, in ``d``."""
-    if shutil.which("openssl") is None:
-        pytest.fail("openssl is needed for the webhook TLS tests (.ci/install-real-slurm.sh)")
-    d.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-             "-subj", f"/CN={ca_name}", cwd=d)  # fmt: skip
-    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr",
-             "-subj", "/CN=localhost", cwd=d)  # fmt: skip
-    (d / "ext.cnf").write_text(
-        "basicConstraints=CA:FALSE\n"
-        "keyUsage=digitalSignature\n"
-        "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-    )
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf",
-             cwd=d)  # fmt: skip
-    return {"ca": d / "ca.pem", "cert": d / "server.pem", "key": d / "server.key"}
 
 
 @pytest.fixture(scope="module")

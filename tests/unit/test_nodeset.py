@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
 
 from reconcilers import nodeset
@@ -22,11 +23,13 @@ from schemas.actions import (
     SetPodLabel,
     UndrainSlurmNode,
 )
-from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmNode
+from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmNode, SlurmPing
 from slurmbridge.projection import Projection
 
 CTX = Context(scheduler_name="s", cluster="c1")
 KEY = "slurm/gpu"
+#: A good poll of c1 in the log: its listing is complete (reconcilers.base.slurm_listed).
+LISTED = SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True)
 
 
 def ns(replicas: int, **kw: object) -> KubeNodeSet:
@@ -85,9 +88,9 @@ def ours(ordinal: int) -> str:
     return wellknown.scale_in_drain_reason("slurm", f"gpu-{ordinal}")
 
 
-def decide(*objs: Event) -> tuple[AnyAction, ...]:
+def decide(*objs: Event, listed: bool = True) -> tuple[AnyAction, ...]:
     p = Projection()
-    for i, o in enumerate(objs, 1):
+    for i, o in enumerate((LISTED, *objs) if listed else objs, 1):
         p.apply(o, i)
     return nodeset.decide(nodeset.view(p, KEY, CTX)).actions
 
@@ -314,10 +317,26 @@ def test_keys_of() -> None:
 
 def decide_at(now: float, *objs: Event) -> tuple[AnyAction, ...]:
     p = Projection()
-    for i, o in enumerate(objs, 1):
+    for i, o in enumerate((LISTED, *objs), 1):
         p.apply(o, i)
     ctx = Context(scheduler_name="s", cluster="c1", now=now)
     return nodeset.decide(nodeset.view(p, KEY, ctx)).actions
+
+
+def test_a_pod_without_a_slurm_node_waits_while_slurm_is_not_listed() -> None:
+    """Fail closed: with no complete, current listing of the cluster in the log (no poll yet,
+    or the last one failed), a pod whose node is missing may be running a job."""
+    objs = (ns(1), pod(0), sn(0), pod(1))
+    assert [a.pod.name for a in of(DeleteNodeSetPod, decide(*objs))] == ["gpu-1"]  # type: ignore[attr-defined]
+    held = decide(*objs, listed=False)
+    assert not of(DeleteNodeSetPod, held) and not of(DrainSlurmNode, held)
+    failing = msgspec.structs.replace(LISTED, responding=False, error="503 Service Unavailable")
+    held = decide(failing, *objs, listed=False)
+    assert not of(DeleteNodeSetPod, held)
+    p = Projection()
+    for i, o in enumerate(objs, 1):
+        p.apply(o, i)
+    assert nodeset.decide(nodeset.view(p, KEY, CTX)).requeue_after is not None
 
 
 def failures(**entries: tuple[int, int, str]) -> dict[str, str]:

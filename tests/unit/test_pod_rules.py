@@ -201,6 +201,7 @@ def _wview(pods: tuple[KubePod, ...], job: SlurmJob | None, **kw: object) -> wor
         "cluster": "c",
         "now": 1000.0,
         "grace_s": 300.0,
+        "slurm_listed": True,
     }
     base.update(kw)
     return workload.View(**base)  # type: ignore[arg-type]
@@ -227,6 +228,9 @@ def test_a_job_never_seen_deletes_nothing_but_a_vanished_one_does() -> None:
     unbound = pod(labels={wellknown.LABEL_SLURM_JOBID: "5"})
     assert workload.decide(_wview((unbound,), None)).actions == ()
     assert any(isinstance(a, DeletePod) for a in workload.decide(_wview((BOUND,), None)).actions)
+    # Missing proves nothing before the log holds a current listing of the cluster.
+    held = workload.decide(_wview((BOUND,), None, slurm_listed=False))
+    assert held.actions == () and held.requeue_after == workload.LISTING_RECHECK_S
 
 
 def test_running_job_keeps_a_running_pod_and_a_terminating_one() -> None:

@@ -206,13 +206,6 @@ def _bound_pod_of_vanished_job() -> tuple[World, str]:
     return World([pod], NOW), _states.JOB_GROUP.key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="by design, workload treats a job that is absent from the projection while a pod "
-    "says we bound it as vanished from Slurm and deletes the pod (rule 1), even when "
-    "nothing of the Slurm cluster was ever observed; only the effector's re-read of the job "
-    "(fail closed) keeps the pod. Reported, not changed here.",
-)
 @given(_states.pod_states())
 @example(_bound_pod_of_vanished_job())
 def test_workload_nothing_destructive_without_the_slurm_side(state: tuple[World, str]) -> None:
@@ -295,18 +288,16 @@ def _surplus_pod_without_slurm() -> tuple[World, str]:
     return World([ns, pod], NOW), _states.NODESET_KEY
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="by design, nodeset deletes a condemned pod whose Slurm node is absent from the "
-    "projection ('unknown to Slurm') without draining it, even when nothing of the Slurm "
-    "cluster was ever observed; only the effector's re-read of the node (a failed lookup is "
-    "not drained, PR #79) keeps the pod. Reported, not changed here.",
-)
 @given(_states.nodeset_states())
 @example(_surplus_pod_without_slurm())
 def test_nodeset_nothing_destructive_without_the_slurm_side(state: tuple[World, str]) -> None:
+    """Only a pod that already failed may go (its slurmd is not running, whatever Slurm
+    says); nothing is drained or deleted on the strength of a node's absence."""
     w, key = state
-    assert not destructive(decide(without_slurm(w), "nodeset", key))
+    pods = {p.name: p for p in _pods_of(w)}
+    for a in destructive(decide(without_slurm(w), "nodeset", key)):
+        assert isinstance(a, DeleteFailedNodeSetPod), a
+        assert pods[a.pod.name].terminal
 
 
 @given(_states.nodeset_states())

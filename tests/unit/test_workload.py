@@ -21,7 +21,7 @@ from schemas.actions import (
     RecordEvent,
     RemovePodFinalizer,
 )
-from schemas.events import Event, KubeNode, KubePod, OwnerRef, SlurmJob
+from schemas.events import Event, KubeNode, KubePod, OwnerRef, SlurmJob, SlurmPing
 from slurmbridge.projection import Projection
 
 SCHED = "slurm-bridge-scheduler"
@@ -90,9 +90,13 @@ def kn(name: str, ready: bool) -> KubeNode:
     return KubeNode(source="k8s", key=name, ready=ready)
 
 
-def store(*objs: Event) -> Projection:
+#: A good poll of c1 in the log: its listing is complete (reconcilers.base.slurm_listed).
+LISTED = SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True)
+
+
+def store(*objs: Event, listed: bool = True) -> Projection:
     p = Projection()
-    for i, o in enumerate(objs, 1):
+    for i, o in enumerate((LISTED, *objs) if listed else objs, 1):
         p.apply(o, i)
     return p
 
@@ -173,6 +177,18 @@ def test_a_job_that_vanished_after_bind_is_gone() -> None:
     d = decide(pod("t-0", node="k1"))
     assert kinds(d) == ["DeletePod", "RecordEvent"]
     assert "gone from Slurm" in of(d, DeletePod)[0].why
+
+
+def test_a_missing_job_proves_nothing_without_a_current_listing() -> None:
+    """Fail closed: before the first good poll is in the log, or while the last poll failed,
+    a job missing from the projection may still run; the pod stays and the group is looked
+    at again later (nothing else re-triggers it)."""
+    bound = pod("t-0", node="k1")
+    held = workload.decide(workload.view(store(bound, listed=False), KEY, CTX))
+    assert held.actions == () and held.requeue_after == workload.LISTING_RECHECK_S
+    failing = SlurmPing(source="slurm:c1", key="c1", cluster="c1", error="503", error_kind="X")
+    held = decide(bound, failing)
+    assert held.actions == () and "no current listing" in held.reason
 
 
 def test_a_job_never_seen_fails_closed_even_with_other_jobs_around() -> None:
@@ -390,6 +406,7 @@ def test_decide_never_cancels_a_foreign_job_even_without_pods() -> None:
         cluster="c1",
         now=NOW,
         grace_s=300.0,
+        slurm_listed=True,
     )
     assert workload.decide(view).actions == ()
 
