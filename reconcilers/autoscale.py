@@ -47,7 +47,7 @@ from typing import Final
 import msgspec
 
 from reconcilers import nodeset as ns_rules
-from reconcilers.base import Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import NodeSetRef, ScaleNodeSet
 from schemas.events import Event, KubeNodeSet, KubePod, KubeScaler, SlurmJob, SlurmNode
@@ -57,6 +57,8 @@ NAME: Final = "autoscale"
 PREFIX: Final = wellknown.AUTOSCALE_PREFIX
 LAST_SCALE: Final = wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE
 LAST_DIRECTION: Final = wellknown.ANNOTATION_AUTOSCALE_LAST_DIRECTION
+#: Seconds between looks while the log holds no current listing (a ping does not trigger).
+LISTING_RECHECK_S: Final = 10.0
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,6 +127,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     busy: int
     now: float
     scaled_by: str = ""
+    #: The log holds a complete, current listing of the cluster (base.slurm_listed): only
+    #: then does "no job" mean the partition is quiet.
+    slurm_listed: bool = False
 
 
 def decide(v: View | None) -> Decision:
@@ -147,6 +152,12 @@ def decide(v: View | None) -> Decision:
         why = f"{v.pending} job(s) pending in {policy.partition}, {v.busy} node(s) busy"
     elif v.running:
         return Decision(reason=f"{v.running} job(s) running in {policy.partition}; holding")
+    elif not v.slurm_listed:
+        # No jobs seen proves nothing before a good poll is in the log, or while polls fail.
+        return Decision(
+            requeue_after=LISTING_RECHECK_S if current > policy.min_replicas else None,
+            reason=f"no current listing of the Slurm cluster: {policy.partition} not scaled down",
+        )
     else:
         quiet_for = v.now - v.last_end if v.last_end else math.inf
         if quiet_for < policy.idle_to_zero_s:
@@ -208,6 +219,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
                 node = store.get(SlurmNode, p.name, source)
                 if p.namespace == namespace and ns_rules.is_busy(node):
                     busy += 1
+    cluster = (ns.cluster_name if ns is not None else "") or ctx.cluster
     namespace, _, name = key.partition("/")
     scaled_by = min(
         (
@@ -225,6 +237,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         busy=busy,
         now=ctx.now,
         scaled_by=scaled_by,
+        slurm_listed=slurm_listed(store, cluster),
     )
 
 

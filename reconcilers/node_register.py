@@ -27,6 +27,7 @@ clears, so a busy node being removed is drained once and never undrained in the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import msgspec
@@ -51,6 +52,9 @@ NAME = "node_register"
 MIB = 1024 * 1024
 BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 OWNED = (wellknown.EXTERNAL_REASON_PREFIX,)
+#: A topology spec as Slurm reads it after ``Topology=`` (``name:unit[,name:unit]``). Anything
+#: else — a space above all — would add other keys to the node's slurm.conf line.
+_TOPOLOGY = re.compile(r"[A-Za-z0-9_.:,-]+")
 
 
 class Desired(msgspec.Struct, frozen=True, kw_only=True):
@@ -208,6 +212,17 @@ def decide(v: View) -> Decision:
             "external-node label removed",
         )
     d = desired(node)
+    if d.topology and not _TOPOLOGY.fullmatch(d.topology):
+        msg = (
+            f"annotation {wellknown.ANNOTATION_TOPOLOGY_SPEC}: {d.topology!r} is not a "
+            "topology spec (letters, digits and _ . : , - only): the node is not registered"
+        )
+        cond = _condition(node, "False", "InvalidAnnotation", msg)
+        if not cond:
+            return Decision(reason=msg)
+        return Decision(
+            actions=(*cond, _event(node, "InvalidAnnotation", msg, warning=True)), reason=msg
+        )
     missing = sorted(set(d.partitions) - v.partitions)
     if missing:
         msg = f"Slurm has no partition {', '.join(missing)}: the node is not registered"

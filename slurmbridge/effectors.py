@@ -1021,9 +1021,11 @@ class NodeSetEffector:
         if meta and (not ref.uid or meta.get("uid") == ref.uid):
             ann = wellknown.ANNOTATION_NODESET_POD_FAILURES
             try:
-                failures = dict(msgspec.json.decode((meta.get("annotations") or {}).get(ann, "{}")))
+                found = msgspec.json.decode((meta.get("annotations") or {}).get(ann, "{}"))
             except msgspec.DecodeError:
-                failures = {}
+                found = {}
+            # Whatever someone wrote there ("5", "[]"): start a fresh count, not a TypeError.
+            failures = dict(found) if isinstance(found, dict) else {}
             horizon = action.at - 600
             failures = {
                 k: v

@@ -83,12 +83,26 @@ class Line:
     text: str
 
 
+def _decoded(raw: logread.Raw) -> object:
+    """The observation, or None for one that does not decode (listed as malformed above)."""
+    try:
+        return render.decode(raw.subject, raw.data)
+    except (ValueError, KeyError):  # msgspec's errors are ValueErrors
+        return None
+
+
 async def explain(bus: Bus, kind: str, key: str) -> list[Line]:
     """The timeline of ``kind``/``key`` (module docstring), oldest first."""
     lines: list[Line] = []
     obs_subject = f"{subjects.PREFIX}.{subjects.OBS}.*.{kind}.{subjects.encode_key(key)}"
     async for raw in logread.read(bus, streams.OBS_STREAM, obs_subject):
-        ev = events.decode_event(kind, raw.data)
+        try:
+            ev = events.decode_event(kind, raw.data)
+        except (msgspec.DecodeError, msgspec.ValidationError, KeyError) as exc:
+            # Part of the story (the reconcilers dead-lettered it): say so, keep going.
+            at = lines[-1].at if lines else 0
+            lines.append(Line(at, f"obs#{raw.seq}", f"malformed {raw.subject}: {exc}"))
+            continue
         lines.append(
             Line(ev.observed_at, f"obs#{raw.seq}", f"observed  {_source(ev)}  {_summary(ev)}")
         )
@@ -114,7 +128,7 @@ async def explain(bus: Bus, kind: str, key: str) -> list[Line]:
         seen[k] = [
             (raw.seq, obs)
             async for raw in logread.read(bus, streams.OBS_STREAM, subject)
-            if isinstance(obs := render.decode(raw.subject, raw.data), Event)
+            if isinstance(obs := _decoded(raw), Event)
         ]
     for seq, r in records:
         text = f"acted     {render.pretty(r).split('  act  ', 1)[-1].strip()}"

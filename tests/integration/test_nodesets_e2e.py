@@ -223,6 +223,9 @@ async def test_failed_pod_is_recreated_under_its_name_after_the_backoff(stack: S
     scale(stack, 2)
     await stack.wait_for(lambda: running(stack) == {"gpu-0", "gpu-1"}, timeout=20)
     old_uid = pods(stack)["gpu-1"]["metadata"]["uid"]
+    # Someone's junk in our annotation: the count starts afresh instead of failing the delete.
+    junk = {"metadata": {"annotations": {wellknown.ANNOTATION_NODESET_POD_FAILURES: "5"}}}
+    stack.kube.patch("nodesets", "gpu", junk, NS)
     failed_at = time.time()
     stack.kube.patch("pods", "gpu-1", {"status": {"phase": "Failed"}}, NS, subresource="status")
     await stack.wait_for(lambda: "gpu-1" not in pods(stack), what="failed pod deleted")

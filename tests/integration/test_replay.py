@@ -85,6 +85,13 @@ async def test_explain_tells_why_a_node_was_drained(recorded: Stack) -> None:
         assert lines.index(drain) < reported, text
         assert [line.at for line in lines] == sorted(line.at for line in lines)
         assert await explain.explain(stack.app.bus, "SlurmNode", "nowhere") == []
+        # A malformed observation in the log is part of the story, not a crash.
+        await stack.app.bus.publish("bridge.obs.slurm:default.SlurmNode.n1", b"{not json")
+        await stack.app.bus.publish("bridge.obs.k8s.KubeNode.n1", b'{"kind": "KubeNode"}')
+        again = await explain.explain(stack.app.bus, "SlurmNode", "n1")
+        malformed = [line for line in again if line.text.startswith("malformed")]
+        assert len(malformed) == 1 and "bridge.obs.slurm:default.SlurmNode.n1" in malformed[0].text
+        assert len(again) == len(lines) + 1
     finally:
         await stack.stop()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 
 from reconcilers import autoscale
@@ -95,6 +96,7 @@ def test_rules(case: Case) -> None:
             last_end=case.last_end,
             busy=case.busy,
             now=NOW,
+            slurm_listed=True,
         )
     )
     scales = [a for a in d.actions if isinstance(a, ScaleNodeSet)]
@@ -107,14 +109,25 @@ def test_rules(case: Case) -> None:
 def test_waits_are_requeued() -> None:
     cool = autoscale.decide(
         View(nodeset=nodeset(0, last=NOW - 10, **BASE), pending=3, running=0, last_end=0,
-             busy=0, now=NOW)
+             busy=0, now=NOW, slurm_listed=True)
     )  # fmt: skip
     assert cool.requeue_after == pytest.approx(20.0)
     quiet = autoscale.decide(
         View(nodeset=nodeset(4, **BASE), pending=0, running=0, last_end=int(NOW) - 60, busy=0,
-             now=NOW)
+             now=NOW, slurm_listed=True)
     )  # fmt: skip
     assert quiet.requeue_after == pytest.approx(60.0)
+
+
+def test_no_jobs_seen_is_not_quiet_without_a_current_listing() -> None:
+    """Fail closed: before a good poll is in the log, or while polls fail, an empty partition
+    may be a busy one we cannot see; scaling down would drain its nodes."""
+    unseen = View(nodeset=nodeset(4, **BASE), pending=0, running=0, last_end=0, busy=0, now=NOW)
+    d = autoscale.decide(unseen)
+    assert d.actions == () and d.requeue_after == autoscale.LISTING_RECHECK_S
+    assert "no current listing" in d.reason
+    listed = autoscale.decide(msgspec.structs.replace(unseen, slurm_listed=True))
+    assert [a.replicas for a in listed.actions if isinstance(a, ScaleNodeSet)] == [0]
 
 
 @pytest.mark.parametrize(

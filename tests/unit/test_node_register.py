@@ -251,6 +251,20 @@ def test_decide(case: Case) -> None:
             assert a.type == wellknown.CONDITION_SLURM_REGISTERED
 
 
+def test_a_topology_annotation_that_would_add_keys_is_refused_with_an_event() -> None:
+    """The annotation goes into the node's slurm.conf line: a space would let it set any
+    other key (here a Weight and a State)."""
+    bad = kn(topo="default:s1 Weight=1 State=IDLE")
+    d = nr.decide(nr.view(store(bad, part("batch")), "k1", CTX))
+    assert not any(isinstance(a, CreateSlurmNode) for a in d.actions)
+    warning = next(a for a in d.actions if isinstance(a, RecordEvent))
+    assert warning.type == "Warning" and warning.reason == "InvalidAnnotation"
+    assert wellknown.ANNOTATION_TOPOLOGY_SPEC in warning.message
+    ok = nr.decide(nr.view(store(kn(topo="default:s1,block:b-2"), part("batch")), "k1", CTX))
+    create = next(a for a in ok.actions if isinstance(a, CreateSlurmNode))
+    assert create.node_conf.endswith("Topology=default:s1,block:b-2")
+
+
 def test_create_announces_unsupported_once_as_a_warning() -> None:
     d = nr.decide(nr.view(store(kn(), part("batch")), "k1", CTX))
     events = [a for a in d.actions if isinstance(a, RecordEvent)]
