@@ -1,0 +1,27 @@
+# slurmbridge: slim, non-root, read-only-root-filesystem friendly.
+#   docker build -t slurmbridge .
+#   docker run --rm slurmbridge --help
+FROM python:3.11-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY schemas ./schemas
+COPY producers ./producers
+COPY reconcilers ./reconcilers
+COPY slurmbridge ./slurmbridge
+RUN python -m venv /opt/slurmbridge \
+ && /opt/slurmbridge/bin/pip install --no-cache-dir --disable-pip-version-check .
+
+FROM python:3.11-slim-bookworm
+# The venv only: no compiler, no source tree, no pip cache.
+COPY --from=build /opt/slurmbridge /opt/slurmbridge
+ENV PATH=/opt/slurmbridge/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# 65532: the conventional "nonroot" uid; the chart runs the pod as it too.
+RUN groupadd --system --gid 65532 slurmbridge \
+ && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --shell /usr/sbin/nologin slurmbridge
+USER 65532:65532
+# metrics, health (/healthz, /readyz), admission webhook (TLS)
+EXPOSE 8080 8081 9443
+ENTRYPOINT ["slurmbridge"]
+CMD ["run"]
