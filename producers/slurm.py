@@ -27,7 +27,7 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import TypeVar
 
 import msgspec
@@ -195,6 +195,12 @@ class SlurmPoller:
         self.producer = producer
         self.poll_interval = poll_interval
         self.last: dict[tuple[str, str], tuple[Event, int]] = dict(seed)
+        #: kind → keys whose last published observation is not a tombstone: the candidates
+        #: for a tombstone when a full listing lacks them (a set difference, not a scan).
+        self._live: dict[str, set[str]] = {}
+        for (kind, key), (ev, _) in self.last.items():
+            if ev.op != "deleted":
+                self._live.setdefault(kind, set()).add(key)
         self._node_update: int | None = None
         self._part_update: int | None = None
         self._job_update: int | None = None
@@ -284,7 +290,7 @@ class SlurmPoller:
                 keyed = [(ev, self._msg_id(ev)) for ev in changed]
                 results = await self.publish(keyed)
                 for ev, res in zip(changed, results, strict=True):
-                    self.last[(events.kind_of(ev), ev.key)] = (ev, res.seq)
+                    self._record(ev, res.seq)
         return len(changed)
 
     async def _full_loop(self) -> None:
@@ -322,10 +328,10 @@ class SlurmPoller:
             c, who = self.cluster, self.producer
             nodes = await self.client.list_nodes(update_time=self._node_update)
             if nodes is not None:
-                found: list[Event] = self._translate(
+                found, seen = self._translate(
                     "SlurmNode", nodes.nodes, node_to_event, lambda n: n.name, now
                 )
-                batch += self._diff("SlurmNode", found, now)
+                batch += self._diff("SlurmNode", found, seen, now)
                 node_mark = nodes.last_update or None
             parts = await self.client.list_partitions(update_time=self._part_update)
             if parts is not None:
@@ -333,15 +339,15 @@ class SlurmPoller:
                     partition_to_event(p, cluster=c, producer=who, observed_at=now)
                     for p in parts.partitions
                 ]
-                batch += self._diff("SlurmPartition", found, now)
+                batch += self._diff("SlurmPartition", found, {ev.key for ev in found}, now)
                 part_mark = parts.last_update or None
             if self.poll_jobs:
                 jobs = await self.client.list_jobs(update_time=self._job_update)
                 if jobs is not None:
-                    found = self._translate(
+                    found, seen = self._translate(
                         "SlurmJob", jobs.jobs, job_to_event, lambda j: str(j.job_id), now
                     )
-                    batch += self._diff("SlurmJob", found, now)
+                    batch += self._diff("SlurmJob", found, seen, now)
                     job_mark = jobs.last_update or None
             # Last: whoever sees a good ping in the log has seen the listings before it
             # (reconcilers.base.slurm_listed).
@@ -371,13 +377,23 @@ class SlurmPoller:
                 log.info("poll of Slurm cluster %s succeeds again", self.cluster)
                 self._last_error = ""
         async with self._lock:
-            # A job the hot loop saw after this poll began is newer than this listing's copy.
-            changed = [ev for ev in batch if self._changed(ev) and not self._stale(ev)]
+            changed: list[Event] = []
+            for ev in batch:
+                if self._stale(ev):
+                    # A job the hot loop saw after this poll began is newer than this copy.
+                    continue
+                if self._changed(ev):
+                    changed.append(ev)
+                elif (events.kind_of(ev), ev.key) in self.last:
+                    # The same content under a new object (e.g. the first poll after a
+                    # restart, against what was seeded from the log): remember this object,
+                    # so the next listing recognises it by identity and skips it.
+                    self.last[(events.kind_of(ev), ev.key)] = (ev, self.last_seq(ev))
             if changed:
                 keyed = [(ev, self._msg_id(ev)) for ev in changed]
                 results = await self.publish(keyed)
                 for ev, res in zip(changed, results, strict=True):
-                    self.last[(events.kind_of(ev), ev.key)] = (ev, res.seq)
+                    self._record(ev, res.seq)
         self._models.update(self._pending_models)
         self._pending_models.clear()
         self._node_update, self._part_update = node_mark, part_mark
@@ -395,11 +411,16 @@ class SlurmPoller:
         translate: Callable[..., Event],
         key: Callable[[M], str],
         now: int,
-    ) -> list[Event]:
-        """Events for ``models``; a model object seen in the previous listing (the client
-        hands back the same object for an unchanged item, :class:`ItemMemo`) keeps its
-        event, so a large, mostly unchanged cluster costs no translation or hashing."""
+    ) -> tuple[list[Event], Collection[str]]:
+        """Events for ``models`` that may have changed, and every key of the listing.
+
+        A model object seen in the previous listing (the client hands back the same object
+        for an unchanged item, :class:`ItemMemo`) keeps its event; when that event is also
+        the one last published, the object is unchanged and left out, so a large, mostly
+        unchanged cluster costs no translation, hashing or comparison per object.
+        """
         previous = self._models.get(kind, {})
+        last = self.last
         current: dict[str, tuple[object, Event]] = {}
         out: list[Event] = []
         for m in models:
@@ -407,6 +428,10 @@ class SlurmPoller:
             seen = previous.get(k)
             if seen is not None and seen[0] is m:
                 ev = seen[1]
+                published = last.get((kind, k))
+                if published is not None and published[0] is ev:
+                    current[k] = (m, ev)
+                    continue
             else:
                 ev = translate(m, cluster=self.cluster, producer=self.producer, observed_at=now)
             current[k] = (m, ev)
@@ -414,15 +439,31 @@ class SlurmPoller:
         # Committed once this poll is published: an event that failed to publish must be
         # translated (and compared) again next time, not reused.
         self._pending_models[kind] = current
-        return out
+        return out, current.keys()
 
-    def _diff(self, kind: str, current: list[Event], now: int) -> list[Event]:
-        seen = {ev.key for ev in current}
-        out = list(current)
-        for (k, key), (ev, _) in self.last.items():
-            if k == kind and key not in seen and ev.op != "deleted":
-                out.append(tombstone(ev, producer=self.producer, observed_at=now))
-        return out
+    def _diff(
+        self, kind: str, current: list[Event], seen: Collection[str], now: int
+    ) -> list[Event]:
+        """``current`` plus a tombstone for each live object of ``kind`` the listing lacks."""
+        gone = self._live.get(kind, set()).difference(seen)
+        return current + [
+            tombstone(self.last[(kind, key)][0], producer=self.producer, observed_at=now)
+            for key in sorted(gone)
+        ]
+
+    def last_seq(self, ev: Event) -> int:
+        """The stream sequence of the last published observation of ``ev``'s object (0: none)."""
+        prev = self.last.get((events.kind_of(ev), ev.key))
+        return prev[1] if prev is not None else 0
+
+    def _record(self, ev: Event, seq: int) -> None:
+        kind = events.kind_of(ev)
+        self.last[(kind, ev.key)] = (ev, seq)
+        live = self._live.setdefault(kind, set())
+        if ev.op == "deleted":
+            live.discard(ev.key)
+        else:
+            live.add(ev.key)
 
     def _stale(self, ev: Event) -> bool:
         prev = self.last.get((events.kind_of(ev), ev.key))
