@@ -8,8 +8,10 @@ COPY schemas ./schemas
 COPY producers ./producers
 COPY reconcilers ./reconcilers
 COPY slurmbridge ./slurmbridge
-RUN python -m venv /opt/slurmbridge \
- && /opt/slurmbridge/bin/pip install --no-cache-dir --disable-pip-version-check .
+# A wheel of the project, then the wheel and its dependencies into a venv of their own.
+RUN python -m pip wheel --no-cache-dir --disable-pip-version-check --no-deps --wheel-dir /wheels . \
+ && python -m venv /opt/slurmbridge \
+ && /opt/slurmbridge/bin/pip install --no-cache-dir --disable-pip-version-check /wheels/*.whl
 
 FROM python:3.11-slim-bookworm
 # The venv only: no compiler, no source tree, no pip cache.
