@@ -242,8 +242,15 @@ class App:
         gc.collect()
         gc.freeze()
 
-        needs_kube = "kube-watcher" in self.components or (
-            self.effector_override is None and any(c in reconcilers.ALL for c in self.components)
+        # The poller process also runs the pollers of Cluster objects, which read their token
+        # Secrets: it needs the Kubernetes API even without the watchers.
+        needs_kube = (
+            "kube-watcher" in self.components
+            or "slurm-poller" in self.components
+            or (
+                self.effector_override is None
+                and any(c in reconcilers.ALL for c in self.components)
+            )
         )
         if needs_kube and (s.kube.kubeconfig or s.kube.in_cluster):
             self.kube_api = await kube.api_client(s.kube)

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -292,29 +293,80 @@ class BatchPublisher:
 
     def __init__(self, js: JetStreamContext) -> None:
         self._js = js
-        self._pending: list[tuple[str, asyncio.Future[api.PubAck]]] = []
+        self._pending: list[_Queued] = []
 
     async def publish(self, subject: str, data: bytes, msg_id: str | None = None) -> None:
-        """Queue one message (a fresh headers dict each time)."""
+        """Queue one message (a fresh headers dict each time).
+
+        A publish refused before it reached the server (not connected) is queued as failed, so
+        :meth:`flush` reports it and, with ``retry_for``, sends it again.
+        """
+        fut = await self._send(subject, data, msg_id)
+        self._pending.append(_Queued(subject, data, msg_id, fut))
+
+    async def _send(
+        self, subject: str, data: bytes, msg_id: str | None
+    ) -> asyncio.Future[api.PubAck]:
         headers = {MSG_ID: msg_id} if msg_id else None
-        fut = await self._js.publish_async(subject, data, headers=headers)
-        self._pending.append((subject, fut))
+        try:
+            return await self._js.publish_async(subject, data, headers=headers)
+        except Exception as exc:  # noqa: BLE001 - reported by flush like any failed publish
+            fut: asyncio.Future[api.PubAck] = asyncio.get_running_loop().create_future()
+            fut.set_exception(exc)
+            return fut
 
     def __len__(self) -> int:
         return len(self._pending)
 
-    async def flush(self, timeout: float = 30.0) -> list[Published]:
-        """Wait for every queued publish; results in publish order (errors included)."""
+    async def flush(self, timeout: float = 30.0, *, retry_for: float = 0.0) -> list[Published]:
+        """Wait for every queued publish; results in publish order (errors included).
+
+        Args:
+            timeout: seconds to wait for the acknowledgements of one round.
+            retry_for: seconds during which failed publishes are sent again (0.5 s doubling to
+                4 s between rounds), e.g. while a replicated stream elects a new leader
+                (``NoStreamResponseError``, 503). Only messages with a ``Nats-Msg-Id`` are
+                retried: without one a publish whose acknowledgement was lost could be stored
+                twice.
+
+        Raises:
+            TimeoutError: a round's acknowledgements did not all arrive within ``timeout``.
+        """
         pending, self._pending = self._pending, []
         if not pending:
             return []
-        done = await asyncio.wait_for(
-            asyncio.gather(*(f for _, f in pending), return_exceptions=True), timeout
-        )
-        out: list[Published] = []
-        for (subject, _), res in zip(pending, done, strict=True):
-            if isinstance(res, BaseException):
-                out.append(Published(subject, 0, False, res))
-            else:
-                out.append(Published(subject, res.seq, bool(res.duplicate)))
-        return out
+        deadline = time.monotonic() + retry_for
+        delay = 0.5
+        results: dict[int, Published] = {}
+        todo = list(enumerate(pending))
+        while True:
+            done = await asyncio.wait_for(
+                asyncio.gather(*(q.fut for _, q in todo), return_exceptions=True),
+                timeout,
+            )
+            retry: list[tuple[int, _Queued]] = []
+            for (i, q), res in zip(todo, done, strict=True):
+                if isinstance(res, BaseException):
+                    results[i] = Published(q.subject, 0, False, res)
+                    if q.msg_id:
+                        retry.append((i, q))
+                else:
+                    results[i] = Published(q.subject, res.seq, bool(res.duplicate))
+            if not retry or time.monotonic() + delay > deadline:
+                break
+            first = results[retry[0][0]].error
+            log.info("%d publish(es) not stored (%s); retrying", len(retry), first)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 4.0)
+            for _, q in retry:
+                q.fut = await self._send(q.subject, q.data, q.msg_id)
+            todo = retry
+        return [results[i] for i in range(len(pending))]
+
+
+@dataclass(slots=True)
+class _Queued:
+    subject: str
+    data: bytes
+    msg_id: str | None
+    fut: asyncio.Future[api.PubAck]

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -126,6 +127,9 @@ class Worker:
     MAX_EVENTS_IN_FLIGHT = 256
     #: Seconds an action just performed is not repeated for the same key (see _expected).
     EXPECT_S = 1.0
+    #: Seconds an action record that the stream did not store is sent again (leader elections
+    #: of a replicated stream take a few seconds); the trigger is kept in progress meanwhile.
+    RECORD_RETRY_S = 30.0
 
     def __init__(
         self,
@@ -458,7 +462,9 @@ class Worker:
             return await self._perform_units(key, cause, decision, records, seen)
         finally:
             try:
-                published = await records.flush()
+                # A replicated stream electing a new leader answers nothing for a few seconds;
+                # the effect has happened, so its record is sent again rather than lost.
+                published = await records.flush(retry_for=self.RECORD_RETRY_S)
             except TimeoutError:
                 published = []
                 log.warning("%s: action records for %s not confirmed in time", self.spec.name, key)
@@ -584,7 +590,7 @@ class Worker:
             outcome, detail = "failed", repr(exc)
         await self._record(records, key, cause, action, outcome, reason, detail, t0)
         with contextlib.suppress(Exception):
-            await records.flush()
+            await records.flush(retry_for=self.RECORD_RETRY_S)
 
     async def _record(
         self,
@@ -625,7 +631,10 @@ class Worker:
         )
         try:
             await records.publish(
-                subjects.act_subject(self.spec.name, self.spec.key_kind, key), act.encode(record)
+                subjects.act_subject(self.spec.name, self.spec.key_kind, key),
+                act.encode(record),
+                # A unique id makes sending a record again (flush's retry) store it once.
+                msg_id=uuid.uuid4().hex,
             )
         except Exception as exc:  # noqa: BLE001 - the effect happened; losing its record is logged
             log.warning("%s: could not publish action record for %s: %s", self.spec.name, key, exc)

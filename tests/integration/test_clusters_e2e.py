@@ -8,12 +8,14 @@ import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
 from schemas import streams
 from schemas.events import SlurmNode
 from schemas.subjects import slurm_source
+from slurmbridge.app import App
 from slurmbridge.sim.slurmrestd import SlurmSim
 from slurmbridge.testing import Stack
 
@@ -241,3 +243,36 @@ async def test_nodeset_of_a_cluster_object_scales_through_its_client(
     alpha.cancel_job(job)
     await stack.wait_for(lambda: live() == {"gpu-0"}, timeout=15, what="gpu-2 deleted once idle")
     assert stack.sims.slurmd.removed_busy == []
+
+
+async def test_a_poller_process_without_the_watchers_polls_cluster_objects(
+    sims: dict[str, SlurmSim],
+) -> None:
+    """``--only slurm-poller`` in its own process (the watchers elsewhere) still starts a
+    poller for each Cluster: it needs the Kubernetes API for the token Secret."""
+    alpha = sims["alpha"]
+    async with Stack(nodes=2, poll_interval=0.2, components=["kube-watcher"]) as stack:
+        assert stack.settings is not None
+        stack.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        poller = App(
+            msgspec.structs.replace(stack.settings, instance_id="poller"),
+            only=["slurm-poller"],
+            with_health=False,
+        )
+        await poller.start()
+        try:
+            stack.kube.create(secret("alpha-token", alpha.mint_token()))
+            stack.kube.create(cluster("alpha", alpha.url, "alpha-token"))
+            await stack.wait_for(
+                lambda: poller.clusters is not None and "alpha" in poller.clusters.pollers,
+                what="a poller for alpha in the poller process",
+            )
+            await stack.wait_for(
+                lambda: (
+                    {n.key for n in poller.projection.values(SlurmNode, slurm_source("alpha"))}
+                    == {"n1", "n2"}
+                ),
+                what="alpha's nodes in the log",
+            )
+        finally:
+            await poller.stop()

@@ -391,3 +391,35 @@ async def test_an_action_just_performed_is_not_repeated_until_its_expectation_la
         await until(lambda: worker.idle)
         assert effector.done == ["p0"], "repeated inside the expectation window"
         await until(lambda: effector.done == ["p0", "p0"], timeout=5)
+
+
+async def test_flush_sends_again_what_the_stream_did_not_store(nats_server: NatsServer) -> None:
+    """While no stream answers (a replicated stream electing a leader looks the same to a
+    publisher), a message with a Nats-Msg-Id is sent again until stored, once; one without an
+    id is reported failed, not resent (its acknowledgement may have been the part lost)."""
+    bus = await busmod.connect(NatsSettings(), nats_server.url)
+    try:
+        spec = streams.StreamSpec(name="LATE", subjects=("late.>",), storage="memory")
+
+        async def create_late() -> None:
+            await asyncio.sleep(1.2)  # the first rounds of the retry find no stream
+            await bus.ensure_streams((spec,))
+
+        pub = bus.batch()
+        await pub.publish("late.a", b"1", msg_id="rec-1")
+        await pub.publish("late.b", b"2")
+        creator = asyncio.create_task(create_late())
+        results = await pub.flush(timeout=5, retry_for=10)
+        await creator
+        assert [r.subject for r in results] == ["late.a", "late.b"]
+        assert results[0].error is None and results[0].seq == 1
+        assert results[1].error is not None
+        info = await bus.js.stream_info("LATE")
+        assert info.state.messages == 1
+
+        pub = bus.batch()
+        await pub.publish("nowhere.a", b"1", msg_id="rec-2")
+        (res,) = await pub.flush(timeout=5)
+        assert res.error is not None, "retry_for=0 reports the failure at once"
+    finally:
+        await bus.close()
