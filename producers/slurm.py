@@ -175,6 +175,9 @@ class SlurmPoller:
     projection. ``publish``: persists a batch and returns the stream sequences in order.
     """
 
+    #: ``GET job/{id}`` requests in flight while a poll reads the jobs whose state changed.
+    JOB_GETS_IN_FLIGHT = 4
+
     def __init__(
         self,
         client: SlurmClient,
@@ -188,6 +191,8 @@ class SlurmPoller:
         hot_jobs: Callable[[], Iterable[int]] | None = None,
         hot_interval: float = 0.02,
         hot_limit: int = 32,
+        job_relist_interval: float = 30.0,
+        job_fetch_limit: int = 64,
     ) -> None:
         self.client = client
         self.publish = publish
@@ -208,6 +213,18 @@ class SlurmPoller:
         self.hot_jobs = hot_jobs
         self.hot_interval = hot_interval
         self.hot_limit = hot_limit
+        self.job_relist_interval = job_relist_interval
+        self.job_fetch_limit = job_fetch_limit
+        #: monotonic time of the last complete job listing this poller published (None: none
+        #: yet), and whether the server offers ``jobs/state`` (cleared on Unsupported).
+        self._jobs_listed_at: float | None = None
+        self._job_states_offered = True
+        #: job key → state of its last published live SlurmJob (what ``jobs/state`` is
+        #: compared against; kept by _record so the comparison is one dict lookup per job).
+        self._job_state: dict[str, tuple[str, ...]] = {}
+        for (_kind, key), (ev, _) in self.last.items():
+            if isinstance(ev, SlurmJob) and ev.op != "deleted":
+                self._job_state[key] = ev.state
         self._lock = asyncio.Lock()
         self.polls = 0
         self.last_poll_at = 0.0
@@ -341,20 +358,27 @@ class SlurmPoller:
                 ]
                 batch += self._diff("SlurmPartition", found, {ev.key for ev in found}, now)
                 part_mark = parts.last_update or None
+            jobs_listed = False
             if self.poll_jobs:
-                jobs = await self.client.list_jobs(update_time=self._job_update)
-                if jobs is not None:
-                    found, seen = self._translate(
-                        "SlurmJob", jobs.jobs, job_to_event, lambda j: str(j.job_id), now
-                    )
-                    batch += self._diff("SlurmJob", found, seen, now)
-                    job_mark = jobs.last_update or None
+                delta = await self._job_state_delta(now) if self._states_will_do() else None
+                if delta is not None:
+                    batch += delta
+                else:
+                    jobs = await self.client.list_jobs(update_time=self._job_update)
+                    if jobs is not None:
+                        found, seen = self._translate(
+                            "SlurmJob", jobs.jobs, job_to_event, lambda j: str(j.job_id), now
+                        )
+                        batch += self._diff("SlurmJob", found, seen, now)
+                        job_mark = jobs.last_update or None
+                    jobs_listed = True
             # Last: whoever sees a good ping in the log has seen the listings before it
             # (reconcilers.base.slurm_listed).
             batch.append(ping_ev)
         except slurm_errors.SlurmError as exc:
             node_mark, part_mark = self._node_update, self._part_update
             job_mark = self._job_update
+            jobs_listed = False
             self._pending_models.clear()
             metrics.POLL_ERRORS.labels(self.cluster).inc()
             # Once per distinct failure, not every poll interval (the ping in the log and the
@@ -398,11 +422,73 @@ class SlurmPoller:
         self._pending_models.clear()
         self._node_update, self._part_update = node_mark, part_mark
         self._job_update = job_mark
+        if jobs_listed:
+            self._jobs_listed_at = time.monotonic()
         self.polls += 1
         self.last_poll_at = time.monotonic()
         self.polled.set()
         metrics.POLL_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
         return len(changed)
+
+    def _states_will_do(self) -> bool:
+        """Whether this poll may learn the jobs from ``jobs/state`` instead of a full listing:
+        the server offers it, a complete listing was published less than
+        ``job_relist_interval`` seconds ago, and the interval is not 0 (full listings only)."""
+        return (
+            self._job_states_offered
+            and self.job_relist_interval > 0
+            and self._jobs_listed_at is not None
+            and time.monotonic() - self._jobs_listed_at < self.job_relist_interval
+        )
+
+    async def _job_state_delta(self, now: int) -> list[Event] | None:
+        """The job observations of this poll from ``GET jobs/state``, or None when a full
+        listing must be read instead.
+
+        A job whose state differs from its last published observation, or that is new, is
+        read whole (``GET job/{id}``); a job the state list lacks is tombstoned, as a full
+        listing lacking it would be. A change that leaves the state alone (a pending job's
+        partition or name) waits for the next full listing, at most ``job_relist_interval``
+        seconds — Slinky re-lists its jobs every 30 s; a job slurmbridge itself changed is
+        watched by the hot loop meanwhile. More than ``job_fetch_limit`` changed jobs: None
+        (one listing is cheaper than that many GETs).
+
+        Why: a busy cluster's full job listing is ~1 KB per job on every poll (about 100 MB
+        for 100,000 jobs) and costs slurmctld a job-table dump; the state list is ~40 B per
+        job (bench/scale.py measures both).
+        """
+        try:
+            listing = await self.client.list_job_states()
+        except slurm_errors.Unsupported as exc:
+            log.info("cluster %s: %s; listing every job each poll", self.cluster, exc)
+            self._job_states_offered = False
+            return None
+        states = listing.states
+        known = self._job_state
+        dirty = [k for k, state in states.items() if known.get(k) != state]
+        if len(dirty) > self.job_fetch_limit:
+            return None
+        found: list[Event] = []
+        if dirty:
+            # A few at a time: each concurrent GET opens a connection, and httpx's pool
+            # bookkeeping grows with them (measured: ~150 ms per poll for 40 at once).
+            gate = asyncio.Semaphore(self.JOB_GETS_IN_FLIGHT)
+
+            async def get(key: str) -> Job | None:
+                async with gate:
+                    return await self.client.get_job(int(key))
+
+            jobs = await asyncio.gather(*(get(k) for k in dirty))
+            found = [
+                job_to_event(j, cluster=self.cluster, producer=self.producer, observed_at=now)
+                for j in jobs
+                if j is not None
+            ]
+        gone = self._live.get("SlurmJob", set()).difference(states)
+        return found + [
+            tombstone(self.last[("SlurmJob", key)][0], producer=self.producer, observed_at=now)
+            for key in sorted(gone)
+        ]
 
     def _translate(
         self,
@@ -427,13 +513,14 @@ class SlurmPoller:
             k = key(m)
             seen = previous.get(k)
             if seen is not None and seen[0] is m:
-                ev = seen[1]
                 published = last.get((kind, k))
-                if published is not None and published[0] is ev:
-                    current[k] = (m, ev)
+                if published is not None and published[0] is seen[1]:
+                    current[k] = seen
                     continue
-            else:
-                ev = translate(m, cluster=self.cluster, producer=self.producer, observed_at=now)
+            # Translated afresh even for a known model: something else (the hot loop, a
+            # jobs/state poll) published this object since, and an event of the earlier
+            # listing would carry that listing's time and be taken for stale.
+            ev = translate(m, cluster=self.cluster, producer=self.producer, observed_at=now)
             current[k] = (m, ev)
             out.append(ev)
         # Committed once this poll is published: an event that failed to publish must be
@@ -462,8 +549,12 @@ class SlurmPoller:
         live = self._live.setdefault(kind, set())
         if ev.op == "deleted":
             live.discard(ev.key)
+            if kind == "SlurmJob":
+                self._job_state.pop(ev.key, None)
         else:
             live.add(ev.key)
+            if isinstance(ev, SlurmJob):
+                self._job_state[ev.key] = ev.state
 
     def _stale(self, ev: Event) -> bool:
         prev = self.last.get((events.kind_of(ev), ev.key))

@@ -301,6 +301,7 @@ class App:
                 publish=publish if polls else None,
                 producer=s.instance_id,
                 poll_interval=s.slurm.poll_interval,
+                job_relist_interval=s.slurm.job_relist_interval,
                 timeout=s.slurm.timeout,
                 watch_timeout=s.kube.watch_timeout,
                 leased=self._hold if s.leases.enabled else None,
@@ -457,6 +458,7 @@ class App:
             seed=slurm_seed(self.projection, s.slurm.cluster),
             hot_jobs=self.hot_jobs,
             hot_interval=s.slurm.pending_job_poll_interval,
+            job_relist_interval=s.slurm.job_relist_interval,
         )
         ready.set()
         try:

@@ -139,6 +139,7 @@ class ClusterSupervisor:
         publish: persists a poller's batch; ``None`` runs no pollers (clients only).
         producer: instance id stamped on observations.
         poll_interval: seconds between polls; ``timeout``: seconds per Slurm request;
+        job_relist_interval: seconds between full job listings (``slurm.jobRelistInterval``);
         watch_timeout: seconds a Secret watch stays open before it is re-opened.
         leased: runs a poller only while this process holds lease ``poller.<cluster>``
             (``App._hold``); None polls unconditionally.
@@ -156,6 +157,7 @@ class ClusterSupervisor:
         publish: Publish | None,
         producer: str,
         poll_interval: float = 2.0,
+        job_relist_interval: float = 30.0,
         timeout: float = 10.0,
         watch_timeout: int = 300,
         leased: Leased | None = None,
@@ -170,6 +172,7 @@ class ClusterSupervisor:
         self.publish = publish
         self.producer = producer
         self.poll_interval = poll_interval
+        self.job_relist_interval = job_relist_interval
         self.timeout = timeout
         self.watch_timeout = watch_timeout
         self.running: dict[str, _Running] = {}
@@ -247,6 +250,7 @@ class ClusterSupervisor:
             producer=self.producer,
             poll_interval=self.poll_interval,
             seed=slurm_seed(self.projection, name),
+            job_relist_interval=self.job_relist_interval,
         )
         try:
             await run.poller.run()

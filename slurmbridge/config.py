@@ -103,6 +103,10 @@ class SlurmSettings(_Base):
     ``poll_interval`` seconds between polls (Slinky re-lists every 30 s; 2 s keeps drains
     prompt at ≈ 3 ms per GET /nodes). ``api_version`` None ⇒ the highest the server offers.
     ``token_file`` is re-read on every request, so rotating it needs no restart.
+    ``job_relist_interval``: seconds between full job listings; the polls in between read only
+    job ids and states (``GET jobs/state``, v0.0.42+) and fetch the jobs whose state changed,
+    so a change that leaves a job's state alone (a pending job's partition or name) shows
+    within this interval (Slinky's job re-list anchor: 30 s). 0 ⇒ a full listing every poll.
     """
 
     url: str | None = None
@@ -112,6 +116,7 @@ class SlurmSettings(_Base):
     api_version: str | None = None
     poll_interval: float = 2.0
     pending_job_poll_interval: float = 0.02
+    job_relist_interval: float = 30.0
     timeout: float = 10.0
 
 
@@ -256,6 +261,8 @@ def _validate(s: Settings) -> None:
         raise bad("slurm.pollInterval", "must be > 0 seconds")
     if s.slurm.timeout <= 0:
         raise bad("slurm.timeout", "must be > 0 seconds")
+    if s.slurm.job_relist_interval < 0:
+        raise bad("slurm.jobRelistInterval", "must be ≥ 0 seconds (0: a full listing every poll)")
     if s.slurm.api_version is not None and not re.match(r"^v0\.0\.\d+$", s.slurm.api_version):
         raise bad("slurm.apiVersion", "must look like v0.0.44")
     if s.slurm.token_file is not None and not Path(s.slurm.token_file).is_file():

@@ -437,7 +437,9 @@ def _version_of(path: str) -> str | None:
     return m.group(1) if m else None
 
 
-_ENDPOINT: Final = re.compile(r"^/slurm/v[\d.]+/(ping|nodes|node|partitions|partition|new/node)")
+_ENDPOINT: Final = re.compile(
+    r"^/slurm/v[\d.]+/(ping|nodes|node|partitions|partition|new/node|jobs/state|jobs|job)"
+)
 _DATA_KEY: Final[Mapping[str, str]] = {
     "ping": "pings",
     "nodes": "nodes",
@@ -1042,6 +1044,9 @@ class SlurmSim(JobsMixin):
             r.add_get(f"{base}/partition/{{partition_name}}", self._get_partition)
             r.add_get(f"{base}/jobs", self._jobs_handler)
             r.add_get(f"{base}/jobs/", self._jobs_handler)
+            if v != "v0.0.38":  # jobs/state is v0.0.42+
+                r.add_get(f"{base}/jobs/state", self._job_states_handler)
+                r.add_get(f"{base}/jobs/state/", self._job_states_handler)
             r.add_get(f"{base}/job/{{job_id}}", self._get_job)
             r.add_delete(f"{base}/job/{{job_id}}", self._delete_job)
             r.add_post(f"{base}/job/{{job_id}}", self._update_job_handler)
@@ -1072,6 +1077,10 @@ class SlurmSim(JobsMixin):
                 "get": _op(f"{tag}_get_partition", "get partition info")
             }
             paths[f"{base}/jobs{slash}"] = {"get": _op(f"{tag}_get_jobs", "get list of jobs")}
+            if v != "v0.0.38":
+                paths[f"{base}/jobs/state/"] = {
+                    "get": _op(f"{tag}_get_jobs_state", "get list of job states")
+                }
             paths[f"{base}/job/{{job_id}}"] = {
                 "get": _op(f"{tag}_get_job", "get job info"),
                 "delete": _op(f"{tag}_delete_job", "cancel or signal job"),
@@ -1623,6 +1632,22 @@ class SlurmSim(JobsMixin):
             return web.Response(status=304)
         payload: Json = {"jobs": [self._render_job(v, j) for j in self.jobs_by_id.values()]}
         return self._ok(v, request, self._job_info(v, payload))
+
+    async def _job_states_handler(self, request: web.Request) -> web.Response:
+        """``GET jobs/state/[?job_id=1,2]`` as Slurm's data_parser answers it
+        (OPENAPI_JOB_STATE_RESP): ``{"jobs": [{"job_id": "<id>", "state": [...]}]}`` — the job
+        id a string, no ``last_update``; an unknown id in ``job_id`` is left out."""
+        v = self._request_version(request)
+        self._purge()
+        raw = request.query.get("job_id", "")
+        jobs: Iterable[SimJob] = self.jobs_by_id.values()
+        if raw:
+            ids = [p.strip() for p in raw.split(",") if p.strip()]
+            if not all(p.isdigit() for p in ids):
+                return self._error(v, "jobs", 400, 9000, f"invalid job_id {raw!r}", "", request)
+            jobs = [self.jobs_by_id[int(p)] for p in ids if int(p) in self.jobs_by_id]
+        payload: Json = {"jobs": [{"job_id": str(j.job_id), "state": [j.state]} for j in jobs]}
+        return self._ok(v, request, payload)
 
     def _job_info(self, v: str, payload: Json) -> Json:
         """``openapi_job_info_resp`` requires ``last_update`` and ``last_backfill`` (v0.0.41+)."""

@@ -68,6 +68,7 @@ import msgspec
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.codecs._common import Codec, ItemMemo, error_report
 from slurmbridge.slurm.errors import (
+    BadResponse,
     Conflict,
     MissingToken,
     NotFound,
@@ -80,6 +81,7 @@ from slurmbridge.slurm.errors import (
 from slurmbridge.slurm.models import (
     Job,
     JobList,
+    JobStates,
     JobSubmit,
     Node,
     NodeList,
@@ -93,7 +95,8 @@ __all__ = ["OPERATIONS", "SlurmClient"]
 log = logging.getLogger(__name__)
 
 #: Operations :meth:`SlurmClient.require` knows; ``update_node`` (v0.0.42+), ``delete_node``
-#: (v0.0.42+) and ``create_node`` (v0.0.44+) need a codec capability, the others do not.
+#: (v0.0.42+), ``list_job_states`` (v0.0.42+) and ``create_node`` (v0.0.44+) need a codec
+#: capability, the others do not.
 OPERATIONS: Final[frozenset[str]] = frozenset(
     {
         "ping",
@@ -104,6 +107,7 @@ OPERATIONS: Final[frozenset[str]] = frozenset(
         "create_node",
         "delete_node",
         "list_jobs",
+        "list_job_states",
         "get_job",
         "submit_job",
         "cancel_job",
@@ -200,6 +204,7 @@ def _check_capability(codec: Codec, operation: str) -> None:
         "update_node": codec.node_update,
         "create_node": codec.node_create,
         "delete_node": codec.node_delete,
+        "list_job_states": bool(codec.paths.job_states),
     }.get(operation, True)
     if not capable:
         raise Unsupported(codec.version, operation)
@@ -712,6 +717,25 @@ class SlurmClient:
             lambda body: codec.decode_jobs(body, memo),
             JobList(),
         )
+
+    async def list_job_states(self) -> JobStates:
+        """Every job's id and state (``GET jobs/state/``, v0.0.42+): a few dozen bytes per
+        job where a full listing sends about a kilobyte, so a poller can learn which jobs
+        changed state without reading every job (:class:`producers.slurm.SlurmPoller`).
+
+        Raises:
+            Unsupported: the version has no ``jobs/state`` (v0.0.38).
+            Unavailable / Unauthorized / Rejected / BadResponse.
+        """
+        codec = await self._get_codec()
+        _check_capability(codec, "list_job_states")
+        resp = await self._get(codec, codec.paths.job_states, "list_job_states")
+        if resp is None:
+            raise BadResponse("list_job_states: HTTP 304 to a request without update_time")
+        states = codec.decode_job_states(resp.content)
+        if states is None:
+            self._raise(resp, "list_job_states", codec)
+        return states
 
     async def get_job(self, job_id: int) -> Job | None:
         """One job, or ``None`` when Slurm does not know it (2017 ESLURM_INVALID_JOB_ID, or

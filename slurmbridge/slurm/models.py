@@ -216,6 +216,17 @@ class JobList(msgspec.Struct, frozen=True, kw_only=True):
     server_last_update: int = 0
 
 
+class JobStates(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET jobs/state``: every job slurmctld holds, by job id, with its state only.
+
+    ``states``: job id as a decimal string (an array task's or a heterogeneous component's
+    own job id, as :class:`Job` keys them) → its state flags, upper case, in the server's
+    order (the same ``JOB_STATE`` rendering as a full listing's ``job_state``).
+    """
+
+    states: dict[str, tuple[str, ...]] = {}
+
+
 #: The script of the placeholder batch job submitted where ``EXTERNAL_JOB`` does not exist
 #: (before v0.0.43): it holds the allocation until slurmbridge cancels it.
 PLACEHOLDER_SCRIPT: Final = "#!/bin/sh\nexec sleep infinity\n"

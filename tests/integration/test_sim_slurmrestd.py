@@ -12,7 +12,11 @@ documents are reproduced by the simulator and validated accordingly:
   ``default`` response schema's property of that name;
 * v0.0.38's document types the ``default`` (error) response as an array, while Slurm 22.05
   answers errors with the same object as a success (``meta``, ``errors``, an empty list), so
-  error answers are validated against the ``200`` schema.
+  error answers are validated against the ``200`` schema;
+* ``GET jobs/state/`` (v0.0.42+) is documented as ``openapi_job_info_resp``, but Slurm's
+  data_parser renders OPENAPI_JOB_STATE_RESP (``src/plugins/data_parser/v0.0.44/parsers.c``:
+  ``jobs`` of ``{"job_id": "<string>", "state": [flags]}``, no ``last_update``), so its answers
+  are validated against :data:`JOB_STATES_SCHEMA`, that shape.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 import httpx
@@ -151,6 +155,30 @@ class Recorder(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+#: What Slurm's data_parser sends for ``GET jobs/state/`` (see the module docstring).
+JOB_STATES_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["jobs"],
+    "properties": {
+        "jobs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["job_id", "state"],
+                "additionalProperties": False,
+                "properties": {
+                    "job_id": {"type": "string", "pattern": r"^[0-9]+([_+].+)?$"},
+                    "state": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+        "meta": {"type": "object"},
+        "errors": {"type": "array"},
+        "warnings": {"type": "array"},
+    },
+}
+
+
 def validate_exchange(x: Exchange) -> str:
     """Validate one exchange against its version's document; returns what was checked."""
     version = x.path.split("/")[2] if x.path.startswith("/slurm/") else ""
@@ -179,6 +207,10 @@ def validate_exchange(x: Exchange) -> str:
         assert x.status == 200 or body.get("errors"), (x.status, body)
         return "undocumented-body"
     ok_ptr = op_ptr + "/responses/200/content/application~1json/schema"
+    if template.endswith("/jobs/state/") and x.status == 200 and not body.get("errors"):
+        errors = list(Draft7Validator(JOB_STATES_SCHEMA).iter_errors(body))
+        assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors)
+        return "job-states"
     if x.status == 200 and not body.get("errors"):
         api.validate(ok_ptr, body)
         return "200"
@@ -210,6 +242,13 @@ def validate_exchange(x: Exchange) -> str:
             {"partitions": [{"nodes": "n1"}], "last_update": {}},
         ),
         ("v0.0.38", "/slurm/v0.0.38/nodes", {"nodes": [{"state": ["idle"]}]}),
+        # jobs/state: the job id is a string, and a full job record is not what Slurm sends.
+        ("v0.0.44", "/slurm/v0.0.44/jobs/state/", {"jobs": [{"job_id": 5, "state": ["PENDING"]}]}),
+        (
+            "v0.0.45",
+            "/slurm/v0.0.45/jobs/state/",
+            {"jobs": [{"job_id": "5", "state": ["PENDING"], "name": "x"}]},
+        ),
     ],
 )
 def test_validator_is_not_vacuous(version: str, path: str, body: dict[str, Any]) -> None:
@@ -699,3 +738,32 @@ async def test_jobs_submit_get_list_update_cancel(tmp_path: Path, version: str) 
             assert r.status_code == 500  # ESLURM_JOB_FINISHED
             assert s.sim.job(job_id).comment == "c2"
         assert await s.client.get_job(999999) is None
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_job_states(tmp_path: Path, version: str) -> None:
+    """``GET jobs/state/`` (v0.0.42+): every job's id and state, the answer in the shape
+    Slurm's data_parser gives it; v0.0.38 has no such path."""
+    async with running(tmp_path, (version,)) as s:
+        await s.client.negotiate()
+        first = await s.client.submit_job(JobSubmit(name="a", partition="batch", tasks=1))
+        second = await s.client.submit_job(JobSubmit(name="b", partition="batch", tasks=1))
+        await s.client.cancel_job(second)
+        if version == "v0.0.38":
+            with pytest.raises(Unsupported):
+                await s.client.list_job_states()
+            with pytest.raises(Unsupported):
+                s.client.require("list_job_states")
+            await s.client.ping()  # the validator needs one exchange at least
+            return
+        states = await s.client.list_job_states()
+        assert states.states == {str(first): ("RUNNING",), str(second): ("CANCELLED",)}
+        listing = await s.client.list_jobs()
+        assert listing is not None
+        assert {str(j.job_id): j.state for j in listing.jobs} == states.states
+        async with httpx.AsyncClient(base_url=s.sim.url, transport=s.recorder) as raw:
+            r = await raw.get(
+                f"/slurm/{version}/jobs/state/", params={"job_id": str(first)}, headers=_auth(s)
+            )
+            assert r.status_code == 200
+            assert [j["job_id"] for j in r.json()["jobs"]] == [str(first)]

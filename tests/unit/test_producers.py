@@ -12,7 +12,16 @@ from producers import slurm as ps
 from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, SlurmPing
 from slurmbridge.bus import Published
 from slurmbridge.slurm import errors as slurm_errors
-from slurmbridge.slurm.models import Job, JobList, Node, NodeList, Partition, PartitionList, Ping
+from slurmbridge.slurm.models import (
+    Job,
+    JobList,
+    JobStates,
+    Node,
+    NodeList,
+    Partition,
+    PartitionList,
+    Ping,
+)
 
 
 @pytest.mark.parametrize(
@@ -111,6 +120,9 @@ class FakeClient:
         self.node_update_times: list[int | None] = []
         self.jobs: list[Job] = []
         self.job_gets: list[int] = []
+        self.states_offered = True
+        self.job_lists = 0
+        self.state_lists = 0
 
     async def ping(self) -> Ping:
         if self.fail:
@@ -131,9 +143,16 @@ class FakeClient:
         return PartitionList(partitions=tuple(self.parts), last_update=100)
 
     async def list_jobs(self, update_time: int | None = None) -> JobList | None:
+        self.job_lists += 1
         if self.not_modified and update_time is not None:
             return None
         return JobList(jobs=tuple(self.jobs), last_update=100)
+
+    async def list_job_states(self) -> JobStates:
+        if not self.states_offered:
+            raise slurm_errors.Unsupported("v0.0.38", "list_job_states")
+        self.state_lists += 1
+        return JobStates(states={str(j.job_id): j.state for j in self.jobs})
 
     async def get_job(self, job_id: int) -> Job | None:
         self.job_gets.append(job_id)
@@ -317,3 +336,115 @@ async def test_unchanged_models_are_not_translated_again_and_a_lost_publish_is_r
         assert translated == ["n1", "n1"]
     finally:
         ps.node_to_event = real  # type: ignore[assignment]
+
+
+# --- jobs/state between full job listings --------------------------------------------------
+
+
+def _jobs(*specs: tuple[int, str]) -> list[Job]:
+    return [Job(job_id=i, name=f"j{i}", state=(state,), partition="batch") for i, state in specs]
+
+
+def _job_events(sink: Sink) -> list[tuple[str, str, str]]:
+    return [t for t in sink.last() if t[0] == "SlurmJob"]
+
+
+async def test_between_listings_only_jobs_whose_state_changed_are_read() -> None:
+    c, sink = FakeClient(), Sink()
+    c.jobs = _jobs((1, "PENDING"), (2, "PENDING"), (3, "RUNNING"))
+    p = poller(c, sink)
+    await p.poll_once()
+    assert (c.job_lists, c.state_lists) == (1, 0)  # the first poll lists every job
+
+    c.jobs[0] = Job(job_id=1, name="j1", state=("RUNNING",), nodes=("n1",), partition="batch")
+    await p.poll_once()
+    assert (c.job_lists, c.state_lists) == (1, 1)
+    assert c.job_gets == [1]  # only the job whose state changed is read whole
+    assert _job_events(sink) == [("SlurmJob", "1", "observed")]
+    ev = p.last[("SlurmJob", "1")][0]
+    assert isinstance(ev, SlurmJob) and ev.nodes == ("n1",)
+
+    # New job, and a job Slurm no longer lists.
+    c.jobs = [c.jobs[0], c.jobs[2], *_jobs((4, "PENDING"))]
+    await p.poll_once()
+    assert c.job_gets == [1, 4]
+    assert sorted(_job_events(sink)) == [
+        ("SlurmJob", "2", "deleted"),
+        ("SlurmJob", "4", "observed"),
+    ]
+    assert await p.poll_once() == 0
+    assert c.job_lists == 1
+
+
+async def test_a_change_that_keeps_the_state_waits_for_the_next_full_listing() -> None:
+    c, sink = FakeClient(), Sink()
+    c.jobs = _jobs((1, "PENDING"))
+    p = poller(c, sink)
+    await p.poll_once()
+    c.jobs = [Job(job_id=1, name="j1", state=("PENDING",), partition="other")]
+    assert await p.poll_once() == 0
+    assert c.job_gets == []
+    assert p._jobs_listed_at is not None
+    p._jobs_listed_at -= p.job_relist_interval  # the relist interval has passed
+    await p.poll_once()
+    assert c.job_lists == 2
+    assert _job_events(sink) == [("SlurmJob", "1", "observed")]
+    ev = p.last[("SlurmJob", "1")][0]
+    assert isinstance(ev, SlurmJob) and ev.partition == "other"
+
+
+async def test_many_state_changes_read_one_full_listing_instead() -> None:
+    c, sink = FakeClient(), Sink()
+    c.jobs = _jobs(*((i, "PENDING") for i in range(1, 11)))
+    p = ps.SlurmPoller(
+        c,  # type: ignore[arg-type]
+        sink,
+        cluster="c",
+        producer="p",
+        poll_interval=1.0,
+        seed={},
+        job_fetch_limit=3,
+    )
+    await p.poll_once()
+    c.jobs = _jobs(*((i, "RUNNING") for i in range(1, 11)))
+    await p.poll_once()
+    assert c.job_gets == []
+    assert (c.job_lists, c.state_lists) == (2, 1)
+    assert len(_job_events(sink)) == 10
+
+
+async def test_without_jobs_state_every_poll_lists_every_job() -> None:
+    c, sink = FakeClient(), Sink()
+    c.states_offered = False  # v0.0.38 (Slurm 22.05)
+    c.jobs = _jobs((1, "PENDING"))
+    p = poller(c, sink)
+    for _ in range(3):
+        await p.poll_once()
+    assert c.job_lists == 3
+    c.jobs = _jobs((1, "RUNNING"))
+    await p.poll_once()
+    assert _job_events(sink) == [("SlurmJob", "1", "observed")]
+
+    c2 = FakeClient()
+    p2 = ps.SlurmPoller(
+        c2,  # type: ignore[arg-type]
+        Sink(),
+        cluster="c",
+        producer="p",
+        poll_interval=1.0,
+        seed={},
+        job_relist_interval=0,
+    )
+    for _ in range(3):
+        await p2.poll_once()
+    assert (c2.job_lists, c2.state_lists) == (3, 0)
+
+
+async def test_a_failed_poll_does_not_count_as_a_listing() -> None:
+    c, sink = FakeClient(), Sink()
+    p = poller(c, sink)
+    c.fail = slurm_errors.Unavailable("down")
+    await p.poll_once()
+    c.fail = None
+    await p.poll_once()
+    assert (c.job_lists, c.state_lists) == (1, 0)  # the first good poll is a full listing

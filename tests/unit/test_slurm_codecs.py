@@ -1064,3 +1064,58 @@ def test_item_memo_reuses_models_of_unchanged_items(version: str) -> None:
     assert n2.nodes[0] is n1.nodes[0] and n2.nodes[1].state == ("ALLOCATED",)
     with pytest.raises(BadResponse, match="jobs"):
         codec.decode_jobs(b'{"jobs": [{"job_id": "not a number"}]}', memo)
+
+
+# --- jobs/state -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"])
+def test_job_states_as_slurms_data_parser_renders_them(version: str) -> None:
+    codec = codecs.get(version)
+    assert codec.paths.job_states == f"/slurm/{version}/jobs/state/"
+    body = {
+        "jobs": [
+            {"job_id": "10", "state": ["PENDING"]},
+            {"job_id": "11", "state": ["RUNNING", "COMPLETING"]},
+            # an array's split task (its own job id first) and a pending array's expanded
+            # tasks, which share the meta record's id and state
+            {"job_id": "12_3", "state": ["RUNNING"]},
+            {"job_id": "13_0", "state": ["PENDING"]},
+            {"job_id": "13_1", "state": ["PENDING"]},
+            {"job_id": "14+1", "state": ["RUNNING"]},
+        ],
+        "meta": {},
+        "errors": [],
+        "warnings": [],
+    }
+    states = codec.decode_job_states(json.dumps(body).encode())
+    assert states is not None
+    assert states.states == {
+        "10": ("PENDING",),
+        "11": ("RUNNING", "COMPLETING"),
+        "12": ("RUNNING",),
+        "13": ("PENDING",),
+        "14": ("RUNNING",),
+    }
+    assert codec.decode_job_states(b'{"errors": [{"error": "x"}]}') is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"jobs": [{"job_id": "abc", "state": ["PENDING"]}]}',
+        b'{"jobs": [{"job_id": 10, "state": ["PENDING"]}]}',
+        b'{"jobs": [{"state": ["PENDING"]}]}',
+        b"not json",
+    ],
+)
+def test_job_states_reject_what_is_not_a_job_state_list(body: bytes) -> None:
+    with pytest.raises(BadResponse):
+        codecs.get("v0.0.44").decode_job_states(body)
+
+
+def test_v0038_has_no_job_states() -> None:
+    codec = codecs.get("v0.0.38")
+    assert codec.paths.job_states == ""
+    with pytest.raises(Unsupported):
+        codec.decode_job_states(b"{}")
