@@ -1,6 +1,7 @@
 """PNG plots for docs/benchmarks.md (issue 7): the Slurm poll's cost against cluster size.
 
-Runs ``bench/scale.py --only poll --json`` at each size (nodes, jobs = 10 × nodes) in a fresh
+Runs ``bench/scale.py --only poll --relist-every 1 --json`` at each size (nodes, jobs =
+10 × nodes; a full listing of every job each cycle, the poll's upper bound) in a fresh
 process, writes the figures to ``docs/img/poll_cost.json`` and the plot to
 ``docs/img/poll_cost.png``. ``--from-json`` re-plots saved figures without measuring.
 
@@ -26,7 +27,7 @@ def measure(sizes: list[int]) -> list[dict[str, object]]:
     for nodes in sizes:
         out = subprocess.run(
             [sys.executable, str(ROOT / "bench" / "scale.py"), "--only", "poll", "--json",
-             "--nodes", str(nodes), "--jobs", str(nodes * 10), "--cycles", "3"],
+             "--nodes", str(nodes), "--jobs", str(nodes * 10), "--relist-every", "1"],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         row = json.loads(out.stdout.strip().splitlines()[-1])
