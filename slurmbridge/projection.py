@@ -9,6 +9,13 @@ one projection that all its reconcilers and producers read (:class:`reconcilers.
 :meth:`Projection.wait_applied` before deciding on a trigger ("read your trigger"), so a
 decision never runs on a view older than the event that caused it. Malformed messages are
 counted and skipped here (the reconcilers' consumers dead-letter them with the reason).
+
+Memory (issue 7): :meth:`Projection.feed` passes each decoded event through a bounded
+:class:`slurmbridge.intern.Canonicalizer`, so values that many objects repeat (label keys and
+values, finalizers, owner references, states …) are stored once. The ``by_label`` /
+``by_field`` indexes hold one ``(source, key)`` tuple per object, shared by every index of its
+kind (:attr:`Entry.ref`), and a value with a single object maps to that tuple directly instead
+of a one-element set (most ``by_field`` values, e.g. pod names, are unique).
 """
 
 from __future__ import annotations
@@ -28,19 +35,31 @@ from schemas import events, streams, subjects
 from schemas.events import Event
 from slurmbridge import metrics
 from slurmbridge.bus import Bus
+from slurmbridge.intern import Canonicalizer
 from slurmbridge.pull import ack_meta
 
 log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Event)
 
+Ref = tuple[str, str]
+"""An indexed object: (source, key)."""
+
+Members = Ref | set[Ref]
+"""The objects an index holds for one value: one ref, or a set of two or more."""
+
 
 @dataclass(slots=True)
 class Entry:
-    """One object's latest observation and the stream sequence that carried it."""
+    """One object's latest observation and the stream sequence that carried it.
+
+    ``ref`` is the object's ``(source, key)`` as the indexes hold it, made on first indexing
+    and carried over to the object's next entries, so all indexes share one tuple.
+    """
 
     event: Event
     seq: int
+    ref: Ref | None = None
 
 
 class Projection:
@@ -49,7 +68,8 @@ class Projection:
     def __init__(self) -> None:
         self._objs: dict[str, dict[str, dict[str, Entry]]] = {}
         self._tomb_seq: dict[tuple[str, str, str], int] = {}
-        self._label_index: dict[tuple[str, str], dict[str, set[tuple[str, str]]]] = {}
+        self._label_index: dict[tuple[str, str], dict[str, Members]] = {}
+        self._canon = Canonicalizer()
         self.applied_seq = 0
         self.malformed = 0
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
@@ -100,10 +120,14 @@ class Projection:
                 for key, entry in objs.items():
                     v = _index_value(entry.event, label)
                     if v is not None:
-                        index.setdefault(v, set()).add((src, key))
+                        _index_add(index, v, _ref(entry, src, key))
             self._label_index[(tag, label)] = index
+        members = index.get(value)
+        if members is None:
+            return []
+        refs: list[Ref] = [members] if isinstance(members, tuple) else sorted(members)
         out: list[E] = []
-        for src, key in sorted(index.get(value, ())):
+        for src, key in refs:
             found = self._objs.get(tag, {}).get(src, {}).get(key)
             if found is not None:
                 out.append(found.event)  # type: ignore[arg-type]
@@ -143,26 +167,29 @@ class Projection:
                 del objs[event.key]
             self._tomb_seq[(tag, event.source, event.key)] = seq
         else:
-            objs[event.key] = Entry(event, seq)
+            objs[event.key] = Entry(event, seq, old.ref if old is not None else None)
             if old is None:
                 self._tomb_seq.pop((tag, event.source, event.key), None)
-        self._reindex(tag, event.source, event.key, old.event if old else None, event)
+        if self._label_index:
+            self._reindex(tag, event.source, event.key, old, objs.get(event.key))
         for fn in self._listeners:
             fn(event, seq)
         self._advance(seq)
 
-    def _reindex(self, tag: str, src: str, key: str, old: Event | None, new: Event) -> None:
+    def _reindex(self, tag: str, src: str, key: str, old: Entry | None, new: Entry | None) -> None:
+        """Move the object from ``old``'s values to ``new``'s (None: absent) in every index."""
         for (itag, label), index in self._label_index.items():
             if itag != tag:
                 continue
-            before = _index_value(old, label) if old is not None else None
-            after = _index_value(new, label) if new.op != "deleted" else None
+            before = _index_value(old.event, label) if old is not None else None
+            after = _index_value(new.event, label) if new is not None else None
             if before == after:
                 continue
             if before is not None:
-                index.get(before, set()).discard((src, key))
+                _index_remove(index, before, (src, key))
             if after is not None:
-                index.setdefault(after, set()).add((src, key))
+                assert new is not None
+                _index_add(index, after, _ref(new, src, key))
 
     def _advance(self, seq: int) -> None:
         self.applied_seq = max(self.applied_seq, seq)
@@ -234,7 +261,7 @@ class Projection:
         """Decode and apply one raw observation; malformed ones are counted and skipped."""
         try:
             kind = subject.split(".", 4)[3]
-            event = events.decode_event(kind, data)
+            event = self._canon.event(events.decode_event(kind, data))
         except (KeyError, IndexError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             self.malformed += 1
             metrics.PROJECTION_MALFORMED.inc()
@@ -255,6 +282,42 @@ class Projection:
 
 def _tag(kind: type[Event]) -> str:
     return kind.__struct_config__.tag  # type: ignore[return-value]
+
+
+def _ref(entry: Entry, src: str, key: str) -> Ref:
+    """The entry's shared ``(source, key)``, made on first use."""
+    ref = entry.ref
+    if ref is None:
+        ref = entry.ref = (src, key)
+    return ref
+
+
+def _index_add(index: dict[str, Members], value: str, ref: Ref) -> None:
+    """Add ``ref`` under ``value``: a lone ref is stored as is, a second one makes a set."""
+    members = index.get(value)
+    if members is None:
+        index[value] = ref
+    elif type(members) is tuple:
+        if members != ref:
+            index[value] = {members, ref}
+    else:
+        members.add(ref)  # type: ignore[union-attr]
+
+
+def _index_remove(index: dict[str, Members], value: str, ref: Ref) -> None:
+    """Remove ``ref`` from ``value``; a set left with one ref becomes that ref, none: no entry."""
+    members = index.get(value)
+    if members is None:
+        return
+    if type(members) is tuple:
+        if members == ref:
+            del index[value]
+        return
+    members.discard(ref)  # type: ignore[union-attr]
+    if len(members) == 1:
+        index[value] = next(iter(members))
+    elif not members:
+        del index[value]
 
 
 def _index_value(event: Event, label: str) -> str | None:
