@@ -37,7 +37,7 @@ from schemas.events import Event, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
 from slurmbridge import metrics
 from slurmbridge.bus import Published
 from slurmbridge.slurm import errors as slurm_errors
-from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.slurm.client import JobStateMemo, SlurmClient
 from slurmbridge.slurm.models import Job, Node, Partition, Ping
 
 log = logging.getLogger(__name__)
@@ -225,6 +225,16 @@ class SlurmPoller:
         for (_kind, key), (ev, _) in self.last.items():
             if isinstance(ev, SlurmJob) and ev.op != "deleted":
                 self._job_state[key] = ev.state
+        # A state poll examines only the jobs that may be out of step (_job_state_delta):
+        #: the previous state list, raw (what the next one is compared with);
+        self._state_memo = JobStateMemo()
+        #: jobs recorded since the last state poll (by a full listing or the hot loop);
+        self._job_touched: set[str] = set()
+        #: jobs a state poll could not bring in step (a GET that found nothing, a poll that
+        #: failed): examined again by the next one;
+        self._job_recheck: set[str] = set()
+        #: this poll's examined jobs and state list, checked once its batch is published.
+        self._job_check: tuple[set[str], dict[str, tuple[str, ...]]] | None = None
         self._lock = asyncio.Lock()
         self.polls = 0
         self.last_poll_at = 0.0
@@ -380,6 +390,7 @@ class SlurmPoller:
             job_mark = self._job_update
             jobs_listed = False
             self._pending_models.clear()
+            self._job_check = None  # what it examined stays to recheck
             metrics.POLL_ERRORS.labels(self.cluster).inc()
             # Once per distinct failure, not every poll interval (the ping in the log and the
             # error counter carry the rest).
@@ -420,6 +431,7 @@ class SlurmPoller:
                     self._record(ev, res.seq)
         self._models.update(self._pending_models)
         self._pending_models.clear()
+        self._settle_job_states()
         self._node_update, self._part_update = node_mark, part_mark
         self._job_update = job_mark
         if jobs_listed:
@@ -453,20 +465,42 @@ class SlurmPoller:
         watched by the hot loop meanwhile. More than ``job_fetch_limit`` changed jobs: None
         (one listing is cheaper than that many GETs).
 
+        Only jobs that may be out of step are examined: those whose state-list entries
+        changed since the previous state list (the client compares raw entries,
+        :class:`JobStateMemo`), those recorded since (a full listing, the hot loop) and those
+        an earlier state poll left out of step. The first state poll of a poller examines
+        every job. After this poll is published, :meth:`_settle_job_states` keeps the
+        examined jobs still out of step for the next one.
+
         Why: a busy cluster's full job listing is ~1 KB per job on every poll (about 100 MB
-        for 100,000 jobs) and costs slurmctld a job-table dump; the state list is ~40 B per
-        job (bench/scale.py measures both).
+        for 100,000 jobs) and costs slurmctld a job-table dump; the state list is ~80 B per
+        job, and comparing only its changed entries keeps the per-job work of a poll in C
+        (bench/scale.py measures both).
         """
         try:
-            listing = await self.client.list_job_states()
+            listing = await self.client.list_job_states(self._state_memo)
         except slurm_errors.Unsupported as exc:
             log.info("cluster %s: %s; listing every job each poll", self.cluster, exc)
             self._job_states_offered = False
+            self._job_touched.clear()
+            self._job_recheck.clear()
             return None
         states = listing.states
+        live = self._live.get("SlurmJob", set())
+        examine = self._job_touched | self._job_recheck
+        self._job_touched = set()
+        if listing.changed is None:
+            examine.update(states)
+            examine.update(live)
+        else:
+            examine.update(listing.changed)
+        # Until this poll is published and checked, every examined job stays to recheck.
+        self._job_recheck = examine
+        self._job_check = (examine, states)
         known = self._job_state
-        dirty = [k for k, state in states.items() if known.get(k) != state]
+        dirty = [k for k in examine if k in states and known.get(k) != states[k]]
         if len(dirty) > self.job_fetch_limit:
+            self._job_check = None
             return None
         found: list[Event] = []
         if dirty:
@@ -478,17 +512,30 @@ class SlurmPoller:
                 async with gate:
                     return await self.client.get_job(int(key))
 
-            jobs = await asyncio.gather(*(get(k) for k in dirty))
+            jobs = await asyncio.gather(*(get(k) for k in sorted(dirty, key=int)))
             found = [
                 job_to_event(j, cluster=self.cluster, producer=self.producer, observed_at=now)
                 for j in jobs
                 if j is not None
             ]
-        gone = self._live.get("SlurmJob", set()).difference(states)
+        gone = [k for k in examine if k not in states and k in live]
         return found + [
             tombstone(self.last[("SlurmJob", key)][0], producer=self.producer, observed_at=now)
-            for key in sorted(gone)
+            for key in sorted(gone, key=int)
         ]
+
+    def _settle_job_states(self) -> None:
+        """After a state poll's batch is published: of the jobs it examined, keep to recheck
+        those still out of step with the state list (a GET that found nothing, a job that
+        changed again between the list and its GET, an observation dropped as stale)."""
+        if self._job_check is None:
+            return
+        examined, states = self._job_check
+        self._job_check = None
+        known, live = self._job_state, self._live.get("SlurmJob", set())
+        self._job_recheck = {
+            k for k in examined if (known.get(k) != states[k] if k in states else k in live)
+        }
 
     def _translate(
         self,
@@ -547,6 +594,8 @@ class SlurmPoller:
         kind = events.kind_of(ev)
         self.last[(kind, ev.key)] = (ev, seq)
         live = self._live.setdefault(kind, set())
+        if kind == "SlurmJob" and self._job_states_offered and self.job_relist_interval > 0:
+            self._job_touched.add(ev.key)
         if ev.op == "deleted":
             live.discard(ev.key)
             if kind == "SlurmJob":

@@ -66,7 +66,7 @@ import httpx
 import msgspec
 
 from slurmbridge.slurm import codecs
-from slurmbridge.slurm.codecs._common import Codec, ItemMemo, error_report
+from slurmbridge.slurm.codecs._common import Codec, ItemMemo, JobStateMemo, error_report
 from slurmbridge.slurm.errors import (
     BadResponse,
     Conflict,
@@ -90,7 +90,7 @@ from slurmbridge.slurm.models import (
     Ping,
 )
 
-__all__ = ["OPERATIONS", "SlurmClient"]
+__all__ = ["OPERATIONS", "JobStateMemo", "SlurmClient"]
 
 log = logging.getLogger(__name__)
 
@@ -718,10 +718,13 @@ class SlurmClient:
             JobList(),
         )
 
-    async def list_job_states(self) -> JobStates:
+    async def list_job_states(self, memo: JobStateMemo | None = None) -> JobStates:
         """Every job's id and state (``GET jobs/state/``, v0.0.42+): a few dozen bytes per
         job where a full listing sends about a kilobyte, so a poller can learn which jobs
         changed state without reading every job (:class:`producers.slurm.SlurmPoller`).
+
+        ``memo``: the caller's memo of its previous listing; the answer then names what
+        changed since (:attr:`JobStates.changed`) and only changed entries are decoded.
 
         Raises:
             Unsupported: the version has no ``jobs/state`` (v0.0.38).
@@ -732,7 +735,7 @@ class SlurmClient:
         resp = await self._get(codec, codec.paths.job_states, "list_job_states")
         if resp is None:
             raise BadResponse("list_job_states: HTTP 304 to a request without update_time")
-        states = codec.decode_job_states(resp.content)
+        states = codec.decode_job_states(resp.content, memo)
         if states is None:
             self._raise(resp, "list_job_states", codec)
         return states

@@ -222,9 +222,15 @@ class JobStates(msgspec.Struct, frozen=True, kw_only=True):
     ``states``: job id as a decimal string (an array task's or a heterogeneous component's
     own job id, as :class:`Job` keys them) → its state flags, upper case, in the server's
     order (the same ``JOB_STATE`` rendering as a full listing's ``job_state``).
+
+    ``changed``: the job ids whose entries appeared, changed or vanished since the previous
+    listing decoded with the same :class:`~slurmbridge.slurm.codecs._common.JobStateMemo` (a job
+    absent from ``states`` and named here is gone); ``None`` when that is not known (no memo,
+    or its first listing), i.e. any job may have changed.
     """
 
     states: dict[str, tuple[str, ...]] = {}
+    changed: frozenset[str] | None = None
 
 
 #: The script of the placeholder batch job submitted where ``EXTERNAL_JOB`` does not exist

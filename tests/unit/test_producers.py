@@ -11,7 +11,9 @@ from producers import kube as pk
 from producers import slurm as ps
 from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, SlurmPing
 from slurmbridge.bus import Published
+from slurmbridge.slurm import codecs
 from slurmbridge.slurm import errors as slurm_errors
+from slurmbridge.slurm.client import JobStateMemo
 from slurmbridge.slurm.models import (
     Job,
     JobList,
@@ -121,6 +123,7 @@ class FakeClient:
         self.jobs: list[Job] = []
         self.job_gets: list[int] = []
         self.states_offered = True
+        self.jobs_not_found: set[int] = set()
         self.job_lists = 0
         self.state_lists = 0
 
@@ -148,14 +151,22 @@ class FakeClient:
             return None
         return JobList(jobs=tuple(self.jobs), last_update=100)
 
-    async def list_job_states(self) -> JobStates:
+    async def list_job_states(self, memo: JobStateMemo | None = None) -> JobStates:
         if not self.states_offered:
             raise slurm_errors.Unsupported("v0.0.38", "list_job_states")
         self.state_lists += 1
-        return JobStates(states={str(j.job_id): j.state for j in self.jobs})
+        # The real codec on the body slurmrestd would send, so the memo's raw comparison runs.
+        body = msgspec.json.encode(
+            {"jobs": [{"job_id": str(j.job_id), "state": list(j.state)} for j in self.jobs]}
+        )
+        states = codecs.get("v0.0.44").decode_job_states(body, memo)
+        assert states is not None
+        return states
 
     async def get_job(self, job_id: int) -> Job | None:
         self.job_gets.append(job_id)
+        if job_id in self.jobs_not_found:
+            return None
         return next((j for j in self.jobs if j.job_id == job_id), None)
 
 
@@ -438,6 +449,68 @@ async def test_without_jobs_state_every_poll_lists_every_job() -> None:
     for _ in range(3):
         await p2.poll_once()
     assert (c2.job_lists, c2.state_lists) == (3, 0)
+
+
+async def test_a_job_a_state_poll_could_not_read_is_read_again_by_the_next() -> None:
+    c, sink = FakeClient(), Sink()
+    c.jobs = _jobs((1, "PENDING"))
+    p = poller(c, sink)
+    await p.poll_once()
+    # Job 2 appears in the state list but its GET finds nothing (e.g. it was purged in
+    # between); its entry does not change again, yet the next poll reads it.
+    c.jobs = _jobs((1, "PENDING"), (2, "RUNNING"))
+    c.jobs_not_found = {2}
+    await p.poll_once()
+    assert c.job_gets == [2]
+    assert ("SlurmJob", "2") not in p.last
+    c.jobs_not_found = set()
+    await p.poll_once()
+    assert c.job_gets == [2, 2]
+    assert _job_events(sink) == [("SlurmJob", "2", "observed")]
+    await p.poll_once()
+    assert c.job_gets == [2, 2]  # in step now: not read again
+
+
+async def test_a_state_poll_whose_batch_was_not_stored_is_examined_again() -> None:
+    c, sink = FakeClient(), Sink()
+    c.jobs = _jobs((1, "PENDING"), (2, "PENDING"))
+    p = poller(c, sink)
+    await p.poll_once()
+    c.jobs = _jobs((1, "RUNNING"))  # 1 changed, 2 ended and was purged
+
+    async def down(batch: Sequence[tuple[Event, str]]) -> list[Published]:
+        raise ConnectionError("log unreachable")
+
+    p.publish = down
+    with pytest.raises(ConnectionError):
+        await p.poll_once()
+    # The state list is the same as the one the failed poll read: only a recheck finds
+    # what that poll could not publish.
+    p.publish = sink
+    await p.poll_once()
+    assert sorted(_job_events(sink)) == [
+        ("SlurmJob", "1", "observed"),
+        ("SlurmJob", "2", "deleted"),
+    ]
+    assert await p.poll_once() == 0
+
+
+async def test_a_job_recorded_by_the_hot_loop_is_compared_with_the_state_list() -> None:
+    c, sink = FakeClient(), Sink()
+    c.jobs = _jobs((1, "PENDING"))
+    p = poller(c, sink)
+    await p.poll_once()
+    await p.poll_once()  # the state list is now the memo's
+    # The hot loop reads job 1 as RUNNING; the state list (unchanged since) says PENDING
+    # again by the next poll — a flip back the memo alone would not see.
+    c.jobs = _jobs((1, "RUNNING"))
+    await p.poll_jobs_once([1])
+    c.jobs = _jobs((1, "PENDING"))
+    gets = len(c.job_gets)
+    await p.poll_once()
+    assert c.job_gets[gets:] == [1]
+    ev = p.last[("SlurmJob", "1")][0]
+    assert isinstance(ev, SlurmJob) and ev.state == ("PENDING",)
 
 
 async def test_a_failed_poll_does_not_count_as_a_listing() -> None:

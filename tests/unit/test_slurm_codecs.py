@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from slurmbridge.slurm import codecs, hostlist
-from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.slurm.client import JobStateMemo, SlurmClient
 from slurmbridge.slurm.codecs._common import NoVal, error_report, noval, state_tuple
 from slurmbridge.slurm.errors import (
     BadResponse,
@@ -1112,6 +1112,55 @@ def test_job_states_as_slurms_data_parser_renders_them(version: str) -> None:
 def test_job_states_reject_what_is_not_a_job_state_list(body: bytes) -> None:
     with pytest.raises(BadResponse):
         codecs.get("v0.0.44").decode_job_states(body)
+
+
+def test_job_states_with_a_memo_name_the_jobs_whose_entries_changed() -> None:
+    codec = codecs.get("v0.0.44")
+    memo = JobStateMemo()
+
+    def body(*entries: tuple[str, str]) -> bytes:
+        jobs = [{"job_id": i, "state": [s]} for i, s in entries]
+        return json.dumps({"jobs": jobs}, indent=2).encode()
+
+    first = codec.decode_job_states(
+        body(("10", "PENDING"), ("11", "RUNNING"), ("13_0", "PENDING"), ("13_1", "PENDING")),
+        memo,
+    )
+    assert first is not None
+    assert first.changed is None  # nothing to compare with yet
+    assert first.states == {"10": ("PENDING",), "11": ("RUNNING",), "13": ("PENDING",)}
+
+    # 10 starts; 11 ends and is purged; one task of array 13 starts and splits off as 14;
+    # 15 is new.
+    second = codec.decode_job_states(
+        body(("10", "RUNNING"), ("13_1", "PENDING"), ("14_0", "RUNNING"), ("15", "PENDING")),
+        memo,
+    )
+    assert second is not None
+    assert second.changed == {"10", "11", "13", "14", "15"}
+    assert second.states == {
+        "10": ("RUNNING",),
+        "13": ("PENDING",),
+        "14": ("RUNNING",),
+        "15": ("PENDING",),
+    }
+    unchanged = body(("10", "RUNNING"), ("13_1", "PENDING"), ("14_0", "RUNNING"), ("15", "PENDING"))
+    third = codec.decode_job_states(unchanged, memo)
+    assert third is not None and third.changed == frozenset()
+    assert third.states == second.states
+
+    # A bad entry is refused and leaves the memo as it was.
+    with pytest.raises(BadResponse):
+        codec.decode_job_states(body(("10", "RUNNING"), ("x1", "PENDING")), memo)
+    again = codec.decode_job_states(unchanged, memo)
+    assert again is not None and again.changed == frozenset()
+
+    # Many new entries at once are decoded in one pass, with the same answer.
+    many = [(str(i), "PENDING") for i in range(100, 700)]
+    big = codec.decode_job_states(body(*many), memo)
+    assert big is not None
+    assert big.changed == {"10", "13", "14", "15"} | {str(i) for i in range(100, 700)}
+    assert big.states == {str(i): ("PENDING",) for i in range(100, 700)}
 
 
 def test_v0038_has_no_job_states() -> None:

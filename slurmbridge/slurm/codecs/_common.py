@@ -38,6 +38,8 @@ __all__ = [
     "Codec",
     "ErrorEntry",
     "ErrorReport",
+    "ItemMemo",
+    "JobStateMemo",
     "NoVal",
     "Paths",
     "csv_tuple",
@@ -168,6 +170,28 @@ class ItemMemo:
         return models  # type: ignore[return-value]
 
 
+class JobStateMemo:
+    """What the previous ``GET jobs/state`` listing said, kept to tell the next one's changes
+    by comparing raw entries instead of decoding and comparing every job.
+
+    A busy cluster's state list repeats ~100,000 unchanged entries every poll; the codec finds
+    the entries whose bytes are new or gone with two set differences (C-level) and decodes
+    only those (bench/scale.py). Entries are kept as their bytes (~80 B each pretty-printed),
+    not digests: hashing 100,000 small items with hashlib costs more than copying them.
+
+    ``entries``: raw entry → (job id, state). ``count``: job id → how many entries name it (a
+    pending array's expanded tasks share the meta record's id). ``states``: job id → state,
+    the listing as :attr:`JobStates.states` gives it (mutated by the next listing).
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[bytes, tuple[str, tuple[str, ...]]] = {}
+        self.count: dict[str, int] = {}
+        self.states: dict[str, tuple[str, ...]] = {}
+        #: False until a listing was decoded with this memo (its ``changed`` is then None).
+        self.primed = False
+
+
 def state_tuple(states: Iterable[str]) -> tuple[str, ...]:
     """Upper-case states with the base state moved first, flags in the server's order."""
     upper = [s.upper() for s in states if s]
@@ -268,14 +292,15 @@ class Codec(abc.ABC):
         del body, memo
         raise Unsupported(self.version, "list_jobs")
 
-    def decode_job_states(self, body: bytes) -> JobStates | None:
-        """Decode ``GET jobs/state``; ``None`` when the body has no job list.
+    def decode_job_states(self, body: bytes, memo: JobStateMemo | None = None) -> JobStates | None:
+        """Decode ``GET jobs/state``; ``None`` when the body has no job list. ``memo``: tell
+        the changes since the previous listing decoded with it (:attr:`JobStates.changed`).
 
         Raises:
             BadResponse: the body does not match; Unsupported: the version has no
                 ``jobs/state`` (the default; the data_parser versions override).
         """
-        del body
+        del body, memo
         raise Unsupported(self.version, "list_job_states")
 
     def encode_job_update(self, excluded_nodes: tuple[str, ...]) -> bytes:

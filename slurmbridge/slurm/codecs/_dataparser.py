@@ -38,6 +38,7 @@ from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._common import (
     Codec,
     ItemMemo,
+    JobStateMemo,
     NoVal,
     Paths,
     csv_tuple,
@@ -168,32 +169,102 @@ class _JobStates(msgspec.Struct, frozen=True, gc=False):
     jobs: list[_JobState] | None = None
 
 
+class _JobStatesRaw(msgspec.Struct, frozen=True, gc=False):
+    jobs: list[msgspec.Raw] | None = None
+
+
 _JOB_STATES: Final = msgspec.json.Decoder(_JobStates)
+_JOB_STATES_RAW: Final = msgspec.json.Decoder(_JobStatesRaw)
+_JOB_STATE: Final = msgspec.json.Decoder(_JobState)
+
+#: More new entries than this in one listing: decode the whole body at once (one C-level
+#: pass) rather than each new entry apart.
+_DECODE_WHOLE_OVER: Final = 256
 
 
-def decode_job_states(body: bytes) -> JobStates | None:
+def _job_key(raw: str) -> str:
+    """The job id a ``jobs/state`` entry's ``job_id`` keys: "123", "123_4" (an array task,
+    its own job id first; a pending array's expanded tasks share the meta record's) and
+    "123+1" (a heterogeneous component) → "123".
+
+    Raises:
+        BadResponse: ``raw`` does not start with a job id.
+    """
+    if raw.isdigit():
+        return raw
+    key = raw.partition("_")[0].partition("+")[0]
+    if not key.isdigit():
+        raise BadResponse(f"job states: job_id {raw!r} is not a Slurm job id")
+    return key
+
+
+def decode_job_states(body: bytes, memo: JobStateMemo | None = None) -> JobStates | None:
     """Decode ``GET jobs/state`` (``None``: no ``jobs`` key). States are kept as sent: the
     data_parser spells them in upper case, as in a full listing (a server that did not would
     only make every job look changed, i.e. read in full).
 
+    ``memo``: the previous listing's entries. Only the entries whose bytes are not in it are
+    decoded, and :attr:`JobStates.changed` names the job ids whose entries appeared or
+    vanished; ``states`` is then the memo's own map, updated in place by the next listing.
+    Entries of one job id (a pending array's expanded tasks) share its state.
+
     Raises:
-        BadResponse: the body does not match, or a ``job_id`` does not start with a job id.
+        BadResponse: the body does not match, or a ``job_id`` does not start with a job id
+            (the memo is then left as it was).
     """
-    parsed = decode(_JOB_STATES, body, "job states")
-    if parsed.jobs is None:
+    if memo is None:
+        parsed = decode(_JOB_STATES, body, "job states")
+        if parsed.jobs is None:
+            return None
+        # One C-level pass for the common case; ids of array tasks and heterogeneous
+        # components are rewritten after it.
+        states = {j.job_id: j.state for j in parsed.jobs}
+        for raw in [k for k in states if not k.isdigit()]:
+            states.setdefault(_job_key(raw), states.pop(raw))
+        return JobStates(states=states)
+    raws = decode(_JOB_STATES_RAW, body, "job states").jobs
+    if raws is None:
         return None
-    # One C-level pass for the common case; ids of array tasks and heterogeneous components
-    # ("<id>_<task>", "<id>+<offset>") are rewritten after it.
-    states = {j.job_id: j.state for j in parsed.jobs}
-    odd = [k for k in states if not k.isdigit()]
-    for raw in odd:
-        state = states.pop(raw)
-        # The record's own job id comes first; a pending array's expanded tasks share it.
-        key = raw.partition("_")[0].partition("+")[0]
-        if not key.isdigit():
-            raise BadResponse(f"job states: job_id {raw!r} is not a Slurm job id")
-        states.setdefault(key, state)
-    return JobStates(states=states)
+    old = memo.entries
+    # One pass over the previous entries: what is left of the current ones after the
+    # symmetric difference is exactly the entries that appeared or vanished.
+    differ = set(map(bytes, raws))
+    differ.symmetric_difference_update(old)
+    added = [blob for blob in differ if blob not in old]
+    removed = [blob for blob in differ if blob in old]
+    # Decode everything new before changing the memo: a bad entry leaves it as it was.
+    if len(added) > _DECODE_WHOLE_OVER:
+        parsed = decode(_JOB_STATES, body, "job states")
+        assert parsed.jobs is not None
+        wanted = set(added)
+        fresh = {
+            blob: (_job_key(j.job_id), j.state)
+            for blob, j in zip(map(bytes, raws), parsed.jobs, strict=True)
+            if blob in wanted
+        }
+    else:
+        fresh = {}
+        for blob in added:
+            j = decode(_JOB_STATE, blob, "job states entry")
+            fresh[blob] = (_job_key(j.job_id), j.state)
+    count, states = memo.count, memo.states
+    changed: set[str] = set()
+    for blob in removed:
+        key, _ = old.pop(blob)
+        changed.add(key)
+        left = count[key] - 1
+        if left:
+            count[key] = left
+        else:
+            del count[key]
+            del states[key]
+    for blob, (key, state) in fresh.items():
+        old[blob] = (key, state)
+        changed.add(key)
+        count[key] = count.get(key, 0) + 1
+        states[key] = state
+    primed, memo.primed = memo.primed, True
+    return JobStates(states=states, changed=frozenset(changed) if primed else None)
 
 
 def job_of(j: _Job) -> Job:
@@ -457,8 +528,8 @@ class DataParserCodec(Codec):
         """Decode ``openapi_job_info_resp`` (``jobs``, ``last_update``)."""
         return decode_job_list(body, memo)
 
-    def decode_job_states(self, body: bytes) -> JobStates | None:
-        return decode_job_states(body)
+    def decode_job_states(self, body: bytes, memo: JobStateMemo | None = None) -> JobStates | None:
+        return decode_job_states(body, memo)
 
     def encode_job_update(self, excluded_nodes: tuple[str, ...]) -> bytes:
         """``job_desc_msg`` for ``POST job/{job_id}``: the new ``excluded_nodes`` (a
