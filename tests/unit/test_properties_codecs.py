@@ -13,7 +13,8 @@
 * the slurmrestd codecs of every supported API version (``slurmbridge/slurm/codecs``):
   any body is decoded or rejected with the client's typed errors (:class:`SlurmError`:
   ``BadResponse``, or ``Unsupported`` for what a version cannot do), with and without the
-  listing memo.
+  listing memo; a job-state list decoded through :class:`JobStateMemo` gives the states a
+  fresh decode gives, and names every job whose state changed.
 
 Generated values come from the Structs' own type information (``msgspec.inspect``), so a new
 field or kind is covered without touching this file.
@@ -21,6 +22,7 @@ field or kind is covered without touching this file.
 
 from __future__ import annotations
 
+import contextlib
 import string
 from typing import Any
 
@@ -37,9 +39,9 @@ from slurmbridge import render
 from slurmbridge.projection import Projection
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.codecs import _dataparser, v0038
-from slurmbridge.slurm.codecs._common import ItemMemo
+from slurmbridge.slurm.codecs._common import ItemMemo, JobStateMemo
 from slurmbridge.slurm.errors import SlurmError
-from slurmbridge.slurm.models import JobList, NodeList, PartitionList, Ping
+from slurmbridge.slurm.models import JobList, JobStates, NodeList, PartitionList, Ping
 
 # --- strategies from msgspec type information -----------------------------------------------
 
@@ -330,6 +332,7 @@ METHODS: dict[str, tuple[tuple[Any, ...], tuple[type, ...]]] = {
         (PartitionList, type(None)),
     ),
     "decode_jobs": ((_dataparser._JOBS.type,), (JobList, type(None))),
+    "decode_job_states": ((_dataparser._JOB_STATES.type,), (JobStates, type(None))),
     "decode_submit": ((_Submitted,), (int,)),
 }
 
@@ -343,6 +346,12 @@ def _decode_all_ways(method: str, body: bytes) -> None:
         calls = [lambda decode=decode: decode(body)]
         if method in ("decode_nodes", "decode_jobs"):
             calls.append(lambda decode=decode: decode(body, ItemMemo()))
+        if method == "decode_job_states":
+            # a memo that has seen a listing, so the next one is compared entry by entry
+            memo = JobStateMemo()
+            with contextlib.suppress(SlurmError):  # Unsupported by v0.0.38
+                decode(b'{"jobs": [{"job_id": "1", "state": ["PENDING"]}]}', memo)
+            calls.append(lambda decode=decode, memo=memo: decode(body, memo))
         for call in calls:
             try:
                 result = call()
@@ -376,3 +385,46 @@ def test_slurm_codecs_reject_malformed_hostlists(method: str, body: bytes) -> No
     a ``HostlistError`` escaping the codec (the poller survives only SlurmError: anything
     else loses the whole poll, ping included)."""
     _decode_all_ways(method, body)
+
+
+#: jobs/state entries: a job id, maybe an array task or heterogeneous component suffix.
+_STATE_IDS = st.integers(1, 12)
+_STATE_SUFFIXES = st.sampled_from(["", "_0", "_1", "_7", "+1"])
+_STATES = st.sampled_from([["PENDING"], ["RUNNING"], ["RUNNING", "COMPLETING"], ["CANCELLED"]])
+
+
+@st.composite
+def _state_listing(draw: st.DrawFn) -> list[dict[str, object]]:
+    """One jobs/state answer as a data_parser renders it: each job's entries (a pending
+    array's expanded tasks) carry that job's one state."""
+    states = draw(st.dictionaries(_STATE_IDS, _STATES, max_size=8))
+    entries = [
+        {"job_id": f"{job}{suffix}", "state": state}
+        for job, state in states.items()
+        for suffix in draw(st.sets(_STATE_SUFFIXES, min_size=1, max_size=3))
+    ]
+    return draw(st.permutations(entries))
+
+
+@given(listings=st.lists(_state_listing(), min_size=1, max_size=6))
+def test_job_state_memo_agrees_with_a_fresh_decode(listings: list[list[dict[str, object]]]) -> None:
+    codec = codecs.get("v0.0.44")
+    memo = JobStateMemo()
+    before: dict[str, tuple[str, ...]] | None = None
+    for listing in listings:
+        body = msgspec.json.encode({"jobs": listing})
+        fresh = codec.decode_job_states(body)
+        remembered = codec.decode_job_states(body, memo)
+        assert fresh is not None and remembered is not None
+        assert remembered.states == fresh.states
+        if before is None:
+            assert remembered.changed is None
+        else:
+            assert remembered.changed is not None
+            moved = {
+                k
+                for k in before.keys() | fresh.states.keys()
+                if before.get(k) != fresh.states.get(k)
+            }
+            assert moved <= remembered.changed
+        before = dict(fresh.states)
