@@ -33,9 +33,10 @@ It also measures the two other scale figures of issue 7:
   streams as ``App.start`` makes them, BRIDGE_OBS holding ``--events`` observations
   (``--events / --versions`` objects × ``--versions`` messages each, none discarded), then a
   fresh worker process times ``Projection.start`` → ``wait_caught_up`` as ``App.start`` does it
-  (the last message per subject). ``catchup_every_msg_s_1m`` replays every message in order
-  (``every_message=True``). The publish time is reported apart. ``--versions 1`` makes every
-  message the last of its subject (the restart then reads all of them). Target ≤ 30 s.
+  (the last message per subject, the garbage collector paused). ``catchup_every_msg_s_1m``
+  replays every message in order (``every_message=True``). The publish time is reported
+  apart. ``--versions 1`` makes every message the last of its subject (the restart then reads
+  all of them). Target ≤ 30 s.
 
     python bench/scale.py --json [--only poll,rss,catchup] [--nodes 10000] [--jobs 100000]
         [--relist-every 15] [--rss-nodes 5000] [--pods 150000] [--rss-jobs 100000] [--no-breakdown]
@@ -523,7 +524,7 @@ def measure_rss(nodes: int, pods: int, jobs: int, *, detail: bool = True) -> dic
 
 
 CATCHUP_CHILD = r"""
-import asyncio, json, resource, sys, time
+import asyncio, gc, json, resource, sys, time
 sys.path.insert(0, sys.argv[3])
 from bench.scale import rss_mb
 from schemas import events
@@ -541,8 +542,10 @@ async def main(url, every):
             delivered += 1
         p.add_listener(count)
         cpu0, t0 = time.process_time(), time.perf_counter()
+        gc.disable()  # as App.start: no collections during the rebuild
         await p.start(bus, every_message=every)
         await p.wait_caught_up(timeout=1800)
+        gc.enable()
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
         await p.stop()
