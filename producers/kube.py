@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import re
 import time
@@ -53,6 +54,7 @@ from schemas.events import (
     workload_key,
 )
 from slurmbridge import metrics
+from slurmbridge.gcpause import collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -378,8 +380,12 @@ GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 SLINKY_ANNOTATION = "slinky.slurm.net/"
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_quantity(value: str) -> float:
     """A Kubernetes resource quantity (``"3500m"``, ``"16Gi"``, ``"1e9"``) as a number.
+
+    Memoised: a cluster's pods repeat a handful of quantities, and a list of 150,000 pods
+    parses each container's requests and limits (bench/kube_scale.py).
 
     Raises:
         ValueError: not a quantity (names the value).
@@ -460,8 +466,10 @@ def same_content(a: Event, b: Event) -> bool:
     return msgspec.structs.replace(a, **strip) == msgspec.structs.replace(b, **strip)
 
 
+@functools.lru_cache(maxsize=4096)
 def _epoch(ts: str | None) -> int:
-    """An RFC 3339 timestamp as whole epoch seconds (0 when absent or malformed)."""
+    """An RFC 3339 timestamp as whole epoch seconds (0 when absent or malformed); memoised,
+    as pods created together share their creation second."""
     if not ts:
         return 0
     try:
@@ -770,16 +778,20 @@ class Watcher(Generic[E]):
         finally:
             resp.release()
         _check_status(resp, body)
-        items, list_rv = self._decode_list(body)
         now = time.time_ns()
         batch: list[tuple[E, str]] = []
         seen: set[str] = set()
-        for raw in items:
-            ev = self._translate(raw, now)
-            seen.add(ev.key)
-            prev = self.last.get(ev.key)
-            if self._republish or prev is None or not same_content(prev, ev):
-                batch.append((ev, self._msg_id(ev)))
+        # A list of 150,000 pods makes millions of objects at once: collections during it
+        # would only re-scan them (slurmbridge.gcpause; no await inside).
+        with collector_paused():
+            items, list_rv = self._decode_list(body)
+            for raw in items:
+                ev = self._translate(raw, now)
+                seen.add(ev.key)
+                prev = self.last.get(ev.key)
+                if self._republish or prev is None or not same_content(prev, ev):
+                    batch.append((ev, self._msg_id(ev)))
+            del items
         for key in set(self.last) - seen:
             tomb = self._tombstone(self.last[key], list_rv, now)
             batch.append((tomb, self._msg_id(tomb)))

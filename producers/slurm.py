@@ -36,6 +36,7 @@ from schemas import events, subjects
 from schemas.events import Event, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
 from slurmbridge import metrics
 from slurmbridge.bus import Published
+from slurmbridge.gcpause import collector_paused
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import JobStateMemo, SlurmClient
 from slurmbridge.slurm.models import Job, Node, Partition, Ping
@@ -556,20 +557,21 @@ class SlurmPoller:
         last = self.last
         current: dict[str, tuple[object, Event]] = {}
         out: list[Event] = []
-        for m in models:
-            k = key(m)
-            seen = previous.get(k)
-            if seen is not None and seen[0] is m:
-                published = last.get((kind, k))
-                if published is not None and published[0] is seen[1]:
-                    current[k] = seen
-                    continue
-            # Translated afresh even for a known model: something else (the hot loop, a
-            # jobs/state poll) published this object since, and an event of the earlier
-            # listing would carry that listing's time and be taken for stale.
-            ev = translate(m, cluster=self.cluster, producer=self.producer, observed_at=now)
-            current[k] = (m, ev)
-            out.append(ev)
+        with collector_paused():  # a first listing translates 100,000 jobs at once
+            for m in models:
+                k = key(m)
+                seen = previous.get(k)
+                if seen is not None and seen[0] is m:
+                    published = last.get((kind, k))
+                    if published is not None and published[0] is seen[1]:
+                        current[k] = seen
+                        continue
+                # Translated afresh even for a known model: something else (the hot loop, a
+                # jobs/state poll) published this object since, and an event of the earlier
+                # listing would carry that listing's time and be taken for stale.
+                ev = translate(m, cluster=self.cluster, producer=self.producer, observed_at=now)
+                current[k] = (m, ev)
+                out.append(ev)
         # Committed once this poll is published: an event that failed to publish must be
         # translated (and compared) again next time, not reused.
         self._pending_models[kind] = current

@@ -65,6 +65,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
+from slurmbridge.gcpause import collector_paused
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.codecs._common import Codec, ItemMemo, JobStateMemo, error_report
 from slurmbridge.slurm.errors import (
@@ -585,7 +586,9 @@ class SlurmClient:
             return full
         if resp is None:
             return None
-        result = decode(resp.content)
+        # A listing of 100,000 jobs can be a million new objects (slurmbridge.gcpause).
+        with collector_paused():
+            result = decode(resp.content)
         if result is None:
             self._raise(resp, operation, codec)
         # the newest second that no later change can share (module docstring)
@@ -735,7 +738,8 @@ class SlurmClient:
         resp = await self._get(codec, codec.paths.job_states, "list_job_states")
         if resp is None:
             raise BadResponse("list_job_states: HTTP 304 to a request without update_time")
-        states = codec.decode_job_states(resp.content, memo)
+        with collector_paused():
+            states = codec.decode_job_states(resp.content, memo)
         if states is None:
             self._raise(resp, "list_job_states", codec)
         return states

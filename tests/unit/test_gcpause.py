@@ -1,0 +1,41 @@
+"""collector_paused: the collector is off inside, back as it was after — nested, on error."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from slurmbridge.gcpause import collector_paused
+
+
+@pytest.fixture(autouse=True)
+def _restore() -> Iterator[None]:
+    enabled = gc.isenabled()
+    yield
+    (gc.enable if enabled else gc.disable)()
+
+
+def test_paused_inside_and_enabled_after() -> None:
+    gc.enable()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # only the outermost block enables it again
+    assert gc.isenabled()
+
+
+def test_enabled_again_when_the_block_raises() -> None:
+    gc.enable()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("decode failed")
+    assert gc.isenabled()
+
+
+def test_a_collector_that_was_off_stays_off() -> None:
+    gc.disable()
+    with collector_paused():
+        pass
+    assert not gc.isenabled()
