@@ -12,6 +12,10 @@ exist in Slurm, so both reconcilers run their whole rule) at ``--churn-rate`` ev
 the second series runs.
 
     python bench/latency.py --json [--trials 500] [--churn-rate 1000]
+    python bench/latency.py --json --loads 0,250,500,1000,2000 [--trials 200]
+
+``--loads`` runs one series at each churn rate and reports p50/p90/p99/max and the rate the
+pipeline actually settled for each (``loads``): what ``bench/plot.py`` draws.
 """
 
 from __future__ import annotations
@@ -157,9 +161,43 @@ async def series(stack: Stack, remote: RemoteSlurm, nodes: list[str], trials: in
 def summary(ms: list[float]) -> dict[str, float]:
     return {
         "p50_ms": round(percentile(ms, 50), 2),
+        "p90_ms": round(percentile(ms, 90), 2),
         "p99_ms": round(percentile(ms, 99), 2),
         "max_ms": round(max(ms), 2),
     }
+
+
+async def under_load(
+    stack: Stack, remote: RemoteSlurm, nodes: list[str], trials: int, rate: float
+) -> dict[str, float]:
+    """A series of ``trials`` while a separate process publishes ``rate`` KubeNode
+    observations a second (0: none); its percentiles and the rate the pipeline settled."""
+    app = stack.app
+    assert app is not None
+    if rate <= 0:
+        return {**summary(await series(stack, remote, nodes, trials)), "events_per_s": 0}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            CHURN,
+            stack.nats.url,
+            str(rate),
+            "200",
+            str(Path(__file__).resolve().parent.parent),
+        ]
+    )
+    try:
+        base = app.workers["slurm_drain"].settled
+        t_churn = time.monotonic()
+        await asyncio.sleep(2.0)  # let churn reach its rate before measuring
+        churn = await series(stack, remote, nodes, trials)
+        churned = app.workers["slurm_drain"].settled - base
+        settled = churned / (time.monotonic() - t_churn)
+    finally:
+        proc.terminate()
+        proc.wait()
+    return {**summary(churn), "events_per_s": round(settled)}
 
 
 async def main() -> None:
@@ -174,6 +212,13 @@ async def main() -> None:
         type=float,
         default=2.0,
         help="Slurm poll interval in seconds (the product default)",
+    )
+    ap.add_argument(
+        "--loads",
+        type=lambda text: [float(x) for x in text.split(",") if x.strip()],
+        default=[],
+        help="comma-separated churn rates (events/s; 0 = idle): one series at each instead "
+        "of idle + --churn-rate (bench/plot.py --only latency)",
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -191,39 +236,34 @@ async def main() -> None:
     try:
         nodes = [f"n{i}" for i in range(1, args.nodes + 1)]
         await stack.settled(timeout=60)
-        idle = await series(stack, remote, nodes, args.trials)
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                CHURN,
-                stack.nats.url,
-                str(args.churn_rate),
-                "200",
-                str(Path(__file__).resolve().parent.parent),
+        if args.loads:
+            loads = [
+                {"target_per_s": rate, **await under_load(stack, remote, nodes, args.trials, rate)}
+                for rate in args.loads
             ]
-        )
-        try:
-            app = stack.app
-            assert app is not None
-            base = app.workers["slurm_drain"].settled
-            t_churn = time.monotonic()
-            await asyncio.sleep(2.0)  # let churn reach its rate before measuring
-            churn = await series(stack, remote, nodes, args.trials)
-            churned = app.workers["slurm_drain"].settled - base
-            rate = churned / (time.monotonic() - t_churn)
-        finally:
-            proc.terminate()
-            proc.wait()
+        else:
+            idle = await under_load(stack, remote, nodes, args.trials, 0)
+            churn = await under_load(stack, remote, nodes, args.trials, args.churn_rate)
     finally:
         await stack.stop()
         await remote.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    if args.loads:
+        emit(
+            {
+                "trials": args.trials,
+                "loads": loads,
+                "poll_interval_s": args.poll_interval,
+                "machine": machine(),
+            },
+            args.json,
+        )
+        return
     emit(
         {
             "trials": args.trials,
-            "idle": summary(idle),
-            "churn": {**summary(churn), "events_per_s": round(rate)},
+            "idle": {k: v for k, v in idle.items() if k != "events_per_s"},
+            "churn": churn,
             "poll_interval_s": args.poll_interval,
             "machine": machine(),
         },

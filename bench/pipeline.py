@@ -14,6 +14,8 @@ Both sides consume the same N observations, published beforehand by a separate p
 
 A third figure, ``raw_pull_ack_per_s``, is slurmbridge's own continuous pull
 (:mod:`slurmbridge.pull`) with acks and nothing else: the ceiling the pipeline works under.
+The msgspec reference (``msgspec_decode_per_s``, ``msgspec_decode_mix_per_s`` and their MB/s)
+is decoding alone, no NATS: :func:`decode_reference`.
 
 Rate = messages / (last ack − start). ``--json`` prints one JSON object:
 ``{"pipeline_events_per_s", "raw_fetch_ack_per_s", "ratio", "publish_async_per_s", …}``.
@@ -81,6 +83,31 @@ def _payloads(keys: int, variants: int = 8) -> list[tuple[str, bytes]]:
                 ready=True,
             )
             out.append((subjects.obs_subject("k8s", "KubeNode", ev.key), events.encode_event(ev)))
+    return out
+
+
+def decode_reference(payloads: list[tuple[str, bytes]], n: int) -> dict[str, float]:
+    """msgspec alone, measured in the same run: ``n`` decodes of the bench's payloads with
+    :func:`schemas.events.decode_event` (the decoder the projection and the workers use), and
+    of a mix of the kinds a real log holds (pods, Slurm jobs, nodes: ``bench/scale.py``'s
+    ``sample_events``, 1.3 KB per pod). Events per second and MB of JSON per second."""
+    from bench.scale import sample_events
+
+    mix = [(events.kind_of(ev), events.encode_event(ev)) for ev in sample_events(100, 3000, 2000)]
+    out: dict[str, float] = {}
+    for name, items in (
+        ("msgspec_decode", [(s.split(".")[3], d) for s, d in payloads]),
+        ("msgspec_decode_mix", mix),
+    ):
+        work = [items[i % len(items)] for i in range(n)]
+        size = sum(len(d) for _, d in work)
+        decode = events.decode_event
+        t0 = time.perf_counter()
+        for kind, data in work:
+            decode(kind, data)
+        elapsed = time.perf_counter() - t0
+        out[f"{name}_per_s"] = round(n / elapsed)
+        out[f"{name}_mb_per_s"] = round(size / elapsed / 2**20, 1)
     return out
 
 
@@ -198,6 +225,7 @@ async def main() -> None:
             pull_rate = await raw_pull(s3, payloads, args.events, tmp)
         async with NatsServer(store_dir=tmp / "pipe") as s2:
             pipe_rate, reconciles = await pipeline(s2, payloads, args.events, args.keys, tmp)
+    reference = decode_reference(payloads, args.events)
     emit(
         {
             "events": args.events,
@@ -208,6 +236,7 @@ async def main() -> None:
             "publish_async_per_s": round(pub_rate),
             "raw_pull_ack_per_s": round(pull_rate),
             "reconciles": reconciles,
+            **reference,
             "machine": machine(),
         },
         args.json,

@@ -1,11 +1,18 @@
-"""PNG plots for docs/benchmarks.md (issue 7): the Slurm poll's cost against cluster size.
+"""PNG plots for docs/benchmarks.md (issue 7): the Slurm poll's cost against cluster size, and
+the cordon → DRAIN latency percentiles against load.
 
-Runs ``bench/scale.py --only poll --relist-every 1 --json`` at each size (nodes, jobs =
-10 × nodes; a full listing of every job each cycle, the poll's upper bound) in a fresh
-process, writes the figures to ``docs/img/poll_cost.json`` and the plot to
-``docs/img/poll_cost.png``. ``--from-json`` re-plots saved figures without measuring.
+* ``poll``: ``bench/scale.py --only poll --json`` at each size (nodes, jobs = 10 × nodes), in a
+  fresh process, twice: a full listing of every job each cycle (``--relist-every 1``, the
+  poll's upper bound) and the default (``jobs/state`` between full listings every 15
+  cycles). Figures in ``docs/img/poll_cost.json``, plot ``docs/img/poll_cost.png``.
+* ``latency``: ``bench/latency.py --json --loads …`` (one series of ``--trials`` cordons at
+  each churn rate, 0 = idle) → p50 / p90 / p99 / max against the rate the pipeline settled.
+  Figures in ``docs/img/latency_load.json``, plot ``docs/img/latency_load.png``.
 
-    python bench/plot.py [--sizes 1000,2500,5000,10000] [--from-json docs/img/poll_cost.json]
+``--from-json`` re-plots the saved figures without measuring.
+
+    python bench/plot.py [--only poll,latency] [--sizes 1000,2500,5000,10000]
+        [--loads 0,250,500,1000,2000] [--trials 200] [--from-json]
 
 Needs matplotlib (``pip install -e '.[bench]'``).
 """
@@ -22,40 +29,85 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "img"
 
 
-def measure(sizes: list[int]) -> list[dict[str, object]]:
+def _run(script: str, *args: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--json", *args],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    row: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return row
+
+
+def measure_poll(sizes: list[int]) -> list[dict[str, object]]:
     rows = []
     for nodes in sizes:
-        out = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "scale.py"), "--only", "poll", "--json",
-             "--nodes", str(nodes), "--jobs", str(nodes * 10), "--relist-every", "1"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(
-            f"{nodes:>6} nodes {nodes * 10:>7} jobs: {row['slurm_poll_ms_10k_100k']} ms CPU, "
-            f"{row['slurm_poll_wall_ms']} ms wall per cycle",
-            flush=True,
-        )
-        rows.append(row)
+        for relist in (1, 15):
+            row = _run(
+                "scale.py", "--only", "poll", "--nodes", str(nodes), "--jobs", str(nodes * 10),
+                "--relist-every", str(relist),
+            )  # fmt: skip
+            print(
+                f"{nodes:>6} nodes {nodes * 10:>7} jobs, relist every {relist:>2}: "
+                f"{row['slurm_poll_ms_10k_100k']} ms CPU, {row['slurm_poll_wall_ms']} ms wall",
+                flush=True,
+            )
+            rows.append(row)
     return rows
 
 
-def plot(rows: list[dict[str, object]], path: Path) -> None:
+def plot_poll(rows: list[dict[str, object]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    objects = [int(r["nodes"]) + int(r["jobs"]) for r in rows]  # type: ignore[call-overload]
-    cpu = [float(r["slurm_poll_ms_10k_100k"]) for r in rows]  # type: ignore[arg-type]
-    wall = [float(r["slurm_poll_wall_ms"]) for r in rows]  # type: ignore[arg-type]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    ax.plot(objects, cpu, "o-", label="slurmbridge CPU per cycle")
-    ax.plot(objects, wall, "s--", label="wall per cycle (incl. slurmrestd simulator)")
+    modes = ((1, "o-", "full listing every cycle"), (15, "s-", "jobs/state, full listing 1 in 15"))
+    for relist, style, label in modes:
+        sel = [r for r in rows if int(r.get("relist_every", 1)) == relist]  # type: ignore[call-overload]
+        if not sel:
+            continue
+        objects = [int(r["nodes"]) + int(r["jobs"]) for r in sel]  # type: ignore[call-overload]
+        cpu = [float(r["slurm_poll_ms_10k_100k"]) for r in sel]  # type: ignore[arg-type]
+        ax.plot(objects, cpu, style, label=f"CPU per cycle: {label}")
     ax.axhline(200, color="tab:red", lw=1, ls=":", label="target: 200 ms CPU at 110k objects")
-    ax.set_xlabel("Slurm objects listed per cycle (nodes + jobs, jobs = 10 × nodes)")
-    ax.set_ylabel("ms per poll cycle")
-    ax.set_title("Slurm poll cost vs cluster size (every listing full)")
+    ax.set_xlabel("Slurm objects per cycle (nodes + jobs, jobs = 10 × nodes)")
+    ax.set_ylabel("ms of slurmbridge CPU per 2 s poll cycle")
+    ax.set_title("Slurm poll cost vs cluster size")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def measure_latency(loads: str, trials: int) -> dict[str, object]:
+    result = _run("latency.py", "--loads", loads, "--trials", str(trials))
+    for point in result["loads"]:  # type: ignore[attr-defined]
+        print(
+            f"{point['target_per_s']:>7.0f}/s target, {point['events_per_s']:>5}/s settled: "
+            f"p50 {point['p50_ms']} p90 {point['p90_ms']} p99 {point['p99_ms']} "
+            f"max {point['max_ms']} ms",
+            flush=True,
+        )
+    return result
+
+
+def plot_latency(result: dict[str, object], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points: list[dict[str, float]] = result["loads"]  # type: ignore[assignment]
+    rate = [p["events_per_s"] for p in points]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for key, style in (("p50_ms", "o-"), ("p90_ms", "s-"), ("p99_ms", "^-"), ("max_ms", "x:")):
+        ax.plot(rate, [p[key] for p in points], style, label=key.removesuffix("_ms"))
+    ax.axhline(20, color="tab:red", lw=1, ls=":", label="idle p99 target: 20 ms")
+    ax.axhline(50, color="tab:orange", lw=1, ls=":", label="p99 under churn target: 50 ms")
+    ax.set_xlabel("churn: KubeNode observations per second the pipeline settled")
+    ax.set_ylabel("cordon → DRAIN at slurmrestd (ms)")
+    ax.set_title(f"Cordon → DRAIN latency vs load ({result['trials']} trials per point)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -64,17 +116,36 @@ def plot(rows: list[dict[str, object]], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="1000,2500,5000,10000", help="node counts")
-    ap.add_argument("--from-json", help="plot these saved figures instead of measuring")
+    ap.add_argument("--only", default="poll,latency", help="comma-separated: poll, latency")
+    ap.add_argument("--sizes", default="1000,2500,5000,10000", help="poll: node counts")
+    ap.add_argument("--loads", default="0,250,500,1000,2000", help="latency: churn rates")
+    ap.add_argument("--trials", type=int, default=200, help="latency: cordons per load")
+    ap.add_argument(
+        "--from-json", action="store_true", help="plot the saved figures instead of measuring"
+    )
     args = ap.parse_args()
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    if parts - {"poll", "latency"}:
+        raise SystemExit(f"--only: unknown {sorted(parts - {'poll', 'latency'})}")
     OUT.mkdir(parents=True, exist_ok=True)
-    if args.from_json:
-        rows = json.loads(Path(args.from_json).read_text())
-    else:
-        rows = measure([int(s) for s in args.sizes.split(",")])
-        (OUT / "poll_cost.json").write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
-    plot(rows, OUT / "poll_cost.png")
-    print(f"wrote {OUT / 'poll_cost.png'}")
+    if "poll" in parts:
+        saved = OUT / "poll_cost.json"
+        if args.from_json:
+            rows = json.loads(saved.read_text())
+        else:
+            rows = measure_poll([int(s) for s in args.sizes.split(",")])
+            saved.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        plot_poll(rows, OUT / "poll_cost.png")
+        print(f"wrote {OUT / 'poll_cost.png'}")
+    if "latency" in parts:
+        saved = OUT / "latency_load.json"
+        if args.from_json:
+            result = json.loads(saved.read_text())
+        else:
+            result = measure_latency(args.loads, args.trials)
+            saved.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+        plot_latency(result, OUT / "latency_load.png")
+        print(f"wrote {OUT / 'latency_load.png'}")
 
 
 if __name__ == "__main__":
