@@ -1115,10 +1115,23 @@ class _Store:
             raise _not_found(spec, name)
         return obj
 
+    def keyed(self, spec: ResourceSpec, namespace: str | None) -> builtins.list[tuple[str, Obj]]:
+        """``(key, object)`` in the order etcd ranges over them: by the key string
+        (``namespace/name``, or ``name`` for cluster-scoped kinds), which continue tokens
+        compare against. (Ordered by ``(namespace, name)`` instead, namespace ``a-b`` would come
+        after ``a`` although ``"a-b/…" < "a/…"``, and a token at ``a/…`` would skip it.)"""
+        namespaced = spec.namespaced
+        keyed = [
+            (f"{ns}/{name}" if namespaced else name, obj)
+            for (ns, name), obj in self.objects[spec.name].items()
+            if namespace is None or ns == namespace
+        ]
+        keyed.sort(key=_first)
+        return keyed
+
     def iter_objects(self, spec: ResourceSpec, namespace: str | None) -> Iterator[Obj]:
-        for (ns, _), obj in sorted(self.objects[spec.name].items()):
-            if namespace is None or ns == namespace:
-                yield obj
+        for _, obj in self.keyed(spec, namespace):
+            yield obj
 
     def list(
         self,
@@ -1146,11 +1159,11 @@ class _Store:
                 )
             if token_rv != -1:
                 list_rv = token_rv
-        matching: list[tuple[str, Obj]] = []
-        for obj in self.iter_objects(spec, namespace):
-            key = _key_string(spec, obj)
-            if key >= start and _labels_match(labels, obj) and _fields_match(spec, fields, obj):
-                matching.append((key, obj))
+        matching = [
+            (key, obj)
+            for key, obj in self.keyed(spec, namespace)
+            if key >= start and _labels_match(labels, obj) and _fields_match(spec, fields, obj)
+        ]
         meta: Obj = {"resourceVersion": str(list_rv)}
         if limit > 0 and len(matching) > limit:
             page = matching[:limit]
@@ -1159,11 +1172,7 @@ class _Store:
                 meta["remainingItemCount"] = len(matching) - limit
         else:
             page = matching
-        strip = not spec.custom
-        items = [
-            {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")} if strip else obj
-            for _, obj in page
-        ]
+        items = [obj for _, obj in page] if spec.custom else [_without_type(obj) for _, obj in page]
         return {
             "kind": spec.list_kind,
             "apiVersion": spec.api_version,
@@ -1798,9 +1807,17 @@ def _scale_of(spec: ResourceSpec, obj: Obj) -> Obj:
     }
 
 
-def _key_string(spec: ResourceSpec, obj: Obj) -> str:
-    meta = _meta(obj)
-    return f"{meta.get('namespace', '')}/{meta['name']}" if spec.namespaced else str(meta["name"])
+def _first(pair: tuple[str, Obj]) -> str:
+    return pair[0]
+
+
+def _without_type(obj: Obj) -> Obj:
+    """A list item of a built-in kind: the object without ``kind`` and ``apiVersion`` (a
+    shallow copy; the list's own kind says them)."""
+    item = obj.copy()
+    item.pop("kind", None)
+    item.pop("apiVersion", None)
+    return item
 
 
 def _encode_continue(rv: int, start: str) -> str:

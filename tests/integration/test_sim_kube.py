@@ -278,6 +278,31 @@ async def test_watch_history_window_and_stale_continue(tmp_path: Path) -> None:
             assert node_names(fresh.items) == ["c", "d"]
 
 
+async def test_pages_follow_the_storage_key_order(sim: KubeSim, core: client.CoreV1Api) -> None:
+    # etcd ranges over "namespace/name": namespace "a-b" comes before "a" ('-' < '/'), and a
+    # continue token at "a/…" must not skip "a-b".
+    for ns in ("a", "a-b"):
+        sim.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        for name in ("p1", "p2"):
+            sim.add_pod(name, ns)
+    want = ["a-b/p1", "a-b/p2", "a/p1", "a/p2"]
+
+    def keys(items: list[Any]) -> list[str]:
+        return [f"{p.metadata.namespace}/{p.metadata.name}" for p in items]
+
+    assert keys((await core.list_pod_for_all_namespaces()).items) == want
+    paged: list[str] = []
+    token = None
+    for _ in range(len(want) + 1):
+        page = await core.list_pod_for_all_namespaces(limit=1, _continue=token)
+        paged += keys(page.items)
+        token = page.metadata._continue
+        if not token:
+            break
+    assert paged == want
+    assert keys((await core.list_namespaced_pod("a-b", limit=5)).items) == want[:2]
+
+
 @pytest.mark.parametrize("spelling", ["True", "true", "1"])
 async def test_watch_param_spellings(sim: KubeSim, spelling: str) -> None:
     sim.add_node("n1")
