@@ -13,7 +13,9 @@ so NATS is not in the figures (``bench/pipeline.py`` measures publishing).
 
 * **Initial list**: each watcher's first ``relist()`` — the list request, the body read,
   msgspec decode, translation to events, the diff, the publish call — timed in wall and
-  in this process's CPU (``time.process_time``; the simulator's CPU is not in it). Then a
+  in this process's CPU (``time.process_time``; the simulator's CPU is not in it), the
+  longest the event loop went without a turn meanwhile (``kube_list_loop_stall_ms``: leases
+  and health answers wait that long) and the process's peak RSS. Then a
   second relist of the unchanged pods (what a restarted watcher costs against a seeded
   ``last``, or a 410 re-list).
 * **Watch throughput**: both watchers watch; the simulator then relabels ``--churn`` pods as
@@ -25,6 +27,7 @@ so NATS is not in the figures (``bench/pipeline.py`` measures publishing).
   capacity: ``kube_watch_capacity_per_core`` = 10⁶ / that.
 
     python bench/kube_scale.py --json [--nodes 5000] [--pods 150000] [--churn 20000]
+        [--page-size 500]
 
 ``--json`` → ``{"kube_initial_list_s_5k_150k", "kube_initial_list_cpu_s", "kube_relist_s",
 "kube_watch_events_per_s", "kube_watch_cpu_us_per_event", …}``.
@@ -45,7 +48,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine
-from producers.kube import NodeWatcher, PodWatcher
+from bench.scale import rss_mb
+from producers.kube import NodeWatcher, PodWatcher, Watcher
 from schemas import events, wellknown
 from schemas.events import Event
 from slurmbridge import kube
@@ -146,7 +150,7 @@ class CountingPublisher:
         return fut
 
 
-async def measure(nodes: int, pods: int, churn: int) -> dict[str, object]:
+async def measure(nodes: int, pods: int, churn: int, page_size: int) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="slurmbridge-kube-scale-"))
     kubeconfig = work / "kubeconfig"
     root = str(Path(__file__).resolve().parent.parent)
@@ -171,13 +175,26 @@ async def measure(nodes: int, pods: int, churn: int) -> dict[str, object]:
         common: dict[str, Any] = {"producer": "bench", "seed": {}, "send": pub.send}
         node_w = NodeWatcher(api, pub, **common)
         pod_w = PodWatcher(api, pub, scheduler_name=SCHEDULER, **common)
+        node_w.list_page_size = pod_w.list_page_size = page_size
 
+        stall = 0.0
+
+        async def ticker() -> None:  # the longest the event loop went without a turn
+            nonlocal stall
+            while True:
+                t = time.perf_counter()
+                await asyncio.sleep(0.005)
+                stall = max(stall, time.perf_counter() - t - 0.005)
+
+        ticking = asyncio.create_task(ticker())
         c0, w0 = time.process_time(), time.perf_counter()
         await node_w.relist()
         node_cpu, node_wall = time.process_time() - c0, time.perf_counter() - w0
         c0, w0 = time.process_time(), time.perf_counter()
         await pod_w.relist()
         pod_cpu, pod_wall = time.process_time() - c0, time.perf_counter() - w0
+        ticking.cancel()
+        list_stall, rss_peak = stall, rss_mb("VmHWM")
         listed = pub.published
         if len(node_w.last) != nodes or len(pod_w.last) != pods:
             raise RuntimeError(f"listed {len(node_w.last)} nodes, {len(pod_w.last)} pods")
@@ -216,6 +233,7 @@ async def measure(nodes: int, pods: int, churn: int) -> dict[str, object]:
     return {
         "kube_nodes": nodes,
         "kube_pods": pods,
+        "kube_list_page_size": page_size,
         "kube_sim_setup_s": round(sim_setup_s, 1),
         "kube_initial_list_s_5k_150k": round(node_wall + pod_wall, 2),
         "kube_initial_list_cpu_s": round(node_cpu + pod_cpu, 2),
@@ -226,6 +244,8 @@ async def measure(nodes: int, pods: int, churn: int) -> dict[str, object]:
         "kube_pod_list_cpu_s": round(pod_cpu, 2),
         "kube_pod_list_cpu_us_per_pod": round(pod_cpu / pods * 1e6, 1),
         "kube_initial_published": listed,
+        "kube_list_loop_stall_ms": round(list_stall * 1000, 1),
+        "kube_rss_peak_mb": rss_peak,
         "kube_relist_s": round(relist_wall, 2),
         "kube_relist_cpu_s": round(relist_cpu, 2),
         "kube_watch_events": pub.pods,
@@ -241,9 +261,15 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5000, help="Kubernetes nodes")
     ap.add_argument("--pods", type=int, default=150_000, help="pods of slurmbridge's scheduler")
     ap.add_argument("--churn", type=int, default=20_000, help="pod modifications to watch")
+    ap.add_argument(
+        "--page-size",
+        type=int,
+        default=Watcher.list_page_size,
+        help="objects per list request (0: the whole list in one response)",
+    )
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args()
-    result = asyncio.run(measure(args.nodes, args.pods, args.churn))
+    result = asyncio.run(measure(args.nodes, args.pods, args.churn, args.page_size))
     result["machine"] = machine()
     emit(result, as_json=args.json)
 

@@ -112,6 +112,13 @@ class _ListMeta(msgspec.Struct, kw_only=True):
     continue_: str | None = msgspec.field(default=None, name="continue")
 
 
+class _ListPage(msgspec.Struct, kw_only=True):
+    """Any list response's metadata (its items skipped): the resourceVersion and the
+    ``continue`` token of a paged list."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+
+
 class RawNodeList(msgspec.Struct, kw_only=True):
     """A v1 NodeList."""
 
@@ -355,6 +362,7 @@ _NODE_LIST = msgspec.json.Decoder(RawNodeList)
 _NODE = msgspec.json.Decoder(RawNode)
 _WATCH = msgspec.json.Decoder(RawWatchEvent)
 _STATUS = msgspec.json.Decoder(_Status)
+_LIST_PAGE = msgspec.json.Decoder(_ListPage)
 
 
 # --- pure translation ----------------------------------------------------------------------
@@ -657,6 +665,8 @@ class Watcher(Generic[E]):
     """
 
     resource = ""
+    #: Objects per list request (``limit``); client-go's reflector pages by 500.
+    list_page_size = 500
 
     def __init__(
         self,
@@ -770,33 +780,51 @@ class Watcher(Generic[E]):
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
 
     async def relist(self) -> None:
-        """List everything, publish changes and tombstones, remember the resourceVersion."""
+        """List everything, publish changes and tombstones, remember the resourceVersion.
+
+        The list is read in pages of :attr:`list_page_size` objects (``limit`` and
+        ``continue``, as client-go's reflector does): one response for 150,000 pods is a
+        body of hundreds of MB decoded in one go, holding the memory and the event loop for
+        seconds. Every page is served from the first page's snapshot (one resourceVersion);
+        an expired continue token fails the relist, and the run loop lists again.
+        """
         self.relists += 1
-        resp: Any = await self._call(**self._selector())
-        try:
-            body = await resp.read()
-        finally:
-            resp.release()
-        _check_status(resp, body)
         now = time.time_ns()
-        batch: list[tuple[E, str]] = []
         seen: set[str] = set()
-        # A list of 150,000 pods makes millions of objects at once: collections during it
-        # would only re-scan them (slurmbridge.gcpause; no await inside).
-        with collector_paused():
-            items, list_rv = self._decode_list(body)
-            for raw in items:
-                ev = self._translate(raw, now)
-                seen.add(ev.key)
-                prev = self.last.get(ev.key)
-                if self._republish or prev is None or not same_content(prev, ev):
-                    batch.append((ev, self._msg_id(ev)))
-            del items
-        for key in set(self.last) - seen:
-            tomb = self._tombstone(self.last[key], list_rv, now)
-            batch.append((tomb, self._msg_id(tomb)))
-        if batch:
-            await self._publish(batch)
+        list_rv = ""
+        token = ""
+        while True:
+            paging: dict[str, Any] = {"limit": self.list_page_size}
+            if token:
+                paging["_continue"] = token
+            resp: Any = await self._call(**self._selector(), **paging)
+            try:
+                body = await resp.read()
+            finally:
+                resp.release()
+            _check_status(resp, body)
+            batch: list[tuple[E, str]] = []
+            # A page makes thousands of long-lived objects at once: collections during it
+            # would only re-scan them (slurmbridge.gcpause; no await inside).
+            with collector_paused():
+                page = _LIST_PAGE.decode(body).metadata
+                items, rv = self._decode_list(body)
+                list_rv = list_rv or rv
+                for raw in items:
+                    ev = self._translate(raw, now)
+                    seen.add(ev.key)
+                    prev = self.last.get(ev.key)
+                    if self._republish or prev is None or not same_content(prev, ev):
+                        batch.append((ev, self._msg_id(ev)))
+                del items, body
+            if batch:
+                await self._publish(batch)
+            token = page.continue_ or ""
+            if not token:
+                break
+        gone = [self._tombstone(self.last[key], list_rv, now) for key in set(self.last) - seen]
+        if gone:
+            await self._publish([(tomb, self._msg_id(tomb)) for tomb in gone])
         self._republish = False
         self.resource_version = list_rv
         self.last_event_at = time.monotonic()

@@ -1,12 +1,18 @@
-"""The Kubernetes node watcher: resume, 410 ⇒ re-list with tombstones, broken streams."""
+"""The Kubernetes watchers: resume, 410 ⇒ re-list with tombstones, broken streams, paged lists."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
-from schemas.events import KubeNode
+from producers.kube import PodWatcher
+from schemas.events import KubeNode, KubePod
+from schemas.wellknown import DEFAULT_SCHEDULER_NAME as SCHEDULER
+from slurmbridge import kube
+from slurmbridge.config import KubeSettings
+from slurmbridge.sim.kube import KubeSim
 from slurmbridge.testing import Stack
 
 
@@ -54,3 +60,49 @@ async def test_expired_watch_relists_and_tombstones_what_vanished(stack: Stack) 
     await stack.wait_for(lambda: _kube(stack, "n9") is not None, what="n9 observed")
     assert watcher.relists > relists
     assert _kube(stack, "n1") is not None
+
+
+async def test_a_relist_reads_pages_and_tombstones_what_no_page_held(tmp_path: Path) -> None:
+    """A list in pages of ``list_page_size`` (limit/continue) across namespaces whose
+    storage order is not (namespace, name) order: every pod once, one snapshot, then
+    tombstones only for what no page held."""
+    async with KubeSim() as sim:
+        for ns in ("a", "a-b"):
+            sim.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            for name in ("p1", "p2", "p3"):
+                sim.add_pod(name, ns, scheduler_name=SCHEDULER)
+        sim.add_pod("other", "a", scheduler_name="default-scheduler")
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        api = await kube.api_client(KubeSettings(kubeconfig=str(kubeconfig)))
+        published: list[KubePod] = []
+
+        async def publish(batch: list[tuple[KubePod, str]]) -> None:
+            published.extend(ev for ev, _ in batch)
+
+        try:
+            gone = KubePod(
+                source="k8s",
+                key="a/vanished",
+                uid="u-gone",
+                name="vanished",
+                scheduler_name=SCHEDULER,
+            )
+            watcher = PodWatcher(
+                api,
+                publish,
+                producer="test",
+                seed={gone.key: gone},
+                scheduler_name=SCHEDULER,
+            )
+            watcher.list_page_size = 2
+            lists = sim.requests[("list", "pods")]
+            await watcher.relist()
+        finally:
+            await api.close()
+    assert sim.requests[("list", "pods")] - lists == 3  # 6 pods, 2 a page
+    observed = [ev.key for ev in published if ev.op != "deleted"]
+    assert sorted(observed) == sorted(f"{ns}/p{i}" for ns in ("a", "a-b") for i in (1, 2, 3))
+    assert [ev.key for ev in published if ev.op == "deleted"] == ["a/vanished"]
+    assert len({ev.version for ev in published if ev.op == "deleted"}) == 1
+    assert watcher.resource_version
+    assert set(watcher.last) == set(observed)
