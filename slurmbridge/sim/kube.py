@@ -58,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import bisect
 import builtins
 import contextlib
 import logging
@@ -1076,6 +1077,10 @@ class _Store:
         self.by_gvr: dict[tuple[str, str, str], ResourceSpec] = {}
         self.by_gvk: dict[tuple[str, str], ResourceSpec] = {}
         self.objects: dict[str, dict[tuple[str, str], Obj]] = {}
+        #: Per resource, its storage keys sorted (``namespace/name``) beside the object keys,
+        #: rebuilt only after a create or delete: a paged list of N objects then costs a
+        #: bisection per page rather than a sort of all N per page (O(N²) over a whole list).
+        self._index: dict[str, tuple[builtins.list[str], builtins.list[tuple[str, str]]]] = {}
         self.rv = initial_rv
         self.floor = initial_rv
         self.history: deque[Change] = deque()
@@ -1115,19 +1120,42 @@ class _Store:
             raise _not_found(spec, name)
         return obj
 
+    def key_index(
+        self, spec: ResourceSpec
+    ) -> tuple[builtins.list[str], builtins.list[tuple[str, str]]]:
+        """The storage keys of ``spec``'s objects in the order etcd ranges over them — by the
+        key string (``namespace/name``, or ``name`` for cluster-scoped kinds), which continue
+        tokens compare against — and, at the same positions, the ``(namespace, name)`` keys of
+        :attr:`objects`. (Ordered by ``(namespace, name)`` instead, namespace ``a-b`` would
+        come after ``a`` although ``"a-b/…" < "a/…"``, and a token at ``a/…`` would skip it.)"""
+        index = self._index.get(spec.name)
+        if index is None:
+            namespaced = spec.namespaced
+            pairs = sorted(
+                (f"{ns}/{name}" if namespaced else name, (ns, name))
+                for ns, name in self.objects[spec.name]
+            )
+            index = ([key for key, _ in pairs], [ref for _, ref in pairs])
+            self._index[spec.name] = index
+        return index
+
+    def _key_range(self, spec: ResourceSpec, namespace: str | None, start: str) -> tuple[int, int]:
+        """Positions ``[lo, hi)`` in :meth:`key_index` of the keys at or after ``start`` that lie
+        in ``namespace`` (every key when it is ``None`` or the kind is cluster-scoped): one
+        namespace's keys are contiguous, between ``ns + "/"`` and ``ns + "0"``."""
+        keys = self.key_index(spec)[0]
+        if namespace is None or not spec.namespaced:
+            return bisect.bisect_left(keys, start), len(keys)
+        lo = bisect.bisect_left(keys, max(start, namespace + "/"))
+        return lo, bisect.bisect_left(keys, namespace + "0", lo)
+
     def keyed(self, spec: ResourceSpec, namespace: str | None) -> builtins.list[tuple[str, Obj]]:
-        """``(key, object)`` in the order etcd ranges over them: by the key string
-        (``namespace/name``, or ``name`` for cluster-scoped kinds), which continue tokens
-        compare against. (Ordered by ``(namespace, name)`` instead, namespace ``a-b`` would come
-        after ``a`` although ``"a-b/…" < "a/…"``, and a token at ``a/…`` would skip it.)"""
-        namespaced = spec.namespaced
-        keyed = [
-            (f"{ns}/{name}" if namespaced else name, obj)
-            for (ns, name), obj in self.objects[spec.name].items()
-            if namespace is None or ns == namespace
-        ]
-        keyed.sort(key=_first)
-        return keyed
+        """``(storage key, object)`` for ``spec`` in ``namespace`` (all when ``None``), in
+        storage key order (see :meth:`key_index`)."""
+        keys, refs = self.key_index(spec)
+        lo, hi = self._key_range(spec, namespace, "")
+        objects = self.objects[spec.name]
+        return [(keys[i], objects[refs[i]]) for i in range(lo, hi)]
 
     def iter_objects(self, spec: ResourceSpec, namespace: str | None) -> Iterator[Obj]:
         for _, obj in self.keyed(spec, namespace):
@@ -1159,19 +1187,26 @@ class _Store:
                 )
             if token_rv != -1:
                 list_rv = token_rv
-        matching = [
-            (key, obj)
-            for key, obj in self.keyed(spec, namespace)
-            if key >= start and _labels_match(labels, obj) and _fields_match(spec, fields, obj)
-        ]
+        keys, refs = self.key_index(spec)
+        lo, hi = self._key_range(spec, namespace, start)
+        objects = self.objects[spec.name]
+        selective = bool(labels or fields)
+        want = limit + 1 if limit > 0 else hi - lo
+        page: builtins.list[tuple[str, Obj]] = []
+        position = lo
+        # Only as far as one item past the page: whether there is a next page is all the
+        # rest decides (remainingItemCount is only given without selectors, from positions).
+        while position < hi and len(page) < want:
+            obj = objects[refs[position]]
+            if not selective or (_labels_match(labels, obj) and _fields_match(spec, fields, obj)):
+                page.append((keys[position], obj))
+            position += 1
         meta: Obj = {"resourceVersion": str(list_rv)}
-        if limit > 0 and len(matching) > limit:
-            page = matching[:limit]
+        if limit > 0 and len(page) > limit:
+            page = page[:limit]
             meta["continue"] = _encode_continue(list_rv, page[-1][0] + "\x00")
-            if not labels and not fields:
-                meta["remainingItemCount"] = len(matching) - limit
-        else:
-            page = matching
+            if not selective:
+                meta["remainingItemCount"] = hi - lo - limit
         items = [obj for _, obj in page] if spec.custom else [_without_type(obj) for _, obj in page]
         return {
             "kind": spec.list_kind,
@@ -1188,10 +1223,14 @@ class _Store:
         meta = _meta(new)
         meta["resourceVersion"] = str(self.rv)
         key = (str(meta.get("namespace", "")), str(meta["name"]))
+        bucket = self.objects[spec.name]
         if event_type == "DELETED":
-            self.objects[spec.name].pop(key, None)
+            if bucket.pop(key, None) is not None:
+                self._index.pop(spec.name, None)
         else:
-            self.objects[spec.name][key] = new
+            if key not in bucket:
+                self._index.pop(spec.name, None)
+            bucket[key] = new
         self._record(Change(event_type, spec, new, old, self.rv, verb))
         if self.node_lifecycle and spec.name == "nodes" and event_type != "DELETED":
             self._node_lifecycle(spec, new)
@@ -1805,10 +1844,6 @@ def _scale_of(spec: ResourceSpec, obj: Obj) -> Obj:
         "spec": {"replicas": int(_dig(obj, spec.scale.spec_replicas) or 0)},
         "status": status,
     }
-
-
-def _first(pair: tuple[str, Obj]) -> str:
-    return pair[0]
 
 
 def _without_type(obj: Obj) -> Obj:

@@ -303,6 +303,36 @@ async def test_pages_follow_the_storage_key_order(sim: KubeSim, core: client.Cor
     assert keys((await core.list_namespaced_pod("a-b", limit=5)).items) == want[:2]
 
 
+async def test_paged_list_in_a_namespace_with_selector_and_writes_between_pages(
+    sim: KubeSim, core: client.CoreV1Api
+) -> None:
+    # Neighbouring namespaces ("a-b" sorts before "a", "ab" after) must not leak into a
+    # namespaced page; objects created or deleted between pages are seen by the later pages
+    # (the simulator serves continues from its current state).
+    for ns in ("a", "a-b", "ab"):
+        sim.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        for i in range(4):
+            sim.add_pod(f"p{i}", ns, labels={"tier": "gpu" if i % 2 else "cpu"})
+
+    first = await core.list_namespaced_pod("a", limit=2)
+    assert node_names(first.items) == ["p0", "p1"]
+    assert first.metadata.remaining_item_count == 2
+    sim.delete("pods", "p2", "a")
+    sim.add_pod("p9", "a", labels={"tier": "gpu"})
+    rest = await core.list_namespaced_pod("a", limit=2, _continue=first.metadata._continue)
+    assert node_names(rest.items) == ["p3", "p9"]
+    assert not rest.metadata._continue
+
+    gpu = await core.list_namespaced_pod("ab", label_selector="tier=gpu", limit=1)
+    assert node_names(gpu.items) == ["p1"]
+    assert gpu.metadata.remaining_item_count is None  # not given under a selector
+    more = await core.list_namespaced_pod(
+        "ab", label_selector="tier=gpu", limit=1, _continue=gpu.metadata._continue
+    )
+    assert node_names(more.items) == ["p3"]
+    assert not more.metadata._continue
+
+
 @pytest.mark.parametrize("spelling", ["True", "true", "1"])
 async def test_watch_param_spellings(sim: KubeSim, spelling: str) -> None:
     sim.add_node("n1")
