@@ -91,7 +91,14 @@ def test_slurm_source_is_one_token(cluster: str, kind: str) -> None:
     assert subjects.parse_subject(subject) == ("obs", source, kind, "n1.example.com")
 
 
-@given(st.text(min_size=1, max_size=10).filter(lambda s: bool(SEPARATORS & set(s))))
+# Built around a separator rather than filtered for one: most random texts hold none, and
+# Hypothesis's health check failed the test for discarding too many (a flaky CI failure).
+@given(
+    st.builds(
+        "".join,
+        st.tuples(st.text(max_size=5), st.sampled_from(sorted(SEPARATORS)), st.text(max_size=4)),
+    )
+)
 def test_tokens_with_separators_are_refused(bad: str) -> None:
     for make in (
         lambda: subjects.obs_subject(bad, "KubeNode", "n1"),
