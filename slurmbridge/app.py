@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable
@@ -64,7 +63,7 @@ from slurmbridge.effectors import (
     Router,
     SlurmEffector,
 )
-from slurmbridge.gcpause import collector_paused
+from slurmbridge.gcpause import collector_paused, freeze_startup
 from slurmbridge.health import HealthServer
 from slurmbridge.leases import Lease, open_bucket, reconciler_lease
 from slurmbridge.natsserver import NatsServer
@@ -244,8 +243,7 @@ class App:
         # The rebuilt projection is long-lived: move it (and everything imported so far) out of
         # the collector's reach, so full collections stay short instead of pausing the event
         # loop in proportion to the size of the cluster.
-        gc.collect()
-        gc.freeze()
+        freeze_startup()
 
         # The poller process also runs the pollers of Cluster objects, which read their token
         # Secrets: it needs the Kubernetes API even without the watchers.

@@ -31,6 +31,13 @@ async def test_managed_nodes_are_tainted(stack: Stack) -> None:
     assert stack.taints("k8s-only") == []
 
 
+async def test_start_freezes_what_outlives_it() -> None:
+    # App.start moves the rebuilt projection and the imports out of the collector's scans.
+    gc.unfreeze()
+    async with Stack(nodes=2, poll_interval=0.1):
+        assert gc.get_freeze_count() > 1000
+
+
 async def test_cordon_drains_and_uncordon_undrains(stack: Stack) -> None:
     stack.cordon("n1")
     await stack.wait_for(lambda: stack.slurm_node("n1").has("DRAIN"), what="n1 DRAIN")

@@ -79,3 +79,39 @@ def test_slurm_node_helpers() -> None:
     assert n.has("DRAIN")
     assert not n.has("IDLE")
     assert SlurmNode(source="s", key="n").base_state == ""
+
+
+def _acyclic(t: msgspec.inspect.Type, path: str) -> list[str]:
+    """Why ``t`` could hold a reference cycle (empty when it cannot): what ``gc=False`` on
+    the event structs relies on."""
+    mi = msgspec.inspect
+    if isinstance(t, mi.StrType | mi.IntType | mi.BoolType | mi.FloatType | mi.NoneType):
+        return []
+    if isinstance(t, mi.LiteralType):
+        return []
+    if isinstance(t, mi.DictType):
+        return _acyclic(t.key_type, path + "{key}") + _acyclic(t.value_type, path + "{value}")
+    if isinstance(t, mi.VarTupleType):
+        return _acyclic(t.item_type, path + "[]")
+    if isinstance(t, mi.UnionType):
+        return [why for member in t.types for why in _acyclic(member, path)]
+    if isinstance(t, mi.StructType):
+        untracked = [] if not t.cls.__struct_config__.gc else [f"{path}: {t.cls.__name__} gc=True"]
+        return untracked + [why for f in t.fields for why in _acyclic(f.type, f"{path}.{f.name}")]
+    return [f"{path}: {type(t).__name__} may hold a reference cycle"]
+
+
+@pytest.mark.parametrize("cls", events.KINDS.values(), ids=lambda c: c.__name__)
+def test_event_structs_are_untracked_and_cannot_form_cycles(cls: type[events.Event]) -> None:
+    assert _acyclic(msgspec.inspect.type_info(cls), cls.__name__) == []
+
+
+def test_decoded_events_are_not_tracked_by_the_collector() -> None:
+    import gc
+
+    for ev in SAMPLES:
+        back = events.decode_event(events.kind_of(ev), events.encode_event(ev))
+        assert not gc.is_tracked(back)
+        for value in msgspec.structs.astuple(back):
+            if isinstance(value, tuple) and value and isinstance(value[0], msgspec.Struct):
+                assert not any(gc.is_tracked(v) for v in value)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from slurmbridge.gcpause import collector_paused
+from slurmbridge.gcpause import collector_paused, freeze_startup
 
 
 @pytest.fixture(autouse=True)
@@ -39,3 +39,15 @@ def test_a_collector_that_was_off_stays_off() -> None:
     with collector_paused():
         pass
     assert not gc.isenabled()
+
+
+def test_freeze_startup_moves_what_lives_now_out_of_collections() -> None:
+    try:
+        frozen = freeze_startup()
+        assert frozen == gc.get_freeze_count() > 1000
+        assert not any(
+            o is test_freeze_startup_moves_what_lives_now_out_of_collections
+            for o in gc.get_objects()
+        )
+    finally:
+        gc.unfreeze()
