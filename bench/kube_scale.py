@@ -8,7 +8,7 @@ label and annotation, two finalizers, the controller owner reference, three tole
 CPU and memory requests; ~1.35 KB of JSON). This process runs the production watchers
 (:class:`producers.kube.NodeWatcher` and :class:`producers.kube.PodWatcher`, through
 kubernetes-asyncio over HTTP, as ``App`` builds them, start-up objects frozen out of the
-collector as ``slurmbridge run`` does) with a publisher that encodes each
+collector as ``App.start`` does) with a publisher that encodes each
 observation as the real one does (:func:`schemas.events.encode_event`) and then only counts,
 so NATS is not in the figures (``bench/pipeline.py`` measures publishing).
 
@@ -156,7 +156,7 @@ class CountingPublisher:
 
 
 async def measure(nodes: int, pods: int, churn: int, page_size: int) -> dict[str, object]:
-    freeze_startup()  # as ``slurmbridge run`` does once its modules are imported
+    freeze_startup()  # as App.start does before it starts the watchers
     work = Path(tempfile.mkdtemp(prefix="slurmbridge-kube-scale-"))
     kubeconfig = work / "kubeconfig"
     root = str(Path(__file__).resolve().parent.parent)

@@ -32,7 +32,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", gc=Fals
     garbage collector, whose full collections would otherwise scan every event a watcher,
     poller or projection holds — 150,000 pods made each one 30–160 ms. That is safe because
     an event's fields are strings, numbers, ``dict[str, str]`` and tuples of such structs,
-    which cannot form a cycle (``tests/unit/test_schemas.py`` checks every field type).
+    which cannot form a cycle (``tests/unit/test_events.py`` checks every field type).
     """
 
     source: str
