@@ -91,6 +91,7 @@ class _Condition(msgspec.Struct, kw_only=True):
     status: str = ""
     reason: str = ""
     message: str = ""
+    lastTransitionTime: str | None = None  # noqa: N815 (Kubernetes' field name)
 
 
 class _NodeStatus(msgspec.Struct, kw_only=True):
@@ -556,7 +557,13 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         owner=_controller(md.ownerReferences),
         ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
         conditions=tuple(
-            PodCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
+            PodCondition(
+                type=c.type,
+                status=c.status,
+                reason=c.reason,
+                message=c.message,
+                last_transition=_epoch(c.lastTransitionTime),
+            )
             for c in status.conditions or []
             if c.type == "PodScheduled"
         ),

@@ -13,8 +13,11 @@ Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Ass
 * every partition named must exist in Slurm first; otherwise nothing is sent to Slurm, a
   Warning Event and the node condition ``SlurmNodeRegistered=False`` name the missing
   partitions, and the node is reconsidered whenever partitions change;
-* only the partitions changed ⇒ update the node's features in place; CPUs, memory or GPUs
-  changed ⇒ drain, wait until drained, delete, create again;
+* partitions, CPUs, memory or GPUs changed ⇒ drain, wait until drained, delete, create
+  again. Partitions too: Slurm puts a dynamic node into the partitions whose NodeSet
+  ``Feature=`` it has when the node is created, and a later feature update does not move it
+  (observed on Slurm 26.05.5), so updating features in place would change nothing that
+  matters;
 * label removed from a node Slurm knows as EXTERNAL ⇒ drain, wait until drained, delete.
 
 Waiting needs no timer: the Slurm poller publishes the node's state changes, which trigger a
@@ -43,7 +46,6 @@ from schemas.actions import (
     RecordEvent,
     SetNodeCondition,
     UndrainSlurmNode,
-    UpdateSlurmNodeFeatures,
 )
 from schemas.events import Event, KubeNode, SlurmNode, SlurmPartition
 from schemas.subjects import slurm_source
@@ -251,6 +253,18 @@ def decide(v: View) -> Decision:
     resources_changed = (
         slurm.cpus != d.cpus or slurm.real_memory != d.real_memory or slurm.gres != d.gres
     )
+    if tuple(sorted(slurm.features)) != tuple(sorted(d.partitions)):
+        # Slurm places a dynamic node in the partitions whose NodeSet features it has when
+        # it is created; a later feature update leaves its partitions as they were (Slurm
+        # 26.05.5, recorded), so only a new node joins the new partitions.
+        return _leave(
+            v,
+            node,
+            slurm,
+            wellknown.external_repartition_reason(node.key),
+            f"partitions changed ({','.join(sorted(slurm.features)) or 'none'}→"
+            f"{','.join(sorted(d.partitions)) or 'none'}): re-registering",
+        )
     if resources_changed:
         return _leave(
             v,
@@ -264,10 +278,6 @@ def decide(v: View) -> Decision:
     if slurm.has("DRAIN") and slurm.reason.startswith(OWNED):
         # A removal or re-registration was reversed before it completed: our drain goes.
         actions.append(UndrainSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED))
-    if tuple(sorted(slurm.features)) != tuple(sorted(d.partitions)):
-        actions.append(
-            UpdateSlurmNodeFeatures(cluster=v.cluster, node=slurm.key, features=d.partitions)
-        )
     actions.extend(_condition(node, "True", "Registered", f"Slurm node {slurm.key} is registered"))
     if not actions:
         return NOTHING

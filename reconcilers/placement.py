@@ -15,6 +15,9 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
 * the group cannot be translated, or names a partition Slurm does not have ⇒ no job; each
   pod gets ``PodScheduled=False`` (reason ``SlurmJobInvalid``) and a Warning Event naming the
   annotation and the reason — fixing the annotation re-triggers the group;
+* Slurm refused the submit for good (the effector wrote ``PodScheduled=False``, reason
+  ``SlurmJobRejected``, with Slurm's error and a Warning Event) ⇒ no new submit until
+  :data:`RESUBMIT_AFTER_S` after that condition's ``lastTransitionTime``;
 * the job is RUNNING with nodes ⇒ each unbound pod is annotated ``slinky.slurm.net/slurm-node``
   and bound (Binding subresource) to the Kubernetes node mapped from its Slurm node; pods are
   spread over the job's nodes in name order;
@@ -61,8 +64,15 @@ from schemas.events import (
 from schemas.subjects import slurm_source
 
 NAME = "placement"
-CONDITION: str = "PodScheduled"
+CONDITION: str = wellknown.CONDITION_POD_SCHEDULED
 INVALID = "SlurmJobInvalid"
+#: Condition reason the Slurm effector writes when slurmrestd refuses a submit for good
+#: (the token's user lacks a role, a job larger than its partition, an unknown account …).
+REJECTED = wellknown.REASON_SLURM_JOB_REJECTED
+#: Seconds before a refused group is submitted again: the refusal usually needs a person
+#: (a role granted, an annotation fixed — which re-triggers at once through the pod), and a
+#: permanent refusal must never become a submit loop.
+RESUBMIT_AFTER_S = 300.0
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,6 +93,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     scheduler_name: str
     cluster: str
     default_partition: str = ""
+    #: The reconcile's wall clock (epoch seconds), for the back-off after a refused submit.
+    now: float = 0.0
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -165,6 +177,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         scheduler_name=ctx.scheduler_name,
         cluster=ctx.cluster,
         default_partition=ctx.default_partition,
+        now=ctx.now,
     )
 
 
@@ -251,7 +264,27 @@ def decide(v: View | None) -> Decision:
     )
 
 
+def _refused_until(v: View, live: list[KubePod]) -> float:
+    """When the group may be submitted again after Slurm refused its job (0: now). The
+    refusal is on the pods (condition ``PodScheduled=False``, reason :data:`REJECTED`, written
+    by the effector), so any worker, after any restart, sees it."""
+    times = [
+        c.last_transition
+        for p in live
+        if (c := p.condition(CONDITION)) is not None
+        and c.status == "False"
+        and c.reason == REJECTED
+    ]
+    return max(times) + RESUBMIT_AFTER_S if times else 0.0
+
+
 def _submit(v: View, live: list[KubePod]) -> Decision:
+    retry_at = _refused_until(v, live)
+    if retry_at > v.now:
+        return Decision(
+            requeue_after=retry_at - v.now,
+            reason=f"Slurm refused the group's job; submitting again in {retry_at - v.now:.0f} s",
+        )
     expected = v.workload.size if v.workload is not None else 0
     if v.group.root_key is not None and v.workload is None:
         return Decision(reason=f"waiting for {v.group.root_key} to be observed")

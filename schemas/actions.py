@@ -430,7 +430,7 @@ AnyAction = (
     | EnsureNodeSetPDB
 )
 
-Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped"]
+Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]
 
 
 class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"):
@@ -441,7 +441,8 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"
     ``at`` UTC nanoseconds. ``outcome``: ``ok`` (changed the world), ``noop`` (already as
     wanted), ``retry`` (transient failure, will be retried), ``failed`` (gave up),
     ``unsupported`` (the Slurm API version lacks the operation; recorded once),
-    ``skipped`` (a precondition no longer held, e.g. an administrator's drain).
+    ``skipped`` (a precondition no longer held, e.g. an administrator's drain),
+    ``rejected`` (Slurm refused it for good; the refusal is recorded on the objects).
     ``lease_revision``: the fencing token of the worker's lease when it acted (0: no leases).
     ``view_seq``: the last BRIDGE_OBS sequence the worker's projection had applied when it
     decided, and ``decided_at`` the clock (epoch seconds) the decision saw: together they let

@@ -93,12 +93,16 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
 
 
 class PodCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A Kubernetes pod condition (only ``PodScheduled`` is carried, see KubePod)."""
+    """A Kubernetes pod condition (only ``PodScheduled`` is carried, see KubePod).
+
+    ``last_transition``: ``lastTransitionTime`` as epoch seconds (0 when absent).
+    """
 
     type: str
     status: str
     reason: str = ""
     message: str = ""
+    last_transition: int = 0
 
 
 class OwnerRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):

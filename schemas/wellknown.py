@@ -69,6 +69,10 @@ OUR_REASON_PREFIXES: Final = (BRIDGE_REASON_PREFIX, OPERATOR_REASON_PREFIX)
 EXTERNAL_REASON_PREFIX: Final = BRIDGE_REASON_PREFIX + "External node ("
 #: Node condition slurmbridge sets on external nodes.
 CONDITION_SLURM_REGISTERED: Final = "SlurmNodeRegistered"
+#: The pod condition placement reports on (Kubernetes' own, as kube-scheduler writes it).
+CONDITION_POD_SCHEDULED: Final = "PodScheduled"
+#: ``PodScheduled=False`` reason: slurmrestd refused the group's placeholder job for good.
+REASON_SLURM_JOB_REJECTED: Final = "SlurmJobRejected"
 
 
 def external_removal_reason(kube_node: str) -> str:
@@ -79,6 +83,11 @@ def external_removal_reason(kube_node: str) -> str:
 def external_resize_reason(kube_node: str) -> str:
     """Drain reason while an external node whose resources changed is re-registered."""
     return f"{EXTERNAL_REASON_PREFIX}{kube_node}) changed resources: re-registering"
+
+
+def external_repartition_reason(kube_node: str) -> str:
+    """Drain reason while an external node whose partitions changed is re-registered."""
+    return f"{EXTERNAL_REASON_PREFIX}{kube_node}) changed partitions: re-registering"
 
 
 def cordon_drain_reason(kube_node: str) -> str:

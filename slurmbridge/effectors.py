@@ -485,6 +485,7 @@ class PodEffector:
         self.slurm = slurm
         self.placeholder_script = placeholder_script
         self.on_job_changed: Callable[[str, int], None] | None = None
+        self._events = KubeEffector(api)
 
     def _client(self, cluster: str) -> SlurmClient:
         try:
@@ -585,9 +586,12 @@ class PodEffector:
             )
             # The pods are read while Slurm takes the job, so once it exists (and may
             # already run) marking them costs one request each, not two.
-            job_id, read = await asyncio.gather(
-                submit, asyncio.gather(*(self._read(pod) for pod in action.pods))
-            )
+            try:
+                job_id, read = await asyncio.gather(
+                    submit, asyncio.gather(*(self._read(pod) for pod in action.pods))
+                )
+            except slurm_errors.Rejected as exc:
+                return await self._refused(action, exc)
             existing, raws = job_id, list(read)
             outcome = "ok"
             if self.on_job_changed is not None:
@@ -596,6 +600,42 @@ class PodEffector:
         return EffectResult(
             "ok" if "ok" in (outcome, marked.outcome) else "noop", f"Slurm job {existing}"
         )
+
+    async def _refused(self, action: SubmitSlurmJob, exc: slurm_errors.Rejected) -> EffectResult:
+        """Slurm refused the submit for good (a role the token lacks, a job Slurm cannot
+        take): say so on every pod, as kube-scheduler does for a pod it cannot place —
+        ``PodScheduled=False`` with reason ``SlurmJobRejected`` and Slurm's words, and a
+        Warning Event. ``placement`` reads the condition and waits before submitting again,
+        so a permanent refusal is never retried in a loop."""
+        message = f"Slurm refused the placeholder job: {exc}"
+        if isinstance(exc, slurm_errors.Forbidden):
+            message += (
+                " (the Slurm token's user lacks the role for this request; docs/slurm.md"
+                " lists the role the bridge needs)"
+            )
+        for pod in action.pods:
+            await self._condition(
+                SetPodCondition(
+                    pod=pod,
+                    type=wellknown.CONDITION_POD_SCHEDULED,
+                    status="False",
+                    reason=wellknown.REASON_SLURM_JOB_REJECTED,
+                    message=message,
+                )
+            )
+            await self._events.apply(
+                RecordEvent(
+                    api_version="v1",
+                    object_kind="Pod",
+                    name=pod.name,
+                    namespace=pod.namespace,
+                    uid=pod.uid,
+                    type="Warning",
+                    reason=wellknown.REASON_SLURM_JOB_REJECTED,
+                    message=message,
+                )
+            )
+        return EffectResult("rejected", message)
 
     async def _mark_all(
         self,
@@ -742,6 +782,15 @@ class PodEffector:
             return EffectResult("skipped", f"job {action.job_id} is not ours")
         if job.base_state in JOB_ENDED:
             return EffectResult("noop", f"job already {job.base_state}")
+        if not c.may_cancel(job):
+            # A user who is not an administrator cancelling someone else's job over REST
+            # deadlocks slurmctld (24.11.5 and 26.05.5); such a job was not submitted by us
+            # anyway (only an administrator can submit for another user).
+            return EffectResult(
+                "skipped",
+                f"job {action.job_id} belongs to {job.user_name!r}, not to the token's user "
+                f"{c.token_user!r}: not cancelled",
+            )
         await c.cancel_job(action.job_id)
         if self.on_job_changed is not None:
             self.on_job_changed(action.cluster, action.job_id)

@@ -30,6 +30,11 @@ Non-obvious choices:
   the only value on v0.0.38, which reports none); the raw value is ``server_last_update``.
   The cost is one or two extra full answers after each change; the gain is that no change is
   ever hidden (as long as the clocks agree within ``clock_skew``).
+* **A quiet conditional job listing is not a 304.** Slurm 24.11 and 26.05 answer
+  ``GET jobs/?update_time=T`` with nothing changed since ``T`` by HTTP 200, ``"jobs": []``,
+  ``last_update`` 0 and the warning "No job changes since update_time[T]". A conditional
+  data_parser listing with no items and no ``last_update`` is therefore returned as ``None``
+  (unchanged), never as an empty listing: read as one it would tombstone every job.
 * **Released slurmrestd's conditional-listing bug.** slurmrestd 22.05 up to at least 26.05.3
   answers ``GET nodes?update_time=T`` with HTTP 500 (error_number -1) when nodes changed
   since ``T`` but partitions did not. When a conditional request fails with a Slurm error the
@@ -52,6 +57,7 @@ Non-obvious choices:
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import re
@@ -71,10 +77,12 @@ from slurmbridge.slurm.codecs._common import Codec, ItemMemo, JobStateMemo, erro
 from slurmbridge.slurm.errors import (
     BadResponse,
     Conflict,
+    Forbidden,
     MissingToken,
     NotFound,
     Rejected,
     SlurmError,
+    Unauthorized,
     Unavailable,
     Unsupported,
     classify,
@@ -127,6 +135,61 @@ _INVALID_NODE_STATE: Final = 2028
 #: ESLURM_INVALID_JOB_ID and ESLURM_ALREADY_DONE (slurm_errno.h).
 _INVALID_JOB_ID: Final = 2017
 _ALREADY_DONE: Final = 2021
+
+
+#: 26.05's ping ``status`` for a token slurmctld rejects: "Protocol authentication error".
+_AUTH_TEXT: Final = "authentication error"
+#: Users Slurm treats as administrators whatever the accounting database says (root, and the
+#: conventional SlurmUser).
+_ADMIN_USERS: Final = frozenset({"root", "slurm"})
+
+
+def _jwt_user(token: str) -> str:
+    """The ``sun`` claim of a JWT (``""`` when ``token`` is not one)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return ""
+    try:
+        payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+        claims = msgspec.json.decode(payload, type=dict[str, object])
+    except (ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        return ""
+    user = claims.get("sun") or claims.get("username")
+    return user if isinstance(user, str) else ""
+
+
+_CANCEL_DONE: Final = frozenset({0, _INVALID_JOB_ID, _ALREADY_DONE})
+
+
+class _KillError(msgspec.Struct, frozen=True):
+    code: int = 0
+    string: str = ""
+    message: str = ""
+
+
+class _KillStatus(msgspec.Struct, frozen=True):
+    error: _KillError | None = None
+
+
+class _KillResp(msgspec.Struct, frozen=True):
+    status: list[_KillStatus] | None = None
+
+
+_KILL: Final = msgspec.json.Decoder(_KillResp)
+
+
+def _kill_failures(body: bytes) -> list[tuple[int, str]]:
+    """``(code, text)`` of each entry of a cancel answer's ``status`` list (v0.0.42+'s
+    openapi_kill_jobs_resp); none for other shapes (v0.0.38 has no such list)."""
+    try:
+        parsed = _KILL.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+    return [
+        (e.error.code, e.error.message or e.error.string or f"Slurm error {e.error.code}")
+        for e in parsed.status or ()
+        if e.error is not None
+    ]
 
 
 class _OpenAPIPaths(msgspec.Struct, frozen=True):
@@ -211,6 +274,20 @@ def _check_capability(codec: Codec, operation: str) -> None:
         raise Unsupported(codec.version, operation)
 
 
+def _quiet_answer(codec: Codec, result: NodeList | PartitionList | JobList) -> bool:
+    """A data_parser answer to a conditional listing that says "nothing changed": no items
+    and no ``last_update`` (a listing that really became empty carries the time it changed).
+    v0.0.38 reports no ``last_update`` at all and answers 304 when nothing changed, so an
+    empty answer there is a real, empty listing."""
+    if codec.version == "v0.0.38" or result.server_last_update:
+        return False
+    if isinstance(result, NodeList):
+        return not result.nodes
+    if isinstance(result, PartitionList):
+        return not result.partitions
+    return not result.jobs
+
+
 def _normalise_version(version: str) -> str:
     v = version.strip()
     return v if v.startswith("v") else f"v{v}"
@@ -269,6 +346,9 @@ class SlurmClient:
         self._memos: dict[tuple[str, str], ItemMemo] = {}
         self._lock = asyncio.Lock()
         self.offered: tuple[str, ...] = ()
+        #: False once slurmrestd refused a job's ``admin_comment`` (the token's user is not an
+        #: operator): later submits leave it out (:meth:`submit_job`).
+        self.admin_comment_allowed = True
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout),
@@ -405,6 +485,35 @@ class SlurmClient:
             memo = self._memos[key] = ItemMemo()
         return memo
 
+    # --- who we are ----------------------------------------------------------------------------
+
+    @property
+    def token_user(self) -> str:
+        """The Slurm user requests act as: ``X-SLURM-USER-NAME`` when configured, else the
+        ``sun`` claim of the JWT (read, not verified: slurmctld verifies it); ``""`` when
+        neither can be told (no token, a token that is not a JWT)."""
+        if self.user_name:
+            return self.user_name
+        if self._token is None:
+            return ""
+        try:
+            return _jwt_user(self._token.read())
+        except MissingToken:
+            return ""
+
+    def may_cancel(self, job: Job) -> bool:
+        """Whether cancelling ``job`` is safe for the token's user: its own job, or any job
+        for root / ``slurm`` (administrators), or when either user cannot be told.
+
+        Why: a user who is not an administrator cancelling another user's job over REST
+        deadlocks slurmctld (``job_mgr_signal_jobs`` → ``validate_operator_locked``; Slurm
+        24.11.5 and 26.05.5, where ``scancel`` refuses cleanly).
+        """
+        me = self.token_user
+        if not me or not job.user_name or me in _ADMIN_USERS:
+            return True
+        return job.user_name == me
+
     # --- HTTP ----------------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
@@ -505,13 +614,44 @@ class SlurmClient:
 
         Raises:
             Unavailable: slurmrestd unreachable, timed out, or 502/503/504.
-            Unauthorized / Unsupported / Rejected / BadResponse: see :mod:`.errors`.
+            Unauthorized: the token is rejected — also when slurmrestd answers the ping itself
+                with "not responding" because slurmctld refused the token (24.11+).
+            Unsupported / Rejected / BadResponse: see :mod:`.errors`.
         """
         codec = await self._get_codec()
         resp = await self._get(codec, codec.paths.ping, "ping")
         if resp is None:
             return Ping(responding=False, api_version=codec.version, error="HTTP 304 on ping")
-        return codec.decode_ping(resp.content)
+        ping = codec.decode_ping(resp.content)
+        if not ping.responding and codec.version != "v0.0.38":
+            await self._check_token_after_ping(codec, ping)
+        return ping
+
+    async def _check_token_after_ping(self, codec: Codec, ping: Ping) -> None:
+        """Tell a rejected token from a silent slurmctld after a ping that nobody answered.
+
+        slurmrestd forwards the JWT to slurmctld, and a ping with a token slurmctld rejects is
+        HTTP 200 ``responding: false`` (26.05.5 adds ``status: "Protocol authentication
+        error"``, 24.11.5 says nothing). A conditional partition listing (304 when nothing
+        changed: a few bytes) tells the two apart: a rejected token answers 511 / 1007.
+
+        Raises:
+            Unauthorized: slurmctld rejects the token.
+        """
+        if _AUTH_TEXT in ping.error.lower():
+            raise Unauthorized(f"ping: slurmctld rejected the token ({ping.error})", status=200)
+        params = {"update_time": codec.update_time_param(int(self._clock()))}
+        try:
+            await self._get(codec, codec.paths.partitions, "ping", params)
+        except Unauthorized as exc:
+            raise Unauthorized(
+                f"ping: no slurmctld answered the token, and slurmrestd says why: {exc}",
+                status=exc.status,
+                error_number=exc.error_number,
+                errors=exc.errors,
+            ) from None
+        except SlurmError:
+            return
 
     async def list_nodes(self, update_time: int | None = None) -> NodeList | None:
         """All nodes; ``None`` when nothing changed since ``update_time`` (epoch seconds).
@@ -591,6 +731,12 @@ class SlurmClient:
             result = decode(resp.content)
         if result is None:
             self._raise(resp, operation, codec)
+        if params is not None and _quiet_answer(codec, result):
+            # Slurm 24.11+/26.05 answer a conditional job listing with no change since T by
+            # HTTP 200, an empty list, last_update 0 and a warning "No job changes since
+            # update_time[T]" (recorded from 24.11.5 and 26.05.5), not 304: "unchanged",
+            # never "every job is gone" (module docstring).
+            return None
         # the newest second that no later change can share (module docstring)
         settled = int(sent - self.clock_skew) - 1
         watermark = min(result.server_last_update or settled, settled)
@@ -773,11 +919,33 @@ class SlurmClient:
         is submitted per API version.
 
         Raises:
+            Forbidden: the token's user may not submit it (2002; e.g. ``user_id`` names
+                another user). A refused ``admin_comment`` alone is not raised: the job is
+                submitted again without it, and :attr:`admin_comment_allowed` turns False.
             Rejected: Slurm refused it (e.g. 2003 invalid partition, 2014 too many nodes).
             Unavailable / Unauthorized / Unsupported / BadResponse.
         """
         codec = await self._get_codec()
         operation = f"submit_job {job.name}"
+        if job.admin_comment and not self.admin_comment_allowed:
+            job = msgspec.structs.replace(job, admin_comment="")
+        try:
+            return await self._submit(codec, operation, job)
+        except Forbidden:
+            if not job.admin_comment:
+                raise
+        # Only an operator or administrator may set admin_comment (Slurm 24.11+: 2002
+        # otherwise). Ownership lives in ``comment``, which any user may set, so the job is
+        # submitted again without it, and later jobs leave it out from the start.
+        self.admin_comment_allowed = False
+        log.warning(
+            "slurmrestd at %s refused admin_comment (the token's user is not a Slurm operator):"
+            " placeholder jobs are submitted without Slinky's pod list in admin_comment",
+            self.base_url,
+        )
+        return await self._submit(codec, operation, msgspec.structs.replace(job, admin_comment=""))
+
+    async def _submit(self, codec: Codec, operation: str, job: JobSubmit) -> int:
         body = codec.encode_submit(job)
         resp = await self._send("POST", codec.paths.job_submit, operation=operation, content=body)
         if resp.status_code >= 300 or error_report(resp.content).error_number:
@@ -815,6 +983,15 @@ class SlurmClient:
             return
         if resp.status_code >= 300 or number:
             self._raise(resp, operation, codec)
+        # Slurm 24.11/26.05 answer HTTP 200 with an empty ``errors`` list and put each job's
+        # failure in ``status[].error.code`` (openapi_kill_jobs_resp), e.g. 2017 for an
+        # unknown job, 2021 for one already done (recorded from 24.11.5 and 26.05.5).
+        failures = [f for f in _kill_failures(resp.content) if f[0] not in _CANCEL_DONE]
+        if failures:
+            code, text = failures[0]
+            detail = self._scrub(text)
+            message = f"{operation}: HTTP {resp.status_code}, error code {code}: {detail}"
+            raise classify(resp.status_code, code, message, (detail,))
 
     async def drain(self, name: str, reason: str) -> None:
         """DRAIN node ``name`` with ``reason`` (Slurm requires one; jobs keep running).

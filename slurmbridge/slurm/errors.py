@@ -2,14 +2,17 @@
 
 Callers decide on the type, never on message text: an effector retries :class:`Unavailable`
 and :class:`Conflict`, treats :class:`NotFound` as "already gone", records :class:`Unsupported`
-once (the API version cannot do it; retrying will not help) and gives up on :class:`Rejected`.
+once (the API version cannot do it; retrying will not help) and gives up on :class:`Rejected`
+(including :class:`Forbidden`: the token's user lacks the role, which no retry changes).
 
 Why classify by ``error_number`` and not only by HTTP status: slurmrestd answers most Slurm
 errors with HTTP 500 whatever their cause — an unknown node name is ``500`` with
 ``error_number`` 2018 (``ESLURM_INVALID_NODE_NAME``), an unreachable slurmctld is ``500`` with
 1800 (``SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR``) on 22.05 — while newer releases map a few
 numbers to other statuses (unknown job ⇒ 404, slurmctld unreachable ⇒ 502, a token slurmctld
-rejects ⇒ 511). The number is the stable part; the status is a hint. Slurm 22.05 (v0.0.38)
+rejects ⇒ 511), and Slurm 26.05 answers with 422 what 24.11 answers with 500 (recorded from
+24.11.5 and 26.05.5). The errno set depends on the Slurm release, not on the API version a
+request names. The number is the stable part; the status is a hint. Slurm 22.05 (v0.0.38)
 spells the field ``errno`` in some answers and ``error_number`` in others; both are read.
 
 The numbers come from ``slurm/slurm_errno.h`` (values checked against Slurm 22.05-26.05).
@@ -27,6 +30,7 @@ from typing import Final
 __all__ = [
     "BadResponse",
     "Conflict",
+    "Forbidden",
     "NotFound",
     "Rejected",
     "SlurmError",
@@ -82,8 +86,8 @@ class Unavailable(SlurmError):  # noqa: N818 (names fixed by the design)
 
 
 class Unauthorized(SlurmError):  # noqa: N818 (names fixed by the design)
-    """Authentication or authorization failed (HTTP 401/403/511, Slurm 1007, 2002, 2010,
-    6000-6011, 9004/9005/9008), or the token file cannot be read."""
+    """Authentication failed (HTTP 401/403/511, Slurm 1007, 6000-6011, 9004/9005/9008), or the
+    token file cannot be read. A rotated or corrected token may cure it."""
 
 
 class MissingToken(Unauthorized):
@@ -94,6 +98,15 @@ class MissingToken(Unauthorized):
 class Rejected(SlurmError):  # noqa: N818 (names fixed by the design)
     """Slurm refused the request for another reason; ``errors`` has Slurm's text and
     ``error_number`` its errno. Not transient as such: do not retry blindly."""
+
+
+class Forbidden(Rejected):
+    """The token was accepted, but its user may not do this (Slurm 2002
+    ``ESLURM_ACCESS_DENIED``, 2010 ``ESLURM_USER_ID_MISSING``): e.g. setting a job's
+    ``admin_comment``, updating, creating or deleting nodes on Slurm 24.11+ without the
+    operator or administrator role (``sacctmgr modify user <name> set adminlevel=operator``,
+    or the token of ``SlurmUser``/root). Permanent for the request: retrying with the same
+    token cannot succeed (docs/slurm.md says which role each reconciler needs)."""
 
 
 class BadResponse(SlurmError):  # noqa: N818 (names fixed by the design)
@@ -154,11 +167,15 @@ _UNAVAILABLE: Final = frozenset(
         7000,  # ESLURM_DB_CONNECTION
     }
 )
+_FORBIDDEN: Final = frozenset(
+    {
+        2002,  # ESLURM_ACCESS_DENIED
+        2010,  # ESLURM_USER_ID_MISSING
+    }
+)
 _UNAUTHORIZED: Final = frozenset(
     {
         1007,  # SLURM_PROTOCOL_AUTHENTICATION_ERROR
-        2002,  # ESLURM_ACCESS_DENIED
-        2010,  # ESLURM_USER_ID_MISSING
         *range(6000, 6012),  # ESLURM_AUTH_*
         9004,
         9005,  # ESLURM_REST_MISSING_UID / _GID
@@ -193,6 +210,8 @@ def classify(
         cls = Unavailable
     elif error_number in _UNAUTHORIZED:
         cls = Unauthorized
+    elif error_number in _FORBIDDEN:
+        cls = Forbidden
     elif status == 404:
         cls = NotFound
     elif status == 409:

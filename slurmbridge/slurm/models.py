@@ -195,6 +195,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     comment: str = ""
     flags: tuple[str, ...] = ()
     user_id: int | None = None
+    #: The job's owner (``user_name``; ``""`` when the answer has none).
+    user_name: str = ""
     submit_time: int = 0
     start_time: int = 0
     end_time: int = 0

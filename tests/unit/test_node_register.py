@@ -178,9 +178,21 @@ CASES = [
     ),
     Case("registered, condition set ⇒ nothing", (kn(cond=REGISTERED), part("batch"), sn()), []),
     Case(
-        "partitions changed ⇒ features in place",
+        # Real Slurm (26.05.5) keeps a dynamic node in the partitions it joined at creation
+        # whatever its features become: only a new node moves.
+        "partitions changed ⇒ drain to re-register",
         (kn(parts="batch,gpu", cond=REGISTERED), part("batch"), part("gpu"), sn()),
-        ["UpdateSlurmNodeFeatures"],
+        ["DrainSlurmNode", "RecordEvent"],
+    ),
+    Case(
+        "partitions changed, drained and idle ⇒ delete",
+        (
+            kn(parts="batch,gpu", cond=REGISTERED),
+            part("batch"),
+            part("gpu"),
+            sn("k1", "IDLE", "DRAIN", reason=wellknown.external_repartition_reason("k1")),
+        ),
+        ["DeleteSlurmNode", "RecordEvent"],
     ),
     Case(
         "cpus changed ⇒ drain first",

@@ -19,6 +19,7 @@ from slurmbridge.slurm.codecs._common import NoVal, error_report, noval, state_t
 from slurmbridge.slurm.errors import (
     BadResponse,
     Conflict,
+    Forbidden,
     NotFound,
     Rejected,
     SlurmError,
@@ -563,12 +564,31 @@ def test_bad_hostlist_is_bad_response() -> None:
         (NodeUpdate(state=("DRAIN",), reason="why"), {"state": ["DRAIN"], "reason": "why"}),
         (NodeUpdate(state=("UNDRAIN",)), {"state": ["UNDRAIN"]}),
         (NodeUpdate(state=("RESUME",)), {"state": ["RESUME"]}),
-        (NodeUpdate(features=("a", "b"), comment=""), {"features": ["a", "b"], "comment": ""}),
+        (
+            NodeUpdate(features=("a", "b"), comment=""),
+            {"features": ["a", "b"], "features_act": ["a", "b"], "comment": ""},
+        ),
+        # Slurm 24.11.5/26.05.5 ignore "features": [] and clear only on [""]; available
+        # features without the active ones are refused (2031), so both go together.
+        (NodeUpdate(features=()), {"features": [""], "features_act": [""]}),
         (NodeUpdate(reason=""), {"reason": ""}),
     ],
 )
 def test_encode_node_update(version: str, update: NodeUpdate, expected: dict[str, Any]) -> None:
     assert json.loads(codecs.get(version).encode_node_update(update)) == expected
+
+
+@pytest.mark.parametrize("version", DATA_PARSER_VERSIONS)
+@pytest.mark.parametrize(
+    ("nodes", "expected"), [((), [""]), (("n1", "n2"), ["n1", "n2"])]
+)
+def test_encode_job_update_clears_with_an_empty_string(
+    version: str, nodes: tuple[str, ...], expected: list[str]
+) -> None:
+    """Slurm 24.11.5/26.05.5 leave a pending job's ExcNodeList as it was for
+    ``"excluded_nodes": []`` and clear it for ``[""]``."""
+    body = json.loads(codecs.get(version).encode_job_update(nodes))
+    assert body == {"excluded_nodes": expected}
 
 
 @pytest.mark.parametrize(
@@ -621,7 +641,8 @@ def test_codec_registry() -> None:
         (403, 0, Unauthorized),
         (511, 1007, Unauthorized),
         (500, 1007, Unauthorized),
-        (500, 2002, Unauthorized),
+        (500, 2002, Forbidden),  # the user lacks the role: permanent
+        (422, 2002, Forbidden),  # 26.05's status for the same answer
         (500, 6001, Unauthorized),
         (500, 2028, Conflict),  # invalid node state (24.11/25.05)
         (500, 2180, Conflict),  # invalid node state transition (25.11+)
@@ -775,7 +796,7 @@ async def test_token_never_in_errors_or_repr(tmp_path: Path) -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError(f"refused while sending {request.headers}", request=request)
 
-    for handler, expected in ((echo, Unauthorized), (refuse, Unavailable)):
+    for handler, expected in ((echo, Forbidden), (refuse, Unavailable)):
         async with _client(handler, tmp_path) as client:
             assert TOKEN not in repr(client)
             assert TOKEN not in str(client.__dict__.get("_token"))

@@ -16,10 +16,10 @@ from slurmbridge.slurm import codecs
 from slurmbridge.slurm.client import OPERATIONS, SlurmClient
 from slurmbridge.slurm.errors import (
     Conflict,
+    Forbidden,
     NotFound,
     Rejected,
     SlurmError,
-    Unauthorized,
     Unavailable,
     Unsupported,
     classify,
@@ -82,13 +82,15 @@ def test_capabilities_and_paths(version: str) -> None:
 @pytest.mark.parametrize("version", ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"])
 @pytest.mark.parametrize(
     ("features", "expected"),
-    [(("gpu", "batch"), ["gpu", "batch"]), (("batch",), ["batch"]), ((), [])],
+    [(("gpu", "batch"), ["gpu", "batch"]), (("batch",), ["batch"]), ((), [""])],
 )
 def test_feature_update_encoding(
     version: str, features: tuple[str, ...], expected: list[str]
 ) -> None:
     body = codecs.get(version).encode_node_update(NodeUpdate(features=features))
-    assert json.loads(body) == {"features": expected}  # csv_string: an array of strings
+    # csv_string: an array of strings; [""] clears (Slurm ignores []); the active features go
+    # with them, or Slurm 26.05 refuses with 2031 "Active features not subset of available".
+    assert json.loads(body) == {"features": expected, "features_act": expected}
 
 
 @pytest.mark.parametrize("features", [("a,b",), ("",), (" a",), ("a b",)])
@@ -200,7 +202,7 @@ async def test_create_node_strips_and_accepts_lower_case_key(tmp_path: Path) -> 
         ("create", _error(500, 2168, "Failure to create node"), Conflict, 2168),
         ("create", _error(500, 2028, "Failure to create node"), Rejected, 2028),
         ("create", _error(500, -1, "Failure to create node"), Rejected, -1),
-        ("create", _error(500, 2010), Unauthorized, 2010),  # not SlurmUser / root
+        ("create", _error(500, 2010), Forbidden, 2010),  # not SlurmUser / root
         ("create", _error(502, 1800), Unavailable, 1800),
         ("create", httpx.Response(404, text="Unable find requested URL."), Unsupported, 0),
         ("delete", _error(500, 2018, "Failure to delete node k8s-a"), NotFound, 2018),

@@ -131,6 +131,7 @@ class _Job(msgspec.Struct, frozen=True):
     comment: str | None = None
     flags: list[str] | None = None
     user_id: int | None = None
+    user_name: str | None = None
     submit_time: NoVal | int | None = None
     start_time: NoVal | int | None = None
     end_time: NoVal | int | None = None
@@ -291,6 +292,7 @@ def job_of(j: _Job) -> Job:
         comment=j.comment or "",
         flags=tuple(j.flags or ()),
         user_id=j.user_id,
+        user_name=j.user_name or "",
         submit_time=noval(j.submit_time) or 0,
         start_time=noval(j.start_time) or 0,
         end_time=noval(j.end_time) or 0,
@@ -379,6 +381,8 @@ class _Ping(msgspec.Struct, frozen=True):
     responding: bool | None = None
     pinged: str | None = None
     primary: bool | None = None
+    #: 26.05: why a controller did not answer ("Protocol authentication error").
+    status: str | None = None
 
 
 class _Pings(msgspec.Struct, frozen=True):
@@ -397,7 +401,15 @@ class _UpdateNodeMsg(msgspec.Struct, frozen=True, omit_defaults=True):
     state: list[str] | msgspec.UnsetType = msgspec.UNSET
     reason: str | msgspec.UnsetType = msgspec.UNSET
     features: list[str] | msgspec.UnsetType = msgspec.UNSET
+    features_act: list[str] | msgspec.UnsetType = msgspec.UNSET
     comment: str | msgspec.UnsetType = msgspec.UNSET
+
+
+def _csv_list(values: tuple[str, ...]) -> list[str]:
+    """A ``csv_string`` list that also clears: slurmrestd ignores ``[]`` (it leaves the field
+    as it was) and clears it only for ``[""]`` (Slurm 24.11.5 and 26.05.5, node features and
+    a job's ``excluded_nodes``)."""
+    return list(values) if values else [""]
 
 
 class _NodesRaw(msgspec.Struct, frozen=True):
@@ -452,7 +464,8 @@ class DataParserCodec(Codec):
         )
         error = ""
         if not responding:
-            error = "; ".join(error_report(body).texts) or "no slurmctld responded"
+            why = [*error_report(body).texts, *(p.status for p in pings if p.status)]
+            error = "; ".join(dict.fromkeys(why)) or "no slurmctld responded"
         primary_first = sorted(pings, key=lambda p: not p.primary)
         return Ping(
             responding=responding,
@@ -519,7 +532,13 @@ class DataParserCodec(Codec):
         msg = _UpdateNodeMsg(
             state=list(update.state) if update.state else msgspec.UNSET,
             reason=update.reason if update.reason is not None else msgspec.UNSET,
-            features=list(update.features) if update.features is not None else msgspec.UNSET,
+            features=_csv_list(update.features) if update.features is not None else msgspec.UNSET,
+            # Without a NodeFeatures plugin Slurm refuses available features that do not
+            # contain the active ones (2031 "Active features not subset of available
+            # features"), so both are sent together (26.05.5).
+            features_act=(
+                _csv_list(update.features) if update.features is not None else msgspec.UNSET
+            ),
             comment=update.comment if update.comment is not None else msgspec.UNSET,
         )
         return _ENCODER.encode(msg)
@@ -533,8 +552,8 @@ class DataParserCodec(Codec):
 
     def encode_job_update(self, excluded_nodes: tuple[str, ...]) -> bytes:
         """``job_desc_msg`` for ``POST job/{job_id}``: the new ``excluded_nodes`` (a
-        csv_string list; empty clears it)."""
-        return _ENCODER.encode({"excluded_nodes": list(excluded_nodes)})
+        csv_string list; empty clears it, sent as ``[""]``: Slurm ignores ``[]``)."""
+        return _ENCODER.encode({"excluded_nodes": _csv_list(excluded_nodes)})
 
     def encode_submit(self, job: JobSubmit) -> bytes:
         """``job_submit_req``: ``{"job": job_desc_msg}``. ``external`` ⇒ flag ``EXTERNAL_JOB``

@@ -1,0 +1,299 @@
+"""The client against answers recorded from real Slurm 24.11.5 and 26.05.5 (issue 16).
+
+Each body below is what a real slurmrestd sent (``meta`` trimmed), recorded with curl against
+the project's rig (``slurmbridge.realslurm_modern``). The simulator reproduces the same answers
+(tests/integration/test_sim_real_answers.py) and the real_slurm tier repeats each exchange
+against the real servers; these tests pin the client's reading of them without any server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.slurm.errors import Forbidden, Rejected, Unauthorized
+from slurmbridge.slurm.models import Job, JobSubmit, NodeUpdate
+
+META = {"plugin": {"type": "openapi/slurmctld", "data_parser": "data_parser/v0.0.45"}}
+
+
+def _jwt(user: str) -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'HS256'})}.{part({'sun': user, 'exp': 1})}.c2ln"
+
+
+def _client(
+    handler: Any, tmp_path: Path, *, user: str = "root", version: str = "v0.0.45"
+) -> SlurmClient:
+    token_file = tmp_path / "token"
+    token_file.write_text(_jwt(user) + "\n")
+    return SlurmClient(
+        "http://slurm.test:6820", token_file, None, version, 5.0,
+        transport=httpx.MockTransport(handler),
+    )
+
+
+def _nv(n: int) -> dict[str, Any]:
+    return {"set": True, "infinite": False, "number": n}
+
+
+# --- finding 1: a quiet conditional job listing --------------------------------------------
+
+#: GET /slurm/v0.0.45/jobs/?update_time=1795586466 with no job change since (26.05.5; 24.11.5
+#: answers the same on v0.0.42).
+QUIET_JOBS = {
+    "jobs": [],
+    "last_backfill": _nv(0),
+    "last_update": _nv(0),
+    "meta": META,
+    "errors": [],
+    "warnings": [
+        {
+            "description": "No job changes since update_time[1795586466]=2026-11-25T06:01:06",
+            "source": "op_handler_jobs",
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("version", ["v0.0.42", "v0.0.45"])
+async def test_a_quiet_conditional_job_listing_means_unchanged(
+    tmp_path: Path, version: str
+) -> None:
+    async with _client(lambda r: httpx.Response(200, json=QUIET_JOBS), tmp_path,
+                       version=version) as c:
+        assert await c.list_jobs(update_time=1795586466) is None
+
+
+async def test_a_listing_that_really_became_empty_is_empty(tmp_path: Path) -> None:
+    """Every job purged: the answer carries the time of that change, so it is a listing."""
+    body = {**QUIET_JOBS, "last_update": _nv(1795586400), "warnings": []}
+    async with _client(lambda r: httpx.Response(200, json=body), tmp_path) as c:
+        listing = await c.list_jobs(update_time=1795586300)
+    assert listing is not None
+    assert listing.jobs == ()
+
+
+async def test_an_unconditional_empty_listing_is_empty(tmp_path: Path) -> None:
+    async with _client(lambda r: httpx.Response(200, json=QUIET_JOBS), tmp_path) as c:
+        listing = await c.list_jobs()
+    assert listing is not None
+    assert listing.jobs == ()
+
+
+# --- finding 2: admin_comment needs an operator ---------------------------------------------
+
+#: POST job/submit with admin_comment by a plain user: 26.05.5 answers 422, 24.11.5 500.
+ACCESS_DENIED = {
+    "meta": META,
+    "errors": [
+        {
+            "description": "Batch job submission failed",
+            "error_number": 2002,
+            "error": "Access/permission denied",
+            "source": "slurm_submit_batch_job()",
+        }
+    ],
+    "warnings": [],
+}
+
+
+@pytest.mark.parametrize("status", [422, 500])
+async def test_a_refused_admin_comment_is_left_out_and_the_job_submitted(
+    tmp_path: Path, status: int
+) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        job = json.loads(request.content)["job"]
+        sent.append(job)
+        if "admin_comment" in job:
+            return httpx.Response(status, json=ACCESS_DENIED)
+        return httpx.Response(200, json={"job_id": 7, "step_id": "batch", "errors": []})
+
+    job = JobSubmit(name="g", admin_comment='{"pods":["ns/p"]}', comment="marker")
+    async with _client(handler, tmp_path, user="alice") as c:
+        assert await c.submit_job(job) == 7
+        assert not c.admin_comment_allowed
+        assert await c.submit_job(job) == 7
+    assert ["admin_comment" in j for j in sent] == [True, False, False]
+    assert all(j["comment"] == "marker" for j in sent)
+
+
+async def test_access_denied_without_admin_comment_is_forbidden_not_retried(
+    tmp_path: Path,
+) -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(422, json=ACCESS_DENIED)
+
+    async with _client(handler, tmp_path, user="alice") as c:
+        with pytest.raises(Forbidden) as info:
+            await c.submit_job(JobSubmit(name="g", admin_comment="x", comment="m"))
+    assert calls == 2  # once with admin_comment, once without; then it is Slurm's answer
+    assert isinstance(info.value, Rejected)  # permanent: effectors give up, never loop
+    assert info.value.error_number == 2002
+
+
+# --- finding 3 and 4: clearing lists --------------------------------------------------------
+
+
+async def test_clearing_features_sends_an_empty_string_with_the_active_ones(
+    tmp_path: Path,
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json={"meta": META, "errors": [], "warnings": []})
+
+    async with _client(handler, tmp_path) as c:
+        await c.update_node("ext1", NodeUpdate(features=()))
+        await c.set_job_excluded_nodes(3, ())
+    assert seen == [{"features": [""], "features_act": [""]}, {"excluded_nodes": [""]}]
+
+
+# --- finding 5: cancel failures in status[] -------------------------------------------------
+
+
+def _kill(code: int, text: str) -> dict[str, Any]:
+    """DELETE job/{id} as 24.11.5/26.05.5 answer it: HTTP 200, errors empty, the failure in
+    ``status[].error``."""
+    return {
+        "status": [
+            {
+                "error": {"string": text, "code": code, "message": text},
+                "step_id": "9",
+                "job_id": _nv(9),
+                "federation": {"sibling": ""},
+            }
+        ],
+        "meta": META,
+        "errors": [],
+        "warnings": [],
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"status": [], "meta": META, "errors": [], "warnings": []},
+        _kill(2021, "Job/step already completing or completed"),
+        _kill(2017, "Invalid job id specified"),
+    ],
+    ids=["cancelled", "already-done", "unknown"],
+)
+async def test_cancel_done_answers(tmp_path: Path, body: dict[str, Any]) -> None:
+    async with _client(lambda r: httpx.Response(200, json=body), tmp_path) as c:
+        await c.cancel_job(9)
+
+
+async def test_cancel_failure_in_status_is_raised(tmp_path: Path) -> None:
+    body = _kill(2002, "Access/permission denied")
+    async with _client(lambda r: httpx.Response(200, json=body), tmp_path) as c:
+        with pytest.raises(Forbidden, match="2002"):
+            await c.cancel_job(9)
+
+
+def test_only_an_administrator_cancels_another_users_job(tmp_path: Path) -> None:
+    """A non-administrator cancelling another user's job over REST deadlocks slurmctld
+    (24.11.5 and 26.05.5): the client says when that would happen."""
+    theirs = Job(job_id=9, user_name="bob")
+    mine = Job(job_id=9, user_name="alice")
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("no request expected")
+
+    assert not _client(refuse, tmp_path, user="alice").may_cancel(theirs)
+    assert _client(refuse, tmp_path, user="alice").may_cancel(mine)
+    assert _client(refuse, tmp_path, user="root").may_cancel(theirs)
+    assert _client(refuse, tmp_path, user="alice").token_user == "alice"
+
+
+# --- finding 6: a rejected token on ping -----------------------------------------------------
+
+#: GET ping/ with a token slurmctld rejects: HTTP 200.
+PING_26 = {
+    "pings": [
+        {
+            "hostname": "vm",
+            "responding": False,
+            "latency": 10484,
+            "primary": True,
+            "status": "Protocol authentication error",
+        }
+    ],
+    "meta": META,
+    "errors": [],
+    "warnings": [],
+}
+PING_24 = {
+    "pings": [
+        {
+            "hostname": "vm",
+            "pinged": "DOWN",
+            "responding": False,
+            "latency": 11407,
+            "mode": "primary",
+            "primary": True,
+        }
+    ],
+    "meta": META,
+    "errors": [],
+    "warnings": [],
+}
+#: GET nodes/partitions with that token (24.11.5 and 26.05.5).
+AUTH_511 = {
+    "meta": META,
+    "errors": [
+        {
+            "description": "Failure to query nodes",
+            "error_number": 1007,
+            "error": "Protocol authentication error",
+            "source": "_dump_nodes",
+        }
+    ],
+    "warnings": [],
+}
+
+
+async def test_a_rejected_token_on_26_05_ping_is_unauthorized(tmp_path: Path) -> None:
+    async with _client(lambda r: httpx.Response(200, json=PING_26), tmp_path) as c:
+        with pytest.raises(Unauthorized, match="authentication"):
+            await c.ping()
+
+
+async def test_a_rejected_token_on_24_11_ping_is_unauthorized(tmp_path: Path) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/ping/"):
+            return httpx.Response(200, json=PING_24)
+        return httpx.Response(511, json=AUTH_511)
+
+    async with _client(handler, tmp_path, version="v0.0.42") as c:
+        with pytest.raises(Unauthorized, match="1007"):
+            await c.ping()
+
+
+async def test_a_silent_controller_is_still_a_ping_not_an_auth_error(tmp_path: Path) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/ping/"):
+            return httpx.Response(200, json=PING_24)
+        return httpx.Response(
+            500,
+            json={"errors": [{"error_number": 1001, "error": "Unable to contact controller"}]},
+        )
+
+    async with _client(handler, tmp_path, version="v0.0.42") as c:
+        ping = await c.ping()
+    assert not ping.responding
