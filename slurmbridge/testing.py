@@ -324,6 +324,11 @@ class Stack:
             seq = (msg.seq or seq) + 1
         return out
 
+    async def observations(self, subject: str = "bridge.obs.>") -> list[bytes]:
+        """Every observation in BRIDGE_OBS on ``subject`` (a filter), oldest first, as the
+        raw JSON published (decode with :func:`schemas.events.decode` when needed)."""
+        return await self._read_all(streams.OBS_STREAM, subject)
+
     async def action_records(self) -> list[ActionRecord]:
         """Every action record in BRIDGE_ACT, oldest first."""
         return [

@@ -4,8 +4,9 @@ Who uses it: the integration tests, ``slurmbridge demo`` and ``slurmbridge sim s
 (through :func:`serve`), and benchmarks (through :attr:`SlurmSim.on_update`,
 :attr:`SlurmSim.on_create` and :attr:`SlurmSim.on_delete`). Its fidelity is
 itself tested: every response is validated against the real OpenAPI documents in
-``tests/data/slurm-openapi/``, and its behaviour is the one observed on a real Slurm 22.05 and
-read in Slurm's sources for the newer releases.
+``tests/data/slurm-openapi/``, and its behaviour is the one observed on a real Slurm 22.05,
+24.11.5 and 26.05.5 (each such place names the release it was recorded from), else read in
+Slurm's sources.
 
 Model. One cluster: nodes and partitions, a "last changed" second for each (slurmctld's
 ``last_node_update`` / ``last_part_update``) and a clock (injectable, so tests control
@@ -24,34 +25,73 @@ Deliberate fidelity, where real slurmrestd and its OpenAPI document disagree:
 * v0.0.38 answers node updates with 405 (text/plain) and unknown nodes/partitions with HTTP
   500 and ``errors[].errno``; a present but invalid token with HTTP 500 and ``errno`` -1
   (a real 22.05 does that: the token is passed through to slurmctld, which rejects it). A
-  missing token or user name is 401. v0.0.42+ answers a missing or invalid token with 401.
+  missing token or user name is 401.
+* v0.0.42+ answers a missing token with 401, and a token slurmctld rejects (bad signature,
+  expired, another user's name without an admin token) the way 24.11.5 and 26.05.5 do: the
+  ping is HTTP 200 with the controller "not responding" (v0.0.45 adds ``status: "Protocol
+  authentication error"``), the listings are HTTP 511 with error 1007 (partitions: 511 and
+  an empty ``errors`` list).
 * v0.0.42+ answers ``GET node/{unknown}`` with HTTP 200, an ``errors`` entry whose
   ``error_number`` is 0, and no ``nodes`` (SlinkyProject/slurm-operator#79).
-* ``GET nodes?update_time=T`` answers 304 when no node changed after ``T``, and — in every
-  released slurmrestd (22.05 … 26.05.3) — HTTP 500 with error -1 when nodes changed but
-  partitions did not (SchedMD commit cbbcf7bd; ``update_time_quirk=False`` gives the fixed
-  behaviour).
+* ``GET nodes?update_time=T`` and ``GET partitions?update_time=T`` answer 304 when nothing
+  changed after ``T``; ``GET jobs?update_time=T`` answers 304 only on v0.0.38 — the data_parser
+  versions answer HTTP 200, ``"jobs": []``, ``last_update`` 0 and a warning "No job changes
+  since update_time[T]=…" (24.11.5 and 26.05.5). In every released slurmrestd (22.05 …
+  26.05.3) a conditional node listing fails with error -1 when nodes changed but partitions
+  did not (SchedMD commit cbbcf7bd; ``update_time_quirk=False`` gives the fixed behaviour).
 * Error bodies lack the listing's required fields (``nodes``, ``last_update``), as real ones do.
+* A Slurm error slurmrestd maps to no particular status is HTTP 500 on 22.05 (v0.0.38) and
+  24.11, and HTTP 422 from 25.05 on (recorded from 26.05.5) — ``slurm_release`` chooses.
+* ``POST job/{id}`` answers ``"results": null`` on 25.05+ (recorded from 26.05.5) where the
+  document wants an array; ``DELETE job/{id}`` answers HTTP 200 with ``errors: []`` and each
+  job's failure in ``status[]`` (2017 unknown job, 2021 already done).
 
 Where only the document can be followed (v0.0.38's ``meta.Slurm.version`` numbers, which the
 real server prints as integers, and fields it prints as ``null``), the simulator follows the
 document: integers become strings and ``null`` fields are left out.
 
+Releases. ``SlurmSim(slurm_release=…)`` (24.11, 25.05, 25.11, 26.05; default 26.05) selects
+what differs between releases: the versions served (24.11: v0.0.42 only, so no ``POST
+new/node/`` and no ``EXTERNAL_JOB``; 26.05: v0.0.42-45, and v0.0.38, which always stands for
+a Slurm 22.05 server), the status of Slurm errors (above), whether UNDRAIN keeps the drain
+reason (24.11) and whether a job asking for more nodes than its partition has is refused at
+submit (24.11: 2014) or left PENDING with reason ``PartitionConfig`` (26.05). ``meta`` keeps
+naming the release of each version's document.
+
+Permissions. :attr:`SlurmSim.operators` are the users slurmctld treats as operators or
+administrators; only they may set ``admin_comment`` on submit or update, create and delete
+nodes (others get 2002 "Access/permission denied", as on 24.11.5 and 26.05.5). The request's
+user is the token's, or ``X-SLURM-USER-NAME`` when a root/slurm token names another user
+(slurmrestd then acts as that user: impersonation). The default operators include
+``slurmrest``, the user :meth:`SlurmSim.write_token` issues tokens for, so the harness acts as
+an administrator as the real rigs' root token does.
+
+Nodes after RESUME/UNDRAIN. A drained node that is resumed or undrained reads
+``IDLE+NOT_RESPONDING`` for :attr:`SlurmSim.not_responding_after_resume_s` seconds of the
+simulator's clock (1 s; until slurmctld's next ping on a real cluster, 24.11.5 and 26.05.5);
+the scheduler ignores that flag (simplification: nothing would retry pending jobs when it
+goes). An external node running an external job (``EXTERNAL_JOB``) reads ``ALLOCATED`` with
+``alloc_cpus`` 0 (26.05.5).
+
 Dynamic (external) nodes, v0.0.44+ ``POST new/node/`` and v0.0.42+ ``DELETE node/{name}``,
 follow slurmctld's ``create_nodes()`` / ``delete_nodes()`` (``src/slurmctld/node_mgr.c``,
 Slurm 25.11): the ``node_conf`` line is parsed with slurm.conf's NodeName keys (an unknown
-key or a malformed value ⇒ HTTP 500, error -1, as ``slurm_conf_parse_nodeline`` fails);
+key or a malformed value ⇒ error -1, as ``slurm_conf_parse_nodeline`` fails);
 only ``State=FUTURE``, ``CLOUD…`` or ``EXTERNAL…`` are accepted (else 2028); a known name ⇒
 2168 ``ESLURM_NODE_ALREADY_EXISTS``. ``EXTERNAL`` is a state flag in Slurm, so an external
 node is ``IDLE`` + ``EXTERNAL`` + ``DYNAMIC_NORM`` (drain and undrain work as on any node).
 Deleting an unknown node ⇒ 2018, a node from the seed (not dynamic) ⇒ 2028 ("Can't delete
 non-dynamic node"), a node with allocated CPUs (:meth:`SlurmSim.allocate`) or COMPLETING /
-RESERVED ⇒ 2016 ``ESLURM_NODES_BUSY``; all with HTTP 500 (slurmrestd maps none of these
-numbers to another status). Simplification: a created node joins every existing partition
-whose name is one of its features, and a feature update moves it between partitions
-accordingly — real sites get that effect with ``NodeSet=x Feature=x`` +
-``PartitionName=x Nodes=x`` in slurm.conf; nodes from the seed keep their explicit
-partitions whatever their features.
+RESERVED ⇒ 2016 ``ESLURM_NODES_BUSY``; all with the release's error status. A created node
+joins every existing partition whose name is one of its features — real sites get that effect
+with ``NodeSet=x Feature=x`` + ``PartitionName=x Nodes=x`` in slurm.conf — at creation only:
+a later feature update does **not** move it between partitions (observed on 26.05.5; a
+partition added later with :meth:`SlurmSim.add_partition` still picks up the dynamic nodes
+whose features name it). Nodes from the seed keep their explicit partitions whatever their
+features. Node features follow ``update_node()``: ``"features": []`` changes nothing,
+``[""]`` clears; the available features change even when the active ones
+(``features_act``, stored) are then not a subset of them, but the answer is error 2031 "Active
+features not subset of available features" (26.05.5).
 
 Auth: ``X-SLURM-USER-TOKEN`` is either a JWT (HS256, verified with :attr:`SlurmSim.jwt_key`,
 claims ``sun`` and ``exp`` as ``scontrol token`` issues them) or, when ``start(token=...)``
@@ -82,7 +122,7 @@ from typing import Any, Final
 import msgspec
 from aiohttp import web
 
-from slurmbridge.sim.slurmjobs import JobsMixin, SimJob, _SubmitError
+from slurmbridge.sim.slurmjobs import ENDED, JobsMixin, SimJob, _SubmitError
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._dataparser import NODE_STATES_V0042
 from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
@@ -92,6 +132,7 @@ _CHAOS_DONE: Final = web.RequestKey("chaos-done", bool)
 __all__ = [
     "ALL_VERSIONS",
     "RELEASES",
+    "SLURM_RELEASES",
     "NodeCallback",
     "SimError",
     "SimNode",
@@ -116,6 +157,18 @@ RELEASES: Final[Mapping[str, str]] = {
     "v0.0.45": "26.05.2",
 }
 
+#: The Slurm releases :class:`SlurmSim` can behave as (``slurm_release``), and the versions
+#: each serves by default, newest first. A real 24.11 serves v0.0.40-42, 25.05 v0.0.41-43,
+#: 25.11 v0.0.42-44 and 26.05.5 v0.0.42-45 (recorded from 24.11.5 and 26.05.5); the simulator
+#: knows only v0.0.38 and v0.0.42+. v0.0.38 always stands for a Slurm 22.05 server; it is kept
+#: with 26.05 (the default) so that one simulator serves the old and the new API.
+SLURM_RELEASES: Final[Mapping[str, tuple[str, ...]]] = {
+    "24.11": ("v0.0.42",),
+    "25.05": ("v0.0.43", "v0.0.42"),
+    "25.11": ("v0.0.44", "v0.0.43", "v0.0.42"),
+    "26.05": ALL_VERSIONS,
+}
+
 #: Node states each version's document accepts in ``node.state`` and ``update_node_msg.state``
 #: (the same enum the client's codecs check against, from the OpenAPI documents).
 _STATES_42: Final = NODE_STATES_V0042
@@ -131,13 +184,16 @@ _NODE_STATES: Final[Mapping[str, frozenset[str]]] = {
 _ERRNO_TEXT: Final[Mapping[int, str]] = {
     -1: "Unspecified error",
     0: "No error",
+    1007: "Protocol authentication error",
     2000: "Invalid partition name specified",
+    2002: "Access/permission denied",
+    2014: "Requested node configuration is not available",
     2016: "Requested nodes are busy",
-    2018: "Invalid node name specified",
-    2028: "Invalid node state specified",
-    2014: "Node count specification invalid",
     2017: "Invalid job id specified",
+    2018: "Invalid node name specified",
     2021: "Job/step already completing or completed",
+    2028: "Invalid node state specified",
+    2031: "Active features not subset of available features",
     2168: "Node already exists in the node table",
     2180: "Invalid node state transition",
     9000: "Query empty or not RFC7320 compliant",
@@ -151,6 +207,13 @@ _NO_METHOD: Final = (
 _AUTH_FAILURE: Final = "Authentication failure"
 _ARRIVED: Final = web.RequestKey("arrived", float)
 _USER: Final = web.RequestKey("user", str)
+#: slurmctld's answer to a token it rejects (SLURM_PROTOCOL_AUTHENTICATION_ERROR), which
+#: slurmrestd maps to HTTP 511 (recorded from 24.11.5 and 26.05.5).
+_AUTH_ERRNO: Final = 1007
+#: ESLURM_ACCESS_DENIED: the user is not an operator (recorded from 24.11.5 and 26.05.5).
+_ACCESS_DENIED: Final = 2002
+#: ESLURM_ACTIVE_FEATURE_NOT_SUBSET (recorded from 26.05.5).
+_NOT_SUBSET: Final = 2031
 
 #: Node state flags in the order data_parser (v0.0.42-45) lists them after the base state
 #: (``PARSER_FLAG_ARRAY(NODE_STATES)`` in ``src/plugins/data_parser/v0.0.44/parsers.c``).
@@ -249,9 +312,14 @@ class UnknownNodeError(SimError, LookupError):
 class SimNode:
     """A simulated node. ``base`` overrides the derived base state (DOWN, FUTURE …);
     ``None`` derives it from ``alloc_cpus`` (IDLE / MIXED / ALLOCATED). ``dynamic``: created
-    through ``POST new/node/`` (deletable; partitions follow its features). ``sockets`` /
-    ``cores`` (per socket) / ``threads`` (per core): 0 = not configured, reported as
-    ``cpus`` sockets of one single-threaded core. ``real_memory`` / ``tmp_disk`` in MiB."""
+    through ``POST new/node/`` (deletable; joins the partitions its features name when
+    created). ``sockets`` / ``cores`` (per socket) / ``threads`` (per core): 0 = not
+    configured, reported as ``cpus`` sockets of one single-threaded core. ``real_memory`` /
+    ``tmp_disk`` in MiB. ``active_features``: Slurm's ``features_act`` (the available
+    ``features`` when not given). ``external_cpus``: the part of ``alloc_cpus`` external jobs
+    hold on an external node (reported as 0 allocated CPUs). ``unresponsive_until``: epoch
+    second until which the node reads NOT_RESPONDING after a RESUME/UNDRAIN (module
+    docstring)."""
 
     name: str
     cpus: int = 2
@@ -275,15 +343,44 @@ class SimNode:
     topology: str = ""
     weight: int = 1
     tmp_disk: int = 0
+    active_features: list[str] = field(default_factory=list)
+    external_cpus: int = 0
+    unresponsive_until: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.active_features:
+            self.active_features = list(self.features)
 
     @property
     def base_state(self) -> str:
         """The base state Slurm would report."""
         if self.base is not None:
             return self.base
+        if self.external_cpus > 0:
+            # An external job makes its external node ALLOCATED whatever its CPU count
+            # (recorded from Slurm 26.05.5: alloc_cpus 0, state ALLOCATED+EXTERNAL).
+            return "ALLOCATED"
         if self.alloc_cpus <= 0:
             return "IDLE"
         return "ALLOCATED" if self.alloc_cpus >= self.cpus else "MIXED"
+
+    @property
+    def shown_alloc_cpus(self) -> int:
+        """``alloc_cpus`` as Slurm reports it: external jobs' CPUs do not count (recorded
+        from Slurm 26.05.5)."""
+        return self.alloc_cpus - self.external_cpus
+
+    def state_at(self, now: float) -> tuple[str, ...]:
+        """:attr:`state` as the data_parser versions report it at epoch second ``now``: with
+        NOT_RESPONDING while a RESUME/UNDRAIN is fresh (recorded from Slurm 24.11.5 and
+        26.05.5: ``idle*`` for about 1 s)."""
+        if now < self.unresponsive_until and "NOT_RESPONDING" not in self.flags:
+            flags = sorted(
+                [*self.flags, "NOT_RESPONDING"],
+                key=lambda f: _FLAG_ORDER.get(f, len(_FLAG_ORDER)),
+            )
+            return (self.base_state, *flags)
+        return self.state
 
     @property
     def state(self) -> tuple[str, ...]:
@@ -342,6 +439,7 @@ class _UpdateBody(msgspec.Struct, frozen=True):
     reason: str | None = None
     reason_uid: str | None = None
     features: list[str] | str | None = None
+    features_act: list[str] | str | None = None
     comment: str | None = None
 
 
@@ -470,6 +568,11 @@ class SlurmSim(JobsMixin):
         update_time_quirk: reproduce released slurmrestd's HTTP 500 on conditional node
             listings when only nodes changed (module docstring).
         controller: the slurmctld host name reported by ping.
+        slurm_release: the Slurm release whose behaviour to reproduce where releases differ
+            (module docstring): "24.11", "25.05", "25.11" or "26.05".
+
+    Raises:
+        ValueError: an unknown ``slurm_release``.
 
     State worth reading or poking from tests: :attr:`nodes` / :attr:`partitions` (the model;
     change it through the helpers so ``last_update`` moves), :attr:`controller_up` (False ⇒
@@ -480,7 +583,9 @@ class SlurmSim(JobsMixin):
     admin updates — with the node name, the update and ``time.monotonic()`` at the request's
     arrival), :attr:`on_create` / :attr:`on_delete` (likewise for each node created by
     ``POST new/node/`` or deleted by ``DELETE node/{name}``: name, arrival),
-    :attr:`created_nodes` (the dynamic nodes present now).
+    :attr:`created_nodes` (the dynamic nodes present now), :attr:`operators` (users with
+    operator rights; module docstring), :attr:`not_responding_after_resume_s` (seconds a
+    resumed node reads NOT_RESPONDING; 0 disables).
     """
 
     def __init__(
@@ -491,7 +596,20 @@ class SlurmSim(JobsMixin):
         cluster: str = "sim",
         update_time_quirk: bool = True,
         controller: str = "slurmctld-sim",
+        slurm_release: str = "26.05",
     ) -> None:
+        if slurm_release not in SLURM_RELEASES:
+            raise ValueError(
+                f"slurm_release must be one of {', '.join(SLURM_RELEASES)}, not {slurm_release!r}"
+            )
+        self.slurm_release = slurm_release
+        #: Users slurmctld treats as operators/administrators (module docstring): root, the
+        #: SlurmUser ``slurm``, and ``slurmrest``, the user :meth:`write_token` issues tokens
+        #: for (the harness's REST user acts as an administrator, like the real rigs' root).
+        self.operators: set[str] = {"root", "slurm", "slurmrest"}
+        #: Seconds a drained node reads NOT_RESPONDING after RESUME/UNDRAIN (recorded from
+        #: Slurm 24.11.5 and 26.05.5: about 1 s, until slurmctld's next ping); 0 disables.
+        self.not_responding_after_resume_s = 1.0
         self.jwt_key = jwt_key or secrets.token_bytes(32)
         self.clock = clock
         self.cluster = cluster
@@ -529,23 +647,31 @@ class SlurmSim(JobsMixin):
         self,
         host: str = "127.0.0.1",
         port: int = 0,
-        versions: Sequence[str] = ALL_VERSIONS,
+        versions: Sequence[str] | None = None,
         token: str | None = None,
     ) -> str:
-        """Serve ``versions`` on ``host:port`` (0 = a free port) and return :attr:`url`.
+        """Serve ``versions`` (default: every version :attr:`slurm_release` serves) on
+        ``host:port`` (0 = a free port) and return :attr:`url`.
 
         ``token`` switches to static-token mode (that exact string is the only valid token).
 
         Raises:
-            ValueError: an unknown version, or already started.
+            ValueError: an unknown version or one the release does not serve, or already
+                started.
             OSError: the address is taken.
         """
         if self._runner is not None:
             raise ValueError("simulator already started")
+        served = SLURM_RELEASES[self.slurm_release]
+        if versions is None:
+            versions = served
         chosen = tuple(dict.fromkeys(_normalise(v) for v in versions))
-        unknown = [v for v in chosen if v not in RELEASES]
+        unknown = [v for v in chosen if v not in served]
         if unknown or not chosen:
-            raise ValueError(f"unsupported API version(s) {unknown}; choose from {ALL_VERSIONS}")
+            raise ValueError(
+                f"unsupported API version(s) {unknown} for Slurm {self.slurm_release}; "
+                f"choose from {served}"
+            )
         self.versions = tuple(v for v in ALL_VERSIONS if v in chosen)
         if token is not None:
             self.static_token = token
@@ -877,18 +1003,21 @@ class SlurmSim(JobsMixin):
     def node(self, name: str) -> Node:
         """Node ``name`` as the client's version-neutral model (for assertions).
 
+        The state and ``alloc_cpus`` are those the data_parser versions report (with a fresh
+        RESUME's NOT_RESPONDING, without external jobs' CPUs).
+
         Raises:
             SimError: no such node.
         """
         n = self._node(name)
         return Node(
             name=n.name,
-            state=n.state,
+            state=n.state_at(self.clock()),
             reason=n.reason,
             reason_set_by_user=n.reason_user,
             reason_changed_at=n.reason_time,
             cpus=n.cpus,
-            alloc_cpus=n.alloc_cpus,
+            alloc_cpus=n.shown_alloc_cpus,
             real_memory=n.real_memory,
             features=tuple(n.features),
             partitions=self._partitions_of(n.name),
@@ -973,13 +1102,27 @@ class SlurmSim(JobsMixin):
     # --- the one update path -----------------------------------------------------------------
 
     def _update_node(
-        self, name: str, update: NodeUpdate, *, user: str, version: str = "v0.0.45"
+        self,
+        name: str,
+        update: NodeUpdate,
+        *,
+        user: str,
+        version: str = "v0.0.45",
+        features_act: Sequence[str] | None = None,
     ) -> None:
-        """Apply ``update`` like slurmctld's ``update_node()``.
+        """Apply ``update`` (and ``features_act``, the new active features) like slurmctld's
+        ``update_node()``.
+
+        Features: the available features are replaced first; ``features_act`` must be a
+        subset of them, and without it the current active features must be (else 2031, with
+        the available features already changed — recorded from Slurm 26.05.5 — and the rest
+        of the update not applied). A feature update never moves a node between partitions
+        (recorded from Slurm 26.05.5).
 
         Raises:
             SimError: 2018 no such node; 2028 (v0.0.42/43) or 2180 (v0.0.44+) invalid
-                state transition — checked before anything changes.
+                state transition — checked before anything changes; 2031 active features
+                not a subset of the available ones.
         """
         node = self._node(name)
         invalid = 2028 if version in ("v0.0.42", "v0.0.43") else 2180
@@ -990,35 +1133,50 @@ class SlurmSim(JobsMixin):
                     f"Invalid node state transition requested for node {name} from="
                     f"{'+'.join(node.state)} to={s}",
                 )
+        if update.features is not None or features_act is not None:
+            self._update_features(node, update.features, features_act)
         now = self._now()
         if update.reason:
             node.reason, node.reason_user, node.reason_time = update.reason, user, now
+        was_drained = "DRAIN" in node.flags
         for s in update.state:
             _apply_state(node, s)
-        if update.features is not None:
-            node.features = list(update.features)
-            if node.dynamic:
-                self._follow_features(node)
+        if was_drained and {"RESUME", "UNDRAIN"} & set(update.state):
+            # recorded from Slurm 24.11.5 and 26.05.5: idle* until slurmctld's next ping
+            node.unresponsive_until = self.clock() + self.not_responding_after_resume_s
         if update.comment is not None:
             node.comment = update.comment
-        if not ({"DRAIN", "FAIL"} & set(node.flags)) and node.base_state != "DOWN":
+        # recorded from Slurm 24.11.5: UNDRAIN leaves the drain reason (26.05.5 clears it)
+        keep_reason = self.slurm_release == "24.11" and "UNDRAIN" in update.state
+        if (
+            not keep_reason
+            and not ({"DRAIN", "FAIL"} & set(node.flags))
+            and node.base_state != "DOWN"
+        ):
             node.reason, node.reason_user, node.reason_time = "", "", 0
         self._touch_nodes()
 
-    def _follow_features(self, node: SimNode) -> None:
-        """Put dynamic ``node`` in exactly the partitions its features name (module docstring)."""
-        wanted = set(node.features)
-        changed = False
-        for part in self.partitions.values():
-            member = node.name in part.nodes
-            if part.name in wanted and not member:
-                part.nodes.append(node.name)
-                changed = True
-            elif part.name not in wanted and member:
-                part.nodes.remove(node.name)
-                changed = True
-        if changed:
-            self._touch_partitions()
+    def _update_features(
+        self,
+        node: SimNode,
+        available: Sequence[str] | None,
+        active: Sequence[str] | None,
+    ) -> None:
+        """``update_node()``'s feature part (see :meth:`_update_node`).
+
+        Raises:
+            SimError: 2031 the active features are not a subset of the available ones.
+        """
+        if available is not None:
+            node.features = list(available)
+            self._touch_nodes()
+        if active is not None:
+            if not set(active) <= set(node.features):
+                raise SimError(_NOT_SUBSET, f"Failure to update node {node.name}")
+            node.active_features = list(active)
+        elif available is not None and not set(node.active_features) <= set(node.features):
+            # recorded from Slurm 26.05.5: the available features stay changed
+            raise SimError(_NOT_SUBSET, f"Failure to update node {node.name}")
 
     # --- HTTP -------------------------------------------------------------------------------
 
@@ -1148,8 +1306,28 @@ class SlurmSim(JobsMixin):
                 if version == "v0.0.38":
                     # 22.05 passes the token through; slurmctld's refusal comes back as -1
                     return self._error(version, endpoint, 500, -1, "", "")
-                return _text(_AUTH_FAILURE, 401)
+                return self._token_rejected(version, endpoint, request)
         return await handler(request)
+
+    def _token_rejected(self, version: str, endpoint: str, request: web.Request) -> web.Response:
+        """A data_parser version's answer when slurmctld rejects the token (recorded from
+        Slurm 24.11.5 and 26.05.5): slurmrestd forwards the token, so the ping is HTTP 200
+        with the controller not responding and everything else HTTP 511 with error 1007
+        (partitions: 511 and no error entry)."""
+        if endpoint == "ping":
+            return self._ok(version, request, {"pings": [self._ping_entry(version, auth=False)]})
+        if endpoint in ("partitions", "partition"):
+            body: Json = {"meta": self._meta(version, request), "errors": [], "warnings": []}
+            return _json(body, 511)
+        if endpoint in ("nodes", "node") and request.method == "GET":
+            description, source = "Failure to query nodes", "_dump_nodes"
+        elif endpoint in ("jobs", "job", "jobs/state") and request.method == "GET":
+            description, source = "Unable to query jobs", "slurm_load_jobs()"
+        else:
+            description, source = "", ""
+        return self._error(
+            version, endpoint, 511, _AUTH_ERRNO, description, source, request
+        )
 
     def _user_of(self, token: str, user_name: str | None) -> str:
         """The authenticated user of a request.
@@ -1206,6 +1384,18 @@ class SlurmSim(JobsMixin):
             body["warnings"] = []
         body.update(payload)
         return _json(body)
+
+    def _fail_status(self, version: str) -> int:
+        """The HTTP status of a Slurm error slurmrestd maps to no particular status: 500 on
+        Slurm 22.05 (v0.0.38) and 24.11, 422 from 25.05 on (recorded from Slurm 26.05.5: an
+        unknown partition on submit, an invalid node update, … all answer 422; 24.11.5: 500).
+        """
+        if version == "v0.0.38" or self.slurm_release == "24.11":
+            return 500
+        return 422
+
+    def _is_operator(self, request: web.Request) -> bool:
+        return request.get(_USER, "") in self.operators
 
     def _error(
         self,
@@ -1264,7 +1454,7 @@ class SlurmSim(JobsMixin):
                 "cpus": n.cpus,
                 "last_busy": n.boot_time,
                 "features": ",".join(n.features),
-                "active_features": ",".join(n.features),
+                "active_features": ",".join(n.active_features),
                 "gres": n.gres,
                 "gres_drained": "N/A",
                 "gres_used": "",
@@ -1298,6 +1488,7 @@ class SlurmSim(JobsMixin):
                 out["reason_set_by_user"] = n.reason_user
             return out
         allowed = _NODE_STATES[version]
+        state = n.state_at(self.clock())
         out = {
             "architecture": "x86_64",
             "burstbuffer_network_address": "",
@@ -1314,7 +1505,7 @@ class SlurmSim(JobsMixin):
             "specialized_cpus": "",
             "extra": "",
             "features": list(n.features),
-            "active_features": list(n.features),
+            "active_features": list(n.active_features),
             "gpu_spec": "",
             "gres": n.gres,
             "gres_drained": "N/A",
@@ -1331,7 +1522,7 @@ class SlurmSim(JobsMixin):
             # a version whose enum lacks a flag (EXTERNAL before v0.0.44) does not print it
             "state": [
                 n.base_state if n.base_state in allowed else "UNKNOWN",
-                *(s for s in n.state[1:] if s in allowed),
+                *(s for s in state[1:] if s in allowed),
             ],
             "operating_system": "Linux (simulated)",
             "owner": "",
@@ -1346,8 +1537,8 @@ class SlurmSim(JobsMixin):
             "resume_after": _nv(None),
             "reservation": "",
             "alloc_memory": n.alloc_memory,
-            "alloc_cpus": n.alloc_cpus,
-            "alloc_idle_cpus": n.cpus - n.alloc_cpus,
+            "alloc_cpus": n.shown_alloc_cpus,
+            "alloc_idle_cpus": n.cpus - n.shown_alloc_cpus,
             "tres_used": "",
             "slurmd_start_time": _nv(n.boot_time),
             "sockets": n.sockets or n.cpus,
@@ -1450,32 +1641,42 @@ class SlurmSim(JobsMixin):
 
     async def _ping(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
-        up = self.controller_up
+        return self._ok(v, request, {"pings": [self._ping_entry(v)]})
+
+    def _ping_entry(self, v: str, *, auth: bool = True) -> Json:
+        """One controller's ping entry; ``auth=False``: slurmctld rejected the token (recorded
+        from Slurm 26.05.5 on v0.0.45, ``status`` "Protocol authentication error"; 24.11.5 on
+        v0.0.42: ``pinged`` DOWN and no status)."""
+        up = self.controller_up and auth
         if v == "v0.0.38":
-            entry: Json = {
+            return {
                 "hostname": self.controller,
                 "ping": "UP" if up else "DOWN",
                 "status": 0 if up else -1,
                 "mode": "primary",
             }
-        elif v == "v0.0.45":
-            entry = {
+        if v == "v0.0.45":
+            if up:
+                status = "No error"
+            elif not auth:
+                status = _ERRNO_TEXT[_AUTH_ERRNO]
+            else:
+                status = "Unable to contact slurm controller"
+            return {
                 "hostname": self.controller,
                 "responding": up,
-                "latency": 120,
+                "latency": 120 if auth else 10_000,
                 "primary": True,
-                "status": "No error" if up else "Unable to contact slurm controller",
+                "status": status,
             }
-        else:
-            entry = {
-                "hostname": self.controller,
-                "pinged": "UP" if up else "DOWN",
-                "responding": up,
-                "latency": 120,
-                "mode": "primary",
-                "primary": True,
-            }
-        return self._ok(v, request, {"pings": [entry]})
+        return {
+            "hostname": self.controller,
+            "pinged": "UP" if up else "DOWN",
+            "responding": up,
+            "latency": 120 if auth else 10_000,
+            "mode": "primary",
+            "primary": True,
+        }
 
     async def _nodes(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
@@ -1493,8 +1694,15 @@ class SlurmSim(JobsMixin):
         if since is not None and self.nodes_changed_at <= since:
             return web.Response(status=304)
         if since is not None and self.update_time_quirk and self.parts_changed_at <= since:
+            # the status follows the release's rule for Slurm errors (_fail_status)
             return self._error(
-                v, "nodes", 500, -1, "Unable to query partitions", "_dump_nodes", request
+                v,
+                "nodes",
+                self._fail_status(v),
+                -1,
+                "Unable to query partitions",
+                "_dump_nodes",
+                request,
             )
         if v == "v0.0.38" and not self.nodes:
             return self._error(v, "nodes", 500, 2018, "", "", request)
@@ -1526,6 +1734,7 @@ class SlurmSim(JobsMixin):
             return _text(_NO_METHOD, 405)
         arrived = request[_ARRIVED]
         name = request.match_info["node_name"]
+        fail = self._fail_status(v)
         raw = await request.read()
         try:
             body = _UPDATE_BODY.decode(raw or b"{}")
@@ -1534,22 +1743,35 @@ class SlurmSim(JobsMixin):
                 v, "node", 400, 9001, "Unable to parse request body", "_update_node", request
             )
         except msgspec.ValidationError as exc:
-            return self._error(v, "node", 500, 9207, str(exc), "_update_node", request)
+            return self._error(v, "node", fail, 9207, str(exc), "_update_node", request)
         states = [s.upper() for s in body.state or []]
         unknown = [s for s in states if s not in _NODE_STATES[v]]
         if unknown:
             return self._error(
                 v,
                 "node",
-                500,
+                fail,
                 9207,
                 f"Unknown node state flag: {unknown[0]}",
                 "_update_node",
                 request,
             )
-        features = body.features.split(",") if isinstance(body.features, str) else body.features
-        if not states and body.reason is None and features is None and body.comment is None:
-            return self._ok(v, request, {})  # nothing to change
+        features = _csv_string(body.features)
+        features_act = _csv_string(body.features_act)
+        if not self._is_operator(request):
+            # recorded from Slurm 24.11.5 and 26.05.5: node updates need an administrator
+            return self._error(
+                v,
+                "node",
+                fail,
+                _ACCESS_DENIED,
+                f"Failure to update node {name}",
+                "_update_node",
+                request,
+            )
+        changes = (body.reason, features, features_act, body.comment)
+        if not states and all(c is None for c in changes):
+            return self._ok(v, request, {})  # nothing to change (e.g. "features": [])
         update = NodeUpdate(
             state=tuple(states),
             reason=body.reason,
@@ -1558,10 +1780,10 @@ class SlurmSim(JobsMixin):
         )
         user = body.reason_uid or request.get(_USER, "slurm")
         try:
-            self._update_node(name, update, user=user, version=v)
+            self._update_node(name, update, user=user, version=v, features_act=features_act)
         except SimError as exc:
             return self._error(
-                v, "node", 500, exc.errno, f"Failure to update node {name}", "_update_node", request
+                v, "node", fail, exc.errno, f"Failure to update node {name}", "_update_node", request
             )
         for cb in list(self.on_update):
             try:
@@ -1582,12 +1804,29 @@ class SlurmSim(JobsMixin):
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             # ESLURM_REST_FAIL_PARSING ⇒ 400 (src/common/http.c)
             return self._error(v, "new/node", 400, 9001, str(exc), "_create_node", request)
+        if not self._is_operator(request):
+            # recorded from Slurm 26.05.5: creating nodes needs an administrator
+            return self._error(
+                v,
+                "new/node",
+                self._fail_status(v),
+                _ACCESS_DENIED,
+                "Failure to create node",
+                "_create_node",
+                request,
+            )
         try:
             created = self.create_node(body.node_conf)
         except SimError as exc:
             log.debug("simulated slurmctld: create_nodes failed: %s", exc)
             return self._error(
-                v, "new/node", 500, exc.errno, "Failure to create node", "_create_node", request
+                v,
+                "new/node",
+                self._fail_status(v),
+                exc.errno,
+                "Failure to create node",
+                "_create_node",
+                request,
             )
         for node in created:
             self._notify(self.on_create, node.name, arrived)
@@ -1599,13 +1838,16 @@ class SlurmSim(JobsMixin):
         arrived = request[_ARRIVED]
         name = request.match_info["node_name"]
         try:
+            if not self._is_operator(request):
+                # recorded from Slurm 24.11.5 and 26.05.5: deleting nodes needs an administrator
+                raise SimError(_ACCESS_DENIED, f"Failure to delete node {name}")
             self.delete_node(name)
         except SimError as exc:
             log.debug("simulated slurmctld: delete_nodes failed: %s", exc)
             return self._error(
                 v,
                 "node",
-                500,
+                self._fail_status(v),
                 exc.errno,
                 f"Failure to delete node {name}",
                 "op_handler_node",
@@ -1629,14 +1871,38 @@ class SlurmSim(JobsMixin):
         self._purge()
         since = self._update_time(request)
         if since is not None and self.jobs_changed_at <= since:
-            return web.Response(status=304)
+            if v == "v0.0.38":
+                return web.Response(status=304)
+            return self._quiet_jobs(v, request, since)
         payload: Json = {"jobs": [self._render_job(v, j) for j in self.jobs_by_id.values()]}
         return self._ok(v, request, self._job_info(v, payload))
+
+    def _quiet_jobs(self, v: str, request: web.Request, since: int) -> web.Response:
+        """``GET jobs/?update_time=T`` with no job changed since ``T`` on a data_parser
+        version: HTTP 200 (not 304), no jobs, ``last_update`` / ``last_backfill`` 0 and a
+        warning naming ``T`` in local time (recorded from Slurm 24.11.5 and 26.05.5)."""
+        local = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
+        body: Json = {
+            "jobs": [],
+            "last_backfill": _nv(0),
+            "last_update": _nv(0),
+            "meta": self._meta(v, request),
+            "errors": [],
+            "warnings": [
+                {
+                    "description": f"No job changes since update_time[{since}]={local}",
+                    "source": "op_handler_jobs",
+                }
+            ],
+        }
+        return _json(body)
 
     async def _job_states_handler(self, request: web.Request) -> web.Response:
         """``GET jobs/state/[?job_id=1,2]`` as Slurm's data_parser answers it
         (OPENAPI_JOB_STATE_RESP): ``{"jobs": [{"job_id": "<id>", "state": [...]}]}`` — the job
-        id a string, no ``last_update``; an unknown id in ``job_id`` is left out."""
+        id a string, no ``last_update``; an unknown id in ``job_id`` is left out.
+        ``update_time`` is not a field of this query: ignored, with a warning (recorded from
+        Slurm 24.11.5 and 26.05.5)."""
         v = self._request_version(request)
         self._purge()
         raw = request.query.get("job_id", "")
@@ -1647,6 +1913,14 @@ class SlurmSim(JobsMixin):
                 return self._error(v, "jobs", 400, 9000, f"invalid job_id {raw!r}", "", request)
             jobs = [self.jobs_by_id[int(p)] for p in ids if int(p) in self.jobs_by_id]
         payload: Json = {"jobs": [{"job_id": str(j.job_id), "state": [j.state]} for j in jobs]}
+        if "update_time" in request.query:
+            payload["warnings"] = [
+                {
+                    "description": 'Ignoring unknown field "update_time" of type string in '
+                    "DATA_PARSER_OPENAPI_JOB_STATE_QUERY",
+                    "source": "#/update_time/",
+                }
+            ]
         return self._ok(v, request, payload)
 
     def _job_info(self, v: str, payload: Json) -> Json:
@@ -1665,25 +1939,43 @@ class SlurmSim(JobsMixin):
         self._purge()
         job = self._job_from(request)
         if job is None:
-            return self._error(v, "jobs", 500, 2017, "", "_handle_job_get", request)
+            return self._error(
+                v, "jobs", self._fail_status(v), 2017, "", "_handle_job_get", request
+            )
         return self._ok(v, request, self._job_info(v, {"jobs": [self._render_job(v, job)]}))
 
     async def _delete_job(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
         job = self._job_from(request)
-        if job is None:
-            return self._error(v, "jobs", 500, 2017, "", "_handle_job_delete", request)
-        if job.state in ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"):
-            return self._error(v, "jobs", 500, 2021, "", "_handle_job_delete", request)
+        done = job is not None and job.state in ENDED
+        if v == "v0.0.38":
+            if job is None:
+                return self._error(v, "jobs", 500, 2017, "", "_handle_job_delete", request)
+            if done:
+                return self._error(v, "jobs", 500, 2021, "", "_handle_job_delete", request)
+            self.cancel_job(job.job_id)
+            return self._ok(v, request, {})
+        # openapi_kill_jobs_resp, recorded from Slurm 24.11.5 and 26.05.5: HTTP 200, errors
+        # empty, each job that could not be signalled in ``status``.
+        if job is None or done:
+            errno = 2017 if job is None else 2021
+            text = _ERRNO_TEXT[errno]
+            entry: Json = {
+                "error": {"string": text, "code": errno, "message": text},
+                "step_id": request.match_info["job_id"],
+                "job_id": _nv(None if job is None else job.job_id),
+                "federation": {"sibling": ""},
+            }
+            return self._ok(v, request, {"status": [entry]})
         self.cancel_job(job.job_id)
-        # openapi_kill_job_resp: ``status`` lists the jobs that could not be signalled.
-        return self._ok(v, request, {} if v == "v0.0.38" else {"status": []})
+        return self._ok(v, request, {"status": []})
 
     async def _update_job_handler(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
+        fail = self._fail_status(v)
         job = self._job_from(request)
         if job is None:
-            return self._error(v, "jobs", 500, 2017, "", "_handle_job_post", request)
+            return self._error(v, "jobs", fail, 2017, "", "_handle_job_post", request)
         try:
             changes = self._parse_update(v, await request.json())
         except (ValueError, TypeError) as exc:
@@ -1691,26 +1983,41 @@ class SlurmSim(JobsMixin):
         try:
             self.update_job(job.job_id, **changes)
         except _SubmitError as exc:
-            return self._error(
-                v, "jobs", 500, exc.errno, exc.description, "_handle_job_post", request
-            )
+            return self._error(v, "jobs", fail, exc.errno, exc.description, "_handle_job_post", request)
         if v == "v0.0.38":
             return self._ok(v, request, {})
+        if self.slurm_release != "24.11":
+            # recorded from Slurm 26.05.5: no per-job results for a job that is no array
+            return self._ok(v, request, {"results": None})
+        # 24.11 (not recorded): the v0.0.42 document's job_array_response_array
         entry = {"job_id": job.job_id, "step_id": "", "error_code": 0, "error": "", "why": ""}
         return self._ok(v, request, {"results": [entry]})
 
     async def _submit_job(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
+        fail = self._fail_status(v)
         try:
             body = await request.json()
             desc, external = self._parse_submit(v, body)
-            job_id = self.submit(desc, external=external)
         except (ValueError, TypeError) as exc:
             return self._error(v, "jobs", 400, 9000, str(exc), "_handle_job_submit", request)
         except _SubmitError as exc:
+            return self._error(v, "jobs", fail, exc.errno, exc.description, "_handle_job_submit", request)
+        if v != "v0.0.38" and desc.get("admin_comment") and not self._is_operator(request):
+            # recorded from Slurm 24.11.5 (HTTP 500) and 26.05.5 (HTTP 422)
             return self._error(
-                v, "jobs", 500, exc.errno, exc.description, "_handle_job_submit", request
+                v,
+                "jobs",
+                fail,
+                _ACCESS_DENIED,
+                "Batch job submission failed",
+                "slurm_submit_batch_job()",
+                request,
             )
+        try:
+            job_id = self.submit(desc, external=external)
+        except _SubmitError as exc:
+            return self._error(v, "jobs", fail, exc.errno, exc.description, "_handle_job_submit", request)
         return self._ok(v, request, {"job_id": job_id, "step_id": "batch"})
 
     async def _partitions(self, request: web.Request) -> web.Response:
@@ -1747,6 +2054,17 @@ class SlurmSim(JobsMixin):
         if v != "v0.0.38":
             payload["last_update"] = _nv(self.parts_changed_at)
         return self._ok(v, request, payload)
+
+
+def _csv_string(value: list[str] | str | None) -> list[str] | None:
+    """A data_parser ``csv_string`` field of an update: ``None`` when absent or ``[]`` (Slurm
+    leaves the field as it was), else its comma-separated items, ``[""]`` / ``""`` meaning
+    none (clears). Recorded from Slurm 24.11.5 and 26.05.5 (node features, job
+    ``excluded_nodes``)."""
+    if value is None or value == []:
+        return None
+    joined = value if isinstance(value, str) else ",".join(value)
+    return [item.strip() for item in joined.split(",") if item.strip()]
 
 
 def _op(operation_id: str, summary: str) -> Json:

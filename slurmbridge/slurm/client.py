@@ -589,6 +589,17 @@ class SlurmClient:
         number = f", error_number {report.error_number}" if report.error_number else ""
         message = f"{operation}: HTTP {status}{number}: {detail}"
         err = classify(status, report.error_number, message, texts)
+        if isinstance(err, Forbidden):
+            # Slurm's own words ("Invalid user id" for a node update by a plain user) do not
+            # say what to change.
+            who = self.token_user or "the token's user"
+            err = Forbidden(
+                f"{message} ({who} lacks the Slurm operator or administrator role this needs;"
+                " see docs/slurm.md)",
+                status=status,
+                error_number=report.error_number,
+                errors=texts,
+            )
         if isinstance(err, Conflict) and report.error_number in permanent:
             err = Rejected(message, status=status, error_number=report.error_number, errors=texts)
         raise err

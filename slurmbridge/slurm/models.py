@@ -239,6 +239,12 @@ class JobStates(msgspec.Struct, frozen=True, kw_only=True):
 #: (before v0.0.43): it holds the allocation until slurmbridge cancels it.
 PLACEHOLDER_SCRIPT: Final = "#!/bin/sh\nexec sleep infinity\n"
 
+#: Where the placeholder batch job's output goes: nowhere. Slurm's default is
+#: ``slurm-<jobid>.out`` in the working directory (``/tmp``) of the node, as the job's user:
+#: a file left on every node, and a job that fails at once when a file of that name from
+#: another user is there ("Could not open stdout file … Permission denied", Slurm 24.11.5).
+PLACEHOLDER_OUTPUT: Final = {"standard_output": "/dev/null", "standard_error": "/dev/null"}
+
 
 class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
     """A job to submit (``POST job/submit``).

@@ -49,6 +49,7 @@ from slurmbridge.slurm.codecs._common import (
 )
 from slurmbridge.slurm.errors import BadResponse, Unsupported
 from slurmbridge.slurm.models import (
+    PLACEHOLDER_OUTPUT,
     PLACEHOLDER_SCRIPT,
     Job,
     JobList,
@@ -591,6 +592,8 @@ class DataParserCodec(Codec):
             desc["flags"] = ["EXTERNAL_JOB"]
         else:
             desc["script"] = job.script if not job.external else PLACEHOLDER_SCRIPT
+            if job.external:
+                desc.update(PLACEHOLDER_OUTPUT)
         return msgspec.json.encode({"job": desc})
 
     def encode_create_node(self, node_conf: str) -> bytes:

@@ -39,6 +39,7 @@ from slurmbridge.slurm.codecs._common import (
 from slurmbridge.slurm.codecs._dataparser import decode_job_list
 from slurmbridge.slurm.errors import BadResponse, Unsupported
 from slurmbridge.slurm.models import (
+    PLACEHOLDER_OUTPUT,
     PLACEHOLDER_SCRIPT,
     JobList,
     JobSubmit,
@@ -223,6 +224,8 @@ class V0038(Codec):
             "exclusive": "true" if job.exclusive else None,
         }
         props.update({k: v for k, v in optional.items() if v not in (None, "")})
+        if job.external:
+            props.update(PLACEHOLDER_OUTPUT)
         script = PLACEHOLDER_SCRIPT if job.external else job.script
         return msgspec.json.encode({"job": props, "script": script})
 

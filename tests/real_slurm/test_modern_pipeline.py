@@ -1,0 +1,355 @@
+"""The poller, reconcilers and effectors against real Slurm 24.11 (REST v0.0.42) and 26.05
+(REST v0.0.45).
+
+Kubernetes is the simulator; Slurm is real (:class:`~slurmbridge.realslurm_modern.ModernSlurm`,
+one cluster per release per session). Every test restores what it changed: nodes idle and
+undrained, no job left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas import wellknown
+from schemas.actions import DrainSlurmNode, UndrainSlurmNode
+from schemas.events import SlurmJob, SlurmNode, SlurmPartition, SlurmPing
+from slurmbridge.realslurm_modern import ModernSlurm
+from slurmbridge.sim.kube import ApiError
+from slurmbridge.sim.workloads import create_group
+from slurmbridge.testing import Stack
+
+MANAGED = (wellknown.TAINT_MANAGED_NODE, wellknown.DEFAULT_SCHEDULER_NAME, "NoExecute")
+JOBID = wellknown.LABEL_SLURM_JOBID
+API = {"24.11": "v0.0.42", "26.05": "v0.0.45"}
+#: A user with no Slurm role (created in the root file system by the test).
+PLAIN_USER, PLAIN_UID = "sbplain", 42425
+
+
+@pytest.fixture
+async def stack(modern_slurm: ModernSlurm) -> AsyncIterator[Stack]:
+    async with Stack(nodes=4, real_slurm=modern_slurm, poll_interval=0.2) as s:
+        yield s
+    modern_slurm.run("scancel", "--user", "root", check=False)
+    for node in ("n1", "n2", "n3", "n4"):
+        if "drain" in modern_slurm.node_states().get(node, ""):
+            modern_slurm.undrain(node)
+
+
+def _node(stack: Stack, name: str) -> SlurmNode | None:
+    assert stack.app is not None
+    return stack.app.projection.get(SlurmNode, name)
+
+
+def _pod(stack: Stack, name: str) -> dict[str, Any] | None:
+    try:
+        return stack.kube.get("pods", name, "default")
+    except ApiError:
+        return None
+
+
+def _job_state(slurm: ModernSlurm, job_id: int) -> str:
+    out = slurm.run("scontrol", "-o", "show", "job", str(job_id), check=False).stdout
+    for field in out.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return ""
+
+
+async def _idle(stack: Stack, slurm: ModernSlurm, node: str) -> None:
+    # After RESUME/UNDRAIN a node reads IDLE+NOT_RESPONDING for up to ~1 s.
+    await stack.wait_for(lambda: slurm.node_states().get(node) == "idle", what=f"{node} idle")
+
+
+async def test_nodes_partitions_and_ping_are_observed(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    assert stack.app is not None
+    client = stack.app.slurm_client
+    assert client is not None
+    proj = stack.app.projection
+    await stack.wait_for(lambda: len(list(proj.values(SlurmNode))) == 4, what="4 Slurm nodes")
+    assert client.api_version == API[modern_slurm.release]
+    for name in ("n1", "n2", "n3", "n4"):
+        n = _node(stack, name)
+        assert n is not None
+        assert n.base_state == "IDLE", n.state
+        assert (n.cpus, n.real_memory) == (2, 1000)
+    parts = {p.key: p for p in proj.values(SlurmPartition)}
+    assert parts["batch"].nodes == ("n1", "n2", "n3", "n4")
+    assert parts["gpu"].nodes == ("n1", "n2")
+    ping = proj.get(SlurmPing, "default")
+    assert ping is not None
+    assert ping.responding, ping.error
+    for name in ("n1", "n2", "n3", "n4"):
+        await stack.wait_for(lambda n=name: MANAGED in stack.taints(n), what=f"{name} tainted")
+
+
+async def test_cordon_drains_and_uncordon_undrains_over_rest(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    stack.cordon("n2")
+    await stack.wait_for(
+        lambda: "drain" in modern_slurm.node_states().get("n2", ""), what="n2 drained in Slurm"
+    )
+    shown = modern_slurm.scontrol("-o", "show", "node", "n2")
+    assert "Reason=slurm-bridge: Corresponding Kubernetes node (n2) is unschedulable" in shown
+    stack.uncordon("n2")
+    await _idle(stack, modern_slurm, "n2")
+    records = await stack.action_records()
+    kinds = [(type(r.action).__name__, r.outcome) for r in records if r.key == "n2"]
+    assert ("DrainSlurmNode", "ok") in kinds
+    assert ("UndrainSlurmNode", "ok") in kinds
+    assert await stack.dead_letters() == []
+
+
+async def test_an_administrators_drain_is_never_undone(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    modern_slurm.admin_drain("n3", "admin: replace fan")
+    try:
+        await stack.wait_for(
+            lambda: (n := _node(stack, "n3")) is not None and n.has("DRAIN"),
+            what="n3 DRAIN observed",
+        )
+        stack.cordon("n3")
+        await stack.settled()
+        stack.uncordon("n3")
+        await stack.settled()
+        assert stack.app is not None and stack.app.poller is not None
+        poller = stack.app.poller
+        polls = poller.polls
+        await stack.wait_for(lambda: poller.polls >= polls + 3, what="three more polls")
+        await stack.settled()
+        assert "drain" in modern_slurm.node_states()["n3"]
+        assert "Reason=admin: replace fan" in modern_slurm.scontrol("-o", "show", "node", "n3")
+        recs = [r for r in await stack.action_records() if r.key == "n3"]
+        assert not any(isinstance(r.action, UndrainSlurmNode) for r in recs)
+        assert not any(
+            isinstance(r.action, DrainSlurmNode) and r.outcome == "ok" for r in recs
+        ), "the administrator's reason is never overwritten"
+    finally:
+        modern_slurm.undrain("n3")
+        await _idle(stack, modern_slurm, "n3")
+
+
+@pytest.mark.parametrize("relist", [0, 2], ids=["full-listing-every-poll", "jobs-state"])
+async def test_quiet_polls_publish_nothing_and_never_tombstone_a_running_job(
+    modern_slurm: ModernSlurm, relist: int
+) -> None:
+    """Finding 1: a conditional job listing with no change is HTTP 200 with no jobs on
+    24.11/26.05; read as a listing it tombstoned every job, running ones included.
+    ``relist`` 0: every poll lists jobs with ``update_time`` (the path that broke); 2: polls
+    read ``jobs/state`` between full listings every 2 s (the default mode, sped up). Slurm
+    moves its job change time for a few seconds after a job starts (scheduler passes), so
+    the quiet answers come only after that: 40 polls (8 s) cover it."""
+    settings = {"slurm": {"jobRelistInterval": relist}}
+    async with Stack(nodes=4, real_slurm=modern_slurm, poll_interval=0.2, settings=settings) as s:
+        try:
+            await _quiet_polls(s, modern_slurm)
+        finally:
+            modern_slurm.run("scancel", "--user", "root", check=False)
+
+
+async def _quiet_polls(stack: Stack, modern_slurm: ModernSlurm) -> None:
+    out = modern_slurm.run(
+        "sbatch", "--parsable", "-N1", "-w", "n4", "-o", "/dev/null", "--wrap", "sleep 300"
+    ).stdout
+    job_id = out.strip().split(";")[0]
+    assert stack.app is not None and stack.app.poller is not None
+    proj = stack.app.projection
+    await stack.wait_for(
+        lambda: (j := proj.get(SlurmJob, job_id, "slurm:default")) is not None
+        and j.base_state == "RUNNING",
+        timeout=30,
+        what="the running job observed",
+    )
+    await stack.settled()
+    poller = stack.app.poller
+    before = len(await stack.observations())
+    polls = poller.polls
+    await stack.wait_for(lambda: poller.polls >= polls + 40, timeout=60, what="40 quiet polls")
+    after = await stack.observations()
+    assert len(after) == before, after[before:]
+    job = proj.get(SlurmJob, job_id, "slurm:default")
+    assert job is not None and job.op == "observed" and job.base_state == "RUNNING"
+
+
+async def test_pods_are_placed_bound_and_cleaned_up(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    """26.05: an EXTERNAL_JOB placeholder; 24.11 (no EXTERNAL_JOB): a sleeping batch job."""
+    (name,) = create_group(stack.kube, "Pod", "real-ok", 1, requests={"cpu": "1"}, run_seconds=2)
+    await stack.wait_for(
+        lambda: bool(((_pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
+        timeout=60,
+        what="pod bound",
+    )
+    p = _pod(stack, name)
+    assert p is not None
+    job_id = int(p["metadata"]["labels"][JOBID])
+    node = p["spec"]["nodeName"]
+    shown = modern_slurm.scontrol("-o", "show", "job", str(job_id))
+    assert f"NodeList={node}" in shown
+    assert "Comment=slurmbridge:" in shown
+    assert "AdminComment={\"pods\":[\"default/real-ok\"]}" in shown
+    if modern_slurm.release == "26.05":
+        assert "BatchFlag=0" in shown, "an EXTERNAL_JOB runs nothing"
+    else:
+        assert "BatchFlag=1" in shown
+    await stack.wait_for(
+        lambda: _job_state(modern_slurm, job_id) in ("CANCELLED", "COMPLETED", ""),
+        timeout=60,
+        what="job ended in real Slurm once the pod completed",
+    )
+    await stack.wait_for(
+        lambda: wellknown.FINALIZER_SCHEDULER
+        not in ((_pod(stack, name) or {}).get("metadata", {}).get("finalizers") or []),
+        timeout=30,
+        what="finalizer removed",
+    )
+    assert await stack.dead_letters() == []
+
+
+async def test_scancel_deletes_the_pod(stack: Stack, modern_slurm: ModernSlurm) -> None:
+    (name,) = create_group(stack.kube, "Pod", "real-scancel", 1, requests={"cpu": "1"})
+    await stack.wait_for(
+        lambda: bool(((_pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
+        timeout=60,
+        what="pod bound",
+    )
+    p = _pod(stack, name)
+    assert p is not None
+    job_id = int(p["metadata"]["labels"][JOBID])
+    modern_slurm.scancel(str(job_id))
+    await stack.wait_for(lambda: _pod(stack, name) is None, timeout=60, what="pod deleted")
+    assert _job_state(modern_slurm, job_id) in ("CANCELLED", "")
+
+
+@dataclass(frozen=True)
+class _UserEndpoint:
+    """The modern cluster's slurmrestd with a plain user's token (no X-SLURM-USER-NAME)."""
+
+    url: str
+    token_file: Path
+    user: str = ""
+
+
+async def test_a_plain_users_token_places_pods_and_is_refused_node_updates(
+    modern_slurm: ModernSlurm, tmp_path: Path
+) -> None:
+    """Finding 2: admin_comment needs an operator (2002), and the client retried it for ever.
+    With a plain user's token placeholder jobs go without it (ownership is the comment), and
+    a node drain is refused for good (Forbidden: dead letter naming the role), not retried."""
+    modern_slurm.add_user(PLAIN_USER, PLAIN_UID)
+    token = tmp_path / "token"
+    token.write_text(modern_slurm.token_for(PLAIN_USER) + "\n")
+    endpoint = _UserEndpoint(url=modern_slurm.url, token_file=token)
+    settings = {"worker": {"maxDeliver": 3}}
+    async with Stack(nodes=4, real_slurm=endpoint, poll_interval=0.2, settings=settings) as s:
+        try:
+            (name,) = create_group(s.kube, "Pod", "plain", 1, requests={"cpu": "1"}, run_seconds=2)
+            await s.wait_for(
+                lambda: bool(((_pod(s, name) or {}).get("spec") or {}).get("nodeName")),
+                timeout=60,
+                what="pod bound",
+            )
+            p = _pod(s, name)
+            assert p is not None
+            job_id = int(p["metadata"]["labels"][JOBID])
+            shown = modern_slurm.scontrol("-o", "show", "job", str(job_id))
+            assert f"UserId={PLAIN_USER}(" in shown
+            assert "Comment=slurmbridge:" in shown
+            assert "AdminComment=" not in shown or "AdminComment=(null)" in shown
+            await s.wait_for(
+                lambda: _job_state(modern_slurm, job_id) in ("CANCELLED", "COMPLETED", ""),
+                timeout=60,
+                what="the plain user's job cancelled when the pod completed",
+            )
+            s.cordon("n4")
+            deadline = time.monotonic() + 60
+            while not (letters := [d for d in await s.dead_letters() if d.subject.endswith("n4")]):
+                assert time.monotonic() < deadline, "the refused drain was not dead-lettered"
+                await asyncio.sleep(0.1)
+            # 24.11.5 and 26.05.5 answer a plain user's node update with 2010 "Invalid user
+            # id" (ESLURM_USER_ID_MISSING).
+            assert "error_number 2010" in letters[0].reason, letters[0].reason
+            assert "operator or administrator role" in letters[0].reason
+            drains = [r for r in await s.action_records() if isinstance(r.action, DrainSlurmNode)]
+            assert [r.outcome for r in drains] == ["failed"], "refused once, never retried"
+            assert "drain" not in modern_slurm.node_states()["n4"]
+        finally:
+            modern_slurm.run("scancel", "--user", PLAIN_USER, check=False)
+
+
+async def test_a_job_slurm_refuses_is_reported_on_the_pods_and_not_resubmitted(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    """Three pods of 2 CPUs in partition gpu (two 2-CPU nodes): 24.11 refuses the batch
+    placeholder for good (2014 "Requested node configuration is not available", HTTP 500);
+    the pods say so (PodScheduled=False, SlurmJobRejected, a Warning Event) and the group is
+    not submitted again in a loop. 26.05 takes the EXTERNAL_JOB and leaves it PENDING
+    (reason PartitionConfig: 3 nodes asked of a 2-node partition), recorded as such."""
+    names = create_group(
+        stack.kube,
+        "Job",
+        "too-big",
+        3,
+        annotations={"slurmjob.slinky.slurm.net/partition": "gpu"},
+        requests={"cpu": "2"},
+    )
+    if modern_slurm.release == "24.11":
+
+        def rejected() -> bool:
+            conds = [
+                c
+                for n in names
+                for c in (((_pod(stack, n) or {}).get("status") or {}).get("conditions") or [])
+                if c.get("type") == "PodScheduled"
+            ]
+            return len(conds) == 3 and all(c["reason"] == "SlurmJobRejected" for c in conds)
+
+        await stack.wait_for(rejected, timeout=60, what="PodScheduled=False on the pods")
+        p = _pod(stack, names[0])
+        assert p is not None
+        cond = next(c for c in p["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert cond["status"] == "False"
+        assert "2014" in cond["message"], cond["message"]
+        events = [
+            e
+            for e in stack.kube.list("events", "default")
+            if e.get("reason") == "SlurmJobRejected"
+        ]
+        assert events and all(e["type"] == "Warning" for e in events)
+        await stack.settled()
+        assert stack.app is not None and stack.app.poller is not None
+        polls = stack.app.poller.polls
+        await stack.wait_for(lambda: stack.app.poller.polls >= polls + 10, what="ten polls")
+        await stack.settled()
+        submits = [r for r in await stack.action_records() if r.key == "default/Job:too-big"
+                   and type(r.action).__name__ == "SubmitSlurmJob"]
+        assert [r.outcome for r in submits] == ["rejected"]
+        assert await stack.dead_letters() == []
+    else:
+        await stack.wait_for(
+            lambda: all(JOBID in ((_pod(stack, n) or {}).get("metadata") or {}).get("labels", {})
+                        for n in names),
+            timeout=60,
+            what="the group's job submitted",
+        )
+        p = _pod(stack, names[0])
+        assert p is not None
+        job_id = int(p["metadata"]["labels"][JOBID])
+        await stack.wait_for(
+            lambda: "Reason=PartitionConfig"
+            in modern_slurm.scontrol("-o", "show", "job", str(job_id)),
+            timeout=30,
+            what="the job pending for PartitionConfig",
+        )
+        assert _job_state(modern_slurm, job_id) == "PENDING"
