@@ -20,9 +20,11 @@ Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Ass
   matters;
 * label removed from a node Slurm knows as EXTERNAL ⇒ drain, wait until drained, delete.
 
-Waiting needs no timer: the Slurm poller publishes the node's state changes, which trigger a
-reconcile. Deletion is fail-closed — only a node that is DRAIN with one of our reasons and runs
-nothing (not ALLOCATED, MIXED or COMPLETING), re-checked by the effector against Slurm itself.
+Nothing is decided before the log holds a complete Slurm listing (``slurm_listed``): until
+then an absent node or partition proves nothing. Waiting needs no other timer: the Slurm
+poller publishes the node's state changes, which trigger a reconcile. Deletion is
+fail-closed — only a node that is DRAIN with one of our reasons and runs nothing (not
+ALLOCATED, MIXED or COMPLETING), re-checked by the effector against Slurm itself.
 Our drains carry the prefix ``slurm-bridge: External node (``, which ``slurm_drain`` never
 clears, so a busy node being removed is drained once and never undrained in the same pass
 (Slinky's controllers flap there). Triggers: KubeNode, SlurmNode, SlurmPartition.
@@ -36,7 +38,7 @@ from collections.abc import Iterable
 import msgspec
 
 from reconcilers import _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,
@@ -53,6 +55,8 @@ from schemas.subjects import slurm_source
 NAME = "node_register"
 MIB = 1024 * 1024
 BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
+#: Seconds between looks while the log has no complete Slurm listing yet.
+LISTING_WAIT_S = 1.0
 OWNED = (wellknown.EXTERNAL_REASON_PREFIX,)
 #: A topology spec as Slurm reads it after ``Topology=`` (``name:unit[,name:unit]``). Anything
 #: else — a space above all — would add other keys to the node's slurm.conf line.
@@ -82,6 +86,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     slurm: SlurmNode | None
     partitions: frozenset[str]
     cluster: str
+    #: The log holds a complete listing of the cluster (``reconcilers.base.slurm_listed``).
+    listed: bool = True
 
 
 def is_external(node: KubeNode) -> bool:
@@ -133,7 +139,13 @@ def view(store: Store, key: str, ctx: Context) -> View:
     node = store.get(KubeNode, key)
     slurm = _nodes.slurm_node_for(node, store, ctx) if node is not None else None
     parts = frozenset(p.key for p in store.values(SlurmPartition, slurm_source(ctx.cluster)))
-    return View(node=node, slurm=slurm, partitions=parts, cluster=ctx.cluster)
+    return View(
+        node=node,
+        slurm=slurm,
+        partitions=parts,
+        cluster=ctx.cluster,
+        listed=slurm_listed(store, ctx.cluster),
+    )
 
 
 def _condition(node: KubeNode, status: str, reason: str, message: str) -> tuple[AnyAction, ...]:
@@ -203,6 +215,11 @@ def decide(v: View) -> Decision:
     node, slurm = v.node, v.slurm
     if node is None:
         return Decision(reason="Kubernetes node is gone")
+    if not v.listed:
+        # Before a complete listing, a missing Slurm node or partition proves nothing: every
+        # labelled node would get a new/node refused with 2168, or a false PartitionNotFound.
+        # The listing's ping is published last and triggers nothing here: look again soon.
+        return Decision(requeue_after=LISTING_WAIT_S, reason="waiting for a complete Slurm listing")
     if not is_external(node):
         if slurm is None or not (slurm.has("EXTERNAL") or slurm.reason.startswith(OWNED)):
             return NOTHING

@@ -8,17 +8,26 @@ default partition when they name none) — IDLE or MIXED, not DRAIN/DOWN/FAIL, n
 exclusive job takes whole idle nodes. Starting allocates the CPUs on the nodes
 (``ALLOCATED`` / ``MIXED``), ending releases them, so node states follow as in Slurm.
 
-External jobs (flag ``EXTERNAL_JOB``, v0.0.43+) and placeholder batch jobs stay RUNNING until
+External jobs (flag ``EXTERNAL_JOB``, v0.0.43+; v0.0.42's parser does not know the flag: 9207,
+as on 24.11.5) and placeholder batch jobs stay RUNNING until
 cancelled; :meth:`complete_job`, :meth:`preempt_job` and :meth:`timeout_job` end a job the way
 the job itself, preemption and the time limit would; a RUNNING job whose ``time_limit``
 (minutes, each :attr:`JobsMixin.minute_s` seconds long) has passed ends TIMEOUT the next time
 jobs are read. Ended jobs stay listed for
 ``min_job_age`` seconds (Slurm's MinJobAge), then vanish. ``on_job_state`` hooks receive
-``(job_id, state, time.monotonic())`` on every state change.
+``(job_id, state, time.monotonic())`` on every state change. An external job on an external
+node holds its CPUs without reporting them (the node reads ALLOCATED with ``alloc_cpus`` 0,
+recorded from Slurm 26.05.5).
 
 Submit errors use Slurm's numbers: 2000 unknown partition (ESLURM_INVALID_PARTITION_NAME),
-2014 more nodes than the partition has (ESLURM_INVALID_NODE_COUNT), 2017 unknown job id
-(ESLURM_INVALID_JOB_ID), 9000 a body that does not parse.
+2017 unknown job id (ESLURM_INVALID_JOB_ID), 9000 a body that does not parse, 9207 an unknown
+flag. A job asking for more nodes than its partition has is refused with 2014
+(ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE) on Slurm 24.11 and left PENDING with reason
+``PartitionConfig`` on 25.05+ (recorded from 24.11.5 and 26.05.5); an empty partition (its
+dynamic nodes still to come) makes jobs wait on every release.
+
+Job updates read ``excluded_nodes`` as slurmrestd's ``csv_string``: ``[]`` leaves it as it
+was, ``[""]`` clears it (recorded from 24.11.5 and 26.05.5).
 """
 
 from __future__ import annotations
@@ -91,6 +100,26 @@ class SimJob:
         )
 
 
+def _csv_string(value: Any) -> list[str] | None:
+    """A data_parser ``csv_string`` field of an update: ``None`` when absent or ``[]`` (Slurm
+    leaves the field as it was), else its comma-separated items, ``[""]`` / ``""`` meaning
+    none, which clears (recorded from Slurm 24.11.5 and 26.05.5: node features, a job's
+    ``excluded_nodes``).
+
+    Raises:
+        TypeError: neither a string nor a list of strings.
+    """
+    if value is None or value == []:
+        return None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        joined = ",".join(value)
+    elif isinstance(value, str):
+        joined = value
+    else:
+        raise TypeError(f"not a csv_string: {value!r}")
+    return [item.strip() for item in joined.split(",") if item.strip()]
+
+
 class _SubmitError(Exception):
     def __init__(self, errno: int, description: str) -> None:
         super().__init__(description)
@@ -115,6 +144,7 @@ class JobsMixin:
     nodes: dict[str, SimNode]
     partitions: dict[str, SimPartition]
     versions: tuple[str, ...]
+    slurm_release: str
 
     def _init_jobs(self) -> None:
         self.jobs_by_id: dict[int, SimJob] = {}
@@ -251,9 +281,11 @@ class JobsMixin:
         if part is None:
             raise _SubmitError(2000, f"Invalid partition name specified: {partition!r}")
         min_nodes = int(desc.get("min_nodes") or 1)
-        # An empty partition is one whose (dynamic) nodes are still to come: jobs wait.
-        if part.nodes and min_nodes > len(part.nodes):
-            raise _SubmitError(2014, "Node count specification invalid")
+        # An empty partition is one whose (dynamic) nodes are still to come: jobs wait. Else
+        # recorded from Slurm 24.11.5: too many nodes is refused at submit (26.05.5 accepts
+        # the job and leaves it PENDING, reason PartitionConfig: see _try_start).
+        if self.slurm_release == "24.11" and part.nodes and min_nodes > len(part.nodes):
+            raise _SubmitError(2014, "Requested node configuration is not available")
         self.next_job_id += 1
         flags = ["EXTERNAL_JOB"] if external else []
         return SimJob(
@@ -294,12 +326,18 @@ class JobsMixin:
             if n in self.nodes and self._usable(self.nodes[n], job, per_node)
         ][: job.min_nodes]
         if len(chosen) < job.min_nodes:
-            job.reason = "Resources"
+            # recorded from Slurm 26.05.5: more nodes than the partition has
+            too_many = bool(part.nodes) and job.min_nodes > len(part.nodes)
+            job.reason = "PartitionConfig" if too_many else "Resources"
             return False
+        external = "EXTERNAL_JOB" in job.flags
         for name in chosen:
-            cpus = self.nodes[name].cpus if job.exclusive else per_node
+            node = self.nodes[name]
+            cpus = node.cpus if job.exclusive else per_node
             self.allocate(name, cpus, job.memory_per_node)
             job.alloc[name] = cpus
+            if external and "EXTERNAL" in node.flags:
+                node.external_cpus += cpus
         job.nodes = chosen
         job.state, job.reason = "RUNNING", "None"
         job.start_time = self._now()
@@ -313,7 +351,10 @@ class JobsMixin:
         if job is None or job.state in ENDED:
             return
         for name, cpus in job.alloc.items():
-            if name in self.nodes:
+            node = self.nodes.get(name)
+            if node is not None:
+                if "EXTERNAL_JOB" in job.flags:
+                    node.external_cpus = max(0, node.external_cpus - cpus)
                 self.release(name, cpus, job.memory_per_node)
         job.alloc.clear()
         job.state = state
@@ -349,6 +390,9 @@ class JobsMixin:
             desc["excluded_nodes"] = job.get("excluded_nodes") or []
             desc["exclusive"] = "none" in (job.get("shared") or [])
             external = "EXTERNAL_JOB" in (job.get("flags") or [])
+            if external and version == "v0.0.42":
+                # recorded from Slurm 24.11.5: v0.0.42's parser has no such flag
+                raise _SubmitError(9207, 'Unknown flag "EXTERNAL_JOB"')
         if not external and not (body.get("script") or job.get("script")):
             raise _SubmitError(9000, "batch job submission needs a script")
         return desc, external
@@ -367,11 +411,9 @@ class JobsMixin:
         for key in ("name", "comment", "admin_comment"):
             if isinstance(body.get(key), str):
                 out[key] = body[key]
-        excluded = body.get("excluded_nodes")
-        if isinstance(excluded, str):
-            excluded = [n for n in excluded.split(",") if n]
-        if isinstance(excluded, list):
-            out["excluded_nodes"] = [str(n) for n in excluded]
+        excluded = _csv_string(body.get("excluded_nodes"))
+        if excluded is not None:  # [] changes nothing, [""] clears
+            out["excluded_nodes"] = excluded
         raw = body.get("time_limit")
         limit = raw if version == "v0.0.38" else _number(raw)
         if limit is not None:

@@ -59,8 +59,9 @@ submit (24.11: 2014) or left PENDING with reason ``PartitionConfig`` (26.05). ``
 naming the release of each version's document.
 
 Permissions. :attr:`SlurmSim.operators` are the users slurmctld treats as operators or
-administrators; only they may set ``admin_comment`` on submit or update, create and delete
-nodes (others get 2002 "Access/permission denied", as on 24.11.5 and 26.05.5). The request's
+administrators; only they may set ``admin_comment`` on submit (others get 2002
+"Access/permission denied") or update, create and delete nodes (others get 2010 "Invalid user
+id", ESLURM_USER_ID_MISSING), as on 24.11.5 and 26.05.5. The request's
 user is the token's, or ``X-SLURM-USER-NAME`` when a root/slurm token names another user
 (slurmrestd then acts as that user: impersonation). The default operators include
 ``slurmrest``, the user :meth:`SlurmSim.write_token` issues tokens for, so the harness acts as
@@ -122,7 +123,7 @@ from typing import Any, Final
 import msgspec
 from aiohttp import web
 
-from slurmbridge.sim.slurmjobs import ENDED, JobsMixin, SimJob, _SubmitError
+from slurmbridge.sim.slurmjobs import ENDED, JobsMixin, SimJob, _csv_string, _SubmitError
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._dataparser import NODE_STATES_V0042
 from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
@@ -187,6 +188,7 @@ _ERRNO_TEXT: Final[Mapping[int, str]] = {
     1007: "Protocol authentication error",
     2000: "Invalid partition name specified",
     2002: "Access/permission denied",
+    2010: "Invalid user id",
     2014: "Requested node configuration is not available",
     2016: "Requested nodes are busy",
     2017: "Invalid job id specified",
@@ -210,8 +212,12 @@ _USER: Final = web.RequestKey("user", str)
 #: slurmctld's answer to a token it rejects (SLURM_PROTOCOL_AUTHENTICATION_ERROR), which
 #: slurmrestd maps to HTTP 511 (recorded from 24.11.5 and 26.05.5).
 _AUTH_ERRNO: Final = 1007
-#: ESLURM_ACCESS_DENIED: the user is not an operator (recorded from 24.11.5 and 26.05.5).
+#: ESLURM_ACCESS_DENIED: ``admin_comment`` on submit by a user who is not an operator
+#: (recorded from 24.11.5 and 26.05.5).
 _ACCESS_DENIED: Final = 2002
+#: ESLURM_USER_ID_MISSING: a node update (create, delete) by a user who is not an
+#: administrator (recorded from 24.11.5 and 26.05.5: 2010 "Invalid user id").
+_NOT_ADMIN: Final = 2010
 #: ESLURM_ACTIVE_FEATURE_NOT_SUBSET (recorded from 26.05.5).
 _NOT_SUBSET: Final = 2031
 
@@ -1325,9 +1331,7 @@ class SlurmSim(JobsMixin):
             description, source = "Unable to query jobs", "slurm_load_jobs()"
         else:
             description, source = "", ""
-        return self._error(
-            version, endpoint, 511, _AUTH_ERRNO, description, source, request
-        )
+        return self._error(version, endpoint, 511, _AUTH_ERRNO, description, source, request)
 
     def _user_of(self, token: str, user_name: str | None) -> str:
         """The authenticated user of a request.
@@ -1396,6 +1400,16 @@ class SlurmSim(JobsMixin):
 
     def _is_operator(self, request: web.Request) -> bool:
         return request.get(_USER, "") in self.operators
+
+    def _check_operator(self, request: web.Request, description: str) -> None:
+        """Node creation, update and deletion need an administrator (recorded from Slurm
+        24.11.5 and 26.05.5: 2010 "Invalid user id", ESLURM_USER_ID_MISSING, otherwise).
+
+        Raises:
+            SimError: 2010 the request's user is not in :attr:`operators`.
+        """
+        if not self._is_operator(request):
+            raise SimError(_NOT_ADMIN, description)
 
     def _error(
         self,
@@ -1764,7 +1778,7 @@ class SlurmSim(JobsMixin):
                 v,
                 "node",
                 fail,
-                _ACCESS_DENIED,
+                _NOT_ADMIN,
                 f"Failure to update node {name}",
                 "_update_node",
                 request,
@@ -1783,7 +1797,13 @@ class SlurmSim(JobsMixin):
             self._update_node(name, update, user=user, version=v, features_act=features_act)
         except SimError as exc:
             return self._error(
-                v, "node", fail, exc.errno, f"Failure to update node {name}", "_update_node", request
+                v,
+                "node",
+                fail,
+                exc.errno,
+                f"Failure to update node {name}",
+                "_update_node",
+                request,
             )
         for cb in list(self.on_update):
             try:
@@ -1805,12 +1825,12 @@ class SlurmSim(JobsMixin):
             # ESLURM_REST_FAIL_PARSING ⇒ 400 (src/common/http.c)
             return self._error(v, "new/node", 400, 9001, str(exc), "_create_node", request)
         if not self._is_operator(request):
-            # recorded from Slurm 26.05.5: creating nodes needs an administrator
+            # as node updates (recorded from Slurm 24.11.5 and 26.05.5): administrators only
             return self._error(
                 v,
                 "new/node",
                 self._fail_status(v),
-                _ACCESS_DENIED,
+                _NOT_ADMIN,
                 "Failure to create node",
                 "_create_node",
                 request,
@@ -1838,9 +1858,7 @@ class SlurmSim(JobsMixin):
         arrived = request[_ARRIVED]
         name = request.match_info["node_name"]
         try:
-            if not self._is_operator(request):
-                # recorded from Slurm 24.11.5 and 26.05.5: deleting nodes needs an administrator
-                raise SimError(_ACCESS_DENIED, f"Failure to delete node {name}")
+            self._check_operator(request, f"Failure to delete node {name}")
             self.delete_node(name)
         except SimError as exc:
             log.debug("simulated slurmctld: delete_nodes failed: %s", exc)
@@ -1983,7 +2001,9 @@ class SlurmSim(JobsMixin):
         try:
             self.update_job(job.job_id, **changes)
         except _SubmitError as exc:
-            return self._error(v, "jobs", fail, exc.errno, exc.description, "_handle_job_post", request)
+            return self._error(
+                v, "jobs", fail, exc.errno, exc.description, "_handle_job_post", request
+            )
         if v == "v0.0.38":
             return self._ok(v, request, {})
         if self.slurm_release != "24.11":
@@ -2002,7 +2022,9 @@ class SlurmSim(JobsMixin):
         except (ValueError, TypeError) as exc:
             return self._error(v, "jobs", 400, 9000, str(exc), "_handle_job_submit", request)
         except _SubmitError as exc:
-            return self._error(v, "jobs", fail, exc.errno, exc.description, "_handle_job_submit", request)
+            return self._error(
+                v, "jobs", fail, exc.errno, exc.description, "_handle_job_submit", request
+            )
         if v != "v0.0.38" and desc.get("admin_comment") and not self._is_operator(request):
             # recorded from Slurm 24.11.5 (HTTP 500) and 26.05.5 (HTTP 422)
             return self._error(
@@ -2017,7 +2039,9 @@ class SlurmSim(JobsMixin):
         try:
             job_id = self.submit(desc, external=external)
         except _SubmitError as exc:
-            return self._error(v, "jobs", fail, exc.errno, exc.description, "_handle_job_submit", request)
+            return self._error(
+                v, "jobs", fail, exc.errno, exc.description, "_handle_job_submit", request
+            )
         return self._ok(v, request, {"job_id": job_id, "step_id": "batch"})
 
     async def _partitions(self, request: web.Request) -> web.Response:
@@ -2054,17 +2078,6 @@ class SlurmSim(JobsMixin):
         if v != "v0.0.38":
             payload["last_update"] = _nv(self.parts_changed_at)
         return self._ok(v, request, payload)
-
-
-def _csv_string(value: list[str] | str | None) -> list[str] | None:
-    """A data_parser ``csv_string`` field of an update: ``None`` when absent or ``[]`` (Slurm
-    leaves the field as it was), else its comma-separated items, ``[""]`` / ``""`` meaning
-    none (clears). Recorded from Slurm 24.11.5 and 26.05.5 (node features, job
-    ``excluded_nodes``)."""
-    if value is None or value == []:
-        return None
-    joined = value if isinstance(value, str) else ",".join(value)
-    return [item.strip() for item in joined.split(",") if item.strip()]
 
 
 def _op(operation_id: str, summary: str) -> Json:
@@ -2187,7 +2200,7 @@ async def serve(
         sim.load_seed(seed_path)
     else:
         sim.seed_default(nodes)
-    await sim.start(host, port, versions=api_versions or ALL_VERSIONS)
+    await sim.start(host, port, versions=api_versions or None)
     try:
         if token_file is not None:
             sim.write_token(token_file)

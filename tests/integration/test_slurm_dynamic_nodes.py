@@ -113,6 +113,8 @@ async def test_create_external_node(tmp_path: Path, version: str) -> None:
         assert drained.state == ("IDLE", "EXTERNAL", "DRAIN", "DYNAMIC_NORM")
         assert drained.reason == "slurm-bridge: leaving"
         await s.client.undrain("k8s-a")
+        # NOT_RESPONDING for about a second after an undrain (recorded from Slurm 26.05.5)
+        s.clock.advance(1)
         assert (await s.client.get_node("k8s-a")).state == ("IDLE", "EXTERNAL", "DYNAMIC_NORM")
 
         raw = next(x for x in s.recorder.exchanges if x.path.endswith("/new/node/"))
@@ -152,7 +154,8 @@ async def test_create_errors(tmp_path: Path, version: str) -> None:
         for line in (LINE, _line("n1")):  # a created node, a node from slurm.conf
             with pytest.raises(Conflict) as conflict:
                 await s.client.create_node(line)
-            assert (conflict.value.status, conflict.value.error_number) == (500, 2168)
+            # HTTP 422: a Slurm error on 26.05 (the simulator's default release)
+            assert (conflict.value.status, conflict.value.error_number) == (422, 2168)
             assert "Failure to create node" in str(conflict.value)
         for line, errno in (
             (_line("x1", Colour="blue"), -1),  # not a slurm.conf NodeName key
@@ -220,7 +223,8 @@ async def test_delete(tmp_path: Path, version: str) -> None:
         s.sim.allocate("k8s-b", 1)  # a job runs there: slurmctld refuses
         with pytest.raises(Conflict) as busy:
             await s.client.delete_node("k8s-b")
-        assert (busy.value.status, busy.value.error_number) == (500, 2016)
+        # HTTP 422: a Slurm error on 26.05 (the simulator's default release)
+        assert (busy.value.status, busy.value.error_number) == (422, 2016)
         assert "Failure to delete node k8s-b" in str(busy.value)
         s.sim.release("k8s-b")
 
@@ -234,7 +238,7 @@ async def test_delete(tmp_path: Path, version: str) -> None:
 
         with pytest.raises(NotFound) as missing:
             await s.client.delete_node("k8s-b")
-        assert (missing.value.status, missing.value.error_number) == (500, 2018)
+        assert (missing.value.status, missing.value.error_number) == (422, 2018)
         with pytest.raises(Rejected) as static:  # slurm.conf nodes cannot be deleted
             await s.client.delete_node("n1")
         assert static.value.error_number == 2028
@@ -264,11 +268,13 @@ async def test_delete_drained_external_node(tmp_path: Path, version: str) -> Non
         assert "k8s-a" not in s.sim.nodes
 
 
-# --- features move nodes between partitions ------------------------------------------------------
+# --- a feature update does not move nodes between partitions -----------------------------------
 
 
 @pytest.mark.parametrize("version", DELETERS)
-async def test_feature_update_moves_partitions(tmp_path: Path, version: str) -> None:
+async def test_feature_update_keeps_partitions(tmp_path: Path, version: str) -> None:
+    """A dynamic node joins the partitions its features name when it is created, and a later
+    feature update leaves its partitions alone (recorded from Slurm 26.05.5)."""
     async with running(tmp_path, (version,)) as s:
         line = _line("k8s-c", "batch")
         if version in CREATORS:
@@ -279,15 +285,16 @@ async def test_feature_update_moves_partitions(tmp_path: Path, version: str) -> 
 
         await s.client.update_node("k8s-c", NodeUpdate(features=("gpu", "nosuchpartition")))
         node = await s.client.get_node("k8s-c")
-        assert (node.features, node.partitions) == (("gpu", "nosuchpartition"), ("gpu",))
+        assert (node.features, node.partitions) == (("gpu", "nosuchpartition"), ("batch",))
         parts = await _partitions(s)
-        assert "k8s-c" not in parts["batch"] and parts["gpu"][-1] == "k8s-c"
+        assert "k8s-c" in parts["batch"] and "k8s-c" not in parts["gpu"]
 
         s.sim.add_partition("nosuchpartition")  # a partition created later picks it up
-        assert (await s.client.get_node("k8s-c")).partitions == ("gpu", "nosuchpartition")
+        assert (await s.client.get_node("k8s-c")).partitions == ("batch", "nosuchpartition")
 
         await s.client.update_node("k8s-c", NodeUpdate(features=()))
-        assert (await s.client.get_node("k8s-c")).partitions == ()
+        cleared = await s.client.get_node("k8s-c")
+        assert (cleared.features, cleared.partitions) == ((), ("batch", "nosuchpartition"))
 
         # nodes from the seed keep their slurm.conf partitions whatever their features
         await s.client.update_node("n3", NodeUpdate(features=("gpu",)))
@@ -295,9 +302,9 @@ async def test_feature_update_moves_partitions(tmp_path: Path, version: str) -> 
         posts = [x for x in s.recorder.exchanges if x.method == "POST" and "/node/" in x.path]
         bodies = [json.loads(x.request_body) for x in posts if "/new/" not in x.path]
         assert bodies == [
-            {"features": ["gpu", "nosuchpartition"]},
-            {"features": []},
-            {"features": ["gpu"]},
+            {"features": ["gpu", "nosuchpartition"], "features_act": ["gpu", "nosuchpartition"]},
+            {"features": [""], "features_act": [""]},
+            {"features": ["gpu"], "features_act": ["gpu"]},
         ]
 
 

@@ -353,3 +353,51 @@ async def test_a_job_slurm_refuses_is_reported_on_the_pods_and_not_resubmitted(
             what="the job pending for PartitionConfig",
         )
         assert _job_state(modern_slurm, job_id) == "PENDING"
+
+
+async def test_an_external_node_is_registered_repartitioned_and_removed(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    """26.05 (``POST new/node/``): a labelled Kubernetes node becomes a ``State=External``
+    Slurm node with its partitions as features; new partitions re-register it (Slurm does not
+    move a dynamic node on a feature update); the label removed, it is drained and deleted.
+    24.11 has no ``new/node/``: the creation is recorded once as unsupported."""
+    ext = {wellknown.LABEL_EXTERNAL_NODE: "true"}
+    parts = wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS
+    stack.kube.add_node("ext-a", cpu="2", memory="1000Mi", labels=ext, annotations={parts: "batch"})
+    if modern_slurm.release == "24.11":
+        await stack.settled()
+        deadline = time.monotonic() + 30
+        while not [r for r in await stack.action_records() if r.key == "ext-a"]:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        recs = [r for r in await stack.action_records() if r.key == "ext-a"]
+        creates = [r.outcome for r in recs if type(r.action).__name__ == "CreateSlurmNode"]
+        assert creates == ["unsupported"]
+        # Decided after the first complete listing: no false "Slurm has no partition batch".
+        assert not any("PartitionNotFound" in str(r.action) for r in recs)
+        assert "ext-a" not in modern_slurm.node_states()
+        return
+
+    def shown() -> str:
+        return modern_slurm.run("scontrol", "-o", "show", "node", "ext-a", check=False).stdout
+
+    await stack.wait_for(lambda: "NodeName=ext-a" in shown(), timeout=30, what="ext-a created")
+    assert "State=IDLE+DYNAMIC_NORM+EXTERNAL" in shown()
+    assert "AvailableFeatures=batch " in shown()
+    assert "Partitions=batch " in shown()
+    stack.kube.patch_merge("nodes", "ext-a", {"metadata": {"annotations": {parts: "batch,gpu"}}})
+    await stack.wait_for(
+        lambda: "Partitions=batch,gpu " in shown(), timeout=60, what="ext-a in gpu too"
+    )
+    assert "AvailableFeatures=batch,gpu " in shown()
+    assert "DRAIN" not in shown().split("State=")[1].split()[0]
+    stack.kube.patch_merge(
+        "nodes", "ext-a", {"metadata": {"labels": {wellknown.LABEL_EXTERNAL_NODE: None}}}
+    )
+    await stack.wait_for(lambda: "NodeName=ext-a" not in shown(), timeout=60, what="deleted")
+    recs = [(type(r.action).__name__, r.outcome) for r in await stack.action_records()
+            if r.key == "ext-a" and type(r.action).__name__ != "RecordEvent"]
+    assert [a for a, o in recs if o == "ok"].count("CreateSlurmNode") == 2
+    assert [a for a, o in recs if o == "ok"].count("DeleteSlurmNode") == 2
+    assert await stack.dead_letters() == []

@@ -19,7 +19,14 @@ from schemas.actions import (
     UndrainSlurmNode,
     UpdateSlurmNodeFeatures,
 )
-from schemas.events import Event, KubeNode, NodeCondition, SlurmNode, SlurmPartition
+from schemas.events import (
+    Event,
+    KubeNode,
+    NodeCondition,
+    SlurmNode,
+    SlurmPartition,
+    SlurmPing,
+)
 from slurmbridge.projection import Projection
 
 CTX = Context(scheduler_name="s", cluster="c1")
@@ -140,11 +147,31 @@ class Case:
     check: dict[str, object] = field(default_factory=dict)
 
 
-def store(*objs: Event) -> Projection:
+#: A complete listing of cluster c1 is in the log (its ping, published last, carries no error).
+LISTED = SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True)
+
+
+def store(*objs: Event, listed: bool = True) -> Projection:
     p = Projection()
-    for i, o in enumerate(objs, 1):
+    for i, o in enumerate((*objs, LISTED) if listed else objs, 1):
         p.apply(o, i)
     return p
+
+
+@pytest.mark.parametrize(
+    "objs",
+    [
+        (),
+        (SlurmPing(source="slurm:c1", key="c1", cluster="c1", error="cannot reach it"),),
+    ],
+    ids=["no-listing-yet", "last-poll-failed"],
+)
+def test_nothing_is_decided_before_a_complete_slurm_listing(objs: tuple[Event, ...]) -> None:
+    """Issue 18 (2): before the first complete listing a labelled node got a new/node that
+    Slurm refused with 2168 (it existed), or a false PartitionNotFound (recorded on 24.11)."""
+    d = nr.decide(nr.view(store(kn(), *objs, listed=False), "k1", CTX))
+    assert d.actions == ()
+    assert d.requeue_after == nr.LISTING_WAIT_S
 
 
 CASES = [
