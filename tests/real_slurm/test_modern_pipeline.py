@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from schemas import wellknown
@@ -401,3 +402,126 @@ async def test_an_external_node_is_registered_repartitioned_and_removed(
     assert [a for a, o in recs if o == "ok"].count("CreateSlurmNode") == 2
     assert [a for a, o in recs if o == "ok"].count("DeleteSlurmNode") == 2
     assert await stack.dead_letters() == []
+
+
+class _RealSlurmdRegistrar:
+    """Plays slurmd for NodeSet pods against a real cluster: a Running slurmd pod becomes a
+    dynamic ``State=External`` node of its name (as ``slurmd -Z`` would register one, without
+    a daemon to run), a deleted pod's node is deleted; a pod deleted while its node runs a
+    job is recorded in :attr:`removed_busy` (what the NodeSet reconciler must never cause)."""
+
+    def __init__(self, stack: Stack, slurm: ModernSlurm) -> None:
+        self.stack, self.slurm = stack, slurm
+        self.removed_busy: list[str] = []
+
+    def attach(self) -> None:
+        self.stack.kube.on_write.append(self._on_write)
+
+    def detach(self) -> None:
+        self.stack.kube.on_write.remove(self._on_write)
+
+    def _on_write(self, change: Any) -> None:
+        if change.resource.name != "pods":
+            return
+        meta = change.object.get("metadata") or {}
+        if (meta.get("labels") or {}).get("app.kubernetes.io/name") != "slurmd":
+            return
+        name = str(meta["name"])
+        known = f"NodeName={name} " in self.slurm.run(
+            "scontrol", "-o", "show", "node", name, check=False
+        ).stdout
+        if change.type == "DELETED":
+            if known:
+                states = self.slurm.node_states().get(name, "")
+                if states.startswith(("alloc", "mix", "comp")):
+                    self.removed_busy.append(name)
+                self.slurm.run("scontrol", "delete", f"nodename={name}", check=False)
+            return
+        phase = (change.object.get("status") or {}).get("phase")
+        if phase == "Running" and not meta.get("deletionTimestamp") and not known:
+            # NodeAddr: without it slurmctld resolves the pod's name, retrying for seconds with
+            # its locks held (sinfo then times out: "Socket timed out on send/recv").
+            self.slurm.scontrol(
+                "create", f"NodeName={name}", "NodeAddr=127.0.0.1", "NodeHostname=localhost",
+                "CPUs=2", "RealMemory=1000", "State=External", "Feature=batch",
+            )
+
+
+async def test_nodeset_scale_in_drains_and_deletes_a_pod_only_when_its_node_is_idle(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    """slurm-operator's scale-in on real Slurm: every condemned node is drained over REST with
+    the operator's reason; the idle one's pod is deleted at once, the busy one's only after
+    its job ended. (26.05 only: 24.11 creates dynamic nodes as FUTURE/CLOUD only.)"""
+    if modern_slurm.release == "24.11":
+        pytest.skip("24.11 cannot create State=External nodes (no new/node, scontrol refuses)")
+    ns = "slurm"
+    registrar = _RealSlurmdRegistrar(stack, modern_slurm)
+    registrar.attach()
+    stack.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    stack.kube.create(
+        {
+            "apiVersion": "slinky.slurm.net/v1alpha1",
+            "kind": "NodeSet",
+            "metadata": {"name": "rs", "namespace": ns},
+            "spec": {
+                "replicas": 2,
+                "serviceName": "slurmd",
+                "template": {
+                    "spec": {"containers": [{"name": "slurmd", "image": "slurmd:26.05"}]}
+                },
+            },
+        }
+    )
+
+    def live() -> set[str]:
+        return {
+            p["metadata"]["name"]
+            for p in stack.kube.list("pods", ns)
+            if not p["metadata"].get("deletionTimestamp")
+        }
+
+    try:
+        await stack.wait_for(
+            lambda: {"rs-0", "rs-1"} <= set(modern_slurm.node_states()),
+            timeout=30,
+            what="two slurmd pods registered in Slurm",
+        )
+        body = {
+            "job": {
+                "name": "busy",
+                "tasks": 1,
+                "required_nodes": ["rs-1"],
+                "current_working_directory": "/tmp",
+                "environment": ["PATH=/bin"],
+                "flags": ["EXTERNAL_JOB"],
+            }
+        }
+        async with httpx.AsyncClient(base_url=modern_slurm.url) as http:
+            resp = await http.post(
+                "/slurm/v0.0.45/job/submit", json=body, headers=modern_slurm.auth_headers
+            )
+        job_id = str(resp.json()["job_id"])
+        await stack.wait_for(
+            lambda: modern_slurm.node_states().get("rs-1", "").startswith(("alloc", "mix")),
+            timeout=30,
+            what="rs-1 running the job",
+        )
+        stack.kube.patch("nodesets", "rs", {"spec": {"replicas": 0}}, ns, subresource="scale")
+        await stack.wait_for(lambda: "rs-0" not in live(), timeout=60, what="idle rs-0 deleted")
+        shown = modern_slurm.scontrol("-o", "show", "node", "rs-1")
+        assert "DRAIN" in shown.split("State=")[1].split()[0], shown
+        assert "Reason=slurm-operator: Pod (slurm/rs-1) is pending termination for scale-in" in (
+            shown
+        )
+        await stack.settled()
+        assert "rs-1" in live(), "a pod whose Slurm node runs a job is never deleted"
+        modern_slurm.scancel(job_id)
+        await stack.wait_for(lambda: "rs-1" not in live(), timeout=60, what="rs-1 deleted")
+        assert registrar.removed_busy == []
+        drains = [r for r in await stack.action_records() if isinstance(r.action, DrainSlurmNode)]
+        assert {r.action.node for r in drains if r.outcome == "ok"} == {"rs-0", "rs-1"}
+    finally:
+        registrar.detach()
+        for name in ("rs-0", "rs-1"):
+            modern_slurm.run("scontrol", "delete", f"nodename={name}", check=False)
