@@ -109,6 +109,8 @@ _SCRIPT_KNOBS: Final = frozenset(
         "REST_PORT",
         "NODE_PORT0",
         "NNODES",
+        "NODE_CPUS",
+        "NODE_MEMORY",
         "SLURMD_TIMEOUT",
         "MAX_DYNAMIC_NODES",
         "TOKEN_USER",
@@ -291,6 +293,7 @@ class ModernSlurm:
     Args:
         release: ``24.11`` or ``26.05``.
         nodes: number of nodes ``n1..nN`` (at least 2: partition ``gpu`` is ``n1``-``n2``).
+        cpus, memory_mib: CPUs and RealMemory (MiB) of every node (2 and 1000 by default).
         workdir: the work directory. None ⇒ a new ``/tmp/slurm-modern-*`` removed by a
             successful :meth:`stop`. A given directory must be empty, missing, or hold a
             cluster of this rig; it is kept.
@@ -304,6 +307,8 @@ class ModernSlurm:
         release: str,
         *,
         nodes: int = 4,
+        cpus: int = 2,
+        memory_mib: int = 1000,
         workdir: str | os.PathLike[str] | None = None,
         rootfs: str | os.PathLike[str] | None = None,
         token_lifespan: int = 86400,
@@ -312,7 +317,12 @@ class ModernSlurm:
         self._release = _check_release(release)
         if nodes < 2:
             raise ValueError(f"nodes must be >= 2 (partition gpu is n1-n2), got {nodes}")
+        if cpus < 1 or memory_mib < 1:
+            raise ValueError(f"cpus and memory_mib must be >= 1, got {cpus} and {memory_mib}")
         self.nodes = nodes
+        #: CPUs and RealMemory (MiB) of each node (slurmd takes them as configured:
+        #: ``SlurmdParameters=config_overrides``).
+        self.cpus, self.memory_mib = cpus, memory_mib
         self.node_names: tuple[str, ...] = tuple(f"n{i}" for i in range(1, nodes + 1))
         self.rootfs = _rootfs(release, rootfs)
         self.token_lifespan = token_lifespan
@@ -444,6 +454,8 @@ class ModernSlurm:
             {
                 "SLURM_ROOTFS": str(self.rootfs),
                 "NNODES": str(self.nodes),
+                "NODE_CPUS": str(self.cpus),
+                "NODE_MEMORY": str(self.memory_mib),
                 "TOKEN_USER": "root",
                 "TOKEN_LIFESPAN": str(self.token_lifespan),
                 "UP_TIMEOUT": str(max(1, round(self.start_timeout))),

@@ -61,7 +61,8 @@ naming the release of each version's document.
 Permissions. :attr:`SlurmSim.operators` are the users slurmctld treats as operators or
 administrators; only they may set ``admin_comment`` on submit (others get 2002
 "Access/permission denied") or update, create and delete nodes (others get 2010 "Invalid user
-id", ESLURM_USER_ID_MISSING), as on 24.11.5 and 26.05.5. The request's
+id", ESLURM_USER_ID_MISSING), as on 24.11.5 and 26.05.5 (recorded for submit and node update;
+create and delete are assumed to answer as the update does). The request's
 user is the token's, or ``X-SLURM-USER-NAME`` when a root/slurm token names another user
 (slurmrestd then acts as that user: impersonation). The default operators include
 ``slurmrest``, the user :meth:`SlurmSim.write_token` issues tokens for, so the harness acts as
@@ -1110,14 +1111,14 @@ class SlurmSim(JobsMixin):
     def _update_node(
         self,
         name: str,
-        update: NodeUpdate,
+        update: NodeUpdate | None,
         *,
         user: str,
         version: str = "v0.0.45",
         features_act: Sequence[str] | None = None,
     ) -> None:
-        """Apply ``update`` (and ``features_act``, the new active features) like slurmctld's
-        ``update_node()``.
+        """Apply ``update`` (and ``features_act``, the new active features; ``update`` may be
+        ``None`` when only those change) like slurmctld's ``update_node()``.
 
         Features: the available features are replaced first; ``features_act`` must be a
         subset of them, and without it the current active features must be (else 2031, with
@@ -1131,6 +1132,11 @@ class SlurmSim(JobsMixin):
                 not a subset of the available ones.
         """
         node = self._node(name)
+        if update is None:
+            if features_act is not None:
+                self._update_features(node, None, features_act)
+            self._touch_nodes()
+            return
         invalid = 2028 if version in ("v0.0.42", "v0.0.43") else 2180
         for s in update.state:
             if not _valid_transition(node, s):
@@ -1402,8 +1408,9 @@ class SlurmSim(JobsMixin):
         return request.get(_USER, "") in self.operators
 
     def _check_operator(self, request: web.Request, description: str) -> None:
-        """Node creation, update and deletion need an administrator (recorded from Slurm
-        24.11.5 and 26.05.5: 2010 "Invalid user id", ESLURM_USER_ID_MISSING, otherwise).
+        """Node creation, update and deletion need an administrator: 2010 "Invalid user id"
+        (ESLURM_USER_ID_MISSING) otherwise (recorded from Slurm 24.11.5 and 26.05.5 for an
+        update; creation and deletion are assumed to answer the same).
 
         Raises:
             SimError: 2010 the request's user is not in :attr:`operators`.
@@ -1783,15 +1790,18 @@ class SlurmSim(JobsMixin):
                 "_update_node",
                 request,
             )
-        changes = (body.reason, features, features_act, body.comment)
+        changes = (body.reason, features, body.comment)
         if not states and all(c is None for c in changes):
-            return self._ok(v, request, {})  # nothing to change (e.g. "features": [])
-        update = NodeUpdate(
-            state=tuple(states),
-            reason=body.reason,
-            features=tuple(features) if features is not None else None,
-            comment=body.comment,
-        )
+            if features_act is None:
+                return self._ok(v, request, {})  # nothing to change (e.g. "features": [])
+            update = None  # only the active features (no NodeUpdate can say that)
+        else:
+            update = NodeUpdate(
+                state=tuple(states),
+                reason=body.reason,
+                features=tuple(features) if features is not None else None,
+                comment=body.comment,
+            )
         user = body.reason_uid or request.get(_USER, "slurm")
         try:
             self._update_node(name, update, user=user, version=v, features_act=features_act)
@@ -1805,6 +1815,8 @@ class SlurmSim(JobsMixin):
                 "_update_node",
                 request,
             )
+        if update is None:
+            return self._ok(v, request, {})
         for cb in list(self.on_update):
             try:
                 cb(name, update, arrived)

@@ -51,15 +51,25 @@ async def test_labelled_node_is_registered_with_its_partitions(stack: Stack) -> 
         lambda: (c := condition(stack, "ext-1")) is not None and c["status"] == "True",
         what="condition True",
     )
-    # Only the partitions change: features are updated in place, no re-registration.
+    assert node.partitions == ("batch", "gpu")
+    # Only the partitions change. Slurm does not move a dynamic node between partitions on a
+    # feature update (the simulator follows Slurm 26.05.5), so the node is re-registered:
+    # drained, deleted and created again with the new features.
     stack.kube.patch_merge("nodes", "ext-1", {"metadata": {"annotations": {PARTS: "batch"}}})
     await stack.wait_for(
-        lambda: stack.slurm_node("ext-1").features == ("batch",), what="features updated"
+        lambda: (
+            exists(stack, "ext-1")
+            and (stack.slurm_node("ext-1").features, stack.slurm_node("ext-1").partitions)
+            == (("batch",), ("batch",))
+        ),
+        what="ext-1 re-registered in batch only",
     )
     await stack.settled()
     recs = [r for r in await stack.action_records() if r.key == "ext-1"]
-    assert [type(r.action).__name__ for r in recs].count("CreateSlurmNode") == 1
-    assert not any(isinstance(r.action, DrainSlurmNode) for r in recs)
+    kinds = [type(r.action).__name__ for r in recs]
+    assert (kinds.count("CreateSlurmNode"), kinds.count("DeleteSlurmNode")) == (2, 1), kinds
+    assert sum(isinstance(r.action, DrainSlurmNode) for r in recs) == 1
+    assert not stack.slurm_node("ext-1").has("DRAIN")
 
 
 async def test_missing_partition_blocks_registration_until_it_exists(stack: Stack) -> None:

@@ -7,7 +7,7 @@ document): successful answers strictly against ``responses["200"]``, node-update
 against ``requestBody``. Two documented divergences of the real servers from their own
 documents are reproduced by the simulator and validated accordingly:
 
-* error answers of v0.0.42+ (HTTP 500, and the HTTP 200 answer for an unknown node) lack the
+* error answers of v0.0.42+ (HTTP 422/500, and the HTTP 200 answer for an unknown node) lack the
   listing's ``required`` fields, so each field they do carry is validated against the
   ``default`` response schema's property of that name;
 * v0.0.38's document types the ``default`` (error) response as an array, while Slurm 22.05
@@ -20,7 +20,11 @@ documents are reproduced by the simulator and validated accordingly:
 * ``POST job/{job_id}`` answers ``"results": null`` (recorded from Slurm 26.05.5) where the
   document wants an array, so a ``null`` there is left out before validating;
 * with a token slurmctld rejects, ``GET partitions/`` answers HTTP 511 with an empty
-  ``errors`` list (recorded from 24.11.5 and 26.05.5), so a 511 needs no error entry.
+  ``errors`` list (recorded from 24.11.5 and 26.05.5), so a 511 needs no error entry;
+* the data_parser documents list nested fields as ``required`` names with a slash
+  (``kill_jobs_resp_job`` requires ``"error/string"``, ``"federation/sibling"`` …), which no
+  object can have; they are read as what they mean: ``error`` required, and ``string``
+  required inside it (:func:`_nested_required`).
 """
 
 from __future__ import annotations
@@ -70,6 +74,30 @@ def _pointer(*parts: str) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+def _nested_required(node: Any) -> None:
+    """Rewrite, in place, ``required`` names like ``"error/string"`` into ``"error"`` required
+    here and ``"string"`` required in ``properties.error`` (when that is an inline object)."""
+    if isinstance(node, list):
+        for item in node:
+            _nested_required(item)
+        return
+    if not isinstance(node, dict):
+        return
+    required = node.get("required")
+    if isinstance(required, list) and any("/" in r for r in required):
+        flat: list[str] = []
+        for name in required:
+            head, _, rest = name.partition("/")
+            if head not in flat:
+                flat.append(head)
+            inner = node.get("properties", {}).get(head)
+            if rest and isinstance(inner, dict) and "properties" in inner:
+                inner["required"] = [*inner.get("required", []), rest]
+        node["required"] = flat
+    for value in node.values():
+        _nested_required(value)
+
+
 class OpenAPI:
     """One real OpenAPI document, with validators that resolve ``$ref`` inside it."""
 
@@ -78,6 +106,7 @@ class OpenAPI:
         self.doc: dict[str, Any] = json.loads(
             (DOCS / f"v{version[1:].replace('.', '')}.json").read_text()
         )
+        _nested_required(self.doc)  # see the module docstring
         self.uri = f"urn:slurm-openapi:{version}"
         self.registry: Registry[Any] = Registry().with_resource(
             self.uri, Resource.from_contents(self.doc, default_specification=DRAFT7)
@@ -261,6 +290,24 @@ def test_validator_is_not_vacuous(version: str, path: str, body: dict[str, Any])
     x = Exchange("GET", path, b"", 200, "application/json", json.dumps(body).encode())
     with pytest.raises(AssertionError):
         validate_exchange(x)
+
+
+def test_validator_reads_nested_required_fields() -> None:
+    """``"error/code"`` in the document's ``required`` means ``error.code`` is required."""
+    entry = {
+        "error": {"string": "x", "message": "x"},
+        "step_id": "1",
+        "job_id": {"set": True, "infinite": False, "number": 1},
+        "federation": {"sibling": ""},
+    }
+    body = json.dumps({"status": [entry], "errors": [], "warnings": []}).encode()
+    x = Exchange("DELETE", "/slurm/v0.0.45/job/1", b"", 200, "application/json", body)
+    with pytest.raises(AssertionError, match="'code' is a required property"):
+        validate_exchange(x)
+    entry["error"] = {"string": "x", "code": 2017, "message": "x"}
+    body = json.dumps({"status": [entry], "errors": [], "warnings": []}).encode()
+    ok = Exchange("DELETE", "/slurm/v0.0.45/job/1", b"", 200, "application/json", body)
+    assert validate_exchange(ok) == "200"
 
 
 def test_validator_checks_request_bodies() -> None:

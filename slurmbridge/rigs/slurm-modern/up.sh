@@ -11,7 +11,7 @@
 #        valid on the host too. Must be empty, missing, or a cluster of ours.
 # env: SLURM_ROOTFS (default /var/tmp/slurm-modern/<suite>), CTLD_PORT, REST_PORT,
 #      NODE_PORT0 (NNODES consecutive ports; all ports default to free random ones),
-#      NNODES (4), SLURMD_TIMEOUT (30), MAX_DYNAMIC_NODES (16), TOKEN_USER (root),
+#      NNODES (4), NODE_CPUS (2), NODE_MEMORY (1000 MiB), SLURMD_TIMEOUT (30), MAX_DYNAMIC_NODES (16), TOKEN_USER (root),
 #      TOKEN_LIFESPAN (86400 s), REST_ARGS (extra slurmrestd arguments), UP_TIMEOUT (60 s).
 # Prints the REST URL and the token file; writes DIR/slurm.env. DIR/bin/slurm CMD ... runs
 # a Slurm command (scontrol, sinfo, squeue, scancel ...) against the cluster.
@@ -30,6 +30,8 @@ esac
 D=$(realpath -m "$2")
 ROOT=$(realpath -m "${SLURM_ROOTFS:-/var/tmp/slurm-modern/$SUITE}")
 NNODES=${NNODES:-4}
+NODE_CPUS=${NODE_CPUS:-2}
+NODE_MEMORY=${NODE_MEMORY:-1000}
 TOKEN_USER=${TOKEN_USER:-root}
 TIMEOUT=${UP_TIMEOUT:-60}
 MARK="$D/.slurm-modern-cluster"
@@ -141,7 +143,7 @@ SchedulerParameters=sched_interval=1,bf_interval=1
 # a dynamic node by its features (Feature=batch / Feature=gpu)
 MaxNodeCount=$((NNODES + ${MAX_DYNAMIC_NODES:-16}))
 TreeWidth=65533
-NodeName=n[1-$LAST] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$NODE_PORT0-$((NODE_PORT0 + NNODES - 1)) CPUs=2 RealMemory=1000 State=UNKNOWN
+NodeName=n[1-$LAST] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$NODE_PORT0-$((NODE_PORT0 + NNODES - 1)) CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY State=UNKNOWN
 NodeSet=ns_batch Feature=batch
 NodeSet=ns_gpu Feature=gpu
 PartitionName=batch Nodes=n[1-$LAST],ns_batch Default=YES MaxTime=INFINITE State=UP
