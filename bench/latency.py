@@ -13,9 +13,26 @@ the second series runs.
 
     python bench/latency.py --json [--trials 500] [--churn-rate 1000]
     python bench/latency.py --json --loads 0,250,500,1000,2000 [--trials 200]
+    python bench/latency.py --json --slurm real [--release 26.05] [--trials 200]
 
 ``--loads`` runs one series at each churn rate and reports p50/p90/p99/max and the rate the
 pipeline actually settled for each (``loads``): what ``bench/plot.py`` draws.
+
+``--slurm real`` (root; the release's root file system built once with
+``python -m slurmbridge.realslurm_modern install 26.05``) starts its own real Slurm cluster of
+``--nodes`` nodes (default 4) instead of the simulator, and stops it at the end. The bench
+reads Slurm itself through slurmrestd (``GET node/{name}``, its own connection, back to back
+while a trial is open). Two series, idle (no churn):
+
+* **cordon → DRAIN**: from ``time.monotonic()`` before the cordon PATCH to the receipt of the
+  first REST answer whose node state has DRAIN;
+* **uncordon → undrained**: once slurmbridge's poller has seen that DRAIN (it only undoes a
+  drain it has observed), from before the uncordon PATCH to the receipt of the first REST
+  answer without DRAIN.
+
+Each node runs its own cordon/uncordon cycles; the timed windows hold a lock, so no two
+overlap, while the waits for the poller (``--poll-interval``) run side by side. ``--trials``
+(default 50 per node) is bounded by ``--max-seconds``.
 """
 
 from __future__ import annotations
@@ -28,6 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -119,6 +137,100 @@ class RemoteSlurm:
             await self.proc.wait()
 
 
+async def real_slurm(args: argparse.Namespace) -> dict[str, Any]:
+    """Cordon → DRAIN and uncordon → undrained against a real Slurm ``args.release``."""
+    from bench._realslurm import Probe, cluster
+
+    nodes = [f"n{i}" for i in range(1, args.nodes + 1)]
+    per_node = -(-args.trials // args.nodes)
+    drain: list[float] = []
+    undrain: list[float] = []
+    window = asyncio.Lock()
+    workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-latency-"))
+    t_start = time.monotonic()
+    async with cluster(args.release, args.nodes) as slurm, Probe(slurm) as probe:
+        stack = Stack(
+            nodes=args.nodes,
+            poll_interval=args.poll_interval,
+            real_slurm=slurm,
+            settings={"observability": {"logLevel": "WARNING"}},
+            workdir=workdir / "stack",
+        )
+        await stack.start()
+        try:
+            app = stack.app
+            assert app is not None
+            await stack.settled(timeout=60)
+            deadline = time.monotonic() + args.max_seconds
+
+            def seen(node: str, drained: bool) -> bool:
+                s = app.projection.get(SlurmNode, node)
+                return s is not None and s.has("DRAIN") == drained
+
+            def schedulable(node: str) -> bool:
+                k = app.projection.get(KubeNode, node)
+                return k is not None and not k.unschedulable
+
+            async def cycles(node: str) -> None:
+                for _ in range(per_node):
+                    if time.monotonic() > deadline:
+                        return
+                    # A clean node: slurmbridge sees it schedulable and undrained, and Slurm
+                    # has it back (no DRAIN, responding again after the UNDRAIN).
+                    await stack.wait_for(
+                        lambda: schedulable(node) and seen(node, False),
+                        timeout=30,
+                        what=f"{node} clean",
+                    )
+                    await probe.node_until(
+                        node,
+                        lambda st: not st & {"DRAIN", "NOT_RESPONDING"},
+                        timeout=30,
+                        interval=0.05,
+                    )
+                    async with window:
+                        t0 = time.monotonic()
+                        stack.cordon(node)
+                        got = await probe.node_until(node, lambda st: "DRAIN" in st, timeout=10)
+                        drain.append((got.by - t0) * 1000)
+                    await stack.wait_for(
+                        lambda: seen(node, True), timeout=30, what=f"{node} DRAIN seen"
+                    )
+                    async with window:
+                        t0 = time.monotonic()
+                        stack.uncordon(node)
+                        got = await probe.node_until(node, lambda st: "DRAIN" not in st, timeout=10)
+                        undrain.append((got.by - t0) * 1000)
+                    done = len(drain)
+                    if done % 50 == 0:
+                        print(f"  {done} trials", file=sys.stderr, flush=True)
+
+            await asyncio.gather(*(cycles(n) for n in nodes))
+        finally:
+            await stack.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        version = slurm.slurm_version
+        api = probe.version
+        rtt = sorted(probe.rtts)
+    elapsed = time.monotonic() - t_start
+    return {
+        "slurm": "real",
+        "release": args.release,
+        "slurm_version": version,
+        "rest_api": api,
+        "nodes": args.nodes,
+        "trials": len(drain),
+        "trials_asked": per_node * args.nodes,
+        "cordon_to_drain": summary(drain),
+        "uncordon_to_undrained": summary(undrain),
+        "probe_rtt_p50_ms": round(percentile(rtt, 50) * 1000, 2),
+        "probe_rtt_p99_ms": round(percentile(rtt, 99) * 1000, 2),
+        "poll_interval_s": args.poll_interval,
+        "elapsed_s": round(elapsed, 1),
+        "machine": machine(),
+    }
+
+
 async def series(stack: Stack, remote: RemoteSlurm, nodes: list[str], trials: int) -> list[float]:
     app = stack.app
     assert app is not None
@@ -204,9 +316,26 @@ async def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--trials", type=int, default=500)
+    ap.add_argument(
+        "--slurm",
+        choices=("sim", "real"),
+        default="sim",
+        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
+    )
+    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
+    ap.add_argument(
+        "--trials", type=int, default=None, help="trials per series (500; real: 50 per node)"
+    )
     ap.add_argument("--churn-rate", type=float, default=1000.0)
-    ap.add_argument("--nodes", type=int, default=40, help="nodes the trials rotate over")
+    ap.add_argument(
+        "--nodes", type=int, default=None, help="nodes the trials rotate over (40; real: 4)"
+    )
+    ap.add_argument(
+        "--max-seconds",
+        type=float,
+        default=600.0,
+        help="real: start no trial after this many seconds (600)",
+    )
     ap.add_argument(
         "--poll-interval",
         type=float,
@@ -222,6 +351,15 @@ async def main() -> None:
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.slurm == "real":
+        if args.loads:
+            ap.error("--loads is for the simulator only (--slurm real measures idle)")
+        args.nodes = args.nodes or 4
+        args.trials = args.trials or 50 * args.nodes
+        emit(await real_slurm(args), args.json)
+        return
+    args.nodes = args.nodes or 40
+    args.trials = args.trials or 500
     workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-latency-"))
     remote = RemoteSlurm(args.nodes, 200, workdir)
     await remote.start()

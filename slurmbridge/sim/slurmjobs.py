@@ -74,6 +74,8 @@ class SimJob:
     start_time: int = 0
     end_time: int = 0
     time_limit: int | None = None
+    #: Submitted with ``hold: true``: PENDING, reason JobHeldUser, never started here.
+    held: bool = False
     alloc: dict[str, int] = field(default_factory=dict)
     ended_mono: float = 0.0
     start_mono: float = 0.0
@@ -304,6 +306,8 @@ class JobsMixin:
             user_id=user_id,
             submit_time=self._now(),
             time_limit=desc.get("time_limit"),
+            held=bool(desc.get("hold")),
+            reason="JobHeldUser" if desc.get("hold") else "None",
         )
 
     def _usable(self, node: SimNode, job: SimJob, cpus: int) -> bool:
@@ -317,7 +321,7 @@ class JobsMixin:
 
     def _try_start(self, job: SimJob) -> bool:
         part = self.partitions.get(job.partition)
-        if part is None:
+        if part is None or job.held:
             return False
         per_node = job.cpus_per_task * math.ceil(job.tasks / job.min_nodes)
         chosen = [
@@ -389,6 +393,7 @@ class JobsMixin:
             desc["time_limit"] = _number(job.get("time_limit"))
             desc["excluded_nodes"] = job.get("excluded_nodes") or []
             desc["exclusive"] = "none" in (job.get("shared") or [])
+            desc["hold"] = job.get("hold") is True
             external = "EXTERNAL_JOB" in (job.get("flags") or [])
             if external and version == "v0.0.42":
                 # recorded from Slurm 24.11.5: v0.0.42's parser has no such flag

@@ -2054,7 +2054,24 @@ class SlurmSim(JobsMixin):
             return self._error(
                 v, "jobs", fail, exc.errno, exc.description, "_handle_job_submit", request
             )
-        return self._ok(v, request, {"job_id": job_id, "step_id": "batch"})
+        payload: Json = {"job_id": job_id, "step_id": "batch"}
+        if v != "v0.0.38":
+            # recorded from Slurm 24.11.5/26.05.5: always there (empty without a
+            # job_submit plugin message); a held job adds two warnings.
+            payload["job_submit_user_msg"] = ""
+        response = self._ok(v, request, payload)
+        if v != "v0.0.38" and self.jobs_by_id[job_id].held:
+            held = "Job is in held state, pending scheduler release"
+            body = json.loads(response.body)  # type: ignore[arg-type]
+            body["warnings"] = [
+                {
+                    "description": f"Job submission resulted in non-zero return code: {held}",
+                    "source": "slurm_submit_batch_job()",
+                },
+                {"description": held, "source": "slurm_submit_batch_job()"},
+            ]
+            return _json(body)
+        return response
 
     async def _partitions(self, request: web.Request) -> web.Response:
         v = self._request_version(request)

@@ -2,8 +2,9 @@
 
 Its own 26.05 cluster (20 nodes: a group's job asks one node per pod, so two 10-pod groups
 run at a time). Each group is a batch/v1 Job of 10 pods of 1 CPU that run 2 s: one
-EXTERNAL_JOB each, bound when RUNNING, cancelled when the pods complete. At the end: no job of ours left in Slurm, every pod
-completed without our finalizer, nothing dead-lettered, and no job tombstoned while it ran.
+EXTERNAL_JOB each, bound when RUNNING, cancelled when the pods complete. At the end: no job
+of ours left in Slurm, every pod completed without our finalizer, nothing dead-lettered, and
+no job tombstoned while it ran.
 """
 
 from __future__ import annotations

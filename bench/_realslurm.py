@@ -1,0 +1,168 @@
+"""Real Slurm for the benchmarks (``--slurm real``): a throw-away cluster and a REST probe.
+
+:func:`cluster` starts a :class:`~slurmbridge.realslurm_modern.ModernSlurm` of the given
+release (root; its root file system built once with
+``python -m slurmbridge.realslurm_modern install RELEASE``) and always stops it, checking that
+none of its processes is left. :class:`Probe` reads Slurm as any REST client would (its own
+connection to slurmrestd, the highest REST version the cluster serves) and timestamps what it
+sees with ``time.monotonic()``, the clock the benchmarks use everywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from slurmbridge.realslurm_modern import ModernSlurm, installed
+
+ENDED = frozenset({"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"})
+
+
+@contextlib.asynccontextmanager
+async def cluster(release: str, nodes: int) -> AsyncIterator[ModernSlurm]:
+    """A started ``release`` cluster of ``nodes`` nodes, stopped (in a ``finally``) on exit."""
+    if not installed(release):
+        raise SystemExit(
+            f"no Slurm {release} root file system: run (as root) "
+            f"'python -m slurmbridge.realslurm_modern install {release}'"
+        )
+    slurm = ModernSlurm(release, nodes=nodes)
+    try:
+        await asyncio.to_thread(slurm.start)
+        print(f"  {slurm.startup_output.splitlines()[0]}", file=sys.stderr, flush=True)
+        yield slurm
+    finally:
+        await asyncio.to_thread(slurm.stop)
+        left = slurm.cluster_processes()
+        if left:
+            print(f"  WARNING: Slurm processes left: {left}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Seen:
+    """When the probe first saw something: between ``after`` (the send time of the last
+    answer that did not show it yet) and ``by`` (the receipt of the first that did)."""
+
+    after: float
+    by: float
+    wall: float = 0.0  # time.time() at ``by``
+
+    @property
+    def mid(self) -> float:
+        return (self.after + self.by) / 2
+
+    @property
+    def half_width(self) -> float:
+        return (self.by - self.after) / 2
+
+
+@dataclass
+class Probe:
+    """slurmrestd read by the benchmark itself, over its own kept-alive connection."""
+
+    slurm: ModernSlurm
+    rtts: list[float] = field(default_factory=list)
+    _client: httpx.AsyncClient | None = None
+
+    @property
+    def version(self) -> str:
+        return self.slurm.api_versions[-1]
+
+    async def __aenter__(self) -> Probe:
+        self._client = httpx.AsyncClient(
+            base_url=self.slurm.url, headers=self.slurm.auth_headers, timeout=10.0
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def get(self, path: str) -> tuple[dict[str, Any], float, float]:
+        """``GET /slurm/<version>/<path>``: (JSON, send time, receipt time)."""
+        assert self._client is not None
+        t0 = time.monotonic()
+        r = await self._client.get(f"/slurm/{self.version}/{path}")
+        t1 = time.monotonic()
+        r.raise_for_status()
+        self.rtts.append(t1 - t0)
+        return r.json(), t0, t1
+
+    async def delete(self, path: str) -> tuple[float, float]:
+        """``DELETE /slurm/<version>/<path>``: (send time, receipt time)."""
+        assert self._client is not None
+        t0 = time.monotonic()
+        r = await self._client.delete(f"/slurm/{self.version}/{path}")
+        t1 = time.monotonic()
+        r.raise_for_status()
+        return t0, t1
+
+    async def node_state(self, node: str) -> tuple[set[str], float, float]:
+        """The node's state flags (``{"IDLE", "DRAIN"}``), send and receipt times."""
+        body, t0, t1 = await self.get(f"node/{node}")
+        return set(body["nodes"][0]["state"]), t0, t1
+
+    async def node_until(
+        self,
+        node: str,
+        cond: Callable[[set[str]], bool],
+        *,
+        timeout: float,
+        interval: float = 0.0,
+    ) -> Seen:
+        """Read the node back to back (``interval`` seconds apart) until ``cond(state)``."""
+        deadline = time.monotonic() + timeout
+        after = time.monotonic()
+        while True:
+            state, t0, t1 = await self.node_state(node)
+            if cond(state):
+                return Seen(after=after, by=t1, wall=time.time())
+            after = t0
+            if t1 > deadline:
+                raise TimeoutError(f"{node}: state {sorted(state)} after {timeout} s")
+            await asyncio.sleep(interval)
+
+
+class JobWatch:
+    """Polls ``jobs/state`` every ``interval`` seconds and records when each job was first
+    seen RUNNING and first seen ended (:class:`Seen` brackets)."""
+
+    def __init__(self, probe: Probe, interval: float) -> None:
+        self.probe = probe
+        self.interval = interval
+        self.running: dict[int, Seen] = {}
+        self.ended: dict[int, Seen] = {}
+        self.polls = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        after = time.monotonic()
+        while True:
+            body, t0, t1 = await self.probe.get("jobs/state")
+            wall = time.time()
+            self.polls += 1
+            for job in body.get("jobs") or []:
+                jid = int(job["job_id"])
+                state = set(job.get("state") or ())
+                if "RUNNING" in state and jid not in self.running:
+                    self.running[jid] = Seen(after=after, by=t1, wall=wall)
+                if state & ENDED and jid not in self.ended:
+                    self.ended[jid] = Seen(after=after, by=t1, wall=wall)
+            after = t0
+            await asyncio.sleep(self.interval)
