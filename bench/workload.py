@@ -19,6 +19,19 @@ start by the hot loop (``slurm.pendingJobPollInterval``). Slinky's anchor for bo
 30 s job re-list.
 
     python bench/workload.py --json [--pods 200] [--poll-interval 2]
+    python bench/workload.py --json --slurm real [--release 26.05] [--nodes 20]
+
+``--slurm real`` (root; the release's root file system built once with
+``python -m slurmbridge.realslurm_modern install 26.05``) replaces the slurmrestd simulator
+with its own real Slurm cluster (``--nodes``, default 20, 2 CPUs each; a placeholder job asks
+one node per pod), stopped at the end. Real slurmctld tells nobody when it starts a job, so
+the bench reads ``jobs/state`` through slurmrestd itself every ``--probe-interval`` seconds
+(its own connection) and takes a job's start as the midpoint between the last answer that did
+not show it RUNNING (its send time) and the first that did (its receipt):
+``job_start_uncertainty`` is that half-width. Slurm's own ``start_time`` (whole seconds) is
+checked against it (``start_time_agrees``). Cleanup: each long-running job is cancelled with
+``DELETE job/{id}`` (its end taken as the middle of that request), ``--cleanup-pods``
+(default 20 here) of them.
 """
 
 from __future__ import annotations
@@ -203,12 +216,176 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _real_run(args: argparse.Namespace) -> dict[str, Any]:
+    return asyncio.run(_real(args))
+
+
+async def _real(args: argparse.Namespace) -> dict[str, Any]:
+    """The bind and cleanup measurements against a real Slurm ``args.release``."""
+    from bench._realslurm import JobWatch, Probe, cluster
+
+    t_begin = time.monotonic()
+    async with cluster(args.release, args.nodes) as slurm, Probe(slurm) as probe:
+        clock = Clock()
+        watch = JobWatch(probe, args.probe_interval)
+        workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-workload-"))
+        sims = Simulators(
+            nodes=args.nodes, workdir=workdir / "sims", kubelet=True, real_slurm=slurm
+        )
+        nats = NatsServer(store_dir=workdir / "nats")
+        proc: asyncio.subprocess.Process | None = None
+        try:
+            await nats.start()
+            await sims.start()
+            proc = await start_slurmbridge(
+                sims.overrides(), nats.url, workdir, args.poll_interval, profile=args.profile
+            )
+            sim = sims.kube
+
+            def phase(name: str) -> str:
+                try:
+                    return str(sim.get("pods", name, "default").get("status", {}).get("phase"))
+                except ApiError:
+                    return ""
+
+            def job_of(name: str) -> int:
+                pod = sim.get("pods", name, "default")
+                return int(pod["metadata"]["labels"][JOBID])
+
+            (warm,) = create_group(sim, "Pod", "warm-up", 1, requests={"cpu": "1"}, run_seconds=0)
+            await until(lambda: phase(warm) == "Succeeded", 120, "slurmbridge to place a pod")
+            sim.on_write.append(clock.on_write)
+            watch.start()
+
+            # 1. bind: groups arrive, run, finish.
+            cpu0, wall0 = _cpu_seconds(proc.pid), time.monotonic()
+            names: list[str] = []
+            for n, (kind, size) in enumerate(_plan(args.pods)):
+                names += create_group(
+                    sim,
+                    kind,
+                    f"b{n}",
+                    size,
+                    requests={"cpu": "1", "memory": "64Mi"},
+                    run_seconds=args.run_seconds,
+                )
+                await asyncio.sleep(args.spacing)
+            await until(
+                lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
+            )
+            t_done = time.monotonic()
+            cpu_share = (_cpu_seconds(proc.pid) - cpu0) / (t_done - wall0)
+            jobs = {clock.bound[n][0] for n in names}
+            missing = sorted(j for j in jobs if j not in watch.running)
+            if missing:
+                raise RuntimeError(f"jobs never seen RUNNING by the probe: {missing}")
+            bind = [at - watch.running[job].mid for job, at in (clock.bound[n] for n in names)]
+            marked = [clock.marked[n][1] - watch.running[clock.marked[n][0]].mid for n in names]
+            to_bind = [clock.bound[n][1] - clock.marked[n][1] for n in names]
+            widths = [watch.running[j].half_width for j in jobs]
+            first_bind = min(at for _, at in clock.bound.values())
+            last_bind = max(clock.bound[n][1] for n in names)
+            # Slurm's own start_time (whole seconds) against the probe's wall clock.
+            agree = 0
+            for job in jobs:
+                body, _, _ = await probe.get(f"job/{job}")
+                start = int(body["jobs"][0]["start_time"]["number"])
+                seen = watch.running[job]
+                lo, hi = seen.wall - 2 * seen.half_width, seen.wall
+                agree += start <= hi and lo < start + 1
+
+            # 2. cleanup: long-running bare pods, then cancel their jobs one by one.
+            long_names = [
+                create_group(sim, "Pod", f"c{n}", 1, requests={"cpu": "1", "memory": "64Mi"})[0]
+                for n in range(args.cleanup_pods)
+            ]
+            await until(
+                lambda: all(phase(n) == "Running" for n in long_names),
+                args.timeout,
+                "pods Running",
+            )
+            cancels: dict[int, float] = {}
+            long_jobs = [job_of(n) for n in long_names]
+            for job in long_jobs:
+                t0, t1 = await probe.delete(f"job/{job}")
+                cancels[job] = (t0 + t1) / 2
+                await asyncio.sleep(args.cancel_spacing)
+            await until(
+                lambda: all(n in clock.removed for n in long_names), args.timeout, "pods removed"
+            )
+            pairs = list(zip(long_names, long_jobs, strict=True))
+            cleanup = [clock.deleting[n][1] - cancels[j] for n, j in pairs]
+            removed = [clock.removed[n][1] - cancels[j] for n, j in pairs]
+            polls = watch.polls
+        finally:
+            await watch.stop()
+            if proc is not None:
+                proc.terminate()
+                await proc.wait()
+            await sims.stop()
+            await nats.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        version, api = slurm.slurm_version, probe.version
+        rtt = sorted(probe.rtts)
+    n_groups = len(_plan(args.pods))
+    return {
+        "slurm": "real",
+        "release": args.release,
+        "slurm_version": version,
+        "rest_api": api,
+        "nodes": args.nodes,
+        "pods": len(bind),
+        "jobs": len(jobs),
+        "bind_p50_ms": _ms(bind, 50),
+        "bind_p99_ms": _ms(bind, 99),
+        "bind_max_ms": _ms(bind, 100),
+        "bind_stage_marked_p50_ms": _ms(marked, 50),
+        "bind_stage_marked_p99_ms": _ms(marked, 99),
+        "bind_stage_labelled_to_bound_p50_ms": _ms(to_bind, 50),
+        "bind_stage_labelled_to_bound_p99_ms": _ms(to_bind, 99),
+        "job_start_uncertainty_p50_ms": _ms(widths, 50),
+        "job_start_uncertainty_max_ms": _ms(widths, 100),
+        "start_time_agrees": f"{agree}/{len(jobs)}",
+        "probe_interval_s": args.probe_interval,
+        "probe_polls": polls,
+        "probe_rtt_p50_ms": _ms(rtt, 50),
+        "slurmbridge_cpu_share_bind_phase": round(cpu_share, 2),
+        "arrival_pods_per_s": round(len(names) / max(1e-9, args.spacing * n_groups), 1),
+        "bound_pods_per_s": round(len(names) / max(1e-9, last_bind - wall0), 1),
+        "bound_pods_per_s_first_to_last": round(
+            (len(names) - 1) / max(1e-9, last_bind - first_bind), 1
+        ),
+        "all_succeeded_s": round(t_done - wall0, 1),
+        "cleanup_pods": len(cleanup),
+        "cleanup_p50_ms": _ms(cleanup, 50),
+        "cleanup_p99_ms": _ms(cleanup, 99),
+        "cleanup_removed_p99_ms": _ms(removed, 99),
+        "poll_interval_s": args.poll_interval,
+        "pending_job_poll_interval_s": 0.02,
+        "elapsed_s": round(time.monotonic() - t_begin, 1),
+        "machine": machine(),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument(
+        "--slurm",
+        choices=("sim", "real"),
+        default="sim",
+        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
+    )
+    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
+    ap.add_argument(
+        "--probe-interval",
+        type=float,
+        default=0.01,
+        help="real: seconds between the bench's jobs/state reads (0.01)",
+    )
     ap.add_argument("--pods", type=int, default=200, help="pods in the bind phase (200)")
-    ap.add_argument("--cleanup-pods", type=int, default=50, help="pods scancelled (50)")
-    ap.add_argument("--nodes", type=int, default=32, help="nodes, 2 CPUs each (32)")
+    ap.add_argument("--cleanup-pods", type=int, default=None, help="pods scancelled (50; real: 20)")
+    ap.add_argument("--nodes", type=int, default=None, help="nodes, 2 CPUs each (32; real: 20)")
     ap.add_argument("--poll-interval", type=float, default=2.0, help="slurm.pollInterval (2 s)")
     ap.add_argument(
         "--spacing", type=float, default=0.2, help="seconds between groups (0.2: ~21 pods/s)"
@@ -220,7 +397,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0, help="give up after (300 s)")
     ap.add_argument("--profile", default="", help="run slurmbridge under cProfile, into FILE")
     args = ap.parse_args()
-    emit(asyncio.run(run(args)), args.json)
+    real = args.slurm == "real"
+    args.nodes = args.nodes or (20 if real else 32)
+    args.cleanup_pods = args.cleanup_pods if args.cleanup_pods is not None else (20 if real else 50)
+    emit(_real_run(args) if real else asyncio.run(run(args)), args.json)
 
 
 if __name__ == "__main__":
