@@ -18,8 +18,9 @@ component. Story (spread over ``--duration`` seconds):
    the idle burst-2 goes at once and burst-1 only once its job ends; when the partition is
    quiet it goes to 0;
 7. Kubernetes node ext-1 is labelled as an external node — node_register creates it in Slurm
-   (``State=External``, its partitions as features); its partitions change — the features are
-   updated in place; the label is removed — it is drained, then deleted from Slurm.
+   (``State=External``, its partitions as features); its partitions change — it is drained,
+   deleted and created again with the new ones (Slurm places a dynamic node in partitions
+   only when it is created); the label is removed — it is drained, then deleted from Slurm.
 
 Every observation and action record is printed as it is published: ``pretty`` lines, or
 ``jsonl`` (one JSON object each, carrying its schema tag; narration goes to stderr then).

@@ -57,14 +57,14 @@ def test_demo_jsonl_tells_the_story(tmp_path: Path) -> None:
         o.get("kind") == "SlurmNode" and o["key"] == "n4" and o["op"] == "deleted" for o in objs
     )
     assert ("UntaintNode", "n4", "ok") in by_action
-    # External node: registered, features updated in place, then drained and deleted.
-    for action in (
-        "CreateSlurmNode",
-        "UpdateSlurmNodeFeatures",
-        "DrainSlurmNode",
-        "DeleteSlurmNode",
-    ):
+    # External node: registered; its partitions changed, so re-registered (real Slurm does
+    # not move a dynamic node on a feature update); then drained and deleted.
+    for action in ("CreateSlurmNode", "DrainSlurmNode", "DeleteSlurmNode"):
         assert (action, "ext-1", "ok") in by_action, action
+    creates = [
+        r for r in records if r["key"] == "ext-1" and r["action"]["action"] == "CreateSlurmNode"
+    ]
+    assert [r["outcome"] for r in creates] == ["ok", "ok"]
     # The workload story: the 3-pod Job is one placeholder job, bound, run, cleaned up.
     group = "default/Job:train"
     ok = [r for r in records if r["key"] == group and r["outcome"] == "ok"]
