@@ -41,12 +41,14 @@ user-id,       user_id, group_id (integers ≥ 0)     slurmrestd's user
 group-id
 ============== =================================== ==============================================
 
-``tasks`` is the number of pods. An annotation that cannot be translated raises
-:class:`TranslationError` naming it; the pod then stays Pending (see ``placement``).
+``tasks`` is the number of pods. An annotation that cannot be translated, or an unknown key
+under the prefix (a misspelling), raises :class:`TranslationError` naming it (and the nearest
+known name); the pod then stays Pending (see ``placement``).
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -226,6 +228,25 @@ _QTY_BYTES: Final = {
 }
 
 
+def _check_known(annotations: Mapping[str, str]) -> None:
+    """Refuse a key under our prefix that :func:`translate` does not read: a misspelled
+    ``slurmjob.slinky.slurm.net/partiton`` would otherwise be ignored and the job run with
+    Slurm's default partition (Slinky ignores it silently).
+
+    Raises:
+        TranslationError: the first unknown key (sorted), with the nearest known name.
+    """
+    for key in sorted(annotations):
+        if not key.startswith(PREFIX) or key[len(PREFIX) :] in ANNOTATIONS:
+            continue
+        name = key[len(PREFIX) :]
+        near = difflib.get_close_matches(name, ANNOTATIONS, n=1)
+        hint = f"; did you mean {PREFIX}{near[0]}?" if near else ""
+        raise TranslationError(
+            _field(name), f"unknown annotation (known: {', '.join(ANNOTATIONS)}){hint}"
+        )
+
+
 def _field(name: str) -> str:
     return f"metadata.annotations[{PREFIX}{name}]"
 
@@ -321,6 +342,7 @@ def translate(
     """
     if not pods:
         raise TranslationError("pods", "the group has no pod to place")
+    _check_known(annotations)
     n = len(pods)
     ann = annotations
     cpu = _int(ann, "cpu-per-task", minimum=1)

@@ -18,7 +18,11 @@ Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Ass
   ``Feature=`` it has when the node is created, and a later feature update does not move it
   (observed on Slurm 26.05.5), so updating features in place would change nothing that
   matters;
-* label removed from a node Slurm knows as EXTERNAL ⇒ drain, wait until drained, delete.
+* label removed from a node Slurm knows as EXTERNAL ⇒ drain, wait until drained, delete;
+* labelled, but Slurm already has a node of that name that is not EXTERNAL (slurm.conf, or
+  its own slurmd) ⇒ nothing is sent to Slurm; condition ``SlurmNodeRegistered=False``
+  (reason ``NotExternal``) and a Warning Event say why (it was deleted and re-created, and
+  Slurm refused with 2028: a dead letter).
 
 Nothing is decided before the log holds a complete Slurm listing (``slurm_listed``): until
 then an absent node or partition proves nothing. Waiting needs no other timer: the Slurm
@@ -266,6 +270,21 @@ def decide(v: View) -> Decision:
                 ),
             ),
             reason="register external node",
+        )
+    if not slurm.has("EXTERNAL") and not slurm.reason.startswith(OWNED):
+        # A node from slurm.conf or registered by its own slurmd: re-registering it would
+        # delete a real compute node's record (Slurm refuses with 2028, "Can't delete
+        # non-dynamic node", for slurm.conf nodes). Leave it, and say why.
+        msg = (
+            f"Slurm node {slurm.key} already exists and is not an external node (it is "
+            "defined in slurm.conf or registered by its slurmd): not registered; remove the "
+            f"label {wellknown.LABEL_EXTERNAL_NODE} or use another Slurm node name"
+        )
+        cond = _condition(node, "False", "NotExternal", msg)
+        if not cond:
+            return Decision(reason=msg)
+        return Decision(
+            actions=(*cond, _event(node, "NotExternal", msg, warning=True)), reason=msg
         )
     resources_changed = (
         slurm.cpus != d.cpus or slurm.real_memory != d.real_memory or slurm.gres != d.gres

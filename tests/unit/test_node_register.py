@@ -90,6 +90,11 @@ def part(name: str) -> SlurmPartition:
     return SlurmPartition(source="slurm:c1", key=name, cluster="c1")
 
 
+def sn_static() -> SlurmNode:
+    """k1 as slurm.conf defines it: no EXTERNAL flag, its own CPUs and no features."""
+    return sn("k1", "IDLE", cpus=4, features=())
+
+
 REGISTERED = NodeCondition(
     type=wellknown.CONDITION_SLURM_REGISTERED,
     status="True",
@@ -204,6 +209,13 @@ CASES = [
         "registered and in step ⇒ condition only", (kn(), part("batch"), sn()), ["SetNodeCondition"]
     ),
     Case("registered, condition set ⇒ nothing", (kn(cond=REGISTERED), part("batch"), sn()), []),
+    Case(
+        # Issue 17 (8): a slurm.conf node labelled as external was drained, deleted (2028,
+        # dead letter) and re-created.
+        "labelled, but a static Slurm node of that name ⇒ refused with condition + warning",
+        (kn(cpu=16000), part("batch"), sn_static()),
+        ["SetNodeCondition", "RecordEvent"],
+    ),
     Case(
         # Real Slurm (26.05.5) keeps a dynamic node in the partitions it joined at creation
         # whatever its features become: only a new node moves.

@@ -425,9 +425,29 @@ def test_all_annotations_together() -> None:
 
 
 def test_annotations_without_our_prefix_are_ignored() -> None:
-    ann = {"partition": "gpu", "other.io/qos": "high", "slurmjob.slinky.slurm.net/unknown": "x"}
+    ann = {"partition": "gpu", "other.io/qos": "high", "slinky.slurm.net/partition": "x"}
     s = translate(BARE, [pod()], ann)
     assert (s.partition, s.qos) == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [("partiton", "partition"), ("timelimt", "timelimit"), ("cpus-per-task", "cpu-per-task"),
+     ("unknown", "")],
+)
+def test_an_unknown_key_under_our_prefix_is_refused_with_the_nearest_name(
+    name: str, hint: str
+) -> None:
+    """Issue 17 (18): a misspelled annotation was ignored, so the job ran with Slurm's
+    defaults (e.g. its default partition) and nothing said why."""
+    with pytest.raises(TranslationError) as err:
+        translate(BARE, [pod()], {P + name: "gpu", P + "partition": "gpu"})
+    assert err.value.field == f"metadata.annotations[{P}{name}]"
+    assert "unknown annotation" in err.value.reason
+    if hint:
+        assert err.value.reason.endswith(f"did you mean {P}{hint}?")
+    else:
+        assert "did you mean" not in err.value.reason
 
 
 # --- translation errors: each names its field ------------------------------------------------
