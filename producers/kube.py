@@ -185,6 +185,8 @@ class _PodSpec(msgspec.Struct, kw_only=True):
     initContainers: list[_Container] | None = None  # noqa: N815
     overhead: dict[str, str] | None = None
     tolerations: list[_Toleration] | None = None
+    #: Pod-level resources (Kubernetes 1.32+, PodLevelResources): win over the containers'.
+    resources: _Resources | None = None
 
 
 class _PodStatus(msgspec.Struct, kw_only=True):
@@ -226,9 +228,15 @@ class _LeaderWorkerTemplate(msgspec.Struct, kw_only=True):
 
 class _WorkloadSpec(msgspec.Struct, kw_only=True):
     parallelism: int | None = None  # batch/v1 Job
+    activeDeadlineSeconds: int | None = None  # noqa: N815 - batch/v1 Job
     replicatedJobs: list[_ReplicatedJob] | None = None  # noqa: N815 - JobSet
     leaderWorkerTemplate: _LeaderWorkerTemplate | None = None  # noqa: N815 - LeaderWorkerSet
     minMember: int | None = None  # noqa: N815 - PodGroup
+    minResources: dict[str, str] | None = None  # noqa: N815 - PodGroup
+
+
+class _WorkloadStatus(msgspec.Struct, kw_only=True):
+    phase: str | None = None  # PodGroup (coscheduling): Pending, Running, Finished …
 
 
 class RawWorkload(msgspec.Struct, kw_only=True):
@@ -238,6 +246,7 @@ class RawWorkload(msgspec.Struct, kw_only=True):
     kind: str = ""
     metadata: _ObjMeta = msgspec.field(default_factory=_ObjMeta)
     spec: _WorkloadSpec = msgspec.field(default_factory=_WorkloadSpec)
+    status: _WorkloadStatus = msgspec.field(default_factory=_WorkloadStatus)
 
 
 class RawWorkloadList(msgspec.Struct, kw_only=True):
@@ -505,6 +514,26 @@ def _container_request(c: _Container, name: str, scale: float) -> int:
     return _quantity(r.limits, name, scale)
 
 
+def _container_most(c: _Container, name: str, scale: float) -> int:
+    """The most a container may use of a resource: the larger of its request and limit."""
+    r = c.resources
+    return max(_quantity(r.requests, name, scale), _quantity(r.limits, name, scale))
+
+
+def _pod_most(spec: _PodSpec, name: str, scale: float) -> int:
+    """The most a pod may use of a resource: pod-level ``spec.resources`` when it names the
+    resource (Kubernetes 1.32+, PodLevelResources), else per container the larger of request
+    and limit, as Kubernetes aggregates requests (sum, or the largest init container);
+    plus ``spec.overhead``."""
+    overhead = _quantity(spec.overhead, name, scale)
+    pod = spec.resources
+    if pod is not None and name in {**(pod.requests or {}), **(pod.limits or {})}:
+        return max(_quantity(pod.requests, name, scale), _quantity(pod.limits, name, scale)) + (
+            overhead
+        )
+    return _effective(spec, lambda c: _container_most(c, name, scale), overhead)
+
+
 def _effective(spec: _PodSpec, amount: Callable[[_Container], int], overhead: int) -> int:
     """Kubernetes' effective pod request: max(sum of containers, largest init) + overhead."""
     main = sum(amount(c) for c in spec.containers or [])
@@ -554,6 +583,8 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
             _quantity(spec.overhead, "memory", 1),
         ),
         gpus=_effective(spec, gpus, 0),
+        cpu_millis_max=_pod_most(spec, "cpu", 1000),
+        memory_bytes_max=_pod_most(spec, "memory", 1),
         owner=_controller(md.ownerReferences),
         ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
         conditions=tuple(
@@ -629,6 +660,10 @@ def workload_to_event(raw: RawWorkload, *, producer: str, observed_at: int) -> K
         annotations={k: v for k, v in (md.annotations or {}).items() if SLINKY_ANNOTATION in k},
         size=workload_size(raw),
         owner=_controller(md.ownerReferences),
+        active_deadline_s=max(0, raw.spec.activeDeadlineSeconds or 0) if raw.kind == "Job" else 0,
+        min_cpu_millis=_quantity(raw.spec.minResources, "cpu", 1000),
+        min_memory_bytes=_quantity(raw.spec.minResources, "memory", 1),
+        phase=(raw.status.phase or "") if raw.kind == "PodGroup" else "",
     )
 
 

@@ -19,24 +19,31 @@ LeaderWorkerSet, the PodGroup, the Job, or the bare pod itself).
 ============== =================================== ==============================================
 annotation     Slurm field                          default
 ============== =================================== ==============================================
-job-name       name                                 the group key
+job-name       name                                 the group key; ``<lws>-<index>`` for a
+                                                    LeaderWorkerSet replica
 partition      partition                            Slurm's default partition
 account, qos,  account, qos, reservation, wckey,    unset
 reservation,   licenses, constraints
 wckey,
 licenses,
 constraints
-cpu-per-task   cpus_per_task (≥ 1)                  the group's largest pod CPU request, rounded up
+cpu-per-task   cpus_per_task (≥ 1; an integer or a  the CPUs the group's largest pod may use
+               quantity such as ``500m``, rounded   (per container max(request, limit), or
+               up)                                  pod-level ``spec.resources``), rounded up;
+                                                    at least a PodGroup's ``minResources``
 min-nodes      min_nodes (≥ 1)                      one node per pod
 max-nodes      max_nodes (≥ min-nodes)              one node per pod
-mem-per-node   memory_per_node (MiB, or a quantity  largest pod memory (MiB, rounded up) × pods
-               such as ``4Gi``)                     per node (pods ÷ min-nodes, rounded up)
+mem-per-node   memory_per_node (MiB, or a quantity  largest pod memory (max(request, limit) as
+               such as ``4Gi``)                     for CPUs; MiB, rounded up) × pods per node
+                                                    (pods ÷ min-nodes, rounded up); at least a
+                                                    PodGroup's ``minResources``
 gres           tres_per_node ``gres/<value>``       ``gres/gpu=N`` from ``nvidia.com/gpu`` /
                                                      ``amd.com/gpu`` limits × pods per node
-exclusive      exclusive (``true`` / ``false``)     false
+exclusive      exclusive (``true`` / ``false``)     true: whole nodes (``shared: ["none"]``), as
+                                                    Slinky
 priority       priority (integer ≥ 0)               unset
-timelimit      time limit (sbatch ``--time``: M,   the partition's
-               M:S, H:M:S, D-H, D-H:M, D-H:M:S)
+timelimit      time limit (sbatch ``--time``: M,   a Job's ``activeDeadlineSeconds`` in
+               M:S, H:M:S, D-H, D-H:M, D-H:M:S)     minutes, rounded up; else the partition's
 user-id,       user_id, group_id (integers ≥ 0)     slurmrestd's user
 group-id
 ============== =================================== ==============================================
@@ -70,6 +77,10 @@ LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
 LABEL_JOB_NAME_LEGACY: Final = "job-name"
 
 MIB: Final = 1024 * 1024
+#: A CPU quantity: a decimal number with an optional milli or SI suffix (``500m``, ``2``,
+#: ``1.5``, ``1k``).
+_CPU_QTY: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(m|k|M|G|)")
+_CPU_SCALE: Final = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
 PREFIX: Final = wellknown.ANNOTATION_SLURMJOB_PREFIX
 #: The annotations :func:`translate` reads (without the prefix).
 ANNOTATIONS: Final = (
@@ -228,6 +239,38 @@ _QTY_BYTES: Final = {
 }
 
 
+def default_job_name(group: Group) -> str:
+    """The job's name without a ``job-name`` annotation: the group key, except a
+    LeaderWorkerSet replica's ``<lws>-<group index>`` (Slinky slurm-bridge,
+    slurmjobir leaderworkerset.go)."""
+    if group.kind == "LeaderWorkerSet" and "/" in group.name:
+        lws, _, index = group.name.partition("/")
+        return f"{lws}-{index}"
+    return group.key
+
+
+def _cpu_quantity(ann: Mapping[str, str]) -> int | None:
+    """``cpu-per-task`` as whole CPUs: an integer or a Kubernetes quantity, rounded up
+    (``200m`` ⇒ 1, ``1.5`` ⇒ 2), as Slinky reads it with ``resource.ParseQuantity``.
+
+    Raises:
+        TranslationError: not a quantity, or below one millicpu.
+    """
+    raw = ann.get(PREFIX + "cpu-per-task")
+    if raw is None:
+        return None
+    m = _CPU_QTY.fullmatch(raw.strip())
+    if not m:
+        raise TranslationError(
+            _field("cpu-per-task"), f"{raw!r} is not a CPU count or quantity such as 500m"
+        )
+    number, suffix = float(m.group(1)), m.group(2)
+    value = number / 1000 if suffix == "m" else number * _CPU_SCALE[suffix]
+    if not math.isfinite(value) or value <= 0:
+        raise TranslationError(_field("cpu-per-task"), f"{raw!r} must be more than zero")
+    return math.ceil(value)
+
+
 def _check_known(annotations: Mapping[str, str]) -> None:
     """Refuse a key under our prefix that :func:`translate` does not read: a misspelled
     ``slurmjob.slinky.slurm.net/partiton`` would otherwise be ignored and the job run with
@@ -331,8 +374,11 @@ def translate(
     annotations: Mapping[str, str],
     *,
     excluded_nodes: tuple[str, ...] = (),
+    workload: KubeWorkload | None = None,
 ) -> SlurmJobSpec:
-    """The Slurm job for ``pods`` (a group's live pods) under its root's ``annotations``.
+    """The Slurm job for ``pods`` (a group's live pods) under its root's ``annotations``;
+    ``workload`` is the group's root object when it has one (a Job's deadline, a PodGroup's
+    minResources).
 
     Rules and defaults: module docstring.
 
@@ -345,9 +391,13 @@ def translate(
     _check_known(annotations)
     n = len(pods)
     ann = annotations
-    cpu = _int(ann, "cpu-per-task", minimum=1)
+    cpu = _cpu_quantity(ann)
     if cpu is None:
-        cpu = max(1, *(math.ceil(p.cpu_millis / 1000) for p in pods))
+        # Slinky: what a pod may use, not only what it requests (max of request and limit).
+        most = max(max(p.cpu_millis_max, p.cpu_millis) for p in pods)
+        if workload is not None:
+            most = max(most, workload.min_cpu_millis)
+        cpu = max(1, math.ceil(most / 1000))
     min_nodes = _int(ann, "min-nodes", minimum=1)
     max_nodes = _int(ann, "max-nodes", minimum=1)
     if min_nodes is None:
@@ -364,8 +414,10 @@ def translate(
         except ValueError as exc:
             raise TranslationError(_field("mem-per-node"), str(exc)) from None
     else:
-        largest = max(math.ceil(p.memory_bytes / MIB) for p in pods)
+        largest = max(math.ceil(max(p.memory_bytes_max, p.memory_bytes) / MIB) for p in pods)
         memory = largest * per_node if largest else None
+        if workload is not None and workload.min_memory_bytes:
+            memory = max(memory or 0, math.ceil(workload.min_memory_bytes / MIB))
     gres = _text(ann, "gres")
     if gres:
         tres = gres if gres.startswith("gres/") else f"gres/{gres}"
@@ -373,7 +425,9 @@ def translate(
         gpus = max(p.gpus for p in pods)
         tres = f"gres/gpu={gpus * per_node}" if gpus else ""
     exclusive_raw = ann.get(PREFIX + "exclusive")
-    exclusive = False
+    # Slinky slurm-bridge (slurmcontrol sharedFromExclusiveAnnotation): whole nodes unless
+    # the annotation says "false".
+    exclusive = True
     if exclusive_raw is not None:
         value = exclusive_raw.strip().lower()
         if value not in ("true", "false"):
@@ -386,11 +440,16 @@ def translate(
             limit = parse_time_limit(limit_raw)
         except ValueError as exc:
             raise TranslationError(_field("timelimit"), str(exc)) from None
+    elif workload is not None and workload.active_deadline_s > 0:
+        # Slinky slurm-bridge (slurmjobir job.go): a Job's activeDeadlineSeconds, rounded up
+        # to whole minutes so the job is never cut short; 0 means none (Slurm's 0 would be
+        # "unlimited", the opposite).
+        limit = math.ceil(workload.active_deadline_s / 60)
     partition = _text(ann, "partition")
     if "," in partition:
         raise TranslationError(_field("partition"), f"{partition!r}: name exactly one partition")
     return SlurmJobSpec(
-        name=_text(ann, "job-name") or group.key,
+        name=_text(ann, "job-name") or default_job_name(group),
         partition=partition,
         account=_text(ann, "account"),
         qos=_text(ann, "qos"),

@@ -54,7 +54,8 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     stamps the recorded time). ``stuck_pod_grace_s``: seconds a pod may stay Terminating on a
     node whose kubelet does not answer before our finalizer is removed (slurm-bridge #49).
     ``default_partition``: the partition of placeholder jobs whose pods name none (Slinky's
-    ``partition`` setting; ``""`` = Slurm's default partition).
+    ``partition`` setting; ``""`` = Slurm's default partition). ``mcs_label``: the MCS label
+    placeholder jobs carry (Slinky's ``mcsLabel`` setting; ``""`` = none).
     """
 
     scheduler_name: str
@@ -62,6 +63,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     now: float = 0.0
     stuck_pod_grace_s: float = 300.0
     default_partition: str = ""
+    mcs_label: str = ""
 
 
 def slurm_listed(store: Store, cluster: str) -> bool:

@@ -93,6 +93,7 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     scheduler_name: str
     cluster: str
     default_partition: str = ""
+    mcs_label: str = ""
     #: The reconcile's wall clock (epoch seconds), for the back-off after a refused submit.
     now: float = 0.0
 
@@ -177,6 +178,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         scheduler_name=ctx.scheduler_name,
         cluster=ctx.cluster,
         default_partition=ctx.default_partition,
+        mcs_label=ctx.mcs_label,
         now=ctx.now,
     )
 
@@ -296,11 +298,14 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             live,
             _pods.annotations_of(v.group, live, v.workload),
             excluded_nodes=v.excluded,
+            workload=v.workload,
         )
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
     if not spec.partition and v.default_partition:
         spec = msgspec.structs.replace(spec, partition=v.default_partition)
+    if v.mcs_label:
+        spec = msgspec.structs.replace(spec, mcs_label=v.mcs_label)
     if spec.partition and spec.partition not in v.partitions:
         return _reject(
             live,

@@ -156,7 +156,7 @@ class SlurmJobSpec(msgspec.Struct, frozen=True, kw_only=True):
     ``None`` = the partition's default. ``tres_per_node``: ``gres/gpu=N`` or ``""``.
     ``user_id`` / ``group_id``: numeric ids to submit as (``None`` = slurmrestd's user).
     ``excluded_nodes``: Slurm nodes the group's pods cannot use (never ``required_nodes``:
-    slurm-bridge issue #43).
+    slurm-bridge issue #43). ``mcs_label``: the job's MCS label (``""`` = none).
     """
 
     name: str
@@ -179,6 +179,7 @@ class SlurmJobSpec(msgspec.Struct, frozen=True, kw_only=True):
     group_id: int | None = None
     exclusive: bool = False
     excluded_nodes: tuple[str, ...] = ()
+    mcs_label: str = ""
 
 
 class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):

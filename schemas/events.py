@@ -129,6 +129,11 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     ``annotations`` keeps only Slinky's (``*slinky.slurm.net/*``); ``conditions`` only
     ``PodScheduled``; ``tolerations`` only the keys of tolerations (``""`` = tolerates all).
     ``created_at``: ``metadata.creationTimestamp`` in epoch seconds.
+    ``cpu_millis_max`` / ``memory_bytes_max``: the most the pod may use — per container the
+    larger of request and limit (aggregated as requests are, plus overhead), or the pod-level
+    ``spec.resources`` when set (Kubernetes 1.32+); what its Slurm job must hold, so Slurm
+    never allocates less than the pod may use (Slinky sizes the job from max(requests,
+    limits)). ``0`` in observations from before these fields.
     """
 
     uid: str = ""
@@ -150,6 +155,8 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     conditions: tuple[PodCondition, ...] = ()
     tolerations: tuple[str, ...] = ()
     created_at: int = 0
+    cpu_millis_max: int = 0
+    memory_bytes_max: int = 0
 
     @property
     def terminal(self) -> bool:
@@ -176,6 +183,9 @@ class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
     have (Job ``parallelism``, the sum over a JobSet's replicated jobs of replicas ×
     parallelism, LeaderWorkerSet ``leaderWorkerTemplate.size``, PodGroup ``minMember``;
     ``0`` = unknown). ``owner``: the object's own controller (a JobSet for its Jobs).
+    ``active_deadline_s``: a Job's ``spec.activeDeadlineSeconds`` (seconds; 0 = none).
+    ``min_cpu_millis`` / ``min_memory_bytes``: a PodGroup's ``spec.minResources``.
+    ``phase``: a PodGroup's ``status.phase`` (``""`` for other kinds or when unset).
     """
 
     uid: str = ""
@@ -186,6 +196,10 @@ class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
     annotations: dict[str, str] = {}
     size: int = 0
     owner: OwnerRef | None = None
+    active_deadline_s: int = 0
+    min_cpu_millis: int = 0
+    min_memory_bytes: int = 0
+    phase: str = ""
 
 
 class KubeScaler(Event, frozen=True, kw_only=True, tag="KubeScaler"):

@@ -198,6 +198,7 @@ class App:
             cluster=settings.slurm.cluster,
             stuck_pod_grace_s=settings.kube.stuck_pod_grace,
             default_partition=settings.partition or "",
+            mcs_label=settings.mcs_label or "",
         )
 
     @property

@@ -579,6 +579,7 @@ class PodEffector:
                     group_id=spec.group_id,
                     exclusive=spec.exclusive,
                     excluded_nodes=spec.excluded_nodes,
+                    mcs_label=spec.mcs_label,
                     admin_comment=admin,
                     comment=action.marker,
                     external=True,

@@ -83,6 +83,7 @@ def context_of(settings: Settings) -> Context:
         cluster=settings.slurm.cluster,
         stuck_pod_grace_s=settings.kube.stuck_pod_grace,
         default_partition=settings.partition or "",
+        mcs_label=settings.mcs_label or "",
     )
 
 

@@ -280,6 +280,7 @@ class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
     group_id: int | None = None
     exclusive: bool = False
     excluded_nodes: tuple[str, ...] = ()
+    mcs_label: str = ""
     admin_comment: str = ""
     comment: str = ""
     external: bool = True

@@ -366,6 +366,14 @@ def test_default_partition(
         assert of(d, SubmitSlurmJob)[0].spec.partition == want
 
 
+@pytest.mark.parametrize("label", ["", "sales"])
+def test_the_mcs_label_setting_is_sent(label: str) -> None:
+    """Issue 18 (6): ``mcsLabel`` was accepted from Slinky's config and never sent."""
+    ctx = Context(scheduler_name=SCHED, cluster="c1", mcs_label=label)
+    d = decide("ns/Pod:a", pod("a"), part("batch"), ctx=ctx)
+    assert of(d, SubmitSlurmJob)[0].spec.mcs_label == label
+
+
 # --- excluded nodes --------------------------------------------------------------------------
 
 

@@ -211,6 +211,46 @@ def test_effective_requests(
     assert (p.cpu_millis, p.memory_bytes) == want
 
 
+MOST = [
+    (
+        "per container the larger of request and limit",
+        {"containers": [container({"cpu": "1", "memory": "1Gi"}, {"cpu": "4", "memory": "8Gi"})]},
+        (4000, 8 * GIB),
+    ),
+    (
+        "summed over containers (request of one, limit of the other)",
+        {"containers": [container({"cpu": "3"}), container({"cpu": "1"}, {"cpu": "2"})]},
+        (5000, 0),
+    ),
+    (
+        "the largest init container, plus overhead",
+        {
+            "containers": [container({"cpu": "1"})],
+            "initContainers": [container(None, {"cpu": "3"})],
+            "overhead": {"cpu": "250m"},
+        },
+        (3250, 0),
+    ),
+    (
+        "pod-level spec.resources wins (Kubernetes 1.32+)",
+        {
+            "containers": [container({"cpu": "1", "memory": "1Gi"})],
+            "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "6", "memory": "4Gi"}},
+        },
+        (6000, 4 * GIB),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "want"), MOST, ids=[c[0] for c in MOST])
+def test_what_a_pod_may_use(name: str, spec: dict[str, Any], want: tuple[int, int]) -> None:
+    """Issue 18 (5): the Slurm job must hold what the pod may use (Slinky: max(requests,
+    limits)), not only what it requests."""
+    del name
+    p = event(raw_pod(spec=spec))
+    assert (p.cpu_millis_max, p.memory_bytes_max) == want
+
+
 GPUS = [
     ("none", [container({"cpu": "1"})], None, 0),
     ("nvidia limit", [container(None, {"nvidia.com/gpu": "2"})], None, 2),
@@ -574,3 +614,37 @@ def test_a_leader_worker_set_is_the_root_of_each_replica() -> None:
     w = workload_to_event(raw, producer="p", observed_at=0)
     replica = _pods.Group(namespace="ml", kind="LeaderWorkerSet", name="lws/1")
     assert (w.key, w.size, w.owner) == (replica.root_key, 3, None)
+
+
+def test_workload_deadline_min_resources_and_phase() -> None:
+    """Issue 18 (5, 8): a Job's activeDeadlineSeconds, a PodGroup's minResources and
+    status.phase reach the reconcilers."""
+    job = workload_to_event(
+        decode_workload(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "j", "namespace": "ml"},
+                "spec": {"parallelism": 1, "activeDeadlineSeconds": 90},
+                "status": {"active": 1},
+            }
+        ),
+        producer="p",
+        observed_at=1,
+    )
+    assert (job.active_deadline_s, job.phase) == (90, "")
+    group = workload_to_event(
+        decode_workload(
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "g", "namespace": "ml"},
+                "spec": {"minMember": 2, "minResources": {"cpu": "3", "memory": "2Gi"}},
+                "status": {"phase": "Running"},
+            }
+        ),
+        producer="p",
+        observed_at=1,
+    )
+    assert (group.min_cpu_millis, group.min_memory_bytes, group.phase) == (3000, 2 * GIB, "Running")
+    assert group.active_deadline_s == 0

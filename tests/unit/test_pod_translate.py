@@ -33,6 +33,8 @@ def pod(
     mem: int = 64 * MIB,
     gpus: int = 0,
     annotations: dict[str, str] | None = None,
+    cpu_max: int = 0,
+    mem_max: int = 0,
 ) -> KubePod:
     return KubePod(
         source="k8s",
@@ -47,6 +49,8 @@ def pod(
         memory_bytes=mem,
         gpus=gpus,
         annotations=annotations or {},
+        cpu_millis_max=cpu_max,
+        memory_bytes_max=mem_max,
     )
 
 
@@ -311,8 +315,53 @@ def test_defaults_for_a_bare_pod() -> None:
     assert (s.partition, s.account, s.qos, s.reservation, s.wckey) == ("", "", "", "", "")
     assert (s.constraints, s.licenses, s.tres_per_node) == ("", "", "")
     assert (s.time_limit_minutes, s.priority, s.user_id, s.group_id) == (None, None, None, None)
-    assert s.exclusive is False
+    # Slinky sends shared=["none"] (whole nodes) unless the annotation says "false".
+    assert s.exclusive is True
     assert s.excluded_nodes == ()
+
+
+def test_the_job_holds_what_the_pods_may_use_not_only_their_requests() -> None:
+    """Issue 18 (5): per container max(request, limit) — the producer's ``*_max`` — so Slurm
+    never allocates less than a pod may use; observations from before those fields (0) fall
+    back to the request."""
+    s = translate(BARE, [pod(cpu=500, mem=64 * MIB, cpu_max=2500, mem_max=300 * MIB)], {})
+    assert (s.cpus_per_task, s.memory_per_node_mib) == (3, 300)
+    s = translate(BARE, [pod(cpu=1500, mem=64 * MIB)], {})
+    assert (s.cpus_per_task, s.memory_per_node_mib) == (2, 64)
+
+
+def _workload(**kw: object) -> KubeWorkload:
+    return KubeWorkload(source="k8s", key="ns/Job:j", namespace="ns", name="j", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("deadline", "annotation", "want"),
+    [(90, None, 2), (60, None, 1), (3600, None, 60), (0, None, None), (90, "5", 5)],
+)
+def test_a_jobs_active_deadline_becomes_the_time_limit(
+    deadline: int, annotation: str | None, want: int | None
+) -> None:
+    """Issue 18 (5), Slinky slurmjobir job.go: seconds rounded up to minutes; 0 = none; the
+    timelimit annotation wins."""
+    ann = {P + "timelimit": annotation} if annotation else {}
+    wl = _workload(workload_kind="Job", active_deadline_s=deadline)
+    s = translate(JOB, [job_pod("a")], ann, workload=wl)
+    assert s.time_limit_minutes == want
+
+
+def test_a_podgroups_min_resources_count() -> None:
+    """Issue 18 (5), Slinky slurmjobir podgroup_coscheduling.go: minResources' CPU and memory
+    are at least what the job asks for per task and per node."""
+    wl = _workload(workload_kind="PodGroup", min_cpu_millis=3500, min_memory_bytes=2048 * MIB)
+    s = translate(JOB, [job_pod("a"), job_pod("b")], {}, workload=wl)
+    assert (s.cpus_per_task, s.memory_per_node_mib) == (4, 2048)
+
+
+def test_a_leaderworkerset_groups_job_is_named_after_the_set_and_index() -> None:
+    """Issue 18 (6), Slinky slurmjobir leaderworkerset.go: ``<lws>-<group index>``."""
+    group = Group(namespace="ns", kind="LeaderWorkerSet", name="lws/3")
+    assert translate(group, [job_pod("a")], {}).name == "lws-3"
+    assert translate(group, [job_pod("a")], {P + "job-name": "mine"}).name == "mine"
 
 
 def test_excluded_nodes_pass_through() -> None:
@@ -334,6 +383,10 @@ ANN_CASES = [
     AnnCase("constraints", "fast&ib", "constraints", "fast&ib"),
     AnnCase("cpu-per-task", "4", "cpus_per_task", 4),
     AnnCase("cpu-per-task", " 2 ", "cpus_per_task", 2),
+    # A Kubernetes quantity, rounded up (Slinky reads it with resource.ParseQuantity).
+    AnnCase("cpu-per-task", "200m", "cpus_per_task", 1),
+    AnnCase("cpu-per-task", "1500m", "cpus_per_task", 2),
+    AnnCase("cpu-per-task", "1.5", "cpus_per_task", 2),
     AnnCase("exclusive", "true", "exclusive", True),
     AnnCase("exclusive", "TRUE", "exclusive", True),
     AnnCase("exclusive", "false", "exclusive", False),
@@ -458,7 +511,8 @@ ERROR_CASES = [
     ("constraints", "a\tb"),
     ("cpu-per-task", "0"),
     ("cpu-per-task", "two"),
-    ("cpu-per-task", "1.5"),
+    ("cpu-per-task", "0m"),
+    ("cpu-per-task", "2 cores"),
     ("exclusive", "yes"),
     ("exclusive", ""),
     ("gres", ""),

@@ -297,3 +297,14 @@ async def test_a_silent_controller_is_still_a_ping_not_an_auth_error(tmp_path: P
     async with _client(handler, tmp_path, version="v0.0.42") as c:
         ping = await c.ping()
     assert not ping.responding
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", "v0.0.42", "v0.0.45"])
+def test_a_placeholder_carries_the_mcs_label_and_sends_output_nowhere(version: str) -> None:
+    from slurmbridge.slurm import codecs
+
+    body = json.loads(codecs.get(version).encode_submit(JobSubmit(name="g", mcs_label="sales")))
+    job = body["job"]
+    assert job["mcs_label"] == "sales"
+    if "flags" not in job:  # a batch placeholder: its output goes to /dev/null
+        assert (job["standard_output"], job["standard_error"]) == ("/dev/null", "/dev/null")

@@ -578,6 +578,7 @@ class DataParserCodec(Codec):
             "tres_per_node": job.tres_per_node,
             "admin_comment": job.admin_comment,
             "comment": job.comment,
+            "mcs_label": job.mcs_label,
             "maximum_nodes": job.max_nodes,
             "memory_per_node": _nv(job.memory_per_node_mib),
             "time_limit": _nv(job.time_limit_minutes),

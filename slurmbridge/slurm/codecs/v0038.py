@@ -218,6 +218,7 @@ class V0038(Codec):
             "constraints": job.constraints,
             "licenses": job.licenses,
             "comment": job.comment,
+            "mcs_label": job.mcs_label,
             "memory_per_node": job.memory_per_node_mib,
             "time_limit": job.time_limit_minutes,
             "priority": None if job.priority is None else str(job.priority),
