@@ -140,6 +140,8 @@ class JobWatch:
         self.running: dict[int, Seen] = {}
         self.ended: dict[int, Seen] = {}
         self.polls = 0
+        #: how many jobs each answer showed RUNNING for the first time (answers with any)
+        self.start_batches: list[int] = []
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -157,6 +159,7 @@ class JobWatch:
             body, t0, t1 = await self.probe.get("jobs/state")
             wall = time.time()
             self.polls += 1
+            before = len(self.running)
             for job in body.get("jobs") or []:
                 jid = int(job["job_id"])
                 state = set(job.get("state") or ())
@@ -164,5 +167,7 @@ class JobWatch:
                     self.running[jid] = Seen(after=after, by=t1, wall=wall)
                 if state & ENDED and jid not in self.ended:
                     self.ended[jid] = Seen(after=after, by=t1, wall=wall)
+            if len(self.running) > before:
+                self.start_batches.append(len(self.running) - before)
             after = t0
             await asyncio.sleep(self.interval)

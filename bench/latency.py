@@ -193,6 +193,8 @@ async def real_slurm(args: argparse.Namespace) -> dict[str, Any]:
                         stack.cordon(node)
                         got = await probe.node_until(node, lambda st: "DRAIN" in st, timeout=10)
                         drain.append((got.by - t0) * 1000)
+                        if len(drain) % 50 == 0:
+                            print(f"  {len(drain)} trials", file=sys.stderr, flush=True)
                     await stack.wait_for(
                         lambda: seen(node, True), timeout=30, what=f"{node} DRAIN seen"
                     )
@@ -201,9 +203,6 @@ async def real_slurm(args: argparse.Namespace) -> dict[str, Any]:
                         stack.uncordon(node)
                         got = await probe.node_until(node, lambda st: "DRAIN" not in st, timeout=10)
                         undrain.append((got.by - t0) * 1000)
-                    done = len(drain)
-                    if done % 50 == 0:
-                        print(f"  {done} trials", file=sys.stderr, flush=True)
 
             await asyncio.gather(*(cycles(n) for n in nodes))
         finally:

@@ -274,6 +274,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
                 lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
             )
             t_done = time.monotonic()
+            batches = list(watch.start_batches)  # the bind phase's job starts
             cpu_share = (_cpu_seconds(proc.pid) - cpu0) / (t_done - wall0)
             jobs = {clock.bound[n][0] for n in names}
             missing = sorted(j for j in jobs if j not in watch.running)
@@ -345,6 +346,8 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         "job_start_uncertainty_p50_ms": _ms(widths, 50),
         "job_start_uncertainty_max_ms": _ms(widths, 100),
         "start_time_agrees": f"{agree}/{len(jobs)}",
+        "job_starts_per_answer_max": max(batches),
+        "job_starts_per_answer_mean": round(sum(batches) / len(batches), 2),
         "probe_interval_s": args.probe_interval,
         "probe_polls": polls,
         "probe_rtt_p50_ms": _ms(rtt, 50),

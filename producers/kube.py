@@ -15,6 +15,19 @@ JobSets, LeaderWorkerSets and PodGroups) share :class:`Watcher`, which does the 
    resourceVersion, or re-list when it expired. The task is supervised: any unexpected error
    is logged and the cycle restarts with back-off instead of ending the producer.
 
+Failures back off quietly (:class:`Backoff`: exponential with jitter, capped, never sooner than
+the server's ``Retry-After``): an API server that restarts answers 503 on custom resources
+until their paths are installed, then 429 "storage is (re)initializing" for several seconds,
+and eleven watchers retrying at once used to log a warning per attempt. :class:`Outage` logs
+one warning when a watcher starts failing and one info line, with the outage's length, once
+its watch stream delivers again.
+
+Liveness is exported per watcher (``slurmbridge_watch_seconds_since_alive``,
+``slurmbridge_watch_connected``): a real API server sends a bookmark only when the kind's
+resourceVersion moved past the one the watch started from (none at all on an idle kind), so a
+healthy quiet watch is alive because its stream is open and the server ends it cleanly every
+``watch_timeout`` seconds, not because events arrive.
+
 What was last published is seeded from the projection (the log), so a restarted producer
 re-publishes nothing that did not change. ``Nats-Msg-Id`` is ``uid:resourceVersion`` (for a
 tombstone ``uid:resourceVersion:deleted``), so two producers watching at once dedupe.
@@ -24,8 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import logging
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -40,6 +55,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from schemas import subjects
 from schemas.events import (
     Event,
+    KubeListed,
     KubeNode,
     KubeNodeSet,
     KubePod,
@@ -127,10 +143,15 @@ class RawNodeList(msgspec.Struct, kw_only=True):
     items: list[RawNode] = []
 
 
+class _StatusDetails(msgspec.Struct, kw_only=True):
+    retryAfterSeconds: int = 0  # noqa: N815 - Kubernetes wire name
+
+
 class _Status(msgspec.Struct, kw_only=True):
     code: int = 0
     reason: str = ""
     message: str = ""
+    details: _StatusDetails | None = None
 
 
 class RawWatchEvent(msgspec.Struct, kw_only=True):
@@ -587,6 +608,14 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         memory_bytes_max=_pod_most(spec, "memory", 1),
         owner=_controller(md.ownerReferences),
         ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or []),
+        ready_since=next(
+            (
+                _epoch(c.lastTransitionTime)
+                for c in status.conditions or []
+                if c.type == "Ready" and c.status == "True"
+            ),
+            0,
+        ),
         conditions=tuple(
             PodCondition(
                 type=c.type,
@@ -670,15 +699,171 @@ def workload_to_event(raw: RawWorkload, *, producer: str, observed_at: int) -> K
 # --- the watchers --------------------------------------------------------------------------
 
 
+class ApiStatusError(ApiException):
+    """A failed request as the API server's ``Status`` says it (HTTP status or in-stream
+    ERROR), with the seconds it asked us to wait (``retry_after``; None when it did not)."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+        super().__init__(status=status, reason=message)
+        self.retry_after = retry_after
+
+
+def status_error(resp: Any, body: bytes) -> ApiStatusError:
+    """The error of a non-2xx raw response: its Status message, and the wait from its
+    ``Retry-After`` header (else the Status's ``details.retryAfterSeconds``)."""
+    try:
+        status: _Status | None = _STATUS.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        status = None
+    message = status.message if status is not None else ""
+    wait = _seconds(resp.headers.get("Retry-After")) if resp.headers is not None else None
+    if wait is None and status is not None and status.details is not None:
+        wait = float(status.details.retryAfterSeconds) or None
+    return ApiStatusError(resp.status, message or str(resp.reason), wait)
+
+
+def _seconds(value: str | None) -> float | None:
+    # The API server always sends delta-seconds; an HTTP-date is not honoured.
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The seconds the server asked to wait before retrying after ``exc``, or None."""
+    if isinstance(exc, ApiStatusError):
+        return exc.retry_after
+    headers = getattr(exc, "headers", None)
+    return _seconds(headers.get("Retry-After")) if headers else None
+
+
+def describe(exc: BaseException) -> str:
+    """One short line for a failure (ApiException's own text spans lines and headers)."""
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {exc.reason}".strip()
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _check_status(resp: Any, body: bytes) -> None:
-    """Raise ApiException for a non-2xx raw response (kubernetes_asyncio does not check
-    ``_preload_content=False`` responses): e.g. 404 for a CRD that is not installed."""
+    """Raise :class:`ApiStatusError` for a non-2xx raw response (kubernetes_asyncio does not
+    check ``_preload_content=False`` responses): e.g. 404 for a CRD that is not installed."""
     if resp.status >= 300:
-        try:
-            message = _STATUS.decode(body).message
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            message = ""
-        raise ApiException(status=resp.status, reason=message or str(resp.reason))
+        raise status_error(resp, body)
+
+
+class Backoff:
+    """Exponential back-off with jitter, capped, that honours the server's ``Retry-After``.
+
+    The n-th failure in a row waits a random time between half and all of
+    ``min(cap, base · 2ⁿ⁻¹)`` ("equal jitter": watchers that fail together do not come back
+    together), and never less than the server asked (``Retry-After``, trusted up to
+    ``max_retry_after``). ``base`` 0.2 s re-opens a broken stream at once; ``cap`` 10 s keeps
+    the bridge's own recovery within seconds of the API server's (client-go's reflectors cap
+    at 30 s, sized for thousands of kubelets; these are a dozen watches of one process).
+    ``rng`` is injectable so tests see the exact delays.
+    """
+
+    def __init__(
+        self,
+        *,
+        base: float = 0.2,
+        cap: float = 10.0,
+        max_retry_after: float = 60.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.base = base
+        self.cap = cap
+        self.max_retry_after = max_retry_after
+        self.rng = rng or random.Random()
+        self.failures = 0
+
+    def next_delay(self, retry_after: float | None = None) -> float:
+        """Count one more failure; the seconds to wait before the next attempt."""
+        self.failures += 1
+        step = min(self.cap, self.base * 2.0 ** min(self.failures - 1, 30))
+        delay = step * (0.5 + 0.5 * self.rng.random())
+        if retry_after is not None and retry_after > 0:
+            delay = max(delay, min(retry_after, self.max_retry_after))
+        return delay
+
+    def reset(self) -> None:
+        """The next failure starts again from ``base`` (after a proven recovery)."""
+        self.failures = 0
+
+
+class Outage:
+    """The log of one thing that retries (a watcher, a Secret's watch): ONE warning when it
+    starts failing, debug lines while it keeps failing, ONE info line with the outage's length
+    and attempts when it works again; and the :class:`Backoff` between attempts.
+
+    ``what`` names it in every line (``"watch nodes"``); ``logger`` is the caller's module
+    logger, ``clock`` a monotonic clock (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        logger: logging.Logger | None = None,
+        backoff: Backoff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.what = what
+        self.logger = logger or log
+        self.backoff = backoff or Backoff()
+        self.clock = clock
+        #: When the current outage began (``clock``), None while working.
+        self.since: float | None = None
+        self.attempts = 0
+
+    @property
+    def failing(self) -> bool:
+        """True from the first failure until :meth:`recovered`."""
+        return self.since is not None
+
+    def failed(self, exc: BaseException, *, crash: bool = False) -> float:
+        """Record a failed attempt; returns the seconds to wait before the next one.
+
+        The first failure of an outage is a warning (``crash``: an error with the traceback,
+        as it is a bug rather than the server); later ones are debug lines."""
+        delay = self.backoff.next_delay(retry_after(exc))
+        self.attempts += 1
+        if self.since is None:
+            self.since = self.clock()
+            if crash:
+                self.logger.error(
+                    "%s crashed (%s); retrying with back-off",
+                    self.what,
+                    describe(exc),
+                    exc_info=exc,
+                )
+            else:
+                self.logger.warning(
+                    "%s failing (%s); retrying with back-off, quietly until it recovers",
+                    self.what,
+                    describe(exc),
+                )
+        else:
+            self.logger.debug(
+                "%s still failing (%s); next try in %.1f s", self.what, describe(exc), delay
+            )
+        return delay
+
+    def recovered(self) -> None:
+        """It works again: log the outage once (when there was one) and reset the back-off."""
+        self.backoff.reset()
+        if self.since is None:
+            return
+        self.logger.info(
+            "%s recovered after %.1f s (%d failed attempts)",
+            self.what,
+            self.clock() - self.since,
+            self.attempts,
+        )
+        self.since = None
+        self.attempts = 0
 
 
 class Expired(Exception):  # noqa: N818 - mirrors the API server's reason
@@ -696,6 +881,10 @@ WINDOW = 1024
 Publish = Callable[[list[tuple[Any, str]]], Awaitable[object]]
 Send = Callable[[Any, str], Awaitable["asyncio.Future[Any]"]]
 
+#: The watcher exporting each ``resource`` label (several may exist in one process, e.g. a
+#: standby taking over): only it sets, and at its end removes, that label's series.
+_EXPORTING: dict[str, Watcher[Any]] = {}
+
 
 class Watcher(Generic[E]):
     """List + watch one Kubernetes resource, publishing trimmed observations of type ``E``.
@@ -709,6 +898,10 @@ class Watcher(Generic[E]):
     resource = ""
     #: Objects per list request (``limit``); client-go's reflector pages by 500.
     list_page_size = 500
+    #: Seconds a re-opened watch stream must stay open without an error (or deliver a line,
+    #: or end cleanly) before an outage counts as over: a server that accepts the watch and
+    #: then sends an in-stream error (410 after a restart) has not recovered yet.
+    confirm_after = 1.0
 
     def __init__(
         self,
@@ -731,7 +924,14 @@ class Watcher(Generic[E]):
         self.label_selector = label_selector
         self.watch_timeout = watch_timeout
         self.resource_version = ""
+        #: Monotonic time of the last watch line (event or bookmark); set per line.
         self.last_event_at = time.monotonic()
+        #: Monotonic time the watch was otherwise last known alive: a list, a (re)connect,
+        #: a clean end of the stream (see :meth:`age`).
+        self.alive_at = self.last_event_at
+        #: Failures, back-off and their log lines (named once ``resource`` is known).
+        self.outage = Outage("watch", logger=log)
+        self._confirm: asyncio.TimerHandle | None = None
         self.listed = asyncio.Event()
         self.relists = 0
         self.missing = False
@@ -768,58 +968,110 @@ class Watcher(Generic[E]):
         return f"{getattr(ev, 'uid', '')}:{ev.version}" + (":deleted" if ev.deleted else "")
 
     def age(self) -> float:
-        """Seconds since the last watch event or bookmark."""
-        return time.monotonic() - self.last_event_at
+        """Seconds since the watch was last known alive: its last event or bookmark, or the
+        last successful list, watch (re)connect, or clean end of a stream (the server closes
+        every watch after ``watch_timeout`` seconds).
+
+        Not "since the last event": an API server sends a bookmark only when the kind's
+        resourceVersion moved past the one the watch started from (the watch cache,
+        cache_watcher.go ``process``), so on an idle kind none comes at all. A healthy watch
+        therefore stays under ``watch_timeout`` (plus a reconnect); above it, the stream is
+        stuck or the watcher keeps failing.
+        """
+        return time.monotonic() - max(self.last_event_at, self.alive_at)
 
     async def run(self) -> None:
-        """Run forever: list, watch, re-watch or re-list as needed (supervised)."""
-        failures = 0
-        while True:
-            try:
-                if not self.resource_version:
-                    await self.relist()
-                await self.watch_once()
-                failures = 0
-            except asyncio.CancelledError:
-                raise
-            except Expired:
-                metrics.WATCH_RESTARTS.labels(self.resource, "expired").inc()
-                self.resource_version = ""
-            except PublishLost as exc:
-                metrics.WATCH_RESTARTS.labels(self.resource, "publish").inc()
-                log.warning(
-                    "watch %s: an observation may be lost (%s); re-listing", self.resource, exc
-                )
-                self.resource_version = ""
-                self._republish = True
-            except ApiException as exc:
-                if exc.status != 404:
-                    failures += 1
-                    metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
-                    log.warning("watch %s failed (%s); retrying", self.resource, exc)
-                    await asyncio.sleep(min(5.0, 0.1 * 2**failures))
-                    continue
-                # The resource is not served (a CRD that is not installed): look again now
-                # and then, without filling the log.
-                if not self.missing:
-                    log.info(
-                        "%s are not served by this API server; checking every %.0f s",
-                        self.resource,
-                        self.missing_retry,
+        """Run forever: list, watch, re-watch or re-list as needed (supervised).
+
+        Failures back off (:class:`Backoff`, honouring ``Retry-After``) and are logged once
+        per outage (:class:`Outage`); the outage ends when a watch stream delivers again."""
+        self.outage.what = f"watch {self.resource}"
+        self._export()
+        try:
+            while True:
+                try:
+                    if not self.resource_version:
+                        await self.relist()
+                    await self.watch_once()
+                except asyncio.CancelledError:
+                    raise
+                except Expired:
+                    metrics.WATCH_RESTARTS.labels(self.resource, "expired").inc()
+                    self.resource_version = ""
+                except PublishLost as exc:
+                    metrics.WATCH_RESTARTS.labels(self.resource, "publish").inc()
+                    log.warning(
+                        "watch %s: an observation may be lost (%s); re-listing", self.resource, exc
                     )
-                self.missing = True
-                await asyncio.sleep(self.missing_retry)
-            except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-                failures += 1
-                metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
-                log.warning("watch %s failed (%s); retrying", self.resource, exc)
-                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
-            except Exception:
-                failures += 1
-                metrics.WATCH_RESTARTS.labels(self.resource, "crash").inc()
-                log.exception("watch %s crashed; re-listing", self.resource)
-                self.resource_version = ""
-                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
+                    self.resource_version = ""
+                    self._republish = True
+                except ApiException as exc:
+                    if exc.status != 404:
+                        metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
+                        await asyncio.sleep(self.outage.failed(exc))
+                        continue
+                    # The resource is not served (a CRD that is not installed): look again now
+                    # and then, without filling the log.
+                    if not self.missing:
+                        log.info(
+                            "%s are not served by this API server; checking every %.0f s",
+                            self.resource,
+                            self.missing_retry,
+                        )
+                    self.missing = True
+                    await asyncio.sleep(self.missing_retry)
+                except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+                    metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
+                    await asyncio.sleep(self.outage.failed(exc))
+                except Exception as exc:  # noqa: BLE001 - supervised; Outage logs the traceback
+                    metrics.WATCH_RESTARTS.labels(self.resource, "crash").inc()
+                    self.resource_version = ""
+                    await asyncio.sleep(self.outage.failed(exc, crash=True))
+        finally:
+            self._unexport()
+
+    # --- liveness ----------------------------------------------------------------------------
+
+    def _export(self) -> None:
+        """Export this watcher's liveness: the age is computed when Prometheus scrapes."""
+        _EXPORTING[self.resource] = self
+        metrics.WATCH_ALIVE_AGE.labels(self.resource).set_function(self.age)
+        metrics.WATCH_CONNECTED.labels(self.resource).set(1 if self.watching else 0)
+
+    def _unexport(self) -> None:
+        if _EXPORTING.get(self.resource) is not self:
+            return
+        del _EXPORTING[self.resource]
+        for gauge in (metrics.WATCH_ALIVE_AGE, metrics.WATCH_CONNECTED):
+            with contextlib.suppress(KeyError):
+                gauge.remove(self.resource)
+
+    def _connected(self, resp: Any) -> None:
+        """A watch stream is open: alive now; the outage (if any) ends once it delivers."""
+        self.watching = True
+        self._watch_resp = resp
+        self.alive_at = time.monotonic()
+        if _EXPORTING.get(self.resource) is self:
+            metrics.WATCH_CONNECTED.labels(self.resource).set(1)
+        if self.outage.failing:
+            self._confirm = asyncio.get_running_loop().call_later(
+                self.confirm_after, self._recovered
+            )
+
+    def _recovered(self) -> None:
+        if self._confirm is not None:
+            self._confirm.cancel()
+            self._confirm = None
+        self.outage.recovered()
+
+    def _disconnected(self) -> None:
+        self.watching = False
+        self._watch_resp = None
+        if self._confirm is not None:
+            self._confirm.cancel()
+            self._confirm = None
+        if _EXPORTING.get(self.resource) is self:
+            metrics.WATCH_CONNECTED.labels(self.resource).set(0)
 
     async def relist(self) -> None:
         """List everything, publish changes and tombstones, remember the resourceVersion.
@@ -868,9 +1120,21 @@ class Watcher(Generic[E]):
         gone = [self._tombstone(self.last[key], list_rv, now) for key in set(self.last) - seen]
         if gone:
             await self._publish([(tomb, self._msg_id(tomb)) for tomb in gone])
+        # Last, after every object and tombstone of the list: the log now holds a complete
+        # list of this resource (reconcilers.base.kube_listed). Two producers listing the same
+        # resourceVersion dedupe on the message id.
+        marker = KubeListed(
+            source=subjects.KUBE_SOURCE,
+            key=self.resource,
+            observed_at=now,
+            version=list_rv,
+            producer=self.producer,
+            resource=self.resource,
+        )
+        await self.publish([(marker, f"listed:{self.resource}:{list_rv}")])
         self._republish = False
         self.resource_version = list_rv
-        self.last_event_at = time.monotonic()
+        self.alive_at = time.monotonic()
         self.listed.set()
 
     async def _publish(self, batch: list[tuple[E, str]]) -> None:
@@ -909,8 +1173,7 @@ class Watcher(Generic[E]):
             if resp.status == 410:
                 raise Expired(_STATUS.decode(body).message if body else "410 Gone")
             _check_status(resp, body)
-        self.watching = True
-        self._watch_resp = resp
+        self._connected(resp)
         try:
             while True:
                 try:
@@ -924,12 +1187,17 @@ class Watcher(Generic[E]):
                     self._inflight.clear()
                     raise PublishLost("an observation was not stored")
                 if not line:
-                    return  # server closed the stream (timeoutSeconds): re-watch
+                    # The server closed the stream (timeoutSeconds): alive, re-watch.
+                    self.alive_at = time.monotonic()
+                    if self.outage.failing:
+                        self._recovered()
+                    return
                 if line.strip():
                     await self._on_line(line)
+                    if self._confirm is not None:
+                        self._recovered()  # it delivers: the outage is over
         finally:
-            self.watching = False
-            self._watch_resp = None
+            self._disconnected()
             resp.release()
 
     async def _on_line(self, line: bytes) -> None:
@@ -939,7 +1207,8 @@ class Watcher(Generic[E]):
             status = _STATUS.decode(ev.object)
             if status.code == 410:
                 raise Expired(status.message)
-            raise ApiException(status=status.code, reason=status.message)
+            wait = status.details.retryAfterSeconds if status.details is not None else 0
+            raise ApiStatusError(status.code, status.message, float(wait) or None)
         raw = self._decode_item(ev.object)
         if raw.metadata.resourceVersion:
             self.resource_version = raw.metadata.resourceVersion
@@ -1338,7 +1607,8 @@ def seed_from(values: Any) -> dict[str, Any]:
 
 
 async def watch_age_loop(watcher: Watcher[Any], period: float = 1.0) -> None:
-    """Export "seconds since last event or bookmark" every ``period`` seconds."""
-    while True:
-        metrics.WATCH_AGE.labels(watcher.resource).set(watcher.age())
-        await asyncio.sleep(period)
+    """Kept for existing callers: every :class:`Watcher` now exports its own liveness while it
+    runs (``slurmbridge_watch_seconds_since_alive``, computed at scrape time, and
+    ``slurmbridge_watch_connected``), so this only waits until cancelled."""
+    del watcher, period
+    await asyncio.Event().wait()

@@ -18,8 +18,8 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from schemas.actions import AnyAction
-from schemas.events import Event, SlurmPing
-from schemas.subjects import slurm_source
+from schemas.events import Event, KubeListed, SlurmPing
+from schemas.subjects import KUBE_SOURCE, slurm_source
 
 E = TypeVar("E", bound=Event)
 
@@ -64,6 +64,18 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     stuck_pod_grace_s: float = 300.0
     default_partition: str = ""
     mcs_label: str = ""
+
+
+def kube_listed(store: Store, *listings: str) -> bool:
+    """True when the log holds a complete Kubernetes list of each of ``listings`` (a
+    watcher's listing name: ``pods``, ``nodes`` …): its ``KubeListed`` marker, published
+    after the list's objects (schemas.events.KubeListed).
+
+    Rules that act on a Kubernetes object's *absence* wait for this: before the first
+    complete list (a slow or paged list, an API server answering 503 while it starts), a
+    missing pod proves nothing, and those actions cancel jobs and delete pods.
+    """
+    return all(store.get(KubeListed, name, KUBE_SOURCE) is not None for name in listings)
 
 
 def slurm_listed(store: Store, cluster: str) -> bool:

@@ -188,7 +188,7 @@ def _event(
 
 
 def _drained_idle(slurm: SlurmNode) -> bool:
-    return slurm.has("DRAIN") and not any(slurm.has(s) for s in BUSY)
+    return slurm.drained
 
 
 def _leave(v: View, node: KubeNode, slurm: SlurmNode, reason: str, why: str) -> Decision:

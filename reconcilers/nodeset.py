@@ -12,9 +12,11 @@ hostname, as slurmd registers it).
 2. **Scale-in.** More live pods than ``replicas`` ⇒ condemn the surplus in this order, first
    condemned first: not yet on a node; Pending before Unknown before Running; not ready
    before ready; lower ``nodeset.slinky.slurm.net/pod-deletion-cost`` first; Slurm node
-   already drained first; higher ordinal first. A condemned pod's Slurm node is drained with
-   ``slurm-operator: Pod (<ns>/<pod>) is pending termination for scale-in``; the pod is
-   deleted only once its node is DRAIN and not ALLOCATED, MIXED or COMPLETING (or Slurm does
+   already drained first; then as Kubernetes' ActivePods order breaks ties: the pod that
+   became ready most recently first, then the newest; higher ordinal last. A condemned pod's
+   Slurm node is drained with ``slurm-operator: Pod (<ns>/<pod>) is pending termination for
+   scale-in``; the pod is deleted only once its node is drained: DRAIN, not UNDRAIN (an
+   undrain under way is never raced), and not ALLOCATED, MIXED or COMPLETING (or Slurm does
    not know it). The effector checks that again against Slurm before deleting. One
    ``ScalingDown`` Event.
 3. **Reversal.** A live pod that is no longer condemned and whose node carries *that* drain
@@ -133,15 +135,19 @@ def scale_in_order(
 ) -> list[KubePod]:
     """Pods sorted so that the first ones are condemned first (module docstring, rule 2)."""
 
-    def rank(p: KubePod) -> tuple[bool, int, bool, int, bool, int]:
+    def rank(p: KubePod) -> tuple[bool, int, bool, int, bool, int, int, int]:
         node = slurm.get(p.name)
-        drained = node is not None and node.has("DRAIN")
+        drained = node is not None and node.has("DRAIN") and not node.has("UNDRAIN")
         return (
             bool(p.node_name),
             _PHASE_RANK.get(p.phase, 1),
             p.ready,
             _deletion_cost(p),
             not drained,
+            # Kubernetes' ActivePods order (pkg/controller/controller_utils.go): the pod
+            # that became ready most recently first, then the newest.
+            -p.ready_since,
+            -p.created_at,
             -(ordinal_of(nodeset, p.name) or 0),
         )
 
@@ -287,9 +293,14 @@ def decide(v: View | None) -> Decision:
                     actions.append(
                         DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name)
                     )
-            elif is_busy(node) or (node is None and not v.slurm_listed):
-                # No node in a current listing: unknown to Slurm, deletable; with no listing
-                # at all, its node may be running a job.
+            elif (
+                is_busy(node)
+                or (node is not None and node.has("UNDRAIN"))
+                or (node is None and not v.slurm_listed)
+            ):
+                # Deleted only when drained (DRAIN, not UNDRAIN: an undrain under way must not
+                # be raced) and idle. No node in a current listing: unknown to Slurm,
+                # deletable; with no listing at all, its node may be running a job.
                 waiting.append(p.name)
             else:
                 actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))

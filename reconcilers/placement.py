@@ -41,11 +41,12 @@ from collections.abc import Iterable
 import msgspec
 
 from reconcilers import _nodes, _pods
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,
     BindPod,
+    DeletePod,
     MarkPods,
     PodRef,
     SetJobExcludedNodes,
@@ -64,6 +65,7 @@ from schemas.events import (
 from schemas.subjects import slurm_source
 
 NAME = "placement"
+ENDED = wellknown.JOB_ENDED_STATES
 CONDITION: str = wellknown.CONDITION_POD_SCHEDULED
 INVALID = "SlurmJobInvalid"
 #: Condition reason the Slurm effector writes when slurmrestd refuses a submit for good
@@ -73,6 +75,11 @@ REJECTED = wellknown.REASON_SLURM_JOB_REJECTED
 #: (a role granted, an annotation fixed — which re-triggers at once through the pod), and a
 #: permanent refusal must never become a submit loop.
 RESUBMIT_AFTER_S = 300.0
+#: PodGroup phases whose pods are not placed again, and the condition reason saying so.
+PODGROUP_DONE = frozenset({"Running", "Finished", "Failed", "Unknown"})
+PODGROUP_NOT_PENDING = "PodGroupNotSchedulable"
+#: Seconds between looks at orphan pods while the log holds no complete Slurm listing.
+ORPHAN_RECHECK_S = 10.0
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,6 +103,10 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     mcs_label: str = ""
     #: The reconcile's wall clock (epoch seconds), for the back-off after a refused submit.
     now: float = 0.0
+    #: The log holds a complete, current listing of the cluster (base.slurm_listed).
+    listed: bool = True
+    #: The job the pods' label named before it was found stale (ended, or gone).
+    stale_label: int | None = None
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -117,6 +128,29 @@ def _live(p: KubePod) -> bool:
     return not p.terminal and not p.deleting
 
 
+def _stale(job: SlurmJob | None, job_id: int, store: Store, source: str, listed: bool) -> bool:
+    """The pods' label names a job that can never place them: it ended, or a complete
+    listing lacks it while it holds a newer job (Slurm's ids grow, so the named job is not
+    merely too new to be listed yet)."""
+    if job is not None:
+        return job.base_state in ENDED
+    if not listed:
+        return False
+    return any(j.job_id > job_id for j in store.values(SlurmJob, source) if not j.deleted)
+
+
+def _job_of_marker(store: Store, group_key: str, source: str) -> SlurmJob | None:
+    """The newest live job of ours whose marker names ``group_key`` (the job's word)."""
+    jobs = [
+        j
+        for j in store.values(SlurmJob, source)
+        if not j.deleted
+        and j.base_state not in ENDED
+        and _pods.group_key_of_marker(j.comment) == group_key
+    ]
+    return max(jobs, key=lambda j: j.job_id) if jobs else None
+
+
 def view(store: Store, key: str, ctx: Context) -> View | None:
     """Read the group's pods, root object, Slurm job and (when needed) the node map."""
     group = _pods.parse_group_key(key)
@@ -127,8 +161,20 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     workload = store.get(KubeWorkload, group.root_key) if group.root_key else None
     # Only live pods name the group's job: a finished pod's label names a job that ended with
     # it, and a pod created after it (a Job's retry) needs a new job, not that one.
-    job_id = job_id_of(p for p in pods if _live(p))
+    live = [p for p in pods if _live(p)]
+    job_id = job_id_of(live)
     job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
+    listed = slurm_listed(store, ctx.cluster)
+    stale_label: int | None = None
+    if job_id is not None and not any(p.node_name for p in live) and _stale(job, job_id, store,
+                                                                              source, listed):
+        # Slinky treats a label naming a job that ended or that Slurm no longer has as no
+        # job (an administrator scancel-ed the pending placeholder): take the live job of
+        # ours whose marker names the group, if any, else submit again.
+        stale_label, job_id, job = job_id, None, None
+    if job_id is None and listed:
+        job = _job_of_marker(store, group.key, source)
+        job_id = job.job_id if job is not None else None
     node_map: dict[str, str] = {}
     if job is not None:
         for slurm_name in job.nodes:
@@ -180,21 +226,23 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         default_partition=ctx.default_partition,
         mcs_label=ctx.mcs_label,
         now=ctx.now,
+        listed=listed,
+        stale_label=stale_label,
     )
 
 
-def _reject(pods: list[KubePod], message: str) -> Decision:
+def _reject(pods: list[KubePod], message: str, reason: str = INVALID) -> Decision:
     actions: list[AnyAction] = []
     for p in pods:
         cur = p.condition(CONDITION)
-        if cur is not None and (cur.status, cur.reason, cur.message) == ("False", INVALID, message):
+        if cur is not None and (cur.status, cur.reason, cur.message) == ("False", reason, message):
             continue
         actions.append(
             SetPodCondition(
-                pod=ref(p), type=CONDITION, status="False", reason=INVALID, message=message
+                pod=ref(p), type=CONDITION, status="False", reason=reason, message=message
             )
         )
-        actions.append(_pods.pod_event(p, INVALID, message, warning=True))
+        actions.append(_pods.pod_event(p, reason, message, warning=True))
     return Decision(actions=tuple(actions), reason=message)
 
 
@@ -214,6 +262,9 @@ def decide(v: View | None) -> Decision:
     if not live:
         return NOTHING
     if v.job_id is None:
+        bound = [p for p in live if p.node_name]
+        if bound:
+            return _orphans(v, bound)
         return _submit(v, live)
     actions: list[AnyAction] = []
     unmarked = [ref(p) for p in live if not _marked(p, v.job_id)]
@@ -280,12 +331,40 @@ def _refused_until(v: View, live: list[KubePod]) -> float:
     return max(times) + RESUBMIT_AFTER_S if times else 0.0
 
 
+def _orphans(v: View, bound: list[KubePod]) -> Decision:
+    """Pods of ours already on a node with no job of ours (bound by hand, or their label
+    removed): a placeholder job would make Slurm reserve other nodes while these run unseen,
+    so none is submitted. With no job whose marker names the group in a complete listing,
+    they are deleted, as Slinky's workload controller deletes orphans; without a complete
+    listing, nothing happens yet."""
+    if not v.listed:
+        return Decision(
+            requeue_after=ORPHAN_RECHECK_S,
+            reason="bound pods without a job: waiting for a complete Slurm listing",
+        )
+    actions: list[AnyAction] = []
+    for p in bound:
+        why = f"bound to {p.node_name} without a Slurm job of ours: an orphan"
+        actions.append(DeletePod(pod=ref(p), cluster=v.cluster, job_id=0, why=why))
+        actions.append(_pods.pod_event(p, "SlurmJobMissing", f"Deleting pod: {why}", warning=True))
+    return Decision(actions=tuple(actions), reason=f"{len(bound)} orphan pod(s) deleted")
+
+
 def _submit(v: View, live: list[KubePod]) -> Decision:
     retry_at = _refused_until(v, live)
     if retry_at > v.now:
         return Decision(
             requeue_after=retry_at - v.now,
             reason=f"Slurm refused the group's job; submitting again in {retry_at - v.now:.0f} s",
+        )
+    wl = v.workload
+    if wl is not None and wl.workload_kind == "PodGroup" and wl.phase in PODGROUP_DONE:
+        # Slinky slurm-bridge (PreFilterPodGroupCoscheduling): a PodGroup that is Running,
+        # Finished, Failed or Unknown is not placed again.
+        return _reject(
+            live,
+            f"PodGroup {wl.name} is {wl.phase}: its pods are not placed again",
+            reason=PODGROUP_NOT_PENDING,
         )
     expected = v.workload.size if v.workload is not None else 0
     if v.group.root_key is not None and v.workload is None:

@@ -17,10 +17,16 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
    gone) for longer than ``stuck_pod_grace_s`` after their deletion grace period lose our
    finalizer, with a Warning Event saying why (slurm-bridge #49).
 5. **Jobs whose pods are all gone** (a placeholder job of ours, still pending or running, and
-   no pod of its group left) are cancelled.
+   no pod of its group left) are cancelled — only once the log holds a complete list of the
+   pods (a ``KubeListed`` marker, client-go's "has synced"): before it, absence proves
+   nothing.
 6. **Duplicate jobs.** Another live job with the same marker as the job the group's pods name,
    and named by none of them, is cancelled: a submit whose answer was lost (a time-out) that
    Slurm carried out after the retry had submitted again. Found by the chaos tier.
+7. **Short gangs.** A LeaderWorkerSet replica or PodGroup with fewer live pods than its size
+   while its job is still pending: the job is cancelled and the job label removed from the
+   pods, so they are placed again once whole (Slinky slurm-bridge PreFilter:
+   ErrorExternalJobInvalid).
 
 A job is "gone" only when the pods say we bound them (``slinky.slurm.net/slurm-node``, so the
 job was seen RUNNING) and Slurm no longer lists it; a job never seen is *not* gone.
@@ -35,7 +41,15 @@ from collections.abc import Iterable
 import msgspec
 
 from reconcilers import _pods
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
+from reconcilers.base import (
+    NOTHING,
+    Context,
+    Decision,
+    ReconcilerSpec,
+    Store,
+    kube_listed,
+    slurm_listed,
+)
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,
@@ -43,8 +57,9 @@ from schemas.actions import (
     DeletePod,
     PodRef,
     RemovePodFinalizer,
+    SetPodLabel,
 )
-from schemas.events import Event, KubeNode, KubePod, SlurmJob
+from schemas.events import Event, KubeNode, KubePod, KubeWorkload, SlurmJob
 from schemas.subjects import slurm_source
 
 NAME = "workload"
@@ -54,6 +69,10 @@ ENDED = wellknown.JOB_ENDED_STATES
 #: listing of the cluster (nothing else re-triggers the group when the listing arrives).
 LISTING_RECHECK_S = 10.0
 FINALIZER = wellknown.FINALIZER_SCHEDULER
+#: The listing of the pods our scheduler places (producers.kube.PodWatcher).
+PODS_LISTING = "pods"
+#: Groups that must start whole (Slinky cancels their pending job when they fall short).
+GANGS = ("LeaderWorkerSet", "PodGroup")
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +92,12 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The log holds a complete, current listing of the cluster (base.slurm_listed): only
     #: then does a job missing from it mean the job is gone.
     slurm_listed: bool
+    #: The log holds a complete list of our pods (base.kube_listed): only then does a pod
+    #: missing from it mean the pod is gone.
+    pods_listed: bool = True
+    #: Pods a gang (LeaderWorkerSet replica, PodGroup) needs at least; 0 = not a gang or
+    #: unknown.
+    gang_size: int = 0
 
 
 def _ours(p: KubePod, ctx: Context) -> bool:
@@ -131,7 +156,16 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         now=ctx.now,
         grace_s=ctx.stuck_pod_grace_s,
         slurm_listed=slurm_listed(store, ctx.cluster),
+        pods_listed=kube_listed(store, PODS_LISTING),
+        gang_size=_gang_size(store, group),
     )
+
+
+def _gang_size(store: Store, group: _pods.Group) -> int:
+    if group.kind not in GANGS or group.root_key is None:
+        return 0
+    root = store.get(KubeWorkload, group.root_key)
+    return root.size if root is not None else 0
 
 
 def _ref(p: KubePod) -> PodRef:
@@ -187,8 +221,15 @@ def decide(v: View | None) -> Decision:
     requeue: float | None = None
 
     if not v.pods:
-        # Rule 5: a job of ours with no pod left.
+        # Rule 5: a job of ours with no pod left — once the log holds a complete list of the
+        # pods: on a first start the Slurm listing may arrive before the pods' (a slow or
+        # paged list, an API server answering 503), and a running job's pods would look gone.
         if v.job is not None and v.job_id is not None and _cancellable(v):
+            if not v.pods_listed:
+                return Decision(
+                    requeue_after=LISTING_RECHECK_S,
+                    reason=f"{job_label}: no pod seen, but the pods are not listed yet",
+                )
             return Decision(
                 actions=(
                     CancelSlurmJob(
@@ -201,6 +242,33 @@ def decide(v: View | None) -> Decision:
                 reason=f"{job_label}: every pod of the group is gone",
             )
         return NOTHING
+
+    # Rule 7: a gang that fell below its size while its job still waits.
+    live = [p for p in v.pods if not _done(p)]
+    if (
+        v.gang_size
+        and len(live) < v.gang_size
+        and status == "pending"
+        and v.job is not None
+        and v.job_id is not None
+        and _cancellable(v)
+    ):
+        why = (
+            f"{v.group.key} has {len(live)} of its {v.gang_size} pods while {job_label} is "
+            "pending: a short gang never holds nodes"
+        )
+        return Decision(
+            actions=(
+                CancelSlurmJob(cluster=v.cluster, job_id=v.job_id, marker=v.job.comment, why=why),
+                *(
+                    SetPodLabel(pod=_ref(p), label=wellknown.LABEL_SLURM_JOBID, value=None)
+                    for p in live
+                    if wellknown.LABEL_SLURM_JOBID in p.labels
+                ),
+                *(_pods.pod_event(p, "SlurmJobCancelled", why) for p in live[:1]),
+            ),
+            reason=why,
+        )
 
     # Rule 6: duplicates of the group's job.
     actions.extend(

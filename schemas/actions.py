@@ -252,8 +252,8 @@ class SetJobExcludedNodes(Action, frozen=True, kw_only=True, tag="SetJobExcluded
 
 class DeletePod(Action, frozen=True, kw_only=True, tag="DeletePod"):
     """Delete pod ``pod`` (graceful, uid precondition) because its job ``job_id`` no longer
-    runs. Fail closed: the effector re-reads the job from Slurm and skips when it is RUNNING
-    or when Slurm cannot be asked."""
+    runs (``0``: an orphan, bound with no job of ours). Fail closed: the effector re-reads
+    the job from Slurm and skips when it is RUNNING or when Slurm cannot be asked."""
 
     pod: PodRef
     cluster: str

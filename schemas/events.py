@@ -134,6 +134,8 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     ``spec.resources`` when set (Kubernetes 1.32+); what its Slurm job must hold, so Slurm
     never allocates less than the pod may use (Slinky sizes the job from max(requests,
     limits)). ``0`` in observations from before these fields.
+    ``ready_since``: while the pod is Ready, its Ready condition's ``lastTransitionTime``
+    (epoch seconds; 0 otherwise).
     """
 
     uid: str = ""
@@ -157,6 +159,7 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     created_at: int = 0
     cpu_millis_max: int = 0
     memory_bytes_max: int = 0
+    ready_since: int = 0
 
     @property
     def terminal(self) -> bool:
@@ -217,6 +220,21 @@ class KubeScaler(Event, frozen=True, kw_only=True, tag="KubeScaler"):
     target_kind: str = ""
     target_name: str = ""
     target_api_version: str = ""
+
+
+class KubeListed(Event, frozen=True, kw_only=True, tag="KubeListed"):
+    """A Kubernetes watcher completed a full list of what it watches and published every
+    object of it (and the tombstones of what the list lacked) before this marker — client-go's
+    informer "has synced", recorded in the log so every worker can tell.
+
+    ``key``: the watcher's listing name (``pods``: the pods our scheduler places; ``nodes``;
+    ``slurmd-pods``; a workload resource such as ``jobs``). ``version``: the list's
+    resourceVersion. Published after every complete list (the first, and each re-list).
+    Rules that act on a Kubernetes object's *absence* (a job whose pods are all gone) wait
+    for it, as they wait for a complete Slurm listing (``reconcilers.base.kube_listed``).
+    """
+
+    resource: str = ""
 
 
 def workload_key(namespace: str, kind: str, name: str) -> str:
@@ -296,6 +314,18 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     def has(self, flag: str) -> bool:
         """True when ``flag`` (base state or flag, upper case) is in the node's state."""
         return flag in self.state
+
+    @property
+    def drained(self) -> bool:
+        """Drained and running nothing: DRAIN, not UNDRAIN (an undrain under way: an
+        administrator's, which a deletion must never race), and not ALLOCATED, MIXED or
+        COMPLETING. The one test before deleting a node or its pod (Slinky slurm-operator's
+        ``IsNodeDrained``; issue 18)."""
+        return (
+            "DRAIN" in self.state
+            and "UNDRAIN" not in self.state
+            and not any(s in self.state for s in ("ALLOCATED", "MIXED", "COMPLETING"))
+        )
 
 
 class SlurmPartition(Event, frozen=True, kw_only=True, tag="SlurmPartition"):
@@ -395,6 +425,7 @@ ObservationEvent = (
     | KubeWorkload
     | KubeNodeSet
     | KubeScaler
+    | KubeListed
     | SlurmCluster
     | SlurmNode
     | SlurmPartition
@@ -411,6 +442,7 @@ KINDS: Final[dict[str, type[Event]]] = {
         KubeWorkload,
         KubeNodeSet,
         KubeScaler,
+        KubeListed,
         SlurmCluster,
         SlurmNode,
         SlurmPartition,

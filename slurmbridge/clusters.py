@@ -39,6 +39,7 @@ import msgspec
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from producers.kube import Outage, status_error
 from producers.slurm import SlurmPoller
 from reconcilers import cluster as cluster_rules
 from reconcilers.base import Context
@@ -270,9 +271,15 @@ class ClusterSupervisor:
     # --- the Secret --------------------------------------------------------------------------
 
     async def _watch_secret(self, c: SlurmCluster, run: _Running) -> None:
-        """List + watch the one Secret; keep the client's token equal to it (supervised)."""
+        """List + watch the one Secret; keep the client's token equal to it (supervised).
+
+        Failures back off as the Kubernetes watchers do (honouring ``Retry-After``, e.g. the
+        429 "storage is (re)initializing" of a restarting API server) and are logged once per
+        outage: a warning when it starts failing, an info line when a watch is open again."""
         holder = run.holder
-        failures = 0
+        outage = Outage(
+            f"Cluster {c.key}: watching Secret {c.namespace}/{c.secret_name}", logger=log
+        )
         selector = f"metadata.name={c.secret_name}"
         while True:
             try:
@@ -295,8 +302,8 @@ class ClusterSupervisor:
                 )
                 try:
                     if resp.status >= 300:
-                        raise ApiException(status=resp.status, reason=str(resp.reason))
-                    failures = 0
+                        raise status_error(resp, await resp.read())
+                    outage.recovered()
                     while line := await resp.content.readline():
                         if not line.strip():
                             continue
@@ -312,15 +319,7 @@ class ClusterSupervisor:
             except asyncio.CancelledError:
                 raise
             except (ApiException, aiohttp.ClientError, TimeoutError, msgspec.DecodeError) as exc:
-                failures += 1
-                log.warning(
-                    "Cluster %s: watching Secret %s/%s failed (%s); retrying",
-                    c.key,
-                    c.namespace,
-                    c.secret_name,
-                    getattr(exc, "reason", None) or type(exc).__name__,
-                )
-                await asyncio.sleep(min(10.0, 0.2 * 2**failures))
+                await asyncio.sleep(outage.failed(exc))
 
     def _apply(self, c: SlurmCluster, holder: TokenHolder, secret: _Secret | None) -> None:
         token, why = token_from(secret, c)
@@ -343,5 +342,5 @@ async def _body(resp: Any) -> bytes:
     finally:
         resp.release()
     if resp.status >= 300:
-        raise ApiException(status=resp.status, reason=str(resp.reason))
+        raise status_error(resp, body)
     return body

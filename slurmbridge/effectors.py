@@ -81,6 +81,7 @@ NODE_ALREADY_EXISTS = 2168
 _NODE = msgspec.json.Decoder(RawNode)
 _POD = msgspec.json.Decoder(RawPod)
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 #: Job states after which a job can never run again (as in reconcilers.workload).
 JOB_ENDED = wellknown.JOB_ENDED_STATES
 
@@ -402,8 +403,7 @@ class SlurmEffector:
         c = self._client(action.cluster)
         c.require("delete_node")
         node = await c.get_node(action.node)
-        busy = [s for s in ("ALLOCATED", "MIXED", "COMPLETING") if s in node.state]
-        if "DRAIN" not in node.state or busy:
+        if not node.drained:
             return EffectResult("skipped", f"not drained and idle ({'+'.join(node.state)})")
         if not node.reason.startswith(action.owned_prefixes):
             return EffectResult("skipped", f"drain reason {node.reason!r} is not ours")
@@ -440,6 +440,10 @@ async def _patch_pod(
     await _raw(
         patch(pod.name, pod.namespace, body, _content_type=content_type, _preload_content=False)
     )
+
+
+async def _none() -> None:
+    """No job to read (a DeletePod for an orphan names job 0)."""
 
 
 def _pointer(key: str) -> str:
@@ -820,7 +824,9 @@ class PodEffector:
         c = self._client(action.cluster)
         # Both reads at once: the pod is only deleted if the job, read from Slurm now, is
         # not RUNNING (fail closed), and the pod read gives the uid precondition.
-        job, raw = await asyncio.gather(c.get_job(action.job_id), self._read(action.pod))
+        job, raw = await asyncio.gather(
+            c.get_job(action.job_id) if action.job_id else _none(), self._read(action.pod)
+        )
         if job is not None and job.base_state == "RUNNING":
             return EffectResult("skipped", f"job {action.job_id} is RUNNING")
         if raw is None:
@@ -908,7 +914,6 @@ NODESET_ACTIONS = (
     EnsureNodeSetPDB,
 )
 _NODESET_API = ("slinky.slurm.net", "v1alpha1")
-_BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 
 
 class NodeSetEffector:
@@ -922,7 +927,11 @@ class NodeSetEffector:
     * delete pod: ask Slurm for the pod's node first. Unknown to Slurm ⇒ delete; DRAIN and
       not ALLOCATED / MIXED / COMPLETING ⇒ delete (uid precondition); otherwise skipped; the
       lookup failing ⇒ Transient (*not* drained: slurm-operator PR #79);
-    * status: merge patch of the status subresource; pod label: merge patch with the uid.
+    * status: read the NodeSet (uid check), merge patch of the status subresource with the
+      read's resourceVersion; pod label: read the pod (uid check), JSON patch testing
+      ``/metadata/uid``; scale: see :meth:`_scale`. (A ``metadata.uid`` in a merge patch is
+      no precondition on a real API server: 422 on a main resource, ignored on a custom
+      resource's ``/status`` and ``/scale``.)
 
     Raises Transient / Permanent as the other effectors do.
     """
@@ -1023,12 +1032,10 @@ class NodeSetEffector:
             raise Transient(
                 f"DeleteNodeSetPod: cannot tell whether {action.slurm_node} is drained: {exc}"
             ) from exc
-        if node is not None:
-            busy = [st for st in _BUSY if st in node.state]
-            if "DRAIN" not in node.state or busy:
-                return EffectResult(
-                    "skipped", f"Slurm node {action.slurm_node} is {'+'.join(node.state)}"
-                )
+        if node is not None and not node.drained:
+            return EffectResult(
+                "skipped", f"Slurm node {action.slurm_node} is {'+'.join(node.state)}"
+            )
         delete: Any = self.core.delete_namespaced_pod
         body = {"preconditions": {"uid": action.pod.uid}} if action.pod.uid else None
         try:
@@ -1145,9 +1152,24 @@ class NodeSetEffector:
         return EffectResult("ok", f"PodDisruptionBudget {ref.name} created")
 
     async def _status(self, action: SetNodeSetStatus) -> EffectResult:
+        """Read the NodeSet (a re-created one is not ours to write), then merge-patch its
+        status with the read's resourceVersion: the real precondition (409 if it changed
+        meanwhile). A uid in the patch would be none — a custom resource's ``/status``
+        ignores it and writes onto whatever NodeSet has that name now."""
         ref, st = action.nodeset, action.status
+        try:
+            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+                *_NODESET_API, ref.namespace, "nodesets", ref.name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "NodeSet is gone")
+            raise
+        meta = obj.get("metadata") or {}
+        if ref.uid and meta.get("uid") != ref.uid:
+            return EffectResult("noop", "NodeSet was re-created")
         body = {
-            "metadata": {"uid": ref.uid} if ref.uid else {},
+            "metadata": {"resourceVersion": meta.get("resourceVersion", "")},
             "status": {
                 "replicas": st.replicas,
                 "readyReplicas": st.ready_replicas,
@@ -1169,53 +1191,145 @@ class NodeSetEffector:
         return await _merge_custom(call, "nodesets", ref.namespace, ref.name, body)
 
     async def _scale(self, action: ScaleNodeSet) -> EffectResult:
+        """Read the Scale, stamp the cool-down annotations, then scale — each write guarded by
+        a precondition the API server enforces (a uid in a merge patch is none: ``/scale``
+        ignores it, the main resource answers 422):
+
+        * the stamp is a merge patch carrying the Scale's resourceVersion (the NodeSet's own),
+          so it fails (409, retried) if the NodeSet changed — or was re-created — since;
+        * the scale is a JSON patch whose first op tests ``/metadata/uid`` (422 for another
+          NodeSet of that name), so status writes in between do not make it fail.
+
+        Stamp first: a retry after a failed scale writes the same stamp again, while a lost
+        stamp after a done scale would never be written (the retry sees the replicas done).
+        """
         ref = action.nodeset
-        try:
-            current: dict[str, Any] = await self.custom.get_namespaced_custom_object_scale(
-                *_NODESET_API, ref.namespace, "nodesets", ref.name
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return EffectResult("noop", "NodeSet is gone")
-            raise
-        before = (current.get("spec") or {}).get("replicas")
+        current = await self._read_scale(ref)
+        if current is None:
+            return EffectResult("noop", "NodeSet is gone")
+        meta = current.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if ref.uid and uid != ref.uid:
+            return EffectResult("noop", "NodeSet was re-created")
+        # autoscaling/v1 ScaleSpec.replicas is omitempty: a NodeSet at zero answers "spec": {}.
+        before = int((current.get("spec") or {}).get("replicas") or 0)
         if before == action.replicas:
             # Decided again before the change reached the log: done already, and the
             # cool-down clock keeps the first change's time.
             return EffectResult("noop", f"already {action.replicas} replica(s)")
-        scale = {"spec": {"replicas": action.replicas}}
-        if not await self._merge(self.custom.patch_namespaced_custom_object_scale, ref, scale):
-            return EffectResult("noop", "NodeSet is gone")
         # The autoscaler's cool-down clock lives on the object it scales.
         stamp = {
             "metadata": {
-                **({"uid": ref.uid} if ref.uid else {}),
+                "resourceVersion": str(meta.get("resourceVersion") or ""),
                 "annotations": {
                     wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE: str(action.at),
                     wellknown.ANNOTATION_AUTOSCALE_LAST_DIRECTION: "up"
-                    if isinstance(before, int) and action.replicas > before
+                    if action.replicas > before
                     else "down",
                 },
             }
         }
         if not await self._merge(self.custom.patch_namespaced_custom_object, ref, stamp):
             return EffectResult("noop", "NodeSet is gone")
+        ops = [
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {"op": "add", "path": "/spec/replicas", "value": action.replicas},
+        ]
+        patch_scale: Any = self.custom.patch_namespaced_custom_object_scale
+        try:
+            await _raw(
+                patch_scale(
+                    *_NODESET_API,
+                    ref.namespace,
+                    "nodesets",
+                    ref.name,
+                    ops,
+                    _content_type=JSON_PATCH,
+                    _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "NodeSet is gone")
+            if exc.status == 422:
+                now = await self._read_scale(ref)
+                if now is None or (now.get("metadata") or {}).get("uid") != uid:
+                    return EffectResult("noop", "NodeSet was re-created")
+            raise
         return EffectResult("ok", action.why)
 
-    async def _label(self, action: SetPodLabel) -> EffectResult:
-        body = {
-            "metadata": {
-                **({"uid": action.pod.uid} if action.pod.uid else {}),
-                "labels": {action.label: action.value},
-            }
-        }
+    async def _read_scale(self, ref: NodeSetRef) -> dict[str, Any] | None:
+        """NodeSet ``ref``'s Scale, or None when the NodeSet is gone."""
         try:
-            await _patch_pod(self.core, action.pod, body)
+            scale: dict[str, Any] = await self.custom.get_namespaced_custom_object_scale(
+                *_NODESET_API, ref.namespace, "nodesets", ref.name
+            )
         except ApiException as exc:
-            if exc.status in (404, 409):
+            if exc.status == 404:
+                return None
+            raise
+        return scale
+
+    async def _label(self, action: SetPodLabel) -> EffectResult:
+        """Read the pod (gone, or another pod of that name now ⇒ noop), skip when the label is
+        already as wanted, then one JSON patch whose first op tests ``/metadata/uid``: a merge
+        patch carrying the uid would answer 422 ``field is immutable`` for a replaced pod, not
+        a precondition failure. Without a labels map to add to, the patch also tests the
+        resourceVersion read, so labels added meanwhile are never overwritten."""
+        pod = action.pod
+        raw = await self._read_pod(pod)
+        if raw is None:
+            return EffectResult("noop", "pod is gone")
+        labels = raw.metadata.labels or {}
+        if labels.get(action.label) == action.value:
+            return EffectResult("noop", "label already as wanted")
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/uid", "value": raw.metadata.uid}
+        ]
+        path = "/metadata/labels/" + _pointer(action.label)
+        if action.value is None:
+            ops.append({"op": "remove", "path": path})
+        elif labels:
+            ops.append({"op": "add", "path": path, "value": action.value})
+        else:
+            ops += [
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": raw.metadata.resourceVersion,
+                },
+                {"op": "add", "path": "/metadata/labels", "value": {action.label: action.value}},
+            ]
+        try:
+            await _patch_pod(self.core, pod, ops, JSON_PATCH)
+        except ApiException as exc:
+            if exc.status == 404:
                 return EffectResult("noop", "pod is gone")
+            if exc.status != 422:
+                raise
+            now = await self._read_pod(pod)
+            if now is None or now.metadata.uid != raw.metadata.uid:
+                return EffectResult("noop", "pod is gone")
+            if now.metadata.resourceVersion != raw.metadata.resourceVersion:
+                raise Transient(f"SetPodLabel: pod {pod.key} changed meanwhile", 0.1) from exc
             raise
         return EffectResult("ok")
+
+    async def _read_pod(self, pod: PodRef) -> RawPod | None:
+        """The live pod, or None when it is gone or another pod has its name now."""
+        try:
+            raw = _POD.decode(
+                await _raw(
+                    self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if pod.uid and raw.metadata.uid != pod.uid:
+            return None
+        return raw
 
 
 class Router:

@@ -50,9 +50,17 @@ POLL_ERRORS = Counter("slurmbridge_slurm_poll_errors_total", "Failed Slurm polls
 LEASE_HELD = Gauge(
     "slurmbridge_lease_held", "1 while this process holds the lease, else 0", ["lease"]
 )
-WATCH_AGE = Gauge(
-    "slurmbridge_watch_seconds_since_event",
-    "Seconds since the last watch event or bookmark",
+WATCH_ALIVE_AGE = Gauge(
+    "slurmbridge_watch_seconds_since_alive",
+    "Seconds since the watch was last known alive: its last event or bookmark, or the last "
+    "successful list, watch (re)connect or clean end of the stream at the server's watch "
+    "timeout. Healthy quiet watches stay under kube.watchTimeout (the API server sends "
+    "bookmarks only when the kind's resourceVersion moved), so stale means above it",
+    ["resource"],
+)
+WATCH_CONNECTED = Gauge(
+    "slurmbridge_watch_connected",
+    "1 while the watch stream of the resource is open, else 0 (listing, backing off)",
     ["resource"],
 )
 WATCH_RESTARTS = Counter(

@@ -19,7 +19,7 @@ import asyncio
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -144,7 +144,8 @@ class Stack:
     ``n1..nN`` to match the Kubernetes nodes). ``poll_interval`` (seconds) is the Slurm poll
     period; ``components`` limits what runs
     (default: everything); ``effector`` replaces the real effectors; ``settings`` are extra
-    overrides in the YAML shape (e.g. ``{"worker": {"maxDeliver": 3}}``); ``kubelet`` as in
+    overrides in the YAML shape (e.g. ``{"worker": {"maxDeliver": 3}}``); ``setup`` is called
+    with the stack once the simulators run, before the app starts; ``kubelet`` as in
     :class:`Simulators`; ``nats_url`` uses an external NATS instead of starting one.
     """
 
@@ -161,7 +162,11 @@ class Stack:
         real_slurm: SlurmEndpoint | None = None,
         kubelet: bool = True,
         nats_url: str | None = None,
+        setup: Callable[[Stack], Awaitable[None] | None] | None = None,
     ) -> None:
+        #: Called once the simulators run and before the app starts (seed a world that the
+        #: app then finds at its first start).
+        self.setup = setup
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurmbridge-stack-"))
         #: An external NATS (e.g. a :class:`~slurmbridge.natsserver.NatsCluster`'s URL):
@@ -214,6 +219,10 @@ class Stack:
             },
         )
         self.settings = config.load(env={}, overrides=_deep_merge(overrides, self.extra))
+        if self.setup is not None:
+            done = self.setup(self)
+            if done is not None:
+                await done
         await self.start_app()
 
     async def start_app(self) -> App:

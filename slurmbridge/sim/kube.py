@@ -18,8 +18,26 @@ What it models, and where it follows the real server (checked against the Kubern
   ``resourceVersion`` ``""``/``"0"`` starts with synthetic ``ADDED`` events. Selectors apply to
   watch events the way the cacher applies them: an object that stops matching is sent as
   ``DELETED``, one that starts matching as ``ADDED``. Bookmarks carry only the resourceVersion
-  and are sent every ``bookmark_interval`` seconds (default 1 s here; about a minute on a real
-  server) when the watcher's queue is empty, so a bookmark never overtakes an event.
+  and follow the watch cache's rule (``staging/src/k8s.io/apiserver/pkg/storage/cacher``): each
+  watch is offered one every ``bookmark_interval`` seconds (``defaultBookmarkFrequency``, a
+  minute on a real server; 1 s by default here) and once more 2 s before its
+  ``timeoutSeconds`` end (cache_watcher.go ``nextBookmarkTime``), carrying the kind's last
+  resourceVersion (cacher.go ``dispatchEvents``: ``lastProcessedResourceVersion``), and it is
+  sent only when that is newer than the resourceVersion the watch started from
+  (cache_watcher.go ``process``: ``event.ResourceVersion > resourceVersion``). So a watch of an
+  idle kind gets no bookmark at all (a real 1.32 server sent none in 125 s on idle Nodes), and
+  writes to other kinds do not produce one. A bookmark waits for the watcher's queue to be
+  empty, so it never overtakes an event. Not modelled: etcd's progress notifications, which
+  can move an idle kind's resourceVersion about every ten minutes.
+* **Restart window** (:meth:`KubeSim.restart_window`): after a real API server (re)starts,
+  requests to paths not installed yet — custom resources until the CRD handlers are up, and
+  unknown paths — answer 503 ``ServiceUnavailable`` "the request has been made before all known
+  HTTP paths have been installed, please try again" with ``Retry-After: 5``
+  (``pkg/util/notfoundhandler``); then, while watch caches initialize, watches and lists the
+  cache must serve answer 429 ``TooManyRequests`` "storage is (re)initializing" with
+  ``Retry-After`` growing with the downtime (cacher ``calculateRetryAfterForUnreadyCache``),
+  while a paged list without selectors is delegated to etcd and succeeds
+  (``shouldDelegateListOnNotReadyCache``; ResilientWatchCacheInitialization, on since 1.31).
 * **Lists** are served from the current state. ``limit``/``continue`` use the real token shape
   (base64 JSON ``{"v","rv","start"}``) but later pages read the *current* state, not a snapshot
   at the token's resourceVersion; a token older than the history window answers 410 with a fresh
@@ -45,10 +63,23 @@ What it models, and where it follows the real server (checked against the Kubern
   PDB's pods (expected = matching pods, healthy = Ready and not being deleted) and answers 429
   ``TooManyRequests`` with a ``DisruptionBudget`` cause when no disruption is allowed; pending,
   terminal or deleting pods bypass PDBs; more than one PDB is a 500, as in ``eviction.go``.
-* **Pods**: create resets ``status`` to ``{"phase": "Pending"}``, applies the defaults we rely on
-  (``schedulerName: default-scheduler`` …, the DefaultTolerationSeconds tolerations) and updates
-  may not change ``spec`` beyond the fields the real validation allows (images, tolerations
-  additions, activeDeadlineSeconds, terminationGracePeriodSeconds, scheduling gates).
+* **Pods**: create resets ``status`` to ``{"phase": "Pending", "qosClass": …}`` (the QoS class
+  computed as ``ComputePodQOS`` does), applies the defaults we rely on (``schedulerName:
+  default-scheduler`` …, requests defaulted from limits, the DefaultTolerationSeconds
+  tolerations) and updates may not change ``spec`` beyond the fields the real validation allows
+  (images, tolerations additions, activeDeadlineSeconds, terminationGracePeriodSeconds,
+  scheduling gates).
+* **uid**: ``metadata.uid`` in a PUT body is a precondition (409); in a patch it is not — 422
+  ``field is immutable`` on main resources and built-in ``/status``, ignored on a custom
+  resource's ``/status`` and on ``/scale`` (see ``_Store._replace``). Real uid preconditions:
+  DeleteOptions ``preconditions.uid``, a Binding's ``metadata.uid``, a JSON-patch ``test``.
+* **Scale**: ``spec`` is ``{}`` at zero replicas (``ScaleSpec.replicas`` is omitempty).
+* **Nodes**: TaintNodesByCondition admission puts ``node.kubernetes.io/not-ready:NoSchedule``
+  on a new Node that is not Ready; the node lifecycle controller's part that removes it once
+  Ready is True runs here too (a Node created Ready is created without it: see
+  ``_Store._prepare_create``).
+* Requests are counted by verb and resource (:attr:`KubeSim.requests`) and by ``User-Agent``
+  (:attr:`KubeSim.user_agents`).
 * Not modelled: server-side apply, dryRun, managedFields, protobuf, admission webhooks, RBAC
   (an optional fixed bearer token is all the authentication), per-kind watch caches.
 """
@@ -66,11 +97,13 @@ import math
 import random
 import re
 import secrets
+import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -182,21 +215,35 @@ def _conflict(qualified: str, name: str, why: str, details: Obj | None = None) -
     return ApiError(409, "Conflict", msg, details if details is not None else {"name": name})
 
 
+def _uid_precondition_failed(spec: ResourceSpec, name: str, want: str, have: Any) -> ApiError:
+    """409 of a failed uid precondition (storage ``Preconditions.Check``, as a Conflict)."""
+    return _conflict(
+        spec.name,
+        name,
+        f"Precondition failed: UID in precondition: {want}, UID in object meta: {have}",
+        _details(spec, name),
+    )
+
+
 _MODIFIED: Final = (
     "the object has been modified; please apply your changes to the latest version and try again"
 )
 
 
 def _invalid(kind: str, name: str, group: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    """422 Invalid; ``causes`` are ``(field, cause type, detail)``."""
-    parts = [f"{fld}: {detail}" for fld, _, detail in causes]
+    """422 Invalid; ``causes`` are ``(field, cause type, detail)``. The message names the
+    qualified kind as apimachinery's ``errors.NewInvalid`` does (``GroupKind.String()``:
+    ``Pod``, ``NodeSet.slinky.slurm.net``)."""
+    # field.ErrorList.ToAggregate drops repeated messages; the causes keep every error.
+    parts = list(dict.fromkeys(f"{fld}: {detail}" for fld, _, detail in causes))
     joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     details: Obj = {"name": name}
     if group:
         details["group"] = group
     details["kind"] = kind
     details["causes"] = [{"reason": t, "message": d, "field": f} for f, t, d in causes]
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {joined}', details)
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {joined}', details)
 
 
 def _bad_request(message: str) -> ApiError:
@@ -955,7 +1002,7 @@ class Change:
 
 
 class _Watcher:
-    __slots__ = ("abort", "fields", "labels", "namespace", "queue", "spec")
+    __slots__ = ("abort", "fields", "labels", "namespace", "queue", "spec", "start_rv")
 
     def __init__(
         self,
@@ -970,6 +1017,9 @@ class _Watcher:
         self.fields = fields
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.abort = False
+        #: The resourceVersion the watch started from, after its initial events: a bookmark
+        #: is sent only with a newer one (cache_watcher.go ``process``).
+        self.start_rv = 0
 
     def matches(self, obj: Obj) -> bool:
         if self.namespace is not None and _meta(obj).get("namespace") != self.namespace:
@@ -1042,6 +1092,27 @@ _DEFAULT_TOLERATIONS: Final = (
 )
 
 
+#: What TaintNodesByCondition admission adds to every new Node (``v1.TaintNodeNotReady``).
+NOT_READY_TAINT: Final = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+def _is_not_ready_taint(taint: Any) -> bool:
+    """``Taint.MatchTaint`` against :data:`NOT_READY_TAINT`: same key and effect."""
+    return (
+        isinstance(taint, dict)
+        and taint.get("key") == NOT_READY_TAINT["key"]
+        and taint.get("effect") == NOT_READY_TAINT["effect"]
+    )
+
+
+def _node_ready(node: Obj) -> bool:
+    """Whether the Node's ``Ready`` condition is ``True``."""
+    return any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in _dig(node, ("status", "conditions")) or ()
+    )
+
+
 def _pod_spec_view(spec: Any) -> Any:
     if not isinstance(spec, dict):
         return spec
@@ -1054,6 +1125,90 @@ def _pod_spec_view(spec: Any) -> Any:
                 for c in items
             ]
     return view
+
+
+_QUANTITY: Final = re.compile(
+    r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"
+)
+_SUFFIXES: Final = {
+    "": Fraction(1),
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    **{f"{p}i": Fraction(1024 ** (i + 1)) for i, p in enumerate("KMGTPE")},
+}
+
+
+def quantity(value: Any) -> Fraction | None:
+    """A ``resource.Quantity`` (``"500m"``, ``"1Gi"``, ``"1e3"``, ``2``) as an exact number;
+    None when it does not parse (the simulator does not validate quantities)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return Fraction(value)
+    if not isinstance(value, str):
+        return None
+    m = _QUANTITY.match(value.strip())
+    if m is None:
+        return None
+    number, suffix = m.group(1), m.group(2) or ""
+    if suffix[:1] in ("e", "E"):
+        return Fraction(number) * Fraction(10) ** int(suffix[1:])
+    return Fraction(number) * _SUFFIXES[suffix]
+
+
+def _default_requests(pod_spec: Obj) -> None:
+    """core/v1 ``SetDefaults_Pod``: a container (or init container) with limits but no request
+    for a resource gets the limit as its request — stored in the pod, as on a real server."""
+    for name in ("containers", "initContainers"):
+        for container in pod_spec.get(name) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            limits = resources.get("limits") if isinstance(resources, dict) else None
+            if not isinstance(limits, dict) or not isinstance(resources, dict):
+                continue
+            requests = resources.get("requests")
+            if not isinstance(requests, dict):
+                requests = resources["requests"] = {}
+            for key, value in limits.items():
+                requests.setdefault(key, value)
+
+
+def pod_qos_class(pod_spec: Obj) -> str:
+    """``status.qosClass`` as ``ComputePodQOS`` (pkg/apis/core/helper/qos, 1.32) computes it
+    for a defaulted pod spec: only cpu and memory count, and only quantities above zero;
+    requests and limits are summed over containers and init containers. BestEffort when
+    there are none; Guaranteed when every container has cpu and memory limits and the summed
+    requests equal the summed limits, resource by resource; Burstable otherwise. (Pod-level
+    ``spec.resources`` is behind the PodLevelResources gate, off in 1.32: not modelled.)"""
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    for name in ("containers", "initContainers"):
+        for container in pod_spec.get(name) or ():
+            resources = (container.get("resources") if isinstance(container, dict) else None) or {}
+            limited: set[str] = set()
+            for kind, into in (("requests", requests), ("limits", limits)):
+                listed = resources.get(kind) if isinstance(resources, dict) else None
+                for resource, raw in (listed or {}).items():
+                    amount = quantity(raw)
+                    if resource not in ("cpu", "memory") or amount is None or amount <= 0:
+                        continue
+                    into[resource] = into.get(resource, Fraction(0)) + amount
+                    if kind == "limits":
+                        limited.add(resource)
+            if limited != {"cpu", "memory"}:
+                guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and requests == limits:
+        return "Guaranteed"
+    return "Burstable"
 
 
 def _pod_ready(pod: Obj) -> bool:
@@ -1086,6 +1241,9 @@ class _Store:
         self.history: deque[Change] = deque()
         self.history_size = history_size
         self.watchers: dict[str, set[_Watcher]] = {}
+        #: Per resource, the resourceVersion of its last change (what a real watch cache's
+        #: bookmarks carry: cacher.go ``lastProcessedResourceVersion``).
+        self.resource_rv: dict[str, int] = {}
         self.on_write: list[Callable[[Change], None]] = []
         self.node_lifecycle = False
         #: Bound pods stay Terminating until their kubelet deletes them (see sim.kubelet).
@@ -1232,11 +1390,16 @@ class _Store:
                 self._index.pop(spec.name, None)
             bucket[key] = new
         self._record(Change(event_type, spec, new, old, self.rv, verb))
-        if self.node_lifecycle and spec.name == "nodes" and event_type != "DELETED":
-            self._node_lifecycle(spec, new)
+        if spec.name == "nodes" and event_type != "DELETED":
+            self._node_ready_taint(spec, key)
+            if self.node_lifecycle:
+                stored = bucket.get(key)
+                if stored is not None:
+                    self._node_lifecycle(spec, stored)
         return new
 
     def _record(self, change: Change) -> None:
+        self.resource_rv[change.resource.name] = change.resource_version
         self.history.append(change)
         while len(self.history) > self.history_size:
             self.floor = self.history.popleft().resource_version
@@ -1253,6 +1416,26 @@ class _Store:
     def _remove(self, spec: ResourceSpec, old: Obj, verb: str) -> Obj:
         final = {**old, "metadata": dict(_meta(old))}
         return self._commit(spec, final, old, "DELETED", verb)
+
+    def _node_ready_taint(self, spec: ResourceSpec, key: tuple[str, str]) -> None:
+        """The node lifecycle controller's ``doNoScheduleTaintingPass`` for Ready: once the
+        Ready condition is True it removes ``node.kubernetes.io/not-ready:NoSchedule`` (the
+        taint TaintNodesByCondition admission puts on every new Node, see _prepare_create).
+        It writes only that taint, with the node's resourceVersion, so taints of others stay.
+        (Not modelled: re-adding it, or ``unreachable``, when a node stops being Ready.)"""
+        node = self.objects[spec.name].get(key)
+        if node is None:
+            return
+        taints = _dig(node, ("spec", "taints")) or []
+        if not _node_ready(node) or not any(_is_not_ready_taint(t) for t in taints):
+            return
+        new = _clone(node)
+        kept = [t for t in taints if not _is_not_ready_taint(t)]
+        if kept:
+            new["spec"]["taints"] = kept
+        else:
+            new["spec"].pop("taints", None)
+        self._commit(spec, new, node, "MODIFIED", "patch")
 
     def _node_lifecycle(self, spec: ResourceSpec, node: Obj) -> None:
         """Emulate the node lifecycle controller's ``node.kubernetes.io/unschedulable`` taint."""
@@ -1355,7 +1538,22 @@ class _Store:
         name = str(obj["metadata"]["name"])
         if spec.custom and spec.status:
             obj.pop("status", None)
-        if spec.name == "namespaces":
+        if spec.name == "nodes" and not _node_ready(obj):
+            # TaintNodesByCondition admission (plugin/pkg/admission/nodetaint, on by default):
+            # a Node created gets node.kubernetes.io/not-ready:NoSchedule unless a taint of
+            # that key and effect is there already; the node lifecycle controller removes it
+            # once the node is Ready (_node_ready_taint). The real plugin taints *every* new
+            # Node and the controller untaints a Ready one at its next pass; here a Node
+            # created already Ready is created in that end state, without the transient write
+            # (the real_kube tier checks the real server's create answer).
+            node_spec = obj.get("spec")
+            if not isinstance(node_spec, dict):
+                node_spec = obj["spec"] = {}
+            taints = node_spec.get("taints")
+            taints = list(taints) if isinstance(taints, list) else []
+            if not any(_is_not_ready_taint(t) for t in taints):
+                node_spec["taints"] = [*taints, dict(NOT_READY_TAINT)]
+        elif spec.name == "namespaces":
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
             _meta(obj).setdefault("labels", {})["kubernetes.io/metadata.name"] = name
@@ -1379,7 +1577,9 @@ class _Store:
                     for t in tolerations
                 ):
                     tolerations.append(dict(default))
-            obj["status"] = {"phase": "Pending"}
+            _default_requests(pod_spec)
+            # podStrategy.PrepareForCreate: status = {Phase: Pending, QOSClass: ComputePodQOS}.
+            obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(pod_spec)}
 
     def update(
         self,
@@ -1455,22 +1655,46 @@ class _Store:
         verb: str,
         subresource: str | None,
     ) -> Obj:
-        """Common tail of update and patch: preconditions, subresource rules, no-op, commit."""
+        """Common tail of update and patch: preconditions, subresource rules, no-op, commit.
+
+        What a ``metadata.uid`` in the body does depends on the verb, as on kube-apiserver
+        1.32 (apiserver ``handlers/update.go`` / ``patch.go``, ``registry/rest/update.go``):
+
+        * PUT: ``rest.DefaultUpdatedObjectInfo(body).Preconditions()`` turns the body's uid
+          into a storage precondition, checked first: 409 ``Precondition failed``.
+        * PATCH: the patcher builds ``DefaultUpdatedObjectInfo(nil, …)``, which has no
+          preconditions, so the uid is just a field. On a main resource, and on built-in
+          ``/status`` subresources (``pods/status``: the status strategy keeps the new
+          metadata), ``BeforeUpdate`` → ``ValidateObjectMetaUpdate`` answers 422
+          ``metadata.uid: Invalid value: "…": field is immutable``. A custom resource's
+          ``/status`` copies the old object and takes only ``status``
+          (apiextensions ``statusStrategy.PrepareForUpdate``), and ``/scale`` takes only the
+          replicas and the resourceVersion: there the uid is silently ignored (200, applied).
+
+        The resourceVersion, by contrast, is a precondition for every verb and subresource
+        (``genericregistry.Store.Update``: 409 when it is not the stored one).
+        """
         cur_meta = _meta(current)
         name = str(cur_meta["name"])
         meta = _meta(candidate)
+        want_uid = meta.get("uid")
+        other_uid = bool(want_uid) and want_uid != cur_meta.get("uid")
+        if other_uid and verb != "patch":
+            raise _uid_precondition_failed(spec, name, str(want_uid), cur_meta.get("uid"))
         want_rv = meta.get("resourceVersion")
         if want_rv and want_rv != cur_meta["resourceVersion"]:
             raise _conflict(spec.name, name, _MODIFIED, _details(spec, name))
-        want_uid = meta.get("uid")
-        if want_uid and want_uid != cur_meta.get("uid"):
-            raise _conflict(
-                spec.name,
-                name,
-                f"Precondition failed: UID in precondition: {want_uid}, UID in object meta: "
-                f"{cur_meta.get('uid')}",
-                _details(spec, name),
+        if other_uid and (subresource is None or (subresource == "status" and not spec.custom)):
+            # Reported twice among the causes (once in the message): rest.BeforeUpdate runs
+            # validateCommonFields and then the strategy's ValidateUpdate, and both validate
+            # the object meta update (ValidatePodUpdate, ValidatePodStatusUpdate,
+            # ValidateNodeUpdate, the custom resource validator …).
+            cause = (
+                "metadata.uid",
+                "FieldValueInvalid",
+                f'Invalid value: "{want_uid}": field is immutable',
             )
+            raise _invalid(spec.kind, name, spec.group, [cause, cause])
         if subresource == "status":
             new: Obj = _clone(current)
             if "status" in candidate:
@@ -1563,13 +1787,7 @@ class _Store:
         pre = options.get("preconditions") or {}
         meta = _meta(current)
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise _conflict(
-                spec.name,
-                name,
-                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
-                f"{meta.get('uid')}",
-                _details(spec, name),
-            )
+            raise _uid_precondition_failed(spec, name, str(pre["uid"]), meta.get("uid"))
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
             raise _conflict(
                 spec.name,
@@ -1647,6 +1865,12 @@ class _Store:
                     )
                 ],
             )
+        want_uid = _dig(scale, ("metadata", "uid"))
+        if verb == "update" and want_uid and want_uid != _meta(current).get("uid"):
+            # PUT …/scale: the Scale's uid is a precondition on the object (apiextensions
+            # scaleUpdatedObjectInfo.Preconditions() passes the request's on); a PATCH has
+            # none, and the Scale's uid never reaches the object (see _replace).
+            raise _uid_precondition_failed(spec, name, str(want_uid), _meta(current).get("uid"))
         new: Obj = _clone(current)
         _put_path(new, spec.scale.spec_replicas, replicas)
         want_rv = _dig(scale, ("metadata", "resourceVersion"))
@@ -1837,11 +2061,15 @@ def _scale_of(spec: ResourceSpec, obj: Obj) -> Obj:
         for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
         if k in meta
     }
+    # autoscaling/v1 ScaleSpec is `Replicas int32 json:"replicas,omitempty"`: a real server
+    # answers `"spec": {}` at zero replicas (observed on kube-apiserver 1.32, issue 17), while
+    # ScaleStatus.replicas has no omitempty and is always there.
+    replicas = int(_dig(obj, spec.scale.spec_replicas) or 0)
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": scale_meta,
-        "spec": {"replicas": int(_dig(obj, spec.scale.spec_replicas) or 0)},
+        "spec": {"replicas": replicas} if replicas else {},
         "status": status,
     }
 
@@ -1915,8 +2143,33 @@ def _json_response(
 
 
 def _error_response(err: ApiError) -> web.Response:
-    headers = {"Retry-After": "1"} if err.code in (429, 503) else None
+    # responsewriters.ErrorNegotiated: Retry-After is details.retryAfterSeconds when set.
+    headers = None
+    if err.code in (429, 503):
+        seconds = (err.details or {}).get("retryAfterSeconds") or 1
+        headers = {"Retry-After": str(seconds)}
     return _json_response(err.status(), err.code, headers)
+
+
+def _paths_not_installed() -> ApiError:
+    # k8s.io/apiserver/pkg/util/notfoundhandler: any path not (yet) found while the mux and
+    # discovery are incomplete.
+    return ApiError(
+        503,
+        "ServiceUnavailable",
+        "the request has been made before all known HTTP paths have been installed, please try "
+        "again",
+        {"retryAfterSeconds": 5},
+    )
+
+
+def _storage_initializing(downtime: float) -> ApiError:
+    # cacher: errors.NewTooManyRequests(err.Error(), calculateRetryAfterForUnreadyCache(d)),
+    # where the wait is exp(0.06 · downtime s) clamped to 1..30 s.
+    wait = int(min(30.0, max(1.0, math.exp(0.06 * downtime))))
+    return ApiError(
+        429, "TooManyRequests", "storage is (re)initializing", {"retryAfterSeconds": wait}
+    )
 
 
 class KubeSim:
@@ -1927,7 +2180,9 @@ class KubeSim:
     next HTTP request and already queued on every matching watch when the helper returns.
 
     ``history_size`` bounds the watch history (older resourceVersions get 410);
-    ``bookmark_interval`` is the BOOKMARK period in seconds; ``token`` makes the server require
+    ``bookmark_interval`` is how often (seconds) each watch is offered a BOOKMARK — sent only
+    when its kind's resourceVersion moved past the watch's start, as a real server does (a
+    minute there); ``token`` makes the server require
     ``Authorization: Bearer <token>``; ``namespaces`` exist from the start;
     ``initial_resource_version`` lets a restarted simulator continue a counter (chaos tests);
     ``node_lifecycle`` emulates the node lifecycle controller's
@@ -1962,6 +2217,9 @@ class KubeSim:
         #: Requests served, by ``(verb, resource)``, e.g. ``("patch", "nodes")``,
         #: ``("create", "pods/eviction")``, ``("watch", "nodes")``.
         self.requests: Counter[tuple[str, str]] = Counter()
+        #: Requests received, by their ``User-Agent`` header (``""`` when there is none): the
+        #: name a real server's audit log and API Priority and Fairness rules see.
+        self.user_agents: Counter[str] = Counter()
         self._faults: list[_Fault] = []
         #: Chaos (tests/chaos): the share of requests answered with a fault — 409 Conflict
         #: for patch/update, 429 for evictions, 503 for the rest (watches excepted: drop
@@ -1969,6 +2227,10 @@ class KubeSim:
         self.chaos_rate = 0.0
         self.chaos_rng = random.Random(0)
         self.chaos_injected: Counter[str] = Counter()
+        #: BOOKMARK events sent to watches, by resource (``nodes``, ``nodesets.slinky…``).
+        self.bookmarks: Counter[str] = Counter()
+        #: restart_window: (restarted at, paths installed at, storage ready at), monotonic.
+        self._restart: tuple[float, float, float] | None = None
         self._runner: web.AppRunner | None = None
         self._url = ""
         for ns in namespaces if "namespaces" in self._store.specs else ():
@@ -2360,6 +2622,61 @@ class KubeSim:
         """
         self._faults.append(_Fault(n, status, verb, resource, message))
 
+    def restart_window(
+        self, seconds_503: float, seconds_429: float, *, restart: bool = True
+    ) -> None:
+        """Answer, from now on, as a kube-apiserver does in the seconds after it (re)started.
+
+        For ``seconds_503``: every request to a custom resource, or to a path that would be a
+        404, answers 503 "the request has been made before all known HTTP paths have been
+        installed" (``Retry-After: 5``); built-in resources are served. Then for
+        ``seconds_429``: every watch, and every list the watch cache must serve (one with a
+        label or field selector, or without ``limit``), of any resource answers 429 "storage is
+        (re)initializing" (``Retry-After`` from the downtime); gets, writes and paged lists
+        without selectors (delegated to etcd) are served. See the module docstring for the
+        sources. The real window lasted 5–10 s in all (Kubernetes 1.32, issue 17).
+
+        ``restart`` also does what the restart itself does to clients: every open watch is
+        cut, and the new watch cache has no history, so resuming from an older
+        resourceVersion is 410 Expired (:meth:`compact`).
+        """
+        now = time.monotonic()
+        self._restart = (now, now + seconds_503, now + seconds_503 + seconds_429)
+        if restart:
+            self.drop_watches(abort=True)
+            self.compact()
+
+    @property
+    def starting(self) -> bool:
+        """True while a :meth:`restart_window` lasts."""
+        return self._restart is not None and time.monotonic() < self._restart[2]
+
+    def _starting_fault(
+        self, spec: ResourceSpec | None, verb: str, query: Mapping[str, str]
+    ) -> ApiError | None:
+        """The answer of a (re)starting API server to this request, or None (restart_window);
+        ``spec`` None is a path that does not exist."""
+        if self._restart is None:
+            return None
+        restarted, installed, ready = self._restart
+        now = time.monotonic()
+        if now >= ready:
+            self._restart = None
+            return None
+        if now < installed:
+            return _paths_not_installed() if spec is None or spec.custom else None
+        if spec is None:
+            return None
+        delegated = (
+            verb == "list"
+            and _int_query(query.get("limit"), "limit") > 0
+            and not query.get("labelSelector")
+            and not query.get("fieldSelector")
+        )
+        if verb == "watch" or (verb == "list" and not delegated):
+            return _storage_initializing(now - restarted)
+        return None
+
     def _ns(self, spec: ResourceSpec, namespace: str | None) -> str | None:
         if not spec.namespaced:
             return None
@@ -2388,13 +2705,19 @@ class KubeSim:
         return None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.user_agents[request.headers.get("User-Agent", "")] += 1
         try:
             self._authenticate(request)
             parts = [p for p in request.path.split("/") if p]
             discovery = self._discovery(request.method, parts)
             if discovery is not None:
                 return discovery
-            route = self._route(parts)
+            try:
+                route = self._route(parts)
+            except ApiError as err:
+                if err.code == 404 and (fault := self._starting_fault(None, "", {})):
+                    raise fault from err
+                raise
             return await self._dispatch(request, route)
         except ApiError as err:
             return _error_response(err)
@@ -2592,7 +2915,11 @@ class KubeSim:
             else (f"{spec.plural}/{sub}" if sub else spec.plural)
         )
         self.requests[(verb, label)] += 1
-        fault = self._take_fault(verb, label) or self._chaos_fault(verb, label)
+        fault = (
+            self._starting_fault(spec, verb, query)
+            or self._take_fault(verb, label)
+            or self._chaos_fault(verb, label)
+        )
         if fault is not None:
             raise fault
         store = self._store
@@ -2714,6 +3041,7 @@ class KubeSim:
             ]
             if send_initial and bookmarks:
                 initial.append(self._bookmark(spec, initial_end=True))
+            watcher.start_rv = store.rv
             store.add_watcher(watcher)
         else:
             try:
@@ -2742,11 +3070,13 @@ class KubeSim:
                 initial = [_line("ERROR", err.status())]
                 watcher = None
             else:
+                watcher.start_rv = since
                 for change in store.history:
                     if change.resource_version > since and change.resource is spec:
                         line = watcher.translate(change)
                         if line is not None:
                             initial.append(line)
+                            watcher.start_rv = change.resource_version
                 store.add_watcher(watcher)
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
@@ -2766,13 +3096,34 @@ class KubeSim:
                 store.remove_watcher(watcher)
         return response
 
-    def _bookmark(self, spec: ResourceSpec, *, initial_end: bool = False) -> bytes:
-        meta: Obj = {"resourceVersion": str(self._store.rv), "creationTimestamp": None}
+    def _bookmark(
+        self, spec: ResourceSpec, *, initial_end: bool = False, rv: int | None = None
+    ) -> bytes:
+        version = self._store.rv if rv is None else rv
+        meta: Obj = {"resourceVersion": str(version), "creationTimestamp": None}
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
         return _line(
             "BOOKMARK", {"kind": spec.kind, "apiVersion": spec.api_version, "metadata": meta}
         )
+
+    def _next_bookmark(self, now: float, deadline: float | None) -> float | None:
+        """When the watch is next offered a bookmark: ``bookmark_interval`` from now, or 2 s
+        before its deadline if sooner; None once that has passed (cache_watcher.go
+        ``nextBookmarkTime``)."""
+        at = now + self.bookmark_interval
+        if deadline is not None:
+            at = min(at, deadline - 2.0)
+        return at if at > now else None
+
+    def _due_bookmark(self, watcher: _Watcher) -> bytes | None:
+        """The bookmark the watch cache would send this watch now: the kind's last
+        resourceVersion, only when newer than the one the watch started from."""
+        rv = self._store.resource_rv.get(watcher.spec.name, 0)
+        if rv <= watcher.start_rv:
+            return None
+        self.bookmarks[watcher.spec.name] += 1
+        return self._bookmark(watcher.spec, rv=rv)
 
     async def _pump(
         self,
@@ -2788,15 +3139,17 @@ class KubeSim:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + lifetime if lifetime else None
-        next_bookmark = loop.time() + self.bookmark_interval if bookmarks else None
+        next_bookmark = self._next_bookmark(loop.time(), deadline) if bookmarks else None
         while True:
             now = loop.time()
             if deadline is not None and now >= deadline:
                 return False
             if next_bookmark is not None and now >= next_bookmark:
                 if watcher.queue.empty():
-                    await response.write(self._bookmark(watcher.spec))
-                next_bookmark = now + self.bookmark_interval
+                    line = self._due_bookmark(watcher)
+                    if line is not None:
+                        await response.write(line)
+                next_bookmark = self._next_bookmark(now, deadline)
             wait = 1.0  # wake up now and then to notice a client that went away
             if deadline is not None:
                 wait = min(wait, deadline - now)
@@ -2831,12 +3184,14 @@ async def serve(
 ) -> None:
     """Run a simulator on ``host:port`` until cancelled (``slurmbridge sim kube``).
 
-    ``nodes`` pre-registers Ready nodes ``node-1`` … ``node-N``; ``kubeconfig`` is written once
+    ``nodes`` pre-registers Ready nodes ``n1`` … ``nN`` with 2 CPUs and 1000 MiB — the nodes
+    ``slurmbridge sim slurmrestd --nodes N`` seeds, so the two standalone simulators pair
+    as :class:`slurmbridge.testing.Simulators` pairs them; ``kubeconfig`` is written once
     the server listens. Output goes through logging only.
     """
     sim = KubeSim()
     for i in range(1, nodes + 1):
-        sim.add_node(f"node-{i}")
+        sim.add_node(f"n{i}", cpu="2", memory="1000Mi")
     await sim.start(host, port)
     try:
         if kubeconfig is not None:

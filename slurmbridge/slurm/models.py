@@ -82,6 +82,18 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
         """True when ``flag`` (a base state or a flag, upper case) is in the node's state."""
         return flag in self.state
 
+    @property
+    def drained(self) -> bool:
+        """Drained and running nothing: DRAIN, not UNDRAIN (an undrain under way: an
+        administrator's, which a deletion must never race), and not ALLOCATED, MIXED or
+        COMPLETING. The one test before deleting a node or its pod (Slinky slurm-operator's
+        ``IsNodeDrained``; issue 18)."""
+        return (
+            "DRAIN" in self.state
+            and "UNDRAIN" not in self.state
+            and not any(s in self.state for s in ("ALLOCATED", "MIXED", "COMPLETING"))
+        )
+
 
 class NodeList(msgspec.Struct, frozen=True, kw_only=True):
     """A full node listing.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from producers.kube import PodWatcher
-from schemas.events import KubeNode, KubePod
+from schemas.events import Event, KubeListed, KubeNode, KubePod
 from schemas.wellknown import DEFAULT_SCHEDULER_NAME as SCHEDULER
 from slurmbridge import kube
 from slurmbridge.config import KubeSettings
@@ -74,9 +74,9 @@ async def test_a_relist_reads_pages_and_tombstones_what_no_page_held(tmp_path: P
         sim.add_pod("other", "a", scheduler_name="default-scheduler")
         kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
         api = await kube.api_client(KubeSettings(kubeconfig=str(kubeconfig)))
-        published: list[KubePod] = []
+        published: list[Event] = []
 
-        async def publish(batch: list[tuple[KubePod, str]]) -> None:
+        async def publish(batch: list[tuple[Event, str]]) -> None:
             published.extend(ev for ev, _ in batch)
 
         try:
@@ -100,6 +100,10 @@ async def test_a_relist_reads_pages_and_tombstones_what_no_page_held(tmp_path: P
         finally:
             await api.close()
     assert sim.requests[("list", "pods")] - lists == 3  # 6 pods, 2 a page
+    # Last: the list is complete in the log (issue 18, 1).
+    assert isinstance(published[-1], KubeListed)
+    assert (published[-1].key, published[-1].version) == ("pods", watcher.resource_version)
+    published = published[:-1]
     observed = [ev.key for ev in published if ev.op != "deleted"]
     assert sorted(observed) == sorted(f"{ns}/p{i}" for ns in ("a", "a-b") for i in (1, 2, 3))
     assert [ev.key for ev in published if ev.op == "deleted"] == ["a/vanished"]

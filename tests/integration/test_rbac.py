@@ -12,6 +12,12 @@ Then both ways, per Deployment: every request it made is granted by its own Clus
 its Role in the namespace it addressed; and every grant of its roles was used, or is listed in
 :data:`NOT_EXERCISED` with the reason it is still needed. The all-in-one roles allow everything
 made. (tests/unit/test_deploy.py checks that each grant names a call in the code.)
+
+A request is more than its own verb and resource where an admission plugin authorizes more:
+OwnerReferencesPermissionEnforcement (OpenShift, hardened clusters) lets a create that sets
+``blockOwnerDeletion: true`` on an owner reference through only if the client may also
+``update`` the owner's ``finalizers`` subresource. :func:`admission_checks` models it, and
+those checks count as requests the client made.
 """
 
 from __future__ import annotations
@@ -63,6 +69,36 @@ NOT_EXERCISED: dict[tuple[str, Grant], str] = {}
 
 #: Who is asking, set for each request the simulator serves.
 _WHO: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar("who")
+
+#: (group, kind) → the resource, as the admission plugin's RESTMapper maps an owner reference.
+_OWNERS = {(spec.group, spec.kind): spec for spec in DEFAULT_RESOURCES}
+
+
+def admission_checks(body: Any, namespace: str | None) -> list[tuple[str | None, str, str]]:
+    """The extra authorizations the OwnerReferencesPermissionEnforcement admission plugin
+    makes for a *create* of ``body`` in ``namespace``, as ``(namespace, verb, resource)``.
+
+    plugin/pkg/admission/gc (``gcPermissionsEnforcement.Validate``): a create may set any
+    owner reference (whoever may create a thing could have never created it), but each one
+    with ``blockOwnerDeletion: true`` needs ``update`` on ``<owner resource>/finalizers`` in
+    the owner's group (``ownerRefToDeleteAttributeRecords``), in the dependent's namespace
+    when the owner is namespaced. (Updates also need ``delete`` on the object; the code never
+    changes owner references after a create.)
+    """
+    if not isinstance(body, dict):
+        return []
+    refs = (body.get("metadata") or {}).get("ownerReferences") or []
+    out: list[tuple[str | None, str, str]] = []
+    for ref in refs:
+        if not isinstance(ref, dict) or ref.get("blockOwnerDeletion") is not True:
+            continue
+        api_version = str(ref.get("apiVersion", ""))
+        group = api_version.rpartition("/")[0]
+        owner = _OWNERS.get((group, str(ref.get("kind", ""))))
+        assert owner is not None, f"an owner reference the simulator cannot map: {ref}"
+        where = namespace if owner.namespaced else None
+        out.append((where, "update", f"{owner.plural}/finalizers"))
+    return out
 
 
 class _Attributed(Counter[tuple[str, str]]):
@@ -305,7 +341,14 @@ async def test_each_deployment_makes_exactly_the_calls_its_roles_grant(
     original = KubeSim._dispatch
 
     async def dispatch(self: KubeSim, request: web.Request, route: Any) -> web.StreamResponse:
-        _WHO.set((request.headers.get("User-Agent", "?"), route.namespace))
+        agent = request.headers.get("User-Agent", "?")
+        _WHO.set((agent, route.namespace))
+        if request.method == "POST" and route.name is None and route.subresource is None:
+            # Admission runs after the create itself was authorized (aiohttp keeps the body
+            # read here for the simulator to read again).
+            body = json.loads(await request.read() or b"null")
+            for namespace, verb, resource in admission_checks(body, route.namespace):
+                made[(agent, namespace, verb, resource)] += 1
         return await original(self, request, route)
 
     monkeypatch.setattr(KubeSim, "_dispatch", dispatch)
@@ -394,8 +437,22 @@ def test_the_roles_are_read_off_the_bindings() -> None:
     layout = deployments(render({**VALUES, "layout": "per-component"}))
     roles = {name.removeprefix("sb-slurmbridge-"): r for name, (_, r) in layout.items()}
     assert ("", "nodes", "patch") in roles["node-taint"].cluster
+    assert ("slinky.slurm.net", "nodesets/finalizers", "update") in roles["nodeset"].cluster
     assert roles["producers"].namespaced == {
         NS: {("", "secrets", "list"), ("", "secrets", "watch")}
     }
     assert not roles["producers"].allows("default", ("", "secrets", "list"))
     assert roles["webhook"].all() == {("", "namespaces", "get")}
+
+
+def test_the_owner_reference_admission_check_is_modelled() -> None:
+    """A blocking owner reference costs an `update` of the owner's finalizers; others nothing."""
+    owner = {"apiVersion": "slinky.slurm.net/v1alpha1", "kind": "NodeSet", "name": "a", "uid": "u"}
+    pod = {"metadata": {"ownerReferences": [{**owner, "blockOwnerDeletion": True}]}}
+    assert admission_checks(pod, NS) == [(NS, "update", "nodesets/finalizers")]
+    assert admission_checks({"metadata": {"ownerReferences": [owner]}}, NS) == []
+    node_owner = {"apiVersion": "v1", "kind": "Node", "name": "n", "blockOwnerDeletion": True}
+    assert admission_checks({"metadata": {"ownerReferences": [node_owner]}}, NS) == [
+        (None, "update", "nodes/finalizers")
+    ]
+    assert admission_checks({"metadata": {}}, NS) == []

@@ -145,12 +145,22 @@ async def test_nodes_list_get_create(sim: KubeSim, core: client.CoreV1Api) -> No
 
 async def test_global_resource_version_and_noop_writes(sim: KubeSim) -> None:
     before = int(sim.resource_version)
-    sim.add_node("n1")
+    sim.add_node("n1", ready=False)  # keeps its admission taint: one write
     sim.add_pod("p1")
     assert int(sim.resource_version) == before + 2
     # A patch that changes nothing writes nothing (like the real server).
     sim.patch_merge("nodes", "n1", {"metadata": {"labels": {"kubernetes.io/os": "linux"}}})
     assert int(sim.resource_version) == before + 2
+    # The node turns Ready: its status write, then the node lifecycle controller's untaint.
+    sim.patch(
+        "nodes",
+        "n1",
+        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        patch_type="strategic",
+        subresource="status",
+    )
+    assert int(sim.resource_version) == before + 4
+    assert "taints" not in sim.get("nodes", "n1")["spec"]
 
 
 async def test_namespaced_create_needs_namespace(core: client.CoreV1Api) -> None:
@@ -184,6 +194,8 @@ async def test_watch_resume_bookmark_and_timeout(sim: KubeSim, core: client.Core
     sim.add_node("n2")
     sim.cordon("n1")
 
+    # The replayed events move the watch's start to the cordon's resourceVersion; a bookmark
+    # comes only once the kind moves past it (the watch cache's rule), with the kind's newest.
     seen: list[tuple[str, str | None]] = []
     async with watch.Watch() as w:
         async with asyncio.timeout(5):
@@ -195,14 +207,61 @@ async def test_watch_resume_bookmark_and_timeout(sim: KubeSim, core: client.Core
             ):
                 raw = event["raw_object"]
                 seen.append((event["type"], raw["metadata"].get("name")))
+                if event["type"] == "MODIFIED":
+                    sim.add_node("n3")
                 if event["type"] == "BOOKMARK":
                     assert raw["metadata"]["resourceVersion"] == sim.resource_version
                     break
-    assert seen == [("ADDED", "n2"), ("MODIFIED", "n1"), ("BOOKMARK", None)]
+    assert seen == [("ADDED", "n2"), ("MODIFIED", "n1"), ("ADDED", "n3"), ("BOOKMARK", None)]
 
     # timeoutSeconds ends the stream: the iteration stops on its own.
     ended = await drain(core.list_node, resource_version=sim.resource_version, timeout_seconds=1)
     assert ended == []
+
+
+async def test_bookmarks_only_when_the_kind_moved_past_the_watch_start(sim: KubeSim) -> None:
+    """A real API server sent no bookmark in 125 s on idle Nodes (issue 17): the watch cache
+    sends one only with a resourceVersion newer than the watch's start. Writes to other kinds
+    do not count; the bookmark carries the watched kind's own last resourceVersion."""
+    sim.add_node("n1")
+    start = sim.resource_version
+    async with aiohttp.ClientSession() as http:
+
+        async def lines(seconds: float, during: Callable[[], object] | None = None) -> list[Any]:
+            params = {
+                "watch": "1",
+                "resourceVersion": start,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "30",
+            }
+            out: list[Any] = []
+            async with http.get(f"{sim.url}/api/v1/nodes", params=params) as r:
+                assert r.status == 200
+                await wait_until(lambda: sim.watch_count == 1)
+                if during is not None:
+                    during()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(seconds):
+                        async for line in r.content:
+                            if line.strip():
+                                out.append(json.loads(line))  # noqa: PERF401 - kept on timeout
+            await wait_until(lambda: sim.watch_count == 0)
+            return out
+
+        # Idle nodes, busy pods: 5 bookmark periods and not one bookmark.
+        quiet = await lines(1.0, lambda: sim.add_pod("p1", "default"))
+        assert quiet == []
+        assert sim.bookmarks["nodes"] == 0
+
+        # Nodes move once, then only pods (the global resourceVersion moves on).
+        moved = await lines(1.0, lambda: (sim.cordon("n1"), sim.add_pod("p2", "default")))
+        node_rv = moved[0]["object"]["metadata"]["resourceVersion"]
+        assert int(node_rv) < int(sim.resource_version)
+        assert moved[0]["type"] == "MODIFIED"
+        bookmarks = [e for e in moved if e["type"] == "BOOKMARK"]
+        assert bookmarks
+        assert {e["object"]["metadata"]["resourceVersion"] for e in bookmarks} == {node_rv}
+        assert sim.bookmarks["nodes"] == len(bookmarks)
 
 
 async def test_watch_from_zero_sends_synthetic_added(sim: KubeSim, core: client.CoreV1Api) -> None:

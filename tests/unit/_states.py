@@ -20,6 +20,7 @@ from reconcilers.base import Context
 from schemas import wellknown
 from schemas.events import (
     Event,
+    KubeListed,
     KubeNode,
     KubeNodeSet,
     KubePod,
@@ -193,6 +194,7 @@ def node_states(draw: st.DrawFn) -> tuple[World, str]:
         ]
     if draw(st.booleans()):
         objs.append(SlurmPing(source=SOURCE, key=CLUSTER, cluster=CLUSTER, responding=True))
+        objs.append(KubeListed(source="k8s", key="pods", resource="pods"))
     return world(objs), draw(st.sampled_from(KUBE_NAMES))
 
 
@@ -343,6 +345,7 @@ def pod_states(draw: st.DrawFn) -> tuple[World, str]:
         objs.append(SlurmPartition(source=SOURCE, key="p2", cluster=CLUSTER, nodes=("x9",)))
     if draw(st.booleans()):
         objs.append(SlurmPing(source=SOURCE, key=CLUSTER, cluster=CLUSTER, responding=True))
+        objs.append(KubeListed(source="k8s", key="pods", resource="pods"))
     return world(objs), draw(st.sampled_from(GROUP_KEYS))
 
 

@@ -224,6 +224,23 @@ CASES = [
         ["DrainSlurmNode", "RecordEvent"],
     ),
     Case(
+        # Issue 18 (10): an undrain under way is not "drained".
+        "label removed, drained but undraining ⇒ wait",
+        (
+            kn(labels={}, parts=None),
+            part("batch"),
+            sn(
+                "k1",
+                "IDLE",
+                "DRAIN",
+                "UNDRAIN",
+                "EXTERNAL",
+                reason=wellknown.external_removal_reason("k1"),
+            ),
+        ),
+        [],
+    ),
+    Case(
         "partitions changed, drained and idle ⇒ delete",
         (
             kn(parts="batch,gpu", cond=REGISTERED),

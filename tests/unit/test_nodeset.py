@@ -54,6 +54,8 @@ def pod(
     cost: int | None = None,
     deleting: bool = False,
     protect: bool = False,
+    ready_since: int = 0,
+    created: int = 0,
 ) -> KubePod:
     labels = {nodeset.LABEL_NAME: "slurmd", nodeset.LABEL_INSTANCE: "gpu"}
     if protect:
@@ -71,6 +73,8 @@ def pod(
         labels=labels,
         annotations=ann,
         deletion_timestamp=100 if deleting else 0,
+        ready_since=ready_since if ready else 0,
+        created_at=created,
     )
 
 
@@ -183,6 +187,26 @@ CASES = [
         (ns(1), pod(0, cost=None), sn(0), pod(1), sn(1)),
         drains=["gpu-1"],
         deletes=["gpu-1"],
+    ),
+    Case(
+        # Issue 18 (10): an administrator's undrain under way (DRAIN+UNDRAIN) is not
+        # "drained": the deletion must not race it.
+        "drained but an undrain under way ⇒ wait",
+        (ns(1), pod(0), sn(0), pod(1), sn(1, "IDLE", "DRAIN", "UNDRAIN", reason=ours(1))),
+    ),
+    Case(
+        # Issue 18 (12): ties broken as Kubernetes' ActivePods: most recently ready first …
+        "the pod ready most recently goes first",
+        (ns(1), pod(0, ready_since=500), sn(0), pod(1, ready_since=100), sn(1)),
+        drains=["gpu-0"],
+        deletes=["gpu-0"],
+    ),
+    Case(
+        # … then the newest.
+        "then the newest pod goes first",
+        (ns(1), pod(0, created=900), sn(0), pod(1, created=100), sn(1)),
+        drains=["gpu-0"],
+        deletes=["gpu-0"],
     ),
     Case(
         "already drained before not drained",

@@ -31,6 +31,7 @@ from schemas.events import (
     SlurmJob,
     SlurmNode,
     SlurmPartition,
+    SlurmPing,
 )
 from slurmbridge.projection import Projection
 
@@ -471,7 +472,7 @@ def test_a_bound_pod_is_not_bound_again() -> None:
     assert again == NOTHING
 
 
-@pytest.mark.parametrize("state", ["PENDING", "CONFIGURING", "SUSPENDED", "COMPLETED", "CANCELLED"])
+@pytest.mark.parametrize("state", ["PENDING", "CONFIGURING", "SUSPENDED"])
 def test_a_job_that_is_not_running_binds_nothing(state: str) -> None:
     d = decide("ns/Pod:a", pod("a", job=5), *NODES, sjob(5, state, ("s1",)))
     assert d.actions == ()
@@ -718,3 +719,81 @@ def test_a_pending_job_follows_cordons_and_uncordons() -> None:
     # A cordon reaches the pending groups.
     s = store(pending, pod("a", job=5), *objs)
     assert list(placement.keys_of(kn("k2", unschedulable=True), s, CTX)) == ["ns/Pod:a"]
+
+
+# --- stale job labels, the job's word, orphans (issue 18, 3 and 7) -------------------------
+
+LISTED = SlurmPing(source=SRC, key="c1", cluster="c1", responding=True)
+MARK_A = _pods.marker(_pods.Group(namespace="ns", kind="Pod", name="a"), "u-a")
+
+
+@pytest.mark.parametrize("state", ["CANCELLED", "COMPLETED", "FAILED"])
+def test_a_label_naming_an_ended_job_is_no_job(state: str) -> None:
+    """An administrator scancel-ed the pending placeholder: the pod stayed Pending for ever.
+    Slinky treats the label as no job and submits again (the label is replaced)."""
+    d = decide("ns/Pod:a", pod("a", job=5), part("batch"), sjob(5, state), LISTED)
+    assert kinds(d)[0] == "SubmitSlurmJob"
+
+
+def test_a_label_naming_a_job_slurm_no_longer_has_is_no_job() -> None:
+    """Gone from a complete listing that holds a newer job (Slurm's ids grow)."""
+    d = decide("ns/Pod:a", pod("a", job=5), part("batch"), sjob(7, "RUNNING"), LISTED)
+    assert kinds(d)[0] == "SubmitSlurmJob"
+
+
+def test_a_label_naming_a_job_not_listed_yet_is_waited_for() -> None:
+    """No newer job in the listing: the labelled job may be too new to be listed."""
+    d = decide("ns/Pod:a", pod("a", job=5), part("batch"), sjob(3, "RUNNING"), LISTED)
+    assert d.actions == ()
+
+
+def test_the_jobs_word_wins_over_a_stale_label() -> None:
+    """A live job whose marker names the group, while the pods' label names an ended job:
+    the pods are relabelled to it, nothing is submitted."""
+    d = decide(
+        "ns/Pod:a",
+        pod("a", job=5),
+        part("batch"),
+        sjob(5, "CANCELLED"),
+        sjob(9, "PENDING", comment=MARK_A),
+        LISTED,
+    )
+    assert kinds(d) == ["MarkPods"]
+    assert of(d, MarkPods)[0].job_id == 9
+
+
+def test_a_bound_pod_without_a_job_is_never_given_one() -> None:
+    """Issue 18 (7): Slurm would reserve another node while the pod runs unseen. With no
+    job of ours naming it in a complete listing it is deleted (Slinky's orphan rule)."""
+    bound = pod("a", node="k1", phase="Running")
+    d = decide("ns/Pod:a", bound, part("batch"), LISTED)
+    assert kinds(d) == ["DeletePod", "RecordEvent"]
+    assert not of(d, SubmitSlurmJob)
+    waiting = decide("ns/Pod:a", bound, part("batch"))
+    assert waiting.actions == () and waiting.requeue_after == placement.ORPHAN_RECHECK_S
+
+
+def test_a_bound_pod_adopts_the_job_whose_marker_names_it() -> None:
+    bound = pod("a", node="k1", phase="Running")
+    d = decide("ns/Pod:a", bound, part("batch"), sjob(9, "RUNNING", ("s1",), MARK_A), LISTED)
+    assert "DeletePod" not in kinds(d)
+    assert of(d, MarkPods)[0].job_id == 9
+
+
+@pytest.mark.parametrize("phase", ["Running", "Finished", "Failed", "Unknown"])
+def test_a_podgroup_past_scheduling_is_not_placed_again(phase: str) -> None:
+    """Issue 18 (8), Slinky PreFilterPodGroupCoscheduling: its pods get no job; the
+    condition and a Warning Event say why (once)."""
+    group = msgspec.structs.replace(workload("PodGroup", "g", 1), phase=phase)
+    member = pod("m", labels={_pods.LABEL_POD_GROUP: "g"})
+    d = decide("ns/PodGroup:g", group, member, part("batch"))
+    assert kinds(d) == ["SetPodCondition", "RecordEvent"]
+    assert of(d, SetPodCondition)[0].reason == placement.PODGROUP_NOT_PENDING
+    assert phase in of(d, SetPodCondition)[0].message
+
+
+@pytest.mark.parametrize("phase", ["", "Pending", "Scheduling", "PreScheduling"])
+def test_a_podgroup_still_to_schedule_is_placed(phase: str) -> None:
+    group = msgspec.structs.replace(workload("PodGroup", "g", 1), phase=phase)
+    member = pod("m", labels={_pods.LABEL_POD_GROUP: "g"})
+    assert "SubmitSlurmJob" in kinds(decide("ns/PodGroup:g", group, member, part("batch")))

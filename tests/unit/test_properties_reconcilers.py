@@ -312,7 +312,20 @@ def test_nodeset_of_an_unserved_cluster_is_left_alone(state: tuple[World, str]) 
 # placement and the rest: never destructive at all
 
 
-@pytest.mark.parametrize("name", ["placement", "node_taint", "autoscale", "cluster"])
+@given(data=st.data())
+def test_placement_deletes_only_orphans(data: st.DataObject) -> None:
+    """Placement's one destructive rule (issue 18, 7): a pod of ours on a node with no job
+    label, when no live job of ours names its group."""
+    w, key = data.draw(STATES["placement"])
+    pods = {p.name: p for p in _pods_of(w)}
+    for a in destructive(decide(w, "placement", key)):
+        assert isinstance(a, DeletePod), a
+        pod = pods[a.pod.name]
+        assert pod.node_name
+        assert wellknown.LABEL_SLURM_JOBID not in pod.labels
+
+
+@pytest.mark.parametrize("name", ["node_taint", "autoscale", "cluster"])
 @given(data=st.data())
 def test_reconcilers_without_destructive_rules_never_destroy(
     name: str, data: st.DataObject

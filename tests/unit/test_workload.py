@@ -20,8 +20,18 @@ from schemas.actions import (
     PodRef,
     RecordEvent,
     RemovePodFinalizer,
+    SetPodLabel,
 )
-from schemas.events import Event, KubeNode, KubePod, OwnerRef, SlurmJob, SlurmPing
+from schemas.events import (
+    Event,
+    KubeListed,
+    KubeNode,
+    KubePod,
+    KubeWorkload,
+    OwnerRef,
+    SlurmJob,
+    SlurmPing,
+)
 from slurmbridge.projection import Projection
 
 SCHED = "slurm-bridge-scheduler"
@@ -94,9 +104,14 @@ def kn(name: str, ready: bool) -> KubeNode:
 LISTED = SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True)
 
 
-def store(*objs: Event, listed: bool = True) -> Projection:
+#: A complete list of our pods in the log (reconcilers.base.kube_listed).
+PODS_LISTED = KubeListed(source="k8s", key="pods", resource="pods")
+
+
+def store(*objs: Event, listed: bool = True, pods_listed: bool = True) -> Projection:
     p = Projection()
-    for i, o in enumerate((LISTED, *objs) if listed else objs, 1):
+    first = ((LISTED,) if listed else ()) + ((PODS_LISTED,) if pods_listed else ())
+    for i, o in enumerate((*first, *objs), 1):
         p.apply(o, i)
     return p
 
@@ -354,6 +369,19 @@ def test_a_job_of_ours_without_pods_is_cancelled(state: str) -> None:
             cluster="c1", job_id=5, marker=MARK, why="every pod of ns/Job:train is gone"
         ),
     )
+
+
+@pytest.mark.parametrize("state", ["PENDING", "RUNNING"])
+def test_no_job_is_cancelled_before_the_pods_are_listed(state: str) -> None:
+    """Issue 18 (1): on a first start the Slurm listing can reach the log before the pods'
+    (a slow or paged list, an API server answering 503): a running job's pods then look
+    gone. Absence counts only after the pods' KubeListed marker."""
+    d = workload.decide(
+        workload.view(store(sjob(state), pods_listed=False), KEY, CTX)
+    )
+    assert d.actions == ()
+    assert d.requeue_after == workload.LISTING_RECHECK_S
+    assert "not listed yet" in d.reason
 
 
 @pytest.mark.parametrize(
@@ -660,3 +688,64 @@ def test_a_duplicate_job_of_the_group_is_cancelled_and_only_that() -> None:
     assert not of(d, DeletePod)
     # No pod names a job yet (just submitted): nothing is a duplicate.
     assert not of(decide(pod("t-0", job=None), sjob("PENDING", job_id=7)), CancelSlurmJob)
+
+
+# --- short gangs (issue 18, 9) ---------------------------------------------------------------
+
+PG = _pods.Group(namespace="ns", kind="PodGroup", name="g")
+PG_MARK = _pods.marker(PG, "uid-g")
+
+
+def pg_pod(name: str, **kw: Any) -> KubePod:
+    return pod(name, labels={_pods.LABEL_POD_GROUP: "g"}, **kw)
+
+
+def pod_group(size: int) -> KubeWorkload:
+    return KubeWorkload(
+        source="k8s",
+        key="ns/PodGroup:g",
+        namespace="ns",
+        name="g",
+        uid="uid-g",
+        workload_kind="PodGroup",
+        size=size,
+    )
+
+
+def test_a_gang_short_of_its_size_while_its_job_waits_gives_the_job_up() -> None:
+    """Slinky slurm-bridge (PreFilter, ErrorExternalJobInvalid): a short gang never holds
+    nodes — its pending job is cancelled and the pods lose the job label, to be placed again
+    once whole."""
+    d = workload.decide(
+        workload.view(
+            store(pod_group(3), pg_pod("p0"), pg_pod("p1"), sjob("PENDING", comment=PG_MARK)),
+            "ns/PodGroup:g",
+            CTX,
+        )
+    )
+    assert [type(a).__name__ for a in d.actions] == [
+        "CancelSlurmJob",
+        "SetPodLabel",
+        "SetPodLabel",
+        "RecordEvent",
+    ]
+    assert all(a.value is None for a in d.actions if isinstance(a, SetPodLabel))
+
+
+@pytest.mark.parametrize(
+    ("size", "state"), [(2, "PENDING"), (3, "RUNNING")], ids=["whole", "already-running"]
+)
+def test_a_whole_gang_or_a_running_one_is_left_alone(size: int, state: str) -> None:
+    d = workload.decide(
+        workload.view(
+            store(
+                pod_group(size),
+                pg_pod("p0", node="k1" if state == "RUNNING" else ""),
+                pg_pod("p1", node="k1" if state == "RUNNING" else ""),
+                sjob(state, comment=PG_MARK),
+            ),
+            "ns/PodGroup:g",
+            CTX,
+        )
+    )
+    assert not any(isinstance(a, CancelSlurmJob | SetPodLabel) for a in d.actions)
