@@ -1202,7 +1202,7 @@ class Watcher(Generic[E]):
 
     async def _on_line(self, line: bytes) -> None:
         ev = _WATCH.decode(line)
-        self.last_event_at = time.monotonic()  # exported by watch_age_loop, not per event
+        self.last_event_at = time.monotonic()
         if ev.type == "ERROR":
             status = _STATUS.decode(ev.object)
             if status.code == 410:
@@ -1605,10 +1605,3 @@ def seed_from(values: Any) -> dict[str, Any]:
     """Index the projection's live observations by key (the producer's seed)."""
     return {n.key: n for n in values if isinstance(n, Event)}
 
-
-async def watch_age_loop(watcher: Watcher[Any], period: float = 1.0) -> None:
-    """Kept for existing callers: every :class:`Watcher` now exports its own liveness while it
-    runs (``slurmbridge_watch_seconds_since_alive``, computed at scrape time, and
-    ``slurmbridge_watch_connected``), so this only waits until cancelled."""
-    del watcher, period
-    await asyncio.Event().wait()

@@ -36,7 +36,6 @@ from producers.kube import (
     Watcher,
     WorkloadWatcher,
     seed_from,
-    watch_age_loop,
 )
 from producers.slurm import SlurmPoller
 from reconcilers.base import Context, ReconcilerSpec
@@ -438,7 +437,6 @@ class App:
         self.extra_watchers = watchers
         tasks = [
             asyncio.create_task(self.watcher.run(), name="kube-watcher"),
-            asyncio.create_task(watch_age_loop(self.watcher), name="watch-age"),
             *(asyncio.create_task(w.run(), name=f"watch-{w.resource}") for w in watchers),
         ]
         ready.set()
