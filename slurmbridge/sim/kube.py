@@ -1052,6 +1052,14 @@ class _Watcher:
 
 
 @dataclass(slots=True)
+class _Delay:
+    remaining: int
+    seconds: float
+    verb: str | None
+    resource: str | None
+
+
+@dataclass(slots=True)
 class _Fault:
     remaining: int
     status: int
@@ -2221,6 +2229,7 @@ class KubeSim:
         #: name a real server's audit log and API Priority and Fairness rules see.
         self.user_agents: Counter[str] = Counter()
         self._faults: list[_Fault] = []
+        self._delays: list[_Delay] = []
         #: Chaos (tests/chaos): the share of requests answered with a fault — 409 Conflict
         #: for patch/update, 429 for evictions, 503 for the rest (watches excepted: drop
         #: them with drop_watches, expire them with compact). ``chaos_injected`` counts them.
@@ -2695,6 +2704,22 @@ class KubeSim:
         self.chaos_injected[f"{status} {verb} {resource}"] += 1
         return ApiError(status, _REASONS.get(status, ""), why, {})
 
+    def delay_next(
+        self, n: int, seconds: float, *, verb: str | None = None, resource: str | None = None
+    ) -> None:
+        """Answer the next ``n`` matching requests ``seconds`` late (a slow API server or a
+        slow, paged list); ``verb`` and ``resource`` narrow them as in :meth:`fail_next`."""
+        self._delays.append(_Delay(n, seconds, verb, resource))
+
+    def _take_delay(self, verb: str, resource: str) -> float:
+        for delay in self._delays:
+            if (delay.verb in (None, verb)) and (delay.resource in (None, resource)):
+                delay.remaining -= 1
+                if delay.remaining <= 0:
+                    self._delays.remove(delay)
+                return delay.seconds
+        return 0.0
+
     def _take_fault(self, verb: str, resource: str) -> ApiError | None:
         for fault in self._faults:
             if (fault.verb in (None, verb)) and (fault.resource in (None, resource)):
@@ -2915,6 +2940,9 @@ class KubeSim:
             else (f"{spec.plural}/{sub}" if sub else spec.plural)
         )
         self.requests[(verb, label)] += 1
+        delay = self._take_delay(verb, label)
+        if delay:
+            await asyncio.sleep(delay)
         fault = (
             self._starting_fault(spec, verb, query)
             or self._take_fault(verb, label)

@@ -21,7 +21,9 @@ from slurmbridge.testing import Stack
 GROUP = _pods.Group(namespace="default", kind="Pod", name="held")
 
 
-@pytest.mark.parametrize("status", [503, 429], ids=["starting-503", "storage-429"])
+@pytest.mark.parametrize(
+    "status", [503, 429, 0], ids=["starting-503", "storage-429", "delayed-list"]
+)
 async def test_a_slow_first_pod_list_cancels_nothing_and_deletes_nothing(status: int) -> None:
     seeded: dict[str, int] = {}
 
@@ -55,8 +57,12 @@ async def test_a_slow_first_pod_list_cancels_nothing_and_deletes_nothing(status:
             "default",
         )
         seeded["job"] = job_id
-        # The first pod lists fail: several seconds of back-off before the pods are listed.
-        stack.kube.fail_next(5, status, verb="list", resource="pods")
+        if status:
+            # The first pod lists fail: seconds of back-off before the pods are listed.
+            stack.kube.fail_next(5, status, verb="list", resource="pods")
+        else:
+            # The first pod list answers late (a slow API server, a long paged list).
+            stack.kube.delay_next(1, 3.0, verb="list", resource="pods")
 
     async with Stack(nodes=4, poll_interval=0.2, setup=setup) as stack:
         assert stack.app is not None
