@@ -385,7 +385,11 @@ class JobsMixin:
             desc["min_nodes"] = int(nodes[0])
             desc["memory_per_node"] = job.get("memory_per_node")
             desc["time_limit"] = job.get("time_limit")
-            desc["exclusive"] = job.get("exclusive") == "true"
+            # recorded from Slurm 22.05.8: "exclusive" (or user/mcs) is taken; the
+            # document's "true" is refused
+            if job.get("exclusive") == "true":
+                raise _SubmitError(-1, "Invalid exclusive specification")
+            desc["exclusive"] = job.get("exclusive") == "exclusive"
             external = False
         else:
             desc["min_nodes"] = job.get("minimum_nodes")

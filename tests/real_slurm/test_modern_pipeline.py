@@ -171,6 +171,13 @@ async def _quiet_polls(stack: Stack, modern_slurm: ModernSlurm) -> None:
         timeout=30,
         what="the running job observed",
     )
+    # n4's own state follows the job a moment later (alloc_cpus, MIXED): wait for it too.
+    await stack.wait_for(
+        lambda: (n := proj.get(SlurmNode, "n4", "slurm:default")) is not None
+        and n.base_state in ("MIXED", "ALLOCATED"),
+        timeout=30,
+        what="n4 busy in the log",
+    )
     await stack.settled()
     poller = stack.app.poller
     before = len(await stack.observations())

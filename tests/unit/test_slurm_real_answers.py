@@ -308,3 +308,15 @@ def test_a_placeholder_carries_the_mcs_label_and_sends_output_nowhere(version: s
     assert job["mcs_label"] == "sales"
     if "flags" not in job:  # a batch placeholder: its output goes to /dev/null
         assert (job["standard_output"], job["standard_error"]) == ("/dev/null", "/dev/null")
+
+
+def test_a_whole_node_job_on_22_05_says_exclusive_not_true() -> None:
+    """Recorded from Slurm 22.05.8: v0.0.38's document offers "true", which slurmrestd refuses
+    ("Invalid exclusive specification", so no pod was placed once jobs took whole nodes by
+    default); "exclusive" gives OverSubscribe=NO."""
+    from slurmbridge.slurm import codecs
+
+    body = json.loads(codecs.get("v0.0.38").encode_submit(JobSubmit(name="g", exclusive=True)))
+    assert body["job"]["exclusive"] == "exclusive"
+    shared = json.loads(codecs.get("v0.0.38").encode_submit(JobSubmit(name="g", exclusive=False)))
+    assert "exclusive" not in shared["job"]

@@ -222,7 +222,9 @@ class V0038(Codec):
             "memory_per_node": job.memory_per_node_mib,
             "time_limit": job.time_limit_minutes,
             "priority": None if job.priority is None else str(job.priority),
-            "exclusive": "true" if job.exclusive else None,
+            # Recorded from 22.05.8: the document's "true" is refused ("Invalid exclusive
+            # specification"); "exclusive" gives OverSubscribe=NO, whole nodes.
+            "exclusive": "exclusive" if job.exclusive else None,
         }
         props.update({k: v for k, v in optional.items() if v not in (None, "")})
         if job.external:
