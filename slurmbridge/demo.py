@@ -57,11 +57,19 @@ async def demo(
     nodes: int,
     stop: asyncio.Event,
     keep_log: Path | None = None,
+    on_nats: Callable[[str], None] | None = None,
 ) -> int:
     """Run the story for ``duration`` seconds; returns the exit code. ``keep_log``: a
     directory that keeps the run's files, its JetStream store in ``nats/`` (otherwise a
-    temporary directory, removed at the end)."""
-    nodes = max(nodes, 4)
+    temporary directory, removed at the end). ``nodes``: at least 4 (the story drains n1 and
+    n2 and removes n4). ``on_nats`` is called with the NATS URL once it is up (the CLI
+    leaves a runtime file with it, so ``slurmbridge tail`` finds the demo).
+
+    Raises:
+        ValueError: fewer than 4 nodes.
+    """
+    if nodes < 4:
+        raise ValueError(f"demo: {nodes} nodes: the story needs at least 4")
     t0 = time.monotonic()
     counts: collections.Counter[str] = collections.Counter()
 
@@ -81,6 +89,9 @@ async def demo(
     )
     await stack.start()
     assert stack.app is not None and stack.app.bus is not None
+    if on_nats is not None:
+        on_nats(stack.nats.url)
+    say(f"NATS at {stack.nats.url}: `slurmbridge tail`, `explain` and `replay` read it meanwhile")
 
     async def on_msg(msg: Any) -> None:
         try:

@@ -2,7 +2,9 @@
 
 Shared by ``slurmbridge tail`` and ``slurmbridge demo``. ``jsonl`` prints the decoded value
 re-encoded as one JSON object per line, carrying its schema tag (``kind`` for observations,
-``type`` for action records and dead letters) plus ``subject`` and ``seq`` when known.
+``type`` for action records and dead letters) plus ``subject`` and ``seq`` when known — all of
+it. ``pretty`` prints one line a person reads: an action's fields are clipped (a placeholder
+job's pods and spec would otherwise make a line of hundreds of characters).
 """
 
 from __future__ import annotations
@@ -102,21 +104,70 @@ def _event_summary(ev: Event) -> str:
     return ""
 
 
+#: Longest rendering of one field of an action in a human line, of the line, of its error.
+_FIELD_MAX = 40
+_LINE_MAX = 200
+_ERROR_MAX = 60
+#: Fields people do not read in a line (the JSON output keeps them).
+_UNREAD = frozenset({"uid", "api_version", "marker", "owned_prefixes"})
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _brief(value: object) -> str:
+    """A short human rendering of one field of an action: object references as
+    ``namespace/name``, lists as their items (or their count), structs as their set fields."""
+    if isinstance(value, msgspec.Struct):
+        fields = msgspec.structs.asdict(value)
+        name, ns = fields.get("name"), fields.get("namespace")
+        if isinstance(name, str) and isinstance(ns, str):
+            return f"{ns}/{name}" if ns else name
+        set_fields = [
+            f"{k}={_brief(v)}"
+            for k, v in fields.items()
+            if v not in ("", (), None) and k not in _UNREAD
+        ]
+        return "{" + ",".join(set_fields) + "}"
+    if isinstance(value, (tuple, list)):
+        items = [_brief(v) for v in value]
+        text = "[" + ",".join(items) + "]"
+        if len(text) > _FIELD_MAX and len(items) > 1:
+            return f"[{items[0]},… {len(items)} in all]"
+        return text
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}={_brief(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str):
+        return repr(value) if (" " in value or not value) else value
+    return str(value)
+
+
+def action_line(action: actions.Action, limit: int = 90) -> str:
+    """``DrainSlurmNode node=n1 reason='slurm-bridge: …'``: the action's name and its set
+    fields, each clipped, the fields together to ``limit`` (``jsonl`` carries everything)."""
+    fields = " ".join(
+        f"{k}={_clip(_brief(v), _FIELD_MAX)}"
+        for k, v in msgspec.structs.asdict(action).items()
+        if v not in ("", (), None) and k not in _UNREAD
+    )
+    return f"{actions.action_name(action)} {_clip(fields, limit)}".rstrip()
+
+
 def pretty(value: Decoded) -> str:
-    """One human line."""
+    """One human line (action records clipped to a screen's width: :func:`action_line`)."""
     if isinstance(value, Event):
         return (
             f"{_ts(value.observed_at)}  obs  {events.kind_of(value):<14} "
             f"{value.key:<20} {_event_summary(value)}"
         )
     if isinstance(value, ActionRecord):
-        a = value.action
-        fields = ", ".join(f"{k}={v!r}" for k, v in msgspec.structs.asdict(a).items())
-        tail = f" — {value.error}" if value.error else ""
-        return (
-            f"{_ts(value.at)}  act  {value.reconciler:<14} {value.key:<20} "
-            f"{actions.action_name(a)}({fields}) → {value.outcome}{tail}"
-        )
+        error = " ".join(value.error.split())
+        head = f"{_ts(value.at)}  act  {value.reconciler:<14} {value.key:<20} "
+        tail = f" → {value.outcome}" + (f" — {_clip(error, _ERROR_MAX)}" if error else "")
+        name = actions.action_name(value.action)
+        budget = max(30, _LINE_MAX - len(head) - len(name) - 1 - len(tail))
+        return f"{head}{action_line(value.action, budget)}{tail}"
     return (
         f"{_ts(value.at)}  dlq  {value.reconciler:<14} seq={value.stream_seq} "
         f"{value.subject}: {value.reason}"

@@ -2,6 +2,9 @@
 
 New messages come from a plain NATS subscription (what is published, from now on);
 ``--from-start`` first replays what the streams hold with an ordered consumer per stream.
+The log is found as every log command finds it (:func:`slurmbridge.logcmds.open_log`: the
+URL, a kept store, or the instance running on this machine). ``--kind`` must name a kind
+(an unknown one is an error listing them, not a silent filter that matches nothing).
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from typing import Any
 import msgspec
 from nats.js import api
 
+import reconcilers
 from schemas import events, streams
 from schemas.events import Event
 from slurmbridge import bus as busmod
-from slurmbridge import render
+from slurmbridge import logcmds, render
 from slurmbridge.config import Settings
 
 _STREAM_OF = {"obs": streams.OBS_STREAM, "act": streams.ACT_STREAM, "dlq": streams.DLQ_STREAM}
@@ -32,12 +36,31 @@ def _wanted(value: render.Decoded, kind: str | None, key: str | None) -> bool:
     return key is None or getattr(value, "key", None) == key
 
 
+def kinds() -> list[str]:
+    """What ``--kind`` accepts: every observation kind, and the kinds action records are
+    keyed by (``PodGroup``)."""
+    return sorted(set(events.KINDS) | {spec.key_kind for spec in reconcilers.ALL.values()})
+
+
 async def tail(settings: Settings, args: argparse.Namespace, stop: asyncio.Event) -> int:
     """Run the tail until ``stop``, ``--count`` messages or ``--timeout`` idle seconds."""
-    if not settings.nats.url:
-        print("slurmbridge tail: --nats-url (or SLURMBRIDGE_NATS_URL) is required", file=sys.stderr)
+    if args.kind is not None and args.kind not in kinds():
+        print(
+            f"slurmbridge tail: --kind {args.kind!r}: unknown kind; one of {', '.join(kinds())}",
+            file=sys.stderr,
+        )
         return 2
-    bus = await busmod.connect(settings.nats, settings.nats.url, name="slurmbridge tail")
+    try:
+        async with logcmds.open_log(settings, "tail", stop) as bus:
+            return await _tail(bus, args, stop)
+    except logcmds.Interrupted:
+        return 0
+    except logcmds.LogUnavailableError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
+async def _tail(bus: busmod.Bus, args: argparse.Namespace, stop: asyncio.Event) -> int:
     queue: asyncio.Queue[Any] = asyncio.Queue()
     subs: list[Any] = []
 
@@ -96,5 +119,4 @@ async def tail(settings: Settings, args: argparse.Namespace, stop: asyncio.Event
         for s in subs:
             with contextlib.suppress(Exception):
                 await s.unsubscribe()
-        await bus.close()
     return 0

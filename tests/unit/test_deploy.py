@@ -468,6 +468,9 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("slinky.slurm.net", "nodesets", "get"): r"get_namespaced_custom_object\(",
     ("slinky.slurm.net", "nodesets", "patch"): r"patch_namespaced_custom_object\b(?!_)",
     ("slinky.slurm.net", "nodesets/status", "patch"): r"patch_namespaced_custom_object_status\b",
+    # OwnerReferencesPermissionEnforcement: an owner reference with blockOwnerDeletion needs
+    # update on the owner's finalizers (issue 17, 3).
+    ("slinky.slurm.net", "nodesets/finalizers", "update"): r'"blockOwnerDeletion": True',
     ("slinky.slurm.net", "nodesets/scale", "get"): r"get_namespaced_custom_object_scale\(",
     ("slinky.slurm.net", "nodesets/scale", "patch"): r"patch_namespaced_custom_object_scale\b",
     ("policy", "poddisruptionbudgets", "create"): r"create_namespaced_pod_disruption_budget\b",
@@ -786,8 +789,112 @@ def test_compose_runs_nats_with_jetstream_then_slurmbridge() -> None:
     assert bridge["build"] == "."
     assert bridge["depends_on"] == {"nats": {"condition": "service_healthy"}}
     assert bridge["environment"]["SLURMBRIDGE_NATS_URL"] == "nats://nats:4222"
-    assert {"8080:8080", "8081:8081"} <= set(bridge["ports"])
     assert bridge["read_only"] is True
+    # The command is one slurmbridge accepts, with the file the volume mounts.
+    args = cli.build_parser().parse_args(bridge["command"])
+    assert any(v.endswith(f":{args.kubeconfig}:ro") for v in bridge["volumes"])
+
+
+def test_compose_is_safe_by_default_and_reads_the_users_credentials() -> None:
+    """Issue 17, 16: no port on other interfaces (NATS has no auth there, and whoever can
+    publish observations makes the reconcilers act), and the container may run as the user
+    owning a 0600 kubeconfig and token."""
+    doc = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    published = [p for svc in doc["services"].values() for p in svc.get("ports", [])]
+    assert published, "metrics, health and NATS for the machine's own user"
+    for port in published:
+        assert str(port).startswith("127.0.0.1:"), port
+    assert {"127.0.0.1:8080:8080", "127.0.0.1:8081:8081"} <= set(
+        doc["services"]["slurmbridge"]["ports"]
+    )
+    user = doc["services"]["slurmbridge"]["user"]
+    assert user == "${RUN_AS:-65532:65532}", user  # the image's user unless told otherwise
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    assert 'RUN_AS="$(id -u):$(id -g)"' in deploy and "127.0.0.1" in deploy
+    assert "compose" in (ROOT / "docs" / "security.md").read_text()
+
+
+# --- the environment Kubernetes gives the pods (issue 17, 9) ----------------------------------
+
+
+def service_links(
+    services: list[dict[str, Any]], ips: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The variables Kubernetes puts into a pod for ``services`` (pkg/kubelet/envvars:
+    FromServices and makeLinkVariables), with cluster IPs from ``ips`` (by Service name) or
+    10.96.0.<10 + i>."""
+    env: dict[str, str] = {}
+    for i, svc in enumerate(services):
+        ip = (ips or {}).get(svc["metadata"]["name"], f"10.96.0.{10 + i}")
+        name = svc["metadata"]["name"].upper().replace("-", "_")
+        ports = svc["spec"]["ports"]
+        env[f"{name}_SERVICE_HOST"] = ip
+        env[f"{name}_SERVICE_PORT"] = str(ports[0]["port"])
+        for port in ports:
+            if port.get("name"):
+                env[f"{name}_SERVICE_PORT_{port['name'].upper().replace('-', '_')}"] = str(
+                    port["port"]
+                )
+        for j, port in enumerate(ports):
+            proto = port.get("protocol", "TCP")
+            url = f"{proto.lower()}://{ip}:{port['port']}"
+            if j == 0:
+                env[f"{name}_PORT"] = url
+            prefix = f"{name}_PORT_{port['port']}_{proto.upper()}"
+            env[prefix] = url
+            env[f"{prefix}_PROTO"] = proto.lower()
+            env[f"{prefix}_PORT"] = str(port["port"])
+            env[f"{prefix}_ADDR"] = ip
+    return env
+
+
+@pytest.mark.parametrize("values", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_pods_get_no_service_links(values: dict[str, Any]) -> None:
+    for d in of_kind(render(values), "Deployment"):
+        assert d["spec"]["template"]["spec"]["enableServiceLinks"] is False
+
+
+@pytest.mark.parametrize("values", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_the_settings_load_with_the_service_links_of_a_release_called_slurmbridge(
+    values: dict[str, Any], tmp_path: Path
+) -> None:
+    """Should service links be on after all (an older chart, a pod of one's own next to the
+    release), the settings still load: the exact variables of the release's Services."""
+    docs = render(values, name="slurmbridge")
+    links = service_links(of_kind(docs, "Service"))
+    assert "SLURMBRIDGE_METRICS_SERVICE_HOST" in links
+    (cm,) = of_kind(docs, "ConfigMap")
+    for d in of_kind(docs, "Deployment"):
+        c = container(d)
+        args = cli.build_parser().parse_args(c["args"])
+        text = cm["data"][Path(args.config).name].replace("/var/run/secrets", str(tmp_path))
+        for mounted in ("slurm/token", "webhook/tls.crt", "webhook/tls.key", "nats/creds"):
+            (tmp_path / mounted).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / mounted).write_text("x")
+        path = tmp_path / "settings.yaml"
+        path.write_text(text)
+        env = {**links, **{e["name"]: e["value"] for e in c.get("env", [])}}
+        s = config.load(path=path, env=env)
+        assert s.webhook.port == 9443 and s.kube.in_cluster
+
+
+def test_the_hand_written_service_links_are_what_the_chart_gets() -> None:
+    """tests/unit/test_config.py's list is the chart's Services' (and the NATS chart's)."""
+    from tests.unit import test_config
+
+    listed = test_config.RELEASE_SLURMBRIDGE_SERVICE_LINKS
+
+    services = of_kind(render({}, name="slurmbridge"), "Service")
+    assert {svc["metadata"]["name"] for svc in services} == {
+        "slurmbridge-metrics",
+        "slurmbridge-webhook",
+    }
+    ips = {
+        "slurmbridge-metrics": listed["SLURMBRIDGE_METRICS_SERVICE_HOST"],
+        "slurmbridge-webhook": listed["SLURMBRIDGE_WEBHOOK_SERVICE_HOST"],
+    }
+    ours = {k: v for k, v in listed.items() if k.startswith(("SLURMBRIDGE_M", "SLURMBRIDGE_W"))}
+    assert service_links(services, ips) == ours
 
 
 def _metric_labels() -> dict[str, set[str]]:
