@@ -43,6 +43,7 @@ nodes/partitions and ``error_number`` on jobs.
 
 from __future__ import annotations
 
+import abc
 import argparse
 import contextlib
 import json
@@ -72,6 +73,7 @@ __all__ = [
     "NotInstalledError",
     "RealSlurm",
     "RealSlurmError",
+    "SlurmRig",
     "find_binary",
     "install",
     "main",
@@ -460,7 +462,111 @@ class _Daemon:
     proc: subprocess.Popen[bytes] | None = None
 
 
-class RealSlurm:
+class SlurmRig(abc.ABC):
+    """What every real-Slurm rig offers tests and people: Slurm's commands against the
+    cluster, node states, an administrator's drain and resume, and ``with`` / ``async with``
+    (start, then stop). Subclasses say how to start, stop and run a command
+    (:class:`RealSlurm` for Debian's 22.05, ``realslurm_modern.ModernSlurm`` for 24.11 and
+    26.05 under chroot)."""
+
+    @abc.abstractmethod
+    def start(self) -> Self:
+        """Bring the cluster up (idempotent for a started rig)."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop every process of the cluster (idempotent)."""
+
+    @abc.abstractmethod
+    def run(
+        self, program: str, *args: str, check: bool = True, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm command (``scontrol``, ``sinfo`` …) against this cluster, as root.
+
+        Raises:
+            RealSlurmError: it exited non-zero (with ``check``) or timed out.
+        """
+
+    def scontrol(self, *args: str, timeout: float = 30.0) -> str:
+        """``scontrol ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
+        return self.run("scontrol", *args, timeout=timeout).stdout
+
+    def squeue(self, *args: str, timeout: float = 30.0) -> str:
+        """``squeue ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
+        return self.run("squeue", *args, timeout=timeout).stdout
+
+    def sinfo(self, *args: str, timeout: float = 30.0) -> str:
+        """``sinfo ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
+        return self.run("sinfo", *args, timeout=timeout).stdout
+
+    def scancel(self, *args: str, timeout: float = 30.0) -> str:
+        """``scancel ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
+        return self.run("scancel", *args, timeout=timeout).stdout
+
+    def node_states(self) -> dict[str, str]:
+        """Each node's long state as ``sinfo`` prints it, e.g. ``{"n1": "idle", "n2": "drained"}``.
+
+        Raises:
+            RealSlurmError: sinfo failed (slurmctld down).
+        """
+        states: dict[str, str] = {}
+        for line in self.sinfo("-h", "-N", "-o", "%N %T").splitlines():
+            name, _, state = line.strip().partition(" ")
+            if name:
+                states[name] = state.strip()
+        return states
+
+    def admin_drain(self, node: str, reason: str) -> None:
+        """Drain ``node`` as an administrator would (``scontrol update ... state=drain``).
+
+        Slurm 22.05's REST API cannot update nodes (405), so tests drain this way; the node
+        then shows ``state_flags`` with ``DRAIN``, ``reason`` and ``reason_set_by_user`` root.
+
+        Raises:
+            RealSlurmError: scontrol refused (unknown node, empty reason).
+        """
+        self.scontrol("update", f"nodename={node}", "state=drain", f"reason={reason}")
+
+    def undrain(self, node: str, *, state: Literal["resume", "undrain"] = "resume") -> None:
+        """Return a drained ``node`` to service (``scontrol update ... state=resume``).
+
+        Args:
+            state: ``resume`` (clears DRAIN and DOWN, what Slinky sends) or ``undrain``
+                (clears DRAIN only).
+
+        Raises:
+            RealSlurmError: scontrol refused (e.g. the node is not drained).
+        """
+        self.scontrol("update", f"nodename={node}", f"state={state}")
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        import asyncio
+
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.stop)
+
+
+class RealSlurm(SlurmRig):
     """One private Slurm 22.05 cluster on loopback, in one work directory.
 
     Use it as a context manager (sync or async), or call :meth:`start` and :meth:`stop`. All
@@ -640,58 +746,6 @@ class RealSlurm:
                 f"{(done.stderr or done.stdout).strip()}"
             )
         return done
-
-    def scontrol(self, *args: str, timeout: float = 30.0) -> str:
-        """``scontrol ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
-        return self.run("scontrol", *args, timeout=timeout).stdout
-
-    def squeue(self, *args: str, timeout: float = 30.0) -> str:
-        """``squeue ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
-        return self.run("squeue", *args, timeout=timeout).stdout
-
-    def sinfo(self, *args: str, timeout: float = 30.0) -> str:
-        """``sinfo ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
-        return self.run("sinfo", *args, timeout=timeout).stdout
-
-    def scancel(self, *args: str, timeout: float = 30.0) -> str:
-        """``scancel ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
-        return self.run("scancel", *args, timeout=timeout).stdout
-
-    def node_states(self) -> dict[str, str]:
-        """Each node's long state as ``sinfo`` prints it, e.g. ``{"n1": "idle", "n2": "drained"}``.
-
-        Raises:
-            RealSlurmError: sinfo failed (slurmctld down).
-        """
-        states: dict[str, str] = {}
-        for line in self.sinfo("-h", "-N", "-o", "%N %T").splitlines():
-            name, _, state = line.strip().partition(" ")
-            if name:
-                states[name] = state.strip()
-        return states
-
-    def admin_drain(self, node: str, reason: str) -> None:
-        """Drain ``node`` as an administrator would (``scontrol update ... state=drain``).
-
-        Slurm 22.05's REST API cannot update nodes (405), so tests drain this way; the node
-        then shows ``state_flags`` with ``DRAIN``, ``reason`` and ``reason_set_by_user`` root.
-
-        Raises:
-            RealSlurmError: scontrol refused (unknown node, empty reason).
-        """
-        self.scontrol("update", f"nodename={node}", "state=drain", f"reason={reason}")
-
-    def undrain(self, node: str, *, state: Literal["resume", "undrain"] = "resume") -> None:
-        """Return a drained ``node`` to service (``scontrol update ... state=resume``).
-
-        Args:
-            state: ``resume`` (clears DRAIN and DOWN, what Slinky sends) or ``undrain``
-                (clears DRAIN only).
-
-        Raises:
-            RealSlurmError: scontrol refused (e.g. the node is not drained).
-        """
-        self.scontrol("update", f"nodename={node}", f"state={state}")
 
     # ----------------------------------------------------------------- start
 
@@ -1085,32 +1139,6 @@ PartitionName=gpu Nodes=n[1-2] MaxTime=60 State=UP
         pidfiles = [*d.glob("*.pid"), d / "munge" / "munged.pid"]
         pids = [_read_pid(p) for p in pidfiles]
         return [p for p in pids if p is not None and _running(p) and _is_ours(p, d)]
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        import asyncio
-
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        import asyncio
-
-        await asyncio.to_thread(self.stop)
 
     def __repr__(self) -> str:
         where = self._workdir or "(no workdir)"

@@ -69,10 +69,9 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Final, Literal, Self
+from typing import Final, Self
 
-from slurmbridge.realslurm import DaemonError, NotInstalledError, RealSlurmError
+from slurmbridge.realslurm import DaemonError, NotInstalledError, RealSlurmError, SlurmRig
 
 __all__ = [
     "RELEASES",
@@ -277,7 +276,7 @@ def _alive(pid: int) -> bool:
 # --------------------------------------------------------------------------- the cluster
 
 
-class ModernSlurm:
+class ModernSlurm(SlurmRig):
     """One throw-away Slurm 24.11 or 26.05 cluster on loopback, in one work directory.
 
     Use it as a context manager (sync or async), or call :meth:`start` and :meth:`stop`.
@@ -569,54 +568,6 @@ class ModernSlurm:
             )
         return done
 
-    def scontrol(self, *args: str, timeout: float = 30.0) -> str:
-        """``scontrol ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
-        return self.run("scontrol", *args, timeout=timeout).stdout
-
-    def squeue(self, *args: str, timeout: float = 30.0) -> str:
-        """``squeue ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
-        return self.run("squeue", *args, timeout=timeout).stdout
-
-    def sinfo(self, *args: str, timeout: float = 30.0) -> str:
-        """``sinfo ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
-        return self.run("sinfo", *args, timeout=timeout).stdout
-
-    def scancel(self, *args: str, timeout: float = 30.0) -> str:
-        """``scancel ARGS`` as root; returns its stdout. Raises :class:`RealSlurmError`."""
-        return self.run("scancel", *args, timeout=timeout).stdout
-
-    def node_states(self) -> dict[str, str]:
-        """Each node's long state as ``sinfo -h -N -o "%N %T"`` prints it, e.g.
-        ``{"n1": "idle", "n2": "drained"}`` (``idle*``: not responding).
-
-        Raises:
-            RealSlurmError: sinfo failed (slurmctld down).
-        """
-        states: dict[str, str] = {}
-        for line in self.sinfo("-h", "-N", "-o", "%N %T").splitlines():
-            name, _, state = line.strip().partition(" ")
-            if name:
-                states[name] = state.strip()
-        return states
-
-    def admin_drain(self, node: str, reason: str) -> None:
-        """Drain ``node`` as an administrator would (``scontrol update ... state=drain``).
-
-        Raises:
-            RealSlurmError: scontrol refused (unknown node, empty reason).
-        """
-        self.scontrol("update", f"nodename={node}", "state=drain", f"reason={reason}")
-
-    def undrain(self, node: str, state: Literal["resume", "undrain"] = "resume") -> None:
-        """Return a drained ``node`` to service (``scontrol update ... state=resume``).
-
-        The node reads ``idle*`` (IDLE+NOT_RESPONDING) for up to about 1 s afterwards.
-
-        Raises:
-            RealSlurmError: scontrol refused (e.g. the node is not drained).
-        """
-        self.scontrol("update", f"nodename={node}", f"state={state}")
-
     def token_for(self, user: str, lifespan: int = 3600) -> str:
         """A JWT for ``user`` (``scontrol token username=USER``), to act as a plain user over
         REST. Slurm accepts jobs only from users that exist in the root file system: see
@@ -669,34 +620,6 @@ class ModernSlurm:
                 f"useradd {name} (uid {uid}) in {self.rootfs} failed (exit {done.returncode}): "
                 f"{done.stderr.strip()}"
             )
-
-    # ----------------------------------------------------------------- contexts
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        import asyncio
-
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        import asyncio
-
-        await asyncio.to_thread(self.stop)
 
     def __repr__(self) -> str:
         where = self._workdir or "(no workdir)"

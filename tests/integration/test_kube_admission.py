@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +18,6 @@ from kubernetes_asyncio import client
 
 from schemas import wellknown
 from schemas.actions import TaintNode, UntaintNode
-from slurmbridge import kube
-from slurmbridge.config import KubeSettings
 from slurmbridge.effectors import KubeEffector
 from slurmbridge.outcomes import Transient
 from slurmbridge.sim.kube import KubeSim
@@ -31,19 +27,6 @@ pytestmark = pytest.mark.integration
 NOT_READY = ("node.kubernetes.io/not-ready", "", "NoSchedule")
 OTHER = ("example.com/dedicated", "gpu", "NoSchedule")
 OURS = (wellknown.TAINT_MANAGED_NODE, "slurm-bridge-scheduler", wellknown.TAINT_MANAGED_NODE_EFFECT)
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    async with KubeSim() as s:
-        yield s
-
-
-@pytest.fixture
-async def api(sim: KubeSim, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
-    settings = KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig")))
-    async with await kube.api_client(settings) as api_client:
-        yield api_client
 
 
 def taints(sim: KubeSim, node: str) -> list[tuple[str, str, str]]:

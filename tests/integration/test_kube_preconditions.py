@@ -17,8 +17,7 @@ report a gone or replaced pod as ``noop``, not as a dead letter.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,8 +26,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.actions import NodeSetRef, PodRef, ScaleNodeSet, SetNodeSetStatus, SetPodLabel
 from schemas.events import NodeSetStatus
-from slurmbridge import kube
-from slurmbridge.config import KubeSettings
 from slurmbridge.effectors import NodeSetEffector
 from slurmbridge.outcomes import Transient
 from slurmbridge.sim.kube import KubeSim
@@ -41,19 +38,6 @@ MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 OTHER_UID = "00000000-0000-0000-0000-000000000000"
 PROTECT = "slinky.slurm.net/pod-protect"
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    async with KubeSim() as s:
-        yield s
-
-
-@pytest.fixture
-async def api(sim: KubeSim, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
-    settings = KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig")))
-    async with await kube.api_client(settings) as api_client:
-        yield api_client
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ server does, and the effector reads a missing ``replicas`` as 0.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +16,6 @@ from kubernetes_asyncio import client
 
 from schemas import wellknown
 from schemas.actions import NodeSetRef, ScaleNodeSet
-from slurmbridge import kube
-from slurmbridge.config import KubeSettings
 from slurmbridge.effectors import NodeSetEffector
 from slurmbridge.sim.kube import KubeSim
 
@@ -29,19 +25,6 @@ NS = "default"
 GROUP, VERSION = "slinky.slurm.net", "v1alpha1"
 DIRECTION = wellknown.ANNOTATION_AUTOSCALE_LAST_DIRECTION
 LAST = wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    async with KubeSim() as s:
-        yield s
-
-
-@pytest.fixture
-async def api(sim: KubeSim, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
-    settings = KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig")))
-    async with await kube.api_client(settings) as api_client:
-        yield api_client
 
 
 def nodeset(name: str, replicas: int) -> dict[str, Any]:
