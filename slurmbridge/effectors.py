@@ -704,6 +704,12 @@ class PodEffector:
             }
         ]
         if not label_ok:
+            stale_node = wellknown.ANNOTATION_SLURM_NODE in (raw.metadata.annotations or {})
+            if stale_node and not raw.spec.nodeName:
+                # Relabelled to another job while unbound (its old job ended or vanished):
+                # the node the old job named is not where the new one will run.
+                path = "/metadata/annotations/" + _pointer(wellknown.ANNOTATION_SLURM_NODE)
+                ops.append({"op": "remove", "path": path})
             if labels:
                 path = "/metadata/labels/" + _pointer(wellknown.LABEL_SLURM_JOBID)
                 ops.append({"op": "add", "path": path, "value": str(job_id)})
