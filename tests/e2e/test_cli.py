@@ -64,7 +64,11 @@ def test_demo_jsonl_tells_the_story(tmp_path: Path) -> None:
     creates = [
         r for r in records if r["key"] == "ext-1" and r["action"]["action"] == "CreateSlurmNode"
     ]
-    assert [r["outcome"] for r in creates] == ["ok", "ok"]
+    # Created twice; a create decided again before the log caught up is a harmless noop
+    # (the effector finds the node there).
+    outcomes = [r["outcome"] for r in creates]
+    assert outcomes.count("ok") == 2
+    assert set(outcomes) <= {"ok", "noop"}
     # The workload story: the 3-pod Job is one placeholder job, bound, run, cleaned up.
     group = "default/Job:train"
     ok = [r for r in records if r["key"] == group and r["outcome"] == "ok"]
