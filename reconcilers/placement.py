@@ -105,8 +105,6 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     now: float = 0.0
     #: The log holds a complete, current listing of the cluster (base.slurm_listed).
     listed: bool = True
-    #: The job the pods' label named before it was found stale (ended, or gone).
-    stale_label: int | None = None
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -139,14 +137,13 @@ def _stale(job: SlurmJob | None, job_id: int, store: Store, source: str, listed:
     return any(j.job_id > job_id for j in store.values(SlurmJob, source) if not j.deleted)
 
 
-def _job_of_marker(store: Store, group_key: str, source: str) -> SlurmJob | None:
-    """The newest live job of ours whose marker names ``group_key`` (the job's word)."""
+def _job_of_marker(store: Store, marker: str, source: str) -> SlurmJob | None:
+    """The newest live job of ours whose ``comment`` is ``marker`` (the job's word): an index
+    lookup, not a scan of every job, as this runs for every group without a job label."""
     jobs = [
         j
-        for j in store.values(SlurmJob, source)
-        if not j.deleted
-        and j.base_state not in ENDED
-        and _pods.group_key_of_marker(j.comment) == group_key
+        for j in store.by_field(SlurmJob, "comment", marker)
+        if j.source == source and not j.deleted and j.base_state not in ENDED
     ]
     return max(jobs, key=lambda j: j.job_id) if jobs else None
 
@@ -165,15 +162,15 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     job_id = job_id_of(live)
     job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
     listed = slurm_listed(store, ctx.cluster)
-    stale_label: int | None = None
-    if job_id is not None and not any(p.node_name for p in live) and _stale(job, job_id, store,
-                                                                              source, listed):
+    unbound = not any(p.node_name for p in live)
+    if job_id is not None and unbound and _stale(job, job_id, store, source, listed):
         # Slinky treats a label naming a job that ended or that Slurm no longer has as no
         # job (an administrator scancel-ed the pending placeholder): take the live job of
         # ours whose marker names the group, if any, else submit again.
-        stale_label, job_id, job = job_id, None, None
-    if job_id is None and listed:
-        job = _job_of_marker(store, group.key, source)
+        job_id, job = None, None
+    if job_id is None and listed and live:
+        marker = _pods.marker(group, _pods.root_uid(group, live, workload))
+        job = _job_of_marker(store, marker, source)
         job_id = job.job_id if job is not None else None
     node_map: dict[str, str] = {}
     if job is not None:
@@ -227,7 +224,6 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         mcs_label=ctx.mcs_label,
         now=ctx.now,
         listed=listed,
-        stale_label=stale_label,
     )
 
 

@@ -442,6 +442,21 @@ async def _patch_pod(
     )
 
 
+async def _read_pod(core: client.CoreV1Api, pod: PodRef) -> RawPod | None:
+    """The live pod, or None when it is gone or another pod has its name now (another uid)."""
+    try:
+        raw = _POD.decode(
+            await _raw(core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False))
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if pod.uid and raw.metadata.uid != pod.uid:
+        return None
+    return raw
+
+
 async def _none() -> None:
     """No job to read (a DeletePod for an orphan names job 0)."""
 
@@ -529,22 +544,6 @@ class PodEffector:
             raise Permanent(f"{name}: {exc}") from exc
         raise Permanent(f"PodEffector cannot perform {name}")
 
-    async def _read(self, pod: PodRef) -> RawPod | None:
-        """The live pod, or None when it is gone or was re-created (another uid)."""
-        try:
-            raw = _POD.decode(
-                await _raw(
-                    self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
-                )
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        if pod.uid and raw.metadata.uid != pod.uid:
-            return None
-        return raw
-
     async def _patch(self, pod: PodRef, body: Any, content_type: str = MERGE) -> None:
         await _patch_pod(self.core, pod, body, content_type)
 
@@ -593,7 +592,7 @@ class PodEffector:
             # already run) marking them costs one request each, not two.
             try:
                 job_id, read = await asyncio.gather(
-                    submit, asyncio.gather(*(self._read(pod) for pod in action.pods))
+                    submit, asyncio.gather(*(_read_pod(self.core, pod) for pod in action.pods))
                 )
             except slurm_errors.Rejected as exc:
                 return await self._refused(action, exc)
@@ -668,7 +667,7 @@ class PodEffector:
         between (the patch's test fails) is read again once before giving up for now."""
         for attempt in range(2):
             if raw is None or attempt:
-                raw = await self._read(pod)
+                raw = await _read_pod(self.core, pod)
             try:
                 return await self._mark_once(pod, job_id, scheduler_name, raw)
             except ApiException as exc:
@@ -772,7 +771,7 @@ class PodEffector:
                 return EffectResult("noop", "pod is gone")
             if exc.status != 409:
                 raise
-            raw = await self._read(action.pod)
+            raw = await _read_pod(self.core, action.pod)
             if raw is None:
                 return EffectResult("noop", "pod is gone")
             if raw.spec.nodeName == action.node:
@@ -831,7 +830,7 @@ class PodEffector:
         # Both reads at once: the pod is only deleted if the job, read from Slurm now, is
         # not RUNNING (fail closed), and the pod read gives the uid precondition.
         job, raw = await asyncio.gather(
-            c.get_job(action.job_id) if action.job_id else _none(), self._read(action.pod)
+            c.get_job(action.job_id) if action.job_id else _none(), _read_pod(self.core, action.pod)
         )
         if job is not None and job.base_state == "RUNNING":
             return EffectResult("skipped", f"job {action.job_id} is RUNNING")
@@ -856,7 +855,7 @@ class PodEffector:
         return EffectResult("ok", action.why)
 
     async def _unfinalize(self, action: RemovePodFinalizer) -> EffectResult:
-        raw = await self._read(action.pod)
+        raw = await _read_pod(self.core, action.pod)
         if raw is None:
             return EffectResult("noop", "pod is gone")
         finalizers = list(raw.metadata.finalizers or [])
@@ -1283,7 +1282,7 @@ class NodeSetEffector:
         a precondition failure. Without a labels map to add to, the patch also tests the
         resourceVersion read, so labels added meanwhile are never overwritten."""
         pod = action.pod
-        raw = await self._read_pod(pod)
+        raw = await _read_pod(self.core, pod)
         if raw is None:
             return EffectResult("noop", "pod is gone")
         labels = raw.metadata.labels or {}
@@ -1313,29 +1312,13 @@ class NodeSetEffector:
                 return EffectResult("noop", "pod is gone")
             if exc.status != 422:
                 raise
-            now = await self._read_pod(pod)
+            now = await _read_pod(self.core, pod)
             if now is None or now.metadata.uid != raw.metadata.uid:
                 return EffectResult("noop", "pod is gone")
             if now.metadata.resourceVersion != raw.metadata.resourceVersion:
                 raise Transient(f"SetPodLabel: pod {pod.key} changed meanwhile", 0.1) from exc
             raise
         return EffectResult("ok")
-
-    async def _read_pod(self, pod: PodRef) -> RawPod | None:
-        """The live pod, or None when it is gone or another pod has its name now."""
-        try:
-            raw = _POD.decode(
-                await _raw(
-                    self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
-                )
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        if pod.uid and raw.metadata.uid != pod.uid:
-            return None
-        return raw
 
 
 class Router:

@@ -469,6 +469,28 @@ class SlurmRig(abc.ABC):
     (:class:`RealSlurm` for Debian's 22.05, ``realslurm_modern.ModernSlurm`` for 24.11 and
     26.05 under chroot)."""
 
+    #: The cluster's own directory (None until given or made by :meth:`start`).
+    _workdir: Path | None = None
+
+    @property
+    def workdir(self) -> Path:
+        """The work directory (set at construction or by :meth:`start`).
+
+        Raises:
+            RealSlurmError: not started and no directory was given.
+        """
+        if self._workdir is None:
+            raise RealSlurmError(
+                f"{type(self).__name__} has no work directory yet: call start() first"
+            )
+        return self._workdir
+
+    @property
+    def conf(self) -> Path:
+        """Path of ``slurm.conf`` (what ``SLURM_CONF`` must name; the same path inside a
+        chroot)."""
+        return self.workdir / "etc" / "slurm.conf"
+
     @abc.abstractmethod
     def start(self) -> Self:
         """Bring the cluster up (idempotent for a started rig)."""
@@ -618,22 +640,6 @@ class RealSlurm(SlurmRig):
         """Wall-clock seconds the last :meth:`start` took (None before)."""
 
     # ----------------------------------------------------------------- public properties
-
-    @property
-    def workdir(self) -> Path:
-        """The work directory (set at construction or by :meth:`start`).
-
-        Raises:
-            RealSlurmError: not started and no directory was given.
-        """
-        if self._workdir is None:
-            raise RealSlurmError("RealSlurm has no work directory yet: call start() first")
-        return self._workdir
-
-    @property
-    def conf(self) -> Path:
-        """Path of ``slurm.conf`` (what ``SLURM_CONF`` must name)."""
-        return self.workdir / "etc" / "slurm.conf"
 
     @property
     def url(self) -> str:

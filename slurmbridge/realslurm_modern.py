@@ -342,22 +342,6 @@ class ModernSlurm(SlurmRig):
         return self._release
 
     @property
-    def workdir(self) -> Path:
-        """The work directory (set at construction or by :meth:`start`).
-
-        Raises:
-            RealSlurmError: not started and no directory was given.
-        """
-        if self._workdir is None:
-            raise RealSlurmError("ModernSlurm has no work directory yet: call start() first")
-        return self._workdir
-
-    @property
-    def conf(self) -> Path:
-        """Path of ``slurm.conf`` (the same path inside the chroot)."""
-        return self.workdir / "etc" / "slurm.conf"
-
-    @property
     def env_file(self) -> Path:
         """``slurm.env``: shell ``export`` lines for this cluster (no token in it)."""
         return self.workdir / "slurm.env"
