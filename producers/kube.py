@@ -1018,6 +1018,12 @@ class Watcher(Generic[E]):
                             self.resource,
                             self.missing_retry,
                         )
+                        if not self.last:
+                            # None can exist: a complete, empty list (a pod naming a
+                            # PodGroup of an uninstalled CRD is placed from its owner).
+                            # Objects seen before are kept, not tombstoned: an API server
+                            # that is starting answers 404 for CRDs until it serves them.
+                            await self._listed("", time.time_ns())
                     self.missing = True
                     await asyncio.sleep(self.missing_retry)
                 except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
@@ -1123,19 +1129,25 @@ class Watcher(Generic[E]):
         # Last, after every object and tombstone of the list: the log now holds a complete
         # list of this resource (reconcilers.base.kube_listed). Two producers listing the same
         # resourceVersion dedupe on the message id.
-        marker = KubeListed(
-            source=subjects.KUBE_SOURCE,
-            key=self.resource,
-            observed_at=now,
-            version=list_rv,
-            producer=self.producer,
-            resource=self.resource,
-        )
-        await self.publish([(marker, f"listed:{self.resource}:{list_rv}")])
+        await self._listed(list_rv, now)
+        self.missing = False
         self._republish = False
         self.resource_version = list_rv
         self.alive_at = time.monotonic()
         self.listed.set()
+
+    async def _listed(self, version: str, now: int) -> None:
+        """Publish the ``KubeListed`` marker of this resource at ``version`` (two producers
+        listing the same resourceVersion dedupe on the message id)."""
+        marker = KubeListed(
+            source=subjects.KUBE_SOURCE,
+            key=self.resource,
+            observed_at=now,
+            version=version,
+            producer=self.producer,
+            resource=self.resource,
+        )
+        await self.publish([(marker, f"listed:{self.resource}:{version}")])
 
     async def _publish(self, batch: list[tuple[E, str]]) -> None:
         await self._drain_inflight()
@@ -1604,4 +1616,3 @@ class ScalerWatcher(Watcher[KubeScaler]):
 def seed_from(values: Any) -> dict[str, Any]:
     """Index the projection's live observations by key (the producer's seed)."""
     return {n.key: n for n in values if isinstance(n, Event)}
-

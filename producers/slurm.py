@@ -81,6 +81,7 @@ def node_to_event(
         gres=node.gres,
         address=node.address,
         comment=node.comment,
+        topology=node.topology,
     )
     return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
 

@@ -5,7 +5,9 @@
 * a JobSet — label ``jobset.sigs.k8s.io/jobset-name``;
 * one LeaderWorkerSet replica — labels ``leaderworkerset.sigs.k8s.io/name`` and
   ``leaderworkerset.sigs.k8s.io/group-index``;
-* a coscheduling PodGroup — label ``scheduling.x-k8s.io/pod-group``;
+* a coscheduling PodGroup — label ``scheduling.x-k8s.io/pod-group``, when that PodGroup
+  exists (:func:`resolve_group`: a pod naming a PodGroup that a complete Kubernetes list
+  lacks is translated from its owner, as Slinky's ``slurmjobir.TranslateToSlurmJobIR`` does);
 * a batch/v1 Job — its controller ``ownerReference``;
 * otherwise the pod alone ("bare" pod, also pods of other controllers).
 
@@ -63,10 +65,11 @@ from typing import Final
 
 import msgspec
 
-from reconcilers.base import Store
+from reconcilers.base import Store, kube_listed
 from schemas import wellknown
 from schemas.actions import RecordEvent, SlurmJobSpec
-from schemas.events import KubePod, KubeWorkload, workload_key
+from schemas.events import KubePod, KubeWorkload, SlurmJob, workload_key
+from schemas.subjects import slurm_source
 
 LABEL_JOBSET: Final = "jobset.sigs.k8s.io/jobset-name"
 LABEL_LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
@@ -75,6 +78,8 @@ LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
 #: Label of the pods of a Job before Kubernetes 1.27 (still set next to the new one).
 LABEL_JOB_NAME_LEGACY: Final = "job-name"
+#: The watcher listing name of coscheduling PodGroups (``KubeListed.resource``).
+PODGROUPS: Final = "podgroups"
 
 MIB: Final = 1024 * 1024
 #: A CPU quantity: a decimal number with an optional milli or SI suffix (``500m``, ``2``,
@@ -135,8 +140,10 @@ class TranslationError(ValueError):
         self.reason = reason
 
 
-def group_of(pod: KubePod) -> Group:
-    """The group a pod belongs to (module docstring, first match wins)."""
+def group_of(pod: KubePod, *, pod_group: bool = True) -> Group:
+    """The group a pod belongs to by its labels and owner (module docstring, first match
+    wins); ``pod_group=False`` ignores the coscheduling label (the PodGroup does not exist).
+    Reconcilers use :func:`resolve_group`, which knows whether the PodGroup exists."""
     ns, labels = pod.namespace, pod.labels
     if name := labels.get(LABEL_JOBSET):
         return Group(namespace=ns, kind="JobSet", name=name)
@@ -146,7 +153,7 @@ def group_of(pod: KubePod) -> Group:
             kind="LeaderWorkerSet",
             name=f"{name}/{labels.get(LABEL_LWS_GROUP_INDEX, '0')}",
         )
-    if name := labels.get(LABEL_POD_GROUP):
+    if pod_group and (name := labels.get(LABEL_POD_GROUP)):
         return Group(namespace=ns, kind="PodGroup", name=name)
     if (
         pod.owner is not None
@@ -155,6 +162,37 @@ def group_of(pod: KubePod) -> Group:
     ):
         return Group(namespace=ns, kind="Job", name=pod.owner.name)
     return Group(namespace=ns, kind="Pod", name=pod.name)
+
+
+def resolve_group(pod: KubePod, store: Store, cluster: str) -> Group:
+    """The group a pod belongs to, knowing which coscheduling PodGroups exist.
+
+    Slinky slurm-bridge (``slurmjobir.TranslateToSlurmJobIR``): a pod whose
+    ``scheduling.x-k8s.io/pod-group`` names a PodGroup that does not exist is translated from
+    its owner (its Job, or the pod alone). "Does not exist" needs a complete list of
+    PodGroups in the log (``KubeListed`` ``podgroups``; a 404 for the CRD counts as an empty
+    list): before it, the pod waits for its PodGroup. A pod that already carries a job label
+    keeps the group its job's marker names (the job's word), so a PodGroup created or deleted
+    after the pod was placed never moves a placed pod between groups (which would make the
+    group it left look empty and its job "orphaned").
+    """
+    group = group_of(pod)
+    if group.kind != "PodGroup":
+        return group
+    alone = group_of(pod, pod_group=False)
+    raw = pod.labels.get(wellknown.LABEL_SLURM_JOBID, "")
+    if raw.isdigit():
+        job = store.get(SlurmJob, raw, slurm_source(cluster))
+        if job is not None:
+            named = group_key_of_marker(job.comment)
+            if named == group.key:
+                return group
+            if named == alone.key:
+                return alone
+    root = group.root_key
+    if root is not None and store.get(KubeWorkload, root) is None and kube_listed(store, PODGROUPS):
+        return alone
+    return group
 
 
 def parse_group_key(key: str) -> Group | None:
@@ -166,11 +204,12 @@ def parse_group_key(key: str) -> Group | None:
     return Group(namespace=ns, kind=kind, name=name)
 
 
-def pods_of(group: Group, store: Store) -> list[KubePod]:
-    """The group's pods in the projection (any scheduler, any phase), sorted by name."""
+def pods_of(group: Group, store: Store, cluster: str) -> list[KubePod]:
+    """The group's pods in the projection (any scheduler, any phase), sorted by name; a pod
+    belongs to the group :func:`resolve_group` gives it."""
     if group.kind == "Pod":
         pod = store.get(KubePod, f"{group.namespace}/{group.name}")
-        return [pod] if pod is not None else []
+        return [pod] if pod is not None and resolve_group(pod, store, cluster) == group else []
     if group.kind == "JobSet":
         found: Iterable[KubePod] = store.by_label(KubePod, LABEL_JOBSET, group.name)
     elif group.kind == "LeaderWorkerSet":
@@ -181,23 +220,35 @@ def pods_of(group: Group, store: Store) -> list[KubePod]:
         found = store.by_label(KubePod, LABEL_JOB_NAME, group.name)
     else:
         return []
-    out = [p for p in found if p.namespace == group.namespace and group_of(p) == group]
+    out = [
+        p
+        for p in found
+        if p.namespace == group.namespace and resolve_group(p, store, cluster) == group
+    ]
     return sorted(out, key=lambda p: p.name)
 
 
-def groups_under(workload: KubeWorkload, store: Store) -> list[str]:
-    """Keys of the groups whose root is ``workload`` (a LeaderWorkerSet has one per replica)."""
+def groups_under(workload: KubeWorkload, store: Store, cluster: str) -> list[str]:
+    """Keys of the groups whose root is ``workload`` (a LeaderWorkerSet has one per replica;
+    a PodGroup's pods also belong to the groups they were placed in while it did not exist)."""
     if workload.workload_kind == "LeaderWorkerSet":
         return sorted(
             {
-                group_of(p).key
+                resolve_group(p, store, cluster).key
                 for p in store.by_label(KubePod, LABEL_LWS_NAME, workload.name)
                 if p.namespace == workload.namespace
             }
         )
-    return [
-        Group(namespace=workload.namespace, kind=workload.workload_kind, name=workload.name).key
-    ]
+    own = Group(namespace=workload.namespace, kind=workload.workload_kind, name=workload.name)
+    if workload.workload_kind != "PodGroup":
+        return [own.key]
+    keys = {own.key}
+    keys.update(
+        resolve_group(p, store, cluster).key
+        for p in store.by_label(KubePod, LABEL_POD_GROUP, workload.name)
+        if p.namespace == workload.namespace
+    )
+    return sorted(keys)
 
 
 def marker(group: Group, root_uid: str) -> str:

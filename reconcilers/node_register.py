@@ -18,6 +18,9 @@ Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Ass
   ``Feature=`` it has when the node is created, and a later feature update does not move it
   (observed on Slurm 26.05.5), so updating features in place would change nothing that
   matters;
+* the topology annotation changed or was removed ⇒ the node's topology is updated in place
+  (``topology_str``, REST v0.0.43+; ``""`` clears it), as Slinky's ``updateNodeTopology``
+  does; on older API versions (no ``node.topology``) nothing is compared or sent;
 * label removed from a node Slurm knows as EXTERNAL ⇒ drain, wait until drained, delete;
 * labelled, but Slurm already has a node of that name that is not EXTERNAL (slurm.conf, or
   its own slurmd) ⇒ nothing is sent to Slurm; condition ``SlurmNodeRegistered=False``
@@ -52,6 +55,7 @@ from schemas.actions import (
     RecordEvent,
     SetNodeCondition,
     UndrainSlurmNode,
+    UpdateSlurmNodeTopology,
 )
 from schemas.events import Event, KubeNode, SlurmNode, SlurmPartition
 from schemas.subjects import slurm_source
@@ -283,9 +287,7 @@ def decide(v: View) -> Decision:
         cond = _condition(node, "False", "NotExternal", msg)
         if not cond:
             return Decision(reason=msg)
-        return Decision(
-            actions=(*cond, _event(node, "NotExternal", msg, warning=True)), reason=msg
-        )
+        return Decision(actions=(*cond, _event(node, "NotExternal", msg, warning=True)), reason=msg)
     resources_changed = (
         slurm.cpus != d.cpus or slurm.real_memory != d.real_memory or slurm.gres != d.gres
     )
@@ -314,6 +316,17 @@ def decide(v: View) -> Decision:
     if slurm.has("DRAIN") and slurm.reason.startswith(OWNED):
         # A removal or re-registration was reversed before it completed: our drain goes.
         actions.append(UndrainSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED))
+    if slurm.topology is not None and slurm.topology != d.topology:
+        # Slinky's updateNodeTopology: in place, no re-registration (Slurm 26.05.5 moves the
+        # node between blocks at once, recorded); None: the API version does not report
+        # topology, so there is nothing to compare and no update is sent.
+        what = f"to {d.topology!r}" if d.topology else "cleared"
+        actions.append(
+            UpdateSlurmNodeTopology(cluster=v.cluster, node=slurm.key, topology=d.topology)
+        )
+        actions.append(
+            _event(node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}")
+        )
     actions.extend(_condition(node, "True", "Registered", f"Slurm node {slurm.key} is registered"))
     if not actions:
         return NOTHING

@@ -18,6 +18,11 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
 * Slurm refused the submit for good (the effector wrote ``PodScheduled=False``, reason
   ``SlurmJobRejected``, with Slurm's error and a Warning Event) ⇒ no new submit until
   :data:`RESUBMIT_AFTER_S` after that condition's ``lastTransitionTime``;
+* a pod names a coscheduling PodGroup that a complete Kubernetes list lacks ⇒ after
+  :data:`PODGROUP_GRACE_S` from the pod's creation, it is placed from its owner (its Job, or
+  alone) with a Warning Event (Slinky slurm-bridge ``slurmjobir.TranslateToSlurmJobIR``); a
+  PodGroup that is Running, Finished, Failed or Unknown ⇒ its pods are not placed again
+  (Slinky ``PreFilterPodGroupCoscheduling``);
 * the job is RUNNING with nodes ⇒ each unbound pod is annotated ``slinky.slurm.net/slurm-node``
   and bound (Binding subresource) to the Kubernetes node mapped from its Slurm node; pods are
   spread over the job's nodes in name order;
@@ -31,7 +36,7 @@ pod gets a new job instead of joining the ended one.
 
 Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload, SlurmJob,
 SlurmPartition (a partition appearing may unblock a group), KubeNode (the exclusions of pending
-jobs).
+jobs), KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from schemas.actions import (
 )
 from schemas.events import (
     Event,
+    KubeListed,
     KubeNode,
     KubePod,
     KubeWorkload,
@@ -78,6 +84,12 @@ RESUBMIT_AFTER_S = 300.0
 #: PodGroup phases whose pods are not placed again, and the condition reason saying so.
 PODGROUP_DONE = frozenset({"Running", "Finished", "Failed", "Unknown"})
 PODGROUP_NOT_PENDING = "PodGroupNotSchedulable"
+#: Event reason on a pod placed alone because the PodGroup its label names does not exist.
+PODGROUP_MISSING = "PodGroupNotFound"
+#: Seconds a pod naming a missing PodGroup waits (from its creation) before it is placed
+#: without it: ``kubectl apply`` of a PodGroup and its pods reaches the log through two
+#: watches, and the pods may come first.
+PODGROUP_GRACE_S = 15.0
 #: Seconds between looks at orphan pods while the log holds no complete Slurm listing.
 ORPHAN_RECHECK_S = 10.0
 
@@ -154,7 +166,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     if group is None:
         return None
     source = slurm_source(ctx.cluster)
-    pods = tuple(p for p in _pods.pods_of(group, store) if p.scheduler_name == ctx.scheduler_name)
+    pods = tuple(
+        p
+        for p in _pods.pods_of(group, store, ctx.cluster)
+        if p.scheduler_name == ctx.scheduler_name
+    )
     workload = store.get(KubeWorkload, group.root_key) if group.root_key else None
     # Only live pods name the group's job: a finished pod's label names a job that ended with
     # it, and a pod created after it (a Job's retry) needs a new job, not that one.
@@ -362,6 +378,17 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             f"PodGroup {wl.name} is {wl.phase}: its pods are not placed again",
             reason=PODGROUP_NOT_PENDING,
         )
+    alone = [p for p in live if _pods.LABEL_POD_GROUP in p.labels and v.group.kind != "PodGroup"]
+    if alone:
+        # The PodGroup the pods name does not exist (a complete list lacks it): Slinky
+        # translates such a pod from its owner. Not at once: the PodGroup may be on its way.
+        ready_at = max(p.created_at for p in alone) + PODGROUP_GRACE_S
+        if ready_at > v.now:
+            return Decision(
+                requeue_after=ready_at - v.now,
+                reason="PodGroup not found: placing the pods without it in "
+                f"{ready_at - v.now:.0f} s unless it appears",
+            )
     expected = v.workload.size if v.workload is not None else 0
     if v.group.root_key is not None and v.workload is None:
         return Decision(reason=f"waiting for {v.group.root_key} to be observed")
@@ -389,8 +416,18 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         )
     marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))
     first = live[0]
+    missing = tuple(
+        _pods.pod_event(
+            p,
+            PODGROUP_MISSING,
+            f"PodGroup {p.labels[_pods.LABEL_POD_GROUP]} does not exist: placed as {v.group.key}",
+            warning=True,
+        )
+        for p in alone
+    )
     return Decision(
         actions=(
+            *missing,
             SubmitSlurmJob(
                 cluster=v.cluster,
                 group=v.group.key,
@@ -414,15 +451,23 @@ def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
     marker; SlurmPartition ⇒ groups still without a job."""
     if isinstance(event, KubePod):
         # Tombstones keep labels, owner and schedulerName, so they still name their group.
-        return [_pods.group_of(event).key] if event.scheduler_name == ctx.scheduler_name else []
+        return (
+            [_pods.resolve_group(event, store, ctx.cluster).key]
+            if event.scheduler_name == ctx.scheduler_name
+            else []
+        )
     if isinstance(event, SlurmJob):
         if event.cluster and event.cluster != ctx.cluster:
             return []
         key = _pods.group_key_of_marker(event.comment)
         return [key] if key is not None else []
     if isinstance(event, KubeWorkload):
-        return _pods.groups_under(event, store)
-    if isinstance(event, SlurmPartition):
+        return _pods.groups_under(event, store, ctx.cluster)
+    if isinstance(event, SlurmPartition) or (
+        isinstance(event, KubeListed) and event.resource == _pods.PODGROUPS
+    ):
+        # A partition appearing may unblock a group; a complete PodGroup list tells which
+        # pods name a PodGroup that does not exist.
         return _waiting_groups(store, ctx)
     if isinstance(event, KubeNode):
         # A node cordoned, uncordoned, Ready or not: the exclusions of pending jobs follow.
@@ -440,7 +485,7 @@ def _pending_groups(store: Store, ctx: Context) -> list[str]:
 
 def _waiting_groups(store: Store, ctx: Context) -> list[str]:
     keys = {
-        _pods.group_of(p).key
+        _pods.resolve_group(p, store, ctx.cluster).key
         for p in store.values(KubePod)
         if p.scheduler_name == ctx.scheduler_name
         and _live(p)
@@ -453,7 +498,7 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
     """Every group with a live pod of ours."""
     return sorted(
         {
-            _pods.group_of(p).key
+            _pods.resolve_group(p, store, ctx.cluster).key
             for p in store.values(KubePod)
             if p.scheduler_name == ctx.scheduler_name and _live(p)
         }
@@ -462,7 +507,7 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubePod, KubeWorkload, SlurmJob, SlurmPartition, KubeNode),
+    triggers=(KubePod, KubeWorkload, SlurmJob, SlurmPartition, KubeNode, KubeListed),
     key_kind="PodGroup",
     keys_of=keys_of,
     all_keys=all_keys,

@@ -114,7 +114,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     if group is None:
         return None
     source = slurm_source(ctx.cluster)
-    pods = tuple(p for p in _pods.pods_of(group, store) if _ours(p, ctx))
+    pods = tuple(p for p in _pods.pods_of(group, store, ctx.cluster) if _ours(p, ctx))
     ids = [
         int(raw) for p in pods if (raw := p.labels.get(wellknown.LABEL_SLURM_JOBID, "")).isdigit()
     ]
@@ -343,7 +343,7 @@ def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
     """KubePod ⇒ its group; SlurmJob ⇒ the group in its marker; KubeNode ⇒ groups with a pod
     being deleted on it."""
     if isinstance(event, KubePod):
-        return [_pods.group_of(event).key] if _ours(event, ctx) else []
+        return [_pods.resolve_group(event, store, ctx.cluster).key] if _ours(event, ctx) else []
     if isinstance(event, SlurmJob):
         if event.cluster and event.cluster != ctx.cluster:
             return []
@@ -354,7 +354,7 @@ def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
             return []
         return sorted(
             {
-                _pods.group_of(p).key
+                _pods.resolve_group(p, store, ctx.cluster).key
                 for p in store.values(KubePod)
                 if p.deleting and p.node_name == event.key and _ours(p, ctx)
             }
@@ -364,7 +364,11 @@ def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
 
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
     """Every group with a pod of ours, and every group named by a live job of ours."""
-    keys = {_pods.group_of(p).key for p in store.values(KubePod) if _ours(p, ctx)}
+    keys = {
+        _pods.resolve_group(p, store, ctx.cluster).key
+        for p in store.values(KubePod)
+        if _ours(p, ctx)
+    }
     for j in store.values(SlurmJob, slurm_source(ctx.cluster)):
         key = _pods.group_key_of_marker(j.comment)
         if key is not None and j.base_state not in ENDED:

@@ -106,6 +106,16 @@ class UpdateSlurmNodeFeatures(Action, frozen=True, kw_only=True, tag="UpdateSlur
     features: tuple[str, ...]
 
 
+class UpdateSlurmNodeTopology(Action, frozen=True, kw_only=True, tag="UpdateSlurmNodeTopology"):
+    """Set the topology spec of dynamic Slurm node ``node`` (``name:unit[,name:unit]``; ``""``
+    clears it) — ``update_node_msg.topology_str``, REST v0.0.43+ (Slinky slurm-bridge node
+    controller, ``updateNodeTopology``)."""
+
+    cluster: str
+    node: str
+    topology: str
+
+
 class SetNodeCondition(Action, frozen=True, kw_only=True, tag="SetNodeCondition"):
     """Ensure Kubernetes node ``node`` has condition ``type`` with this status/reason/message
     (``status``: "True" | "False" | "Unknown")."""
@@ -411,6 +421,7 @@ AnyAction = (
     | CreateSlurmNode
     | DeleteSlurmNode
     | UpdateSlurmNodeFeatures
+    | UpdateSlurmNodeTopology
     | SetNodeCondition
     | RecordEvent
     | SubmitSlurmJob
@@ -489,6 +500,7 @@ ACTIONS: Final[dict[str, type[Action]]] = {
         CreateSlurmNode,
         DeleteSlurmNode,
         UpdateSlurmNodeFeatures,
+        UpdateSlurmNodeTopology,
         SetNodeCondition,
         RecordEvent,
         SubmitSlurmJob,

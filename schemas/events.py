@@ -290,6 +290,8 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     ``("IDLE", "DRAIN")`` is drained, ``("ALLOCATED", "DRAIN")`` is draining (v0.0.38's
     ``state``/``state_flags`` pair and v0.0.40+'s state array both map onto it).
     ``real_memory`` is in MiB. ``reason_changed_at`` is seconds since the epoch (0 = unset).
+    ``topology``: a dynamic node's topology spec (``topo1:b1``, ``""`` none); ``None`` when
+    the cluster's REST API version does not report it (before v0.0.43).
     """
 
     cluster: str = ""
@@ -305,6 +307,7 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     gres: str = ""
     address: str = ""
     comment: str = ""
+    topology: str | None = None
 
     @property
     def base_state(self) -> str:

@@ -65,6 +65,7 @@ from schemas.actions import (
     UndrainSlurmNode,
     UntaintNode,
     UpdateSlurmNodeFeatures,
+    UpdateSlurmNodeTopology,
 )
 from slurmbridge.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
@@ -223,7 +224,12 @@ class KubeEffector:
         }
         # Typed stubs omit `_content_type`; the generated client accepts it.
         patch_node: Any = self.core.patch_node
-        await _raw(patch_node(action.node, body, _content_type=SMP, _preload_content=False))
+        try:
+            await _raw(patch_node(action.node, body, _content_type=SMP, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:  # deleted between the read and the patch
+                return EffectResult("noop", "node is gone")
+            raise
         return EffectResult("ok")
 
     async def _condition(self, action: SetNodeCondition) -> EffectResult:
@@ -356,6 +362,8 @@ class SlurmEffector:
                 return await self._delete(action)
             if isinstance(action, UpdateSlurmNodeFeatures):
                 return await self._features(action)
+            if isinstance(action, UpdateSlurmNodeTopology):
+                return await self._topology(action)
         except slurm_errors.Unsupported as exc:
             return EffectResult("unsupported", str(exc))
         except slurm_errors.NotFound:
@@ -417,6 +425,18 @@ class SlurmEffector:
         if sorted(node.features) == sorted(action.features):
             return EffectResult("noop", "features already set")
         await c.update_node(action.node, NodeUpdate(features=action.features))
+        return EffectResult("ok")
+
+    async def _topology(self, action: UpdateSlurmNodeTopology) -> EffectResult:
+        c = self._client(action.cluster)
+        c.require("update_node")
+        node = await c.get_node(action.node)
+        if node.topology is None:
+            # v0.0.42 would answer 200 and ignore topology_str (with a warning).
+            raise slurm_errors.Unsupported(c.api_version or "", "update_node topology")
+        if node.topology == action.topology:
+            return EffectResult("noop", "topology already set")
+        await c.update_node(action.node, NodeUpdate(topology=action.topology))
         return EffectResult("ok")
 
 
@@ -671,6 +691,8 @@ class PodEffector:
             try:
                 return await self._mark_once(pod, job_id, scheduler_name, raw)
             except ApiException as exc:
+                if exc.status == 404:  # deleted between the read and the patch
+                    return 0
                 if exc.status != 422:
                     raise
                 if attempt:  # changing under us: let the redelivery read it afresh
@@ -877,8 +899,23 @@ class PodEffector:
         return EffectResult("ok", action.why)
 
     async def _condition(self, action: SetPodCondition) -> EffectResult:
-        now = _now()
+        """Read the pod (its uid must be the action's: a pod re-created under the name gets
+        its own decision), then strategic-merge its condition with the resourceVersion read
+        as precondition; ``lastTransitionTime`` moves only when the status flips (Kubernetes
+        API conventions)."""
+        raw = await _read_pod(self.core, action.pod)
+        if raw is None:
+            return EffectResult("noop", "pod is gone")
+        cur = next((c for c in raw.status.conditions or [] if c.type == action.type), None)
+        if cur is not None and (cur.status, cur.reason, cur.message) == (
+            action.status,
+            action.reason,
+            action.message,
+        ):
+            return EffectResult("noop", "condition already set")
+        since = cur.lastTransitionTime if cur is not None and cur.status == action.status else None
         body = {
+            "metadata": {"resourceVersion": raw.metadata.resourceVersion},
             "status": {
                 "conditions": [
                     {
@@ -886,10 +923,10 @@ class PodEffector:
                         "status": action.status,
                         "reason": action.reason,
                         "message": action.message,
-                        "lastTransitionTime": now,
+                        "lastTransitionTime": since or _now(),
                     }
                 ]
-            }
+            },
         }
         patch_status: Any = self.core.patch_namespaced_pod_status
         try:
@@ -907,7 +944,6 @@ class PodEffector:
                 return EffectResult("noop", "pod is gone")
             raise
         return EffectResult("ok")
-
 
 NODESET_ACTIONS = (
     CreateNodeSetPod,
@@ -1352,7 +1388,8 @@ class Router:
             | UndrainSlurmNode
             | CreateSlurmNode
             | DeleteSlurmNode
-            | UpdateSlurmNodeFeatures,
+            | UpdateSlurmNodeFeatures
+            | UpdateSlurmNodeTopology,
         ):
             if self.slurm is None:
                 raise Permanent("no Slurm cluster configured")

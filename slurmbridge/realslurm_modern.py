@@ -299,6 +299,10 @@ class ModernSlurm(SlurmRig):
         rootfs: the root file system (default :func:`default_rootfs`).
         token_lifespan: seconds the REST token stays valid.
         start_timeout: seconds ``up.sh`` waits for each readiness condition.
+        topology: ``"block"`` configures a ``topology.yaml`` (topology ``topo1``, blocks
+            ``b1`` = n1 and ``b2`` = n2) so dynamic nodes may take ``Topology=topo1:b1``
+            (Slurm 25.05+: 26.05 only here); ``None``: no topology, and Slurm refuses any
+            node topology with 2178.
     """
 
     def __init__(
@@ -312,8 +316,12 @@ class ModernSlurm(SlurmRig):
         rootfs: str | os.PathLike[str] | None = None,
         token_lifespan: int = 86400,
         start_timeout: float = 60.0,
+        topology: str | None = None,
     ) -> None:
         self._release = _check_release(release)
+        if topology not in (None, "block"):
+            raise ValueError(f"topology must be None or 'block', got {topology!r}")
+        self.topology = topology
         if nodes < 2:
             raise ValueError(f"nodes must be >= 2 (partition gpu is n1-n2), got {nodes}")
         if cpus < 1 or memory_mib < 1:
@@ -438,6 +446,7 @@ class ModernSlurm(SlurmRig):
                 "SLURM_ROOTFS": str(self.rootfs),
                 "NNODES": str(self.nodes),
                 "NODE_CPUS": str(self.cpus),
+                **({"TOPOLOGY": self.topology} if self.topology else {}),
                 "NODE_MEMORY": str(self.memory_mib),
                 "TOKEN_USER": "root",
                 "TOKEN_LIFESPAN": str(self.token_lifespan),

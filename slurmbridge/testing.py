@@ -137,6 +137,21 @@ class Simulators:
         }
 
 
+async def wait_until(
+    cond: Callable[[], object], *, timeout: float = 10.0, what: str = "condition"
+) -> None:
+    """Wait until ``cond()`` is truthy, looking every 10 ms.
+
+    Raises:
+        TimeoutError: not true after ``timeout`` seconds (names ``what``).
+    """
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
 class Stack:
     """NATS + simulators + slurmbridge, in this process.
 
@@ -278,16 +293,8 @@ class Stack:
     async def wait_for(
         self, cond: Callable[[], bool], *, timeout: float = 10.0, what: str = "condition"
     ) -> None:
-        """Wait until ``cond()`` is true.
-
-        Raises:
-            TimeoutError: not true after ``timeout`` seconds (names ``what``).
-        """
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-            await asyncio.sleep(0.01)
+        """Wait until ``cond()`` is true (:func:`wait_until`)."""
+        await wait_until(cond, timeout=timeout, what=what)
 
     async def settled(self, timeout: float = 10.0) -> None:
         """Wait until every worker is idle and has consumed everything in the log."""

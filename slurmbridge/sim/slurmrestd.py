@@ -448,6 +448,8 @@ class _UpdateBody(msgspec.Struct, frozen=True):
     features: list[str] | str | None = None
     features_act: list[str] | str | None = None
     comment: str | None = None
+    #: v0.0.43+ only; v0.0.42 ignores it with a warning (recorded from Slurm 26.05.5).
+    topology_str: str | None = None
 
 
 _UPDATE_BODY: Final = msgspec.json.Decoder(_UpdateBody)
@@ -592,7 +594,8 @@ class SlurmSim(JobsMixin):
     ``POST new/node/`` or deleted by ``DELETE node/{name}``: name, arrival),
     :attr:`created_nodes` (the dynamic nodes present now), :attr:`operators` (users with
     operator rights; module docstring), :attr:`not_responding_after_resume_s` (seconds a
-    resumed node reads NOT_RESPONDING; 0 disables).
+    resumed node reads NOT_RESPONDING; 0 disables), :attr:`topologies` (the topology units a
+    dynamic node's ``Topology=`` / ``topology_str`` may name).
     """
 
     def __init__(
@@ -617,6 +620,11 @@ class SlurmSim(JobsMixin):
         #: Seconds a drained node reads NOT_RESPONDING after RESUME/UNDRAIN (recorded from
         #: Slurm 24.11.5 and 26.05.5: about 1 s, until slurmctld's next ping); 0 disables.
         self.not_responding_after_resume_s = 1.0
+        #: topology name → its units (``topology.yaml``): a dynamic node's topology spec
+        #: (``name:unit[,name:unit]``) must name only these, else 2178 "Requested topology
+        #: configuration is not available" — also when no topology is configured at all
+        #: (recorded from Slurm 26.05.5, on create and on update; ``""`` always clears).
+        self.topologies: dict[str, set[str]] = {}
         self.jwt_key = jwt_key or secrets.token_bytes(32)
         self.clock = clock
         self.cluster = cluster
@@ -856,7 +864,8 @@ class SlurmSim(JobsMixin):
 
         Raises:
             SimError: -1 the line does not parse (unknown key, bad number, no or two
-                NodeName); 2028 a State other than FUTURE / CLOUD / EXTERNAL; 2168 a node of
+                NodeName); 2028 a State other than FUTURE / CLOUD / EXTERNAL; 2178 a
+                ``Topology`` not in :attr:`topologies`; 2168 a node of
                 that name exists.
         """
         names, conf = _parse_node_conf(node_conf)
@@ -882,6 +891,7 @@ class SlurmSim(JobsMixin):
         if not cpus:
             cpus = max(1, sockets or 1) * max(1, cores or 1) * max(1, threads or 1)
         features = [f.strip() for f in conf.get("features", "").split(",") if f.strip()]
+        self._check_topology(conf.get("topology", ""))
         created = []
         for name in names:
             node = SimNode(
@@ -912,6 +922,13 @@ class SlurmSim(JobsMixin):
         self._touch_nodes()
         self._touch_partitions()  # slurmctld's _update_parts()
         return tuple(created)
+
+    def _check_topology(self, spec: str) -> None:
+        """Raise 2178 unless every ``name:unit`` of ``spec`` is configured (:attr:`topologies`)."""
+        for part in filter(None, spec.split(",")):
+            name, _, unit = part.partition(":")
+            if unit not in self.topologies.get(name, ()):
+                raise SimError(2178, "Requested topology configuration is not available")
 
     def delete_node(self, name: str) -> None:
         """Delete node ``name`` like slurmctld's ``delete_nodes()`` (``scontrol delete``);
@@ -1007,11 +1024,13 @@ class SlurmSim(JobsMixin):
         """
         self._update_node(name, update, user=user)
 
-    def node(self, name: str) -> Node:
-        """Node ``name`` as the client's version-neutral model (for assertions).
+    def node(self, name: str, version: str = "v0.0.45") -> Node:
+        """Node ``name`` as the client's version-neutral model (for assertions), as API
+        ``version`` reports it.
 
         The state and ``alloc_cpus`` are those the data_parser versions report (with a fresh
-        RESUME's NOT_RESPONDING, without external jobs' CPUs).
+        RESUME's NOT_RESPONDING, without external jobs' CPUs); ``topology`` is ``None`` where
+        the version has no such field (before v0.0.43).
 
         Raises:
             SimError: no such node.
@@ -1031,6 +1050,7 @@ class SlurmSim(JobsMixin):
             gres=n.gres,
             address=n.address,
             comment=n.comment,
+            topology=None if version in ("v0.0.38", "v0.0.42") else n.topology,
         )
 
     def _partitions_of(self, name: str) -> tuple[str, ...]:
@@ -1145,8 +1165,12 @@ class SlurmSim(JobsMixin):
                     f"Invalid node state transition requested for node {name} from="
                     f"{'+'.join(node.state)} to={s}",
                 )
+        if update.topology is not None:
+            self._check_topology(update.topology)
         if update.features is not None or features_act is not None:
             self._update_features(node, update.features, features_act)
+        if update.topology is not None:
+            node.topology = update.topology
         now = self._now()
         if update.reason:
             node.reason, node.reason_user, node.reason_time = update.reason, user, now
@@ -1569,8 +1593,8 @@ class SlurmSim(JobsMixin):
             "tres": tres,
             "version": RELEASES[version],
         }
-        if version not in ("v0.0.42", "v0.0.43"):
-            out["topology"] = n.topology
+        if version != "v0.0.42":
+            out["topology"] = n.topology  # v0.0.43+ (recorded from Slurm 26.05.5)
         return out
 
     def _render_partition(self, version: str, p: SimPartition) -> Json:
@@ -1790,7 +1814,8 @@ class SlurmSim(JobsMixin):
                 "_update_node",
                 request,
             )
-        changes = (body.reason, features, body.comment)
+        topology = body.topology_str if v != "v0.0.42" else None
+        changes = (body.reason, features, body.comment, topology)
         if not states and all(c is None for c in changes):
             if features_act is None:
                 return self._ok(v, request, {})  # nothing to change (e.g. "features": [])
@@ -1801,6 +1826,7 @@ class SlurmSim(JobsMixin):
                 reason=body.reason,
                 features=tuple(features) if features is not None else None,
                 comment=body.comment,
+                topology=topology,
             )
         user = body.reason_uid or request.get(_USER, "slurm")
         try:

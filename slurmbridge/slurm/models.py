@@ -52,6 +52,8 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     ``cpus`` / ``alloc_cpus``: configured and allocated CPUs. ``real_memory``: MiB.
     ``features``: available features. ``partitions``: partitions containing the node.
     ``gres``: generic resources as Slurm prints them (``gpu:2``). ``address``: NodeAddr.
+    ``topology``: a dynamic node's topology spec (``topo1:b1``; ``""`` none); ``None`` when
+    the API version does not report it (before v0.0.43).
     """
 
     name: str
@@ -67,6 +69,7 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     gres: str = ""
     address: str = ""
     comment: str = ""
+    topology: str | None = None
 
     @property
     def base_state(self) -> str:
@@ -160,13 +163,15 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
     ``features``: the node's new available features (replaces the list; ``()`` clears it;
     without a NodeFeatures plugin Slurm sets the active features to the same list). Each is one
     feature name: no empty names, no commas (Slurm joins the list with commas).
-    ``comment``: free text.
+    ``comment``: free text. ``topology``: a dynamic node's topology spec
+    (``name:unit[,name:unit]``, ``""`` clears it; ``update_node_msg.topology_str``, v0.0.43+).
     """
 
     state: tuple[str, ...] = ()
     reason: str | None = None
     features: tuple[str, ...] | None = None
     comment: str | None = None
+    topology: str | None = None
 
     def __post_init__(self) -> None:
         """Reject lower-case states and empty updates early, before anything is sent.
@@ -181,9 +186,13 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
         for f in self.features or ():
             if not f or "," in f or f != f.strip() or any(c.isspace() for c in f):
                 raise ValueError(f"feature {f!r} must be one non-empty name without commas")
-        fields = (self.reason, self.features, self.comment)
+        if self.topology is not None and any(c.isspace() for c in self.topology):
+            raise ValueError(f"topology {self.topology!r} must not contain whitespace")
+        fields = (self.reason, self.features, self.comment, self.topology)
         if not self.state and all(f is None for f in fields):
-            raise ValueError("empty NodeUpdate: set one of state, reason, features, comment")
+            raise ValueError(
+                "empty NodeUpdate: set one of state, reason, features, comment, topology"
+            )
 
 
 class Job(msgspec.Struct, frozen=True, kw_only=True):

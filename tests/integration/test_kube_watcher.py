@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from producers.kube import PodWatcher
-from schemas.events import Event, KubeListed, KubeNode, KubePod
+from producers.kube import WORKLOAD_KINDS, PodWatcher, WorkloadWatcher
+from schemas.events import Event, KubeListed, KubeNode, KubePod, KubeWorkload
 from schemas.wellknown import DEFAULT_SCHEDULER_NAME as SCHEDULER
 from slurmbridge import kube
 from slurmbridge.config import KubeSettings
-from slurmbridge.sim.kube import KubeSim
-from slurmbridge.testing import Stack
+from slurmbridge.sim.kube import DEFAULT_RESOURCES, KubeSim
+from slurmbridge.testing import Stack, wait_until
 
 
 @pytest.fixture
@@ -110,3 +113,55 @@ async def test_a_relist_reads_pages_and_tombstones_what_no_page_held(tmp_path: P
     assert len({ev.version for ev in published if ev.op == "deleted"}) == 1
     assert watcher.resource_version
     assert set(watcher.last) == set(observed)
+
+
+async def test_a_kind_not_served_is_listed_empty_once_and_objects_seen_are_kept(
+    tmp_path: Path,
+) -> None:
+    """Issue 18 (8): a 404 for the PodGroup CRD means no PodGroup exists, so pods naming one
+    are placed from their owner: the watcher publishes an empty ``KubeListed`` once. Objects
+    seen before are not tombstoned: a starting API server answers 404 for CRDs until it
+    serves them."""
+    served = [r for r in DEFAULT_RESOURCES if r.plural != "podgroups"]
+    async with KubeSim(resources=served) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        api = await kube.api_client(KubeSettings(kubeconfig=str(kubeconfig)))
+        published: list[Event] = []
+
+        async def publish(batch: list[tuple[Event, str]]) -> None:
+            published.extend(ev for ev, _ in batch)
+
+        podgroups = next(k for k in WORKLOAD_KINDS if k[3] == "podgroups")
+        calls = [0]
+
+        def counted(watcher: WorkloadWatcher) -> WorkloadWatcher:
+            call = watcher._call
+
+            async def counting(**kwargs: Any) -> Any:
+                calls[0] += 1
+                return await call(**kwargs)
+
+            watcher._call = counting  # type: ignore[method-assign]
+            watcher.missing_retry = 0.05
+            return watcher
+
+        seen = KubeWorkload(
+            source="k8s", key="ns/PodGroup:g", name="g", namespace="ns", workload_kind="PodGroup"
+        )
+        try:
+            for seed in ({}, {seen.key: seen}):
+                watcher = counted(
+                    WorkloadWatcher(api, publish, producer="test", kind=podgroups, seed=seed)
+                )
+                calls[0] = 0
+                task = asyncio.create_task(watcher.run())
+                await wait_until(lambda: calls[0] >= 3, what="three lists answered 404")
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        finally:
+            await api.close()
+    assert len(published) == 1
+    marker = published[0]
+    assert isinstance(marker, KubeListed)
+    assert (marker.resource, marker.version) == ("podgroups", "")

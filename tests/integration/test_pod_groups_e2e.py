@@ -201,3 +201,28 @@ async def test_a_pod_stuck_terminating_on_a_silent_node_is_released_after_the_gr
         s.kube.start_kubelet(node)
         await s.wait_for(lambda: pod(s, name) is None, what="pod removed by its kubelet")
         await s.wait_for(lambda: s.slurm.job(job_id).state == ("CANCELLED",), what="job released")
+
+
+async def test_a_pod_naming_a_podgroup_that_does_not_exist_runs_alone(stack: Stack) -> None:
+    """Issue 18 (8), Slinky slurmjobir.TranslateToSlurmJobIR: once the PodGroup list is
+    complete and lacks the named PodGroup, the pod is placed from its owner (here alone),
+    after the grace that lets a PodGroup created with it arrive, with a Warning Event."""
+    stack.kube.add_pod(
+        "lonely",
+        labels={"scheduling.x-k8s.io/pod-group": "absent"},
+        scheduler_name=wellknown.DEFAULT_SCHEDULER_NAME,
+        requests={"cpu": "1"},
+    )
+    await stack.wait_for(
+        lambda: phase(pod(stack, "lonely")) == "Running",
+        timeout=60,
+        what="the pod placed alone and Running",
+    )
+    (job,) = ours(stack)
+    assert job.comment.startswith("slurmbridge:default/Pod:lonely:")
+    events = [
+        e["reason"]
+        for e in stack.kube.list("events", "default")
+        if e["involvedObject"]["name"] == "lonely"
+    ]
+    assert "PodGroupNotFound" in events

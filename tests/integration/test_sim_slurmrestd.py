@@ -429,7 +429,7 @@ async def test_ping_nodes_partitions(tmp_path: Path, version: str) -> None:
         assert nodes.server_last_update == (0 if version == "v0.0.38" else int(T0))
         assert nodes.last_update == int(T0) - 2  # changed this second: a safe watermark
         by_name = {n.name: n for n in nodes.nodes}
-        assert by_name["n1"] == s.sim.node("n1")
+        assert by_name["n1"] == s.sim.node("n1", version)
         assert by_name["n1"].partitions == ("batch", "gpu")
         gpu01 = by_name["gpu01"]
         assert (gpu01.cpus, gpu01.real_memory, gpu01.gres) == (8, 64000, "gpu:a100:4")
@@ -446,7 +446,7 @@ async def test_ping_nodes_partitions(tmp_path: Path, version: str) -> None:
         assert (gpu.total_cpus, gpu.total_nodes, gpu.max_time_minutes) == (12, 3, 60)
         assert batch.state == gpu.state == "UP"
 
-        assert await s.client.get_node("n3") == s.sim.node("n3")
+        assert await s.client.get_node("n3") == s.sim.node("n3", version)
         with pytest.raises(NotFound):
             await s.client.get_node("nope")
 

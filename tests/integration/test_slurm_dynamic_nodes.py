@@ -124,6 +124,7 @@ async def test_create_external_node(tmp_path: Path, version: str) -> None:
 @pytest.mark.parametrize("version", CREATORS)
 async def test_create_fields_and_states(tmp_path: Path, version: str) -> None:
     async with running(tmp_path, (version,)) as s:
+        s.sim.topologies = {"topo-1": {"s1"}}
         await s.client.create_node(
             "nodename=k8s-[1-2] sockets=2 CoresPerSocket=4 ThreadsPerCore=2 State=EXTERNAL "
             'Features=batch,fast Topology=topo-1:s1 Weight=10 TmpDisk=100 Reason="new node"'
@@ -352,3 +353,36 @@ async def test_thousand_creates_are_fast(tmp_path: Path) -> None:
         # ~1-2 ms per request on a small machine; the bound only catches O(n²) behaviour
         assert create_seconds < 20 and delete_seconds < 20, (create_seconds, delete_seconds)
         s.recorder.exchanges = s.recorder.exchanges[-50:]  # validate a sample, not 2,000
+
+
+@pytest.mark.parametrize("version", ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"])
+async def test_a_dynamic_nodes_topology_is_read_updated_and_cleared(
+    tmp_path: Path, version: str
+) -> None:
+    """Recorded from Slurm 26.05.5 with a ``topology.yaml`` (topology ``topo1``, blocks b1 and
+    b2): ``node.topology`` and ``update_node_msg.topology_str`` exist from v0.0.43; ``""``
+    clears; a unit or topology that is not configured is 2178 on create and on update; v0.0.42
+    reports no topology (``None``) and the client refuses to send one (Unsupported) instead
+    of letting slurmrestd ignore it."""
+    async with running(tmp_path, (version,)) as s:
+        s.sim.topologies = {"topo1": {"b1", "b2"}}
+        s.sim.create_node("NodeName=ext1 CPUs=2 State=EXTERNAL Topology=topo1:b1")
+        node = await s.client.get_node("ext1")
+        if version == "v0.0.42":
+            assert node.topology is None
+            with pytest.raises(Unsupported):
+                await s.client.update_node("ext1", NodeUpdate(topology="topo1:b2"))
+            assert s.sim.node("ext1").topology == "topo1:b1"
+            return
+        assert node.topology == "topo1:b1"
+        await s.client.update_node("ext1", NodeUpdate(topology="topo1:b2"))
+        assert (await s.client.get_node("ext1")).topology == "topo1:b2"
+        await s.client.update_node("ext1", NodeUpdate(topology=""))
+        assert (await s.client.get_node("ext1")).topology == ""
+        with pytest.raises(Rejected) as refused:
+            await s.client.update_node("ext1", NodeUpdate(topology="topo1:zzz"))
+        assert refused.value.error_number == 2178
+        with pytest.raises(SimError) as create:
+            s.sim.create_node("NodeName=ext2 CPUs=2 State=EXTERNAL Topology=other:b1")
+        assert create.value.errno == 2178
+        assert (await s.client.get_node("n1")).topology == ""  # slurm.conf nodes: none

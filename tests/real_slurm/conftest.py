@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,8 +88,9 @@ def real_slurm(real_slurm_available: None) -> Iterator[RealSlurm]:
         cluster.stop()
 
 
-def _modern_cluster(release: str) -> Iterator[ModernSlurm]:
-    """Start a 4-node ModernSlurm of ``release``; stop it and check nothing is left."""
+def modern_cluster(release: str, **options: Any) -> Iterator[ModernSlurm]:
+    """Start a 4-node ModernSlurm of ``release`` (``options``: ModernSlurm's keywords); stop
+    it and check nothing is left."""
     if not installed(release):
         pytest.fail(
             f"real Slurm {release} is not installed (no root file system at "
@@ -98,7 +100,7 @@ def _modern_cluster(release: str) -> Iterator[ModernSlurm]:
             "on purpose.",
             pytrace=False,
         )
-    cluster = ModernSlurm(release, nodes=4)
+    cluster = ModernSlurm(release, nodes=4, **options)
     try:
         cluster.start()
     except RealSlurmError as exc:
@@ -114,13 +116,13 @@ def _modern_cluster(release: str) -> Iterator[ModernSlurm]:
 @pytest.fixture(scope="session")
 def slurm_2411(real_slurm_available: None) -> Iterator[ModernSlurm]:
     """A started 4-node real Slurm 24.11 cluster (REST v0.0.40-v0.0.42)."""
-    yield from _modern_cluster("24.11")
+    yield from modern_cluster("24.11")
 
 
 @pytest.fixture(scope="session")
 def slurm_2605(real_slurm_available: None) -> Iterator[ModernSlurm]:
     """A started 4-node real Slurm 26.05 cluster (REST v0.0.42-v0.0.45)."""
-    yield from _modern_cluster("26.05")
+    yield from modern_cluster("26.05")
 
 
 MODERN_FIXTURES = {"24.11": "slurm_2411", "26.05": "slurm_2605"}

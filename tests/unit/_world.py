@@ -55,6 +55,7 @@ from schemas.actions import (
     UndrainSlurmNode,
     UntaintNode,
     UpdateSlurmNodeFeatures,
+    UpdateSlurmNodeTopology,
 )
 from schemas.events import (
     Event,
@@ -237,6 +238,7 @@ class World:
                 real_memory=int(conf.get("realmemory", 1)),
                 features=features,
                 gres=conf.get("gres", ""),
+                topology=conf.get("topology", ""),  # as REST v0.0.43+ report it
             )
             changed |= self._put(node)
         return changed
@@ -256,6 +258,12 @@ class World:
         if node is None or sorted(node.features) == sorted(a.features):
             return False
         return self._put(_replace(node, features=a.features))
+
+    def update_slurm_node_topology(self, a: UpdateSlurmNodeTopology) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None or node.topology is None or node.topology == a.topology:
+            return False
+        return self._put(_replace(node, topology=a.topology))
 
     # Pods and jobs
 
@@ -488,6 +496,7 @@ class World:
         CreateSlurmNode: create_slurm_node,
         DeleteSlurmNode: delete_slurm_node,
         UpdateSlurmNodeFeatures: update_slurm_node_features,
+        UpdateSlurmNodeTopology: update_slurm_node_topology,
         SubmitSlurmJob: submit_slurm_job,
         MarkPods: mark_pods,
         BindPod: bind_pod,

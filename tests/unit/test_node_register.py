@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
 
 from reconcilers import node_register as nr
@@ -18,6 +19,7 @@ from schemas.actions import (
     SetNodeCondition,
     UndrainSlurmNode,
     UpdateSlurmNodeFeatures,
+    UpdateSlurmNodeTopology,
 )
 from schemas.events import (
     Event,
@@ -357,3 +359,36 @@ def test_partition_change_wakes_waiting_external_nodes() -> None:
     # k2 is not external, k4 does not name gpu, k5 is registered already.
     assert sorted(nr.keys_of(part("gpu"), p, CTX)) == ["k1", "k3"]
     assert list(nr.keys_of(SlurmPartition(source="slurm:x", key="gpu", cluster="x"), p, CTX)) == []
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reported", "want"),
+    [
+        # Slinky updateNodeTopology: changed in place, cleared when the annotation goes
+        ("topo1:b2", "topo1:b1", "topo1:b2"),
+        ("", "topo1:b1", ""),
+        ("topo1:b1", "", "topo1:b1"),
+        # in step: nothing sent
+        ("topo1:b1", "topo1:b1", None),
+        ("", "", None),
+        # the API version reports no topology (before v0.0.43): nothing to compare or send
+        ("topo1:b1", None, None),
+    ],
+)
+def test_an_external_nodes_topology_follows_its_annotation(
+    annotation: str, reported: str | None, want: str | None
+) -> None:
+    """Issue 18 (11): the topology annotation is applied in place (no re-registration) and
+    cleared when removed; an API version without ``node.topology`` is never updated (it
+    would answer 200 and ignore ``topology_str``: a loop)."""
+    node = msgspec.structs.replace(kn(topo=annotation), conditions=(REGISTERED,))
+    slurm = msgspec.structs.replace(sn("k1", "IDLE", "EXTERNAL"), topology=reported)
+    d = nr.decide(nr.view(store(node, slurm, part("batch")), "k1", CTX))
+    updates = [a for a in d.actions if isinstance(a, UpdateSlurmNodeTopology)]
+    assert not any(isinstance(a, (CreateSlurmNode, DrainSlurmNode)) for a in d.actions)
+    if want is None:
+        assert updates == [] and d.actions == ()
+    else:
+        assert updates == [UpdateSlurmNodeTopology(cluster="c1", node="k1", topology=want)]
+        (event,) = [a for a in d.actions if isinstance(a, RecordEvent)]
+        assert event.reason == "SlurmNodeTopology"

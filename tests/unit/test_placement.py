@@ -23,6 +23,7 @@ from schemas.actions import (
 )
 from schemas.events import (
     Event,
+    KubeListed,
     KubeNode,
     KubePod,
     KubeWorkload,
@@ -688,6 +689,7 @@ def test_spec_lists_the_triggers() -> None:
         SlurmJob,
         SlurmPartition,
         KubeNode,
+        KubeListed,
     }
     assert placement.SPEC.key_kind == "PodGroup"
 
@@ -797,3 +799,74 @@ def test_a_podgroup_still_to_schedule_is_placed(phase: str) -> None:
     group = msgspec.structs.replace(workload("PodGroup", "g", 1), phase=phase)
     member = pod("m", labels={_pods.LABEL_POD_GROUP: "g"})
     assert "SubmitSlurmJob" in kinds(decide("ns/PodGroup:g", group, member, part("batch")))
+
+
+# --- a pod naming a PodGroup that does not exist (issue 18, 8) ----------------------------------
+
+PODGROUPS_LISTED = KubeListed(source="k8s", key="podgroups", resource="podgroups")
+NOW = 10_000.0
+
+
+def _pg_pod(name: str, *, created: int = 0, **kw: Any) -> KubePod:
+    p = pod(name, labels={_pods.LABEL_POD_GROUP: "g"}, **kw)
+    return msgspec.structs.replace(p, created_at=created)
+
+
+def test_a_pod_naming_a_missing_podgroup_is_placed_alone_after_the_grace() -> None:
+    """Slinky slurmjobir.TranslateToSlurmJobIR: a PodGroup that cannot be found is not the
+    pod's root; the pod is translated from its owner (here: alone), with a Warning Event."""
+    ctx = msgspec.structs.replace(CTX, now=NOW)
+    member = _pg_pod("m", created=int(NOW - placement.PODGROUP_GRACE_S - 1))
+    s = store(member, BATCH, PODGROUPS_LISTED)
+    assert _pods.resolve_group(member, s, "c1").key == "ns/Pod:m"
+    assert list(placement.keys_of(member, s, ctx)) == ["ns/Pod:m"]
+    d = placement.decide(placement.view(s, "ns/Pod:m", ctx))
+    assert kinds(d) == ["RecordEvent", "SubmitSlurmJob", "RecordEvent"]
+    assert of(d, RecordEvent)[0].reason == placement.PODGROUP_MISSING
+    assert of(d, SubmitSlurmJob)[0].group == "ns/Pod:m"
+    # The PodGroup's own key no longer holds the pod, so nothing is submitted twice.
+    assert placement.decide(placement.view(s, "ns/PodGroup:g", ctx)) == NOTHING
+
+
+def test_a_pod_naming_a_missing_podgroup_waits_for_the_grace() -> None:
+    ctx = msgspec.structs.replace(CTX, now=NOW)
+    member = _pg_pod("m", created=int(NOW - 5))
+    d = placement.decide(placement.view(store(member, BATCH, PODGROUPS_LISTED), "ns/Pod:m", ctx))
+    assert d.actions == ()
+    assert d.requeue_after == pytest.approx(placement.PODGROUP_GRACE_S - 5)
+
+
+def test_without_a_complete_podgroup_list_the_pod_waits_for_its_podgroup() -> None:
+    member = _pg_pod("m")
+    s = store(member, BATCH)
+    assert _pods.resolve_group(member, s, "c1").key == "ns/PodGroup:g"
+    d = placement.decide(placement.view(s, "ns/PodGroup:g", CTX))
+    assert d.actions == ()
+    assert "waiting for ns/PodGroup:g" in d.reason
+
+
+def test_a_job_pod_naming_a_missing_podgroup_is_placed_with_its_job() -> None:
+    owner = OwnerRef(api_version="batch/v1", kind="Job", name="train", uid="uid-train")
+    member = _pg_pod("t-0", owner=owner)
+    s = store(member, BATCH, PODGROUPS_LISTED, workload("Job", "train", 1))
+    assert _pods.resolve_group(member, s, "c1").key == "ns/Job:train"
+
+
+def test_a_placed_pod_keeps_its_jobs_group_when_the_podgroup_appears_or_goes() -> None:
+    """The job's word: a PodGroup created after the pod was placed alone (or deleted after
+    its gang was placed) never moves the pod, so its job never looks orphaned."""
+    alone = _pods.marker(_pods.Group(namespace="ns", kind="Pod", name="m"), "u-m")
+    member = _pg_pod("m", job=7)
+    s = store(member, sjob(7, "RUNNING", ("s1",), alone), workload("PodGroup", "g", 1))
+    assert _pods.resolve_group(member, s, "c1").key == "ns/Pod:m"
+    gang = _pods.marker(_pods.Group(namespace="ns", kind="PodGroup", name="g"), "uid-g")
+    s = store(member, sjob(7, "RUNNING", ("s1",), gang), PODGROUPS_LISTED)
+    assert _pods.resolve_group(member, s, "c1").key == "ns/PodGroup:g"
+
+
+def test_a_complete_podgroup_list_triggers_the_waiting_pods() -> None:
+    member = _pg_pod("m")
+    s = store(member, BATCH, PODGROUPS_LISTED)
+    assert list(placement.keys_of(PODGROUPS_LISTED, s, CTX)) == ["ns/Pod:m"]
+    pods_listed = KubeListed(source="k8s", key="pods", resource="pods")
+    assert list(placement.keys_of(pods_listed, s, CTX)) == []

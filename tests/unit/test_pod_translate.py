@@ -229,12 +229,12 @@ POD_CASES = [
 
 @pytest.mark.parametrize("case", POD_CASES, ids=lambda c: c.name)
 def test_pods_of(case: PodsOfCase) -> None:
-    assert [p.name for p in _pods.pods_of(case.group, store(*case.pods))] == case.want
+    assert [p.name for p in _pods.pods_of(case.group, store(*case.pods), "c1")] == case.want
 
 
 def test_pods_of_forgets_a_deleted_pod() -> None:
     s = store(job_pod("w-0"), job_pod("w-1"), KubePod(source="k8s", key="ns/w-0", op="deleted"))
-    assert [p.name for p in _pods.pods_of(JOB, s)] == ["w-1"]
+    assert [p.name for p in _pods.pods_of(JOB, s, "c1")] == ["w-1"]
 
 
 def workload(kind: str, name: str, **kw: Any) -> KubeWorkload:
@@ -251,13 +251,13 @@ def workload(kind: str, name: str, **kw: Any) -> KubeWorkload:
 
 def test_groups_under() -> None:
     s = store(lws_pod("l-0", "l", "0"), lws_pod("l-1", "l", "1"), lws_pod("l-1-1", "l", "1"))
-    assert _pods.groups_under(workload("LeaderWorkerSet", "l"), s) == [
+    assert _pods.groups_under(workload("LeaderWorkerSet", "l"), s, "c1") == [
         "ns/LeaderWorkerSet:l/0",
         "ns/LeaderWorkerSet:l/1",
     ]
-    assert _pods.groups_under(workload("LeaderWorkerSet", "none"), s) == []
-    assert _pods.groups_under(workload("Job", "train"), s) == ["ns/Job:train"]
-    assert _pods.groups_under(workload("JobSet", "js"), s) == ["ns/JobSet:js"]
+    assert _pods.groups_under(workload("LeaderWorkerSet", "none"), s, "c1") == []
+    assert _pods.groups_under(workload("Job", "train"), s, "c1") == ["ns/Job:train"]
+    assert _pods.groups_under(workload("JobSet", "js"), s, "c1") == ["ns/JobSet:js"]
 
 
 # --- markers ---------------------------------------------------------------------------------
@@ -485,8 +485,12 @@ def test_annotations_without_our_prefix_are_ignored() -> None:
 
 @pytest.mark.parametrize(
     ("name", "hint"),
-    [("partiton", "partition"), ("timelimt", "timelimit"), ("cpus-per-task", "cpu-per-task"),
-     ("unknown", "")],
+    [
+        ("partiton", "partition"),
+        ("timelimt", "timelimit"),
+        ("cpus-per-task", "cpu-per-task"),
+        ("unknown", ""),
+    ],
 )
 def test_an_unknown_key_under_our_prefix_is_refused_with_the_nearest_name(
     name: str, hint: str

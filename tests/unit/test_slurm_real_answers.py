@@ -36,7 +36,11 @@ def _client(
     token_file = tmp_path / "token"
     token_file.write_text(_jwt(user) + "\n")
     return SlurmClient(
-        "http://slurm.test:6820", token_file, None, version, 5.0,
+        "http://slurm.test:6820",
+        token_file,
+        None,
+        version,
+        5.0,
         transport=httpx.MockTransport(handler),
     )
 
@@ -68,8 +72,9 @@ QUIET_JOBS = {
 async def test_a_quiet_conditional_job_listing_means_unchanged(
     tmp_path: Path, version: str
 ) -> None:
-    async with _client(lambda r: httpx.Response(200, json=QUIET_JOBS), tmp_path,
-                       version=version) as c:
+    async with _client(
+        lambda r: httpx.Response(200, json=QUIET_JOBS), tmp_path, version=version
+    ) as c:
         assert await c.list_jobs(update_time=1795586466) is None
 
 

@@ -376,9 +376,7 @@ def test_no_job_is_cancelled_before_the_pods_are_listed(state: str) -> None:
     """Issue 18 (1): on a first start the Slurm listing can reach the log before the pods'
     (a slow or paged list, an API server answering 503): a running job's pods then look
     gone. Absence counts only after the pods' KubeListed marker."""
-    d = workload.decide(
-        workload.view(store(sjob(state), pods_listed=False), KEY, CTX)
-    )
+    d = workload.decide(workload.view(store(sjob(state), pods_listed=False), KEY, CTX))
     assert d.actions == ()
     assert d.requeue_after == workload.LISTING_RECHECK_S
     assert "not listed yet" in d.reason

@@ -12,7 +12,9 @@
 # env: SLURM_ROOTFS (default /var/tmp/slurm-modern/<suite>), CTLD_PORT, REST_PORT,
 #      NODE_PORT0 (NNODES consecutive ports; all ports default to free random ones),
 #      NNODES (4), NODE_CPUS (2), NODE_MEMORY (1000 MiB), SLURMD_TIMEOUT (30), MAX_DYNAMIC_NODES (16), TOKEN_USER (root),
-#      TOKEN_LIFESPAN (86400 s), REST_ARGS (extra slurmrestd arguments), UP_TIMEOUT (60 s).
+#      TOKEN_LIFESPAN (86400 s), REST_ARGS (extra slurmrestd arguments), UP_TIMEOUT (60 s),
+#      TOPOLOGY (unset; "block": a topology.yaml with topology "topo1" of blocks b1 = n1 and
+#      b2 = n2, so dynamic nodes may take Topology=topo1:b1 — Slurm 25.05+).
 # Prints the REST URL and the token file; writes DIR/slurm.env. DIR/bin/slurm CMD ... runs
 # a Slurm command (scontrol, sinfo, squeue, scancel ...) against the cluster.
 # Idempotent: a cluster already up in DIR is reported, not restarted.
@@ -149,6 +151,24 @@ NodeSet=ns_gpu Feature=gpu
 PartitionName=batch Nodes=n[1-$LAST],ns_batch Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=n[1-2],ns_gpu MaxTime=60 State=UP
 EOF
+if [ "${TOPOLOGY:-}" = block ]; then
+  # topology.yaml (Slurm 25.05+) is read by slurmctld from beside slurm.conf; without one a
+  # dynamic node's Topology= is refused with 2178.
+  cat > "$D/etc/topology.yaml" <<EOF
+---
+- topology: topo1
+  cluster_default: true
+  block:
+    block_sizes:
+      - 1
+    blocks:
+      - block: b1
+        nodes: n1
+      - block: b2
+        nodes: n2
+EOF
+  chmod 644 "$D/etc/topology.yaml"
+fi
 # No cgroup file system inside the chroot: slurmd must not try to use one.
 echo "CgroupPlugin=disabled" > "$D/etc/cgroup.conf"
 chmod 644 "$D/etc/slurm.conf" "$D/etc/cgroup.conf"

@@ -339,6 +339,7 @@ class _Node(msgspec.Struct, frozen=True):
     gres: str | None = None
     address: str | None = None
     comment: str | None = None
+    topology: str | None = None
 
 
 class _Nodes(msgspec.Struct, frozen=True):
@@ -404,6 +405,7 @@ class _UpdateNodeMsg(msgspec.Struct, frozen=True, omit_defaults=True):
     features: list[str] | msgspec.UnsetType = msgspec.UNSET
     features_act: list[str] | msgspec.UnsetType = msgspec.UNSET
     comment: str | msgspec.UnsetType = msgspec.UNSET
+    topology_str: str | msgspec.UnsetType = msgspec.UNSET
 
 
 def _csv_list(values: tuple[str, ...]) -> list[str]:
@@ -426,7 +428,7 @@ _PINGS: Final = msgspec.json.Decoder(_Pings)
 _ENCODER: Final = msgspec.json.Encoder()
 
 
-def _node(n: _Node) -> Node:
+def _node(n: _Node, topology: bool) -> Node:
     return Node(
         name=n.name,
         state=state_tuple(n.state or ()),
@@ -441,6 +443,7 @@ def _node(n: _Node) -> Node:
         gres=n.gres or "",
         address=n.address or "",
         comment=n.comment or "",
+        topology=(n.topology or "") if topology else None,
     )
 
 
@@ -452,6 +455,9 @@ class DataParserCodec(Codec):
     external_job: ClassVar[bool] = False
 
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0042
+    #: ``node.topology`` and ``update_node_msg.topology_str`` exist (v0.0.43+; v0.0.42
+    #: ignores ``topology_str`` with a warning — Slurm 26.05.5).
+    node_topology: ClassVar[bool] = False
     #: Whether ``partition_info.flags`` (with ``DEFAULT``) exists — v0.0.45 only.
     reports_default: ClassVar[bool] = False
 
@@ -482,13 +488,15 @@ class DataParserCodec(Codec):
             parsed = decode(_NODES, body, what)
             if parsed.nodes is None:
                 return None
-            nodes = tuple(_node(n) for n in parsed.nodes)
+            nodes = tuple(_node(n, self.node_topology) for n in parsed.nodes)
             last_update = noval(parsed.last_update) or 0
         else:
             raw = decode(_NODES_RAW, body, what)
             if raw.nodes is None:
                 return None
-            nodes = tuple(memo.map(raw.nodes, lambda r: _node(decode(_NODE, r, what))))
+            nodes = tuple(memo.map(
+                    raw.nodes, lambda r: _node(decode(_NODE, r, what), self.node_topology)
+                ))
             last_update = noval(raw.last_update) or 0
         return NodeList(nodes=nodes, last_update=last_update, server_last_update=last_update)
 
@@ -530,6 +538,8 @@ class DataParserCodec(Codec):
         for s in update.state:
             if s not in self.node_states:
                 raise Unsupported(self.version, f"update_node state={s}")
+        if update.topology is not None and not self.node_topology:
+            raise Unsupported(self.version, "update_node topology")
         msg = _UpdateNodeMsg(
             state=list(update.state) if update.state else msgspec.UNSET,
             reason=update.reason if update.reason is not None else msgspec.UNSET,
@@ -541,6 +551,7 @@ class DataParserCodec(Codec):
                 _csv_list(update.features) if update.features is not None else msgspec.UNSET
             ),
             comment=update.comment if update.comment is not None else msgspec.UNSET,
+            topology_str=update.topology if update.topology is not None else msgspec.UNSET,
         )
         return _ENCODER.encode(msg)
 

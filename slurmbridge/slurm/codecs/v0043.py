@@ -23,6 +23,7 @@ class V0043(DataParserCodec):
     version: ClassVar[str] = "v0.0.43"
     paths: ClassVar[Paths] = paths_for("v0.0.43")
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0042
+    node_topology: ClassVar[bool] = True
 
 
 CODEC: Final = V0043()

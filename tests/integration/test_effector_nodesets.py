@@ -1,0 +1,596 @@
+"""NodeSetEffector through ``apply``: the Kubernetes simulator (and, for scale-in, the
+slurmrestd simulator), both over HTTP.
+
+CreateNodeSetPod, DeleteNodeSetPod, DeleteFailedNodeSetPod, EnsureNodeSetPDB,
+SetNodeSetStatus, ScaleNodeSet and SetPodLabel: the outcome each reports, the objects
+afterwards, the preconditions (a re-created NodeSet or pod is another object; a pod whose
+Slurm node may still run something is never deleted) and how failures map onto Transient /
+Permanent. tests/integration/test_kube_preconditions.py covers the races of SetPodLabel,
+SetNodeSetStatus and ScaleNodeSet with a re-creation between read and write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from schemas import wellknown
+from schemas.actions import (
+    CreateNodeSetPod,
+    DeleteFailedNodeSetPod,
+    DeleteNodeSetPod,
+    EnsureNodeSetPDB,
+    MarkPods,
+    NodeSetRef,
+    PodRef,
+    ScaleNodeSet,
+    SetNodeSetStatus,
+    SetPodLabel,
+)
+from schemas.events import NodeSetStatus
+from slurmbridge.effectors import NodeSetEffector
+from slurmbridge.outcomes import Permanent, Transient
+from slurmbridge.sim.kube import ApiError, KubeSim
+from slurmbridge.sim.slurmrestd import SlurmSim
+from slurmbridge.slurm.client import SlurmClient
+
+pytestmark = pytest.mark.integration
+
+NS = "default"
+CLUSTER = "sim"
+FAILURES = wellknown.ANNOTATION_NODESET_POD_FAILURES
+LAST = wellknown.ANNOTATION_AUTOSCALE_LAST_SCALE
+DIRECTION = wellknown.ANNOTATION_AUTOSCALE_LAST_DIRECTION
+PROTECT = wellknown.LABEL_POD_PROTECT
+SCALE_IN = wellknown.scale_in_drain_reason(NS, "x")
+
+
+def nodeset(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "slinky.slurm.net/v1alpha1",
+        "kind": "NodeSet",
+        "metadata": {"name": name, "namespace": NS, "annotations": {"keep": "me"}},
+        "spec": {
+            "replicas": replicas,
+            "template": {
+                "metadata": {"labels": {"tier": "slurmd"}, "annotations": {"note": "from-tpl"}},
+                "spec": {"containers": [{"name": "slurmd", "image": "slurmd:26.05"}]},
+            },
+            **spec,
+        },
+    }
+
+
+def add_nodeset(sim: KubeSim, name: str, replicas: int = 1, **spec: Any) -> NodeSetRef:
+    uid = sim.create(nodeset(name, replicas, **spec))["metadata"]["uid"]
+    return NodeSetRef(namespace=NS, name=name, uid=uid)
+
+
+def recreate_nodeset(sim: KubeSim, name: str) -> None:
+    sim.delete("nodesets", name, NS)
+    sim.create(nodeset(name))
+
+
+def ref(pod: dict[str, Any]) -> PodRef:
+    meta = pod["metadata"]
+    return PodRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
+
+
+def replace_pod(sim: KubeSim, name: str) -> None:
+    sim.delete_pod(name, NS, grace_period_seconds=0)
+    sim.add_pod(name, labels={"app": "new"})
+
+
+def pod_or_none(sim: KubeSim, name: str) -> dict[str, Any] | None:
+    try:
+        return sim.get("pods", name, NS)
+    except ApiError:
+        return None
+
+
+@pytest.fixture
+def effector(api: client.ApiClient) -> NodeSetEffector:
+    return NodeSetEffector(api, {})
+
+
+# --- CreateNodeSetPod ------------------------------------------------------------------------
+
+
+async def test_create_pod_builds_it_from_the_template_then_is_a_noop(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "cr-a", serviceName="cr-a-svc")
+    action = CreateNodeSetPod(nodeset=ns, pod_name="cr-a-0", ordinal=0)
+
+    result = await effector.apply(action)
+    assert (result.outcome, result.detail) == ("ok", "created cr-a-0")
+    pod = sim.get("pods", "cr-a-0", NS)
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["labels"] == {
+        "tier": "slurmd",
+        "app.kubernetes.io/name": "slurmd",
+        "app.kubernetes.io/instance": "cr-a",
+    }
+    assert meta["annotations"] == {"note": "from-tpl"}
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "slinky.slurm.net/v1alpha1",
+            "kind": "NodeSet",
+            "name": "cr-a",
+            "uid": ns.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert (spec["hostname"], spec["subdomain"]) == ("cr-a-0", "cr-a-svc")
+    assert [c["image"] for c in spec["containers"]] == ["slurmd:26.05"]
+
+    result = await effector.apply(action)
+    assert (result.outcome, result.detail) == ("noop", "pod cr-a-0 exists")
+
+
+async def test_create_pod_without_a_service_name_has_no_subdomain(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    uid = add_nodeset(sim, "cr-b").uid
+    # Without a uid in the action, the owner reference takes the NodeSet's.
+    unpinned = NodeSetRef(namespace=NS, name="cr-b")
+    assert (
+        await effector.apply(CreateNodeSetPod(nodeset=unpinned, pod_name="cr-b-1", ordinal=1))
+    ).outcome == "ok"
+    pod = sim.get("pods", "cr-b-1", NS)
+    assert "subdomain" not in pod["spec"]
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == uid
+
+
+async def test_create_pod_for_a_gone_or_recreated_nodeset_is_a_noop(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    gone = NodeSetRef(namespace=NS, name="cr-gone", uid="0")
+    result = await effector.apply(CreateNodeSetPod(nodeset=gone, pod_name="cr-gone-0", ordinal=0))
+    assert (result.outcome, result.detail) == ("noop", "NodeSet is gone")
+
+    old = add_nodeset(sim, "cr-c")
+    recreate_nodeset(sim, "cr-c")
+    result = await effector.apply(CreateNodeSetPod(nodeset=old, pod_name="cr-c-0", ordinal=0))
+    assert (result.outcome, result.detail) == ("noop", "NodeSet was re-created")
+    assert pod_or_none(sim, "cr-c-0") is None
+    assert pod_or_none(sim, "cr-gone-0") is None
+
+
+@pytest.mark.parametrize(("status", "expected"), [(503, Transient), (403, Permanent)])
+async def test_create_pod_errors_map_to_transient_or_permanent(
+    sim: KubeSim, effector: NodeSetEffector, status: int, expected: type[Exception]
+) -> None:
+    ns = add_nodeset(sim, "cr-d")
+    sim.fail_next(1, status, verb="create", resource="pods")
+    with pytest.raises(expected, match="CreateNodeSetPod"):
+        await effector.apply(CreateNodeSetPod(nodeset=ns, pod_name="cr-d-0", ordinal=0))
+    assert pod_or_none(sim, "cr-d-0") is None
+
+
+# --- DeleteNodeSetPod ------------------------------------------------------------------------
+
+
+@dataclass
+class Scaled:
+    kube: KubeSim
+    slurm: SlurmSim
+    effector: NodeSetEffector
+
+
+@pytest.fixture
+async def scaled(sim: KubeSim, api: client.ApiClient, tmp_path: Path) -> AsyncIterator[Scaled]:
+    slurm = SlurmSim(cluster=CLUSTER)
+    slurm.seed_default(4)
+    await slurm.start()
+    c = SlurmClient(slurm.url, slurm.write_token(tmp_path / "slurm-token"), "slurmrest")
+    try:
+        await c.negotiate()
+        yield Scaled(sim, slurm, NodeSetEffector(api, {CLUSTER: c}))
+    finally:
+        await c.aclose()
+        await slurm.stop()
+
+
+def scale_in(pod: PodRef, slurm_node: str) -> DeleteNodeSetPod:
+    return DeleteNodeSetPod(pod=pod, cluster=CLUSTER, slurm_node=slurm_node)
+
+
+async def test_delete_pod_of_a_drained_idle_node(scaled: Scaled) -> None:
+    scaled.slurm.admin_drain("n1", SCALE_IN)
+    pod = scaled.kube.add_pod("dl-a")
+    result = await scaled.effector.apply(scale_in(ref(pod), "n1"))
+    assert (result.outcome, result.detail) == ("ok", "drained and idle")
+    assert pod_or_none(scaled.kube, "dl-a") is None
+
+    result = await scaled.effector.apply(scale_in(ref(pod), "n1"))
+    assert (result.outcome, result.detail) == ("noop", "pod is gone")
+
+
+async def test_delete_pod_whose_node_slurm_does_not_know(scaled: Scaled) -> None:
+    pod = scaled.kube.add_pod("dl-b")
+    result = await scaled.effector.apply(scale_in(ref(pod), "never-registered"))
+    assert (result.outcome, result.detail) == ("ok", "not in Slurm")
+    assert pod_or_none(scaled.kube, "dl-b") is None
+
+
+@pytest.mark.parametrize("state", ["idle", "draining"])
+async def test_delete_pod_skips_a_node_that_is_not_drained_and_idle(
+    scaled: Scaled, state: str
+) -> None:
+    if state == "draining":
+        scaled.slurm.allocate("n2", 1)
+        scaled.slurm.admin_drain("n2", SCALE_IN)
+    pod = scaled.kube.add_pod("dl-c")
+    result = await scaled.effector.apply(scale_in(ref(pod), "n2"))
+    assert result.outcome == "skipped"
+    assert pod_or_none(scaled.kube, "dl-c") is not None
+
+
+async def test_delete_pod_fails_closed_when_slurm_cannot_be_asked(scaled: Scaled) -> None:
+    """slurm-operator PR #79: a failed lookup is not "drained"."""
+    scaled.slurm.admin_drain("n3", SCALE_IN)
+    pod = scaled.kube.add_pod("dl-d")
+    scaled.slurm.fail_next(1, 503)
+    with pytest.raises(Transient, match="cannot tell whether n3 is drained"):
+        await scaled.effector.apply(scale_in(ref(pod), "n3"))
+    assert pod_or_none(scaled.kube, "dl-d") is not None
+
+
+async def test_delete_pod_of_a_replaced_pod_is_a_noop(scaled: Scaled) -> None:
+    scaled.slurm.admin_drain("n4", SCALE_IN)
+    old = scaled.kube.add_pod("dl-e")
+    replace_pod(scaled.kube, "dl-e")
+    result = await scaled.effector.apply(scale_in(ref(old), "n4"))
+    assert (result.outcome, result.detail) == ("noop", "pod is gone")
+    new = pod_or_none(scaled.kube, "dl-e")
+    assert new is not None
+    assert new["metadata"]["labels"] == {"app": "new"}
+
+
+async def test_delete_pod_for_a_cluster_without_a_client_is_retried(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    pod = sim.add_pod("dl-f")
+    with pytest.raises(Transient, match="no Slurm client") as exc:
+        await effector.apply(scale_in(ref(pod), "n1"))
+    assert exc.value.delay == 5.0
+    assert pod_or_none(sim, "dl-f") is not None
+
+
+# --- DeleteFailedNodeSetPod ------------------------------------------------------------------
+
+
+def failures(sim: KubeSim, name: str) -> dict[str, Any]:
+    annotations = sim.get("nodesets", name, NS)["metadata"].get("annotations") or {}
+    return dict(json.loads(annotations[FAILURES])) if FAILURES in annotations else {}
+
+
+def failed(
+    ns: NodeSetRef, pod: dict[str, Any], count: int = 1, at: int = 10_000
+) -> DeleteFailedNodeSetPod:
+    return DeleteFailedNodeSetPod(nodeset=ns, pod=ref(pod), failures=count, at=at)
+
+
+@pytest.mark.parametrize("phase", ["Failed", "Succeeded"])
+async def test_delete_failed_pod_records_the_failure_then_deletes_it(
+    sim: KubeSim, effector: NodeSetEffector, phase: str
+) -> None:
+    ns = add_nodeset(sim, "df-a")
+    pod = sim.add_pod("df-a-0", phase=phase, node_name="kn-1")
+    result = await effector.apply(failed(ns, pod, count=2))
+    assert (result.outcome, result.detail) == ("ok", "failure 2 of df-a-0 recorded")
+    assert failures(sim, "df-a") == {"df-a-0": [2, 10_000, pod["metadata"]["uid"]]}
+    assert sim.get("nodesets", "df-a", NS)["metadata"]["annotations"]["keep"] == "me"
+    assert pod_or_none(sim, "df-a-0") is None
+
+    result = await effector.apply(failed(ns, pod, count=2))
+    assert (result.outcome, result.detail) == ("noop", "pod is gone")
+
+
+async def test_delete_failed_pod_forgets_old_failures_and_keeps_recent_ones(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "df-b")
+    earlier = {
+        "df-b-1": [3, 9_900, "u1"],  # within ten minutes of 10 000: kept
+        "df-b-2": [1, 9_000, "u2"],  # older: forgotten
+        "df-b-3": "garbage",  # not [failures, at, uid]: dropped
+    }
+    sim.patch_merge(
+        "nodesets", "df-b", {"metadata": {"annotations": {FAILURES: json.dumps(earlier)}}}, NS
+    )
+    pod = sim.add_pod("df-b-0", phase="Failed")
+    assert (await effector.apply(failed(ns, pod))).outcome == "ok"
+    assert failures(sim, "df-b") == {
+        "df-b-1": [3, 9_900, "u1"],
+        "df-b-0": [1, 10_000, pod["metadata"]["uid"]],
+    }
+
+
+@pytest.mark.parametrize("garbage", ["5", "[]", "not json"])
+async def test_delete_failed_pod_starts_afresh_over_a_malformed_annotation(
+    sim: KubeSim, effector: NodeSetEffector, garbage: str
+) -> None:
+    ns = add_nodeset(sim, "df-c")
+    sim.patch_merge("nodesets", "df-c", {"metadata": {"annotations": {FAILURES: garbage}}}, NS)
+    pod = sim.add_pod("df-c-0", phase="Failed")
+    assert (await effector.apply(failed(ns, pod))).outcome == "ok"
+    assert failures(sim, "df-c") == {"df-c-0": [1, 10_000, pod["metadata"]["uid"]]}
+
+
+async def test_delete_failed_pod_skips_a_pod_that_is_not_terminal(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "df-d")
+    pod = sim.add_pod("df-d-0", phase="Running", node_name="kn-1")
+    result = await effector.apply(failed(ns, pod))
+    assert (result.outcome, result.detail) == ("skipped", "pod is Running, not terminal")
+    assert pod_or_none(sim, "df-d-0") is not None
+    assert failures(sim, "df-d") == {}
+
+
+async def test_delete_failed_pod_leaves_a_replaced_pod_alone(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "df-e")
+    old = sim.add_pod("df-e-0", phase="Failed")
+    replace_pod(sim, "df-e-0")
+    result = await effector.apply(failed(ns, old))
+    assert (result.outcome, result.detail) == ("noop", "another pod of that name now")
+    assert pod_or_none(sim, "df-e-0") is not None
+    assert failures(sim, "df-e") == {}
+
+
+async def test_delete_failed_pod_of_a_gone_or_recreated_nodeset_still_deletes(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    gone = NodeSetRef(namespace=NS, name="df-gone", uid="0")
+    pod = sim.add_pod("df-gone-0", phase="Failed")
+    assert (await effector.apply(failed(gone, pod))).outcome == "ok"
+    assert pod_or_none(sim, "df-gone-0") is None
+
+    old = add_nodeset(sim, "df-f")
+    recreate_nodeset(sim, "df-f")
+    pod = sim.add_pod("df-f-0", phase="Failed")
+    assert (await effector.apply(failed(old, pod))).outcome == "ok"
+    assert pod_or_none(sim, "df-f-0") is None
+    assert failures(sim, "df-f") == {}  # the new NodeSet does not inherit the old one's count
+
+
+async def test_delete_failed_pod_keeps_the_pod_when_the_record_fails(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    """Record first: a failed record (409) leaves the pod for the retry, never the reverse."""
+    ns = add_nodeset(sim, "df-g")
+    pod = sim.add_pod("df-g-0", phase="Failed")
+    sim.fail_next(1, 409, verb="patch")
+    with pytest.raises(Transient):
+        await effector.apply(failed(ns, pod))
+    assert pod_or_none(sim, "df-g-0") is not None
+    assert (await effector.apply(failed(ns, pod))).outcome == "ok"
+    assert pod_or_none(sim, "df-g-0") is None
+    assert "df-g-0" in failures(sim, "df-g")
+
+
+# --- EnsureNodeSetPDB ------------------------------------------------------------------------
+
+
+async def test_ensure_pdb_creates_it_once(sim: KubeSim, effector: NodeSetEffector) -> None:
+    ns = add_nodeset(sim, "pdb-a")
+    selector = {"app.kubernetes.io/instance": "pdb-a", PROTECT: "true"}
+    action = EnsureNodeSetPDB(nodeset=ns, selector=selector)
+    result = await effector.apply(action)
+    assert (result.outcome, result.detail) == ("ok", "PodDisruptionBudget pdb-a created")
+    pdb = sim.get("poddisruptionbudgets", "pdb-a", NS)
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert pdb["spec"]["selector"] == {"matchLabels": selector}
+    assert pdb["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "slurmbridge"}
+    [owner] = pdb["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "NodeSet",
+        "pdb-a",
+        ns.uid,
+        True,
+    )
+
+    result = await effector.apply(action)
+    assert (result.outcome, result.detail) == ("noop", "PodDisruptionBudget pdb-a exists")
+
+
+async def test_ensure_pdb_never_changes_someone_elses(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    theirs = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "pdb-b", "namespace": NS},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"x": "y"}}},
+    }
+    sim.create(theirs)
+    ns = add_nodeset(sim, "pdb-b")
+    result = await effector.apply(EnsureNodeSetPDB(nodeset=ns, selector={PROTECT: "true"}))
+    assert result.outcome == "noop"
+    spec = sim.get("poddisruptionbudgets", "pdb-b", NS)["spec"]
+    assert spec == {"minAvailable": 1, "selector": {"matchLabels": {"x": "y"}}}
+
+
+async def test_ensure_pdb_without_a_uid_has_no_owner(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    action = EnsureNodeSetPDB(nodeset=NodeSetRef(namespace=NS, name="pdb-c"), selector={"a": "b"})
+    assert (await effector.apply(action)).outcome == "ok"
+    meta = sim.get("poddisruptionbudgets", "pdb-c", NS)["metadata"]
+    assert not meta.get("ownerReferences")
+
+
+# --- SetNodeSetStatus ------------------------------------------------------------------------
+
+
+async def test_set_status_writes_every_field(sim: KubeSim, effector: NodeSetEffector) -> None:
+    ns = add_nodeset(sim, "st-a", replicas=3)
+    status = NodeSetStatus(
+        replicas=3,
+        ready_replicas=2,
+        available_replicas=1,
+        slurm_idle=1,
+        slurm_allocated=1,
+        slurm_down=0,
+        slurm_drain=1,
+        observed_generation=4,
+        selector="app.kubernetes.io/instance=st-a",
+    )
+    assert (await effector.apply(SetNodeSetStatus(nodeset=ns, status=status))).outcome == "ok"
+    obj = sim.get("nodesets", "st-a", NS)
+    assert obj["status"] == {
+        "replicas": 3,
+        "readyReplicas": 2,
+        "availableReplicas": 1,
+        "slurmIdle": 1,
+        "slurmAllocated": 1,
+        "slurmDown": 0,
+        "slurmDrain": 1,
+        "observedGeneration": 4,
+        "selector": "app.kubernetes.io/instance=st-a",
+    }
+    assert obj["spec"]["replicas"] == 3  # the status subresource only
+
+
+async def test_set_status_of_a_gone_nodeset_is_a_noop(effector: NodeSetEffector) -> None:
+    gone = NodeSetRef(namespace=NS, name="st-gone", uid="0")
+    result = await effector.apply(SetNodeSetStatus(nodeset=gone, status=NodeSetStatus()))
+    assert (result.outcome, result.detail) == ("noop", "NodeSet is gone")
+
+
+async def test_set_status_conflict_is_transient(sim: KubeSim, effector: NodeSetEffector) -> None:
+    ns = add_nodeset(sim, "st-b")
+    sim.fail_next(1, 409, verb="patch", resource="nodesets/status")
+    with pytest.raises(Transient):
+        await effector.apply(SetNodeSetStatus(nodeset=ns, status=NodeSetStatus(replicas=1)))
+    assert "status" not in sim.get("nodesets", "st-b", NS)
+
+
+# --- ScaleNodeSet ----------------------------------------------------------------------------
+
+
+async def test_scale_sets_replicas_and_stamps_the_cool_down_clock(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "sc-a", replicas=2)
+    result = await effector.apply(ScaleNodeSet(nodeset=ns, replicas=5, at=1000, why="2 → 5"))
+    assert (result.outcome, result.detail) == ("ok", "2 → 5")
+    obj = sim.get("nodesets", "sc-a", NS)
+    assert obj["spec"]["replicas"] == 5
+    assert obj["metadata"]["annotations"] == {"keep": "me", LAST: "1000", DIRECTION: "up"}
+
+    result = await effector.apply(ScaleNodeSet(nodeset=ns, replicas=1, at=2000, why="5 → 1"))
+    assert result.outcome == "ok"
+    obj = sim.get("nodesets", "sc-a", NS)
+    assert obj["spec"]["replicas"] == 1
+    assert obj["metadata"]["annotations"][DIRECTION] == "down"
+
+    result = await effector.apply(ScaleNodeSet(nodeset=ns, replicas=1, at=3000, why="again"))
+    assert (result.outcome, result.detail) == ("noop", "already 1 replica(s)")
+    assert sim.get("nodesets", "sc-a", NS)["metadata"]["annotations"][LAST] == "2000"
+
+
+async def test_scale_of_a_gone_nodeset_is_a_noop(effector: NodeSetEffector) -> None:
+    gone = NodeSetRef(namespace=NS, name="sc-gone", uid="0")
+    result = await effector.apply(ScaleNodeSet(nodeset=gone, replicas=2, at=1, why=""))
+    assert (result.outcome, result.detail) == ("noop", "NodeSet is gone")
+
+
+async def test_scale_keeps_the_replicas_when_the_stamp_fails(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "sc-b", replicas=1)
+    sim.fail_next(1, 500, verb="patch", resource="nodesets")
+    with pytest.raises(Transient):
+        await effector.apply(ScaleNodeSet(nodeset=ns, replicas=4, at=1000, why="1 → 4"))
+    obj = sim.get("nodesets", "sc-b", NS)
+    assert obj["spec"]["replicas"] == 1
+    assert LAST not in obj["metadata"]["annotations"]
+
+
+# --- SetPodLabel -----------------------------------------------------------------------------
+
+
+async def test_set_pod_label_sets_replaces_and_removes(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    pod = sim.add_pod("lb-a", labels={"app": "a"})
+    for value in ("true", "false"):
+        result = await effector.apply(SetPodLabel(pod=ref(pod), label=PROTECT, value=value))
+        assert result.outcome == "ok"
+        assert sim.get("pods", "lb-a", NS)["metadata"]["labels"] == {"app": "a", PROTECT: value}
+    assert (
+        await effector.apply(SetPodLabel(pod=ref(pod), label=PROTECT, value=None))
+    ).outcome == "ok"
+    assert sim.get("pods", "lb-a", NS)["metadata"]["labels"] == {"app": "a"}
+
+    result = await effector.apply(SetPodLabel(pod=ref(pod), label=PROTECT, value=None))
+    assert (result.outcome, result.detail) == ("noop", "label already as wanted")
+
+
+async def test_set_pod_label_never_overwrites_labels_added_meanwhile(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    """A pod without labels: the patch adds the whole map, so it tests the resourceVersion
+    read; labels someone added in between survive and the effect is retried soon."""
+    pod = sim.add_pod("lb-b")
+    sim.delay_next(1, 0.3, verb="patch", resource="pods")
+    task = asyncio.create_task(
+        effector.apply(SetPodLabel(pod=ref(pod), label=PROTECT, value="true"))
+    )
+    async with asyncio.timeout(5):
+        while sim.requests[("patch", "pods")] == 0:
+            await asyncio.sleep(0.005)
+    sim.patch_merge("pods", "lb-b", {"metadata": {"labels": {"late": "yes"}}}, NS)
+    with pytest.raises(Transient, match="changed meanwhile") as exc:
+        await task
+    assert exc.value.delay == 0.1
+    assert sim.get("pods", "lb-b", NS)["metadata"]["labels"] == {"late": "yes"}
+
+    assert (
+        await effector.apply(SetPodLabel(pod=ref(pod), label=PROTECT, value="true"))
+    ).outcome == "ok"
+    assert sim.get("pods", "lb-b", NS)["metadata"]["labels"] == {"late": "yes", PROTECT: "true"}
+
+
+async def test_set_pod_label_of_a_gone_pod_is_a_noop(effector: NodeSetEffector) -> None:
+    gone = PodRef(namespace=NS, name="lb-gone", uid="0")
+    result = await effector.apply(SetPodLabel(pod=gone, label=PROTECT, value="true"))
+    assert (result.outcome, result.detail) == ("noop", "pod is gone")
+
+
+async def test_set_pod_label_error_is_transient(sim: KubeSim, effector: NodeSetEffector) -> None:
+    pod = sim.add_pod("lb-c")
+    sim.fail_next(1, 503, verb="get", resource="pods")
+    with pytest.raises(Transient, match="SetPodLabel"):
+        await effector.apply(SetPodLabel(pod=ref(pod), label=PROTECT, value="true"))
+    assert sim.get("pods", "lb-c", NS)["metadata"].get("labels", {}) == {}
+
+
+# --- other actions, unreachable API ----------------------------------------------------------
+
+
+async def test_an_action_it_does_not_handle_is_permanent(effector: NodeSetEffector) -> None:
+    with pytest.raises(Permanent, match="cannot perform MarkPods"):
+        await effector.apply(MarkPods(job_id=1, pods=(), scheduler_name="s"))
+
+
+async def test_an_unreachable_api_server_is_transient(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "un-a")
+    await sim.stop()
+    with pytest.raises(Transient, match="unreachable"):
+        await effector.apply(ScaleNodeSet(nodeset=ns, replicas=3, at=1, why=""))
