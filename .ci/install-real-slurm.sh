@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Install real Slurm for the real_slurm test tier (tests/real_slurm):
-#   22.05  Debian 12's own Slurm + munge, via apt-get (slurmbridge.realslurm)
-#   24.11  a Debian trixie root file system with Slurm 24.11 (slurmbridge.realslurm_modern)
-#   26.05  a Debian sid root file system with Slurm 26.05 (slurmbridge.realslurm_modern)
+#   22.05  Debian 12's own Slurm + munge, via apt-get (slurmbridge.devtools.realslurm)
+#   24.11  a Debian trixie root file system with Slurm 24.11 (slurmbridge.devtools.realslurm_modern)
+#   26.05  a Debian sid root file system with Slurm 26.05 (slurmbridge.devtools.realslurm_modern)
 #
 # env: SLURMBRIDGE_REAL_SLURM_RELEASES  which releases to install (default "22.05 24.11 26.05")
 #
 # Idempotent: 22.05 does nothing when every program is already there (otherwise apt-get update
 # and apt-get install, about 15 s on a fresh Debian 12); 24.11 and 26.05 return at once when
 # their root file system is built (marker /var/tmp/slurm-modern/<suite>/.slurm-modern),
-# otherwise slurmbridge/rigs/slurm-modern/install.sh builds it with mmdebstrap (installed here
+# otherwise slurmbridge/devtools/rigs/slurm-modern/install.sh builds it with mmdebstrap (installed here
 # with apt-get if missing; about 60 s and ~100 MB each). Needs root (or password-less sudo).
 # Nothing starts a daemon here; the tests bring up private clusters per run. The same checks
-# live in slurmbridge.realslurm.install and slurmbridge.realslurm_modern.install.
+# live in slurmbridge.devtools.realslurm.install and slurmbridge.devtools.realslurm_modern.install.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-RIG="$REPO/slurmbridge/rigs/slurm-modern"
+RIG="$REPO/slurmbridge/devtools/rigs/slurm-modern"
 releases=${SLURMBRIDGE_REAL_SLURM_RELEASES:-"22.05 24.11 26.05"}
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 

@@ -27,7 +27,7 @@ def machine() -> dict[str, Any]:
         pass
     nats_version = ""
     try:
-        from slurmbridge.natsserver import find_binary
+        from slurmbridge.runtime.natsserver import find_binary
 
         nats_version = subprocess.run(
             [str(find_binary()), "--version"], capture_output=True, text=True, check=False

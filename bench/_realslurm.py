@@ -1,8 +1,9 @@
 """Real Slurm for the benchmarks (``--slurm real``): a throw-away cluster and a REST probe.
 
-:func:`cluster` starts a :class:`~slurmbridge.realslurm_modern.ModernSlurm` of the given
+:func:`cluster` starts a :class:`~slurmbridge.devtools.realslurm_modern.ModernSlurm` of the given
 release (root; its root file system built once with
-``python -m slurmbridge.realslurm_modern install RELEASE``) and always stops it, checking that
+``python -m slurmbridge.devtools.realslurm_modern install RELEASE``) and always stops it, checking
+that
 none of its processes is left. :class:`Probe` reads Slurm as any REST client would (its own
 connection to slurmrestd, the highest REST version the cluster serves) and timestamps what it
 sees with ``time.monotonic()``, the clock the benchmarks use everywhere else.
@@ -20,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from slurmbridge.realslurm_modern import ModernSlurm, installed
+from slurmbridge.devtools.realslurm_modern import ModernSlurm, installed
 
 ENDED = frozenset({"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"})
 
@@ -31,7 +32,7 @@ async def cluster(release: str, nodes: int) -> AsyncIterator[ModernSlurm]:
     if not installed(release):
         raise SystemExit(
             f"no Slurm {release} root file system: run (as root) "
-            f"'python -m slurmbridge.realslurm_modern install {release}'"
+            f"'python -m slurmbridge.devtools.realslurm_modern install {release}'"
         )
     slurm = ModernSlurm(release, nodes=nodes)
     try:

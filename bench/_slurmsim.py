@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slurmbridge.sim.slurmrestd import SlurmSim
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.slurm.models import NodeUpdate
 
 

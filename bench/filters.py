@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import emit, machine
 from schemas import events, streams, subjects
 from schemas.events import KubeNode, SlurmNode
-from slurmbridge import bus as busmod
 from slurmbridge.config import NatsSettings
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.pull import PullConsumer
+from slurmbridge.runtime import bus as busmod
+from slurmbridge.runtime.natsserver import NatsServer
+from slurmbridge.runtime.pull import PullConsumer
 
 SHAPES = {
     "all": ["bridge.obs.>"],

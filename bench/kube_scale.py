@@ -53,16 +53,16 @@ from bench.scale import rss_mb
 from producers.kube import NodeWatcher, PodWatcher, Watcher
 from schemas import events, wellknown
 from schemas.events import Event
-from slurmbridge import kube
 from slurmbridge.config import KubeSettings
-from slurmbridge.gcpause import freeze_startup
+from slurmbridge.kube import client as kube
+from slurmbridge.runtime.gcpause import freeze_startup
 
 SCHEDULER = wellknown.DEFAULT_SCHEDULER_NAME
 
 SIM = r"""
 import asyncio, gc, sys, time
 sys.path.insert(0, sys.argv[5])
-from slurmbridge.sim.kube import KubeSim
+from slurmbridge.devtools.sim.kube import KubeSim
 
 SCHEDULER = sys.argv[4]
 TOLERATIONS = [

@@ -19,7 +19,8 @@ the second series runs.
 pipeline actually settled for each (``loads``): what ``bench/plot.py`` draws.
 
 ``--slurm real`` (root; the release's root file system built once with
-``python -m slurmbridge.realslurm_modern install 26.05``) starts its own real Slurm cluster of
+``python -m slurmbridge.devtools.realslurm_modern install 26.05``) starts its own real Slurm
+cluster of
 ``--nodes`` nodes (default 4) instead of the simulator, and stops it at the end. The bench
 reads Slurm itself through slurmrestd (``GET node/{name}``, its own connection, back to back
 while a trial is open). Two series, idle (no churn):
@@ -51,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine, percentile
 from schemas.events import KubeNode, SlurmNode
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.testing import Stack
 
 CHURN = r"""
 import asyncio, sys, time, nats, msgspec

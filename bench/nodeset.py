@@ -31,10 +31,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine, percentile, start_slurmbridge, until
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.sim.kube import Change
+from slurmbridge.devtools.sim.kube import Change
+from slurmbridge.devtools.testing import Simulators
+from slurmbridge.runtime.natsserver import NatsServer
 from slurmbridge.slurm.models import NodeUpdate
-from slurmbridge.testing import Simulators
 
 NS = "slurm"
 

@@ -13,7 +13,7 @@ Both sides consume the same N observations, published beforehand by a separate p
   to do (this measures the pipeline, not an effector).
 
 A third figure, ``raw_pull_ack_per_s``, is slurmbridge's own continuous pull
-(:mod:`slurmbridge.pull`) with acks and nothing else: the ceiling the pipeline works under.
+(:mod:`slurmbridge.runtime.pull`) with acks and nothing else: the ceiling the pipeline works under.
 The msgspec reference (``msgspec_decode_per_s``, ``msgspec_decode_mix_per_s`` and their MB/s)
 is decoding alone, no NATS: :func:`decode_reference`.
 
@@ -40,12 +40,12 @@ from reconcilers import slurm_drain
 from reconcilers.base import Context
 from schemas import events, streams, subjects
 from schemas.events import KubeNode, SlurmNode
-from slurmbridge import bus as busmod
 from slurmbridge.config import NatsSettings, WorkerSettings
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.projection import Projection
-from slurmbridge.pull import PullConsumer
-from slurmbridge.worker import NoopEffector, Worker
+from slurmbridge.runtime import bus as busmod
+from slurmbridge.runtime.natsserver import NatsServer
+from slurmbridge.runtime.projection import Projection
+from slurmbridge.runtime.pull import PullConsumer
+from slurmbridge.runtime.worker import NoopEffector, Worker
 
 EVERY = True
 
@@ -148,7 +148,8 @@ async def raw(
 async def raw_pull(
     server: NatsServer, payloads: list[tuple[str, bytes]], n: int, tmp: Path
 ) -> float:
-    """Our continuous pull (slurmbridge.pull) + ack, nothing else: the ceiling of the pipeline."""
+    """Our continuous pull (slurmbridge.runtime.pull) + ack, nothing else: the ceiling of the
+    pipeline."""
     b = await busmod.connect(NatsSettings(), server.url)
     await b.ensure_streams(streams.stream_specs(obs_max_msgs_per_subject=-1))
     await b.js.add_consumer(

@@ -30,7 +30,7 @@ from schemas import wellknown
 from schemas.events import KubeNode
 from slurmbridge import config
 from slurmbridge.app import App
-from slurmbridge.natsserver import NatsServer, free_port
+from slurmbridge.runtime.natsserver import NatsServer, free_port
 
 KUBECTL = r"""
 import sys, httpx

@@ -65,16 +65,16 @@ from bench._common import emit, machine
 from producers.slurm import SlurmPoller
 from schemas import events, streams, subjects
 from schemas.events import Event
-from slurmbridge import bus as busmod
-from slurmbridge.bus import Published
 from slurmbridge.config import NatsSettings
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.projection import Projection
+from slurmbridge.runtime import bus as busmod
+from slurmbridge.runtime.bus import Published
+from slurmbridge.runtime.natsserver import NatsServer
+from slurmbridge.runtime.projection import Projection
 from slurmbridge.slurm.client import SlurmClient
 
 SIM = r"""
 import asyncio, sys
-from slurmbridge.sim.slurmrestd import SlurmSim
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 
 async def main(nodes, jobs, token_file):
     sim = SlurmSim(cluster="default")
@@ -466,7 +466,7 @@ import gc, json, sys, time
 sys.path.insert(0, sys.argv[4])
 from bench.scale import INDEXES, breakdown, rss_mb, sample_events
 from schemas import events, subjects
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 gc.collect()
 before = rss_mb()
 p = Projection()
@@ -528,9 +528,9 @@ import asyncio, gc, json, resource, sys, time
 sys.path.insert(0, sys.argv[3])
 from bench.scale import rss_mb
 from schemas import events
-from slurmbridge import bus as busmod
+from slurmbridge.runtime import bus as busmod
 from slurmbridge.config import NatsSettings
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 
 async def main(url, every):
     bus = await busmod.connect(NatsSettings(), url)

@@ -22,7 +22,7 @@ start by the hot loop (``slurm.pendingJobPollInterval``). Slinky's anchor for bo
     python bench/workload.py --json --slurm real [--release 26.05] [--nodes 20]
 
 ``--slurm real`` (root; the release's root file system built once with
-``python -m slurmbridge.realslurm_modern install 26.05``) replaces the slurmrestd simulator
+``python -m slurmbridge.devtools.realslurm_modern install 26.05``) replaces the slurmrestd simulator
 with its own real Slurm cluster (``--nodes``, default 20, 2 CPUs each; a placeholder job asks
 one node per pod), stopped at the end. Real slurmctld tells nobody when it starts a job, so
 the bench reads ``jobs/state`` through slurmrestd itself every ``--probe-interval`` seconds
@@ -50,10 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine, percentile, start_slurmbridge, until
 from schemas import wellknown
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.sim.kube import ApiError, Change
-from slurmbridge.sim.workloads import GROUP_KINDS, create_group
-from slurmbridge.testing import Simulators
+from slurmbridge.devtools.sim.kube import ApiError, Change
+from slurmbridge.devtools.sim.workloads import GROUP_KINDS, create_group
+from slurmbridge.devtools.testing import Simulators
+from slurmbridge.runtime.natsserver import NatsServer
 
 JOBID = wellknown.LABEL_SLURM_JOBID
 

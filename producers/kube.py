@@ -69,8 +69,8 @@ from schemas.events import (
     Taint,
     workload_key,
 )
-from slurmbridge import metrics
-from slurmbridge.gcpause import collector_paused
+from slurmbridge.observability import metrics
+from slurmbridge.runtime.gcpause import collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -1106,7 +1106,7 @@ class Watcher(Generic[E]):
             _check_status(resp, body)
             batch: list[tuple[E, str]] = []
             # A page makes thousands of long-lived objects at once: collections during it
-            # would only re-scan them (slurmbridge.gcpause; no await inside).
+            # would only re-scan them (slurmbridge.runtime.gcpause; no await inside).
             with collector_paused():
                 page = _LIST_PAGE.decode(body).metadata
                 items, rv = self._decode_list(body)

@@ -34,9 +34,9 @@ import msgspec
 
 from schemas import events, subjects
 from schemas.events import Event, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
-from slurmbridge import metrics
-from slurmbridge.bus import Published
-from slurmbridge.gcpause import collector_paused
+from slurmbridge.observability import metrics
+from slurmbridge.runtime.bus import Published
+from slurmbridge.runtime.gcpause import collector_paused
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import JobStateMemo, SlurmClient
 from slurmbridge.slurm.models import Job, Node, Partition, Ping

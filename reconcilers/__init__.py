@@ -1,7 +1,8 @@
 """Reconcilers: one module per reconciler, each a spec plus a pure ``decide()``.
 
 A reconciler never performs I/O and imports only :mod:`schemas` (checked by import-linter);
-the runtime in :mod:`slurmbridge.worker` consumes its trigger subjects, keeps the projection,
+the runtime in :mod:`slurmbridge.runtime.worker` consumes its trigger subjects, keeps the
+projection,
 calls ``view`` then ``decide`` and hands the actions to effectors. :data:`ALL` lists every
 reconciler this version ships, by name.
 """

@@ -324,9 +324,7 @@ def decide(v: View) -> Decision:
         actions.append(
             UpdateSlurmNodeTopology(cluster=v.cluster, node=slurm.key, topology=d.topology)
         )
-        actions.append(
-            _event(node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}")
-        )
+        actions.append(_event(node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"))
     actions.extend(_condition(node, "True", "Registered", f"Slurm node {slurm.key} is registered"))
     if not actions:
         return NOTHING

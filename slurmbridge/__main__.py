@@ -2,6 +2,6 @@
 
 import sys
 
-from slurmbridge.cli import main
+from slurmbridge.cli.main import main
 
 sys.exit(main())

@@ -50,8 +50,6 @@ from schemas.events import (
     SlurmCluster,
     SlurmJob,
 )
-from slurmbridge import bus as busmod
-from slurmbridge import kube
 from slurmbridge.clusters import ClusterSupervisor, slurm_seed
 from slurmbridge.components import component_names, default_components
 from slurmbridge.config import Settings
@@ -62,17 +60,19 @@ from slurmbridge.effectors import (
     Router,
     SlurmEffector,
 )
-from slurmbridge.gcpause import collector_paused, freeze_startup
-from slurmbridge.health import HealthServer
-from slurmbridge.leases import Lease, open_bucket, reconciler_lease
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.partition_metrics import PartitionMetrics
-from slurmbridge.projection import Projection
-from slurmbridge.publish import ObservationPublisher
+from slurmbridge.kube import client as kube
+from slurmbridge.observability.health import HealthServer
+from slurmbridge.observability.partition_metrics import PartitionMetrics
+from slurmbridge.runtime import bus as busmod
+from slurmbridge.runtime.gcpause import collector_paused, freeze_startup
+from slurmbridge.runtime.leases import Lease, open_bucket, reconciler_lease
+from slurmbridge.runtime.natsserver import NatsServer
+from slurmbridge.runtime.projection import Projection
+from slurmbridge.runtime.publish import ObservationPublisher
+from slurmbridge.runtime.tasks import cancel_and_wait
+from slurmbridge.runtime.worker import Effector, Worker
 from slurmbridge.slurm.client import SlurmClient
-from slurmbridge.tasks import cancel_and_wait
 from slurmbridge.webhook import CachedNamespaceLabels, NamespaceLabels, Policy, WebhookServer
-from slurmbridge.worker import Effector, Worker
 
 log = logging.getLogger(__name__)
 

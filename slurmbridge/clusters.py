@@ -45,11 +45,11 @@ from reconcilers import cluster as cluster_rules
 from reconcilers.base import Context
 from schemas import subjects
 from schemas.events import Event, SlurmCluster, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
-from slurmbridge import metrics
-from slurmbridge.bus import Published
-from slurmbridge.projection import Projection
+from slurmbridge.observability import metrics
+from slurmbridge.runtime.bus import Published
+from slurmbridge.runtime.projection import Projection
+from slurmbridge.runtime.tasks import cancel_and_wait
 from slurmbridge.slurm.client import SlurmClient, TokenHolder
-from slurmbridge.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

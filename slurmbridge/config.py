@@ -44,7 +44,7 @@ import msgspec
 import yaml
 
 from schemas import wellknown
-from slurmbridge.labelselector import check_selector
+from slurmbridge.kube.labelselector import check_selector
 from slurmbridge.paths import path_message
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ class WorkerSettings(_Base):
 
 
 class LeaseSettings(_Base):
-    """Leases in the JetStream KV bucket ``bridge-leases`` (:mod:`slurmbridge.leases`).
+    """Leases in the JetStream KV bucket ``bridge-leases`` (:mod:`slurmbridge.runtime.leases`).
 
     ``enabled``: every poller, the watcher set and each reconciler (partition) is active in
     one process at a time — run as many replicas as you like. ``ttl``: seconds within which

@@ -15,8 +15,8 @@ decision it carries out was made on the projection, which may be a poll interval
 * features: re-read; skip when already equal. Node conditions: strategic merge on
   ``status.conditions`` (merge key ``type``), so the kubelet's conditions stay untouched.
 
-Failures are classified into :class:`~slurmbridge.outcomes.Transient` (retry later) and
-:class:`~slurmbridge.outcomes.Permanent` (dead letter). Slurm's ``Unsupported`` (e.g. node
+Failures are classified into :class:`~slurmbridge.runtime.outcomes.Transient` (retry later) and
+:class:`~slurmbridge.runtime.outcomes.Permanent` (dead letter). Slurm's ``Unsupported`` (e.g. node
 updates on v0.0.38) is reported as the ``unsupported`` outcome, which the worker records once.
 """
 
@@ -67,7 +67,7 @@ from schemas.actions import (
     UpdateSlurmNodeFeatures,
     UpdateSlurmNodeTopology,
 )
-from slurmbridge.outcomes import EffectResult, Permanent, Transient
+from slurmbridge.runtime.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import JobSubmit, NodeUpdate
@@ -944,6 +944,7 @@ class PodEffector:
                 return EffectResult("noop", "pod is gone")
             raise
         return EffectResult("ok")
+
 
 NODESET_ACTIONS = (
     CreateNodeSetPod,

@@ -39,7 +39,7 @@ from aiohttp import web
 
 from schemas import wellknown
 from slurmbridge.config import ConfigError
-from slurmbridge.labelselector import selector_matches
+from slurmbridge.kube.labelselector import selector_matches
 from slurmbridge.paths import path_message
 
 log = logging.getLogger(__name__)

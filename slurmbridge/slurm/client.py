@@ -71,7 +71,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from slurmbridge.gcpause import collector_paused
+from slurmbridge.runtime.gcpause import collector_paused
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.codecs._common import Codec, ItemMemo, JobStateMemo, error_report
 from slurmbridge.slurm.errors import (
@@ -737,7 +737,7 @@ class SlurmClient:
             return full
         if resp is None:
             return None
-        # A listing of 100,000 jobs can be a million new objects (slurmbridge.gcpause).
+        # A listing of 100,000 jobs can be a million new objects (slurmbridge.runtime.gcpause).
         with collector_paused():
             result = decode(resp.content)
         if result is None:

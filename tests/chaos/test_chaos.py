@@ -35,8 +35,8 @@ from reconcilers import placement
 from schemas import streams, wellknown
 from schemas.actions import BindPod, DrainSlurmNode, SubmitSlurmJob
 from slurmbridge.app import App
-from slurmbridge.sim.workloads import create_group
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.sim.workloads import create_group
+from slurmbridge.devtools.testing import Stack
 
 pytestmark = pytest.mark.chaos
 

@@ -26,9 +26,9 @@ import httpx
 import pytest
 import yaml
 
-from slurmbridge import cli
-from slurmbridge.natsserver import NatsServer, free_port
-from slurmbridge.testing import Simulators
+from slurmbridge.cli import main as cli
+from slurmbridge.devtools.testing import Simulators
+from slurmbridge.runtime.natsserver import NatsServer, free_port
 from tests.unit.test_deploy import CHART, container, of_kind, service_links
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from slurmbridge.natsserver import NatsServer, free_port
+from slurmbridge.runtime.natsserver import NatsServer, free_port
 
 pytestmark = pytest.mark.e2e
 

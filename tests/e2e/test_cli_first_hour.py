@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from slurmbridge import config
-from slurmbridge.natsserver import NatsServer, free_port
+from slurmbridge.runtime.natsserver import NatsServer, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -390,8 +390,8 @@ def kept_store(tmp_path: Path) -> Path:
     """A stopped NATS's store holding the streams and one observation."""
     from schemas import streams
     from schemas.events import SlurmNode, encode_event
-    from slurmbridge import bus as busmod
     from slurmbridge.config import NatsSettings
+    from slurmbridge.runtime import bus as busmod
 
     store = tmp_path / "kept" / "nats"
 

@@ -55,8 +55,9 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from slurmbridge import cli, config
-from slurmbridge.natsserver import free_port
+from slurmbridge import config
+from slurmbridge.cli import main as cli
+from slurmbridge.runtime.natsserver import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -340,14 +341,14 @@ def check_static(cmd: Command) -> str:
         return "needs real clusters"
     if head in ("python", "python3") and argv[1:2] == ["-m"]:
         module = argv[2]
-        if module in ("slurmbridge.realslurm", "slurmbridge.realslurm_modern"):
+        if module in ("slurmbridge.devtools.realslurm", "slurmbridge.devtools.realslurm_modern"):
             parse_module_cli(module, argv[3:])
             return "needs root and the Slurm packages"
         if module == "venv":
             return ""
     if head == "pip" and argv[1:] == ["install", "-e", "."]:
         project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-        assert project["scripts"]["slurmbridge"] == "slurmbridge.cli:main"
+        assert project["scripts"]["slurmbridge"] == "slurmbridge.cli.main:main"
         for req in map(Requirement, project["dependencies"]):
             if req.marker is None or req.marker.evaluate():
                 assert metadata.version(req.name) in req.specifier, req  # installable here
@@ -359,7 +360,7 @@ def check_static(cmd: Command) -> str:
         return "runs the whole suite / needs root"
     if argv[0] in ("source", ".") or argv[0].startswith("/tmp/s26/bin/"):
         # Files the real-Slurm rig writes into its directory.
-        rig = (ROOT / "slurmbridge" / "realslurm_modern.py").read_text()
+        rig = (ROOT / "slurmbridge" / "devtools" / "realslurm_modern.py").read_text()
         assert "slurm.env" in rig and "bin/slurm" in rig
         return "needs the real-Slurm rig"
     if head == "pytest" and argv[0].startswith(".venv/bin/"):

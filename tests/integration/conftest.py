@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
-from slurmbridge import kube
 from slurmbridge.config import KubeSettings
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.sim.kube import KubeSim
+from slurmbridge.devtools.sim.kube import KubeSim
+from slurmbridge.kube import client as kube
+from slurmbridge.runtime.natsserver import NatsServer
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import itertools
 
 from schemas.actions import ScaleNodeSet
 from schemas.events import SlurmJob
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.testing import Stack
 
 NS = "slurm"
 P = "autoscale.slurmbridge.dev/"

@@ -16,8 +16,8 @@ from schemas import streams
 from schemas.events import SlurmNode
 from schemas.subjects import slurm_source
 from slurmbridge.app import App
-from slurmbridge.sim.slurmrestd import SlurmSim
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
+from slurmbridge.devtools.testing import Stack
 
 NS = "slurm"
 

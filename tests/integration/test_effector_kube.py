@@ -24,9 +24,9 @@ from schemas.actions import (
     TaintNode,
     UntaintNode,
 )
+from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.effectors import KubeEffector
-from slurmbridge.outcomes import Permanent, Transient
-from slurmbridge.sim.kube import ApiError, KubeSim
+from slurmbridge.runtime.outcomes import Permanent, Transient
 
 pytestmark = pytest.mark.integration
 

@@ -35,10 +35,10 @@ from schemas.actions import (
     SetPodLabel,
 )
 from schemas.events import NodeSetStatus
+from slurmbridge.devtools.sim.kube import ApiError, KubeSim
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors import NodeSetEffector
-from slurmbridge.outcomes import Permanent, Transient
-from slurmbridge.sim.kube import ApiError, KubeSim
-from slurmbridge.sim.slurmrestd import SlurmSim
+from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
 
 pytestmark = pytest.mark.integration

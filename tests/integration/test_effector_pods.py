@@ -35,10 +35,10 @@ from schemas.actions import (
     SlurmJobSpec,
     SubmitSlurmJob,
 )
+from slurmbridge.devtools.sim.kube import ApiError, KubeSim
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors import PodEffector
-from slurmbridge.outcomes import Permanent, Transient
-from slurmbridge.sim.kube import ApiError, KubeSim
-from slurmbridge.sim.slurmrestd import SlurmSim
+from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import NodeUpdate
 

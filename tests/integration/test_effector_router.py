@@ -53,6 +53,8 @@ from schemas.actions import (
     action_name,
 )
 from schemas.events import NodeSetStatus
+from slurmbridge.devtools.sim.kube import KubeSim
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors import (
     KubeEffector,
     NodeSetEffector,
@@ -60,9 +62,7 @@ from slurmbridge.effectors import (
     Router,
     SlurmEffector,
 )
-from slurmbridge.outcomes import Permanent
-from slurmbridge.sim.kube import KubeSim
-from slurmbridge.sim.slurmrestd import SlurmSim
+from slurmbridge.runtime.outcomes import Permanent
 from slurmbridge.slurm.client import SlurmClient
 
 pytestmark = pytest.mark.integration

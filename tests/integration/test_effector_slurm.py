@@ -28,9 +28,9 @@ from schemas.actions import (
     UpdateSlurmNodeFeatures,
     UpdateSlurmNodeTopology,
 )
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors import SlurmEffector
-from slurmbridge.outcomes import Permanent, Transient
-from slurmbridge.sim.slurmrestd import SlurmSim
+from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ import pytest
 from schemas import wellknown
 from schemas.actions import BindPod, DrainSlurmNode, SubmitSlurmJob, UndrainSlurmNode
 from slurmbridge.app import App
-from slurmbridge.leases import partition_of
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.testing import Stack
+from slurmbridge.runtime.leases import partition_of
 
 TTL = 3.0
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME

@@ -18,9 +18,9 @@ from kubernetes_asyncio import client
 
 from schemas import wellknown
 from schemas.actions import TaintNode, UntaintNode
+from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.effectors import KubeEffector
-from slurmbridge.outcomes import Transient
-from slurmbridge.sim.kube import KubeSim
+from slurmbridge.runtime.outcomes import Transient
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 kubernetes_asyncio sends ``User-Agent: OpenAPI-Generator/<version>/python`` unless told
 otherwise; an API server's audit log then cannot tell slurmbridge from any generated client.
-Every client slurmbridge builds (:func:`slurmbridge.kube.api_client`) sends
+Every client slurmbridge builds (:func:`slurmbridge.kube.client.api_client`) sends
 ``slurmbridge/<package version>``, and the simulator records the agent of each request.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
-from slurmbridge import kube
 from slurmbridge.config import KubeSettings
-from slurmbridge.sim.kube import KubeSim
+from slurmbridge.devtools.sim.kube import KubeSim
+from slurmbridge.kube import client as kube
 
 pytestmark = pytest.mark.integration
 

@@ -26,9 +26,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.actions import NodeSetRef, PodRef, ScaleNodeSet, SetNodeSetStatus, SetPodLabel
 from schemas.events import NodeSetStatus
+from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.effectors import NodeSetEffector
-from slurmbridge.outcomes import Transient
-from slurmbridge.sim.kube import KubeSim
+from slurmbridge.runtime.outcomes import Transient
 
 pytestmark = pytest.mark.integration
 

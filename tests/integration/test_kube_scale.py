@@ -16,8 +16,8 @@ from kubernetes_asyncio import client
 
 from schemas import wellknown
 from schemas.actions import NodeSetRef, ScaleNodeSet
+from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.effectors import NodeSetEffector
-from slurmbridge.sim.kube import KubeSim
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from producers.kube import NodeWatcher
-from slurmbridge import kube
 from slurmbridge.config import KubeSettings
-from slurmbridge.sim.kube import KubeSim
+from slurmbridge.devtools.sim.kube import KubeSim
+from slurmbridge.kube import client as kube
 
 pytestmark = pytest.mark.integration
 

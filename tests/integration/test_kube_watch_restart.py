@@ -22,8 +22,8 @@ import pytest
 
 from producers.kube import Watcher
 from schemas.events import KubeNodeSet, KubeScaler, KubeWorkload, SlurmCluster, workload_key
-from slurmbridge.sim.kube import KubeSim
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.sim.kube import KubeSim
+from slurmbridge.devtools.testing import Stack
 
 pytestmark = pytest.mark.integration
 

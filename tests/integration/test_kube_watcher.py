@@ -13,10 +13,10 @@ import pytest
 from producers.kube import WORKLOAD_KINDS, PodWatcher, WorkloadWatcher
 from schemas.events import Event, KubeListed, KubeNode, KubePod, KubeWorkload
 from schemas.wellknown import DEFAULT_SCHEDULER_NAME as SCHEDULER
-from slurmbridge import kube
 from slurmbridge.config import KubeSettings
-from slurmbridge.sim.kube import DEFAULT_RESOURCES, KubeSim
-from slurmbridge.testing import Stack, wait_until
+from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES, KubeSim
+from slurmbridge.devtools.testing import Stack, wait_until
+from slurmbridge.kube import client as kube
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from slurmbridge.leases import Lease, open_bucket, partition_of, reconciler_lease
-from slurmbridge.natsserver import NatsServer
+from slurmbridge.runtime.leases import Lease, open_bucket, partition_of, reconciler_lease
+from slurmbridge.runtime.natsserver import NatsServer
 
 TTL = 3.0
 

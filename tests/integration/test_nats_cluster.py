@@ -1,4 +1,4 @@
-"""The three-server NATS cluster helper (slurmbridge.natsserver.NatsCluster): replicated
+"""The three-server NATS cluster helper (slurmbridge.runtime.natsserver.NatsCluster): replicated
 streams keep taking writes when their leader is killed, and the restarted server catches up.
 And slurmbridge on it: streams and the lease bucket replicated three times, the BRIDGE_OBS
 leader killed mid-run, the work goes on, nothing lost or done twice."""
@@ -17,9 +17,9 @@ from nats.js.api import StreamConfig
 from schemas import streams
 from schemas.actions import DrainSlurmNode, UndrainSlurmNode
 from schemas.events import KubeNode, SlurmNode
-from slurmbridge.leases import BUCKET
-from slurmbridge.natsserver import NatsCluster
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.testing import Stack
+from slurmbridge.runtime.leases import BUCKET
+from slurmbridge.runtime.natsserver import NatsCluster
 
 
 @pytest.fixture

@@ -25,16 +25,18 @@ import reconcilers
 from schemas import streams, wellknown
 from schemas.events import SlurmPing
 from schemas.subjects import slurm_source
-from slurmbridge import bus as busmod
-from slurmbridge import components, config, logread, runner
+from slurmbridge import components, config
 from slurmbridge.app import App
-from slurmbridge.bus import Bus, NatsRefusedError, StreamAdminError
+from slurmbridge.cli import run as runner
 from slurmbridge.config import NatsSettings
-from slurmbridge.leases import BUCKET
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.sim.kube import DEFAULT_RESOURCES
-from slurmbridge.sim.slurmrestd import SlurmSim, mint_jwt
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim, mint_jwt
+from slurmbridge.devtools.testing import Stack
+from slurmbridge.logview import logread
+from slurmbridge.runtime import bus as busmod
+from slurmbridge.runtime.bus import Bus, NatsRefusedError, StreamAdminError
+from slurmbridge.runtime.leases import BUCKET
+from slurmbridge.runtime.natsserver import NatsServer
 from tests.integration.certs import make_certs
 from tests.integration.natsauth import Key, Operator
 from tests.integration.test_clusters_e2e import NS, cluster, secret
@@ -196,7 +198,7 @@ async def test_per_component_permissions(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="slurmbridge.bus")
+    caplog.set_level(logging.WARNING, logger="slurmbridge.runtime.bus")
     passwords = {role: secrets.token_hex(12) for role in ROLES}
     for role, password in passwords.items():
         monkeypatch.setenv(f"SLURMBRIDGE_{role.upper()}_PASSWORD", password)

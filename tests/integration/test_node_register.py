@@ -8,8 +8,8 @@ import pytest
 
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, UndrainSlurmNode
+from slurmbridge.devtools.testing import Stack
 from slurmbridge.slurm.errors import SlurmError
-from slurmbridge.testing import Stack
 
 EXT = {wellknown.LABEL_EXTERNAL_NODE: "true"}
 PARTS = wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS

@@ -9,7 +9,7 @@ import pytest
 
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, TaintNode, UndrainSlurmNode, UntaintNode
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.testing import Stack
 
 MANAGED = (wellknown.TAINT_MANAGED_NODE, wellknown.DEFAULT_SCHEDULER_NAME, "NoExecute")
 

@@ -14,8 +14,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import wellknown
 from schemas.actions import DeleteNodeSetPod, DrainSlurmNode, UndrainSlurmNode
-from slurmbridge.sim.kube import ApiError
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.sim.kube import ApiError
+from slurmbridge.devtools.testing import Stack
 
 NS = "slurm"
 

@@ -6,8 +6,8 @@ from kubernetes_asyncio import client
 
 from schemas import wellknown
 from schemas.actions import MarkPods, PodRef
+from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.effectors import PodEffector
-from slurmbridge.sim.kube import KubeSim
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 NODE = wellknown.ANNOTATION_SLURM_NODE

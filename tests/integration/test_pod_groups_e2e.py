@@ -14,10 +14,10 @@ import pytest
 
 from schemas import wellknown
 from schemas.actions import BindPod, CancelSlurmJob, DeletePod, SubmitSlurmJob
-from slurmbridge.sim.kube import ApiError
-from slurmbridge.sim.slurmjobs import ENDED
-from slurmbridge.sim.workloads import create_group
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.sim.kube import ApiError
+from slurmbridge.devtools.sim.slurmjobs import ENDED
+from slurmbridge.devtools.sim.workloads import create_group
+from slurmbridge.devtools.testing import Stack
 
 FIN = wellknown.FINALIZER_SCHEDULER
 JOBID = wellknown.LABEL_SLURM_JOBID

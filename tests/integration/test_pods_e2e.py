@@ -13,8 +13,8 @@ import pytest
 
 from schemas import wellknown
 from schemas.actions import SubmitSlurmJob
-from slurmbridge.sim.kube import ApiError
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.sim.kube import ApiError
+from slurmbridge.devtools.testing import Stack
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 JOB = wellknown.LABEL_SLURM_JOBID
@@ -177,7 +177,7 @@ async def test_a_pending_job_uses_nodes_uncordoned_after_its_submit(stack: Stack
     """Submitted while n1-n3 were cordoned (excluded), a 2-node group waits; once n1 is
     uncordoned the pending job's exclusions follow, Slurm starts it, and the pods are bound
     — one on n1, one on n4."""
-    from slurmbridge.sim.workloads import create_group
+    from slurmbridge.devtools.sim.workloads import create_group
 
     for n in ("n1", "n2", "n3"):
         stack.cordon(n)

@@ -39,12 +39,12 @@ from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
 from schemas import wellknown
-from slurmbridge import kube
 from slurmbridge.app import App
 from slurmbridge.config import KubeSettings, Settings
-from slurmbridge.sim.kube import DEFAULT_RESOURCES, KubeSim
-from slurmbridge.sim.slurmrestd import SlurmSim
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES, KubeSim
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
+from slurmbridge.devtools.testing import Stack
+from slurmbridge.kube import client as kube
 from tests.integration.certs import make_certs, trusting
 from tests.integration.test_clusters_e2e import NS, cluster, secret
 from tests.unit.test_deploy import grants, of_kind, only_of, render

@@ -12,9 +12,9 @@ import pytest
 import reconcilers
 from reconcilers.base import Decision
 from schemas.actions import BindPod, CreateSlurmNode, DrainSlurmNode, PodRef, TaintNode
-from slurmbridge import explain, replay
-from slurmbridge.logcmds import context_of, parse_time
-from slurmbridge.testing import Stack
+from slurmbridge.cli.logs import context_of, parse_time
+from slurmbridge.devtools.testing import Stack
+from slurmbridge.logview import explain, replay
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from slurmbridge.sim.kube import ApiError, Change, KubeSim
+from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim
 
 pytestmark = pytest.mark.integration
 

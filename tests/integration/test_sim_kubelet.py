@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from slurmbridge.sim.kube import ApiError, KubeSim
-from slurmbridge.sim.kubelet import ANNOTATION_EXIT_CODE, ANNOTATION_RUN_SECONDS
-from slurmbridge.sim.workloads import create_group
+from slurmbridge.devtools.sim.kube import ApiError, KubeSim
+from slurmbridge.devtools.sim.kubelet import ANNOTATION_EXIT_CODE, ANNOTATION_RUN_SECONDS
+from slurmbridge.devtools.sim.workloads import create_group
 
 FIN = "example.com/keep"
 

@@ -1,7 +1,8 @@
 """The slurmrestd simulator gives the answers real Slurm 24.11.5 and 26.05.5 gave (issue 16).
 
 Each test sends, over real HTTP, a request that was recorded against a real slurmrestd (the
-project's rig, :mod:`slurmbridge.realslurm_modern`; the same bodies are pinned for the client
+project's rig, :mod:`slurmbridge.devtools.realslurm_modern`; the same bodies are pinned for the
+client
 in ``tests/unit/test_slurm_real_answers.py``) and checks the simulator's answer against the
 real one's key facts, quoted in its docstring. Where the releases differ the test runs once
 per release (``SlurmSim(slurm_release=...)``), 24.11 over v0.0.42 (the newest version it
@@ -21,7 +22,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from slurmbridge.sim.slurmrestd import SlurmSim, mint_jwt
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim, mint_jwt
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.errors import Rejected, SlurmError, Unauthorized
 from slurmbridge.slurm.models import JobSubmit, NodeUpdate

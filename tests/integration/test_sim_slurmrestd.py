@@ -47,7 +47,7 @@ from jsonschema import Draft7Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from slurmbridge.sim.slurmrestd import ALL_VERSIONS, SlurmSim, serve
+from slurmbridge.devtools.sim.slurmrestd import ALL_VERSIONS, SlurmSim, serve
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.errors import (
     Conflict,

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from slurmbridge.sim.slurmrestd import SimError, SlurmSim, UnknownNodeError
+from slurmbridge.devtools.sim.slurmrestd import SimError, SlurmSim, UnknownNodeError
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.errors import Conflict, NotFound, Rejected, Unsupported
 from slurmbridge.slurm.models import NodeUpdate

@@ -16,7 +16,7 @@ from reconcilers import _pods
 from schemas import wellknown
 from schemas.actions import CancelSlurmJob, DeletePod
 from schemas.events import KubeListed, SlurmJob
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.testing import Stack
 
 GROUP = _pods.Group(namespace="default", kind="Pod", name="held")
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import reconcilers
 from schemas import events, subjects
 from schemas.export import json_schemas
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.testing import Stack
 
 ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "subscribing.md"

@@ -23,13 +23,13 @@ from schemas.actions import (
     UndrainSlurmNode,
 )
 from schemas.events import Event, KubeNode, SlurmNode
-from slurmbridge import bus as busmod
 from slurmbridge.config import NatsSettings, WorkerSettings
-from slurmbridge.natsserver import NatsServer
-from slurmbridge.outcomes import EffectResult, Transient
-from slurmbridge.projection import Projection
-from slurmbridge.publish import ObservationPublisher
-from slurmbridge.worker import Worker
+from slurmbridge.runtime import bus as busmod
+from slurmbridge.runtime.natsserver import NatsServer
+from slurmbridge.runtime.outcomes import EffectResult, Transient
+from slurmbridge.runtime.projection import Projection
+from slurmbridge.runtime.publish import ObservationPublisher
+from slurmbridge.runtime.worker import Worker
 
 CTX = Context(scheduler_name="sched", cluster="c1")
 

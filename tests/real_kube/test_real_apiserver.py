@@ -32,9 +32,9 @@ from schemas.actions import (
     UntaintNode,
 )
 from schemas.events import NodeSetStatus
-from slurmbridge import kube
 from slurmbridge.config import KubeSettings
 from slurmbridge.effectors import KubeEffector, NodeSetEffector
+from slurmbridge.kube import client as kube
 from tests.integration.test_kube_preconditions import OTHER_UID, immutable_uid
 from tests.real_kube.conftest import ControlPlane
 

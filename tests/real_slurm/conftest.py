@@ -6,10 +6,11 @@ the tier with ``-m real_slurm`` / ``-m "not real_slurm"``). Clusters (nodes n1-n
 stopped at the end of the session:
 
 * ``real_slurm``: Debian 12's own Slurm 22.05 (REST v0.0.38),
-  :class:`~slurmbridge.realslurm.RealSlurm`, about 0.1 s each way.
+  :class:`~slurmbridge.devtools.realslurm.RealSlurm`, about 0.1 s each way.
 * ``slurm_2411`` / ``slurm_2605``: real Slurm 24.11 (REST v0.0.40-42) and 26.05 (REST
   v0.0.42-45) from Debian root file systems under chroot,
-  :class:`~slurmbridge.realslurm_modern.ModernSlurm`, about 2.5 s up and 0.3 s down; at stop
+  :class:`~slurmbridge.devtools.realslurm_modern.ModernSlurm`, about 2.5 s up and 0.3 s down; at
+  stop
   the fixture asserts that no process is left in the cluster's mount namespace.
 * ``modern_slurm``: parametrized over both modern releases (ids ``slurm24.11`` and
   ``slurm26.05``); returns the matching session cluster.
@@ -35,8 +36,8 @@ from typing import Any
 
 import pytest
 
-from slurmbridge.realslurm import RealSlurm, RealSlurmError, missing_binaries
-from slurmbridge.realslurm_modern import ModernSlurm, default_rootfs, installed
+from slurmbridge.devtools.realslurm import RealSlurm, RealSlurmError, missing_binaries
+from slurmbridge.devtools.realslurm_modern import ModernSlurm, default_rootfs, installed
 
 HERE = Path(__file__).parent.resolve()
 SKIP_ENV = "SLURMBRIDGE_SKIP_REAL_SLURM"
@@ -95,9 +96,9 @@ def modern_cluster(release: str, **options: Any) -> Iterator[ModernSlurm]:
         pytest.fail(
             f"real Slurm {release} is not installed (no root file system at "
             f"{default_rootfs(release)}). Run 'SLURMBRIDGE_REAL_SLURM_RELEASES={release} "
-            f".ci/install-real-slurm.sh' or 'python -m slurmbridge.realslurm_modern install "
-            f"{release}' as root (Debian 12), or set {SKIP_ENV}=1 to skip the real_slurm tier "
-            "on purpose.",
+            ".ci/install-real-slurm.sh' or 'python -m slurmbridge.devtools.realslurm_modern "
+            f"install {release}' as root (Debian 12), or set {SKIP_ENV}=1 to skip the "
+            "real_slurm tier on purpose.",
             pytrace=False,
         )
     cluster = ModernSlurm(release, nodes=4, **options)

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from slurmbridge.realslurm_modern import ModernSlurm
-from slurmbridge.sim.slurmrestd import SlurmSim
+from slurmbridge.devtools.realslurm_modern import ModernSlurm
+from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 
 PLAIN_USER, PLAIN_UID = "sbdiff", 42426
 NORMAL = {"26.05": "v0.0.45", "24.11": "v0.0.42"}

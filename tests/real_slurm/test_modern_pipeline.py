@@ -1,7 +1,8 @@
 """The poller, reconcilers and effectors against real Slurm 24.11 (REST v0.0.42) and 26.05
 (REST v0.0.45).
 
-Kubernetes is the simulator; Slurm is real (:class:`~slurmbridge.realslurm_modern.ModernSlurm`,
+Kubernetes is the simulator; Slurm is real
+(:class:`~slurmbridge.devtools.realslurm_modern.ModernSlurm`,
 one cluster per release per session). Every test restores what it changed: nodes idle and
 undrained, no job left.
 """
@@ -21,10 +22,10 @@ import pytest
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, UndrainSlurmNode
 from schemas.events import SlurmJob, SlurmNode, SlurmPartition, SlurmPing
-from slurmbridge.realslurm_modern import ModernSlurm
-from slurmbridge.sim.kube import ApiError
-from slurmbridge.sim.workloads import create_group
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.realslurm_modern import ModernSlurm
+from slurmbridge.devtools.sim.kube import ApiError
+from slurmbridge.devtools.sim.workloads import create_group
+from slurmbridge.devtools.testing import Stack
 
 MANAGED = (wellknown.TAINT_MANAGED_NODE, wellknown.DEFAULT_SCHEDULER_NAME, "NoExecute")
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -132,9 +133,9 @@ async def test_an_administrators_drain_is_never_undone(
         assert "Reason=admin: replace fan" in modern_slurm.scontrol("-o", "show", "node", "n3")
         recs = [r for r in await stack.action_records() if r.key == "n3"]
         assert not any(isinstance(r.action, UndrainSlurmNode) for r in recs)
-        assert not any(
-            isinstance(r.action, DrainSlurmNode) and r.outcome == "ok" for r in recs
-        ), "the administrator's reason is never overwritten"
+        assert not any(isinstance(r.action, DrainSlurmNode) and r.outcome == "ok" for r in recs), (
+            "the administrator's reason is never overwritten"
+        )
     finally:
         modern_slurm.undrain("n3")
         await _idle(stack, modern_slurm, "n3")
@@ -166,15 +167,19 @@ async def _quiet_polls(stack: Stack, modern_slurm: ModernSlurm) -> None:
     assert stack.app is not None and stack.app.poller is not None
     proj = stack.app.projection
     await stack.wait_for(
-        lambda: (j := proj.get(SlurmJob, job_id, "slurm:default")) is not None
-        and j.base_state == "RUNNING",
+        lambda: (
+            (j := proj.get(SlurmJob, job_id, "slurm:default")) is not None
+            and j.base_state == "RUNNING"
+        ),
         timeout=30,
         what="the running job observed",
     )
     # n4's own state follows the job a moment later (alloc_cpus, MIXED): wait for it too.
     await stack.wait_for(
-        lambda: (n := proj.get(SlurmNode, "n4", "slurm:default")) is not None
-        and n.base_state in ("MIXED", "ALLOCATED"),
+        lambda: (
+            (n := proj.get(SlurmNode, "n4", "slurm:default")) is not None
+            and n.base_state in ("MIXED", "ALLOCATED")
+        ),
         timeout=30,
         what="n4 busy in the log",
     )
@@ -206,7 +211,7 @@ async def test_pods_are_placed_bound_and_cleaned_up(
     shown = modern_slurm.scontrol("-o", "show", "job", str(job_id))
     assert f"NodeList={node}" in shown
     assert "Comment=slurmbridge:" in shown
-    assert "AdminComment={\"pods\":[\"default/real-ok\"]}" in shown
+    assert 'AdminComment={"pods":["default/real-ok"]}' in shown
     if modern_slurm.release == "26.05":
         assert "BatchFlag=0" in shown, "an EXTERNAL_JOB runs nothing"
     else:
@@ -217,8 +222,10 @@ async def test_pods_are_placed_bound_and_cleaned_up(
         what="job ended in real Slurm once the pod completed",
     )
     await stack.wait_for(
-        lambda: wellknown.FINALIZER_SCHEDULER
-        not in ((_pod(stack, name) or {}).get("metadata", {}).get("finalizers") or []),
+        lambda: (
+            wellknown.FINALIZER_SCHEDULER
+            not in ((_pod(stack, name) or {}).get("metadata", {}).get("finalizers") or [])
+        ),
         timeout=30,
         what="finalizer removed",
     )
@@ -330,9 +337,7 @@ async def test_a_job_slurm_refuses_is_reported_on_the_pods_and_not_resubmitted(
         assert cond["status"] == "False"
         assert "2014" in cond["message"], cond["message"]
         events = [
-            e
-            for e in stack.kube.list("events", "default")
-            if e.get("reason") == "SlurmJobRejected"
+            e for e in stack.kube.list("events", "default") if e.get("reason") == "SlurmJobRejected"
         ]
         assert events and all(e["type"] == "Warning" for e in events)
         await stack.settled()
@@ -340,14 +345,19 @@ async def test_a_job_slurm_refuses_is_reported_on_the_pods_and_not_resubmitted(
         polls = stack.app.poller.polls
         await stack.wait_for(lambda: stack.app.poller.polls >= polls + 10, what="ten polls")
         await stack.settled()
-        submits = [r for r in await stack.action_records() if r.key == "default/Job:too-big"
-                   and type(r.action).__name__ == "SubmitSlurmJob"]
+        submits = [
+            r
+            for r in await stack.action_records()
+            if r.key == "default/Job:too-big" and type(r.action).__name__ == "SubmitSlurmJob"
+        ]
         assert [r.outcome for r in submits] == ["rejected"]
         assert await stack.dead_letters() == []
     else:
         await stack.wait_for(
-            lambda: all(JOBID in ((_pod(stack, n) or {}).get("metadata") or {}).get("labels", {})
-                        for n in names),
+            lambda: all(
+                JOBID in ((_pod(stack, n) or {}).get("metadata") or {}).get("labels", {})
+                for n in names
+            ),
             timeout=60,
             what="the group's job submitted",
         )
@@ -355,8 +365,9 @@ async def test_a_job_slurm_refuses_is_reported_on_the_pods_and_not_resubmitted(
         assert p is not None
         job_id = int(p["metadata"]["labels"][JOBID])
         await stack.wait_for(
-            lambda: "Reason=PartitionConfig"
-            in modern_slurm.scontrol("-o", "show", "job", str(job_id)),
+            lambda: (
+                "Reason=PartitionConfig" in modern_slurm.scontrol("-o", "show", "job", str(job_id))
+            ),
             timeout=30,
             what="the job pending for PartitionConfig",
         )
@@ -404,8 +415,11 @@ async def test_an_external_node_is_registered_repartitioned_and_removed(
         "nodes", "ext-a", {"metadata": {"labels": {wellknown.LABEL_EXTERNAL_NODE: None}}}
     )
     await stack.wait_for(lambda: "NodeName=ext-a" not in shown(), timeout=60, what="deleted")
-    recs = [(type(r.action).__name__, r.outcome) for r in await stack.action_records()
-            if r.key == "ext-a" and type(r.action).__name__ != "RecordEvent"]
+    recs = [
+        (type(r.action).__name__, r.outcome)
+        for r in await stack.action_records()
+        if r.key == "ext-a" and type(r.action).__name__ != "RecordEvent"
+    ]
     assert [a for a, o in recs if o == "ok"].count("CreateSlurmNode") == 2
     assert [a for a, o in recs if o == "ok"].count("DeleteSlurmNode") == 2
     assert await stack.dead_letters() == []
@@ -434,9 +448,10 @@ class _RealSlurmdRegistrar:
         if (meta.get("labels") or {}).get("app.kubernetes.io/name") != "slurmd":
             return
         name = str(meta["name"])
-        known = f"NodeName={name} " in self.slurm.run(
-            "scontrol", "-o", "show", "node", name, check=False
-        ).stdout
+        known = (
+            f"NodeName={name} "
+            in self.slurm.run("scontrol", "-o", "show", "node", name, check=False).stdout
+        )
         if change.type == "DELETED":
             if known:
                 states = self.slurm.node_states().get(name, "")
@@ -449,8 +464,14 @@ class _RealSlurmdRegistrar:
             # NodeAddr: without it slurmctld resolves the pod's name, retrying for seconds with
             # its locks held (sinfo then times out: "Socket timed out on send/recv").
             self.slurm.scontrol(
-                "create", f"NodeName={name}", "NodeAddr=127.0.0.1", "NodeHostname=localhost",
-                "CPUs=2", "RealMemory=1000", "State=External", "Feature=batch",
+                "create",
+                f"NodeName={name}",
+                "NodeAddr=127.0.0.1",
+                "NodeHostname=localhost",
+                "CPUs=2",
+                "RealMemory=1000",
+                "State=External",
+                "Feature=batch",
             )
 
 
@@ -474,9 +495,7 @@ async def test_nodeset_scale_in_drains_and_deletes_a_pod_only_when_its_node_is_i
             "spec": {
                 "replicas": 2,
                 "serviceName": "slurmd",
-                "template": {
-                    "spec": {"containers": [{"name": "slurmd", "image": "slurmd:26.05"}]}
-                },
+                "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:26.05"}]}},
             },
         }
     )

@@ -1,4 +1,5 @@
-"""The modern Slurm rig itself (slurmbridge.realslurm_modern), against real 24.11 and 26.05.
+"""The modern Slurm rig itself (slurmbridge.devtools.realslurm_modern), against real 24.11 and
+26.05.
 
 Each test taking ``modern_slurm`` runs once per release (ids ``slurm24.11`` and
 ``slurm26.05``) on that release's session cluster. Node roles: n1-n3 are read-only here, n4
@@ -15,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from slurmbridge.realslurm import RealSlurmError
-from slurmbridge.realslurm_modern import RELEASES, SUITES, ModernSlurm, default_rootfs
+from slurmbridge.devtools.realslurm import RealSlurmError
+from slurmbridge.devtools.realslurm_modern import RELEASES, SUITES, ModernSlurm, default_rootfs
 
 EXPECTED_API_VERSIONS = {
     "24.11": ("v0.0.40", "v0.0.41", "v0.0.42"),

@@ -18,9 +18,9 @@ import pytest
 
 from schemas import wellknown
 from schemas.events import SlurmJob
-from slurmbridge.realslurm_modern import ModernSlurm
-from slurmbridge.sim.workloads import create_group
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.realslurm_modern import ModernSlurm
+from slurmbridge.devtools.sim.workloads import create_group
+from slurmbridge.devtools.testing import Stack
 
 GROUPS, SIZE = 20, 10
 #: A placeholder job asks one node per pod (Slinky's default), so 20 nodes run two groups

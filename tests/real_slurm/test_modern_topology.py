@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from schemas import wellknown
-from slurmbridge.realslurm_modern import ModernSlurm
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.realslurm_modern import ModernSlurm
+from slurmbridge.devtools.testing import Stack
 from tests.real_slurm.conftest import modern_cluster
 
 TOPO = wellknown.ANNOTATION_TOPOLOGY_SPEC

@@ -13,8 +13,8 @@ import pytest
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, UndrainSlurmNode
 from schemas.events import SlurmNode, SlurmPartition, SlurmPing
-from slurmbridge.realslurm import RealSlurm
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.realslurm import RealSlurm
+from slurmbridge.devtools.testing import Stack
 
 MANAGED = (wellknown.TAINT_MANAGED_NODE, wellknown.DEFAULT_SCHEDULER_NAME, "NoExecute")
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from schemas import wellknown
-from slurmbridge.realslurm import RealSlurm
-from slurmbridge.sim.kube import ApiError
-from slurmbridge.sim.workloads import create_group
-from slurmbridge.testing import Stack
+from slurmbridge.devtools.realslurm import RealSlurm
+from slurmbridge.devtools.sim.kube import ApiError
+from slurmbridge.devtools.sim.workloads import create_group
+from slurmbridge.devtools.testing import Stack
 
 JOBID = wellknown.LABEL_SLURM_JOBID
 

@@ -1,7 +1,8 @@
 """Real slurmrestd 22.05 (API v0.0.38) through raw httpx: the facts our client and simulator copy.
 
 These tests pin what the real server does, including where it departs from its own OpenAPI
-document, so that the Slurm client codec for v0.0.38 and ``slurmbridge/sim/slurmrestd.py`` can
+document, so that the Slurm client codec for v0.0.38 and ``slurmbridge/devtools/sim/slurmrestd.py``
+can
 be checked against them. Node roles in the shared session cluster: n1/n2 are read-only (gpu),
 n3 belongs to the ``update_time`` test, n4 to the drain test.
 """
@@ -27,7 +28,7 @@ from jsonschema import Draft4Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
 
-from slurmbridge.realslurm import REST_USER, RealSlurm, RealSlurmError, submit_body
+from slurmbridge.devtools.realslurm import REST_USER, RealSlurm, RealSlurmError, submit_body
 
 V = "/slurm/v0.0.38"
 DOC_PATH = Path(__file__).parents[1] / "data" / "slurm-openapi" / "v0038.json"
@@ -509,7 +510,7 @@ def test_second_cluster_runs_beside_and_stop_ends_running_jobs(
 
 def test_cli_up_writes_env_file_and_down_stops_everything() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="realslurm-cli-"))
-    cli = [sys.executable, "-m", "slurmbridge.realslurm"]
+    cli = [sys.executable, "-m", "slurmbridge.devtools.realslurm"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     try:
         up = subprocess.run(

@@ -71,8 +71,8 @@ from schemas.events import (
     kind_of,
 )
 from schemas.subjects import KUBE_SOURCE, slurm_source
-from slurmbridge.projection import Projection
-from slurmbridge.sim.slurmrestd import SimError, _parse_node_conf
+from slurmbridge.devtools.sim.slurmrestd import SimError, _parse_node_conf
+from slurmbridge.runtime.projection import Projection
 
 BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 ENDED = wellknown.JOB_ENDED_STATES

@@ -10,7 +10,8 @@ import msgspec
 import pytest
 
 from schemas import actions as act
-from slurmbridge import cli, render
+from slurmbridge.cli import main as cli
+from slurmbridge.logview import render
 
 POD_COUNT = 32
 PODS = tuple(

@@ -14,7 +14,7 @@ from schemas.actions import RecordEvent, SetClusterStatus
 from schemas.events import Event, KubeNodeSet, SlurmCluster, SlurmPing
 from schemas.subjects import slurm_source
 from slurmbridge.clusters import _Secret, token_from
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 
 CTX = Context(scheduler_name="s", cluster="static")
 

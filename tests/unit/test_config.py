@@ -81,7 +81,7 @@ def test_missing_file() -> None:
 
 
 def test_cli_reports_config_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from slurmbridge.cli import main
+    from slurmbridge.cli.main import main
 
     f = tmp_path / "c.yaml"
     f.write_text("slurm:\n  pollInterval: -1\n")

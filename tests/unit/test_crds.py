@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from slurmbridge.sim.kube import DEFAULT_RESOURCES
+from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES
 
 CRDS = Path(__file__).parents[2] / "deploy" / "crds"
 K8S_VERSIONS = ("1.29.0", "1.33.0")

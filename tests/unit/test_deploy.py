@@ -24,15 +24,21 @@ import pytest
 import yaml
 
 import reconcilers
-from slurmbridge import cli, components, config, webhook
-from slurmbridge.labelselector import selector_matches
+from slurmbridge import components, config, webhook
+from slurmbridge.cli import main as cli
+from slurmbridge.kube.labelselector import selector_matches
 
 ROOT = Path(__file__).parents[2]
 CHART = ROOT / "deploy" / "helm" / "slurmbridge"
 K8S_VERSIONS = ("1.29.0", "1.33.0")
+#: The code that runs in a deployment (the simulators and rigs of devtools never do).
 SOURCES = [
-    *sorted((ROOT / "slurmbridge").glob("*.py")),
-    *sorted((ROOT / "producers").glob("*.py")),
+    *sorted(
+        p
+        for p in (ROOT / "slurmbridge").rglob("*.py")
+        if "devtools" not in p.relative_to(ROOT).parts
+    ),
+    *sorted((ROOT / "producers").rglob("*.py")),
 ]
 ALL_COMPONENTS = sorted([*components.PRODUCERS, *reconcilers.ALL, "webhook"])
 SELECTOR = {"matchLabels": {"slurm": "yes"}}
@@ -901,11 +907,11 @@ def _metric_labels() -> dict[str, set[str]]:
     """Every series name slurmbridge exports → its label names."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    import slurmbridge.metrics
-    import slurmbridge.partition_metrics
+    import slurmbridge.observability.metrics
+    import slurmbridge.observability.partition_metrics
 
     out: dict[str, set[str]] = {}
-    for module in (slurmbridge.metrics, slurmbridge.partition_metrics):
+    for module in (slurmbridge.observability.metrics, slurmbridge.observability.partition_metrics):
         for metric in vars(module).values():
             if not isinstance(metric, MetricWrapperBase):
                 continue

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from slurmbridge.gcpause import collector_paused, freeze_startup
+from slurmbridge.runtime.gcpause import collector_paused, freeze_startup
 
 
 @pytest.fixture(autouse=True)

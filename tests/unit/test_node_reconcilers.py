@@ -11,7 +11,7 @@ from reconcilers.base import Context
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, RecordEvent, TaintNode, UndrainSlurmNode, UntaintNode
 from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, Taint
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 
 CTX = Context(scheduler_name="slurm-bridge-scheduler", cluster="c1")
 SRC = "slurm:c1"

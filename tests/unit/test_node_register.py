@@ -29,7 +29,7 @@ from schemas.events import (
     SlurmPartition,
     SlurmPing,
 )
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 
 CTX = Context(scheduler_name="s", cluster="c1")
 GiB = 1024**3

@@ -24,7 +24,7 @@ from schemas.actions import (
     UndrainSlurmNode,
 )
 from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmNode, SlurmPing
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 
 CTX = Context(scheduler_name="s", cluster="c1")
 KEY = "slurm/gpu"

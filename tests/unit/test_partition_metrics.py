@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 
 from schemas.events import SlurmJob, SlurmNode, SlurmPartition
-from slurmbridge.partition_metrics import PartitionMetrics
+from slurmbridge.observability.partition_metrics import PartitionMetrics
 
 C = "metrics-test"
 SRC = f"slurm:{C}"

@@ -34,7 +34,7 @@ from schemas.events import (
     SlurmPartition,
     SlurmPing,
 )
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1")

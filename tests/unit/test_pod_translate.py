@@ -12,7 +12,7 @@ from producers.kube import RawPod, pod_to_event
 from reconcilers import _pods
 from reconcilers._pods import Group, TranslationError, parse_memory_mib, parse_time_limit, translate
 from schemas.events import Event, KubePod, KubeWorkload, OwnerRef
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 
 P = _pods.PREFIX
 MIB = 1024 * 1024

@@ -10,7 +10,7 @@ import pytest
 from producers import kube as pk
 from producers import slurm as ps
 from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, SlurmPing
-from slurmbridge.bus import Published
+from slurmbridge.runtime.bus import Published
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import JobStateMemo

@@ -1,6 +1,6 @@
 """The projection's memory savings keep its answers: canonical values and lean indexes (issue 7).
 
-:meth:`Projection.feed` shares the values events repeat (:mod:`slurmbridge.intern`), and the
+:meth:`Projection.feed` shares the values events repeat (:mod:`slurmbridge.runtime.intern`), and the
 ``by_label`` / ``by_field`` indexes store a lone ``(source, key)`` without a set. These tests
 check that what is stored equals what was decoded, that equal values are shared, that the
 caches stay bounded, and that the indexes answer exactly as a scan would.
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from schemas import events, subjects
 from schemas.events import KubePod, OwnerRef, PodCondition, SlurmJob
-from slurmbridge.intern import BoundedCache, Canonicalizer
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.intern import BoundedCache, Canonicalizer
+from slurmbridge.runtime.projection import Projection
 from tests.unit.test_properties_codecs import EVENT_KINDS, KINDS, instances
 
 

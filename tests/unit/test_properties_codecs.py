@@ -35,8 +35,8 @@ from hypothesis import strategies as st
 from schemas import actions, events
 from schemas.actions import ACTIONS, ActionRecord, DeadLetter
 from schemas.events import KINDS
-from slurmbridge import render
-from slurmbridge.projection import Projection
+from slurmbridge.logview import render
+from slurmbridge.runtime.projection import Projection
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.codecs import _dataparser, v0038
 from slurmbridge.slurm.codecs._common import ItemMemo, JobStateMemo

@@ -1,7 +1,8 @@
 """The client against answers recorded from real Slurm 24.11.5 and 26.05.5 (issue 16).
 
 Each body below is what a real slurmrestd sent (``meta`` trimmed), recorded with curl against
-the project's rig (``slurmbridge.realslurm_modern``). The simulator reproduces the same answers
+the project's rig (``slurmbridge.devtools.realslurm_modern``). The simulator reproduces the same
+answers
 (tests/integration/test_sim_real_answers.py) and the real_slurm tier repeats each exchange
 against the real servers; these tests pin the client's reading of them without any server.
 """

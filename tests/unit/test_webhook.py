@@ -11,7 +11,7 @@ import pytest
 
 from schemas import wellknown
 from slurmbridge import config
-from slurmbridge.labelselector import check_selector, selector_matches
+from slurmbridge.kube.labelselector import check_selector, selector_matches
 from slurmbridge.webhook import (
     CachedNamespaceLabels,
     Policy,

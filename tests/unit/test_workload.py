@@ -32,7 +32,7 @@ from schemas.events import (
     SlurmJob,
     SlurmPing,
 )
-from slurmbridge.projection import Projection
+from slurmbridge.runtime.projection import Projection
 
 SCHED = "slurm-bridge-scheduler"
 NOW = 10_000.0

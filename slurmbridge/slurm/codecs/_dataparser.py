@@ -494,9 +494,9 @@ class DataParserCodec(Codec):
             raw = decode(_NODES_RAW, body, what)
             if raw.nodes is None:
                 return None
-            nodes = tuple(memo.map(
-                    raw.nodes, lambda r: _node(decode(_NODE, r, what), self.node_topology)
-                ))
+            nodes = tuple(
+                memo.map(raw.nodes, lambda r: _node(decode(_NODE, r, what), self.node_topology))
+            )
             last_update = noval(raw.last_update) or 0
         return NodeList(nodes=nodes, last_update=last_update, server_last_update=last_update)
 

@@ -1,0 +1,461 @@
+"""Jobs for the slurmrestd simulator: submit, list, get, cancel, and a small scheduler.
+
+Mixed into :class:`~slurmbridge.devtools.sim.slurmrestd.SlurmSim`. The scheduler runs on every
+change
+that can start a job (a submit, a cancel, a job ending, :meth:`JobsMixin.schedule`): pending
+jobs, in id order, start on the first ``min_nodes`` usable nodes of their partition (the
+default partition when they name none) — IDLE or MIXED, not DRAIN/DOWN/FAIL, not in
+``excluded_nodes`` — with ``cpus_per_task × ⌈tasks / min_nodes⌉`` free CPUs each; an
+exclusive job takes whole idle nodes. Starting allocates the CPUs on the nodes
+(``ALLOCATED`` / ``MIXED``), ending releases them, so node states follow as in Slurm.
+
+External jobs (flag ``EXTERNAL_JOB``, v0.0.43+; v0.0.42's parser does not know the flag: 9207,
+as on 24.11.5) and placeholder batch jobs stay RUNNING until
+cancelled; :meth:`complete_job`, :meth:`preempt_job` and :meth:`timeout_job` end a job the way
+the job itself, preemption and the time limit would; a RUNNING job whose ``time_limit``
+(minutes, each :attr:`JobsMixin.minute_s` seconds long) has passed ends TIMEOUT the next time
+jobs are read. Ended jobs stay listed for
+``min_job_age`` seconds (Slurm's MinJobAge), then vanish. ``on_job_state`` hooks receive
+``(job_id, state, time.monotonic())`` on every state change. An external job on an external
+node holds its CPUs without reporting them (the node reads ALLOCATED with ``alloc_cpus`` 0,
+recorded from Slurm 26.05.5).
+
+Submit errors use Slurm's numbers: 2000 unknown partition (ESLURM_INVALID_PARTITION_NAME),
+2017 unknown job id (ESLURM_INVALID_JOB_ID), 9000 a body that does not parse, 9207 an unknown
+flag. A job asking for more nodes than its partition has is refused with 2014
+(ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE) on Slurm 24.11 and left PENDING with reason
+``PartitionConfig`` on 25.05+ (recorded from 24.11.5 and 26.05.5); an empty partition (its
+dynamic nodes still to come) makes jobs wait on every release.
+
+Job updates read ``excluded_nodes`` as slurmrestd's ``csv_string``: ``[]`` leaves it as it
+was, ``[""]`` clears it (recorded from 24.11.5 and 26.05.5).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from slurmbridge.slurm import hostlist
+from slurmbridge.slurm.models import Job
+
+if TYPE_CHECKING:
+    from slurmbridge.devtools.sim.slurmrestd import SimNode, SimPartition
+
+Json = Any
+JobCallback = Callable[[int, str, float], None]
+
+ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL")
+
+
+@dataclass
+class SimJob:
+    """A simulated job (memory in MiB, time limit in minutes)."""
+
+    job_id: int
+    name: str
+    partition: str
+    state: str = "PENDING"
+    reason: str = "None"
+    nodes: list[str] = field(default_factory=list)
+    cpus_per_task: int = 1
+    tasks: int = 1
+    min_nodes: int = 1
+    memory_per_node: int = 0
+    excluded: frozenset[str] = frozenset()
+    exclusive: bool = False
+    flags: list[str] = field(default_factory=list)
+    admin_comment: str = ""
+    comment: str = ""
+    user_id: int = 0
+    submit_time: int = 0
+    start_time: int = 0
+    end_time: int = 0
+    time_limit: int | None = None
+    #: Submitted with ``hold: true``: PENDING, reason JobHeldUser, never started here.
+    held: bool = False
+    alloc: dict[str, int] = field(default_factory=dict)
+    ended_mono: float = 0.0
+    start_mono: float = 0.0
+
+    def model(self) -> Job:
+        """The version-neutral view (what the client decodes)."""
+        return Job(
+            job_id=self.job_id,
+            name=self.name,
+            state=(self.state,),
+            state_reason=self.reason,
+            nodes=tuple(self.nodes),
+            partition=self.partition,
+            admin_comment=self.admin_comment,
+            comment=self.comment,
+            flags=tuple(self.flags),
+            user_id=self.user_id,
+            submit_time=self.submit_time,
+            start_time=self.start_time,
+            end_time=self.end_time,
+            time_limit_minutes=self.time_limit,
+            node_count=len(self.nodes) or self.min_nodes,
+            excluded_nodes=tuple(sorted(self.excluded)),
+        )
+
+
+def _csv_string(value: Any) -> list[str] | None:
+    """A data_parser ``csv_string`` field of an update: ``None`` when absent or ``[]`` (Slurm
+    leaves the field as it was), else its comma-separated items, ``[""]`` / ``""`` meaning
+    none, which clears (recorded from Slurm 24.11.5 and 26.05.5: node features, a job's
+    ``excluded_nodes``).
+
+    Raises:
+        TypeError: neither a string nor a list of strings.
+    """
+    if value is None or value == []:
+        return None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        joined = ",".join(value)
+    elif isinstance(value, str):
+        joined = value
+    else:
+        raise TypeError(f"not a csv_string: {value!r}")
+    return [item.strip() for item in joined.split(",") if item.strip()]
+
+
+class _SubmitError(Exception):
+    def __init__(self, errno: int, description: str) -> None:
+        super().__init__(description)
+        self.errno = errno
+        self.description = description
+
+
+def _number(value: Any) -> int | None:
+    """A plain number or a NoVal object (``{"set": true, "number": N}``)."""
+    if isinstance(value, dict):
+        if value.get("infinite") or not value.get("set", True):
+            return None
+        value = value.get("number")
+    if value is None:
+        return None
+    return int(value)
+
+
+class JobsMixin:
+    """Job state and REST handlers; needs the host's nodes, partitions, allocate/release."""
+
+    nodes: dict[str, SimNode]
+    partitions: dict[str, SimPartition]
+    versions: tuple[str, ...]
+    slurm_release: str
+
+    def _init_jobs(self) -> None:
+        self.jobs_by_id: dict[int, SimJob] = {}
+        self.next_job_id = 1000
+        self.min_job_age = 300.0
+        #: Seconds one minute of a job's time limit lasts here (60 = real time; tests shrink
+        #: it so that a 1-minute limit runs out in a fraction of a second).
+        self.minute_s = 60.0
+        self.on_job_state: list[JobCallback] = []
+        self.jobs_changed_at = int(time.time())
+
+    if TYPE_CHECKING:  # provided by SlurmSim
+
+        def allocate(self, name: str, cpus: int, memory: int = 0) -> None: ...
+        def release(self, name: str, cpus: int | None = None, memory: int = 0) -> None: ...
+        def _now(self) -> int: ...
+
+    # --- public -------------------------------------------------------------------------------
+
+    @property
+    def jobs(self) -> list[Job]:
+        """Every listed job (version-neutral), oldest first."""
+        self._purge()
+        return [j.model() for j in self.jobs_by_id.values()]
+
+    def job(self, job_id: int) -> Job:
+        """One job. Raises KeyError: unknown."""
+        return self.jobs_by_id[job_id].model()
+
+    def submit(self, desc: Json, *, external: bool, user_id: int = 0) -> int:
+        """Submit a job from a version-neutral description (see :meth:`_parse_submit`)."""
+        job = self._make_job(desc, external=external, user_id=user_id)
+        self.jobs_by_id[job.job_id] = job
+        self._jobs_touched()
+        self.schedule()
+        return job.job_id
+
+    def update_job(
+        self,
+        job_id: int,
+        *,
+        time_limit: int | None = None,
+        name: str | None = None,
+        comment: str | None = None,
+        admin_comment: str | None = None,
+        excluded_nodes: Iterable[str] | None = None,
+    ) -> None:
+        """``scontrol update job``: the given fields change; a new time limit applies to a
+        running job from its start.
+
+        Raises:
+            KeyError: unknown job. _SubmitError: 2021 (ESLURM_JOB_FINISHED) once it ended.
+        """
+        job = self.jobs_by_id[job_id]
+        if job.state in ENDED:
+            raise _SubmitError(2021, "Job/step already completing or completed")
+        if time_limit is not None:
+            job.time_limit = time_limit
+        if name is not None:
+            job.name = name
+        if comment is not None:
+            job.comment = comment
+        if admin_comment is not None:
+            job.admin_comment = admin_comment
+        if excluded_nodes is not None:
+            if job.state != "PENDING":
+                raise _SubmitError(2021, "Job is no longer pending execution")
+            job.excluded = frozenset(excluded_nodes)
+        self._jobs_touched()
+        if excluded_nodes is not None:
+            self.schedule()
+
+    def cancel_job(self, job_id: int) -> None:
+        """``scancel``: the job ends CANCELLED (a finished job is left alone)."""
+        self._end(job_id, "CANCELLED")
+
+    def complete_job(self, job_id: int, state: str = "COMPLETED") -> None:
+        """The job's script ended (COMPLETED, or FAILED …)."""
+        self._end(job_id, state)
+
+    def preempt_job(self, job_id: int) -> None:
+        """Preemption (PreemptMode=CANCEL): the job ends PREEMPTED."""
+        self._end(job_id, "PREEMPTED")
+
+    def timeout_job(self, job_id: int) -> None:
+        """The time limit passed: the job ends TIMEOUT."""
+        self._end(job_id, "TIMEOUT")
+
+    def schedule(self) -> int:
+        """Start every pending job that fits now; returns how many started."""
+        started = 0
+        for job in sorted(self.jobs_by_id.values(), key=lambda j: j.job_id):
+            if job.state == "PENDING" and self._try_start(job):
+                started += 1
+        return started
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _jobs_touched(self) -> None:
+        self.jobs_changed_at = self._now()
+
+    def _notify_job(self, job: SimJob) -> None:
+        at = time.monotonic()
+        for hook in list(self.on_job_state):
+            hook(job.job_id, job.state, at)
+
+    def _purge(self) -> None:
+        now = time.monotonic()
+        # The time limit is enforced lazily, when someone looks: same outcome as slurmctld's
+        # periodic check, without a timer task.
+        for j in list(self.jobs_by_id.values()):
+            limit = j.time_limit
+            if j.state == "RUNNING" and limit and now - j.start_mono >= limit * self.minute_s:
+                self._end(j.job_id, "TIMEOUT")
+        gone = [
+            j.job_id
+            for j in self.jobs_by_id.values()
+            if j.state in ENDED and now - j.ended_mono > self.min_job_age
+        ]
+        for jid in gone:
+            del self.jobs_by_id[jid]
+        if gone:
+            self._jobs_touched()
+
+    def _default_partition(self) -> str:
+        for p in self.partitions.values():
+            if p.default:
+                return p.name
+        return next(iter(self.partitions), "")
+
+    def _make_job(self, desc: Json, *, external: bool, user_id: int) -> SimJob:
+        partition = str(desc.get("partition") or self._default_partition())
+        part = self.partitions.get(partition)
+        if part is None:
+            raise _SubmitError(2000, f"Invalid partition name specified: {partition!r}")
+        min_nodes = int(desc.get("min_nodes") or 1)
+        # An empty partition is one whose (dynamic) nodes are still to come: jobs wait. Else
+        # recorded from Slurm 24.11.5: too many nodes is refused at submit (26.05.5 accepts
+        # the job and leaves it PENDING, reason PartitionConfig: see _try_start).
+        if self.slurm_release == "24.11" and part.nodes and min_nodes > len(part.nodes):
+            raise _SubmitError(2014, "Requested node configuration is not available")
+        self.next_job_id += 1
+        flags = ["EXTERNAL_JOB"] if external else []
+        return SimJob(
+            job_id=self.next_job_id,
+            name=str(desc.get("name") or "sim"),
+            partition=partition,
+            cpus_per_task=int(desc.get("cpus_per_task") or 1),
+            tasks=int(desc.get("tasks") or 1),
+            min_nodes=min_nodes,
+            memory_per_node=int(desc.get("memory_per_node") or 0),
+            excluded=frozenset(desc.get("excluded_nodes") or ()),
+            exclusive=bool(desc.get("exclusive")),
+            flags=flags,
+            admin_comment=str(desc.get("admin_comment") or ""),
+            comment=str(desc.get("comment") or ""),
+            user_id=user_id,
+            submit_time=self._now(),
+            time_limit=desc.get("time_limit"),
+            held=bool(desc.get("hold")),
+            reason="JobHeldUser" if desc.get("hold") else "None",
+        )
+
+    def _usable(self, node: SimNode, job: SimJob, cpus: int) -> bool:
+        if node.name in job.excluded or node.base is not None:
+            return False
+        if any(f in node.flags for f in ("DRAIN", "FAIL", "NOT_RESPONDING")):
+            return False
+        if job.exclusive:
+            return node.alloc_cpus == 0
+        return node.cpus - node.alloc_cpus >= cpus
+
+    def _try_start(self, job: SimJob) -> bool:
+        part = self.partitions.get(job.partition)
+        if part is None or job.held:
+            return False
+        per_node = job.cpus_per_task * math.ceil(job.tasks / job.min_nodes)
+        chosen = [
+            n
+            for n in sorted(part.nodes)
+            if n in self.nodes and self._usable(self.nodes[n], job, per_node)
+        ][: job.min_nodes]
+        if len(chosen) < job.min_nodes:
+            # recorded from Slurm 26.05.5: more nodes than the partition has
+            too_many = bool(part.nodes) and job.min_nodes > len(part.nodes)
+            job.reason = "PartitionConfig" if too_many else "Resources"
+            return False
+        external = "EXTERNAL_JOB" in job.flags
+        for name in chosen:
+            node = self.nodes[name]
+            cpus = node.cpus if job.exclusive else per_node
+            self.allocate(name, cpus, job.memory_per_node)
+            job.alloc[name] = cpus
+            if external and "EXTERNAL" in node.flags:
+                node.external_cpus += cpus
+        job.nodes = chosen
+        job.state, job.reason = "RUNNING", "None"
+        job.start_time = self._now()
+        job.start_mono = time.monotonic()
+        self._jobs_touched()
+        self._notify_job(job)
+        return True
+
+    def _end(self, job_id: int, state: str) -> None:
+        job = self.jobs_by_id.get(job_id)
+        if job is None or job.state in ENDED:
+            return
+        for name, cpus in job.alloc.items():
+            node = self.nodes.get(name)
+            if node is not None:
+                if "EXTERNAL_JOB" in job.flags:
+                    node.external_cpus = max(0, node.external_cpus - cpus)
+                self.release(name, cpus, job.memory_per_node)
+        job.alloc.clear()
+        job.state = state
+        job.end_time = self._now()
+        job.ended_mono = time.monotonic()
+        self._jobs_touched()
+        self._notify_job(job)
+        self.schedule()
+
+    # --- wire shapes --------------------------------------------------------------------------
+
+    @staticmethod
+    def _parse_submit(version: str, body: Json) -> tuple[Json, bool]:
+        """A version-neutral description from a submit body, and whether it is external."""
+        if not isinstance(body, dict) or not isinstance(body.get("job"), dict):
+            raise _SubmitError(9000, "Rejecting request. Failure parsing job description.")
+        job = body["job"]
+        desc: dict[str, Any] = {
+            k: job.get(k)
+            for k in ("name", "partition", "cpus_per_task", "tasks", "admin_comment", "comment")
+        }
+        if version == "v0.0.38":
+            nodes = job.get("nodes") or [1]
+            desc["min_nodes"] = int(nodes[0])
+            desc["memory_per_node"] = job.get("memory_per_node")
+            desc["time_limit"] = job.get("time_limit")
+            # recorded from Slurm 22.05.8: "exclusive" (or user/mcs) is taken; the
+            # document's "true" is refused
+            if job.get("exclusive") == "true":
+                raise _SubmitError(-1, "Invalid exclusive specification")
+            desc["exclusive"] = job.get("exclusive") == "exclusive"
+            external = False
+        else:
+            desc["min_nodes"] = job.get("minimum_nodes")
+            desc["memory_per_node"] = _number(job.get("memory_per_node"))
+            desc["time_limit"] = _number(job.get("time_limit"))
+            desc["excluded_nodes"] = job.get("excluded_nodes") or []
+            desc["exclusive"] = "none" in (job.get("shared") or [])
+            desc["hold"] = job.get("hold") is True
+            external = "EXTERNAL_JOB" in (job.get("flags") or [])
+            if external and version == "v0.0.42":
+                # recorded from Slurm 24.11.5: v0.0.42's parser has no such flag
+                raise _SubmitError(9207, 'Unknown flag "EXTERNAL_JOB"')
+        if not external and not (body.get("script") or job.get("script")):
+            raise _SubmitError(9000, "batch job submission needs a script")
+        return desc, external
+
+    @staticmethod
+    def _parse_update(version: str, body: Json) -> dict[str, Any]:
+        """The fields of a job update body (v0.0.38 ``job_properties``, else
+        ``job_desc_msg``) the simulator applies: time_limit, name, comment, admin_comment.
+
+        Raises:
+            TypeError: not a JSON object. ValueError: a time limit that is not minutes.
+        """
+        if not isinstance(body, dict):
+            raise TypeError("the body is not a JSON object")
+        out: dict[str, Any] = {}
+        for key in ("name", "comment", "admin_comment"):
+            if isinstance(body.get(key), str):
+                out[key] = body[key]
+        excluded = _csv_string(body.get("excluded_nodes"))
+        if excluded is not None:  # [] changes nothing, [""] clears
+            out["excluded_nodes"] = excluded
+        raw = body.get("time_limit")
+        limit = raw if version == "v0.0.38" else _number(raw)
+        if limit is not None:
+            if not isinstance(limit, int) or limit < 0:
+                raise ValueError(f"time_limit: not a number of minutes: {raw!r}")
+            out["time_limit"] = limit
+        return out
+
+    @staticmethod
+    def _render_job(version: str, j: SimJob) -> Json:
+        def nv(n: int | None) -> Json:
+            if version == "v0.0.38":  # plain integers; INFINITE (0xffffffff) when unset
+                return n if n is not None else 4294967295
+            if n is None:
+                return {"set": False, "infinite": True, "number": 0}
+            return {"set": True, "infinite": False, "number": n}
+
+        return {
+            "job_id": j.job_id,
+            "name": j.name,
+            "job_state": j.state if version == "v0.0.38" else [j.state],
+            "state_reason": j.reason,
+            "nodes": hostlist.compress(j.nodes),
+            "partition": j.partition,
+            "admin_comment": j.admin_comment,
+            "comment": j.comment,
+            "flags": list(j.flags),
+            "user_id": j.user_id,
+            "submit_time": nv(j.submit_time),
+            "start_time": nv(j.start_time),
+            "end_time": nv(j.end_time),
+            "time_limit": nv(j.time_limit),
+            "node_count": nv(len(j.nodes) or j.min_nodes),
+            "excluded_nodes": hostlist.compress(sorted(j.excluded)),
+        }

@@ -1,0 +1,1 @@
+"""Metrics, health endpoints, logging set-up and partition metrics (DESIGN §1, §8)."""

@@ -1,0 +1,57 @@
+"""Publishing observations: encode, subject, ``Nats-Msg-Id``, bounded async window, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from schemas import events, subjects
+from schemas.events import Event
+from slurmbridge.observability import metrics
+from slurmbridge.runtime.bus import MSG_ID, Bus, Published
+
+
+class PublishError(RuntimeError):
+    """Some observations were not stored (the producer retries its cycle)."""
+
+
+class ObservationPublisher:
+    """Publishes batches of ``(event, msg_id)`` and raises unless every one was stored."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def send(self, event: Event, msg_id: str) -> asyncio.Future[Any]:
+        """Publish one observation without waiting for the stream's acknowledgement.
+
+        The returned future resolves to the PubAck (or the error). Messages are sent in call
+        order on one connection, so the stream stores them in that order.
+        """
+        subject, data = _frame(event)
+        return await self.bus.js.publish_async(subject, data, headers={MSG_ID: msg_id})
+
+    async def __call__(self, batch: Sequence[tuple[Event, str]]) -> list[Published]:
+        """Publish and wait for every acknowledgement; results in order.
+
+        Raises:
+            PublishError: at least one publish failed (names the first subject and error).
+        """
+        pub = self.bus.batch()
+        for event, msg_id in batch:
+            await pub.publish(*_frame(event), msg_id)
+        results = await pub.flush()
+        failed = [r for r in results if r.error is not None]
+        if failed:
+            raise PublishError(
+                f"{len(failed)} of {len(results)} observations not stored; first: "
+                f"{failed[0].subject}: {failed[0].error!r}"
+            )
+        return results
+
+
+def _frame(event: Event) -> tuple[str, bytes]:
+    """Subject and payload of one observation (counted as published)."""
+    kind = events.kind_of(event)
+    metrics.EVENTS_PUBLISHED.labels(event.source, kind).inc()
+    return subjects.obs_subject(event.source, kind, event.key), events.encode_event(event)

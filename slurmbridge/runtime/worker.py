@@ -1,0 +1,714 @@
+"""The reconciler runtime, the same for every reconciler (DESIGN §5).
+
+Per reconciler::
+
+    durable pull consumer ─fetch─▶ decode (once) ─▶ keys_of ─▶ keyed work queue
+        ─▶ read-your-trigger (projection.applied_seq ≥ trigger seq) ─▶ view ─▶ decide
+        ─▶ effectors ─▶ action record per effect ─▶ ack | nak(delay) | term + dead letter
+
+* **Keyed queue** (client-go's workqueue): at most one reconcile in flight per key; triggers
+  for a key that is queued or running coalesce into one later reconcile, and every message is
+  acknowledged only after all keys it maps to have been reconciled.
+* **Outcomes** are values (:mod:`slurmbridge.runtime.outcomes`): ``OK`` → ack, ``RetryLater`` → nak
+  with delay, ``GiveUp`` or exhausted ``max_deliver`` → term + dead letter. No sleep loops.
+* **Start-up resync**: once the projection has caught up, every key the reconciler knows is
+  reconciled once (controller-runtime's initial list), so a requeue lost in a crash or an
+  action that failed before the last restart is picked up again.
+* **Fail closed**: actions marked destructive wait until the projection and this consumer have
+  caught up with the log (DESIGN §6) — until then the reconcile is retried later.
+* A ``RecordEvent`` that follows an action runs only when that action's outcome is in its
+  ``on`` (default: it changed something), so redelivery does not repeat Kubernetes Events; an
+  ``unsupported`` outcome is recorded, and announced, once per worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+
+from reconcilers.base import Context, Decision, ReconcilerSpec
+from schemas import actions as act
+from schemas import events, streams, subjects
+from schemas.actions import ActionRecord, AnyAction, DeadLetter, RecordEvent
+from slurmbridge.config import WorkerSettings
+from slurmbridge.observability import metrics
+from slurmbridge.runtime.bus import BatchPublisher, Bus
+from slurmbridge.runtime.leases import partition_of
+from slurmbridge.runtime.outcomes import (
+    OK,
+    EffectResult,
+    GiveUp,
+    Ok,
+    Permanent,
+    Result,
+    RetryLater,
+    Transient,
+    backoff,
+)
+from slurmbridge.runtime.projection import Projection
+from slurmbridge.runtime.pull import AckMeta, PullConsumer, ack_meta
+from slurmbridge.runtime.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+
+class Effector(Protocol):
+    """Performs actions. Must be idempotent: re-check the world, skip what is already so.
+
+    Returns an :class:`EffectResult`; raises :class:`Transient` or :class:`Permanent`.
+    """
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Perform one action."""
+        ...
+
+
+class NoopEffector:
+    """Performs nothing and reports ``noop`` (benchmarks, dry runs)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Count the call; change nothing."""
+        del action
+        self.calls += 1
+        return EffectResult("noop", "dry run")
+
+
+@dataclass(eq=False, slots=True)
+class _Tracker:
+    """One delivered message, acknowledged once every key it maps to is reconciled."""
+
+    msg: Any
+    seq: int
+    num_delivered: int
+    remaining: int
+    retry: RetryLater | None = None
+    give_up: GiveUp | None = None
+
+
+@dataclass(slots=True)
+class _KeyQueue:
+    pending: dict[str, list[_Tracker]] = field(default_factory=dict)
+    inflight: set[str] = field(default_factory=set)
+    ready: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+
+    def add(self, key: str, tracker: _Tracker | None) -> None:
+        waiting = self.pending.get(key)
+        if waiting is None:
+            self.pending[key] = [tracker] if tracker is not None else []
+            if key not in self.inflight:
+                self.ready.put_nowait(key)
+        elif tracker is not None:
+            waiting.append(tracker)
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What a decision saw: the projection's applied sequence and the clock (epoch s)."""
+
+    view_seq: int
+    at: float
+
+
+class Worker:
+    """Runs one reconciler against the log. Create, :meth:`start`, later :meth:`stop`."""
+
+    #: Kubernetes Events being created at once (see :meth:`_emit_event`).
+    MAX_EVENTS_IN_FLIGHT = 256
+    #: Seconds an action just performed is not repeated for the same key (see _expected).
+    EXPECT_S = 1.0
+    #: Seconds an action record that the stream did not store is sent again (leader elections
+    #: of a replicated stream take a few seconds); the trigger is kept in progress meanwhile.
+    RECORD_RETRY_S = 30.0
+
+    def __init__(
+        self,
+        spec: ReconcilerSpec,
+        *,
+        bus: Bus,
+        projection: Projection,
+        effector: Effector,
+        ctx: Context,
+        settings: WorkerSettings,
+        instance_id: str,
+        may_destroy: Callable[[], bool] | None = None,
+        partition: tuple[int, int] = (0, 1),
+        fence: Callable[[], int | None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.bus = bus
+        self.projection = projection
+        self.effector = effector
+        self.ctx = ctx
+        self.settings = settings
+        self.instance_id = instance_id
+        self._may_destroy_extra = may_destroy
+        self.partition, self.partitions = partition
+        self.fence = fence
+        self.trigger_kinds = frozenset(str(t.__struct_config__.tag) for t in spec.triggers)
+        # One filter subject, always: nats-server 2.15 delivers far slower from a consumer
+        # with several filter subjects (bench/filters.py: 7.2k msg/s for two kinds vs 97k for
+        # bridge.obs.>), so a reconciler with several trigger kinds takes every observation
+        # and acks the other kinds unread.
+        filter_subject = (
+            subjects.obs_filter("*", next(iter(self.trigger_kinds)))
+            if len(self.trigger_kinds) == 1
+            else subjects.obs_filter("*", "*")
+        )
+        # Each partition has its own durable consumer: every partition sees every trigger and
+        # keeps only its keys (a trigger may concern keys of several partitions).
+        self.consumer = streams.consumer_spec(
+            spec.name
+            if self.partitions == 1
+            else f"{spec.name}-p{self.partition}of{self.partitions}",
+            (filter_subject,),
+            ack_wait_s=settings.ack_wait,
+            max_deliver=settings.max_deliver,
+            max_ack_pending=settings.max_ack_pending,
+        )
+        self._queue = _KeyQueue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._events: set[asyncio.Task[None]] = set()
+        self._recent: dict[str, dict[bytes, float]] = {}
+        self._unsupported_seen: set[tuple[str, str]] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.caught_up = False
+        self.reconciles = 0
+        self.settled = 0  # messages acked, naked or termed (benchmarks and tests read it)
+        self._stopping = False
+        self._puller: PullConsumer | None = None
+        self._running: dict[str, tuple[float, list[_Tracker]]] = {}
+        # Metric children looked up once: labels() costs more than the update itself.
+        self._m_consumed: dict[str, Any] = {}
+        self._m_ok = metrics.RECONCILE_SECONDS.labels(spec.name, "ok")
+        self._m_pending = metrics.CONSUMER_PENDING.labels(spec.name)
+
+    # --- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Create/update the durable consumer, start pulling and reconciling."""
+        await self.bus.ensure_consumer(self.consumer)
+        self._puller = PullConsumer(
+            self.bus.nc,
+            self.consumer.stream,
+            self.consumer.durable,
+            batch=self.settings.fetch_batch,
+        )
+        await self._puller.start()
+        name = self.spec.name
+        self._tasks.append(asyncio.create_task(self._consume_loop(), name=f"{name}-consume"))
+        for i in range(self.settings.concurrency):
+            self._tasks.append(asyncio.create_task(self._reconcile_loop(), name=f"{name}-rc{i}"))
+        self._tasks.append(asyncio.create_task(self._resync(), name=f"{name}-resync"))
+        self._tasks.append(asyncio.create_task(self._keepalive_loop(), name=f"{name}-keepalive"))
+
+    async def stop(self) -> None:
+        """Stop pulling and reconciling. Unacknowledged triggers are redelivered later."""
+        self._stopping = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        if self._puller is not None:
+            await self._puller.stop()
+        await cancel_and_wait(self._tasks)
+        self._tasks.clear()
+        if self._events:  # let Events under way finish (they are quick), then give up
+            await asyncio.wait(set(self._events), timeout=2.0)
+            await cancel_and_wait(list(self._events))
+
+    def may_destroy(self) -> bool:
+        """True once destructive actions are allowed (caught up with the log, lease held)."""
+        if not (self.caught_up and self.projection.caught_up):
+            return False
+        return self._may_destroy_extra() if self._may_destroy_extra is not None else True
+
+    def _mine(self, key: str) -> bool:
+        return self.partitions == 1 or partition_of(key, self.partitions) == self.partition
+
+    async def _resync(self) -> None:
+        await self.projection.wait_caught_up()
+        for key in self.spec.all_keys(self.projection, self.ctx):
+            if self._mine(key):
+                self._queue.add(key, None)
+
+    # --- consuming -----------------------------------------------------------------------
+    async def _consume_loop(self) -> None:
+        assert self._puller is not None
+        puller = self._puller
+        while not self._stopping:
+            msgs = await puller.next_batch(timeout=1.0)
+            if not msgs:
+                self.caught_up = True
+                continue
+            metas = []
+            for m in msgs:
+                try:
+                    metas.append(ack_meta(m.reply))
+                except ValueError:
+                    metas.append(AckMeta(0, 1, 0))
+            top = max(md.stream_seq for md in metas)
+            if not await self.projection.wait_applied(top, self.settings.trigger_wait):
+                log.warning("%s: projection behind seq %d; retrying batch", self.spec.name, top)
+                for m in msgs:
+                    await m.nak(delay=1.0)
+                continue
+            for m, md in zip(msgs, metas, strict=True):
+                await self._dispatch(m, md)
+            if metas[-1].num_pending == 0:
+                self.caught_up = True
+            self._m_pending.set(metas[-1].num_pending)
+
+    async def _dispatch(self, msg: Any, md: AckMeta) -> None:
+        seq = md.stream_seq
+        parts = msg.subject.split(".")
+        if len(parts) != 5:
+            reason = f"malformed observation: subject {msg.subject!r} has not 5 tokens"
+            await self._dead_letter(msg, seq, md.num_delivered, reason)
+            await msg.term()
+            self.settled += 1
+            return
+        try:
+            kind = parts[3]
+            if kind not in self.trigger_kinds:
+                await msg.ack()
+                self.settled += 1
+                return
+            entry = self.projection.entry(kind, parts[2], subjects.decode_key(parts[4]))
+            # The projection already decoded this very message: reuse it (decode once).
+            if entry is not None and entry.seq == seq:
+                event = entry.event
+            else:
+                event = events.decode_event(kind, msg.data)
+        except (KeyError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            reason = f"malformed observation: {_why(exc)}"
+            await self._dead_letter(msg, seq, md.num_delivered, reason)
+            await msg.term()
+            self.settled += 1
+            return
+        counter = self._m_consumed.get(kind)
+        if counter is None:
+            counter = self._m_consumed[kind] = metrics.EVENTS_CONSUMED.labels(self.spec.name, kind)
+        counter.inc()
+        try:
+            keys = [k for k in self.spec.keys_of(event, self.projection, self.ctx) if self._mine(k)]
+        except Exception as exc:
+            log.exception("%s: keys_of failed on seq %d", self.spec.name, seq)
+            await self._dead_letter(msg, seq, md.num_delivered, f"keys_of raised {exc!r}")
+            await msg.term()
+            self.settled += 1
+            return
+        tracker = _Tracker(msg, seq, md.num_delivered, len(keys))
+        if not keys:
+            await self._finish(tracker)
+            return
+        q = self._queue
+        for key in keys:
+            if key in q.pending or key in q.inflight:
+                q.add(key, tracker)
+                continue
+            # Fast path: the key is idle, so deciding right here keeps "one reconcile per key";
+            # only a decision with effects needs a reconcile task.
+            decision = self._decide(key)
+            if isinstance(decision, Decision) and not decision.actions:
+                if decision.requeue_after is not None:
+                    self._requeue(key, decision.requeue_after)
+                await self._complete(tracker, OK)
+            else:
+                q.add(key, tracker)
+
+    def _decide(self, key: str, now: float | None = None) -> Decision | GiveUp:
+        self.reconciles += 1
+        started = time.perf_counter()
+        try:
+            ctx = msgspec.structs.replace(self.ctx, now=time.time() if now is None else now)
+            decision: Decision = self.spec.decide(self.spec.view(self.projection, key, ctx))
+        except Exception as exc:
+            log.exception("%s: decide failed for %s", self.spec.name, key)
+            return GiveUp(f"decide raised {exc!r}")
+        if not decision.actions:
+            self._m_ok.observe(time.perf_counter() - started)
+        return decision
+
+    # --- reconciling ---------------------------------------------------------------------
+    async def _reconcile_loop(self) -> None:
+        q = self._queue
+        while True:
+            key = await q.ready.get()
+            trackers = q.pending.pop(key, [])
+            q.inflight.add(key)
+            if trackers:
+                self._running[key] = (time.monotonic(), trackers)
+            try:
+                cause = max((t.seq for t in trackers), default=0)
+                result = await self._reconcile(key, cause)
+                self._running.pop(key, None)
+                for t in trackers:
+                    await self._complete(t, result)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: reconcile loop error on %s", self.spec.name, key)
+            finally:
+                self._running.pop(key, None)
+                q.inflight.discard(key)
+                if key in q.pending:
+                    q.ready.put_nowait(key)
+
+    async def _keepalive_loop(self) -> None:
+        """Long reconciles tell JetStream they are in progress, so it does not redeliver."""
+        period = max(0.5, self.settings.ack_wait / 3)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for started, trackers in list(self._running.values()):
+                if now - started >= period:
+                    for t in trackers:
+                        with contextlib.suppress(Exception):
+                            await t.msg.in_progress()
+
+    async def _reconcile(self, key: str, cause: int) -> Result:
+        started = time.perf_counter()
+        # What replay needs to decide again exactly: the view's log position and the clock.
+        seen = _Seen(self.projection.applied_seq, time.time())
+        decision = self._decide(key, seen.at)
+        if isinstance(decision, GiveUp):
+            return self._observe(started, decision)
+        result: Result = OK
+        decision, wait = self._expected(key, decision)
+        if decision.actions:
+            if any(a.destructive for a in decision.actions) and not self.may_destroy():
+                return self._observe(
+                    started,
+                    RetryLater(1.0, "not caught up with the log yet; destructive action held"),
+                )
+            result = await self._perform(key, cause, decision, seen)
+        requeue = decision.requeue_after
+        if wait is not None:
+            requeue = wait if requeue is None else min(requeue, wait)
+        if requeue is not None and isinstance(result, Ok):
+            self._requeue(key, requeue)
+        return self._observe(started, result)
+
+    def _expected(self, key: str, decision: Decision) -> tuple[Decision, float | None]:
+        """Drop the actions this worker performed for ``key`` less than :attr:`EXPECT_S`
+        ago whose effect the log does not show yet (controller-runtime's *expectations*).
+
+        Why: a group's pods report one by one, and every report re-runs ``decide`` on a view
+        that still lacks the effects of the last reconcile (a finalizer removed, a job
+        cancelled), which would repeat those effects once per pod. Returns the decision
+        without them and, when some were dropped, when to look again (level-based: if the
+        effect really did not stick, the next reconcile performs it).
+        """
+        now = time.monotonic()
+        recent = self._recent.get(key)
+        if recent is None or not decision.actions:
+            return decision, None
+        kept: list[AnyAction] = []
+        wait: float | None = None
+        dropping = False
+        for action in decision.actions:
+            if isinstance(action, RecordEvent):
+                if not dropping:
+                    kept.append(action)
+                continue
+            at = recent.get(act.encode(action))
+            dropping = at is not None and now - at < self.EXPECT_S
+            if dropping:
+                assert at is not None
+                left = self.EXPECT_S - (now - at)
+                wait = left if wait is None else min(wait, left)
+            else:
+                kept.append(action)
+        if wait is None:
+            return decision, None
+        return msgspec.structs.replace(decision, actions=tuple(kept)), wait
+
+    def _expect(self, key: str, action: AnyAction) -> None:
+        now = time.monotonic()
+        recent = self._recent.setdefault(key, {})
+        recent[act.encode(action)] = now
+        if len(self._recent) > 4 * self.settings.concurrency + 1024:
+            stale = now - self.EXPECT_S
+            for k in [k for k, acts in self._recent.items() if max(acts.values()) < stale]:
+                del self._recent[k]
+
+    def _observe(self, started: float, result: Result) -> Result:
+        if isinstance(result, Ok):
+            hist = self._m_ok
+        else:
+            outcome = "retry" if isinstance(result, RetryLater) else "failed"
+            hist = metrics.RECONCILE_SECONDS.labels(self.spec.name, outcome)
+        hist.observe(time.perf_counter() - started)
+        return result
+
+    async def _perform(self, key: str, cause: int, decision: Decision, seen: _Seen) -> Result:
+        """Perform the decision's actions in order; stop at the first that must be retried or
+        failed. A run of consecutive *independent* actions of one type (e.g. a group's
+        binds) is performed concurrently, each unit with the RecordEvents that follow it."""
+        # Action records are queued (publish_async) and flushed before the reconcile returns,
+        # so the trigger is still acked only once they are stored, and an action does not
+        # wait for the previous one's record.
+        records = self.bus.batch()
+        try:
+            return await self._perform_units(key, cause, decision, records, seen)
+        finally:
+            try:
+                # A replicated stream electing a new leader answers nothing for a few seconds;
+                # the effect has happened, so its record is sent again rather than lost.
+                published = await records.flush(retry_for=self.RECORD_RETRY_S)
+            except TimeoutError:
+                published = []
+                log.warning("%s: action records for %s not confirmed in time", self.spec.name, key)
+            for res in published:
+                if res.error is not None:
+                    log.warning(
+                        "%s: could not publish action record for %s: %s",
+                        self.spec.name,
+                        key,
+                        res.error,
+                    )
+
+    async def _perform_units(
+        self, key: str, cause: int, decision: Decision, records: BatchPublisher, seen: _Seen
+    ) -> Result:
+        units: list[list[AnyAction]] = []
+        for action in decision.actions:
+            if isinstance(action, RecordEvent) and units:
+                units[-1].append(action)
+            else:
+                units.append([action])
+        i = 0
+        while i < len(units):
+            head = units[i][0]
+            j = i + 1
+            if head.independent:
+                while j < len(units) and type(units[j][0]) is type(head):
+                    j += 1
+            if j - i == 1:
+                results = [await self._perform_unit(key, cause, decision, units[i], records, seen)]
+            else:
+                results = list(
+                    await asyncio.gather(
+                        *(
+                            self._perform_unit(key, cause, decision, u, records, seen)
+                            for u in units[i:j]
+                        )
+                    )
+                )
+            failed = [r for r in results if isinstance(r, GiveUp)]
+            if failed:
+                return failed[0]
+            retries = [r for r in results if isinstance(r, RetryLater)]
+            if retries:
+                return max(retries, key=lambda r: r.delay)
+            i = j
+        return OK
+
+    async def _perform_unit(
+        self,
+        key: str,
+        cause: int,
+        decision: Decision,
+        unit: list[AnyAction],
+        records: BatchPublisher,
+        seen: _Seen,
+    ) -> Result:
+        previous: str | None = None
+        for action in unit:
+            if isinstance(action, RecordEvent):
+                # Each Event hangs on the outcome of the action it follows.
+                if previous is None or previous in action.on:
+                    await self._emit_event(key, cause, decision.reason, action)
+                continue
+            if self.fence is not None and self.fence() is None:
+                # The lease may already be someone else's: act no more (DESIGN §6 fencing).
+                return RetryLater(1.0, "lease not held; not acting")
+            t0 = time.perf_counter()
+            try:
+                res = await self.effector.apply(action)
+            except Transient as exc:
+                await self._record(
+                    records, key, cause, action, "retry", decision.reason, str(exc), t0, seen=seen
+                )
+                return RetryLater(exc.delay if exc.delay is not None else -1.0, str(exc))
+            except Permanent as exc:
+                await self._record(
+                    records, key, cause, action, "failed", decision.reason, str(exc), t0, seen=seen
+                )
+                return GiveUp(f"{act.action_name(action)}: {exc}")
+            except Exception as exc:
+                log.exception("%s: effector raised on %s", self.spec.name, key)
+                await self._record(
+                    records, key, cause, action, "retry", decision.reason, repr(exc), t0, seen=seen
+                )
+                return RetryLater(-1.0, f"effector raised {exc!r}")
+            previous = res.outcome
+            if res.outcome in ("ok", "noop"):
+                self._expect(key, action)
+            if res.outcome == "unsupported":
+                marker = (act.action_name(action), res.detail)
+                if marker in self._unsupported_seen:
+                    previous = "unsupported-again"  # recorded (and announced) once only
+                    continue
+                self._unsupported_seen.add(marker)
+            await self._record(
+                records, key, cause, action, res.outcome, decision.reason, res.detail, t0, seen=seen
+            )
+        return OK
+
+    async def _emit_event(self, key: str, cause: int, reason: str, action: RecordEvent) -> None:
+        """Create a Kubernetes Event without holding the reconcile, as client-go's event
+        recorder does: Events are best-effort, and a reconcile waiting for one would delay
+        the key's next reconcile (a group's binds waited for its "submitted" Event). At most
+        :attr:`MAX_EVENTS_IN_FLIGHT` run at once; beyond that this waits for a free slot."""
+        while len(self._events) >= self.MAX_EVENTS_IN_FLIGHT:
+            await asyncio.wait(set(self._events), return_when=asyncio.FIRST_COMPLETED)
+        task = asyncio.create_task(self._event(key, cause, reason, action))
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    async def _event(self, key: str, cause: int, reason: str, action: RecordEvent) -> None:
+        t0 = time.perf_counter()
+        records = self.bus.batch()
+        outcome: act.Outcome
+        try:
+            res = await self.effector.apply(action)
+            outcome, detail = res.outcome, res.detail
+        except (Transient, Permanent) as exc:
+            outcome, detail = "failed", str(exc)
+        except Exception as exc:  # an Event is never worth a crash
+            log.exception("%s: effector raised on an Event for %s", self.spec.name, key)
+            outcome, detail = "failed", repr(exc)
+        await self._record(records, key, cause, action, outcome, reason, detail, t0)
+        with contextlib.suppress(Exception):
+            await records.flush(retry_for=self.RECORD_RETRY_S)
+
+    async def _record(
+        self,
+        records: BatchPublisher,
+        key: str,
+        cause: int,
+        action: AnyAction,
+        outcome: act.Outcome,
+        reason: str,
+        error: str,
+        t0: float,
+        seen: _Seen | None = None,
+    ) -> None:
+        record = ActionRecord(
+            reconciler=self.spec.name,
+            key_kind=self.spec.key_kind,
+            key=key,
+            action=action,
+            outcome=outcome,
+            reason=reason,
+            error=error,
+            cause_seq=cause,
+            duration_s=time.perf_counter() - t0,
+            at=time.time_ns(),
+            worker=self.instance_id,
+            lease_revision=(self.fence() or 0) if self.fence is not None else 0,
+            view_seq=seen.view_seq if seen is not None else 0,
+            decided_at=seen.at if seen is not None else 0.0,
+        )
+        metrics.ACTIONS.labels(self.spec.name, act.action_name(action), outcome).inc()
+        log.info(
+            "%s %s %s: %s",
+            self.spec.name,
+            key,
+            act.action_name(action),
+            outcome,
+            extra={"trigger_seq": cause, "reconciler": self.spec.name, "key": key},
+        )
+        try:
+            await records.publish(
+                subjects.act_subject(self.spec.name, self.spec.key_kind, key),
+                act.encode(record),
+                # A unique id makes sending a record again (flush's retry) store it once.
+                msg_id=uuid.uuid4().hex,
+            )
+        except Exception as exc:  # noqa: BLE001 - the effect happened; losing its record is logged
+            log.warning("%s: could not publish action record for %s: %s", self.spec.name, key, exc)
+
+    def _requeue(self, key: str, delay: float) -> None:
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self._queue.add(key, None)
+
+        self._timers[key] = asyncio.get_running_loop().call_later(max(0.0, delay), fire)
+
+    async def _complete(self, t: _Tracker, result: Result) -> None:
+        if isinstance(result, GiveUp):
+            t.give_up = result
+        elif isinstance(result, RetryLater) and (t.retry is None or result.delay > t.retry.delay):
+            t.retry = result
+        t.remaining -= 1
+        if t.remaining <= 0:
+            await self._finish(t)
+
+    async def _finish(self, t: _Tracker) -> None:
+        """Settle a message whose keys are all reconciled: ack, nak(delay) or term."""
+        if t.give_up is not None:
+            await self._dead_letter(t.msg, t.seq, t.num_delivered, t.give_up.reason)
+            await t.msg.term()
+        elif t.retry is not None:
+            if t.num_delivered >= self.settings.max_deliver:
+                await self._dead_letter(
+                    t.msg,
+                    t.seq,
+                    t.num_delivered,
+                    f"exhausted max_deliver ({self.settings.max_deliver}): {t.retry.reason}",
+                )
+                await t.msg.term()
+            else:
+                delay = t.retry.delay if t.retry.delay >= 0 else backoff(t.num_delivered)
+                await t.msg.nak(delay=delay)
+        else:
+            await t.msg.ack()
+        self.settled += 1
+
+    async def _dead_letter(self, msg: Any, seq: int, delivered: int, reason: str) -> None:
+        metrics.DEAD_LETTERS.labels(self.spec.name).inc()
+        log.warning(
+            "%s: dead letter seq=%d: %s",
+            self.spec.name,
+            seq,
+            reason,
+            extra={"trigger_seq": seq, "reconciler": self.spec.name},
+        )
+        record = DeadLetter(
+            reconciler=self.spec.name,
+            subject=msg.subject,
+            stream_seq=seq,
+            reason=reason,
+            num_delivered=delivered,
+            data=bytes(msg.data),
+            at=time.time_ns(),
+            worker=self.instance_id,
+        )
+        await self.bus.publish(subjects.dlq_subject(self.spec.name), act.encode(record))
+
+    # --- introspection for tests and the harness ------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """True when no key is queued or being reconciled."""
+        return not self._queue.pending and not self._queue.inflight and not self._events
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"unknown kind {exc.args[0]!r}"
+    return str(exc)
