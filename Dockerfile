@@ -8,6 +8,9 @@ COPY schemas ./schemas
 COPY producers ./producers
 COPY reconcilers ./reconcilers
 COPY slurmbridge ./slurmbridge
+# The simulators, test harness, real-Slurm rigs and demo never run in production (DESIGN §1):
+# without them `slurmbridge run` needs real endpoints and says which (tests/e2e/test_image.py).
+RUN rm -rf slurmbridge/devtools
 # A wheel of the project, then the wheel and its dependencies into a venv of their own.
 RUN python -m pip wheel --no-cache-dir --disable-pip-version-check --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/slurmbridge \

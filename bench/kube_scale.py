@@ -50,11 +50,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine
 from bench.scale import rss_mb
-from producers.kube import NodeWatcher, PodWatcher, Watcher
+from producers.kube.watch import NodeWatcher, PodWatcher
 from schemas import events, wellknown
 from schemas.events import Event
 from slurmbridge.config import KubeSettings
 from slurmbridge.kube import client as kube
+from slurmbridge.kube.watch import Watcher
 from slurmbridge.runtime.gcpause import freeze_startup
 
 SCHEDULER = wellknown.DEFAULT_SCHEDULER_NAME

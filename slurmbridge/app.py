@@ -24,7 +24,7 @@ from kubernetes_asyncio import client as kclient
 from nats.js.kv import KeyValue
 
 import reconcilers
-from producers.kube import (
+from producers.kube.watch import (
     SCALER_KINDS,
     WORKLOAD_KINDS,
     ClusterWatcher,
@@ -33,9 +33,7 @@ from producers.kube import (
     PodWatcher,
     ScalerWatcher,
     SlurmdPodWatcher,
-    Watcher,
     WorkloadWatcher,
-    seed_from,
 )
 from producers.slurm import SlurmPoller
 from reconcilers.base import Context, ReconcilerSpec
@@ -53,14 +51,13 @@ from schemas.events import (
 from slurmbridge.clusters import ClusterSupervisor, slurm_seed
 from slurmbridge.components import component_names, default_components
 from slurmbridge.config import Settings
-from slurmbridge.effectors import (
-    KubeEffector,
-    NodeSetEffector,
-    PodEffector,
-    Router,
-    SlurmEffector,
-)
+from slurmbridge.effectors.nodes import KubeEffector
+from slurmbridge.effectors.nodesets import NodeSetEffector
+from slurmbridge.effectors.pods import PodEffector
+from slurmbridge.effectors.router import Router
+from slurmbridge.effectors.slurm_nodes import SlurmEffector
 from slurmbridge.kube import client as kube
+from slurmbridge.kube.watch import Watcher, seed_from
 from slurmbridge.observability.health import HealthServer
 from slurmbridge.observability.partition_metrics import PartitionMetrics
 from slurmbridge.runtime import bus as busmod

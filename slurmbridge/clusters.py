@@ -39,12 +39,13 @@ import msgspec
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from producers.kube import Outage, status_error
 from producers.slurm import SlurmPoller
 from reconcilers import cluster as cluster_rules
 from reconcilers.base import Context
 from schemas import subjects
 from schemas.events import Event, SlurmCluster, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
+from slurmbridge.kube.api import status_error
+from slurmbridge.kube.watch import Outage
 from slurmbridge.observability import metrics
 from slurmbridge.runtime.bus import Published
 from slurmbridge.runtime.projection import Projection

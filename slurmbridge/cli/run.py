@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import importlib.util
 import logging
 import re
 import sys
@@ -40,6 +41,9 @@ if TYPE_CHECKING:  # the simulators are imported only for a first try
     from slurmbridge.devtools.testing import Simulators
 
 log = logging.getLogger("slurmbridge")
+#: Whether the simulators of the first try are installed (the production image leaves
+#: ``slurmbridge.devtools`` out: there ``run`` needs real endpoints).
+DEVTOOLS = importlib.util.find_spec("slurmbridge.devtools") is not None
 
 #: Nodes of the first try's simulators (n1..n4 on both sides).
 FIRST_TRY_NODES = 4
@@ -69,6 +73,11 @@ def _endpoint_problem(settings: Settings, only: Iterable[str] | None) -> str | N
             if ok
         )
         why = f"{given} is configured, so the built-in simulators are not used"
+    elif not DEVTOOLS:
+        why = (
+            "this installation has no built-in simulators (slurmbridge.devtools is left out "
+            "of the production image)"
+        )
     else:
         return None  # the first try
     return f"{missing} required: {why}"
@@ -201,8 +210,6 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
 
 
 async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Event) -> int:
-    from slurmbridge.devtools.testing import Simulators
-
     webhook_only = only is not None and set(only) == {"webhook"}
     first_try = not webhook_only and not (
         settings.kube.kubeconfig or settings.kube.in_cluster or settings.slurm_url
@@ -211,6 +218,8 @@ async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Eve
     app: App | None = None
     try:
         if first_try:
+            from slurmbridge.devtools.testing import Simulators
+
             sims = Simulators(nodes=FIRST_TRY_NODES, api_version=None)
             await sims.start()
             settings.kube.kubeconfig = str(sims.kubeconfig)

@@ -25,7 +25,7 @@ from schemas.actions import (
     UntaintNode,
 )
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim
-from slurmbridge.effectors import KubeEffector
+from slurmbridge.effectors.nodes import KubeEffector
 from slurmbridge.runtime.outcomes import Permanent, Transient
 
 pytestmark = pytest.mark.integration

@@ -37,7 +37,7 @@ from schemas.actions import (
 from schemas.events import NodeSetStatus
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
-from slurmbridge.effectors import NodeSetEffector
+from slurmbridge.effectors.nodesets import NodeSetEffector
 from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
 

@@ -37,7 +37,7 @@ from schemas.actions import (
 )
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
-from slurmbridge.effectors import PodEffector
+from slurmbridge.effectors.pods import PodEffector
 from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import NodeUpdate
@@ -301,7 +301,9 @@ async def test_submit_while_slurm_is_unavailable_is_transient(w: World) -> None:
     assert JOBID not in w.meta("sub-g")["labels"]
 
 
-async def test_submit_for_a_cluster_without_a_client_is_permanent(w: World) -> None:
+async def test_submit_for_a_cluster_without_a_client_is_retried(w: World) -> None:
+    """As for every effector (one error map): a Cluster object's client starts once this
+    process's projection has the Cluster, so the action waits instead of dead-lettering."""
     pod = w.kube.add_pod("sub-h")
     action = SubmitSlurmJob(
         cluster="elsewhere",
@@ -311,8 +313,9 @@ async def test_submit_for_a_cluster_without_a_client_is_permanent(w: World) -> N
         spec=SlurmJobSpec(name="m"),
         scheduler_name=SCHED,
     )
-    with pytest.raises(Permanent, match="no Slurm client for cluster 'elsewhere'"):
+    with pytest.raises(Transient, match="no Slurm client for cluster 'elsewhere'") as exc:
         await w.effector.apply(action)
+    assert exc.value.delay == 5.0
     assert w.slurm.jobs == []
 
 

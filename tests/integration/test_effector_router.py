@@ -55,13 +55,11 @@ from schemas.actions import (
 from schemas.events import NodeSetStatus
 from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
-from slurmbridge.effectors import (
-    KubeEffector,
-    NodeSetEffector,
-    PodEffector,
-    Router,
-    SlurmEffector,
-)
+from slurmbridge.effectors.nodes import KubeEffector
+from slurmbridge.effectors.nodesets import NodeSetEffector
+from slurmbridge.effectors.pods import PodEffector
+from slurmbridge.effectors.router import Router
+from slurmbridge.effectors.slurm_nodes import SlurmEffector
 from slurmbridge.runtime.outcomes import Permanent
 from slurmbridge.slurm.client import SlurmClient
 
@@ -294,7 +292,7 @@ async def test_kubernetes_and_slurm_alone_do_not_perform_pod_or_nodeset_actions(
 
 async def test_an_action_type_no_effector_knows_is_permanent(router: Router) -> None:
     unknown = cast(Any, NoEffectorKnowsMe(what="x"))
-    with pytest.raises(Permanent, match="cannot perform NoEffectorKnowsMe"):
+    with pytest.raises(Permanent, match="no effector performs NoEffectorKnowsMe"):
         await router.apply(unknown)
-    with pytest.raises(Permanent, match="no Kubernetes API configured"):
+    with pytest.raises(Permanent, match="no effector performs NoEffectorKnowsMe"):
         await Router(None, None, None, None).apply(unknown)

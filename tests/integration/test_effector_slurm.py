@@ -29,7 +29,7 @@ from schemas.actions import (
     UpdateSlurmNodeTopology,
 )
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
-from slurmbridge.effectors import SlurmEffector
+from slurmbridge.effectors.slurm_nodes import SlurmEffector
 from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
 

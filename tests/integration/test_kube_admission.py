@@ -19,7 +19,7 @@ from kubernetes_asyncio import client
 from schemas import wellknown
 from schemas.actions import TaintNode, UntaintNode
 from slurmbridge.devtools.sim.kube import KubeSim
-from slurmbridge.effectors import KubeEffector
+from slurmbridge.effectors.nodes import KubeEffector
 from slurmbridge.runtime.outcomes import Transient
 
 pytestmark = pytest.mark.integration

@@ -27,7 +27,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from schemas.actions import NodeSetRef, PodRef, ScaleNodeSet, SetNodeSetStatus, SetPodLabel
 from schemas.events import NodeSetStatus
 from slurmbridge.devtools.sim.kube import KubeSim
-from slurmbridge.effectors import NodeSetEffector
+from slurmbridge.effectors.nodesets import NodeSetEffector
 from slurmbridge.runtime.outcomes import Transient
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from kubernetes_asyncio import client
 from schemas import wellknown
 from schemas.actions import NodeSetRef, ScaleNodeSet
 from slurmbridge.devtools.sim.kube import KubeSim
-from slurmbridge.effectors import NodeSetEffector
+from slurmbridge.effectors.nodesets import NodeSetEffector
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from producers.kube import NodeWatcher
+from producers.kube.watch import NodeWatcher
 from slurmbridge.config import KubeSettings
 from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.kube import client as kube

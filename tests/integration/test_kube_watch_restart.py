@@ -20,10 +20,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from producers.kube import Watcher
 from schemas.events import KubeNodeSet, KubeScaler, KubeWorkload, SlurmCluster, workload_key
 from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.devtools.testing import Stack
+from slurmbridge.kube.watch import Watcher
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +114,7 @@ async def test_a_restart_cuts_watches_and_expires_their_resource_versions(sim: K
 
 
 def test_backoff_is_exponential_jittered_capped_and_honours_retry_after() -> None:
-    from producers.kube import Backoff
+    from slurmbridge.kube.watch import Backoff
 
     b = Backoff(base=0.2, cap=10.0, rng=random.Random(7))
     delays = [b.next_delay() for _ in range(10)]
@@ -198,7 +198,7 @@ def _lines(caplog: pytest.LogCaptureFixture, level: int) -> Counter[str]:
     """Lines of producers.kube at exactly ``level``, per watcher; every warning names one."""
     out: Counter[str] = Counter()
     for rec in caplog.records:
-        if rec.name != "producers.kube" or rec.levelno != level:
+        if rec.name != "slurmbridge.kube.watch" or rec.levelno != level:
             continue
         m = WATCH_LINE.match(rec.getMessage())
         assert m or level < logging.WARNING, rec.getMessage()
@@ -219,7 +219,7 @@ async def test_an_api_server_restart_is_one_warning_and_one_recovery_per_watcher
     await stack.wait_for(lambda: _all_watching(stack), timeout=20, what="every watch open")
     names = {w.resource for w in _watchers(stack)}
     assert len(names) == 11  # nodes, pods, slurmd pods, NodeSets, Clusters, 2 scalers, 4 kinds
-    caplog.set_level(logging.INFO, logger="producers.kube")
+    caplog.set_level(logging.INFO, logger="slurmbridge.kube.watch")
     caplog.clear()
 
     stack.kube.restart_window(3.0, 3.0)  # cuts every watch; 6 s of 503s and 429s
@@ -248,7 +248,7 @@ async def test_watchers_started_in_the_window_back_off_quietly_and_list_afterwar
 ) -> None:
     await stack.stop_app()
     _objects(stack.kube)
-    caplog.set_level(logging.INFO, logger="producers.kube")
+    caplog.set_level(logging.INFO, logger="slurmbridge.kube.watch")
     stack.kube.restart_window(3.0, 3.0)
     await stack.start_app()
     await stack.wait_for(lambda: not stack.kube.starting, timeout=10, what="window over")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from producers.kube import WORKLOAD_KINDS, PodWatcher, WorkloadWatcher
+from producers.kube.watch import WORKLOAD_KINDS, PodWatcher, WorkloadWatcher
 from schemas.events import Event, KubeListed, KubeNode, KubePod, KubeWorkload
 from schemas.wellknown import DEFAULT_SCHEDULER_NAME as SCHEDULER
 from slurmbridge.config import KubeSettings

@@ -7,7 +7,7 @@ from kubernetes_asyncio import client
 from schemas import wellknown
 from schemas.actions import MarkPods, PodRef
 from slurmbridge.devtools.sim.kube import KubeSim
-from slurmbridge.effectors import PodEffector
+from slurmbridge.effectors.pods import PodEffector
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 NODE = wellknown.ANNOTATION_SLURM_NODE

@@ -33,7 +33,8 @@ from schemas.actions import (
 )
 from schemas.events import NodeSetStatus
 from slurmbridge.config import KubeSettings
-from slurmbridge.effectors import KubeEffector, NodeSetEffector
+from slurmbridge.effectors.nodes import KubeEffector
+from slurmbridge.effectors.nodesets import NodeSetEffector
 from slurmbridge.kube import client as kube
 from tests.integration.test_kube_preconditions import OTHER_UID, immutable_uid
 from tests.real_kube.conftest import ControlPlane

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from producers.kube import pod_tombstone
+from producers.kube.translate import tombstone
 from reconcilers import _pods, placement
 from reconcilers.base import NOTHING, Context, Decision
 from schemas import wellknown
@@ -608,12 +608,12 @@ KEY_CASES = [
     KeyCase("Job pod", job_pod("t-0"), ["ns/Job:train"]),
     KeyCase(
         "pod tombstone keeps its group",
-        pod_tombstone(job_pod("t-0"), version="9", producer="p", observed_at=1),
+        tombstone(job_pod("t-0"), version="9", producer="p", observed_at=1),
         ["ns/Job:train"],
     ),
     KeyCase(
         "bare pod tombstone",
-        pod_tombstone(pod("a"), version="9", producer="p", observed_at=1),
+        tombstone(pod("a"), version="9", producer="p", observed_at=1),
         ["ns/Pod:a"],
     ),
     KeyCase("pod of another scheduler", pod("a", scheduler="default-scheduler"), []),

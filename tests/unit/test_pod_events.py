@@ -12,16 +12,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from producers.kube import (
-    RawPod,
-    RawWorkload,
-    pod_to_event,
-    pod_tombstone,
-    workload_size,
-    workload_to_event,
-)
+from producers.kube.translate import pod_to_event, tombstone, workload_size, workload_to_event
 from reconcilers import _pods
 from schemas.events import KubePod, OwnerRef, PodCondition, decode_event, encode_event
+from slurmbridge.kube.wire import RawPod, RawWorkload
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -452,7 +446,7 @@ def test_tombstone_keeps_what_names_the_group() -> None:
             status={"phase": "Running"},
         )
     )
-    t = pod_tombstone(last, version="4800", producer="prod-2", observed_at=999)
+    t = tombstone(last, version="4800", producer="prod-2", observed_at=999)
     assert (t.op, t.deleted, t.source, t.key, t.version, t.producer, t.observed_at) == (
         "deleted",
         True,

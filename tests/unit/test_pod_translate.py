@@ -8,10 +8,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from producers.kube import RawPod, pod_to_event
+from producers.kube.translate import pod_to_event
 from reconcilers import _pods
 from reconcilers._pods import Group, TranslationError, parse_memory_mib, parse_time_limit, translate
 from schemas.events import Event, KubePod, KubeWorkload, OwnerRef
+from slurmbridge.kube.wire import RawPod
 from slurmbridge.runtime.projection import Projection
 
 P = _pods.PREFIX

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from producers import kube as pk
 from producers import slurm as ps
+from producers.kube import translate as pk
 from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, SlurmPing
+from slurmbridge.kube import watch
+from slurmbridge.kube.wire import RawNode
 from slurmbridge.runtime.bus import Published
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm import errors as slurm_errors
@@ -69,7 +71,7 @@ RAW = b"""{
 
 
 def test_node_to_event_trims_and_converts() -> None:
-    raw = msgspec.json.decode(RAW, type=pk.RawNode)
+    raw = msgspec.json.decode(RAW, type=RawNode)
     ev = pk.node_to_event(raw, producer="p", observed_at=7)
     assert ev.key == "gpu-7.example.com"
     assert ev.version == "42"
@@ -86,13 +88,13 @@ def test_node_to_event_trims_and_converts() -> None:
 
 
 def test_empty_node_translates() -> None:
-    ev = pk.node_to_event(pk.RawNode(), producer="p", observed_at=0)
+    ev = pk.node_to_event(RawNode(), producer="p", observed_at=0)
     assert (ev.cpu_millis, ev.ready, ev.taints) == (0, False, ())
 
 
 def test_bad_capacity_is_zero_not_a_crash() -> None:
     raw = msgspec.json.decode(
-        b'{"metadata":{"name":"n"},"status":{"capacity":{"cpu":"lots"}}}', type=pk.RawNode
+        b'{"metadata":{"name":"n"},"status":{"capacity":{"cpu":"lots"}}}', type=RawNode
     )
     assert pk.node_to_event(raw, producer="p", observed_at=0).cpu_millis == 0
 
@@ -100,8 +102,8 @@ def test_bad_capacity_is_zero_not_a_crash() -> None:
 def test_same_content_ignores_envelope() -> None:
     a = KubeNode(source="k8s", key="n", version="1", observed_at=1, producer="a")
     b = KubeNode(source="k8s", key="n", version="2", observed_at=2, producer="b")
-    assert pk.same_content(a, b)
-    assert not pk.same_content(a, msgspec.structs.replace(b, unschedulable=True))
+    assert watch.same_content(a, b)
+    assert not watch.same_content(a, msgspec.structs.replace(b, unschedulable=True))
 
 
 # --- Slurm poller ---------------------------------------------------------------------------

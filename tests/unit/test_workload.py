@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from producers.kube import pod_tombstone
+from producers.kube.translate import tombstone
 from reconcilers import _pods, workload
 from reconcilers.base import NOTHING, Context, Decision
 from schemas import wellknown
@@ -488,13 +488,13 @@ def apply(s: Projection, actions: tuple[AnyAction, ...], seq: int) -> int:
             if cur.finalizers:
                 s.apply(msgspec.structs.replace(cur, deletion_timestamp=int(NOW)), seq)
             else:
-                s.apply(pod_tombstone(cur, version="x", producer="t", observed_at=0), seq)
+                s.apply(tombstone(cur, version="x", producer="t", observed_at=0), seq)
         elif isinstance(a, RemovePodFinalizer):
             cur = s.get(KubePod, a.pod.key)
             assert cur is not None
             rest = tuple(f for f in cur.finalizers if f != a.finalizer)
             if cur.deleting and not rest:
-                s.apply(pod_tombstone(cur, version="x", producer="t", observed_at=0), seq)
+                s.apply(tombstone(cur, version="x", producer="t", observed_at=0), seq)
             else:
                 s.apply(msgspec.structs.replace(cur, finalizers=rest), seq)
         elif isinstance(a, CancelSlurmJob):
@@ -620,7 +620,7 @@ DELETING = (
 KEY_CASES = [
     KeyCase("our pod", pod("t-0"), [KEY]),
     KeyCase(
-        "pod tombstone", pod_tombstone(pod("t-0"), version="1", producer="p", observed_at=0), [KEY]
+        "pod tombstone", tombstone(pod("t-0"), version="1", producer="p", observed_at=0), [KEY]
     ),
     KeyCase("pod with only our finalizer", pod("t-0", job=None, scheduler="x"), [KEY]),
     KeyCase("pod with only our label", pod("t-0", finalizer=False, scheduler="x"), [KEY]),

@@ -1,0 +1,2 @@
+"""The Kubernetes producer: pure translation (:mod:`.translate`) and the watchers
+(:mod:`.watch`)."""

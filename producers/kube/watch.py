@@ -1,0 +1,255 @@
+"""The Kubernetes producer's watchers: one :class:`~slurmbridge.kube.watch.Watcher` subclass
+per watched resource — Nodes, Pods with our ``schedulerName``, the pod group owners of
+:data:`WORKLOAD_KINDS`, slurmd pods, NodeSets, Clusters and the scalers of
+:data:`SCALER_KINDS` — each naming its list call, its decoders and its translation
+(:mod:`producers.kube.translate`). Translation only: no decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from kubernetes_asyncio import client
+
+from producers.kube.translate import (
+    cluster_to_event,
+    node_to_event,
+    nodeset_to_event,
+    pod_to_event,
+    scaler_to_event,
+    tombstone,
+    workload_to_event,
+)
+from schemas.events import (
+    KubeNode,
+    KubeNodeSet,
+    KubePod,
+    KubeScaler,
+    KubeWorkload,
+    SlurmCluster,
+)
+from slurmbridge.kube.watch import E, Watcher
+from slurmbridge.kube.wire import (
+    DECODE_CLUSTER,
+    DECODE_CLUSTER_LIST,
+    DECODE_NODE,
+    DECODE_NODE_LIST,
+    DECODE_NODESET,
+    DECODE_NODESET_LIST,
+    DECODE_POD,
+    DECODE_POD_LIST,
+    DECODE_SCALER,
+    DECODE_SCALER_LIST,
+    DECODE_WORKLOAD,
+    DECODE_WORKLOAD_LIST,
+)
+
+
+class KubeWatcher(Watcher[E]):
+    """A watcher of this producer: its deletions are :func:`~producers.kube.translate.tombstone`
+    markers (one constructor for every kind)."""
+
+    def _tombstone(self, last: E, version: str, now: int) -> E:
+        return tombstone(last, version=version, producer=self.producer, observed_at=now)
+
+
+class NodeWatcher(KubeWatcher[KubeNode]):
+    """List + watch Kubernetes Nodes, publishing ``KubeNode`` observations."""
+
+    resource = "nodes"
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CoreV1Api(self.api).list_node(**kwargs, _preload_content=False)
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = DECODE_NODE_LIST.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return DECODE_NODE.decode(data)
+
+    def _translate(self, raw: Any, now: int) -> KubeNode:
+        return node_to_event(raw, producer=self.producer, observed_at=now)
+
+
+class PodWatcher(KubeWatcher[KubePod]):
+    """List + watch the Pods whose ``spec.schedulerName`` is ``scheduler_name`` (a field
+    selector, so the API server filters), publishing ``KubePod`` observations."""
+
+    resource = "pods"
+
+    def __init__(self, *args: Any, scheduler_name: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scheduler_name = scheduler_name
+        # Only its own pods: a relist tombstones what it no longer lists, so it must never
+        # hold the slurmd pods another watcher publishes.
+        self.last = {k: v for k, v in self.last.items() if v.scheduler_name == scheduler_name}
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+            **kwargs,
+            field_selector=f"spec.schedulerName={self.scheduler_name}",
+            _preload_content=False,
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = DECODE_POD_LIST.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return DECODE_POD.decode(data)
+
+    def _translate(self, raw: Any, now: int) -> KubePod:
+        return pod_to_event(raw, producer=self.producer, observed_at=now)
+
+
+#: Workload kinds that group pods: (kind, group, version, plural); group "batch" = built-in.
+WORKLOAD_KINDS: tuple[tuple[str, str, str, str], ...] = (
+    ("Job", "batch", "v1", "jobs"),
+    ("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    ("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups"),
+)
+
+
+class WorkloadWatcher(KubeWatcher[KubeWorkload]):
+    """List + watch one workload kind (an entry of :data:`WORKLOAD_KINDS`), publishing
+    ``KubeWorkload`` observations. A kind whose CRD is not installed answers 404: the watcher
+    then retries slowly (the run loop's back-off), and the pods of such groups wait."""
+
+    def __init__(self, *args: Any, kind: tuple[str, str, str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind, self.group, self.version, self.plural = kind
+        self.resource = self.plural
+        self.last = {k: v for k, v in self.last.items() if v.workload_kind == self.kind}
+
+    async def _call(self, **kwargs: Any) -> Any:
+        if self.group == "batch":
+            return await client.BatchV1Api(self.api).list_job_for_all_namespaces(
+                **kwargs, _preload_content=False
+            )
+        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            self.group, self.version, self.plural, **kwargs, _preload_content=False
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = DECODE_WORKLOAD_LIST.decode(body)
+        for item in listing.items:
+            item.kind = item.kind or self.kind  # list items may omit kind
+            item.apiVersion = item.apiVersion or (
+                f"{self.group}/{self.version}" if self.group != "batch" else "batch/v1"
+            )
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        item = DECODE_WORKLOAD.decode(data)
+        item.kind = item.kind or self.kind
+        return item
+
+    def _translate(self, raw: Any, now: int) -> KubeWorkload:
+        return workload_to_event(raw, producer=self.producer, observed_at=now)
+
+
+#: Label of the slurmd pods of NodeSets (the pods a :class:`SlurmdPodWatcher` watches).
+SLURMD_SELECTOR: Final = "app.kubernetes.io/name=slurmd"
+
+
+class SlurmdPodWatcher(PodWatcher):
+    """List + watch the slurmd pods of NodeSets (label ``app.kubernetes.io/name=slurmd``),
+    publishing ``KubePod`` observations like :class:`PodWatcher`."""
+
+    def __init__(self, *args: Any, seed: dict[str, KubePod], **kwargs: Any) -> None:
+        kwargs.setdefault("label_selector", SLURMD_SELECTOR)
+        super().__init__(*args, seed=seed, scheduler_name="", **kwargs)
+        self.resource = "slurmd-pods"
+        self.last = {
+            k: v for k, v in seed.items() if v.labels.get("app.kubernetes.io/name") == "slurmd"
+        }
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+            **kwargs, _preload_content=False
+        )
+
+
+class _SlinkyWatcher(KubeWatcher[E]):
+    """List + watch one ``slinky.slurm.net/v1alpha1`` resource (all namespaces). Without its
+    CRD (404) it retries slowly, as :class:`WorkloadWatcher` does. Subclasses give the
+    decoders and :meth:`_translate`; the tombstone keeps uid, namespace and name."""
+
+    _list: msgspec.json.Decoder[Any]
+    _item: msgspec.json.Decoder[Any]
+    event_type: type[E]
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            "slinky.slurm.net", "v1alpha1", self.resource, **kwargs, _preload_content=False
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = self._list.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return self._item.decode(data)
+
+
+class NodeSetWatcher(_SlinkyWatcher[KubeNodeSet]):
+    """List + watch Slinky NodeSets (``nodesets.slinky.slurm.net``), publishing
+    ``KubeNodeSet`` observations."""
+
+    resource = "nodesets"
+    _list = DECODE_NODESET_LIST
+    _item = DECODE_NODESET
+    event_type = KubeNodeSet
+
+    def _translate(self, raw: Any, now: int) -> KubeNodeSet:
+        return nodeset_to_event(raw, producer=self.producer, observed_at=now)
+
+
+class ClusterWatcher(_SlinkyWatcher[SlurmCluster]):
+    """List + watch Slinky Clusters (``clusters.slinky.slurm.net``), publishing
+    ``SlurmCluster`` observations (the token's Secret is named, never read)."""
+
+    resource = "clusters"
+    _list = DECODE_CLUSTER_LIST
+    _item = DECODE_CLUSTER
+    event_type = SlurmCluster
+
+    def _translate(self, raw: Any, now: int) -> SlurmCluster:
+        return cluster_to_event(raw, producer=self.producer, observed_at=now)
+
+
+#: What scales workloads besides slurmbridge: (kind, group, version, plural).
+SCALER_KINDS: tuple[tuple[str, str, str, str], ...] = (
+    ("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers"),
+    ("ScaledObject", "keda.sh", "v1alpha1", "scaledobjects"),
+)
+
+
+class ScalerWatcher(KubeWatcher[KubeScaler]):
+    """List + watch one kind of :data:`SCALER_KINDS`, publishing ``KubeScaler``
+    observations. Without KEDA installed, ScaledObjects answer 404: the watcher retries
+    slowly, as :class:`WorkloadWatcher` does."""
+
+    def __init__(self, *args: Any, kind: tuple[str, str, str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind, self.group, self.version, self.plural = kind
+        self.resource = self.plural
+        self.last = {k: v for k, v in self.last.items() if v.scaler_kind == self.kind}
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            self.group, self.version, self.plural, **kwargs, _preload_content=False
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = DECODE_SCALER_LIST.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return DECODE_SCALER.decode(data)
+
+    def _translate(self, raw: Any, now: int) -> KubeScaler:
+        return scaler_to_event(raw, kind=self.kind, producer=self.producer, observed_at=now)

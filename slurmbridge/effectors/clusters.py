@@ -1,0 +1,63 @@
+"""The Slinky Cluster object's status (``isReady`` and the ``Ready`` condition): read for the
+uid and the current condition, then a merge patch of ``/status`` with the read's
+resourceVersion."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schemas.actions import (
+    SetClusterStatus,
+)
+from slurmbridge.effectors.common import (
+    NODESET_API,
+    merge_custom,
+)
+from slurmbridge.runtime.outcomes import EffectResult
+
+
+async def set_cluster_status(
+    custom: client.CustomObjectsApi, action: SetClusterStatus
+) -> EffectResult:
+    """Read the Cluster (uid check, current Ready condition), then merge-patch its status
+    with a resourceVersion precondition; ``lastTransitionTime`` moves only when the
+    condition's status flips (Kubernetes API conventions)."""
+    ref = action.cluster
+    try:
+        obj: dict[str, Any] = await custom.get_namespaced_custom_object(
+            *NODESET_API, ref.namespace, "clusters", ref.name
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return EffectResult("noop", "Cluster is gone")
+        raise
+    meta = obj.get("metadata") or {}
+    if ref.uid and meta.get("uid") != ref.uid:
+        return EffectResult("noop", "Cluster was re-created")
+    status = "True" if action.is_ready else "False"
+    conditions = list((obj.get("status") or {}).get("conditions") or [])
+    old = next((c for c in conditions if c.get("type") == "Ready"), None)
+    since = (old or {}).get("lastTransitionTime") if (old or {}).get("status") == status else None
+    ready = {
+        "type": "Ready",
+        "status": status,
+        "reason": action.reason,
+        "message": action.message[:32768],
+        "lastTransitionTime": since or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "observedGeneration": action.generation,
+    }
+    body = {
+        "metadata": {"resourceVersion": meta.get("resourceVersion", "")},
+        "status": {
+            "isReady": action.is_ready,
+            "conditions": [c for c in conditions if c.get("type") != "Ready"] + [ready],
+        },
+    }
+    call = custom.patch_namespaced_custom_object_status
+    if not await merge_custom(call, "clusters", ref.namespace, ref.name, body):
+        return EffectResult("noop", "Cluster is gone")
+    return EffectResult("ok")

@@ -1,0 +1,199 @@
+"""What the effectors share: the Kubernetes request helpers (pod read and patch, custom
+object merge), content types, and the one error map (:func:`kube_error`, :func:`no_client`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schemas import wellknown
+from schemas.actions import (
+    Action,
+    AnyAction,
+    PodRef,
+)
+from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.wire import DECODE_POD, RawPod, RawTaint
+from slurmbridge.runtime.outcomes import EffectResult, Permanent, Transient
+from slurmbridge.slurm import errors as slurm_errors
+
+log = logging.getLogger(__name__)
+
+
+SMP = "application/strategic-merge-patch+json"
+
+
+#: ESLURM_NODE_ALREADY_EXISTS (slurm_errno.h).
+NODE_ALREADY_EXISTS = 2168
+
+
+MERGE = "application/merge-patch+json"
+
+
+JSON_PATCH = "application/json-patch+json"
+
+
+#: Job states after which a job can never run again (as in reconcilers.workload).
+JOB_ENDED = wellknown.JOB_ENDED_STATES
+
+
+def taint_dict(t: RawTaint) -> dict[str, str]:
+    out = {"key": t.key, "effect": t.effect}
+    if t.value:
+        out["value"] = t.value
+    if t.timeAdded:
+        out["timeAdded"] = t.timeAdded
+    return out
+
+
+async def merge_custom(
+    call: Any, plural: str, namespace: str, name: str, body: dict[str, Any]
+) -> bool:
+    """Merge-patch a slinky.slurm.net object (or its subresource, by ``call``); False if
+    it is gone (404)."""
+    try:
+        await read_raw(
+            call(
+                *NODESET_API,
+                namespace,
+                plural,
+                name,
+                body,
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def no_client(cluster: str) -> Transient:
+    """No client for ``cluster`` (yet): a Cluster object's client starts once this process's
+    projection has the Cluster, so retry rather than dead-letter."""
+    return Transient(f"no Slurm client for cluster {cluster!r} in this process (yet)", 5.0)
+
+
+def kube_error(exc: ApiException, what: str) -> Exception:
+    if exc.status in (409, 429) or exc.status >= 500:
+        return Transient(
+            f"{what}: HTTP {exc.status} {exc.reason}", 0.1 if exc.status == 409 else None
+        )
+    return Permanent(f"{what}: HTTP {exc.status} {exc.reason}")
+
+
+async def patch_pod(
+    core: client.CoreV1Api, pod: PodRef, body: Any, content_type: str = MERGE
+) -> None:
+    """Patch pod ``pod`` with ``body`` of ``content_type`` (raises ApiException)."""
+    patch: Any = core.patch_namespaced_pod
+    await read_raw(
+        patch(pod.name, pod.namespace, body, _content_type=content_type, _preload_content=False)
+    )
+
+
+async def read_pod(core: client.CoreV1Api, pod: PodRef) -> RawPod | None:
+    """The live pod, or None when it is gone or another pod has its name now (another uid)."""
+    try:
+        raw = DECODE_POD.decode(
+            await read_raw(
+                core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
+            )
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if pod.uid and raw.metadata.uid != pod.uid:
+        return None
+    return raw
+
+
+async def nothing() -> None:
+    """No job to read (a DeletePod for an orphan names job 0)."""
+
+
+def json_pointer(key: str) -> str:
+    """``key`` escaped as one JSON Pointer token (RFC 6901: ``~`` → ``~0``, ``/`` → ``~1``)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+NODESET_API = ("slinky.slurm.net", "v1alpha1")
+
+
+#: An effect: one action type's coroutine (the action in, the outcome out).
+Handler = Callable[[Any], Awaitable[EffectResult]]
+
+
+def effect_error(exc: Exception, name: str) -> EffectResult:
+    """The one error map of every effector: what a failure of action ``name`` means.
+
+    Kubernetes: 409, 429 and 5xx, or the API unreachable ⇒ :class:`Transient` (409 soon:
+    an optimistic-concurrency miss); other statuses ⇒ :class:`Permanent`. Slurm:
+    ``Unsupported`` ⇒ the ``unsupported`` outcome (recorded once, nothing to retry);
+    ``Unavailable`` / ``Conflict`` / ``Unauthorized`` ⇒ Transient (a token being rotated, a
+    controller restarting); any other Slurm error ⇒ Permanent (a dead letter with Slurm's
+    reason). Transient and Permanent raised by an effect pass through unchanged.
+
+    Returns:
+        the outcome for an ``Unsupported`` failure.
+
+    Raises:
+        Transient / Permanent: as above; any other exception unchanged.
+    """
+    if isinstance(exc, Transient | Permanent):
+        raise exc
+    if isinstance(exc, ApiException):
+        raise kube_error(exc, name) from exc
+    if isinstance(exc, aiohttp.ClientError | TimeoutError):
+        raise Transient(f"{name}: Kubernetes API unreachable: {exc}") from exc
+    if isinstance(exc, slurm_errors.Unsupported):
+        return EffectResult("unsupported", str(exc))
+    if isinstance(
+        exc, slurm_errors.Unavailable | slurm_errors.Conflict | slurm_errors.Unauthorized
+    ):
+        raise Transient(f"{name}: {exc}") from exc
+    if isinstance(exc, slurm_errors.SlurmError):
+        raise Permanent(f"{name}: {exc}") from exc
+    raise exc
+
+
+class Effector:
+    """An effector: :attr:`HANDLES` names the action types it performs (a class constant,
+    so the router knows them even when the effector is not configured); :attr:`handlers`
+    maps each to its coroutine; :meth:`apply` dispatches through that table and maps
+    failures once (:func:`effect_error`)."""
+
+    HANDLES: ClassVar[frozenset[type[Action]]] = frozenset()
+
+    def __init__(self) -> None:
+        self.handlers: Mapping[type[Action], Handler] = {}
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Perform ``action``.
+
+        Raises:
+            Transient / Permanent: see :func:`effect_error`; Permanent for an action type
+                this effector does not perform.
+        """
+        name = type(action).__name__
+        handler = self.handlers.get(type(action))
+        if handler is None:
+            raise Permanent(f"{type(self).__name__} cannot perform {name}")
+        try:
+            return await handler(action)
+        except Exception as exc:  # noqa: BLE001 - mapped (or re-raised) by the one error map
+            return effect_error(exc, name)

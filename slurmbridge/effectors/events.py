@@ -1,0 +1,52 @@
+"""Kubernetes Events (core/v1) on the objects slurmbridge acts on."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from schemas.actions import (
+    RecordEvent,
+)
+from slurmbridge.kube.api import read_raw
+from slurmbridge.runtime.outcomes import EffectResult
+
+
+async def record_event(
+    core: client.CoreV1Api, action: RecordEvent, *, component: str, events_namespace: str
+) -> EffectResult:
+    """Create a core/v1 Event on the action's object (``events_namespace`` for an object
+    without a namespace, such as a Node), reported by ``component``."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    namespace = action.namespace or events_namespace
+    involved: dict[str, str] = {
+        "apiVersion": action.api_version,
+        "kind": action.object_kind,
+        "name": action.name,
+    }
+    if action.namespace:
+        involved["namespace"] = action.namespace
+    if action.uid:
+        involved["uid"] = action.uid
+    # A plain JSON body: the generated models' recursive serialisation costs more than
+    # the request itself when a thousand nodes register at once.
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{action.name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "involvedObject": involved,
+        "reason": action.reason,
+        "message": action.message,
+        "type": action.type,
+        "source": {"component": component},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "reportingComponent": component,
+    }
+    create_event: Any = core.create_namespaced_event  # stubs want the model type
+    await read_raw(create_event(namespace, body, _preload_content=False))
+    return EffectResult("ok")

@@ -1,0 +1,132 @@
+"""Kubernetes node effects: taints and node conditions; with :mod:`.clusters` and
+:mod:`.events`, the Kubernetes-only actions of :class:`KubeEffector`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, ClassVar
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schemas.actions import (
+    Action,
+    RecordEvent,
+    SetClusterStatus,
+    SetNodeCondition,
+    TaintNode,
+    UntaintNode,
+)
+from slurmbridge.effectors.clusters import set_cluster_status
+from slurmbridge.effectors.common import (
+    SMP,
+    Effector,
+    taint_dict,
+)
+from slurmbridge.effectors.events import record_event
+from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.wire import DECODE_NODE
+from slurmbridge.runtime.outcomes import EffectResult
+
+
+class KubeEffector(Effector):
+    """Node taints, node conditions and Kubernetes Events through one kubernetes_asyncio
+    ApiClient (raw JSON requests and responses)."""
+
+    HANDLES: ClassVar[frozenset[type[Action]]] = frozenset(
+        {TaintNode, UntaintNode, SetNodeCondition, SetClusterStatus, RecordEvent}
+    )
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        component: str = "slurmbridge",
+        events_namespace: str = "default",
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.component = component
+        self.events_namespace = events_namespace
+        super().__init__()
+        self.handlers = {
+            TaintNode: self._taint,
+            UntaintNode: self._taint,
+            SetNodeCondition: self._condition,
+            SetClusterStatus: lambda a: set_cluster_status(self.custom, a),
+            RecordEvent: lambda a: record_event(
+                self.core,
+                a,
+                component=self.component,
+                events_namespace=self.events_namespace,
+            ),
+        }
+
+    async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
+        try:
+            # Raw JSON into our own Struct: kubernetes_asyncio's models reject objects from
+            # API servers newer than the client, and we only need taints + resourceVersion.
+            node = DECODE_NODE.decode(
+                await read_raw(self.core.read_node(action.node, _preload_content=False))
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "node is gone")
+            raise
+        current = node.spec.taints or []
+        ours = [t for t in current if t.key == action.key and t.effect == action.effect]
+        keep = [
+            taint_dict(t)
+            for t in current
+            if not (t.key == action.key and t.effect == action.effect)
+        ]
+        if isinstance(action, TaintNode):
+            if len(ours) == 1 and (ours[0].value or "") == action.value:
+                return EffectResult("noop", "taint already present")
+            desired = [*keep, {"key": action.key, "value": action.value, "effect": action.effect}]
+        else:
+            if not ours:
+                return EffectResult("noop", "taint already absent")
+            desired = keep
+        body = {
+            "metadata": {"resourceVersion": node.metadata.resourceVersion},
+            "spec": {"taints": desired},
+        }
+        # Typed stubs omit `_content_type`; the generated client accepts it.
+        patch_node: Any = self.core.patch_node
+        try:
+            await read_raw(patch_node(action.node, body, _content_type=SMP, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:  # deleted between the read and the patch
+                return EffectResult("noop", "node is gone")
+            raise
+        return EffectResult("ok")
+
+    async def _condition(self, action: SetNodeCondition) -> EffectResult:
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": action.type,
+                        "status": action.status,
+                        "reason": action.reason,
+                        "message": action.message,
+                        "lastTransitionTime": now,
+                        "lastHeartbeatTime": now,
+                    }
+                ]
+            }
+        }
+        # Strategic merge on status.conditions merges by `type`: the kubelet's stay untouched.
+        patch_status: Any = self.core.patch_node_status
+        try:
+            await read_raw(
+                patch_status(action.node, body, _content_type=SMP, _preload_content=False)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "node is gone")
+            raise
+        return EffectResult("ok")

@@ -1,0 +1,496 @@
+"""Pod and placeholder-job effects (Slinky slurm-bridge scheduler and workload controller)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import msgspec
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schemas import wellknown
+from schemas.actions import (
+    Action,
+    BindPod,
+    CancelSlurmJob,
+    DeletePod,
+    MarkPods,
+    PodRef,
+    RecordEvent,
+    RemovePodFinalizer,
+    SetJobExcludedNodes,
+    SetPodCondition,
+    SubmitSlurmJob,
+)
+from slurmbridge.effectors.common import (
+    JOB_ENDED,
+    MERGE,
+    SMP,
+    Effector,
+    json_pointer,
+    no_client,
+    nothing,
+    now_rfc3339,
+    patch_pod,
+    read_pod,
+)
+from slurmbridge.effectors.nodes import KubeEffector
+from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.wire import RawPod
+from slurmbridge.runtime.outcomes import EffectResult, Transient
+from slurmbridge.slurm import errors as slurm_errors
+from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.slurm.models import JobSubmit
+
+POD_ACTIONS = (
+    SubmitSlurmJob,
+    MarkPods,
+    BindPod,
+    CancelSlurmJob,
+    DeletePod,
+    RemovePodFinalizer,
+    SetPodCondition,
+    SetJobExcludedNodes,
+)
+
+
+class PodEffector(Effector):
+    """Pod placement and workload actions: they touch both sides, so this effector holds a
+    Kubernetes ApiClient and the Slurm clients.
+
+    * submit: look in Slurm for a live job whose ``comment`` is the action's marker first, so
+      a redelivered or retried submit never makes a second job; then mark the pods;
+    * mark: read each pod (uid precondition: a re-created pod is left alone), then one JSON
+      patch that tests ``metadata.resourceVersion`` (the pod changed meanwhile ⇒ Transient)
+      and sets the job-id label, adds our finalizer and the managed-node toleration; the
+      group's pods concurrently. ``on_job_changed(cluster, job_id)`` is told each job it
+      submits or cancels, so an in-process poller can look at it at once;
+    * bind: one POST of the Binding subresource carrying the ``slinky.slurm.net/slurm-node``
+      annotation (the API server copies it onto the pod); already bound to that node ⇒ noop,
+      bound elsewhere or being deleted ⇒ skipped, gone ⇒ noop;
+    * cancel: re-read the job; only ours (comment = marker) and only while it can still run;
+      "no such job" ⇒ noop;
+    * delete pod: re-read the job first and skip while it RUNNING (fail closed: a Slurm
+      error is retried, never read as "job gone"); delete with a uid precondition;
+    * finalizer removal and pod conditions: read, then patch with resourceVersion.
+
+    Raises Transient / Permanent as the other effectors do.
+    """
+
+    HANDLES: ClassVar[frozenset[type[Action]]] = frozenset({*POD_ACTIONS})
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        slurm: dict[str, SlurmClient],
+        *,
+        placeholder_script: str = "",
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.slurm = slurm
+        self.placeholder_script = placeholder_script
+        self.on_job_changed: Callable[[str, int], None] | None = None
+        self._events = KubeEffector(api)
+        super().__init__()
+        self.handlers = {
+            SubmitSlurmJob: self._submit,
+            MarkPods: lambda a: self._mark_all(a.pods, a.job_id, a.scheduler_name),
+            BindPod: self._bind,
+            CancelSlurmJob: self._cancel,
+            SetJobExcludedNodes: self._exclusions,
+            DeletePod: self._delete,
+            RemovePodFinalizer: self._unfinalize,
+            SetPodCondition: self._condition,
+        }
+
+    def _client(self, cluster: str) -> SlurmClient:
+        try:
+            return self.slurm[cluster]
+        except KeyError:
+            raise no_client(cluster) from None
+
+    async def _patch(self, pod: PodRef, body: Any, content_type: str = MERGE) -> None:
+        await patch_pod(self.core, pod, body, content_type)
+
+    async def _submit(self, action: SubmitSlurmJob) -> EffectResult:
+        c = self._client(action.cluster)
+        existing = None
+        listing = await c.list_jobs()
+        for job in listing.jobs if listing is not None else ():
+            if job.comment == action.marker and job.base_state not in JOB_ENDED:
+                existing = job.job_id
+                break
+        outcome = "noop"
+        raws: list[RawPod | None] | None = None
+        if existing is None:
+            spec = action.spec
+            admin = msgspec.json.encode({"pods": [p.key for p in action.pods]}).decode()
+            submit = c.submit_job(
+                JobSubmit(
+                    name=spec.name,
+                    partition=spec.partition,
+                    account=spec.account,
+                    qos=spec.qos,
+                    reservation=spec.reservation,
+                    wckey=spec.wckey,
+                    constraints=spec.constraints,
+                    licenses=spec.licenses,
+                    cpus_per_task=spec.cpus_per_task,
+                    tasks=spec.tasks,
+                    min_nodes=spec.min_nodes,
+                    max_nodes=spec.max_nodes,
+                    memory_per_node_mib=spec.memory_per_node_mib,
+                    tres_per_node=spec.tres_per_node,
+                    time_limit_minutes=spec.time_limit_minutes,
+                    priority=spec.priority,
+                    user_id=spec.user_id,
+                    group_id=spec.group_id,
+                    exclusive=spec.exclusive,
+                    excluded_nodes=spec.excluded_nodes,
+                    mcs_label=spec.mcs_label,
+                    admin_comment=admin,
+                    comment=action.marker,
+                    external=True,
+                )
+            )
+            # The pods are read while Slurm takes the job, so once it exists (and may
+            # already run) marking them costs one request each, not two.
+            try:
+                job_id, read = await asyncio.gather(
+                    submit, asyncio.gather(*(read_pod(self.core, pod) for pod in action.pods))
+                )
+            except slurm_errors.Rejected as exc:
+                return await self._refused(action, exc)
+            existing, raws = job_id, list(read)
+            outcome = "ok"
+            if self.on_job_changed is not None:
+                self.on_job_changed(action.cluster, existing)
+        marked = await self._mark_all(action.pods, existing, action.scheduler_name, raws)
+        return EffectResult(
+            "ok" if "ok" in (outcome, marked.outcome) else "noop", f"Slurm job {existing}"
+        )
+
+    async def _refused(self, action: SubmitSlurmJob, exc: slurm_errors.Rejected) -> EffectResult:
+        """Slurm refused the submit for good (a role the token lacks, a job Slurm cannot
+        take): say so on every pod, as kube-scheduler does for a pod it cannot place —
+        ``PodScheduled=False`` with reason ``SlurmJobRejected`` and Slurm's words, and a
+        Warning Event. ``placement`` reads the condition and waits before submitting again,
+        so a permanent refusal is never retried in a loop."""
+        message = f"Slurm refused the placeholder job: {exc}"
+        if isinstance(exc, slurm_errors.Forbidden):
+            message += (
+                " (the Slurm token's user lacks the role for this request; docs/slurm.md"
+                " lists the role the bridge needs)"
+            )
+        for pod in action.pods:
+            await self._condition(
+                SetPodCondition(
+                    pod=pod,
+                    type=wellknown.CONDITION_POD_SCHEDULED,
+                    status="False",
+                    reason=wellknown.REASON_SLURM_JOB_REJECTED,
+                    message=message,
+                )
+            )
+            await self._events.apply(
+                RecordEvent(
+                    api_version="v1",
+                    object_kind="Pod",
+                    name=pod.name,
+                    namespace=pod.namespace,
+                    uid=pod.uid,
+                    type="Warning",
+                    reason=wellknown.REASON_SLURM_JOB_REJECTED,
+                    message=message,
+                )
+            )
+        return EffectResult("rejected", message)
+
+    async def _mark_all(
+        self,
+        pods: tuple[PodRef, ...],
+        job_id: int,
+        scheduler_name: str,
+        raws: list[RawPod | None] | None = None,
+    ) -> EffectResult:
+        # Concurrently: each pod is its own object, and a group's bind waits for all of them.
+        known = raws if raws is not None else [None] * len(pods)
+        changed = sum(
+            await asyncio.gather(
+                *(
+                    self._mark(pod, job_id, scheduler_name, raw)
+                    for pod, raw in zip(pods, known, strict=True)
+                )
+            )
+        )
+        return EffectResult("ok" if changed else "noop", f"{changed} pod(s) marked")
+
+    async def _mark(
+        self, pod: PodRef, job_id: int, scheduler_name: str, raw: RawPod | None = None
+    ) -> int:
+        """Mark one pod, starting from ``raw`` when it was just read; a pod that changed in
+        between (the patch's test fails) is read again once before giving up for now."""
+        for attempt in range(2):
+            if raw is None or attempt:
+                raw = await read_pod(self.core, pod)
+            try:
+                return await self._mark_once(pod, job_id, scheduler_name, raw)
+            except ApiException as exc:
+                if exc.status == 404:  # deleted between the read and the patch
+                    return 0
+                if exc.status != 422:
+                    raise
+                if attempt:  # changing under us: let the redelivery read it afresh
+                    raise Transient(f"MarkPods: pod {pod.key} keeps changing") from exc
+        raise AssertionError("unreachable")
+
+    async def _mark_once(
+        self, pod: PodRef, job_id: int, scheduler_name: str, raw: RawPod | None
+    ) -> int:
+        if raw is None or raw.metadata.deletionTimestamp:
+            return 0
+        labels = raw.metadata.labels or {}
+        finalizers = list(raw.metadata.finalizers or [])
+        tolerated = any(
+            t.key == wellknown.TAINT_MANAGED_NODE or (not t.key and t.operator == "Exists")
+            for t in raw.spec.tolerations or []
+        )
+        label_ok = labels.get(wellknown.LABEL_SLURM_JOBID) == str(job_id)
+        finalized = wellknown.FINALIZER_SCHEDULER in finalizers
+        if label_ok and finalized and tolerated:
+            return 0
+        # One JSON patch: a "test" of the resourceVersion read makes it fail (422) if the pod
+        # changed meanwhile, and "add" is the only way to extend a pod's tolerations (they
+        # may only grow, and re-sending the list would have to reproduce it exactly).
+        ops: list[dict[str, Any]] = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": raw.metadata.resourceVersion,
+            }
+        ]
+        if not label_ok:
+            stale_node = wellknown.ANNOTATION_SLURM_NODE in (raw.metadata.annotations or {})
+            if stale_node and not raw.spec.nodeName:
+                # Relabelled to another job while unbound (its old job ended or vanished):
+                # the node the old job named is not where the new one will run.
+                path = "/metadata/annotations/" + json_pointer(wellknown.ANNOTATION_SLURM_NODE)
+                ops.append({"op": "remove", "path": path})
+            if labels:
+                path = "/metadata/labels/" + json_pointer(wellknown.LABEL_SLURM_JOBID)
+                ops.append({"op": "add", "path": path, "value": str(job_id)})
+            else:
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": "/metadata/labels",
+                        "value": {wellknown.LABEL_SLURM_JOBID: str(job_id)},
+                    }
+                )
+        if not finalized:
+            if finalizers:
+                fin = {"op": "add", "path": "/metadata/finalizers/-"}
+                ops.append({**fin, "value": wellknown.FINALIZER_SCHEDULER})
+            else:
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": "/metadata/finalizers",
+                        "value": [wellknown.FINALIZER_SCHEDULER],
+                    }
+                )
+        if not tolerated:
+            toleration = {
+                "key": wellknown.TAINT_MANAGED_NODE,
+                "operator": "Equal",
+                "value": scheduler_name,
+                "effect": wellknown.TAINT_MANAGED_NODE_EFFECT,
+            }
+            ops.append(
+                {"op": "add", "path": "/spec/tolerations/-", "value": toleration}
+                if raw.spec.tolerations
+                else {"op": "add", "path": "/spec/tolerations", "value": [toleration]}
+            )
+        await self._patch(pod, ops, "application/json-patch+json")
+        return 1
+
+    async def _bind(self, action: BindPod) -> EffectResult:
+        # One request: the API server copies the Binding's annotations onto the pod, refuses
+        # (409) a pod already bound or being deleted, and checks the uid precondition.
+        meta: dict[str, Any] = {
+            "name": action.pod.name,
+            "namespace": action.pod.namespace,
+            "annotations": {wellknown.ANNOTATION_SLURM_NODE: action.slurm_node},
+        }
+        if action.pod.uid:
+            meta["uid"] = action.pod.uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": action.node},
+        }
+        create: Any = self.core.create_namespaced_pod_binding
+        try:
+            await read_raw(
+                create(action.pod.name, action.pod.namespace, body, _preload_content=False)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            if exc.status != 409:
+                raise
+            raw = await read_pod(self.core, action.pod)
+            if raw is None:
+                return EffectResult("noop", "pod is gone")
+            if raw.spec.nodeName == action.node:
+                return EffectResult("noop", f"already bound to {action.node}")
+            if raw.spec.nodeName:
+                return EffectResult("skipped", f"bound to {raw.spec.nodeName}, not {action.node}")
+            if raw.metadata.deletionTimestamp:
+                return EffectResult("skipped", "pod is being deleted")
+            raise
+        return EffectResult("ok", f"bound to {action.node}")
+
+    async def _cancel(self, action: CancelSlurmJob) -> EffectResult:
+        c = self._client(action.cluster)
+        job = await c.get_job(action.job_id)
+        if job is None:
+            return EffectResult("noop", "no such job")
+        if job.comment != action.marker:
+            return EffectResult("skipped", f"job {action.job_id} is not ours")
+        if job.base_state in JOB_ENDED:
+            return EffectResult("noop", f"job already {job.base_state}")
+        if not c.may_cancel(job):
+            # A user who is not an administrator cancelling someone else's job over REST
+            # deadlocks slurmctld (24.11.5 and 26.05.5); such a job was not submitted by us
+            # anyway (only an administrator can submit for another user).
+            return EffectResult(
+                "skipped",
+                f"job {action.job_id} belongs to {job.user_name!r}, not to the token's user "
+                f"{c.token_user!r}: not cancelled",
+            )
+        await c.cancel_job(action.job_id)
+        if self.on_job_changed is not None:
+            self.on_job_changed(action.cluster, action.job_id)
+        return EffectResult("ok", action.why)
+
+    async def _exclusions(self, action: SetJobExcludedNodes) -> EffectResult:
+        """Re-read the job: only ours, only while PENDING, only when the list differs."""
+        c = self._client(action.cluster)
+        job = await c.get_job(action.job_id)
+        if job is None or job.base_state != "PENDING":
+            return EffectResult("noop", "job is not pending")
+        if job.comment != action.marker:
+            return EffectResult("skipped", f"job {action.job_id} is not ours")
+        if sorted(job.excluded_nodes) == sorted(action.excluded_nodes):
+            return EffectResult("noop", "excluded nodes already as wanted")
+        try:
+            await c.set_job_excluded_nodes(action.job_id, action.excluded_nodes)
+        except slurm_errors.Rejected as exc:
+            # It started meanwhile (ESLURM_JOB_NOT_PENDING and the like): nothing to change.
+            return EffectResult("noop", f"job no longer pending: {exc}")
+        if self.on_job_changed is not None:
+            self.on_job_changed(action.cluster, action.job_id)
+        return EffectResult("ok", f"excluded nodes now {','.join(action.excluded_nodes) or 'none'}")
+
+    async def _delete(self, action: DeletePod) -> EffectResult:
+        c = self._client(action.cluster)
+        # Both reads at once: the pod is only deleted if the job, read from Slurm now, is
+        # not RUNNING (fail closed), and the pod read gives the uid precondition.
+        job, raw = await asyncio.gather(
+            c.get_job(action.job_id) if action.job_id else nothing(),
+            read_pod(self.core, action.pod),
+        )
+        if job is not None and job.base_state == "RUNNING":
+            return EffectResult("skipped", f"job {action.job_id} is RUNNING")
+        if raw is None:
+            return EffectResult("noop", "pod is gone")
+        if raw.metadata.deletionTimestamp:
+            return EffectResult("noop", "pod is already being deleted")
+        delete: Any = self.core.delete_namespaced_pod
+        try:
+            await read_raw(
+                delete(
+                    action.pod.name,
+                    action.pod.namespace,
+                    body={"preconditions": {"uid": raw.metadata.uid}},
+                    _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok", action.why)
+
+    async def _unfinalize(self, action: RemovePodFinalizer) -> EffectResult:
+        raw = await read_pod(self.core, action.pod)
+        if raw is None:
+            return EffectResult("noop", "pod is gone")
+        finalizers = list(raw.metadata.finalizers or [])
+        if action.finalizer not in finalizers:
+            return EffectResult("noop", "finalizer already removed")
+        rest = [f for f in finalizers if f != action.finalizer]
+        body = {
+            "metadata": {
+                "resourceVersion": raw.metadata.resourceVersion,
+                "finalizers": rest or None,
+            }
+        }
+        try:
+            await self._patch(action.pod, body)
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok", action.why)
+
+    async def _condition(self, action: SetPodCondition) -> EffectResult:
+        """Read the pod (its uid must be the action's: a pod re-created under the name gets
+        its own decision), then strategic-merge its condition with the resourceVersion read
+        as precondition; ``lastTransitionTime`` moves only when the status flips (Kubernetes
+        API conventions)."""
+        raw = await read_pod(self.core, action.pod)
+        if raw is None:
+            return EffectResult("noop", "pod is gone")
+        cur = next((c for c in raw.status.conditions or [] if c.type == action.type), None)
+        if cur is not None and (cur.status, cur.reason, cur.message) == (
+            action.status,
+            action.reason,
+            action.message,
+        ):
+            return EffectResult("noop", "condition already set")
+        since = cur.lastTransitionTime if cur is not None and cur.status == action.status else None
+        body = {
+            "metadata": {"resourceVersion": raw.metadata.resourceVersion},
+            "status": {
+                "conditions": [
+                    {
+                        "type": action.type,
+                        "status": action.status,
+                        "reason": action.reason,
+                        "message": action.message,
+                        "lastTransitionTime": since or now_rfc3339(),
+                    }
+                ]
+            },
+        }
+        patch_status: Any = self.core.patch_namespaced_pod_status
+        try:
+            await read_raw(
+                patch_status(
+                    action.pod.name,
+                    action.pod.namespace,
+                    body,
+                    _content_type=SMP,
+                    _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok")

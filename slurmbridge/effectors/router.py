@@ -1,0 +1,59 @@
+"""The dispatch table: each action type to the effector that performs it."""
+
+from __future__ import annotations
+
+from schemas.actions import Action, AnyAction
+from slurmbridge.effectors.common import Effector
+from slurmbridge.effectors.nodes import KubeEffector
+from slurmbridge.effectors.nodesets import NodeSetEffector
+from slurmbridge.effectors.pods import PodEffector
+from slurmbridge.effectors.slurm_nodes import SlurmEffector
+from slurmbridge.runtime.outcomes import EffectResult, Permanent
+
+#: Each effector class, and why its actions fail when it is not configured in this process.
+_SIDES: tuple[tuple[type[Effector], str], ...] = (
+    (NodeSetEffector, "NodeSet actions need both a Kubernetes API and a Slurm cluster"),
+    (PodEffector, "pod actions need both a Kubernetes API and a Slurm cluster"),
+    (SlurmEffector, "no Slurm cluster configured"),
+    (KubeEffector, "no Kubernetes API configured"),
+)
+
+
+class Router:
+    """Sends each action to the effector that handles its type (:attr:`Effector.HANDLES`).
+
+    An effector that is ``None`` is not configured here: its actions fail Permanent with
+    the reason of :data:`_SIDES`.
+    """
+
+    def __init__(
+        self,
+        kube: KubeEffector | None,
+        slurm: SlurmEffector | None,
+        pods: PodEffector | None = None,
+        nodesets: NodeSetEffector | None = None,
+    ) -> None:
+        given: dict[type[Effector], Effector | None] = {
+            KubeEffector: kube,
+            SlurmEffector: slurm,
+            PodEffector: pods,
+            NodeSetEffector: nodesets,
+        }
+        self.table: dict[type[Action], tuple[Effector | None, str]] = {
+            kind: (given[cls], missing) for cls, missing in _SIDES for kind in cls.HANDLES
+        }
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        """Dispatch ``action``.
+
+        Raises:
+            Permanent: no effector performs its type, or that effector is not configured.
+            Transient / Permanent: from the effector.
+        """
+        route = self.table.get(type(action))
+        if route is None:
+            raise Permanent(f"no effector performs {type(action).__name__}")
+        effector, missing = route
+        if effector is None:
+            raise Permanent(missing)
+        return await effector.apply(action)

@@ -1,0 +1,356 @@
+"""The Kubernetes wire shapes slurmbridge reads: partial msgspec Structs of Node, Pod, the pod
+group owners (Job, JobSet, LeaderWorkerSet, PodGroup), NodeSet, Cluster and the scalers, of
+lists, list pages and watch events, and their decoders.
+
+Only the fields read are declared (msgspec skips the rest), so objects from API servers newer
+than kubernetes_asyncio decode, and a 150,000-pod list decodes without building the
+generated models. Field names are Kubernetes' own (API reference, core/v1 and the CRDs).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class RawMeta(msgspec.Struct, kw_only=True):
+    name: str = ""
+    uid: str = ""
+    resourceVersion: str = ""  # noqa: N815 - Kubernetes wire name
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class RawTaint(msgspec.Struct, kw_only=True):
+    """A v1 Taint as it is on the wire."""
+
+    key: str = ""
+    value: str | None = None
+    effect: str = ""
+    timeAdded: str | None = None  # noqa: N815 - Kubernetes wire name
+
+
+class RawNodeSpec(msgspec.Struct, kw_only=True):
+    unschedulable: bool | None = None
+    taints: list[RawTaint] | None = None
+
+
+class RawCondition(msgspec.Struct, kw_only=True):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    lastTransitionTime: str | None = None  # noqa: N815 (Kubernetes' field name)
+
+
+class RawNodeStatus(msgspec.Struct, kw_only=True):
+    capacity: dict[str, str] | None = None
+    conditions: list[RawCondition] | None = None
+
+
+class RawNode(msgspec.Struct, kw_only=True):
+    """The fields of a v1 Node that slurmbridge reads."""
+
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
+    spec: RawNodeSpec = msgspec.field(default_factory=RawNodeSpec)
+    status: RawNodeStatus = msgspec.field(default_factory=RawNodeStatus)
+
+
+class RawListMeta(msgspec.Struct, kw_only=True):
+    resourceVersion: str = ""  # noqa: N815
+    # "continue" is a Python keyword; msgspec renames it on the wire.
+    continue_: str | None = msgspec.field(default=None, name="continue")
+
+
+class RawListPage(msgspec.Struct, kw_only=True):
+    """Any list response's metadata (its items skipped): the resourceVersion and the
+    ``continue`` token of a paged list."""
+
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+
+
+class RawNodeList(msgspec.Struct, kw_only=True):
+    """A v1 NodeList."""
+
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawNode] = []
+
+
+class RawStatusDetails(msgspec.Struct, kw_only=True):
+    retryAfterSeconds: int = 0  # noqa: N815 - Kubernetes wire name
+
+
+class RawStatus(msgspec.Struct, kw_only=True):
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+    details: RawStatusDetails | None = None
+
+
+class RawWatchEvent(msgspec.Struct, kw_only=True):
+    """One watch line: ``type`` ADDED | MODIFIED | DELETED | BOOKMARK | ERROR."""
+
+    type: str
+    object: msgspec.Raw
+
+
+class RawOwnerRef(msgspec.Struct, kw_only=True):
+    """A metadata.ownerReferences entry."""
+
+    apiVersion: str = ""  # noqa: N815
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class RawObjMeta(msgspec.Struct, kw_only=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""  # noqa: N815
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    finalizers: list[str] | None = None
+    deletionTimestamp: str | None = None  # noqa: N815
+    deletionGracePeriodSeconds: int | None = None  # noqa: N815
+    creationTimestamp: str | None = None  # noqa: N815
+    ownerReferences: list[RawOwnerRef] | None = None  # noqa: N815
+
+
+class RawResources(msgspec.Struct, kw_only=True):
+    requests: dict[str, str] | None = None
+    limits: dict[str, str] | None = None
+
+
+class RawContainer(msgspec.Struct, kw_only=True):
+    resources: RawResources = msgspec.field(default_factory=RawResources)
+
+
+class RawToleration(msgspec.Struct, kw_only=True):
+    key: str | None = None
+    operator: str | None = None
+
+
+class RawPodSpec(msgspec.Struct, kw_only=True):
+    nodeName: str | None = None  # noqa: N815
+    schedulerName: str | None = None  # noqa: N815
+    containers: list[RawContainer] | None = None
+    initContainers: list[RawContainer] | None = None  # noqa: N815
+    overhead: dict[str, str] | None = None
+    tolerations: list[RawToleration] | None = None
+    #: Pod-level resources (Kubernetes 1.32+, PodLevelResources): win over the containers'.
+    resources: RawResources | None = None
+
+
+class RawPodStatus(msgspec.Struct, kw_only=True):
+    phase: str | None = None
+    conditions: list[RawCondition] | None = None
+
+
+class RawPod(msgspec.Struct, kw_only=True):
+    """The fields of a v1 Pod that slurmbridge reads."""
+
+    metadata: RawObjMeta = msgspec.field(default_factory=RawObjMeta)
+    spec: RawPodSpec = msgspec.field(default_factory=RawPodSpec)
+    status: RawPodStatus = msgspec.field(default_factory=RawPodStatus)
+
+
+class RawPodList(msgspec.Struct, kw_only=True):
+    """A v1 PodList."""
+
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawPod] = []
+
+
+class RawJobTemplateSpec(msgspec.Struct, kw_only=True):
+    parallelism: int | None = None
+
+
+class RawJobTemplate(msgspec.Struct, kw_only=True):
+    spec: RawJobTemplateSpec = msgspec.field(default_factory=RawJobTemplateSpec)
+
+
+class RawReplicatedJob(msgspec.Struct, kw_only=True):
+    replicas: int | None = None
+    template: RawJobTemplate = msgspec.field(default_factory=RawJobTemplate)
+
+
+class RawLeaderWorkerTemplate(msgspec.Struct, kw_only=True):
+    size: int | None = None
+
+
+class RawWorkloadSpec(msgspec.Struct, kw_only=True):
+    parallelism: int | None = None  # batch/v1 Job
+    activeDeadlineSeconds: int | None = None  # noqa: N815 - batch/v1 Job
+    replicatedJobs: list[RawReplicatedJob] | None = None  # noqa: N815 - JobSet
+    leaderWorkerTemplate: RawLeaderWorkerTemplate | None = None  # noqa: N815 - LeaderWorkerSet
+    minMember: int | None = None  # noqa: N815 - PodGroup
+    minResources: dict[str, str] | None = None  # noqa: N815 - PodGroup
+
+
+class RawWorkloadStatus(msgspec.Struct, kw_only=True):
+    phase: str | None = None  # PodGroup (coscheduling): Pending, Running, Finished …
+
+
+class RawWorkload(msgspec.Struct, kw_only=True):
+    """The fields of a Job / JobSet / LeaderWorkerSet / PodGroup that slurmbridge reads."""
+
+    apiVersion: str = ""  # noqa: N815
+    kind: str = ""
+    metadata: RawObjMeta = msgspec.field(default_factory=RawObjMeta)
+    spec: RawWorkloadSpec = msgspec.field(default_factory=RawWorkloadSpec)
+    status: RawWorkloadStatus = msgspec.field(default_factory=RawWorkloadStatus)
+
+
+class RawWorkloadList(msgspec.Struct, kw_only=True):
+    """A list of workload objects."""
+
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawWorkload] = []
+
+
+class RawSelector(msgspec.Struct, kw_only=True):
+    matchLabels: dict[str, str] | None = None  # noqa: N815
+
+
+class RawNodeSetSpec(msgspec.Struct, kw_only=True):
+    replicas: int | None = None
+    clusterName: str = ""  # noqa: N815
+    ordinalPadding: int = 0  # noqa: N815
+    serviceName: str = ""  # noqa: N815
+    selector: RawSelector | None = None
+
+
+class RawNodeSetStatus(msgspec.Struct, kw_only=True):
+    replicas: int = 0
+    readyReplicas: int = 0  # noqa: N815
+    availableReplicas: int = 0  # noqa: N815
+    slurmIdle: int = 0  # noqa: N815
+    slurmAllocated: int = 0  # noqa: N815
+    slurmDown: int = 0  # noqa: N815
+    slurmDrain: int = 0  # noqa: N815
+    observedGeneration: int = 0  # noqa: N815
+    selector: str = ""
+
+
+class RawNodeSetMeta(RawObjMeta, kw_only=True):
+    generation: int = 0
+
+
+class RawNodeSet(msgspec.Struct, kw_only=True):
+    """The fields of a Slinky NodeSet that slurmbridge reads."""
+
+    metadata: RawNodeSetMeta = msgspec.field(default_factory=RawNodeSetMeta)
+    spec: RawNodeSetSpec = msgspec.field(default_factory=RawNodeSetSpec)
+    status: RawNodeSetStatus = msgspec.field(default_factory=RawNodeSetStatus)
+
+
+class RawNodeSetList(msgspec.Struct, kw_only=True):
+    """A NodeSetList."""
+
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawNodeSet] = []
+
+
+class RawSecretRef(msgspec.Struct, kw_only=True):
+    name: str = ""
+    key: str = "auth-token"
+
+
+class RawClusterToken(msgspec.Struct, kw_only=True):
+    secretRef: RawSecretRef = msgspec.field(default_factory=RawSecretRef)  # noqa: N815
+
+
+class RawClusterSpec(msgspec.Struct, kw_only=True):
+    server: str = ""
+    token: RawClusterToken = msgspec.field(default_factory=RawClusterToken)
+
+
+class RawClusterStatus(msgspec.Struct, kw_only=True):
+    isReady: bool | None = None  # noqa: N815
+    conditions: list[RawCondition] | None = None
+
+
+class RawCluster(msgspec.Struct, kw_only=True):
+    """The fields of a Slinky Cluster that slurmbridge reads."""
+
+    metadata: RawNodeSetMeta = msgspec.field(default_factory=RawNodeSetMeta)
+    spec: RawClusterSpec = msgspec.field(default_factory=RawClusterSpec)
+    status: RawClusterStatus = msgspec.field(default_factory=RawClusterStatus)
+
+
+class RawClusterList(msgspec.Struct, kw_only=True):
+    """A ClusterList."""
+
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawCluster] = []
+
+
+class RawScaleTargetRef(msgspec.Struct, kw_only=True):
+    apiVersion: str = ""  # noqa: N815
+    kind: str = ""
+    name: str = ""
+
+
+class RawScalerSpec(msgspec.Struct, kw_only=True):
+    scaleTargetRef: RawScaleTargetRef = msgspec.field(default_factory=RawScaleTargetRef)  # noqa: N815
+
+
+class RawScaler(msgspec.Struct, kw_only=True):
+    """The fields of a HorizontalPodAutoscaler or KEDA ScaledObject slurmbridge reads."""
+
+    kind: str = ""
+    metadata: RawObjMeta = msgspec.field(default_factory=RawObjMeta)
+    spec: RawScalerSpec = msgspec.field(default_factory=RawScalerSpec)
+
+
+class RawScalerList(msgspec.Struct, kw_only=True):
+    """A HorizontalPodAutoscalerList or ScaledObjectList."""
+
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawScaler] = []
+
+
+DECODE_SCALER_LIST = msgspec.json.Decoder(RawScalerList)
+
+
+DECODE_SCALER = msgspec.json.Decoder(RawScaler)
+
+
+DECODE_CLUSTER_LIST = msgspec.json.Decoder(RawClusterList)
+
+
+DECODE_CLUSTER = msgspec.json.Decoder(RawCluster)
+
+
+DECODE_NODESET_LIST = msgspec.json.Decoder(RawNodeSetList)
+
+
+DECODE_NODESET = msgspec.json.Decoder(RawNodeSet)
+
+
+DECODE_POD_LIST = msgspec.json.Decoder(RawPodList)
+
+
+DECODE_POD = msgspec.json.Decoder(RawPod)
+
+
+DECODE_WORKLOAD_LIST = msgspec.json.Decoder(RawWorkloadList)
+
+
+DECODE_WORKLOAD = msgspec.json.Decoder(RawWorkload)
+
+
+DECODE_NODE_LIST = msgspec.json.Decoder(RawNodeList)
+
+
+DECODE_NODE = msgspec.json.Decoder(RawNode)
+
+
+DECODE_WATCH = msgspec.json.Decoder(RawWatchEvent)
+
+
+DECODE_STATUS = msgspec.json.Decoder(RawStatus)
+
+
+DECODE_LIST_PAGE = msgspec.json.Decoder(RawListPage)
