@@ -12,6 +12,7 @@ becomes a :class:`DeadLetter` on ``bridge.dlq.<reconciler>``.
 
 from __future__ import annotations
 
+import typing
 from typing import ClassVar, Final, Literal
 
 import msgspec
@@ -490,36 +491,9 @@ class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, tag="DeadLetter"):
     worker: str = ""
 
 
+#: Every action type by its tag, derived from :data:`AnyAction` (one list to keep).
 ACTIONS: Final[dict[str, type[Action]]] = {
-    cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (
-        TaintNode,
-        UntaintNode,
-        DrainSlurmNode,
-        UndrainSlurmNode,
-        CreateSlurmNode,
-        DeleteSlurmNode,
-        UpdateSlurmNodeFeatures,
-        UpdateSlurmNodeTopology,
-        SetNodeCondition,
-        RecordEvent,
-        SubmitSlurmJob,
-        MarkPods,
-        BindPod,
-        CancelSlurmJob,
-        DeletePod,
-        RemovePodFinalizer,
-        SetPodCondition,
-        CreateNodeSetPod,
-        DeleteNodeSetPod,
-        SetNodeSetStatus,
-        SetPodLabel,
-        ScaleNodeSet,
-        SetClusterStatus,
-        SetJobExcludedNodes,
-        DeleteFailedNodeSetPod,
-        EnsureNodeSetPDB,
-    )
+    cls.__struct_config__.tag: cls for cls in typing.get_args(AnyAction)
 }
 
 _RECORD_DECODER: Final = msgspec.json.Decoder(ActionRecord)

@@ -18,6 +18,7 @@ consumer never meets an unknown tag.
 
 from __future__ import annotations
 
+import typing
 from typing import Final, Literal
 
 import msgspec
@@ -438,20 +439,7 @@ ObservationEvent = (
 
 #: Every observation kind by its tag (the ``<kind>`` token of its subject).
 KINDS: Final[dict[str, type[Event]]] = {
-    cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in (
-        KubeNode,
-        KubePod,
-        KubeWorkload,
-        KubeNodeSet,
-        KubeScaler,
-        KubeListed,
-        SlurmCluster,
-        SlurmNode,
-        SlurmPartition,
-        SlurmPing,
-        SlurmJob,
-    )
+    cls.__struct_config__.tag: cls for cls in typing.get_args(ObservationEvent)
 }
 
 _DECODERS: Final = {tag: msgspec.json.Decoder(cls) for tag, cls in KINDS.items()}

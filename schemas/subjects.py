@@ -141,6 +141,14 @@ def parse_subject(subject: str) -> ParsedSubject:
     return ParsedSubject(parts[1], parts[2], parts[3], decode_key(parts[4]))
 
 
+def family_of(subject: str) -> str | None:
+    """The family token of a subject or subject filter — :data:`OBS`, :data:`ACT` or
+    :data:`DLQ` for ``bridge.<family>…`` — else None (not ours, or a wildcard there)."""
+    prefix, _, rest = subject.partition(".")
+    family = rest.partition(".")[0]
+    return family if prefix == PREFIX and family in (OBS, ACT, DLQ) else None
+
+
 def slurm_source(cluster: str) -> str:
     """The ``source`` token of observations from one Slurm cluster: ``slurm:<cluster>``."""
     return "slurm:" + _check_token("cluster", cluster)

@@ -24,28 +24,14 @@ from kubernetes_asyncio import client as kclient
 from nats.js.kv import KeyValue
 
 import reconcilers
-from producers.kube.watch import (
-    SCALER_KINDS,
-    WORKLOAD_KINDS,
-    ClusterWatcher,
-    NodeSetWatcher,
-    NodeWatcher,
-    PodWatcher,
-    ScalerWatcher,
-    SlurmdPodWatcher,
-    WorkloadWatcher,
-)
+from producers.kube.watch import RESOURCES, NodeWatcher
 from producers.slurm import SlurmPoller
 from reconcilers.base import Context, ReconcilerSpec
 from schemas import streams, subjects, wellknown
 from schemas.events import (
     Event,
     KubeNode,
-    KubeNodeSet,
     KubePod,
-    KubeScaler,
-    KubeWorkload,
-    SlurmCluster,
     SlurmJob,
 )
 from slurmbridge.clusters import ClusterSupervisor, slurm_seed
@@ -420,17 +406,10 @@ class App:
                 )
             )
 
-        if s.kube.watch_pods:
-            add(PodWatcher, KubePod, scheduler_name=s.scheduler_name)
-        if s.kube.watch_node_sets:
-            add(NodeSetWatcher, KubeNodeSet)
-            add(SlurmdPodWatcher, KubePod)
-        if s.kube.watch_clusters:
-            add(ClusterWatcher, SlurmCluster)
-        for kind in SCALER_KINDS if s.kube.watch_scalers else ():
-            add(ScalerWatcher, KubeScaler, kind=kind)
-        for kind in WORKLOAD_KINDS if s.kube.watch_workloads else ():
-            add(WorkloadWatcher, KubeWorkload, kind=kind)
+        for r in RESOURCES:
+            if getattr(s.kube, r.switch):
+                scheduler = {"scheduler_name": s.scheduler_name} if r.scheduler else {}
+                add(r.watcher, r.observes, **r.extra, **scheduler)
         self.extra_watchers = watchers
         tasks = [
             asyncio.create_task(self.watcher.run(), name="kube-watcher"),

@@ -21,14 +21,7 @@ from producers.kube.translate import (
     tombstone,
     workload_to_event,
 )
-from schemas.events import (
-    KubeNode,
-    KubeNodeSet,
-    KubePod,
-    KubeScaler,
-    KubeWorkload,
-    SlurmCluster,
-)
+from schemas import events
 from slurmbridge.kube.watch import E, Watcher
 from slurmbridge.kube.wire import (
     DECODE_CLUSTER,
@@ -54,7 +47,7 @@ class KubeWatcher(Watcher[E]):
         return tombstone(last, version=version, producer=self.producer, observed_at=now)
 
 
-class NodeWatcher(KubeWatcher[KubeNode]):
+class NodeWatcher(KubeWatcher[events.KubeNode]):
     """List + watch Kubernetes Nodes, publishing ``KubeNode`` observations."""
 
     resource = "nodes"
@@ -69,11 +62,11 @@ class NodeWatcher(KubeWatcher[KubeNode]):
     def _decode_item(self, data: bytes) -> Any:
         return DECODE_NODE.decode(data)
 
-    def _translate(self, raw: Any, now: int) -> KubeNode:
+    def _translate(self, raw: Any, now: int) -> events.KubeNode:
         return node_to_event(raw, producer=self.producer, observed_at=now)
 
 
-class PodWatcher(KubeWatcher[KubePod]):
+class PodWatcher(KubeWatcher[events.KubePod]):
     """List + watch the Pods whose ``spec.schedulerName`` is ``scheduler_name`` (a field
     selector, so the API server filters), publishing ``KubePod`` observations."""
 
@@ -100,7 +93,7 @@ class PodWatcher(KubeWatcher[KubePod]):
     def _decode_item(self, data: bytes) -> Any:
         return DECODE_POD.decode(data)
 
-    def _translate(self, raw: Any, now: int) -> KubePod:
+    def _translate(self, raw: Any, now: int) -> events.KubePod:
         return pod_to_event(raw, producer=self.producer, observed_at=now)
 
 
@@ -113,7 +106,7 @@ WORKLOAD_KINDS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-class WorkloadWatcher(KubeWatcher[KubeWorkload]):
+class WorkloadWatcher(KubeWatcher[events.KubeWorkload]):
     """List + watch one workload kind (an entry of :data:`WORKLOAD_KINDS`), publishing
     ``KubeWorkload`` observations. A kind whose CRD is not installed answers 404: the watcher
     then retries slowly (the run loop's back-off), and the pods of such groups wait."""
@@ -147,7 +140,7 @@ class WorkloadWatcher(KubeWatcher[KubeWorkload]):
         item.kind = item.kind or self.kind
         return item
 
-    def _translate(self, raw: Any, now: int) -> KubeWorkload:
+    def _translate(self, raw: Any, now: int) -> events.KubeWorkload:
         return workload_to_event(raw, producer=self.producer, observed_at=now)
 
 
@@ -159,7 +152,7 @@ class SlurmdPodWatcher(PodWatcher):
     """List + watch the slurmd pods of NodeSets (label ``app.kubernetes.io/name=slurmd``),
     publishing ``KubePod`` observations like :class:`PodWatcher`."""
 
-    def __init__(self, *args: Any, seed: dict[str, KubePod], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, seed: dict[str, events.KubePod], **kwargs: Any) -> None:
         kwargs.setdefault("label_selector", SLURMD_SELECTOR)
         super().__init__(*args, seed=seed, scheduler_name="", **kwargs)
         self.resource = "slurmd-pods"
@@ -195,29 +188,29 @@ class _SlinkyWatcher(KubeWatcher[E]):
         return self._item.decode(data)
 
 
-class NodeSetWatcher(_SlinkyWatcher[KubeNodeSet]):
+class NodeSetWatcher(_SlinkyWatcher[events.KubeNodeSet]):
     """List + watch Slinky NodeSets (``nodesets.slinky.slurm.net``), publishing
     ``KubeNodeSet`` observations."""
 
     resource = "nodesets"
     _list = DECODE_NODESET_LIST
     _item = DECODE_NODESET
-    event_type = KubeNodeSet
+    event_type = events.KubeNodeSet
 
-    def _translate(self, raw: Any, now: int) -> KubeNodeSet:
+    def _translate(self, raw: Any, now: int) -> events.KubeNodeSet:
         return nodeset_to_event(raw, producer=self.producer, observed_at=now)
 
 
-class ClusterWatcher(_SlinkyWatcher[SlurmCluster]):
+class ClusterWatcher(_SlinkyWatcher[events.SlurmCluster]):
     """List + watch Slinky Clusters (``clusters.slinky.slurm.net``), publishing
     ``SlurmCluster`` observations (the token's Secret is named, never read)."""
 
     resource = "clusters"
     _list = DECODE_CLUSTER_LIST
     _item = DECODE_CLUSTER
-    event_type = SlurmCluster
+    event_type = events.SlurmCluster
 
-    def _translate(self, raw: Any, now: int) -> SlurmCluster:
+    def _translate(self, raw: Any, now: int) -> events.SlurmCluster:
         return cluster_to_event(raw, producer=self.producer, observed_at=now)
 
 
@@ -228,7 +221,7 @@ SCALER_KINDS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-class ScalerWatcher(KubeWatcher[KubeScaler]):
+class ScalerWatcher(KubeWatcher[events.KubeScaler]):
     """List + watch one kind of :data:`SCALER_KINDS`, publishing ``KubeScaler``
     observations. Without KEDA installed, ScaledObjects answer 404: the watcher retries
     slowly, as :class:`WorkloadWatcher` does."""
@@ -251,5 +244,38 @@ class ScalerWatcher(KubeWatcher[KubeScaler]):
     def _decode_item(self, data: bytes) -> Any:
         return DECODE_SCALER.decode(data)
 
-    def _translate(self, raw: Any, now: int) -> KubeScaler:
+    def _translate(self, raw: Any, now: int) -> events.KubeScaler:
         return scaler_to_event(raw, kind=self.kind, producer=self.producer, observed_at=now)
+
+
+class WatchedResource(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of :data:`RESOURCES`: the watcher class, the observation kind it publishes
+    (its seed is read from the projection), the ``KubeSettings`` switch that turns it on
+    (``watch_pods`` …), its constructor's extra arguments, and whether it takes the
+    scheduler name (``PodWatcher``)."""
+
+    watcher: type[KubeWatcher[Any]]
+    observes: type[events.Event]
+    switch: str
+    extra: dict[str, Any] = {}
+    scheduler: bool = False
+
+
+#: Every resource the producer watches besides Nodes (which always run, on the node label
+#: selector): the table :mod:`slurmbridge.app` starts the watchers from.
+RESOURCES: Final[tuple[WatchedResource, ...]] = (
+    WatchedResource(
+        watcher=PodWatcher, observes=events.KubePod, switch="watch_pods", scheduler=True
+    ),
+    WatchedResource(watcher=NodeSetWatcher, observes=events.KubeNodeSet, switch="watch_node_sets"),
+    WatchedResource(watcher=SlurmdPodWatcher, observes=events.KubePod, switch="watch_node_sets"),
+    WatchedResource(watcher=ClusterWatcher, observes=events.SlurmCluster, switch="watch_clusters"),
+    *(
+        WatchedResource(watcher=watcher, observes=observes, switch=switch, extra={"kind": kind})
+        for watcher, observes, switch, kinds in (
+            (ScalerWatcher, events.KubeScaler, "watch_scalers", SCALER_KINDS),
+            (WorkloadWatcher, events.KubeWorkload, "watch_workloads", WORKLOAD_KINDS),
+        )
+        for kind in kinds
+    ),
+)

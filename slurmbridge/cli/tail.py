@@ -19,14 +19,18 @@ import msgspec
 from nats.js import api
 
 import reconcilers
-from schemas import events, streams
+from schemas import events, streams, subjects
 from schemas.events import Event
 from slurmbridge.cli import logs as logcmds
 from slurmbridge.config import Settings
 from slurmbridge.logview import render
 from slurmbridge.runtime import bus as busmod
 
-_STREAM_OF = {"obs": streams.OBS_STREAM, "act": streams.ACT_STREAM, "dlq": streams.DLQ_STREAM}
+_STREAM_OF = {
+    subjects.OBS: streams.OBS_STREAM,
+    subjects.ACT: streams.ACT_STREAM,
+    subjects.DLQ: streams.DLQ_STREAM,
+}
 
 
 def _wanted(value: render.Decoded, kind: str | None, key: str | None) -> bool:
@@ -70,8 +74,8 @@ async def _tail(bus: busmod.Bus, args: argparse.Namespace, stop: asyncio.Event) 
 
     try:
         if args.from_start:
-            parts = args.subject.split(".")
-            families = [parts[1]] if len(parts) > 1 and parts[1] in _STREAM_OF else list(_STREAM_OF)
+            family = subjects.family_of(args.subject)
+            families = [family] if family in _STREAM_OF else list(_STREAM_OF)
             for fam in families:
                 with contextlib.suppress(Exception):
                     subs.append(

@@ -5,17 +5,15 @@ resourceVersion."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.actions import (
     SetClusterStatus,
 )
 from slurmbridge.effectors.common import (
-    NODESET_API,
     merge_custom,
+    read_slinky,
 )
 from slurmbridge.runtime.outcomes import EffectResult
 
@@ -27,17 +25,10 @@ async def set_cluster_status(
     with a resourceVersion precondition; ``lastTransitionTime`` moves only when the
     condition's status flips (Kubernetes API conventions)."""
     ref = action.cluster
-    try:
-        obj: dict[str, Any] = await custom.get_namespaced_custom_object(
-            *NODESET_API, ref.namespace, "clusters", ref.name
-        )
-    except ApiException as exc:
-        if exc.status == 404:
-            return EffectResult("noop", "Cluster is gone")
-        raise
+    obj = await read_slinky(custom, "clusters", "Cluster", ref.namespace, ref.name, ref.uid)
+    if isinstance(obj, EffectResult):
+        return obj
     meta = obj.get("metadata") or {}
-    if ref.uid and meta.get("uid") != ref.uid:
-        return EffectResult("noop", "Cluster was re-created")
     status = "True" if action.is_ready else "False"
     conditions = list((obj.get("status") or {}).get("conditions") or [])
     old = next((c for c in conditions if c.get("type") == "Ready"), None)

@@ -134,6 +134,77 @@ def now_rfc3339() -> str:
 NODESET_API = ("slinky.slurm.net", "v1alpha1")
 
 
+async def ok_unless_gone(write: Awaitable[object], what: str, done: str = "") -> EffectResult:
+    """Await a Kubernetes write (e.g. :func:`read_raw` of a patch): ``ok`` (detail ``done``),
+    or ``noop`` "<what> is gone" when the object was deleted before it (404: nothing is left
+    to change).
+
+    Raises:
+        ApiStatusError: any other non-2xx answer.
+    """
+    try:
+        await write
+    except ApiException as exc:
+        if exc.status == 404:
+            return EffectResult("noop", f"{what} is gone")
+        raise
+    return EffectResult("ok", done)
+
+
+async def create_unless_exists(call: Any, what: str) -> EffectResult:
+    """Await a raw Kubernetes create: ``ok`` "<what> created", or ``noop`` "<what> exists"
+    when an object of that name is there already (409: an earlier attempt made it).
+
+    Raises:
+        ApiStatusError: any other non-2xx answer.
+    """
+    try:
+        await read_raw(call)
+    except ApiException as exc:
+        if exc.status == 409:
+            return EffectResult("noop", f"{what} exists")
+        raise
+    return EffectResult("ok", f"{what} created")
+
+
+async def read_slinky(
+    custom: client.CustomObjectsApi, plural: str, kind: str, namespace: str, name: str, uid: str
+) -> dict[str, Any] | EffectResult:
+    """Read a ``slinky.slurm.net`` object (``plural``: nodesets, clusters); a ``noop`` result
+    instead when it is gone (404) or was re-created under its name (another ``uid``: the new
+    object gets its own decision).
+
+    Raises:
+        ApiStatusError: any other non-2xx answer.
+    """
+    try:
+        obj: dict[str, Any] = await custom.get_namespaced_custom_object(
+            *NODESET_API, namespace, plural, name
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return EffectResult("noop", f"{kind} is gone")
+        raise
+    if uid and (obj.get("metadata") or {}).get("uid") != uid:
+        return EffectResult("noop", f"{kind} was re-created")
+    return obj
+
+
+def condition_entry(
+    type_: str, status: str, reason: str, message: str, since: str | None = None
+) -> dict[str, str]:
+    """One status condition for a strategic merge of ``status.conditions`` (merge key
+    ``type``: the kubelet's and other controllers' conditions stay untouched);
+    ``lastTransitionTime`` is ``since``, else now (RFC 3339, seconds)."""
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since or now_rfc3339(),
+    }
+
+
 #: An effect: one action type's coroutine (the action in, the outcome out).
 Handler = Callable[[Any], Awaitable[EffectResult]]
 

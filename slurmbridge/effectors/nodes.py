@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, ClassVar
 
 from kubernetes_asyncio import client
@@ -22,6 +21,8 @@ from slurmbridge.effectors.clusters import set_cluster_status
 from slurmbridge.effectors.common import (
     SMP,
     Effector,
+    condition_entry,
+    ok_unless_gone,
     taint_dict,
 )
 from slurmbridge.effectors.events import record_event
@@ -95,38 +96,18 @@ class KubeEffector(Effector):
         }
         # Typed stubs omit `_content_type`; the generated client accepts it.
         patch_node: Any = self.core.patch_node
-        try:
-            await read_raw(patch_node(action.node, body, _content_type=SMP, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == 404:  # deleted between the read and the patch
-                return EffectResult("noop", "node is gone")
-            raise
-        return EffectResult("ok")
+        return await ok_unless_gone(
+            read_raw(patch_node(action.node, body, _content_type=SMP, _preload_content=False)),
+            "node",
+        )
 
     async def _condition(self, action: SetNodeCondition) -> EffectResult:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "status": {
-                "conditions": [
-                    {
-                        "type": action.type,
-                        "status": action.status,
-                        "reason": action.reason,
-                        "message": action.message,
-                        "lastTransitionTime": now,
-                        "lastHeartbeatTime": now,
-                    }
-                ]
-            }
-        }
+        entry = condition_entry(action.type, action.status, action.reason, action.message)
+        entry["lastHeartbeatTime"] = entry["lastTransitionTime"]
+        body = {"status": {"conditions": [entry]}}
         # Strategic merge on status.conditions merges by `type`: the kubelet's stay untouched.
         patch_status: Any = self.core.patch_node_status
-        try:
-            await read_raw(
-                patch_status(action.node, body, _content_type=SMP, _preload_content=False)
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return EffectResult("noop", "node is gone")
-            raise
-        return EffectResult("ok")
+        return await ok_unless_gone(
+            read_raw(patch_status(action.node, body, _content_type=SMP, _preload_content=False)),
+            "node",
+        )

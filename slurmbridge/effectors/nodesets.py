@@ -24,11 +24,13 @@ from slurmbridge.effectors.common import (
     JSON_PATCH,
     NODESET_API,
     Effector,
+    create_unless_exists,
     json_pointer,
     merge_custom,
     no_client,
     patch_pod,
     read_pod,
+    read_slinky,
 )
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.wire import DECODE_POD
@@ -87,17 +89,12 @@ class NodeSetEffector(Effector):
 
     async def _create(self, action: CreateNodeSetPod) -> EffectResult:
         ref = action.nodeset
-        try:
-            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-                *NODESET_API, ref.namespace, "nodesets", ref.name
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return EffectResult("noop", "NodeSet is gone")
-            raise
+        obj = await read_slinky(
+            self.custom, "nodesets", "NodeSet", ref.namespace, ref.name, ref.uid
+        )
+        if isinstance(obj, EffectResult):
+            return obj
         meta = obj.get("metadata") or {}
-        if ref.uid and meta.get("uid") != ref.uid:
-            return EffectResult("noop", "NodeSet was re-created")
         spec = obj.get("spec") or {}
         template = spec.get("template") or {}
         tmeta = template.get("metadata") or {}
@@ -131,13 +128,9 @@ class NodeSetEffector(Effector):
             "spec": pod_spec,
         }
         create: Any = self.core.create_namespaced_pod
-        try:
-            await read_raw(create(ref.namespace, pod, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == 409:
-                return EffectResult("noop", f"pod {action.pod_name} exists")
-            raise
-        return EffectResult("ok", f"created {action.pod_name}")
+        return await create_unless_exists(
+            create(ref.namespace, pod, _preload_content=False), f"pod {action.pod_name}"
+        )
 
     async def _delete(self, action: DeleteNodeSetPod) -> EffectResult:
         c = self.slurm.get(action.cluster)
@@ -262,13 +255,9 @@ class NodeSetEffector(Effector):
             },
         }
         create: Any = self.policy.create_namespaced_pod_disruption_budget
-        try:
-            await read_raw(create(ref.namespace, body, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == 409:
-                return EffectResult("noop", f"PodDisruptionBudget {ref.name} exists")
-            raise
-        return EffectResult("ok", f"PodDisruptionBudget {ref.name} created")
+        return await create_unless_exists(
+            create(ref.namespace, body, _preload_content=False), f"PodDisruptionBudget {ref.name}"
+        )
 
     async def _status(self, action: SetNodeSetStatus) -> EffectResult:
         """Read the NodeSet (a re-created one is not ours to write), then merge-patch its
@@ -276,17 +265,12 @@ class NodeSetEffector(Effector):
         meanwhile). A uid in the patch would be none — a custom resource's ``/status``
         ignores it and writes onto whatever NodeSet has that name now."""
         ref, st = action.nodeset, action.status
-        try:
-            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-                *NODESET_API, ref.namespace, "nodesets", ref.name
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return EffectResult("noop", "NodeSet is gone")
-            raise
+        obj = await read_slinky(
+            self.custom, "nodesets", "NodeSet", ref.namespace, ref.name, ref.uid
+        )
+        if isinstance(obj, EffectResult):
+            return obj
         meta = obj.get("metadata") or {}
-        if ref.uid and meta.get("uid") != ref.uid:
-            return EffectResult("noop", "NodeSet was re-created")
         body = {
             "metadata": {"resourceVersion": meta.get("resourceVersion", "")},
             "status": {

@@ -29,10 +29,11 @@ from slurmbridge.effectors.common import (
     MERGE,
     SMP,
     Effector,
+    condition_entry,
     json_pointer,
     no_client,
     nothing,
-    now_rfc3339,
+    ok_unless_gone,
     patch_pod,
     read_pod,
 )
@@ -411,20 +412,18 @@ class PodEffector(Effector):
         if raw.metadata.deletionTimestamp:
             return EffectResult("noop", "pod is already being deleted")
         delete: Any = self.core.delete_namespaced_pod
-        try:
-            await read_raw(
+        return await ok_unless_gone(
+            read_raw(
                 delete(
                     action.pod.name,
                     action.pod.namespace,
                     body={"preconditions": {"uid": raw.metadata.uid}},
                     _preload_content=False,
                 )
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return EffectResult("noop", "pod is gone")
-            raise
-        return EffectResult("ok", action.why)
+            ),
+            "pod",
+            action.why,
+        )
 
     async def _unfinalize(self, action: RemovePodFinalizer) -> EffectResult:
         raw = await read_pod(self.core, action.pod)
@@ -440,13 +439,7 @@ class PodEffector(Effector):
                 "finalizers": rest or None,
             }
         }
-        try:
-            await self._patch(action.pod, body)
-        except ApiException as exc:
-            if exc.status == 404:
-                return EffectResult("noop", "pod is gone")
-            raise
-        return EffectResult("ok", action.why)
+        return await ok_unless_gone(self._patch(action.pod, body), "pod", action.why)
 
     async def _condition(self, action: SetPodCondition) -> EffectResult:
         """Read the pod (its uid must be the action's: a pod re-created under the name gets
@@ -468,19 +461,15 @@ class PodEffector(Effector):
             "metadata": {"resourceVersion": raw.metadata.resourceVersion},
             "status": {
                 "conditions": [
-                    {
-                        "type": action.type,
-                        "status": action.status,
-                        "reason": action.reason,
-                        "message": action.message,
-                        "lastTransitionTime": since or now_rfc3339(),
-                    }
+                    condition_entry(
+                        action.type, action.status, action.reason, action.message, since
+                    )
                 ]
             },
         }
         patch_status: Any = self.core.patch_namespaced_pod_status
-        try:
-            await read_raw(
+        return await ok_unless_gone(
+            read_raw(
                 patch_status(
                     action.pod.name,
                     action.pod.namespace,
@@ -488,9 +477,6 @@ class PodEffector(Effector):
                     _content_type=SMP,
                     _preload_content=False,
                 )
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return EffectResult("noop", "pod is gone")
-            raise
-        return EffectResult("ok")
+            ),
+            "pod",
+        )

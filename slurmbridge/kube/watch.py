@@ -59,6 +59,7 @@ from slurmbridge.kube.api import ApiStatusError, check_status, describe, retry_a
 from slurmbridge.kube.wire import DECODE_LIST_PAGE, DECODE_STATUS, DECODE_WATCH
 from slurmbridge.observability import metrics
 from slurmbridge.runtime.gcpause import collector_paused
+from slurmbridge.runtime.outcomes import backoff
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class Backoff:
     def next_delay(self, retry_after: float | None = None) -> float:
         """Count one more failure; the seconds to wait before the next attempt."""
         self.failures += 1
-        step = min(self.cap, self.base * 2.0 ** min(self.failures - 1, 30))
+        step = backoff(self.failures, base=self.base, cap=self.cap)
         delay = step * (0.5 + 0.5 * self.rng.random())
         if retry_after is not None and retry_after > 0:
             delay = max(delay, min(retry_after, self.max_retry_after))

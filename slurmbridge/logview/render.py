@@ -37,16 +37,16 @@ def decode(subject: str, data: bytes) -> Decoded:
         ValueError: not a bridge subject, or an observation kind this version does not know
             (a newer producer's); msgspec errors for a malformed payload.
     """
-    parts = subject.split(".")
-    if len(parts) >= 3 and parts[0] == subjects.PREFIX:
-        if parts[1] == subjects.OBS and len(parts) == 5:
-            if parts[3] not in events.KINDS:
-                raise ValueError(f"subject {subject!r}: unknown observation kind {parts[3]!r}")
-            return events.decode_event(parts[3], data)
-        if parts[1] == subjects.ACT:
-            return actions.decode_record(data)
-        if parts[1] == subjects.DLQ:
-            return actions.decode_dead_letter(data)
+    family = subjects.family_of(subject)
+    if family == subjects.OBS:
+        kind = subjects.parse_subject(subject).kind
+        if kind not in events.KINDS:
+            raise ValueError(f"subject {subject!r}: unknown observation kind {kind!r}")
+        return events.decode_event(kind, data)
+    if family == subjects.ACT:
+        return actions.decode_record(data)
+    if family == subjects.DLQ:
+        return actions.decode_dead_letter(data)
     raise ValueError(f"subject {subject!r}: not a slurmbridge subject")
 
 

@@ -30,6 +30,7 @@ from nats.js.errors import NotFoundError
 
 from schemas.streams import ConsumerSpec, StreamSpec
 from slurmbridge.config import NatsSettings
+from slurmbridge.runtime.outcomes import backoff
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +337,8 @@ class BatchPublisher:
         if not pending:
             return []
         deadline = time.monotonic() + retry_for
-        delay = 0.5
+        rounds = 1
+        delay = backoff(rounds, base=0.5, cap=4.0)
         results: dict[int, Published] = {}
         todo = list(enumerate(pending))
         while True:
@@ -357,7 +359,8 @@ class BatchPublisher:
             first = results[retry[0][0]].error
             log.info("%d publish(es) not stored (%s); retrying", len(retry), first)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 4.0)
+            rounds += 1
+            delay = backoff(rounds, base=0.5, cap=4.0)
             for _, q in retry:
                 q.fut = await self._send(q.subject, q.data, q.msg_id)
             todo = retry

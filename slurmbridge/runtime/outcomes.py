@@ -71,5 +71,7 @@ class Permanent(Exception):  # noqa: N818
 
 
 def backoff(num_delivered: int, *, base: float = 0.25, cap: float = 30.0) -> float:
-    """Exponential back-off in seconds for the ``num_delivered``-th delivery (1-based)."""
-    return min(cap, base * 2.0 ** max(0, num_delivered - 1))
+    """Exponential back-off in seconds for the ``num_delivered``-th attempt (1-based):
+    ``min(cap, base · 2ⁿ⁻¹)``. The one back-off curve of the project: redeliveries, the
+    watchers' :class:`~slurmbridge.kube.watch.Backoff` (with jitter), publish retries."""
+    return min(cap, base * 2.0 ** min(max(0, num_delivered - 1), 60))

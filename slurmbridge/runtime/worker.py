@@ -177,6 +177,9 @@ class Worker:
             max_ack_pending=settings.max_ack_pending,
         )
         self._queue = _KeyQueue()
+        #: Decisions with effects made on the fast path, with what they saw: the reconcile
+        #: task performs them unless the projection moved on meanwhile (decide once).
+        self._decided: dict[str, tuple[_Seen, Decision | GiveUp]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._events: set[asyncio.Task[None]] = set()
         self._recent: dict[str, dict[bytes, float]] = {}
@@ -269,20 +272,14 @@ class Worker:
 
     async def _dispatch(self, msg: Any, md: AckMeta) -> None:
         seq = md.stream_seq
-        parts = msg.subject.split(".")
-        if len(parts) != 5:
-            reason = f"malformed observation: subject {msg.subject!r} has not 5 tokens"
-            await self._dead_letter(msg, seq, md.num_delivered, reason)
-            await msg.term()
-            self.settled += 1
-            return
         try:
-            kind = parts[3]
+            parsed = subjects.parse_subject(msg.subject)
+            kind = parsed.kind
             if kind not in self.trigger_kinds:
                 await msg.ack()
                 self.settled += 1
                 return
-            entry = self.projection.entry(kind, parts[2], subjects.decode_key(parts[4]))
+            entry = self.projection.entry(kind, parsed.middle, parsed.key)
             # The projection already decoded this very message: reuse it (decode once).
             if entry is not None and entry.seq == seq:
                 event = entry.event
@@ -317,12 +314,14 @@ class Worker:
                 continue
             # Fast path: the key is idle, so deciding right here keeps "one reconcile per key";
             # only a decision with effects needs a reconcile task.
-            decision = self._decide(key)
+            seen = _Seen(self.projection.applied_seq, time.time())
+            decision = self._decide(key, seen.at)
             if isinstance(decision, Decision) and not decision.actions:
                 if decision.requeue_after is not None:
                     self._requeue(key, decision.requeue_after)
                 await self._complete(tracker, OK)
             else:
+                self._decided[key] = (seen, decision)
                 q.add(key, tracker)
 
     def _decide(self, key: str, now: float | None = None) -> Decision | GiveUp:
@@ -378,8 +377,12 @@ class Worker:
     async def _reconcile(self, key: str, cause: int) -> Result:
         started = time.perf_counter()
         # What replay needs to decide again exactly: the view's log position and the clock.
-        seen = _Seen(self.projection.applied_seq, time.time())
-        decision = self._decide(key, seen.at)
+        early = self._decided.pop(key, None)
+        if early is not None and early[0].view_seq == self.projection.applied_seq:
+            seen, decision = early  # nothing applied since the fast path decided
+        else:
+            seen = _Seen(self.projection.applied_seq, time.time())
+            decision = self._decide(key, seen.at)
         if isinstance(decision, GiveUp):
             return self._observe(started, decision)
         result: Result = OK

@@ -110,7 +110,7 @@ async def test_create_pod_builds_it_from_the_template_then_is_a_noop(
     action = CreateNodeSetPod(nodeset=ns, pod_name="cr-a-0", ordinal=0)
 
     result = await effector.apply(action)
-    assert (result.outcome, result.detail) == ("ok", "created cr-a-0")
+    assert (result.outcome, result.detail) == ("ok", "pod cr-a-0 created")
     pod = sim.get("pods", "cr-a-0", NS)
     meta, spec = pod["metadata"], pod["spec"]
     assert meta["labels"] == {

@@ -423,3 +423,15 @@ async def test_flush_sends_again_what_the_stream_did_not_store(nats_server: Nats
         assert res.error is not None, "retry_for=0 reports the failure at once"
     finally:
         await bus.close()
+
+
+async def test_a_decision_with_effects_is_decided_once(h: Harness) -> None:
+    """The fast path's decision is what the reconcile task performs when nothing was applied
+    in between: ``decide`` runs once for the trigger, not twice (issue 19)."""
+    await h.publish(sn("n2"))
+    await until(lambda: h.worker.settled >= 1)
+    before = h.worker.reconciles
+    await h.publish(kn("n2", unschedulable=True))
+    await until(lambda: len(h.world.drains()) == 1)
+    await until(lambda: h.worker.settled >= 2)
+    assert h.worker.reconciles - before == 1

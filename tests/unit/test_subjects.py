@@ -88,3 +88,20 @@ def test_parse_rejects_other_subjects() -> None:
 def test_slurm_source() -> None:
     assert subjects.slurm_source("c1") == "slurm:c1"
     assert subjects.obs_subject("slurm:c1", "SlurmNode", "n1") == "bridge.obs.slurm:c1.SlurmNode.n1"
+
+
+@pytest.mark.parametrize(
+    ("subject", "family"),
+    [
+        ("bridge.obs.k8s.KubeNode.n1", "obs"),
+        ("bridge.obs.>", "obs"),
+        ("bridge.act.slurm_drain.Node.n1", "act"),
+        ("bridge.dlq.placement", "dlq"),
+        ("bridge.>", None),
+        ("bridge.*.k8s", None),
+        ("other.obs.x", None),
+        ("bridge", None),
+    ],
+)
+def test_family_of(subject: str, family: str | None) -> None:
+    assert subjects.family_of(subject) == family

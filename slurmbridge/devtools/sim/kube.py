@@ -107,6 +107,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+import jsonpatch
+import jsonpointer
 import orjson
 from aiohttp import web
 
@@ -756,121 +758,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-class _PatchError(Exception):
-    """A JSON patch operation does not apply (answered as 422)."""
-
-
-def _pointer(path: Any) -> list[str]:
-    if not isinstance(path, str) or (path and not path.startswith("/")):
-        raise _PatchError(f"invalid JSON pointer {path!r}")
-    if not path:
-        return []
-    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
-
-
-def _index(container: list[Any], part: str, *, end: bool) -> int:
-    if end and part == "-":
-        return len(container)
-    if not part.isdigit() or (len(part) > 1 and part[0] == "0"):
-        raise _PatchError(f"invalid array index {part!r}")
-    idx = int(part)
-    if idx > len(container) or (idx == len(container) and not end):
-        raise _PatchError(f"array index {idx} out of bounds")
-    return idx
-
-
-def _resolve(doc: Any, tokens: list[str]) -> Any:
-    for tok in tokens:
-        if isinstance(doc, dict):
-            if tok not in doc:
-                raise _PatchError(f"missing key {tok!r}")
-            doc = doc[tok]
-        elif isinstance(doc, list):
-            doc = doc[_index(doc, tok, end=False)]
-        else:
-            raise _PatchError(f"cannot descend into {tok!r}")
-    return doc
-
-
-def _jp_add(doc: Any, tokens: list[str], value: Any, *, replace: bool = False) -> Any:
-    if not tokens:
-        return value
-    parent = _resolve(doc, tokens[:-1])
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if replace and last not in parent:
-            raise _PatchError(f"replace: missing key {last!r}")
-        parent[last] = value
-    elif isinstance(parent, list):
-        if replace:
-            parent[_index(parent, last, end=False)] = value
-        else:
-            parent.insert(_index(parent, last, end=True), value)
-    else:
-        raise _PatchError("parent is not a container")
-    return doc
-
-
-def _jp_remove(doc: Any, tokens: list[str]) -> tuple[Any, Any]:
-    if not tokens:
-        raise _PatchError("cannot remove the document root")
-    parent = _resolve(doc, tokens[:-1])
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise _PatchError(f"remove: missing key {last!r}")
-        return doc, parent.pop(last)
-    if isinstance(parent, list):
-        return doc, parent.pop(_index(parent, last, end=False))
-    raise _PatchError("parent is not a container")
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    return _canon(a) == _canon(b)
-
-
 def json_patch(doc: Any, ops: Any) -> Any:
-    """RFC 6902 JSON patch on a copy of ``doc``.
+    """RFC 6902 JSON patch on a copy of ``doc`` (the ``jsonpatch`` library).
 
     A body that is not a list of objects is 400 (the server fails to decode it); an operation
     that does not apply — a failed ``test`` included — is 422, like the API server.
     """
     if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
         raise _bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-    doc = _clone(doc)
     try:
-        for op in ops:
-            doc = _json_patch_op(doc, op)
-    except _PatchError as exc:
+        return jsonpatch.JsonPatch(ops).apply(_clone(doc))
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
         log.debug("json patch does not apply: %s", exc)
         raise _patch_failed() from exc
-    return doc
-
-
-def _json_patch_op(doc: Any, op: Obj) -> Any:
-    kind = op.get("op")
-    path = _pointer(op.get("path"))
-    if kind in ("add", "replace", "test") and "value" not in op:
-        raise _PatchError(f"{kind}: missing value")
-    if kind == "add":
-        return _jp_add(doc, path, _clone(op["value"]))
-    if kind == "replace":
-        return _jp_add(doc, path, _clone(op["value"]), replace=True)
-    if kind == "remove":
-        return _jp_remove(doc, path)[0]
-    if kind == "move":
-        source = _pointer(op.get("from"))
-        if path[: len(source)] == source and len(path) > len(source):
-            raise _PatchError("move: cannot move a value into itself")
-        doc, value = _jp_remove(doc, source)
-        return _jp_add(doc, path, value)
-    if kind == "copy":
-        return _jp_add(doc, path, _clone(_resolve(doc, _pointer(op.get("from")))))
-    if kind == "test":
-        if not _json_equal(_resolve(doc, path), op["value"]):
-            raise _PatchError(f"testing value {op.get('path')} failed")
-        return doc
-    raise _PatchError(f"Unexpected kind: {kind}")
 
 
 def _strip_directives(value: Any) -> Any:
