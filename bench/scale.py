@@ -4,7 +4,7 @@ The slurmrestd simulator runs in its own process with ``--nodes`` nodes and ``--
 pending jobs (API v0.0.44). Every 100 ms it changes one node, renames one job, ends one job
 and submits one, so every poll's conditional requests (``update_time``) return the full
 listings and every poll sees ~20 jobs change state and ~20 new ones — a busy cluster. This
-process runs the real client and :class:`producers.slurm.SlurmPoller` (ping, nodes,
+process runs the real client and :class:`producers.slurm.poller.SlurmPoller` (ping, nodes,
 partitions, jobs: request, msgspec decode into models, translate to events, diff) with a
 publisher that only counts, and reports the CPU time this process spent per cycle
 (``time.process_time``; the simulator's CPU is not in it) and the wall time.
@@ -62,7 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine
-from producers.slurm import SlurmPoller
+from producers.slurm.poller import SlurmPoller
 from schemas import events, streams, subjects
 from schemas.events import Event
 from slurmbridge.config import NatsSettings
@@ -239,8 +239,9 @@ def _uid(kind: int, i: int, version: int = 0) -> str:
 
 
 def sample_events(nodes: int, pods: int, jobs: int, *, version: int = 0) -> Iterator[Event]:
-    """Realistic observations, as the producers build them (see producers/kube.py and
-    producers/slurm.py for what is kept): ``nodes`` KubeNodes (the 11 labels of a cloud node,
+    """Realistic observations, as the producers build them (see producers/kube/translate.py
+    and producers/slurm/translate.py for what is kept): ``nodes`` KubeNodes (the 11 labels of
+    a cloud node,
     Slurm's taint) and as many SlurmNodes; ``pods`` pods of indexed batch/v1 Jobs of
     :data:`POD_GROUP` pods (the Job controller's labels, Slinky's annotation and finalizer, the
     Job's finalizer, owner, PodScheduled, tolerations); ``jobs`` Slurm jobs, first the

@@ -81,7 +81,7 @@ def kube_listed(store: Store, *listings: str) -> bool:
 def slurm_listed(store: Store, cluster: str) -> bool:
     """True when the log holds a complete listing of Slurm ``cluster`` and its latest poll
     succeeded: the cluster's ``SlurmPing`` (published last in each poll's batch, after the
-    listings, by producers.slurm) carries no error.
+    listings, by producers.slurm.poller) carries no error.
 
     Rules that act on an object's *absence* from Slurm (a job gone after we bound its pod, a
     node unknown to Slurm) wait for this: before the first listing, or while slurmrestd fails,

@@ -19,7 +19,7 @@ consumer never meets an unknown tag.
 from __future__ import annotations
 
 import typing
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 import msgspec
 
@@ -436,6 +436,46 @@ ObservationEvent = (
     | SlurmPing
     | SlurmJob
 )
+
+_E = TypeVar("_E", bound=Event)
+
+
+#: What a tombstone keeps of the object it marks deleted, besides ``source`` and ``key``: the
+#: identity consumers need to find what it belonged to (a pod's group: its namespace, labels,
+#: owner and schedulerName; a scaler's target; a Slurm object's cluster).
+TOMBSTONE_KEEPS: Final[dict[type[Event], tuple[str, ...]]] = {
+    KubeNode: ("uid",),
+    KubePod: ("uid", "namespace", "name", "scheduler_name", "labels", "owner"),
+    KubeWorkload: ("uid", "namespace", "name", "workload_kind"),
+    KubeNodeSet: ("uid", "namespace", "name"),
+    SlurmCluster: ("uid", "namespace", "name"),
+    KubeScaler: ("uid", "namespace", "name", "scaler_kind", "target_kind", "target_name"),
+    KubeListed: (),
+    SlurmNode: ("cluster",),
+    SlurmPartition: ("cluster",),
+    SlurmJob: ("cluster",),
+    SlurmPing: ("cluster",),
+}
+
+
+def tombstone(last: _E, *, version: str, producer: str, observed_at: int) -> _E:
+    """The deletion marker (``op="deleted"``) for an object last seen as ``last`` (pure): the
+    envelope and the fields :data:`TOMBSTONE_KEEPS` names for its kind.
+
+    Raises:
+        KeyError: ``last`` is of a kind without an entry in :data:`TOMBSTONE_KEEPS`.
+    """
+    kept = {name: getattr(last, name) for name in TOMBSTONE_KEEPS[type(last)]}
+    return type(last)(
+        source=last.source,
+        key=last.key,
+        op="deleted",
+        observed_at=observed_at,
+        version=version,
+        producer=producer,
+        **kept,
+    )
+
 
 #: Every observation kind by its tag (the ``<kind>`` token of its subject).
 KINDS: Final[dict[str, type[Event]]] = {

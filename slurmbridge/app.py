@@ -25,7 +25,7 @@ from nats.js.kv import KeyValue
 
 import reconcilers
 from producers.kube.watch import RESOURCES, NodeWatcher
-from producers.slurm import SlurmPoller
+from producers.slurm.poller import SlurmPoller
 from reconcilers.base import Context, ReconcilerSpec
 from schemas import streams, subjects, wellknown
 from schemas.events import (

@@ -12,7 +12,7 @@ per served Cluster,
   changes — a rotated Secret needs no restart; a missing Secret or key leaves the client
   without a token, so every request fails with ``MissingToken`` and says which Secret;
 * with ``publish`` (the ``slurm-poller`` component), runs a
-  :class:`~producers.slurm.SlurmPoller` whose observations carry ``slurm:<name>``, so
+  :class:`~producers.slurm.poller.SlurmPoller` whose observations carry ``slurm:<name>``, so
   subjects and metrics are separated per cluster; its pings drive the Cluster's status
   (``reconcilers.cluster``).
 
@@ -39,7 +39,7 @@ import msgspec
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from producers.slurm import SlurmPoller
+from producers.slurm.poller import SlurmPoller
 from reconcilers import cluster as cluster_rules
 from reconcilers.base import Context
 from schemas import subjects

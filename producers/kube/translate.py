@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from schemas import subjects
 from schemas.events import (
@@ -136,38 +136,6 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
         cpu_millis=_capacity(cap, "cpu", 1000),
         memory_bytes=_capacity(cap, "memory", 1),
         gpus=sum(_capacity(cap, g, 1) for g in GPU_RESOURCES),
-    )
-
-
-#: What a tombstone keeps of the object it marks deleted, besides ``source``, ``key`` and
-#: ``uid``: the identity consumers need to find what it belonged to (a pod's group: its
-#: namespace, labels, owner and schedulerName; a scaler's target).
-TOMBSTONE_KEEPS: Final[dict[type[Event], tuple[str, ...]]] = {
-    KubeNode: (),
-    KubePod: ("namespace", "name", "scheduler_name", "labels", "owner"),
-    KubeWorkload: ("namespace", "name", "workload_kind"),
-    KubeNodeSet: ("namespace", "name"),
-    SlurmCluster: ("namespace", "name"),
-    KubeScaler: ("namespace", "name", "scaler_kind", "target_kind", "target_name"),
-}
-
-
-def tombstone(last: E, *, version: str, producer: str, observed_at: int) -> E:
-    """The deletion marker (``op="deleted"``) for an object last seen as ``last`` (pure): the
-    envelope, ``uid``, and the fields :data:`TOMBSTONE_KEEPS` names for its kind.
-
-    Raises:
-        KeyError: ``last`` is of a kind without an entry in :data:`TOMBSTONE_KEEPS`.
-    """
-    kept = {name: getattr(last, name) for name in ("uid", *TOMBSTONE_KEEPS[type(last)])}
-    return type(last)(
-        source=last.source,
-        key=last.key,
-        op="deleted",
-        observed_at=observed_at,
-        version=version,
-        producer=producer,
-        **kept,
     )
 
 

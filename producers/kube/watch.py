@@ -18,7 +18,6 @@ from producers.kube.translate import (
     nodeset_to_event,
     pod_to_event,
     scaler_to_event,
-    tombstone,
     workload_to_event,
 )
 from schemas import events
@@ -44,7 +43,7 @@ class KubeWatcher(Watcher[E]):
     markers (one constructor for every kind)."""
 
     def _tombstone(self, last: E, version: str, now: int) -> E:
-        return tombstone(last, version=version, producer=self.producer, observed_at=now)
+        return events.tombstone(last, version=version, producer=self.producer, observed_at=now)
 
 
 class NodeWatcher(KubeWatcher[events.KubeNode]):

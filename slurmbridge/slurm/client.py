@@ -881,7 +881,7 @@ class SlurmClient:
     async def list_job_states(self, memo: JobStateMemo | None = None) -> JobStates:
         """Every job's id and state (``GET jobs/state/``, v0.0.42+): a few dozen bytes per
         job where a full listing sends about a kilobyte, so a poller can learn which jobs
-        changed state without reading every job (:class:`producers.slurm.SlurmPoller`).
+        changed state without reading every job (:class:`producers.slurm.poller.SlurmPoller`).
 
         ``memo``: the caller's memo of its previous listing; the answer then names what
         changed since (:attr:`JobStates.changed`) and only changed entries are decoded.

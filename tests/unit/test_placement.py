@@ -8,7 +8,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from producers.kube.translate import tombstone
 from reconcilers import _pods, placement
 from reconcilers.base import NOTHING, Context, Decision
 from schemas import wellknown
@@ -33,6 +32,7 @@ from schemas.events import (
     SlurmNode,
     SlurmPartition,
     SlurmPing,
+    tombstone,
 )
 from slurmbridge.runtime.projection import Projection
 

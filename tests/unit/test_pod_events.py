@@ -12,9 +12,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from producers.kube.translate import pod_to_event, tombstone, workload_size, workload_to_event
+from producers.kube.translate import pod_to_event, workload_size, workload_to_event
 from reconcilers import _pods
-from schemas.events import KubePod, OwnerRef, PodCondition, decode_event, encode_event
+from schemas.events import KubePod, OwnerRef, PodCondition, decode_event, encode_event, tombstone
 from slurmbridge.kube.wire import RawPod, RawWorkload
 
 MIB = 1024 * 1024

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from producers import slurm as ps
 from producers.kube import translate as pk
+from producers.slurm import poller as slurm_poller
+from producers.slurm import translate
 from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, SlurmPing
 from slurmbridge.kube import watch
 from slurmbridge.kube.wire import RawNode
@@ -191,8 +192,8 @@ class Sink:
 
 def poller(
     client: FakeClient, sink: Sink, seed: dict[tuple[str, str], tuple[Event, int]] | None = None
-) -> ps.SlurmPoller:
-    return ps.SlurmPoller(
+) -> slurm_poller.SlurmPoller:
+    return slurm_poller.SlurmPoller(
         client, sink, cluster="c", producer="p", poll_interval=1.0, seed=seed or {}
     )  # type: ignore[arg-type]
 
@@ -268,10 +269,14 @@ async def test_msg_id_chains_on_previous_sequence() -> None:
 
 
 def test_content_hash_ignores_envelope() -> None:
-    a = ps.node_to_event(Node(name="n", state=("IDLE",)), cluster="c", producer="x", observed_at=1)
-    b = ps.node_to_event(Node(name="n", state=("IDLE",)), cluster="c", producer="y", observed_at=2)
+    a = translate.node_to_event(
+        Node(name="n", state=("IDLE",)), cluster="c", producer="x", observed_at=1
+    )
+    b = translate.node_to_event(
+        Node(name="n", state=("IDLE",)), cluster="c", producer="y", observed_at=2
+    )
     assert a.version == b.version
-    c = ps.node_to_event(Node(name="n", state=("DOWN",)), cluster="c")
+    c = translate.node_to_event(Node(name="n", state=("DOWN",)), cluster="c")
     assert c.version != a.version
 
 
@@ -314,7 +319,7 @@ async def test_hot_job_poll_publishes_a_start_and_a_full_listing_never_undoes_it
     assert sink.last() == [("SlurmJob", "7", "observed")]
     assert c.job_gets == [7, 8]
     # A full listing taken before the GET (older observed_at) must not publish PENDING again.
-    stale = ps.job_to_event(Job(job_id=7, state=("PENDING",)), cluster="c", observed_at=1)
+    stale = translate.job_to_event(Job(job_id=7, state=("PENDING",)), cluster="c", observed_at=1)
     assert p._stale(stale)
 
 
@@ -323,13 +328,13 @@ async def test_unchanged_models_are_not_translated_again_and_a_lost_publish_is_r
     p = poller(c, sink)
     await p.poll_once()
     translated: list[str] = []
-    real = ps.node_to_event
+    real = slurm_poller.node_to_event
 
     def counting(n: Node, **kw: object) -> SlurmNode:
         translated.append(n.name)
         return real(n, **kw)  # type: ignore[arg-type]
 
-    ps.node_to_event = counting  # type: ignore[assignment]
+    slurm_poller.node_to_event = counting  # type: ignore[assignment]
     try:
         # The client hands back the same objects for unchanged items: nothing re-translated.
         assert await p.poll_once() == 0
@@ -348,7 +353,7 @@ async def test_unchanged_models_are_not_translated_again_and_a_lost_publish_is_r
         assert sink.last() == [("SlurmNode", "n1", "observed")]
         assert translated == ["n1", "n1"]
     finally:
-        ps.node_to_event = real  # type: ignore[assignment]
+        slurm_poller.node_to_event = real  # type: ignore[assignment]
 
 
 # --- jobs/state between full job listings --------------------------------------------------
@@ -409,7 +414,7 @@ async def test_a_change_that_keeps_the_state_waits_for_the_next_full_listing() -
 async def test_many_state_changes_read_one_full_listing_instead() -> None:
     c, sink = FakeClient(), Sink()
     c.jobs = _jobs(*((i, "PENDING") for i in range(1, 11)))
-    p = ps.SlurmPoller(
+    p = slurm_poller.SlurmPoller(
         c,  # type: ignore[arg-type]
         sink,
         cluster="c",
@@ -439,7 +444,7 @@ async def test_without_jobs_state_every_poll_lists_every_job() -> None:
     assert _job_events(sink) == [("SlurmJob", "1", "observed")]
 
     c2 = FakeClient()
-    p2 = ps.SlurmPoller(
+    p2 = slurm_poller.SlurmPoller(
         c2,  # type: ignore[arg-type]
         Sink(),
         cluster="c",
@@ -523,3 +528,22 @@ async def test_a_failed_poll_does_not_count_as_a_listing() -> None:
     c.fail = None
     await p.poll_once()
     assert (c.job_lists, c.state_lists) == (1, 0)  # the first good poll is a full listing
+
+
+def test_every_slurm_node_field_reaches_the_observation() -> None:
+    """node_to_event copies the client's Node by field name: each Node field (but its name,
+    the key) is a SlurmNode field of the same type."""
+    node_fields = {f.name: f.type for f in msgspec.structs.fields(Node) if f.name != "name"}
+    event_fields = {f.name: f.type for f in msgspec.structs.fields(SlurmNode)}
+    assert node_fields.items() <= event_fields.items()
+    full = msgspec.json.decode(
+        b'{"name": "n", "state": ["IDLE", "DRAIN"], "reason": "r", "reason_set_by_user": "u",'
+        b' "reason_changed_at": 5, "cpus": 4, "alloc_cpus": 1, "real_memory": 100,'
+        b' "features": ["f"], "partitions": ["p"], "gres": "gpu:1", "address": "a",'
+        b' "comment": "c", "topology": "t:b"}',
+        type=Node,
+    )
+    assert all(getattr(full, name) != getattr(Node(name="n"), name) for name in node_fields)
+    ev = translate.node_to_event(full, cluster="c")
+    assert ev.key == "n"
+    assert all(getattr(ev, name) == getattr(full, name) for name in node_fields)

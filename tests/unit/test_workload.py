@@ -9,7 +9,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from producers.kube.translate import tombstone
 from reconcilers import _pods, workload
 from reconcilers.base import NOTHING, Context, Decision
 from schemas import wellknown
@@ -31,6 +30,7 @@ from schemas.events import (
     OwnerRef,
     SlurmJob,
     SlurmPing,
+    tombstone,
 )
 from slurmbridge.runtime.projection import Projection
 

@@ -1,8 +1,8 @@
 """Slurm producer: poll slurmrestd, publish changed SlurmNode / SlurmPartition / SlurmJob /
 SlurmPing.
 
-Translation only. The pure functions :func:`node_to_event`, :func:`partition_to_event` and
-:func:`ping_to_event` map the client's version-neutral models to events; :class:`SlurmPoller`
+Translation only. The pure functions of :mod:`producers.slurm.translate` map the client's
+version-neutral models to events; :class:`SlurmPoller`
 polls every ``poll_interval`` seconds on a fixed schedule (not "sleep after work", so the
 period does not drift with the cost of a poll), using ``update_time`` conditional requests
 where the API version offers them (``None`` = 304 Not Modified = nothing to diff).
@@ -24,147 +24,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import TypeVar
 
-import msgspec
-
-from schemas import events, subjects
-from schemas.events import Event, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
+from producers.slurm.translate import job_to_event, node_to_event, partition_to_event, ping_to_event
+from schemas import events
+from schemas.events import Event, SlurmJob
 from slurmbridge.observability import metrics
 from slurmbridge.runtime.bus import Published
 from slurmbridge.runtime.gcpause import collector_paused
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import JobStateMemo, SlurmClient
-from slurmbridge.slurm.models import Job, Node, Partition, Ping
+from slurmbridge.slurm.models import Job
 
 log = logging.getLogger(__name__)
 
+
 M = TypeVar("M")
-
-_HASH_ENC = msgspec.json.Encoder()
-_ENVELOPE = {"observed_at": 0, "version": "", "producer": ""}
-
-
-def content_hash(event: Event) -> str:
-    """Hash of an event's snapshot, envelope excluded (16 hex chars)."""
-    stripped = msgspec.structs.replace(event, **_ENVELOPE)
-    return hashlib.blake2b(_HASH_ENC.encode(stripped), digest_size=8).hexdigest()
-
-
-def _stamp(event: Event, producer: str, observed_at: int) -> Event:
-    return msgspec.structs.replace(
-        event, version=content_hash(event), producer=producer, observed_at=observed_at
-    )
-
-
-def node_to_event(
-    node: Node, *, cluster: str, producer: str = "", observed_at: int = 0
-) -> SlurmNode:
-    """Translate a Slurm node (pure). ``version`` is the content hash."""
-    ev = SlurmNode(
-        source=subjects.slurm_source(cluster),
-        key=node.name,
-        cluster=cluster,
-        state=tuple(node.state),
-        reason=node.reason,
-        reason_set_by_user=node.reason_set_by_user,
-        reason_changed_at=node.reason_changed_at,
-        cpus=node.cpus,
-        alloc_cpus=node.alloc_cpus,
-        real_memory=node.real_memory,
-        features=tuple(node.features),
-        partitions=tuple(node.partitions),
-        gres=node.gres,
-        address=node.address,
-        comment=node.comment,
-        topology=node.topology,
-    )
-    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
-
-
-def partition_to_event(
-    part: Partition, *, cluster: str, producer: str = "", observed_at: int = 0
-) -> SlurmPartition:
-    """Translate a Slurm partition (pure)."""
-    ev = SlurmPartition(
-        source=subjects.slurm_source(cluster),
-        key=part.name,
-        cluster=cluster,
-        state=part.state,
-        nodes=tuple(part.nodes),
-        total_cpus=part.total_cpus,
-        total_nodes=part.total_nodes,
-        max_time_minutes=part.max_time_minutes,
-        is_default=part.is_default,
-    )
-    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
-
-
-def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int = 0) -> SlurmJob:
-    """Translate a Slurm job (pure). ``key`` is the job id."""
-    ev = SlurmJob(
-        source=subjects.slurm_source(cluster),
-        key=str(job.job_id),
-        cluster=cluster,
-        job_id=job.job_id,
-        name=job.name,
-        state=tuple(job.state),
-        state_reason=job.state_reason,
-        nodes=tuple(job.nodes),
-        partition=job.partition,
-        admin_comment=job.admin_comment,
-        comment=job.comment,
-        flags=tuple(job.flags),
-        user_id=job.user_id,
-        submit_time=job.submit_time,
-        start_time=job.start_time,
-        end_time=job.end_time,
-        time_limit_minutes=job.time_limit_minutes,
-        node_count=job.node_count,
-        excluded_nodes=job.excluded_nodes,
-    )
-    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
-
-
-def ping_to_event(
-    ping: Ping | None,
-    *,
-    cluster: str,
-    error: str = "",
-    error_kind: str = "",
-    producer: str = "",
-    observed_at: int = 0,
-) -> SlurmPing:
-    """Translate a ping answer, or a failure (``ping`` None, ``error`` the reason and
-    ``error_kind`` the class of the client error, e.g. ``Unauthorized``) (pure)."""
-    ev = SlurmPing(
-        source=subjects.slurm_source(cluster),
-        key=cluster,
-        cluster=cluster,
-        responding=bool(ping and ping.responding and not error),
-        hostnames=tuple(ping.hostnames) if ping else (),
-        api_version=ping.api_version if ping else "",
-        error=error or (ping.error if ping else ""),
-        error_kind=error_kind,
-    )
-    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
-
-
-def tombstone(last: Event, *, producer: str, observed_at: int) -> Event:
-    """Deletion marker for an object last seen as ``last`` (pure)."""
-    return type(last)(  # type: ignore[call-arg]
-        source=last.source,
-        key=last.key,
-        op="deleted",
-        observed_at=observed_at,
-        version="deleted",
-        producer=producer,
-        cluster=getattr(last, "cluster", ""),
-    )
 
 
 Publish = Callable[[Sequence[tuple[Event, str]]], Awaitable[list[Published]]]
@@ -522,7 +400,12 @@ class SlurmPoller:
             ]
         gone = [k for k in examine if k not in states and k in live]
         return found + [
-            tombstone(self.last[("SlurmJob", key)][0], producer=self.producer, observed_at=now)
+            events.tombstone(
+                self.last[("SlurmJob", key)][0],
+                version="deleted",
+                producer=self.producer,
+                observed_at=now,
+            )
             for key in sorted(gone, key=int)
         ]
 
@@ -584,7 +467,12 @@ class SlurmPoller:
         """``current`` plus a tombstone for each live object of ``kind`` the listing lacks."""
         gone = self._live.get(kind, set()).difference(seen)
         return current + [
-            tombstone(self.last[(kind, key)][0], producer=self.producer, observed_at=now)
+            events.tombstone(
+                self.last[(kind, key)][0],
+                version="deleted",
+                producer=self.producer,
+                observed_at=now,
+            )
             for key in sorted(gone)
         ]
 

@@ -1,0 +1,1 @@
+"""The Slurm producer: pure translation (:mod:`.translate`) and the poller (:mod:`.poller`)."""

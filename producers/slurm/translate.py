@@ -1,0 +1,115 @@
+"""Pure translations of the Slurm client's version-neutral models into observations (no I/O,
+no decisions): :func:`node_to_event`, :func:`partition_to_event`, :func:`job_to_event`,
+:func:`ping_to_event`, and the content hash that versions them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from schemas import subjects
+from schemas.events import Event, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
+from slurmbridge.slurm.models import Job, Node, Partition, Ping
+
+_HASH_ENC = msgspec.json.Encoder()
+
+
+_ENVELOPE = {"observed_at": 0, "version": "", "producer": ""}
+
+
+def content_hash(event: Event) -> str:
+    """Hash of an event's snapshot, envelope excluded (16 hex chars)."""
+    stripped = msgspec.structs.replace(event, **_ENVELOPE)
+    return hashlib.blake2b(_HASH_ENC.encode(stripped), digest_size=8).hexdigest()
+
+
+def _stamp(event: Event, producer: str, observed_at: int) -> Event:
+    return msgspec.structs.replace(
+        event, version=content_hash(event), producer=producer, observed_at=observed_at
+    )
+
+
+def node_to_event(
+    node: Node, *, cluster: str, producer: str = "", observed_at: int = 0
+) -> SlurmNode:
+    """Translate a Slurm node (pure). ``version`` is the content hash."""
+    # Every field of the client's Node is a field of the observation under the same name
+    # (a test keeps it so): one copy, not a list written twice.
+    fields = msgspec.structs.asdict(node)
+    ev = SlurmNode(
+        source=subjects.slurm_source(cluster),
+        key=fields.pop("name"),
+        cluster=cluster,
+        **fields,
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
+def partition_to_event(
+    part: Partition, *, cluster: str, producer: str = "", observed_at: int = 0
+) -> SlurmPartition:
+    """Translate a Slurm partition (pure)."""
+    ev = SlurmPartition(
+        source=subjects.slurm_source(cluster),
+        key=part.name,
+        cluster=cluster,
+        state=part.state,
+        nodes=tuple(part.nodes),
+        total_cpus=part.total_cpus,
+        total_nodes=part.total_nodes,
+        max_time_minutes=part.max_time_minutes,
+        is_default=part.is_default,
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
+def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int = 0) -> SlurmJob:
+    """Translate a Slurm job (pure). ``key`` is the job id."""
+    ev = SlurmJob(
+        source=subjects.slurm_source(cluster),
+        key=str(job.job_id),
+        cluster=cluster,
+        job_id=job.job_id,
+        name=job.name,
+        state=tuple(job.state),
+        state_reason=job.state_reason,
+        nodes=tuple(job.nodes),
+        partition=job.partition,
+        admin_comment=job.admin_comment,
+        comment=job.comment,
+        flags=tuple(job.flags),
+        user_id=job.user_id,
+        submit_time=job.submit_time,
+        start_time=job.start_time,
+        end_time=job.end_time,
+        time_limit_minutes=job.time_limit_minutes,
+        node_count=job.node_count,
+        excluded_nodes=job.excluded_nodes,
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
+def ping_to_event(
+    ping: Ping | None,
+    *,
+    cluster: str,
+    error: str = "",
+    error_kind: str = "",
+    producer: str = "",
+    observed_at: int = 0,
+) -> SlurmPing:
+    """Translate a ping answer, or a failure (``ping`` None, ``error`` the reason and
+    ``error_kind`` the class of the client error, e.g. ``Unauthorized``) (pure)."""
+    ev = SlurmPing(
+        source=subjects.slurm_source(cluster),
+        key=cluster,
+        cluster=cluster,
+        responding=bool(ping and ping.responding and not error),
+        hostnames=tuple(ping.hostnames) if ping else (),
+        api_version=ping.api_version if ping else "",
+        error=error or (ping.error if ping else ""),
+        error_kind=error_kind,
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
