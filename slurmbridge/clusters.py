@@ -44,8 +44,9 @@ from reconcilers import cluster as cluster_rules
 from reconcilers.base import Context
 from schemas import subjects
 from schemas.events import Event, SlurmCluster, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
-from slurmbridge.kube.api import status_error
+from slurmbridge.kube.api import read_raw, status_error
 from slurmbridge.kube.watch import Outage
+from slurmbridge.kube.wire import DECODE_SECRET, DECODE_SECRET_LIST, DECODE_WATCH, RawSecret
 from slurmbridge.observability import metrics
 from slurmbridge.runtime.bus import Published
 from slurmbridge.runtime.projection import Projection
@@ -72,31 +73,7 @@ def slurm_seed(projection: Projection, cluster: str) -> dict[tuple[str, str], tu
     return seed
 
 
-class _Meta(msgspec.Struct, kw_only=True):
-    resourceVersion: str = ""  # noqa: N815
-
-
-class _Secret(msgspec.Struct, kw_only=True):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    data: dict[str, str] | None = None
-
-
-class _SecretList(msgspec.Struct, kw_only=True):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    items: list[_Secret] = []
-
-
-class _WatchEvent(msgspec.Struct, kw_only=True):
-    type: str
-    object: msgspec.Raw
-
-
-_SECRET_LIST = msgspec.json.Decoder(_SecretList)
-_SECRET = msgspec.json.Decoder(_Secret)
-_WATCH = msgspec.json.Decoder(_WatchEvent)
-
-
-def token_from(secret: _Secret | None, cluster: SlurmCluster) -> tuple[str, str]:
+def token_from(secret: RawSecret | None, cluster: SlurmCluster) -> tuple[str, str]:
     """``(token, why)`` from a Secret's ``data`` (pure): the token, or ``""`` and the reason
     (naming the Secret and key, never a value)."""
     where = f"Secret {cluster.namespace}/{cluster.secret_name}"
@@ -284,14 +261,16 @@ class ClusterSupervisor:
         selector = f"metadata.name={c.secret_name}"
         while True:
             try:
-                resp: Any = await self.core.list_namespaced_secret(
-                    c.namespace, field_selector=selector, _preload_content=False
+                body = await read_raw(
+                    self.core.list_namespaced_secret(
+                        c.namespace, field_selector=selector, _preload_content=False
+                    )
                 )
-                listing = _SECRET_LIST.decode(await _body(resp))
+                listing = DECODE_SECRET_LIST.decode(body)
                 self._apply(c, holder, listing.items[0] if listing.items else None)
                 run.loaded.set()
                 version = listing.metadata.resourceVersion
-                resp = await self.core.list_namespaced_secret(
+                resp: Any = await self.core.list_namespaced_secret(
                     c.namespace,
                     field_selector=selector,
                     watch=True,
@@ -308,11 +287,11 @@ class ClusterSupervisor:
                     while line := await resp.content.readline():
                         if not line.strip():
                             continue
-                        ev = _WATCH.decode(line)
+                        ev = DECODE_WATCH.decode(line)
                         if ev.type == "ERROR":
                             break  # 410 Gone and the like: list again
                         if ev.type in ("ADDED", "MODIFIED"):
-                            self._apply(c, holder, _SECRET.decode(ev.object))
+                            self._apply(c, holder, DECODE_SECRET.decode(ev.object))
                         elif ev.type == "DELETED":
                             self._apply(c, holder, None)
                 finally:
@@ -322,7 +301,7 @@ class ClusterSupervisor:
             except (ApiException, aiohttp.ClientError, TimeoutError, msgspec.DecodeError) as exc:
                 await asyncio.sleep(outage.failed(exc))
 
-    def _apply(self, c: SlurmCluster, holder: TokenHolder, secret: _Secret | None) -> None:
+    def _apply(self, c: SlurmCluster, holder: TokenHolder, secret: RawSecret | None) -> None:
         token, why = token_from(secret, c)
         if token == holder.token and (token or why == holder.why):
             return
@@ -335,13 +314,3 @@ class ClusterSupervisor:
         if run is not None and run.poller is not None:
             # Poll now, so a rotated token shows in the status without waiting a period.
             run.poller.poll_soon()
-
-
-async def _body(resp: Any) -> bytes:
-    try:
-        body: bytes = await resp.read()
-    finally:
-        resp.release()
-    if resp.status >= 300:
-        raise status_error(resp, body)
-    return body

@@ -311,6 +311,20 @@ class RawScalerList(msgspec.Struct, kw_only=True):
     items: list[RawScaler] = []
 
 
+class RawSecret(msgspec.Struct, kw_only=True):
+    """A v1 Secret: its ``data`` (base64 values) is all a Cluster's token needs."""
+
+    metadata: RawObjMeta = msgspec.field(default_factory=RawObjMeta)
+    data: dict[str, str] | None = None
+
+
+class RawSecretList(msgspec.Struct, kw_only=True):
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawSecret] = []
+
+
+DECODE_SECRET_LIST = msgspec.json.Decoder(RawSecretList)
+DECODE_SECRET = msgspec.json.Decoder(RawSecret)
 DECODE_SCALER_LIST = msgspec.json.Decoder(RawScalerList)
 
 

@@ -13,7 +13,8 @@ from reconcilers.base import Context
 from schemas.actions import RecordEvent, SetClusterStatus
 from schemas.events import Event, KubeNodeSet, SlurmCluster, SlurmPing
 from schemas.subjects import slurm_source
-from slurmbridge.clusters import _Secret, token_from
+from slurmbridge.clusters import token_from
+from slurmbridge.kube.wire import RawSecret
 from slurmbridge.runtime.projection import Projection
 
 CTX = Context(scheduler_name="s", cluster="static")
@@ -160,7 +161,7 @@ def b64(text: str) -> str:
 )
 def test_token_from_secret(data: dict[str, str] | None, token: str, why: str) -> None:
     c = cl("a")
-    secret = None if data is None else _Secret(data=data)
+    secret = None if data is None else RawSecret(data=data)
     got, reason = token_from(secret, c)
     assert got == token
     assert why in reason
