@@ -6,7 +6,9 @@ A Kubernetes node corresponds to the Slurm node named by its label
 
 from __future__ import annotations
 
-from reconcilers.base import Context, Store
+from typing import Final
+
+from reconcilers.base import Context, KeysOf, Store
 from schemas import wellknown
 from schemas.events import Event, KubeNode, SlurmNode
 from schemas.subjects import slurm_source
@@ -29,17 +31,24 @@ def kube_keys_for_slurm(slurm_name: str, store: Store) -> list[str]:
     return keys
 
 
-def node_keys_of(event: Event, store: Store, ctx: Context) -> list[str]:
-    """Keys (Kubernetes node names) concerned by a KubeNode or SlurmNode observation."""
-    if isinstance(event, KubeNode):
-        return [event.key]
-    if isinstance(event, SlurmNode):
-        if event.cluster and event.cluster != ctx.cluster:
-            return []
-        # A tombstone no longer names labels, so the index (already updated) and the
-        # same-name rule are all we have; both still reach the Kubernetes node.
-        return kube_keys_for_slurm(event.key, store)
-    return []
+def _node_itself(event: KubeNode, _store: Store, _ctx: Context) -> list[str]:
+    return [event.key]
+
+
+def _nodes_of_slurm_node(event: SlurmNode, store: Store, ctx: Context) -> list[str]:
+    if event.cluster and event.cluster != ctx.cluster:
+        return []
+    # A tombstone no longer names labels, so the index (already updated) and the same-name
+    # rule are all we have; both still reach the Kubernetes node.
+    return kube_keys_for_slurm(event.key, store)
+
+
+#: Keys (Kubernetes node names) concerned by a KubeNode or SlurmNode observation: the
+#: triggers of the node reconcilers (``ReconcilerSpec.keys``).
+NODE_KEYS: Final[dict[type[Event], KeysOf]] = {
+    KubeNode: _node_itself,
+    SlurmNode: _nodes_of_slurm_node,
+}
 
 
 def all_kube_nodes(store: Store, ctx: Context) -> list[str]:

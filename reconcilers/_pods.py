@@ -65,7 +65,7 @@ from typing import Final
 
 import msgspec
 
-from reconcilers.base import Store, kube_listed
+from reconcilers.base import Context, Store, kube_listed
 from schemas import wellknown
 from schemas.actions import RecordEvent, SlurmJobSpec
 from schemas.events import KubePod, KubeWorkload, SlurmJob, workload_key
@@ -264,6 +264,15 @@ def group_key_of_marker(comment: str) -> str | None:
     body = comment[len("slurmbridge:") :]
     key, sep, _uid = body.rpartition(":")
     return key if sep and parse_group_key(key) is not None else None
+
+
+def group_of_job(event: SlurmJob, _store: Store, ctx: Context) -> list[str]:
+    """The group a job of ``ctx.cluster`` is the placeholder of (its marker), if ours: the
+    SlurmJob trigger of ``placement`` and ``workload``."""
+    if event.cluster and event.cluster != ctx.cluster:
+        return []
+    key = group_key_of_marker(event.comment)
+    return [key] if key is not None else []
 
 
 def root_uid(group: Group, pods: list[KubePod], workload: KubeWorkload | None) -> str:

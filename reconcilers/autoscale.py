@@ -50,7 +50,7 @@ from reconcilers import nodeset as ns_rules
 from reconcilers.base import Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import NodeSetRef, ScaleNodeSet
-from schemas.events import Event, KubeNodeSet, KubePod, KubeScaler, SlurmJob, SlurmNode
+from schemas.events import KubeNodeSet, KubePod, KubeScaler, SlurmJob, SlurmNode
 from schemas.subjects import KUBE_SOURCE, slurm_source
 
 NAME: Final = "autoscale"
@@ -241,23 +241,26 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     )
 
 
-def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
-    """A NodeSet ⇒ itself; a job ⇒ the autoscaled NodeSets of its partition."""
-    if isinstance(event, KubeNodeSet):
-        return [event.key]
-    if isinstance(event, KubeScaler):
-        if event.target_kind == "NodeSet" and event.target_name:
-            return [f"{event.namespace}/{event.target_name}"]
-        return []
-    if isinstance(event, SlurmJob):
-        out = []
-        for n in store.values(KubeNodeSet, KUBE_SOURCE):
-            if event.source != slurm_source(n.cluster_name or ctx.cluster):
-                continue
-            if n.annotations.get(PREFIX + "partition", "").strip() == event.partition:
-                out.append(n.key)
-        return sorted(out)
+def _itself(event: KubeNodeSet, _store: Store, _ctx: Context) -> Iterable[str]:
+    return [event.key]
+
+
+def _scaled(event: KubeScaler, _store: Store, _ctx: Context) -> Iterable[str]:
+    """The NodeSet an HPA or ScaledObject targets."""
+    if event.target_kind == "NodeSet" and event.target_name:
+        return [f"{event.namespace}/{event.target_name}"]
     return []
+
+
+def _of_partition(event: SlurmJob, store: Store, ctx: Context) -> Iterable[str]:
+    """The autoscaled NodeSets of the job's partition."""
+    out = []
+    for n in store.values(KubeNodeSet, KUBE_SOURCE):
+        if event.source != slurm_source(n.cluster_name or ctx.cluster):
+            continue
+        if n.annotations.get(PREFIX + "partition", "").strip() == event.partition:
+            out.append(n.key)
+    return sorted(out)
 
 
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
@@ -272,9 +275,8 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubeNodeSet, SlurmJob, KubeScaler),
+    keys={KubeNodeSet: _itself, SlurmJob: _of_partition, KubeScaler: _scaled},
     key_kind="KubeNodeSet",
-    keys_of=keys_of,
     all_keys=all_keys,
     view=view,
     decide=decide,

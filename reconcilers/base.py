@@ -11,7 +11,7 @@ clock (time arrives in the view when a rule needs it), no randomness.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -107,23 +107,37 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
 NOTHING = Decision(reason="in sync")
 
 
+#: The keys one trigger concerns: a pure function of the event, the store and the context.
+KeysOf = Callable[[Any, Store, Context], Iterable[str]]
+
+
 @dataclass(frozen=True, slots=True)
 class ReconcilerSpec:
     """A reconciler as data.
 
-    ``triggers``: the observation kinds whose changes may change a decision.
+    ``keys``: for each observation kind whose changes may change a decision (a *trigger*),
+    the keys an event of that kind concerns (may be empty) — one table, so a kind is never
+    declared in one place and handled in another.
     ``key_kind``: the kind a key names (used in action subjects, e.g. ``KubeNode``).
-    ``keys_of(event, store, ctx)``: the keys a trigger concerns (may be empty).
     ``all_keys(store, ctx)``: every key worth reconciling at start-up (initial resync).
     ``view(store, key, ctx)``: pure read of the state ``decide`` needs.
     ``decide(view)``: pure rules → :class:`Decision`.
     """
 
     name: str
-    triggers: tuple[type[Event], ...]
+    keys: Mapping[type[Event], KeysOf]
     key_kind: str
-    keys_of: Callable[[Event, Store, Context], Iterable[str]]
     all_keys: Callable[[Store, Context], Iterable[str]]
     view: Callable[[Store, str, Context], Any]
     decide: Callable[[Any], Decision]
     description: str = ""
+
+    @property
+    def triggers(self) -> tuple[type[Event], ...]:
+        """The observation kinds this reconciler consumes (the keys of :attr:`keys`)."""
+        return tuple(self.keys)
+
+    def keys_of(self, event: Event, store: Store, ctx: Context) -> Iterable[str]:
+        """The keys ``event`` concerns (none for a kind that is not a trigger)."""
+        keys_of = self.keys.get(type(event))
+        return keys_of(event, store, ctx) if keys_of is not None else ()

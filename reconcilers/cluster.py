@@ -43,7 +43,7 @@ import msgspec
 
 from reconcilers.base import Context, Decision, ReconcilerSpec, Store
 from schemas.actions import AnyAction, ClusterRef, RecordEvent, SetClusterStatus
-from schemas.events import Event, SlurmCluster, SlurmPing
+from schemas.events import SlurmCluster, SlurmPing
 from schemas.subjects import KUBE_SOURCE, slurm_source
 
 NAME: Final = "cluster"
@@ -156,18 +156,15 @@ def view(store: Store, key: str, ctx: Context) -> View:
     return View(cluster=cluster, not_served=why, ping=ping)
 
 
-def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
-    """A Cluster ⇒ every Cluster of its name (serving may move between them); a ping ⇒ the
-    Clusters of its cluster's name."""
-    del ctx
-    if isinstance(event, SlurmCluster):
-        same = {c.key for c in store.values(SlurmCluster, KUBE_SOURCE) if c.name == event.name}
-        return sorted(same | {event.key})
-    if isinstance(event, SlurmPing):
-        return sorted(
-            c.key for c in store.values(SlurmCluster, KUBE_SOURCE) if c.name == event.cluster
-        )
-    return []
+def _same_name(event: SlurmCluster, store: Store, _ctx: Context) -> Iterable[str]:
+    """Every Cluster of its name (serving may move between them)."""
+    same = {c.key for c in store.values(SlurmCluster, KUBE_SOURCE) if c.name == event.name}
+    return sorted(same | {event.key})
+
+
+def _pinged(event: SlurmPing, store: Store, _ctx: Context) -> Iterable[str]:
+    """The Clusters of the pinged cluster's name."""
+    return sorted(c.key for c in store.values(SlurmCluster, KUBE_SOURCE) if c.name == event.cluster)
 
 
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
@@ -178,9 +175,8 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(SlurmCluster, SlurmPing),
+    keys={SlurmCluster: _same_name, SlurmPing: _pinged},
     key_kind="SlurmCluster",
-    keys_of=keys_of,
     all_keys=all_keys,
     view=view,
     decide=decide,

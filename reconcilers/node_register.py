@@ -57,7 +57,7 @@ from schemas.actions import (
     UndrainSlurmNode,
     UpdateSlurmNodeTopology,
 )
-from schemas.events import Event, KubeNode, SlurmNode, SlurmPartition
+from schemas.events import KubeNode, SlurmNode, SlurmPartition
 from schemas.subjects import slurm_source
 
 NAME = "node_register"
@@ -331,21 +331,18 @@ def decide(v: View) -> Decision:
     return Decision(actions=tuple(actions), reason="external node in step")
 
 
-def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
-    """KubeNode ⇒ itself; SlurmNode ⇒ the nodes mapping to it; SlurmPartition ⇒ the external
-    nodes that name it and are not registered yet (its appearing may unblock them; registered
-    nodes do not care how a partition's node list changes)."""
-    if isinstance(event, SlurmPartition):
-        if event.cluster and event.cluster != ctx.cluster:
-            return []
-        return [
-            n.key
-            for n in store.values(KubeNode)
-            if is_external(n)
-            and event.key in partitions_of(n)
-            and _nodes.slurm_node_for(n, store, ctx) is None
-        ]
-    return _nodes.node_keys_of(event, store, ctx)
+def _waiting_for(event: SlurmPartition, store: Store, ctx: Context) -> Iterable[str]:
+    """The external nodes that name the partition and are not registered yet (its appearing
+    may unblock them; registered nodes do not care how a partition's node list changes)."""
+    if event.cluster and event.cluster != ctx.cluster:
+        return []
+    return [
+        n.key
+        for n in store.values(KubeNode)
+        if is_external(n)
+        and event.key in partitions_of(n)
+        and _nodes.slurm_node_for(n, store, ctx) is None
+    ]
 
 
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
@@ -363,9 +360,10 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubeNode, SlurmNode, SlurmPartition),
+    # KubeNode ⇒ itself; SlurmNode ⇒ the nodes mapping to it; SlurmPartition ⇒ the nodes
+    # waiting for it.
+    keys={**_nodes.NODE_KEYS, SlurmPartition: _waiting_for},
     key_kind="KubeNode",
-    keys_of=keys_of,
     all_keys=all_keys,
     view=view,
     decide=decide,

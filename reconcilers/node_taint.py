@@ -17,7 +17,7 @@ from reconcilers import _nodes
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
 from schemas import wellknown
 from schemas.actions import RecordEvent, TaintNode, UntaintNode
-from schemas.events import KubeNode, SlurmNode, Taint
+from schemas.events import KubeNode, Taint
 
 NAME = "node_taint"
 
@@ -96,9 +96,8 @@ def decide(v: View) -> Decision:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubeNode, SlurmNode),
+    keys=_nodes.NODE_KEYS,
     key_kind="KubeNode",
-    keys_of=_nodes.node_keys_of,
     all_keys=_nodes.all_kube_nodes,
     view=view,
     decide=decide,

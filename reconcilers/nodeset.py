@@ -70,7 +70,7 @@ from schemas.actions import (
     SetPodLabel,
     UndrainSlurmNode,
 )
-from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmCluster, SlurmNode
+from schemas.events import KubeNodeSet, KubePod, NodeSetStatus, SlurmCluster, SlurmNode
 from schemas.subjects import KUBE_SOURCE, slurm_source
 
 NAME: Final = "nodeset"
@@ -379,33 +379,38 @@ def is_served(store: Store, cluster: str, ctx: Context) -> bool:
     return cluster == ctx.cluster or cluster in cluster_rules.served(store, ctx)
 
 
-def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
-    """KubeNodeSet ⇒ itself; a slurmd pod ⇒ its NodeSet; a Slurm node ⇒ the NodeSet of the
-    pod with that name."""
-    if isinstance(event, KubeNodeSet):
-        return [event.key]
-    if isinstance(event, SlurmCluster):  # serving it may have started or stopped
-        return sorted(
-            n.key
-            for n in store.values(KubeNodeSet, KUBE_SOURCE)
-            if n.cluster_name == event.name and n.cluster_name != ctx.cluster
-        )
-    if isinstance(event, KubePod):
-        instance = event.labels.get(LABEL_INSTANCE)
-        if event.labels.get(LABEL_NAME) == SLURMD and instance:
-            return [f"{event.namespace}/{instance}"]
-        return []
-    if isinstance(event, SlurmNode):
-        keys = set()
-        for p in store.by_field(KubePod, "name", event.key):
-            if p.labels.get(LABEL_NAME) != SLURMD or LABEL_INSTANCE not in p.labels:
-                continue
-            key = f"{p.namespace}/{p.labels[LABEL_INSTANCE]}"
-            ns = store.get(KubeNodeSet, key, KUBE_SOURCE)
-            if ns is None or event.source == slurm_source(ns.cluster_name or ctx.cluster):
-                keys.add(key)
-        return sorted(keys)
+def _itself(event: KubeNodeSet, _store: Store, _ctx: Context) -> Iterable[str]:
+    return [event.key]
+
+
+def _served_by(event: SlurmCluster, store: Store, ctx: Context) -> Iterable[str]:
+    """The NodeSets of the Cluster's name (serving it may have started or stopped)."""
+    return sorted(
+        n.key
+        for n in store.values(KubeNodeSet, KUBE_SOURCE)
+        if n.cluster_name == event.name and n.cluster_name != ctx.cluster
+    )
+
+
+def _of_slurmd_pod(event: KubePod, _store: Store, _ctx: Context) -> Iterable[str]:
+    """A slurmd pod's NodeSet."""
+    instance = event.labels.get(LABEL_INSTANCE)
+    if event.labels.get(LABEL_NAME) == SLURMD and instance:
+        return [f"{event.namespace}/{instance}"]
     return []
+
+
+def _of_slurm_node(event: SlurmNode, store: Store, ctx: Context) -> Iterable[str]:
+    """The NodeSet of the slurmd pod with the node's name."""
+    keys = set()
+    for p in store.by_field(KubePod, "name", event.key):
+        if p.labels.get(LABEL_NAME) != SLURMD or LABEL_INSTANCE not in p.labels:
+            continue
+        key = f"{p.namespace}/{p.labels[LABEL_INSTANCE]}"
+        ns = store.get(KubeNodeSet, key, KUBE_SOURCE)
+        if ns is None or event.source == slurm_source(ns.cluster_name or ctx.cluster):
+            keys.add(key)
+    return sorted(keys)
 
 
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
@@ -416,9 +421,13 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubeNodeSet, KubePod, SlurmNode, SlurmCluster),
+    keys={
+        KubeNodeSet: _itself,
+        KubePod: _of_slurmd_pod,
+        SlurmNode: _of_slurm_node,
+        SlurmCluster: _served_by,
+    },
     key_kind="KubeNodeSet",
-    keys_of=keys_of,
     all_keys=all_keys,
     view=view,
     decide=decide,

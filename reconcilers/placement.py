@@ -59,7 +59,6 @@ from schemas.actions import (
     SubmitSlurmJob,
 )
 from schemas.events import (
-    Event,
     KubeListed,
     KubeNode,
     KubePod,
@@ -446,33 +445,30 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
     )
 
 
-def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
-    """KubePod ⇒ its group; KubeWorkload ⇒ the groups under it; SlurmJob ⇒ the group in its
-    marker; SlurmPartition ⇒ groups still without a job."""
-    if isinstance(event, KubePod):
-        # Tombstones keep labels, owner and schedulerName, so they still name their group.
-        return (
-            [_pods.resolve_group(event, store, ctx.cluster).key]
-            if event.scheduler_name == ctx.scheduler_name
-            else []
-        )
-    if isinstance(event, SlurmJob):
-        if event.cluster and event.cluster != ctx.cluster:
-            return []
-        key = _pods.group_key_of_marker(event.comment)
-        return [key] if key is not None else []
-    if isinstance(event, KubeWorkload):
-        return _pods.groups_under(event, store, ctx.cluster)
-    if isinstance(event, SlurmPartition) or (
-        isinstance(event, KubeListed) and event.resource == _pods.PODGROUPS
-    ):
-        # A partition appearing may unblock a group; a complete PodGroup list tells which
-        # pods name a PodGroup that does not exist.
-        return _waiting_groups(store, ctx)
-    if isinstance(event, KubeNode):
-        # A node cordoned, uncordoned, Ready or not: the exclusions of pending jobs follow.
-        return _pending_groups(store, ctx)
-    return []
+def _group_of_pod(event: KubePod, store: Store, ctx: Context) -> Iterable[str]:
+    # Tombstones keep labels, owner and schedulerName, so they still name their group.
+    if event.scheduler_name != ctx.scheduler_name:
+        return []
+    return [_pods.resolve_group(event, store, ctx.cluster).key]
+
+
+def _groups_under(event: KubeWorkload, store: Store, ctx: Context) -> Iterable[str]:
+    return _pods.groups_under(event, store, ctx.cluster)
+
+
+def _after_partition(_event: SlurmPartition, store: Store, ctx: Context) -> Iterable[str]:
+    # A partition appearing may unblock a group still without a job.
+    return _waiting_groups(store, ctx)
+
+
+def _after_listing(event: KubeListed, store: Store, ctx: Context) -> Iterable[str]:
+    # A complete PodGroup list tells which pods name a PodGroup that does not exist.
+    return _waiting_groups(store, ctx) if event.resource == _pods.PODGROUPS else []
+
+
+def _after_node(_event: KubeNode, store: Store, ctx: Context) -> Iterable[str]:
+    # A node cordoned, uncordoned, Ready or not: the exclusions of pending jobs follow.
+    return _pending_groups(store, ctx)
 
 
 def _pending_groups(store: Store, ctx: Context) -> list[str]:
@@ -507,9 +503,15 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubePod, KubeWorkload, SlurmJob, SlurmPartition, KubeNode, KubeListed),
+    keys={
+        KubePod: _group_of_pod,
+        KubeWorkload: _groups_under,
+        SlurmJob: _pods.group_of_job,
+        SlurmPartition: _after_partition,
+        KubeNode: _after_node,
+        KubeListed: _after_listing,
+    },
     key_kind="PodGroup",
-    keys_of=keys_of,
     all_keys=all_keys,
     view=view,
     decide=decide,

@@ -98,9 +98,8 @@ def decide(v: View) -> Decision:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubeNode, SlurmNode),
+    keys=_nodes.NODE_KEYS,
     key_kind="KubeNode",
-    keys_of=_nodes.node_keys_of,
     all_keys=_nodes.all_kube_nodes,
     view=view,
     decide=decide,

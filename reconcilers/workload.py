@@ -59,7 +59,7 @@ from schemas.actions import (
     RemovePodFinalizer,
     SetPodLabel,
 )
-from schemas.events import Event, KubeNode, KubePod, KubeWorkload, SlurmJob
+from schemas.events import KubeNode, KubePod, KubeWorkload, SlurmJob
 from schemas.subjects import slurm_source
 
 NAME = "workload"
@@ -339,27 +339,21 @@ def decide(v: View | None) -> Decision:
     )
 
 
-def keys_of(event: Event, store: Store, ctx: Context) -> Iterable[str]:
-    """KubePod ⇒ its group; SlurmJob ⇒ the group in its marker; KubeNode ⇒ groups with a pod
-    being deleted on it."""
-    if isinstance(event, KubePod):
-        return [_pods.resolve_group(event, store, ctx.cluster).key] if _ours(event, ctx) else []
-    if isinstance(event, SlurmJob):
-        if event.cluster and event.cluster != ctx.cluster:
-            return []
-        key = _pods.group_key_of_marker(event.comment)
-        return [key] if key is not None else []
-    if isinstance(event, KubeNode):
-        if event.ready and not event.deleted:
-            return []
-        return sorted(
-            {
-                _pods.resolve_group(p, store, ctx.cluster).key
-                for p in store.values(KubePod)
-                if p.deleting and p.node_name == event.key and _ours(p, ctx)
-            }
-        )
-    return []
+def _group_of_pod(event: KubePod, store: Store, ctx: Context) -> Iterable[str]:
+    return [_pods.resolve_group(event, store, ctx.cluster).key] if _ours(event, ctx) else []
+
+
+def _deleting_on(event: KubeNode, store: Store, ctx: Context) -> Iterable[str]:
+    """The groups with a pod being deleted on a node that is gone or not Ready."""
+    if event.ready and not event.deleted:
+        return []
+    return sorted(
+        {
+            _pods.resolve_group(p, store, ctx.cluster).key
+            for p in store.values(KubePod)
+            if p.deleting and p.node_name == event.key and _ours(p, ctx)
+        }
+    )
 
 
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
@@ -378,9 +372,8 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 
 SPEC = ReconcilerSpec(
     name=NAME,
-    triggers=(KubePod, KubeNode, SlurmJob),
+    keys={KubePod: _group_of_pod, KubeNode: _deleting_on, SlurmJob: _pods.group_of_job},
     key_kind="PodGroup",
-    keys_of=keys_of,
     all_keys=all_keys,
     view=view,
     decide=decide,

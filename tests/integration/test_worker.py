@@ -314,9 +314,8 @@ def _binds_spec(pods: tuple[str, ...]) -> ReconcilerSpec:
 
     return ReconcilerSpec(
         name="binds",
-        triggers=(KubeNode,),
+        keys={KubeNode: lambda ev, store, ctx: [ev.key]},
         key_kind="KubeNode",
-        keys_of=lambda ev, store, ctx: [ev.key],
         all_keys=lambda store, ctx: [],
         view=lambda store, key, ctx: key,
         decide=decide,

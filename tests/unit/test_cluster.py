@@ -137,12 +137,12 @@ def test_first_of_two_same_names_is_served_and_the_other_takes_over_when_it_goes
     s.apply(SlurmCluster(source="k8s", key="x/a", op="deleted", name="a", namespace="x"), 9)
     assert cluster.served(s, CTX)["a"].key == "y/a"
     # The tombstone triggers a look at every Cluster of that name.
-    assert list(cluster.keys_of(cl("a", ns="x"), s, CTX)) == ["x/a", "y/a"]
+    assert list(cluster.SPEC.keys_of(cl("a", ns="x"), s, CTX)) == ["x/a", "y/a"]
 
 
 def test_ping_reaches_the_clusters_of_its_name() -> None:
     s = store(cl("a"), cl("b"))
-    assert list(cluster.keys_of(ping("a"), s, CTX)) == ["slurm/a"]
+    assert list(cluster.SPEC.keys_of(ping("a"), s, CTX)) == ["slurm/a"]
 
 
 def b64(text: str) -> str:

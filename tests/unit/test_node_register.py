@@ -357,8 +357,11 @@ def test_partition_change_wakes_waiting_external_nodes() -> None:
         sn("k5"),
     )
     # k2 is not external, k4 does not name gpu, k5 is registered already.
-    assert sorted(nr.keys_of(part("gpu"), p, CTX)) == ["k1", "k3"]
-    assert list(nr.keys_of(SlurmPartition(source="slurm:x", key="gpu", cluster="x"), p, CTX)) == []
+    assert sorted(nr.SPEC.keys_of(part("gpu"), p, CTX)) == ["k1", "k3"]
+    assert (
+        list(nr.SPEC.keys_of(SlurmPartition(source="slurm:x", key="gpu", cluster="x"), p, CTX))
+        == []
+    )
 
 
 @pytest.mark.parametrize(

@@ -328,14 +328,14 @@ def test_other_clusters_and_deleted_nodesets_are_left_alone() -> None:
 
 def test_keys_of() -> None:
     p = _proj(ns(1), pod(0), sn(0))
-    assert list(nodeset.keys_of(ns(1), p, CTX)) == [KEY]
-    assert list(nodeset.keys_of(pod(0), p, CTX)) == [KEY]
-    assert list(nodeset.keys_of(sn(0), p, CTX)) == [KEY]
-    assert list(nodeset.keys_of(sn(9), p, CTX)) == []
+    assert list(nodeset.SPEC.keys_of(ns(1), p, CTX)) == [KEY]
+    assert list(nodeset.SPEC.keys_of(pod(0), p, CTX)) == [KEY]
+    assert list(nodeset.SPEC.keys_of(sn(0), p, CTX)) == [KEY]
+    assert list(nodeset.SPEC.keys_of(sn(9), p, CTX)) == []
     other = SlurmNode(source="slurm:c2", key="gpu-0", cluster="c2")
-    assert list(nodeset.keys_of(other, p, CTX)) == []
+    assert list(nodeset.SPEC.keys_of(other, p, CTX)) == []
     stray = KubePod(source="k8s", key="slurm/x", namespace="slurm", name="x", labels={})
-    assert list(nodeset.keys_of(stray, p, CTX)) == []
+    assert list(nodeset.SPEC.keys_of(stray, p, CTX)) == []
     assert list(nodeset.all_keys(p, CTX)) == [KEY]
 
 

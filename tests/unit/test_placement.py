@@ -659,7 +659,7 @@ KEY_CASES = [
 
 @pytest.mark.parametrize("case", KEY_CASES, ids=lambda c: c.name)
 def test_keys_of(case: KeyCase) -> None:
-    assert list(placement.keys_of(case.event, store(*case.objs), CTX)) == case.want
+    assert list(placement.SPEC.keys_of(case.event, store(*case.objs), CTX)) == case.want
 
 
 def test_all_keys_are_groups_with_a_live_pod_of_ours() -> None:
@@ -720,7 +720,7 @@ def test_a_pending_job_follows_cordons_and_uncordons() -> None:
     assert not of(decide("ns/Pod:a", pod("a", job=5), foreign, *objs), SetJobExcludedNodes)
     # A cordon reaches the pending groups.
     s = store(pending, pod("a", job=5), *objs)
-    assert list(placement.keys_of(kn("k2", unschedulable=True), s, CTX)) == ["ns/Pod:a"]
+    assert list(placement.SPEC.keys_of(kn("k2", unschedulable=True), s, CTX)) == ["ns/Pod:a"]
 
 
 # --- stale job labels, the job's word, orphans (issue 18, 3 and 7) -------------------------
@@ -819,7 +819,7 @@ def test_a_pod_naming_a_missing_podgroup_is_placed_alone_after_the_grace() -> No
     member = _pg_pod("m", created=int(NOW - placement.PODGROUP_GRACE_S - 1))
     s = store(member, BATCH, PODGROUPS_LISTED)
     assert _pods.resolve_group(member, s, "c1").key == "ns/Pod:m"
-    assert list(placement.keys_of(member, s, ctx)) == ["ns/Pod:m"]
+    assert list(placement.SPEC.keys_of(member, s, ctx)) == ["ns/Pod:m"]
     d = placement.decide(placement.view(s, "ns/Pod:m", ctx))
     assert kinds(d) == ["RecordEvent", "SubmitSlurmJob", "RecordEvent"]
     assert of(d, RecordEvent)[0].reason == placement.PODGROUP_MISSING
@@ -867,6 +867,6 @@ def test_a_placed_pod_keeps_its_jobs_group_when_the_podgroup_appears_or_goes() -
 def test_a_complete_podgroup_list_triggers_the_waiting_pods() -> None:
     member = _pg_pod("m")
     s = store(member, BATCH, PODGROUPS_LISTED)
-    assert list(placement.keys_of(PODGROUPS_LISTED, s, CTX)) == ["ns/Pod:m"]
+    assert list(placement.SPEC.keys_of(PODGROUPS_LISTED, s, CTX)) == ["ns/Pod:m"]
     pods_listed = KubeListed(source="k8s", key="pods", resource="pods")
-    assert list(placement.keys_of(pods_listed, s, CTX)) == []
+    assert list(placement.SPEC.keys_of(pods_listed, s, CTX)) == []

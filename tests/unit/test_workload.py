@@ -641,7 +641,7 @@ KEY_CASES = [
 
 @pytest.mark.parametrize("case", KEY_CASES, ids=lambda c: c.name)
 def test_keys_of(case: KeyCase) -> None:
-    assert list(workload.keys_of(case.event, store(*case.objs), CTX)) == case.want
+    assert list(workload.SPEC.keys_of(case.event, store(*case.objs), CTX)) == case.want
 
 
 def test_all_keys() -> None:
