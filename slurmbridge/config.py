@@ -37,10 +37,11 @@ import socket
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import msgspec
+import msgspec.inspect
 import yaml
 
 from schemas import wellknown
@@ -56,6 +57,25 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 class ConfigError(ValueError):
     """Invalid configuration; the message names the path of the bad value and the reason."""
+
+
+#: Range and pattern rules of the settings, checked when the config is decoded (a bad value
+#: stops start-up with its path, e.g. ``$.slurm.pollInterval: Expected `float` > 0``).
+Seconds = Annotated[float, msgspec.Meta(gt=0, description="seconds, > 0")]
+SecondsOrZero = Annotated[float, msgspec.Meta(ge=0, description="seconds, >= 0")]
+AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
+Port = Annotated[int, msgspec.Meta(ge=0, le=65535, description="a TCP port (0: none)")]
+#: A subject token (the cluster name is one): letters, digits, '-' and '_'.
+Token = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="letters, digits, '-' or '_' (it is a subject token)",
+    ),
+]
+ApiVersion = Annotated[
+    str, msgspec.Meta(pattern=r"^v0\.0\.\d+$", description="an API version like v0.0.44")
+]
 
 
 class _Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="camel"):
@@ -86,7 +106,7 @@ class NatsSettings(_Base):
     tls_key: str | None = None
     replicas: int = 1
     store_dir: str | None = None
-    connect_timeout: float = 10.0
+    connect_timeout: Seconds = 10.0
     # Observation history per object: enough to explain recent changes, while the
     # projection itself only needs the last message of each subject.
     obs_max_msgs_per_subject: int = 32
@@ -140,14 +160,14 @@ class SlurmSettings(_Base):
     """
 
     url: str | None = None
-    cluster: str = "default"
+    cluster: Token = "default"
     token_file: str | None = None
     user_name: str | None = None
-    api_version: str | None = None
-    poll_interval: float = 2.0
+    api_version: ApiVersion | None = None
+    poll_interval: Seconds = 2.0
     pending_job_poll_interval: float = 0.02
-    job_relist_interval: float = 30.0
-    timeout: float = 10.0
+    job_relist_interval: SecondsOrZero = 30.0
+    timeout: Seconds = 10.0
 
 
 class WorkerSettings(_Base):
@@ -164,13 +184,13 @@ class WorkerSettings(_Base):
     competes for (empty: all of them).
     """
 
-    concurrency: int = 32
-    max_deliver: int = 20
-    ack_wait: float = 30.0
-    fetch_batch: int = 256
+    concurrency: AtLeastOne = 32
+    max_deliver: Annotated[int, msgspec.Meta(ge=2)] = 20
+    ack_wait: Seconds = 30.0
+    fetch_batch: AtLeastOne = 256
     max_ack_pending: int = 10_000
     trigger_wait: float = 10.0
-    partitions: int = 1
+    partitions: AtLeastOne = 1
     partition_indices: list[int] = []
 
 
@@ -183,7 +203,7 @@ class LeaseSettings(_Base):
     """
 
     enabled: bool = True
-    ttl: float = 10.0
+    ttl: Annotated[float, msgspec.Meta(ge=1.5)] = 10.0
 
 
 class ObservabilitySettings(_Base):
@@ -192,8 +212,8 @@ class ObservabilitySettings(_Base):
     Port 0 disables the endpoint. ``log_format``: ``json`` (production) or ``text``.
     """
 
-    metrics_port: int = 8080
-    health_port: int = 8081
+    metrics_port: Port = 8080
+    health_port: Port = 8081
     bind: str = "0.0.0.0"
     log_level: str = "INFO"
     log_format: Literal["json", "text"] = "json"
@@ -210,7 +230,7 @@ class WebhookSettings(_Base):
     """
 
     bind: str = "0.0.0.0"
-    port: int = 9443
+    port: Port = 9443
     cert_file: str | None = None
     key_file: str | None = None
     service_account: str = "system:serviceaccount:slurmbridge:slurmbridge"
@@ -319,6 +339,33 @@ def _env_value(key: str, value: str) -> Any:
     return value
 
 
+def _rule_of(path: str) -> str:
+    """The description of the rule of the setting at ``$.a.b`` (its ``msgspec.Meta``), ``""``
+    when it has none."""
+    node: Any = msgspec.inspect.type_info(Settings)
+    for name in path.removeprefix("$.").split("."):
+        if not isinstance(node, msgspec.inspect.StructType):
+            return ""
+        field = next((f for f in node.fields if f.encode_name == name), None)
+        if field is None:
+            return ""
+        node = field.type
+        if isinstance(node, msgspec.inspect.UnionType):
+            node = next(t for t in node.types if not isinstance(t, msgspec.inspect.NoneType))
+    if isinstance(node, msgspec.inspect.Metadata):
+        return str((node.extra_json_schema or {}).get("description", ""))
+    return ""
+
+
+def _explained(message: str) -> str:
+    """A decoding error in words: a pattern's regex is replaced by what the rule means."""
+    path, _, why = message.partition(": ")
+    rule = _rule_of(path)
+    if rule and "matching regex" in why:
+        return f"{path}: must be {rule}"
+    return f"{message} ({rule})" if rule else message
+
+
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
@@ -335,16 +382,6 @@ def _validate(s: Settings) -> None:
 
     if not s.scheduler_name:
         raise bad("schedulerName", "must not be empty")
-    if not _TOKEN.match(s.slurm.cluster):
-        raise bad("slurm.cluster", "must be letters, digits, '-' or '_' (it is a subject token)")
-    if s.slurm.poll_interval <= 0:
-        raise bad("slurm.pollInterval", "must be > 0 seconds")
-    if s.slurm.timeout <= 0:
-        raise bad("slurm.timeout", "must be > 0 seconds")
-    if s.slurm.job_relist_interval < 0:
-        raise bad("slurm.jobRelistInterval", "must be ≥ 0 seconds (0: a full listing every poll)")
-    if s.slurm.api_version is not None and not re.match(r"^v0\.0\.\d+$", s.slurm.api_version):
-        raise bad("slurm.apiVersion", "must look like v0.0.44")
     if s.slurm.token_file is not None and not Path(s.slurm.token_file).is_file():
         raise bad("slurm.tokenFile", f"no such file: {s.slurm.token_file}")
     if s.kube.kubeconfig is not None and not Path(s.kube.kubeconfig).is_file():
@@ -360,8 +397,6 @@ def _validate(s: Settings) -> None:
                     f"{part.strip()!r} is not a NATS URL (nats://, tls://, ws:// or wss:// with "
                     "a host; several comma-separated)",
                 )
-    if s.nats.connect_timeout <= 0:
-        raise bad("nats.connectTimeout", "must be > 0 seconds")
     if s.observability.log_level.upper() not in LOG_LEVELS:
         raise bad("observability.logLevel", f"must be one of {', '.join(LOG_LEVELS)}")
     if s.nats.replicas not in (1, 3, 5):
@@ -370,23 +405,9 @@ def _validate(s: Settings) -> None:
         value = getattr(s.nats, name)
         if value is not None and not Path(value).is_file():
             raise bad(f"nats.{_camel(name)}", f"no such file: {value}")
-    if s.worker.concurrency < 1:
-        raise bad("worker.concurrency", "must be ≥ 1")
-    if s.worker.max_deliver < 2:
-        raise bad("worker.maxDeliver", "must be ≥ 2 (one delivery plus at least one retry)")
-    if s.worker.fetch_batch < 1:
-        raise bad("worker.fetchBatch", "must be ≥ 1")
-    if s.worker.ack_wait <= 0:
-        raise bad("worker.ackWait", "must be > 0 seconds")
-    if s.worker.partitions < 1:
-        raise bad("worker.partitions", "must be ≥ 1")
     for i, index in enumerate(s.worker.partition_indices):
         if not 0 <= index < s.worker.partitions:
             raise bad(f"worker.partitionIndices[{i}]", f"must be in 0…{s.worker.partitions - 1}")
-    if s.leases.ttl < 1.5:
-        raise bad("leases.ttl", "must be ≥ 1.5 seconds (messages carry whole-second TTLs)")
-    if not 0 <= s.webhook.port <= 65535:
-        raise bad("webhook.port", "must be a TCP port")
     for name in ("cert_file", "key_file"):
         value = getattr(s.webhook, name)
         if value is not None and not Path(value).is_file():
@@ -399,10 +420,6 @@ def _validate(s: Settings) -> None:
             check_selector(s.managed_namespace_selector, "managedNamespaceSelector")
         except ValueError as exc:
             raise ConfigError(f"$.{exc}") from None
-    for port_name in ("metrics_port", "health_port"):
-        port = getattr(s.observability, port_name)
-        if not 0 <= port <= 65535:
-            raise bad(f"observability.{_camel(port_name)}", "must be a TCP port (0 disables)")
 
 
 def _http_url(url: str) -> bool:
@@ -477,7 +494,7 @@ def load(
     try:
         settings = msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        raise ConfigError(path_message(str(exc))) from exc
+        raise ConfigError(_explained(path_message(str(exc)))) from exc
     _validate(settings)
     if not settings.instance_id:
         settings.instance_id = f"{socket.gethostname()}-{os.getpid()}"

@@ -53,13 +53,17 @@ def test_layering_defaults_yaml_env_flags(tmp_path: Path) -> None:
     ("yaml_text", "env", "message"),
     [
         ("slurm:\n  pollInterval: fast\n", {}, "$.slurm.pollInterval: Expected `float`"),
-        ("slurm:\n  pollInterval: 0\n", {}, "$.slurm.pollInterval: must be > 0"),
+        ("slurm:\n  pollInterval: 0\n", {}, "$.slurm.pollInterval: Expected `float` > 0"),
         ("slurm:\n  bogus: 1\n", {}, "$.slurm.bogus: unknown key"),
         ("bogus: 1\n", {}, "$.bogus: unknown key"),
-        ("", {"SLURMBRIDGE_SLURM_CLUSTER": "a.b"}, "$.slurm.cluster: must be letters"),
+        ("", {"SLURMBRIDGE_SLURM_CLUSTER": "a.b"}, "$.slurm.cluster: must be letters, digits"),
         ("", {"SLURMBRIDGE_NATS_REPLICAS": "2"}, "$.nats.replicas: must be 1, 3 or 5"),
         ("slurm:\n  tokenFile: /nonexistent/token\n", {}, "$.slurm.tokenFile: no such file"),
-        ("slurm:\n  apiVersion: '44'\n", {}, "$.slurm.apiVersion: must look like"),
+        (
+            "slurm:\n  apiVersion: '44'\n",
+            {},
+            "$.slurm.apiVersion: must be an API version like v0.0.44",
+        ),
         ("worker:\n  maxDeliver: 1\n", {}, "$.worker.maxDeliver"),
         ("- a\n- b\n", {}, "expected a mapping"),
         ("a: [\n", {}, "not valid YAML"),
@@ -86,7 +90,7 @@ def test_cli_reports_config_errors(capsys: pytest.CaptureFixture[str], tmp_path:
     f = tmp_path / "c.yaml"
     f.write_text("slurm:\n  pollInterval: -1\n")
     assert main(["run", "--config", str(f)]) == 2
-    assert "$.slurm.pollInterval: must be > 0 seconds" in capsys.readouterr().err
+    assert "$.slurm.pollInterval: Expected `float` > 0.0 (seconds, > 0)" in capsys.readouterr().err
 
 
 # --- the environment a Kubernetes pod gets (issue 17, 9) ---------------------------------------
@@ -181,7 +185,7 @@ def test_other_variables_that_name_no_setting_are_ignored_with_one_warning(
         ({"SLURMBRIDGE_SLURM_URL": "slurmrestd:6820"}, "$.slurm.url: 'slurmrestd:6820' is not"),
         ({"SLURMBRIDGE_SLURM_REST_API": "ftp://x"}, "$.slurmRestApi: 'ftp://x' is not"),
         ({"SLURMBRIDGE_NATS_URL": "http://nats:4222"}, "$.nats.url: 'http://nats:4222' is not"),
-        ({"SLURMBRIDGE_NATS_CONNECT_TIMEOUT": "0"}, "$.nats.connectTimeout: must be > 0"),
+        ({"SLURMBRIDGE_NATS_CONNECT_TIMEOUT": "0"}, "$.nats.connectTimeout: Expected `float` > 0"),
     ],
 )
 def test_start_up_values_are_checked_before_anything_starts(
@@ -211,3 +215,21 @@ def test_runtime_dir() -> None:
     )
     assert config.load(env={"SLURMBRIDGE_RUNTIME_DIR": "/x"}).runtime_dir == "/x"
     assert config.load(env={}).runtime_dir
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SLURMBRIDGE_SLURM_JOB_RELIST_INTERVAL": "-1"}, "$.slurm.jobRelistInterval: Expected"),
+        ({"SLURMBRIDGE_SLURM_TIMEOUT": "0"}, "$.slurm.timeout: Expected `float` > 0"),
+        ({"SLURMBRIDGE_WORKER_MAX_DELIVER": "1"}, "$.worker.maxDeliver: Expected `int` >= 2"),
+        ({"SLURMBRIDGE_WORKER_PARTITIONS": "0"}, "$.worker.partitions: Expected `int` >= 1"),
+        ({"SLURMBRIDGE_LEASES_TTL": "1"}, "$.leases.ttl: Expected `float` >= 1.5"),
+        ({"SLURMBRIDGE_WEBHOOK_PORT": "70000"}, "$.webhook.port: Expected `int` <= 65535"),
+    ],
+)
+def test_range_rules_are_declared_on_the_settings(env: dict[str, str], message: str) -> None:
+    """Issue 19 (5): the range rules live in msgspec.Meta on the fields, checked at decode."""
+    with pytest.raises(config.ConfigError) as err:
+        config.load(env=env)
+    assert str(err.value).startswith(message)
