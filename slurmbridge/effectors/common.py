@@ -243,15 +243,12 @@ def effect_error(exc: Exception, name: str) -> EffectResult:
 
 
 class Effector:
-    """An effector: :attr:`HANDLES` names the action types it performs (a class constant,
-    so the router knows them even when the effector is not configured); :attr:`handlers`
-    maps each to its coroutine; :meth:`apply` dispatches through that table and maps
+    """An effector: :attr:`TABLE` maps each action type it performs to the name of the
+    coroutine method that performs it — a class constant, so the router knows the types of
+    an effector that is not configured here; :meth:`apply` dispatches through it and maps
     failures once (:func:`effect_error`)."""
 
-    HANDLES: ClassVar[frozenset[type[Action]]] = frozenset()
-
-    def __init__(self) -> None:
-        self.handlers: Mapping[type[Action], Handler] = {}
+    TABLE: ClassVar[Mapping[type[Action], str]] = {}
 
     async def apply(self, action: AnyAction) -> EffectResult:
         """Perform ``action``.
@@ -261,10 +258,11 @@ class Effector:
                 this effector does not perform.
         """
         name = type(action).__name__
-        handler = self.handlers.get(type(action))
-        if handler is None:
+        method = self.TABLE.get(type(action))
+        if method is None:
             raise Permanent(f"{type(self).__name__} cannot perform {name}")
+        effect: Handler = getattr(self, method)
         try:
-            return await handler(action)
+            return await effect(action)
         except Exception as exc:  # noqa: BLE001 - mapped (or re-raised) by the one error map
             return effect_error(exc, name)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kubernetes_asyncio import client
@@ -35,9 +36,13 @@ class KubeEffector(Effector):
     """Node taints, node conditions and Kubernetes Events through one kubernetes_asyncio
     ApiClient (raw JSON requests and responses)."""
 
-    HANDLES: ClassVar[frozenset[type[Action]]] = frozenset(
-        {TaintNode, UntaintNode, SetNodeCondition, SetClusterStatus, RecordEvent}
-    )
+    TABLE: ClassVar[Mapping[type[Action], str]] = {
+        TaintNode: "_taint",
+        UntaintNode: "_taint",
+        SetNodeCondition: "_condition",
+        SetClusterStatus: "_cluster_status",
+        RecordEvent: "_event",
+    }
 
     def __init__(
         self,
@@ -50,19 +55,14 @@ class KubeEffector(Effector):
         self.custom = client.CustomObjectsApi(api)
         self.component = component
         self.events_namespace = events_namespace
-        super().__init__()
-        self.handlers = {
-            TaintNode: self._taint,
-            UntaintNode: self._taint,
-            SetNodeCondition: self._condition,
-            SetClusterStatus: lambda a: set_cluster_status(self.custom, a),
-            RecordEvent: lambda a: record_event(
-                self.core,
-                a,
-                component=self.component,
-                events_namespace=self.events_namespace,
-            ),
-        }
+
+    async def _cluster_status(self, action: SetClusterStatus) -> EffectResult:
+        return await set_cluster_status(self.custom, action)
+
+    async def _event(self, action: RecordEvent) -> EffectResult:
+        return await record_event(
+            self.core, action, component=self.component, events_namespace=self.events_namespace
+        )
 
     async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -38,16 +39,6 @@ from slurmbridge.runtime.outcomes import EffectResult, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
 
-NODESET_ACTIONS = (
-    CreateNodeSetPod,
-    DeleteNodeSetPod,
-    SetNodeSetStatus,
-    SetPodLabel,
-    ScaleNodeSet,
-    DeleteFailedNodeSetPod,
-    EnsureNodeSetPDB,
-)
-
 
 class NodeSetEffector(Effector):
     """NodeSet actions (Slinky slurm-operator NodeSet controller semantics).
@@ -69,23 +60,21 @@ class NodeSetEffector(Effector):
     Raises Transient / Permanent as the other effectors do.
     """
 
-    HANDLES: ClassVar[frozenset[type[Action]]] = frozenset({*NODESET_ACTIONS})
+    TABLE: ClassVar[Mapping[type[Action], str]] = {
+        CreateNodeSetPod: "_create",
+        DeleteNodeSetPod: "_delete",
+        SetNodeSetStatus: "_status",
+        SetPodLabel: "_label",
+        ScaleNodeSet: "_scale",
+        DeleteFailedNodeSetPod: "_delete_failed",
+        EnsureNodeSetPDB: "_pdb",
+    }
 
     def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.policy = client.PolicyV1Api(api)
         self.slurm = slurm
-        super().__init__()
-        self.handlers = {
-            CreateNodeSetPod: self._create,
-            DeleteNodeSetPod: self._delete,
-            SetNodeSetStatus: self._status,
-            SetPodLabel: self._label,
-            ScaleNodeSet: self._scale,
-            DeleteFailedNodeSetPod: self._delete_failed,
-            EnsureNodeSetPDB: self._pdb,
-        }
 
     async def _create(self, action: CreateNodeSetPod) -> EffectResult:
         ref = action.nodeset

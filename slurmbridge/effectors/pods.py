@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -45,17 +45,6 @@ from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import JobSubmit
 
-POD_ACTIONS = (
-    SubmitSlurmJob,
-    MarkPods,
-    BindPod,
-    CancelSlurmJob,
-    DeletePod,
-    RemovePodFinalizer,
-    SetPodCondition,
-    SetJobExcludedNodes,
-)
-
 
 class PodEffector(Effector):
     """Pod placement and workload actions: they touch both sides, so this effector holds a
@@ -80,7 +69,16 @@ class PodEffector(Effector):
     Raises Transient / Permanent as the other effectors do.
     """
 
-    HANDLES: ClassVar[frozenset[type[Action]]] = frozenset({*POD_ACTIONS})
+    TABLE: ClassVar[Mapping[type[Action], str]] = {
+        SubmitSlurmJob: "_submit",
+        MarkPods: "_mark_pods",
+        BindPod: "_bind",
+        CancelSlurmJob: "_cancel",
+        SetJobExcludedNodes: "_exclusions",
+        DeletePod: "_delete",
+        RemovePodFinalizer: "_unfinalize",
+        SetPodCondition: "_condition",
+    }
 
     def __init__(
         self,
@@ -94,17 +92,6 @@ class PodEffector(Effector):
         self.placeholder_script = placeholder_script
         self.on_job_changed: Callable[[str, int], None] | None = None
         self._events = KubeEffector(api)
-        super().__init__()
-        self.handlers = {
-            SubmitSlurmJob: self._submit,
-            MarkPods: lambda a: self._mark_all(a.pods, a.job_id, a.scheduler_name),
-            BindPod: self._bind,
-            CancelSlurmJob: self._cancel,
-            SetJobExcludedNodes: self._exclusions,
-            DeletePod: self._delete,
-            RemovePodFinalizer: self._unfinalize,
-            SetPodCondition: self._condition,
-        }
 
     def _client(self, cluster: str) -> SlurmClient:
         try:
@@ -208,6 +195,9 @@ class PodEffector(Effector):
                 )
             )
         return EffectResult("rejected", message)
+
+    async def _mark_pods(self, action: MarkPods) -> EffectResult:
+        return await self._mark_all(action.pods, action.job_id, action.scheduler_name)
 
     async def _mark_all(
         self,

@@ -20,7 +20,7 @@ _SIDES: tuple[tuple[type[Effector], str], ...] = (
 
 
 class Router:
-    """Sends each action to the effector that handles its type (:attr:`Effector.HANDLES`).
+    """Sends each action to the effector that handles its type (:attr:`Effector.TABLE`).
 
     An effector that is ``None`` is not configured here: its actions fail Permanent with
     the reason of :data:`_SIDES`.
@@ -40,7 +40,7 @@ class Router:
             NodeSetEffector: nodesets,
         }
         self.table: dict[type[Action], tuple[Effector | None, str]] = {
-            kind: (given[cls], missing) for cls, missing in _SIDES for kind in cls.HANDLES
+            kind: (given[cls], missing) for cls, missing in _SIDES for kind in cls.TABLE
         }
 
     async def apply(self, action: AnyAction) -> EffectResult:

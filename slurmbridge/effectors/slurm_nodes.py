@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 from schemas.actions import (
@@ -13,19 +15,22 @@ from schemas.actions import (
     UpdateSlurmNodeFeatures,
     UpdateSlurmNodeTopology,
 )
-from slurmbridge.effectors.common import NODE_ALREADY_EXISTS, Effector, Handler, no_client
+from slurmbridge.effectors.common import NODE_ALREADY_EXISTS, Effector, no_client
 from slurmbridge.runtime.outcomes import EffectResult
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import NodeUpdate
 
+_Effect = Callable[["SlurmEffector", Any], Awaitable[EffectResult]]
 
-def _gone_is_noop(effect: Handler) -> Handler:
+
+def _gone_is_noop(effect: _Effect) -> _Effect:
     """A node action on a node Slurm no longer has is done: nothing is left to change."""
 
-    async def run(action: Any) -> EffectResult:
+    @functools.wraps(effect)
+    async def run(self: SlurmEffector, action: Any) -> EffectResult:
         try:
-            return await effect(action)
+            return await effect(self, action)
         except slurm_errors.NotFound:
             return EffectResult("noop", "Slurm node is gone")
 
@@ -39,31 +44,17 @@ class SlurmEffector(Effector):
     it is DRAIN with one of our reasons and runs nothing (fail closed).
     """
 
-    HANDLES: ClassVar[frozenset[type[Action]]] = frozenset(
-        {
-            DrainSlurmNode,
-            UndrainSlurmNode,
-            CreateSlurmNode,
-            DeleteSlurmNode,
-            UpdateSlurmNodeFeatures,
-            UpdateSlurmNodeTopology,
-        }
-    )
+    TABLE: ClassVar[Mapping[type[Action], str]] = {
+        DrainSlurmNode: "_drain",
+        UndrainSlurmNode: "_undrain",
+        CreateSlurmNode: "_create",
+        DeleteSlurmNode: "_delete",
+        UpdateSlurmNodeFeatures: "_features",
+        UpdateSlurmNodeTopology: "_topology",
+    }
 
     def __init__(self, clients: dict[str, SlurmClient]) -> None:
         self.clients = clients
-        super().__init__()
-        self.handlers = {
-            t: _gone_is_noop(h)
-            for t, h in (
-                (DrainSlurmNode, self._drain),
-                (UndrainSlurmNode, self._undrain),
-                (CreateSlurmNode, self._create),
-                (DeleteSlurmNode, self._delete),
-                (UpdateSlurmNodeFeatures, self._features),
-                (UpdateSlurmNodeTopology, self._topology),
-            )
-        }
 
     def _client(self, cluster: str) -> SlurmClient:
         try:
@@ -71,6 +62,7 @@ class SlurmEffector(Effector):
         except KeyError:
             raise no_client(cluster) from None
 
+    @_gone_is_noop
     async def _drain(self, action: DrainSlurmNode) -> EffectResult:
         c = self._client(action.cluster)
         c.require("update_node")  # v0.0.38 cannot: fail before any request
@@ -80,6 +72,7 @@ class SlurmEffector(Effector):
         await c.drain(action.node, action.reason)
         return EffectResult("ok")
 
+    @_gone_is_noop
     async def _undrain(self, action: UndrainSlurmNode) -> EffectResult:
         c = self._client(action.cluster)
         c.require("update_node")
@@ -91,6 +84,7 @@ class SlurmEffector(Effector):
         await c.undrain(action.node)
         return EffectResult("ok")
 
+    @_gone_is_noop
     async def _create(self, action: CreateSlurmNode) -> EffectResult:
         c = self._client(action.cluster)
         c.require("create_node")  # before v0.0.44 there is no POST /new/node/
@@ -104,6 +98,7 @@ class SlurmEffector(Effector):
             raise
         return EffectResult("ok")
 
+    @_gone_is_noop
     async def _delete(self, action: DeleteSlurmNode) -> EffectResult:
         c = self._client(action.cluster)
         c.require("delete_node")
@@ -115,6 +110,7 @@ class SlurmEffector(Effector):
         await c.delete_node(action.node)
         return EffectResult("ok")
 
+    @_gone_is_noop
     async def _features(self, action: UpdateSlurmNodeFeatures) -> EffectResult:
         c = self._client(action.cluster)
         c.require("update_node")
@@ -124,6 +120,7 @@ class SlurmEffector(Effector):
         await c.update_node(action.node, NodeUpdate(features=action.features))
         return EffectResult("ok")
 
+    @_gone_is_noop
     async def _topology(self, action: UpdateSlurmNodeTopology) -> EffectResult:
         c = self._client(action.cluster)
         c.require("update_node")

@@ -55,7 +55,7 @@ from schemas.events import (
     Event,
     KubeListed,
 )
-from slurmbridge.kube.api import ApiStatusError, check_status, describe, retry_after
+from slurmbridge.kube.api import ApiStatusError, check_status, describe, read_raw, retry_after
 from slurmbridge.kube.wire import DECODE_LIST_PAGE, DECODE_STATUS, DECODE_WATCH
 from slurmbridge.observability import metrics
 from slurmbridge.runtime.gcpause import collector_paused
@@ -420,12 +420,7 @@ class Watcher(Generic[E]):
             paging: dict[str, Any] = {"limit": self.list_page_size}
             if token:
                 paging["_continue"] = token
-            resp: Any = await self._call(**self._selector(), **paging)
-            try:
-                body = await resp.read()
-            finally:
-                resp.release()
-            check_status(resp, body)
+            body = await read_raw(self._call(**self._selector(), **paging))
             batch: list[tuple[E, str]] = []
             # A page makes thousands of long-lived objects at once: collections during it
             # would only re-scan them (slurmbridge.runtime.gcpause; no await inside).
