@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from reconcilers import placement
+from reconcilers import nodeset, placement
 from schemas import streams, wellknown
 from schemas.actions import BindPod, DrainSlurmNode, SubmitSlurmJob
 from slurmbridge.app import App
@@ -299,9 +299,31 @@ async def test_chaos_keeps_every_invariant() -> None:
             raise AssertionError(
                 f"groups not done: {describe(stack, groups_done())}\n{state}"
             ) from None
-        await stack.wait_for(
-            lambda: nodeset_pods() == replicas, timeout=60, what="NodeSet at its replicas"
-        )
+        try:
+            await stack.wait_for(
+                lambda: nodeset_pods() == replicas, timeout=60, what="NodeSet at its replicas"
+            )
+        except TimeoutError:
+            app = stack.app
+            assert app is not None
+            decision = nodeset.decide(nodeset.view(app.projection, f"{NS}/cs", app.ctx))
+            pods = [
+                (
+                    p["metadata"]["name"],
+                    (p.get("status") or {}).get("phase"),
+                    bool(p["metadata"].get("deletionTimestamp")),
+                    p["spec"].get("nodeName"),
+                )
+                for p in stack.kube.list("pods", NS)
+                if p["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == "cs"
+            ]
+            slurm = {n: stack.slurm.node(n).state for n in stack.slurm.nodes if n.startswith("cs-")}
+            raise AssertionError(
+                f"NodeSet cs: {nodeset_pods()} pods for {replicas} replicas\n"
+                f"decide: {decision.reason} {decision.actions} "
+                f"requeue={decision.requeue_after}\npods: {pods}\nSlurm: {slurm}\n"
+                f"workers: { {n: (w.caught_up, w.idle) for n, w in app.workers.items()} }"
+            ) from None
 
         def live_jobs() -> list[int]:
             return [
