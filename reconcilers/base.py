@@ -56,6 +56,8 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     ``default_partition``: the partition of placeholder jobs whose pods name none (Slinky's
     ``partition`` setting; ``""`` = Slurm's default partition). ``mcs_label``: the MCS label
     placeholder jobs carry (Slinky's ``mcsLabel`` setting; ``""`` = none).
+    ``propagated_node_conditions``: node condition types whose True conditions make a
+    cordoned node's slurmd drain reason (slurm-operator ``propagatedNodeConditions``).
     """
 
     scheduler_name: str
@@ -64,6 +66,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     stuck_pod_grace_s: float = 300.0
     default_partition: str = ""
     mcs_label: str = ""
+    propagated_node_conditions: tuple[str, ...] = ()
 
 
 def kube_listed(store: Store, *listings: str) -> bool:

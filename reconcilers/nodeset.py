@@ -37,13 +37,23 @@ hostname, as slurmd registers it).
 6. **Status.** ``replicas``, ``readyReplicas``, ``availableReplicas`` from the pods;
    ``slurmIdle`` / ``slurmAllocated`` / ``slurmDown`` / ``slurmDrain`` from their Slurm nodes;
    ``observedGeneration``; ``selector``. Written only when it changed.
+7. **Cordon sync.** A live pod that is not condemned follows its Kubernetes node's cordon
+   and its own ``nodeset.slinky.slurm.net/pod-cordon`` annotation: drained while either
+   asks, undrained when neither does and the drain is ours — never an administrator's or
+   an unresponsive node's (rules and sources in :mod:`reconcilers._slurmd`). This
+   supersedes rule 3's narrower undrain (it undrains any ``slurm-operator: `` reason).
+8. **Slurm state on the pods.** Every live pod carries ``SlurmNodeState<State>``
+   conditions mirroring its Slurm node, with Slurm's reason as message, written only when
+   they change (:mod:`reconcilers._slurmd`).
 
 Clusters: ``clusterName`` empty or equal to ``slurm.cluster`` means slurmbridge's static
 Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.cluster.served`),
 else the NodeSet is left alone and the decision says why.
 
 Not yet: ``updateStrategy`` is not applied to existing pods (a changed template reaches only
-new pods).
+new pods); v1beta1's ``scalingMode: DaemonSet``, ``pinToNode``, ``partition``,
+``extraConf`` and ``pruneSlurmNodeRecords`` are read but not acted on (a DaemonSet-mode
+NodeSet is left alone and the decision says so).
 """
 
 from __future__ import annotations
@@ -53,8 +63,16 @@ from typing import Final
 
 import msgspec
 
+from reconcilers import _slurmd
 from reconcilers import cluster as cluster_rules
-from reconcilers.base import Context, Decision, ReconcilerSpec, Store, slurm_listed
+from reconcilers.base import (
+    Context,
+    Decision,
+    ReconcilerSpec,
+    Store,
+    kube_listed,
+    slurm_listed,
+)
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,
@@ -68,12 +86,22 @@ from schemas.actions import (
     RecordEvent,
     SetNodeSetStatus,
     SetPodLabel,
-    UndrainSlurmNode,
 )
-from schemas.events import KubeNodeSet, KubePod, NodeSetStatus, SlurmCluster, SlurmNode
+from schemas.events import (
+    KubeNode,
+    KubeNodeSet,
+    KubePod,
+    NodeSetStatus,
+    SlurmCluster,
+    SlurmNode,
+)
 from schemas.subjects import KUBE_SOURCE, slurm_source
 
 NAME: Final = "nodeset"
+#: The node watcher's listing name (producers.kube.watch NodeWatcher.resource).
+NODES_LISTING: Final = "nodes"
+#: The version slurmbridge reads and writes NodeSets at (the CRD's storage version).
+API_VERSION: Final = "slinky.slurm.net/v1beta1"
 LABEL_NAME: Final = "app.kubernetes.io/name"
 LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
 SLURMD: Final = "slurmd"
@@ -101,6 +129,13 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The log holds a complete, current listing of the cluster (base.slurm_listed): only
     #: then is a pod without a Slurm node "unknown to Slurm" and deletable undrained.
     slurm_listed: bool = False
+    #: The Kubernetes nodes the pods are bound to, by name (rule 7).
+    kube_nodes: dict[str, KubeNode] = {}
+    #: Node condition types that make a cordon's drain reason (Context).
+    propagated_node_conditions: tuple[str, ...] = ()
+    #: The log holds a complete Kubernetes node listing (base.kube_listed): a pod's node
+    #: missing from ``kube_nodes`` is then gone, not merely unseen yet.
+    nodes_listed: bool = False
 
 
 def pod_name(nodeset: str, ordinal: int, padding: int) -> str:
@@ -160,7 +195,7 @@ def _ref(p: KubePod) -> PodRef:
 
 def _event(ns: KubeNodeSet, reason: str, message: str, *, warning: bool = False) -> RecordEvent:
     return RecordEvent(
-        api_version="slinky.slurm.net/v1alpha1",
+        api_version=API_VERSION,
         object_kind="NodeSet",
         name=ns.name,
         namespace=ns.namespace,
@@ -219,6 +254,8 @@ def decide(v: View | None) -> Decision:
     ns = v.nodeset
     if not v.served:
         return Decision(reason=f"Slurm cluster {ns.cluster_name!r} is not served here")
+    if ns.scaling_mode != "StatefulSet":
+        return Decision(reason=f"scalingMode {ns.scaling_mode} is not supported yet; left alone")
     ref = NodeSetRef(namespace=ns.namespace, name=ns.name, uid=ns.uid)
     live = [p for p in v.pods if not p.deleting and not p.terminal]
     actions: list[AnyAction] = []
@@ -317,13 +354,24 @@ def decide(v: View | None) -> Decision:
 
     doomed = {p.name for p in condemned}
     pdb_ensured = False
+    cordons: list[str] = []
     for p in live:
         node = v.slurm.get(p.name)
+        actions += _slurmd.condition_actions(p, node, slurm_listed=v.slurm_listed)
         if p.name in doomed or node is None:
             continue
-        ours = wellknown.scale_in_drain_reason(p.namespace, p.name)
-        if node.has("DRAIN") and node.reason == ours:
-            actions.append(UndrainSlurmNode(cluster=v.cluster, node=p.name, owned_prefixes=(ours,)))
+        kube_node = v.kube_nodes.get(p.node_name) if p.node_name else None
+        synced, why = _slurmd.cordon_actions(
+            p,
+            kube_node,
+            node,
+            v.cluster,
+            v.propagated_node_conditions,
+            nodes_listed=v.nodes_listed,
+        )
+        actions += synced
+        if why:
+            cordons.append(why)
         protected = p.labels.get(wellknown.LABEL_POD_PROTECT) == "true"
         if is_busy(node) and not protected:
             if not pdb_ensured:
@@ -342,7 +390,7 @@ def decide(v: View | None) -> Decision:
     return Decision(
         actions=tuple(actions),
         requeue_after=requeue,
-        reason=f"{len(live)} live pod(s), {want} wanted",
+        reason=f"{len(live)} live pod(s), {want} wanted" + "".join(f"; {why}" for why in cordons),
     )
 
 
@@ -363,6 +411,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     cluster = (ns.cluster_name if ns is not None else "") or ctx.cluster
     source = slurm_source(cluster)
     slurm = {p.name: n for p in pods if (n := store.get(SlurmNode, p.name, source)) is not None}
+    kube_nodes = {
+        p.node_name: k
+        for p in pods
+        if p.node_name and (k := store.get(KubeNode, p.node_name, KUBE_SOURCE)) is not None
+    }
     return View(
         nodeset=ns,
         pods=pods,
@@ -371,6 +424,9 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         served=is_served(store, cluster, ctx),
         now=ctx.now,
         slurm_listed=slurm_listed(store, cluster),
+        kube_nodes=kube_nodes,
+        propagated_node_conditions=ctx.propagated_node_conditions,
+        nodes_listed=kube_listed(store, NODES_LISTING),
     )
 
 
@@ -413,6 +469,17 @@ def _of_slurm_node(event: SlurmNode, store: Store, ctx: Context) -> Iterable[str
     return sorted(keys)
 
 
+def _on_kube_node(event: KubeNode, store: Store, _ctx: Context) -> Iterable[str]:
+    """The NodeSets with a slurmd pod on the node (its cordon, annotations or conditions
+    may have changed: slurm-operator eventhandler/eventhandler_node.go)."""
+    keys = set()
+    for p in store.by_field(KubePod, "node_name", event.key):
+        instance = p.labels.get(LABEL_INSTANCE)
+        if p.labels.get(LABEL_NAME) == SLURMD and instance:
+            keys.add(f"{p.namespace}/{instance}")
+    return sorted(keys)
+
+
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
     """Every NodeSet."""
     del ctx
@@ -426,6 +493,7 @@ SPEC = ReconcilerSpec(
         KubePod: _of_slurmd_pod,
         SlurmNode: _of_slurm_node,
         SlurmCluster: _served_by,
+        KubeNode: _on_kube_node,
     },
     key_kind="KubeNodeSet",
     all_keys=all_keys,

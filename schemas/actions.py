@@ -295,6 +295,24 @@ class SetPodCondition(Action, frozen=True, kw_only=True, tag="SetPodCondition"):
     message: str
 
 
+class SlurmStateCondition(msgspec.Struct, frozen=True, kw_only=True):
+    """One ``SlurmNodeState<State>`` pod condition: ``type`` and ``message`` (Slurm's reason);
+    its status is always ``"True"`` (slurm-operator slurmcontrol.go ``nodeState``)."""
+
+    type: str
+    message: str = ""
+
+
+class SetSlurmNodeConditions(Action, frozen=True, kw_only=True, tag="SetSlurmNodeConditions"):
+    """Make pod ``pod``'s ``SlurmNodeState*`` conditions exactly ``conditions`` (each
+    ``status: "True"``; the others of that prefix removed; conditions of other types kept),
+    as slurm-operator nodeset_sync_status.go ``applySlurmPodConditions`` does. The effector
+    re-reads the pod (uid precondition) and writes nothing when they already match."""
+
+    pod: PodRef
+    conditions: tuple[SlurmStateCondition, ...] = ()
+
+
 class NodeSetRef(msgspec.Struct, frozen=True, kw_only=True):
     """One NodeSet: ``namespace``, ``name`` and ``uid`` (a re-created NodeSet is another)."""
 
@@ -441,6 +459,7 @@ AnyAction = (
     | SetJobExcludedNodes
     | DeleteFailedNodeSetPod
     | EnsureNodeSetPDB
+    | SetSlurmNodeConditions
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]

@@ -75,6 +75,9 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     ``cpu_millis`` and ``memory_bytes`` come from ``status.capacity``; ``gpus`` is the sum of
     ``nvidia.com/gpu`` and ``amd.com/gpu`` capacity. ``conditions`` holds only the conditions
     slurmbridge sets (types starting with ``Slurm``), so kubelet heartbeats are not events.
+    ``true_conditions``: the other conditions whose status is ``True``, except ``Ready``
+    (Node Problem Detector's ``GPUProblem`` …), without their heartbeat times; a cordoned
+    node's slurmd drain reason may be built from them (reconcilers.nodeset).
     """
 
     uid: str = ""
@@ -87,6 +90,7 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     memory_bytes: int = 0
     gpus: int = 0
     conditions: tuple[NodeCondition, ...] = ()
+    true_conditions: tuple[NodeCondition, ...] = ()
 
     def condition(self, type_: str) -> NodeCondition | None:
         """The condition of type ``type_``, if the node has it."""
@@ -94,7 +98,8 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
 
 
 class PodCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A Kubernetes pod condition (only ``PodScheduled`` is carried, see KubePod).
+    """A Kubernetes pod condition (only ``PodScheduled`` and ``SlurmNodeState*`` are carried,
+    see KubePod).
 
     ``last_transition``: ``lastTransitionTime`` as epoch seconds (0 when absent).
     """
@@ -128,7 +133,8 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     ``gpus``: ``nvidia.com/gpu`` + ``amd.com/gpu`` limits of the containers (the larger of the
     sum and the largest init container). ``gpu_kinds``: which of the two were asked for.
     ``annotations`` keeps only Slinky's (``*slinky.slurm.net/*``); ``conditions`` only
-    ``PodScheduled``; ``tolerations`` only the keys of tolerations (``""`` = tolerates all).
+    ``PodScheduled`` and the ``SlurmNodeState*`` ones (slurmd pods, reconcilers.nodeset);
+    ``tolerations`` only the keys of tolerations (``""`` = tolerates all).
     ``created_at``: ``metadata.creationTimestamp`` in epoch seconds.
     ``cpu_millis_max`` / ``memory_bytes_max``: the most the pod may use — per container the
     larger of request and limit (aggregated as requests are, plus overhead), or the pod-level
@@ -263,11 +269,20 @@ class NodeSetStatus(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     """A Slinky NodeSet (``nodesets.slinky.slurm.net``). ``key`` is ``namespace/name``.
 
-    ``replicas``: desired pods (``spec.replicas``, default 1). ``cluster_name``:
-    ``spec.clusterName`` (``""`` = slurmbridge's static cluster). ``ordinal_padding``: digits
-    of the pod ordinals. ``selector``: ``spec.selector.matchLabels``. ``generation``:
-    ``metadata.generation``. ``deleting``: ``deletionTimestamp`` is set. ``annotations``
-    keeps only Slinky's and slurmbridge's (``*slinky.slurm.net/*``, ``*slurmbridge.dev/*``).
+    ``replicas``: desired pods (``spec.replicas``, default 1). ``cluster_name``: v1beta1's
+    ``spec.controllerRef.name``, else v1alpha1's ``spec.clusterName`` (``""`` = slurmbridge's
+    static cluster). ``ordinal_padding``: digits of the pod ordinals. ``selector``:
+    ``spec.selector.matchLabels`` (v1alpha1 only). ``generation``: ``metadata.generation``.
+    ``deleting``: ``deletionTimestamp`` is set. ``annotations`` keeps only Slinky's and
+    slurmbridge's (``*slinky.slurm.net/*``, ``*slurmbridge.dev/*``).
+
+    v1beta1 (slurm-operator 1.x) fields, defaulted as its CRD defaults them:
+    ``scaling_mode`` (``StatefulSet`` | ``DaemonSet``), ``partition_enabled`` /
+    ``partition_config`` (``spec.partition``), ``extra_conf``, ``pin_to_node``,
+    ``workload_disruption_protection`` (default True), ``prune_slurm_node_records``
+    (``Never`` | ``NodeNotFound``), ``update_strategy`` (``RollingUpdate`` | ``OnDelete`` |
+    ``ScheduledUpdate``), ``min_ready_seconds``. ``api_version``: the version the object
+    was read at (``slinky.slurm.net/v1beta1`` or ``…/v1alpha1``).
     """
 
     uid: str = ""
@@ -282,6 +297,16 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     annotations: dict[str, str] = {}
     deleting: bool = False
     status: NodeSetStatus = NodeSetStatus()
+    scaling_mode: str = "StatefulSet"
+    partition_enabled: bool = False
+    partition_config: str = ""
+    extra_conf: str = ""
+    pin_to_node: bool = False
+    workload_disruption_protection: bool = True
+    prune_slurm_node_records: str = "Never"
+    update_strategy: str = "RollingUpdate"
+    min_ready_seconds: int = 0
+    api_version: str = ""
 
 
 class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):

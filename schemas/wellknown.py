@@ -49,6 +49,16 @@ JOB_ENDED_STATES: Final = frozenset(
 
 # --- NodeSets (slurm-operator) ---------------------------------------------------------------
 ANNOTATION_POD_DELETION_COST: Final = "nodeset.slinky.slurm.net/pod-deletion-cost"
+#: On a slurmd pod: ``"true"`` asks for its Slurm node to be drained; removing it undrains
+#: (our drains only). slurm-operator api/v1beta1/well_known.go ``AnnotationPodCordon``,
+#: read as podutils ``IsPodCordon`` does (the value must be exactly ``"true"``).
+ANNOTATION_POD_CORDON: Final = "nodeset.slinky.slurm.net/pod-cordon"
+#: On a Kubernetes node: the drain reason its slurmd pods' Slurm nodes get when it is
+#: cordoned (slurm-operator api/v1beta1/well_known.go ``AnnotationNodeCordonReason``).
+ANNOTATION_NODE_CORDON_REASON: Final = "nodeset.slinky.slurm.net/node-cordon-reason"
+#: Prefix of the pod conditions that mirror a slurmd pod's Slurm node state
+#: (slurm-operator pkg/conditions/conditions.go ``PodStatePrefix``).
+SLURM_NODE_STATE_PREFIX: Final = "SlurmNodeState"
 LABEL_POD_PROTECT: Final = "nodeset.slinky.slurm.net/pod-protect"
 #: slurmbridge's own: a NodeSet's failed pods, ``{"<pod>": [failures, last epoch s, uid], …}``
 #: (JSON),
@@ -101,6 +111,22 @@ def cordon_drain_reason(kube_node: str) -> str:
 def scale_in_drain_reason(namespace: str, pod: str) -> str:
     """Reason set on a Slurm node drained before its NodeSet pod is deleted (slurm-operator)."""
     return f"{OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) is pending termination for scale-in"
+
+
+def node_cordon_drain_reason(kube_node: str, namespace: str, pod: str) -> str:
+    """Reason set on the Slurm node of a slurmd pod whose Kubernetes node is cordoned, when the
+    node names no reason (slurm-operator internal/controller/nodeset/nodeset_sync.go
+    ``syncCordon``; the ``slurm-operator: `` prefix as slurmcontrol.go ``FormatNodeReason``)."""
+    return (
+        f"{OPERATOR_REASON_PREFIX}Node ({kube_node}) was cordoned, "
+        f"Pod ({namespace}/{pod}) must be cordoned"
+    )
+
+
+def pod_cordon_drain_reason(namespace: str, pod: str) -> str:
+    """Reason set on a slurmd pod's Slurm node when the pod carries ``pod-cordon=true``
+    (slurm-operator nodeset_sync.go ``syncCordon``)."""
+    return f"{OPERATOR_REASON_PREFIX}Pod ({namespace}/{pod}) was cordoned"
 
 
 def is_our_reason(reason: str) -> bool:

@@ -181,6 +181,7 @@ class App:
             stuck_pod_grace_s=settings.kube.stuck_pod_grace,
             default_partition=settings.partition or "",
             mcs_label=settings.mcs_label or "",
+            propagated_node_conditions=tuple(settings.propagated_node_conditions),
         )
 
     @property

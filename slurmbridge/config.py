@@ -242,6 +242,9 @@ class Settings(_Base):
     ``runtime_dir``: where ``run`` and ``demo`` leave a file naming their NATS while they run,
     so ``tail``, ``explain``, ``replay`` and ``streams`` find it without ``--nats-url`` (None ⇒
     ``$XDG_RUNTIME_DIR/slurmbridge``, else ``<temp dir>/slurmbridge-<uid>``).
+    ``propagated_node_conditions``: Kubernetes node condition types whose True conditions
+    become the drain reason of a cordoned node's slurmd pods (slurm-operator's Helm value
+    ``propagatedNodeConditions``; empty: its default reason).
     """
 
     scheduler_name: str = wellknown.DEFAULT_SCHEDULER_NAME
@@ -259,6 +262,7 @@ class Settings(_Base):
     leases: LeaseSettings = msgspec.field(default_factory=LeaseSettings)
     instance_id: str = ""
     runtime_dir: str | None = None
+    propagated_node_conditions: list[str] = []
 
     @property
     def slurm_url(self) -> str | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
-from schemas import subjects
+from schemas import subjects, wellknown
 from schemas.events import (
     Event,
     KubeNode,
@@ -132,6 +132,11 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
             NodeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
             for c in status.conditions or []
             if c.type.startswith("Slurm")
+        ),
+        true_conditions=tuple(
+            NodeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
+            for c in status.conditions or []
+            if c.status == "True" and c.type != "Ready" and not c.type.startswith("Slurm")
         ),
         cpu_millis=_capacity(cap, "cpu", 1000),
         memory_bytes=_capacity(cap, "memory", 1),
@@ -259,7 +264,7 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
                 last_transition=_epoch(c.lastTransitionTime),
             )
             for c in status.conditions or []
-            if c.type == "PodScheduled"
+            if c.type == "PodScheduled" or c.type.startswith(wellknown.SLURM_NODE_STATE_PREFIX)
         ),
         tolerations=tuple(
             sorted({t.key or "" for t in spec.tolerations or [] if t.key or t.operator == "Exists"})
@@ -312,8 +317,16 @@ def workload_to_event(raw: RawWorkload, *, producer: str, observed_at: int) -> K
 
 
 def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> KubeNodeSet:
-    """Translate a raw NodeSet (pure)."""
+    """Translate a raw NodeSet of either served version (pure).
+
+    The Slurm cluster is v1beta1's ``spec.controllerRef.name`` (slurm-operator 1.x names its
+    Controller object there; slurmbridge reads it as the Cluster's name), else v1alpha1's
+    ``spec.clusterName``; the v1beta1 fields keep their CRD defaults when absent (see
+    KubeNodeSet).
+    """
     md, spec, st = raw.metadata, raw.spec, raw.status
+    ref = spec.controllerRef.name if spec.controllerRef is not None else ""
+    wdp = spec.workloadDisruptionProtection
     return KubeNodeSet(
         source=subjects.KUBE_SOURCE,
         key=f"{md.namespace}/{md.name}",
@@ -325,7 +338,7 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
         name=md.name,
         generation=md.generation,
         replicas=spec.replicas if spec.replicas is not None else 1,
-        cluster_name=spec.clusterName,
+        cluster_name=ref or spec.clusterName,
         ordinal_padding=spec.ordinalPadding,
         service_name=spec.serviceName,
         selector=dict((spec.selector.matchLabels if spec.selector else None) or {}),
@@ -346,6 +359,16 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
             observed_generation=st.observedGeneration,
             selector=st.selector,
         ),
+        scaling_mode=spec.scalingMode or "StatefulSet",
+        partition_enabled=spec.partition.enabled,
+        partition_config=spec.partition.config,
+        extra_conf=spec.extraConf,
+        pin_to_node=spec.pinToNode,
+        workload_disruption_protection=True if wdp is None else wdp,
+        prune_slurm_node_records=spec.pruneSlurmNodeRecords or "Never",
+        update_strategy=spec.updateStrategy.type or "RollingUpdate",
+        min_ready_seconds=spec.minReadySeconds,
+        api_version=raw.apiVersion,
     )
 
 

@@ -166,17 +166,18 @@ class SlurmdPodWatcher(PodWatcher):
 
 
 class _SlinkyWatcher(KubeWatcher[E]):
-    """List + watch one ``slinky.slurm.net/v1alpha1`` resource (all namespaces). Without its
-    CRD (404) it retries slowly, as :class:`WorkloadWatcher` does. Subclasses give the
-    decoders and :meth:`_translate`; the tombstone keeps uid, namespace and name."""
+    """List + watch one ``slinky.slurm.net`` resource at :attr:`version` (all namespaces).
+    Without its CRD (404) it retries slowly, as :class:`WorkloadWatcher` does. Subclasses give
+    the decoders and :meth:`_translate`; the tombstone keeps uid, namespace and name."""
 
     _list: msgspec.json.Decoder[Any]
     _item: msgspec.json.Decoder[Any]
     event_type: type[E]
+    version: str = "v1alpha1"
 
     async def _call(self, **kwargs: Any) -> Any:
         return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
-            "slinky.slurm.net", "v1alpha1", self.resource, **kwargs, _preload_content=False
+            "slinky.slurm.net", self.version, self.resource, **kwargs, _preload_content=False
         )
 
     def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
@@ -189,9 +190,16 @@ class _SlinkyWatcher(KubeWatcher[E]):
 
 class NodeSetWatcher(_SlinkyWatcher[events.KubeNodeSet]):
     """List + watch Slinky NodeSets (``nodesets.slinky.slurm.net``), publishing
-    ``KubeNodeSet`` observations."""
+    ``KubeNodeSet`` observations.
+
+    Read at ``v1beta1``, the storage version: with the CRD's ``conversion: None`` every
+    NodeSet — written at v1alpha1 or v1beta1 — is served there, with only ``apiVersion``
+    changed; the v1beta1 schema keeps v1alpha1's ``clusterName``, ``serviceName`` and
+    ``selector`` so those survive storage, and the translation reads both shapes
+    (deploy/crds/nodesets.slinky.slurm.net.yaml, docs/deploy.md)."""
 
     resource = "nodesets"
+    version = "v1beta1"
     _list = DECODE_NODESET_LIST
     _item = DECODE_NODESET
     event_type = events.KubeNodeSet

@@ -253,6 +253,7 @@ def context_of(settings: Settings) -> Context:
         stuck_pod_grace_s=settings.kube.stuck_pod_grace,
         default_partition=settings.partition or "",
         mcs_label=settings.mcs_label or "",
+        propagated_node_conditions=tuple(settings.propagated_node_conditions),
     )
 
 

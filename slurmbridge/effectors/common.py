@@ -61,7 +61,7 @@ async def merge_custom(
     try:
         await read_raw(
             call(
-                *NODESET_API,
+                *slinky_api(plural),
                 namespace,
                 plural,
                 name,
@@ -131,7 +131,16 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-NODESET_API = ("slinky.slurm.net", "v1alpha1")
+#: NodeSets are read and written at v1beta1, their storage version: a write at v1alpha1
+#: would drop the v1beta1-only fields (the CRD's ``conversion: None`` prunes by the version
+#: written). Clusters are served at v1alpha1 only.
+NODESET_API = ("slinky.slurm.net", "v1beta1")
+CLUSTER_API = ("slinky.slurm.net", "v1alpha1")
+
+
+def slinky_api(plural: str) -> tuple[str, str]:
+    """Group and version at which slurmbridge reads and writes ``plural`` (nodesets, clusters)."""
+    return NODESET_API if plural == "nodesets" else CLUSTER_API
 
 
 async def ok_unless_gone(write: Awaitable[object], what: str, done: str = "") -> EffectResult:
@@ -179,7 +188,7 @@ async def read_slinky(
     """
     try:
         obj: dict[str, Any] = await custom.get_namespaced_custom_object(
-            *NODESET_API, namespace, plural, name
+            *slinky_api(plural), namespace, plural, name
         )
     except ApiException as exc:
         if exc.status == 404:

@@ -20,15 +20,18 @@ from schemas.actions import (
     ScaleNodeSet,
     SetNodeSetStatus,
     SetPodLabel,
+    SetSlurmNodeConditions,
 )
 from slurmbridge.effectors.common import (
     JSON_PATCH,
+    MERGE,
     NODESET_API,
     Effector,
     create_unless_exists,
     json_pointer,
     merge_custom,
     no_client,
+    now_rfc3339,
     patch_pod,
     read_pod,
     read_slinky,
@@ -56,6 +59,7 @@ class NodeSetEffector(Effector):
       ``/metadata/uid``; scale: see :meth:`_scale`. (A ``metadata.uid`` in a merge patch is
       no precondition on a real API server: 422 on a main resource, ignored on a custom
       resource's ``/status`` and ``/scale``.)
+    * Slurm state conditions: see :meth:`_slurm_conditions`.
 
     Raises Transient / Permanent as the other effectors do.
     """
@@ -68,6 +72,7 @@ class NodeSetEffector(Effector):
         ScaleNodeSet: "_scale",
         DeleteFailedNodeSetPod: "_delete_failed",
         EnsureNodeSetPDB: "_pdb",
+        SetSlurmNodeConditions: "_slurm_conditions",
     }
 
     def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
@@ -89,6 +94,19 @@ class NodeSetEffector(Effector):
         tmeta = template.get("metadata") or {}
         pod_spec = dict(template.get("spec") or {})
         pod_spec["hostname"] = action.pod_name
+        slurmd = spec.get("slurmd") or {}
+        if slurmd:
+            # v1beta1 (slurm-operator 1.x) gives the slurmd container apart from the
+            # template: it is merged over the template's container of that name, or added.
+            cname = slurmd.get("name") or "slurmd"
+            containers = list(pod_spec.get("containers") or [])
+            at = next((i for i, c in enumerate(containers) if c.get("name") == cname), None)
+            merged = {**(containers[at] if at is not None else {}), **slurmd, "name": cname}
+            if at is None:
+                containers.insert(0, merged)
+            else:
+                containers[at] = merged
+            pod_spec["containers"] = containers
         if spec.get("serviceName"):
             pod_spec["subdomain"] = spec["serviceName"]
         pod = {
@@ -120,6 +138,61 @@ class NodeSetEffector(Effector):
         return await create_unless_exists(
             create(ref.namespace, pod, _preload_content=False), f"pod {action.pod_name}"
         )
+
+    async def _slurm_conditions(self, action: SetSlurmNodeConditions) -> EffectResult:
+        """Read the pod as JSON (gone, or another uid ⇒ noop), make its ``SlurmNodeState*``
+        conditions exactly the action's (each ``True``; ``lastTransitionTime`` kept for one
+        already True, else now; the other conditions untouched, unknown fields included),
+        and merge-patch ``pods/status`` with the whole list and the resourceVersion read as
+        precondition (409 ⇒ retried: a kubelet update came in between). Nothing is written
+        when the conditions already match (slurm-operator nodeset_sync_status.go
+        ``applySlurmPodConditions``)."""
+        pod = action.pod
+        try:
+            raw: dict[str, Any] = msgspec.json.decode(
+                await read_raw(
+                    self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        meta = raw.get("metadata") or {}
+        if pod.uid and meta.get("uid") != pod.uid:
+            return EffectResult("noop", "another pod of that name now")
+        current: list[dict[str, Any]] = list((raw.get("status") or {}).get("conditions") or [])
+        prefix = wellknown.SLURM_NODE_STATE_PREFIX
+        mine = {c.get("type"): c for c in current if str(c.get("type", "")).startswith(prefix)}
+        wanted = []
+        for c in action.conditions:
+            old = mine.get(c.type) or {}
+            since = old.get("lastTransitionTime") if old.get("status") == "True" else None
+            entry = {"type": c.type, "status": "True", "lastTransitionTime": since or now_rfc3339()}
+            if c.message:
+                entry["message"] = c.message
+            wanted.append(entry)
+        if {(c["type"], c.get("message", "")) for c in wanted} == {
+            (t, c.get("message", "")) for t, c in mine.items() if c.get("status") == "True"
+        } and len(mine) == len(wanted):
+            return EffectResult("noop", "conditions already set")
+        others = [c for c in current if not str(c.get("type", "")).startswith(prefix)]
+        body = {
+            "metadata": {"resourceVersion": meta.get("resourceVersion", "")},
+            "status": {"conditions": others + wanted},
+        }
+        patch_status: Any = self.core.patch_namespaced_pod_status
+        try:
+            await read_raw(
+                patch_status(
+                    pod.name, pod.namespace, body, _content_type=MERGE, _preload_content=False
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "pod is gone")
+            raise
+        return EffectResult("ok", ", ".join(c.type.removeprefix(prefix) for c in action.conditions))
 
     async def _delete(self, action: DeleteNodeSetPod) -> EffectResult:
         c = self.slurm.get(action.cluster)
@@ -227,7 +300,7 @@ class NodeSetEffector(Effector):
                 "labels": {"app.kubernetes.io/managed-by": "slurmbridge"},
                 "ownerReferences": [
                     {
-                        "apiVersion": "slinky.slurm.net/v1alpha1",
+                        "apiVersion": "/".join(NODESET_API),
                         "kind": "NodeSet",
                         "name": ref.name,
                         "uid": ref.uid,

@@ -213,12 +213,44 @@ class RawSelector(msgspec.Struct, kw_only=True):
     matchLabels: dict[str, str] | None = None  # noqa: N815
 
 
+class RawLocalObjectRef(msgspec.Struct, kw_only=True):
+    """A core/v1 LocalObjectReference."""
+
+    name: str = ""
+
+
+class RawNodeSetPartition(msgspec.Struct, kw_only=True):
+    """v1beta1 ``spec.partition`` (slurm-operator api/v1beta1/nodeset_types.go)."""
+
+    enabled: bool = False
+    config: str = ""
+
+
+class RawNodeSetUpdateStrategy(msgspec.Struct, kw_only=True):
+    type: str = "RollingUpdate"
+
+
 class RawNodeSetSpec(msgspec.Struct, kw_only=True):
+    """Both versions' spec fields slurmbridge reads: v1alpha1's ``clusterName``,
+    ``serviceName`` and ``selector``; v1beta1's (slurm-operator 1.x) ``controllerRef`` and the
+    fields after it, with the defaults its CRD gives them."""
+
     replicas: int | None = None
     clusterName: str = ""  # noqa: N815
     ordinalPadding: int = 0  # noqa: N815
     serviceName: str = ""  # noqa: N815
     selector: RawSelector | None = None
+    controllerRef: RawLocalObjectRef | None = None  # noqa: N815
+    scalingMode: str = "StatefulSet"  # noqa: N815
+    partition: RawNodeSetPartition = msgspec.field(default_factory=RawNodeSetPartition)
+    extraConf: str = ""  # noqa: N815
+    pinToNode: bool = False  # noqa: N815
+    workloadDisruptionProtection: bool | None = None  # noqa: N815
+    pruneSlurmNodeRecords: str = "Never"  # noqa: N815
+    updateStrategy: RawNodeSetUpdateStrategy = msgspec.field(  # noqa: N815
+        default_factory=RawNodeSetUpdateStrategy
+    )
+    minReadySeconds: int = 0  # noqa: N815
 
 
 class RawNodeSetStatus(msgspec.Struct, kw_only=True):
@@ -238,8 +270,10 @@ class RawNodeSetMeta(RawObjMeta, kw_only=True):
 
 
 class RawNodeSet(msgspec.Struct, kw_only=True):
-    """The fields of a Slinky NodeSet that slurmbridge reads."""
+    """The fields of a Slinky NodeSet that slurmbridge reads (``apiVersion``:
+    ``slinky.slurm.net/v1beta1`` or ``…/v1alpha1``)."""
 
+    apiVersion: str = ""  # noqa: N815
     metadata: RawNodeSetMeta = msgspec.field(default_factory=RawNodeSetMeta)
     spec: RawNodeSetSpec = msgspec.field(default_factory=RawNodeSetSpec)
     status: RawNodeSetStatus = msgspec.field(default_factory=RawNodeSetStatus)

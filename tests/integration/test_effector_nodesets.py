@@ -121,7 +121,7 @@ async def test_create_pod_builds_it_from_the_template_then_is_a_noop(
     assert meta["annotations"] == {"note": "from-tpl"}
     assert meta["ownerReferences"] == [
         {
-            "apiVersion": "slinky.slurm.net/v1alpha1",
+            "apiVersion": "slinky.slurm.net/v1beta1",  # the storage version we write at
             "kind": "NodeSet",
             "name": "cr-a",
             "uid": ns.uid,

@@ -43,6 +43,7 @@ from schemas.actions import (
     SetNodeSetStatus,
     SetPodCondition,
     SetPodLabel,
+    SetSlurmNodeConditions,
     SlurmJobSpec,
     SubmitSlurmJob,
     TaintNode,
@@ -152,6 +153,7 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
     "SetNodeSetStatus": (SetNodeSetStatus(nodeset=GONE_SET, status=NodeSetStatus()), "noop"),
     "ScaleNodeSet": (ScaleNodeSet(nodeset=GONE_SET, replicas=1, at=1, why=""), "noop"),
     "SetPodLabel": (SetPodLabel(pod=GONE_POD, label="l", value="v"), "noop"),
+    "SetSlurmNodeConditions": (SetSlurmNodeConditions(pod=GONE_POD), "noop"),
 }
 
 #: The side each action type needs: what the Router says when that side is missing.
@@ -193,6 +195,7 @@ NEEDS: dict[str, str] = {
             "SetNodeSetStatus",
             "ScaleNodeSet",
             "SetPodLabel",
+            "SetSlurmNodeConditions",
         ],
         "NodeSet actions need both a Kubernetes API and a Slurm cluster",
     ),

@@ -242,3 +242,84 @@ async def test_failed_pod_is_recreated_under_its_name_after_the_backoff(stack: S
     assert set(running(stack)) == {"gpu-0", "gpu-1"}, "another ordinal was used meanwhile"
     reasons = [e["reason"] for e in stack.kube.list("events", NS)]
     assert "PodFailed" in reasons
+
+
+def condition(stack: Stack, pod: str, type_: str) -> dict[str, Any] | None:
+    for c in (pods(stack)[pod].get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return dict(c)
+    return None
+
+
+async def test_a_cordoned_node_drains_its_slurmd_node_and_uncordon_undrains(
+    stack: Stack,
+) -> None:
+    """slurm-operator 1.x cordon sync: cordoning the Kubernetes node of a slurmd pod drains
+    its Slurm node with the node's cordon-reason annotation; the pod shows it as condition
+    SlurmNodeStateDrain; uncordon undrains. The other pod's node is untouched; a v1beta1
+    NodeSet (controllerRef) is read as the v1alpha1 one is."""
+    stack.kube.create(
+        {
+            "apiVersion": "slinky.slurm.net/v1beta1",
+            "kind": "NodeSet",
+            "metadata": {"name": "cpu", "namespace": NS},
+            "spec": {
+                "controllerRef": {"name": ""},
+                "replicas": 2,
+                "slurmd": {"image": "slurmd:25.11"},
+                "template": {"metadata": {"labels": {"team": "cpu"}}},
+            },
+        }
+    )
+    both = {"cpu-0", "cpu-1"}
+    await stack.wait_for(lambda: both <= running(stack), timeout=20, what="2 slurmd pods Running")
+    await stack.wait_for(lambda: both <= set(stack.slurm.nodes), what="Slurm nodes registered")
+    await stack.wait_for(
+        lambda: all(
+            (condition(stack, p, "SlurmNodeStateIdle") or {}).get("status") == "True" for p in both
+        ),
+        what="SlurmNodeStateIdle on the pods",
+    )
+    assert pods(stack)["cpu-0"]["spec"]["containers"][0]["image"] == "slurmd:25.11"
+    node = pods(stack)["cpu-0"]["spec"]["nodeName"]
+    other = next(p for p in both if pods(stack)[p]["spec"]["nodeName"] != node)
+    stack.kube.patch(
+        "nodes",
+        node,
+        {"metadata": {"annotations": {wellknown.ANNOTATION_NODE_CORDON_REASON: "GPU ECC"}}},
+    )
+    stack.kube.cordon(node)
+    reason = wellknown.OPERATOR_REASON_PREFIX + "GPU ECC"
+    await stack.wait_for(
+        lambda: (
+            stack.slurm_node("cpu-0").has("DRAIN") and stack.slurm_node("cpu-0").reason == reason
+        ),
+        what="cpu-0 drained with the node's cordon reason",
+    )
+    await stack.wait_for(
+        lambda: (condition(stack, "cpu-0", "SlurmNodeStateDrain") or {}).get("message") == reason,
+        what="SlurmNodeStateDrain on cpu-0 with the reason",
+    )
+    assert not stack.slurm_node(other).has("DRAIN")
+
+    stack.kube.uncordon(node)
+    await stack.wait_for(lambda: not stack.slurm_node("cpu-0").has("DRAIN"), what="cpu-0 undrained")
+    await stack.wait_for(
+        lambda: condition(stack, "cpu-0", "SlurmNodeStateDrain") is None,
+        what="SlurmNodeStateDrain gone from cpu-0",
+    )
+
+    # The pod-cordon annotation is the tools' API: set ⇒ drain, removed ⇒ undrain.
+    cordon = wellknown.ANNOTATION_POD_CORDON
+    stack.kube.patch("pods", other, {"metadata": {"annotations": {cordon: "true"}}}, NS)
+    await stack.wait_for(
+        lambda: stack.slurm_node(other).reason == wellknown.pod_cordon_drain_reason(NS, other),
+        what="pod-cordon drains",
+    )
+    stack.kube.patch("pods", other, {"metadata": {"annotations": {cordon: None}}}, NS)
+    await stack.wait_for(lambda: not stack.slurm_node(other).has("DRAIN"), what="undrained")
+
+    # An administrator's drain is never undone.
+    stack.slurm.admin_drain(other, "admin: bad fan")
+    await stack.settled()
+    assert stack.slurm_node(other).reason == "admin: bad fan"

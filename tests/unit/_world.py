@@ -50,6 +50,7 @@ from schemas.actions import (
     SetNodeSetStatus,
     SetPodCondition,
     SetPodLabel,
+    SetSlurmNodeConditions,
     SubmitSlurmJob,
     TaintNode,
     UndrainSlurmNode,
@@ -379,6 +380,17 @@ class World:
         rest = tuple(c for c in pod.conditions if c.type != a.type)
         return self._put(_replace(pod, conditions=(*rest, cond)))
 
+    def set_slurm_node_conditions(self, a: SetSlurmNodeConditions) -> bool:
+        pod = self._pod(a.pod)
+        if pod is None:
+            return False
+        prefix = wellknown.SLURM_NODE_STATE_PREFIX
+        rest = tuple(c for c in pod.conditions if not c.type.startswith(prefix))
+        mine = tuple(
+            PodCondition(type=c.type, status="True", message=c.message) for c in a.conditions
+        )
+        return self._put(_replace(pod, conditions=(*rest, *mine)))
+
     def set_pod_label(self, a: SetPodLabel) -> bool:
         pod = self._pod(a.pod)
         if pod is None:
@@ -506,6 +518,7 @@ class World:
         RemovePodFinalizer: remove_pod_finalizer,
         SetPodCondition: set_pod_condition,
         SetPodLabel: set_pod_label,
+        SetSlurmNodeConditions: set_slurm_node_conditions,
         CreateNodeSetPod: create_node_set_pod,
         DeleteNodeSetPod: delete_node_set_pod,
         DeleteFailedNodeSetPod: delete_failed_node_set_pod,

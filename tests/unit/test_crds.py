@@ -22,9 +22,20 @@ def crd(name: str) -> dict[str, Any]:
     return doc
 
 
-def schema_of(name: str) -> dict[str, Any]:
-    (version,) = crd(name)["spec"]["versions"]
-    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+def versions_of(name: str) -> dict[str, dict[str, Any]]:
+    """The CRD's versions by name."""
+    return {v["name"]: v for v in crd(name)["spec"]["versions"]}
+
+
+def storage_version(name: str) -> dict[str, Any]:
+    (version,) = [v for v in crd(name)["spec"]["versions"] if v["storage"]]
+    return version
+
+
+def schema_of(name: str, version: str | None = None) -> dict[str, Any]:
+    """The schema of ``version`` (default: the storage version)."""
+    v = versions_of(name)[version] if version else storage_version(name)
+    schema: dict[str, Any] = v["schema"]["openAPIV3Schema"]
     return schema
 
 
@@ -140,7 +151,8 @@ _DROP = object()
 def test_schema_accepts_good_objects_and_names_the_bad_field(
     name: str, obj: dict[str, Any], field: str | None
 ) -> None:
-    errors = list(jsonschema.Draft7Validator(schema_of(name)).iter_errors(obj))
+    version = str(obj["apiVersion"]).rpartition("/")[2]
+    errors = list(jsonschema.Draft7Validator(schema_of(name, version)).iter_errors(obj))
     if field is None:
         assert errors == []
     else:
@@ -149,10 +161,11 @@ def test_schema_accepts_good_objects_and_names_the_bad_field(
         assert field in where
 
 
-def test_scale_subresource_points_at_schema_fields() -> None:
-    (version,) = crd("nodesets.slinky.slurm.net")["spec"]["versions"]
-    scale = version["subresources"]["scale"]
-    props = version["schema"]["openAPIV3Schema"]["properties"]
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha1"])
+def test_scale_subresource_points_at_schema_fields(version: str) -> None:
+    v = versions_of("nodesets.slinky.slurm.net")[version]
+    scale = v["subresources"]["scale"]
+    props = v["schema"]["openAPIV3Schema"]["properties"]
     for path in scale.values():
         section, field = path.lstrip(".").split(".")
         assert field in props[section]["properties"], path
@@ -160,19 +173,72 @@ def test_scale_subresource_points_at_schema_fields() -> None:
 
 @pytest.mark.parametrize("name", ["nodesets.slinky.slurm.net", "clusters.slinky.slurm.net"])
 def test_the_simulator_serves_the_crd_as_defined(name: str) -> None:
+    """The simulator stores at the storage version and serves every served version (the
+    CRD's conversion ``None``), with each version's subresources."""
     doc = crd(name)
     spec = next(s for s in DEFAULT_RESOURCES if s.name == name)
-    (version,) = doc["spec"]["versions"]
+    storage = storage_version(name)
+    served = sorted(v["name"] for v in doc["spec"]["versions"] if v["served"])
+    assert doc["spec"].get("conversion", {"strategy": "None"})["strategy"] == "None"
     assert (spec.group, spec.version, spec.plural, spec.kind) == (
         doc["spec"]["group"],
-        version["name"],
+        storage["name"],
         doc["spec"]["names"]["plural"],
         doc["spec"]["names"]["kind"],
     )
-    assert spec.status == ("status" in version["subresources"])
-    if spec.scale is not None:
-        scale = version["subresources"]["scale"]
-        assert "." + ".".join(spec.scale.spec_replicas) == scale["specReplicasPath"]
-        assert "." + ".".join(spec.scale.status_replicas) == scale["statusReplicasPath"]
-        assert spec.scale.label_selector is not None
-        assert "." + ".".join(spec.scale.label_selector) == scale["labelSelectorPath"]
+    assert sorted((spec.version, *spec.served_versions)) == served
+    for version in doc["spec"]["versions"]:
+        assert spec.status == ("status" in version["subresources"])
+        if spec.scale is not None:
+            scale = version["subresources"]["scale"]
+            assert "." + ".".join(spec.scale.spec_replicas) == scale["specReplicasPath"]
+            assert "." + ".".join(spec.scale.status_replicas) == scale["statusReplicasPath"]
+            assert spec.scale.label_selector is not None
+            assert "." + ".".join(spec.scale.label_selector) == scale["labelSelectorPath"]
+
+
+EXAMPLES = Path(__file__).parents[2] / "deploy" / "examples"
+
+
+def test_there_are_nodeset_examples() -> None:
+    assert {p.name for p in EXAMPLES.glob("nodeset-*.yaml")} >= {
+        "nodeset-statefulset.yaml",
+        "nodeset-daemonset.yaml",
+        "nodeset-partition.yaml",
+    }
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("nodeset-*.yaml")), ids=lambda p: p.name)
+def test_nodeset_examples_validate_against_the_crd(path: Path) -> None:
+    """Each slurm-operator 1.x example is a v1beta1 NodeSet our CRD's schema accepts."""
+    obj = yaml.safe_load(path.read_text())
+    assert obj["apiVersion"] == "slinky.slurm.net/v1beta1"
+    assert obj["kind"] == "NodeSet"
+    schema = schema_of("nodesets.slinky.slurm.net", "v1beta1")
+    errors = [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(obj)]
+    assert errors == []
+
+
+def test_v1beta1_schema_refuses_what_1x_refuses() -> None:
+    """The v1beta1 enums and patterns are 1.x's: a wrong scalingMode, pruning policy, update
+    strategy or a multi-line partition config is named."""
+    schema = schema_of("nodesets.slinky.slurm.net", "v1beta1")
+    base = yaml.safe_load((EXAMPLES / "nodeset-partition.yaml").read_text())
+    for path, value, field in [
+        (("spec", "scalingMode"), "ReplicaSet", "scalingMode"),
+        (("spec", "pruneSlurmNodeRecords"), "Always", "pruneSlurmNodeRecords"),
+        (("spec", "updateStrategy"), {"type": "Sometimes"}, "type"),
+        (("spec", "partition", "config"), "a\nb", "config"),
+        (("spec", "replicas"), -1, "replicas"),
+    ]:
+        errors = list(jsonschema.Draft7Validator(schema).iter_errors(_with(base, path, value)))
+        assert errors, f"{field}: accepted"
+        assert field in " ".join(str(p) for e in errors for p in e.absolute_path)
+
+
+def test_v1alpha1_objects_keep_their_cluster_in_v1beta1() -> None:
+    """conversion None prunes to the version read at: v1beta1 keeps v1alpha1's clusterName,
+    serviceName and selector (deprecated) so stored v1alpha1 NodeSets are read whole."""
+    beta = schema_of("nodesets.slinky.slurm.net", "v1beta1")["properties"]["spec"]["properties"]
+    alpha = schema_of("nodesets.slinky.slurm.net", "v1alpha1")["properties"]["spec"]["properties"]
+    assert set(alpha) <= set(beta)

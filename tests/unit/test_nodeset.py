@@ -21,9 +21,20 @@ from schemas.actions import (
     RecordEvent,
     SetNodeSetStatus,
     SetPodLabel,
+    SetSlurmNodeConditions,
     UndrainSlurmNode,
 )
-from schemas.events import Event, KubeNodeSet, KubePod, NodeSetStatus, SlurmNode, SlurmPing
+from schemas.events import (
+    Event,
+    KubeListed,
+    KubeNode,
+    KubeNodeSet,
+    KubePod,
+    NodeSetStatus,
+    PodCondition,
+    SlurmNode,
+    SlurmPing,
+)
 from slurmbridge.runtime.projection import Projection
 
 CTX = Context(scheduler_name="s", cluster="c1")
@@ -86,6 +97,11 @@ def sn(ordinal: int, *state: str, reason: str = "") -> SlurmNode:
         state=state or ("IDLE",),
         reason=reason,
     )
+
+
+#: The node watcher's complete listing, and the (schedulable) node the pods run on.
+NODES_LISTED = KubeListed(source="k8s", key="nodes")
+K1 = KubeNode(source="k8s", key="k1", uid="k1-uid")
 
 
 def ours(ordinal: int) -> str:
@@ -214,17 +230,24 @@ CASES = [
         deletes=["gpu-0"],
     ),
     Case(
-        "reversal undrains only our scale-in drain",
+        "reversal undrains our drains only, on a schedulable node",
         (
             ns(3),
+            NODES_LISTED,
+            K1,
             pod(0),
             sn(0, "IDLE", "DRAIN", reason=ours(0)),
             pod(1),
             sn(1, "IDLE", "DRAIN", reason="admin: bad fan"),
             pod(2),
-            sn(2, "IDLE", "DRAIN", reason=ours(1)),  # another pod's reason is not this one's
+            # slurm-operator 1.x owns every "slurm-operator: " reason (IsNodeReasonOurs)
+            sn(2, "IDLE", "DRAIN", reason=ours(1)),
         ),
-        undrains=["gpu-0"],
+        undrains=["gpu-0", "gpu-2"],
+    ),
+    Case(
+        "reversal waits for the Kubernetes nodes to be listed",
+        (ns(1), pod(0), sn(0, "IDLE", "DRAIN", reason=ours(0))),
     ),
     Case(
         "0 replicas condemns everyone",
@@ -246,7 +269,8 @@ def test_rules(case: Case) -> None:
         assert isinstance(d, DrainSlurmNode) and d.reason == ours(int(d.node.split("-")[1]))
         assert d.cluster == "c1"
     for u in of(UndrainSlurmNode, acts):
-        assert isinstance(u, UndrainSlurmNode) and u.owned_prefixes == (ours(0),)
+        assert isinstance(u, UndrainSlurmNode)
+        assert u.owned_prefixes == (wellknown.OPERATOR_REASON_PREFIX,)
 
 
 def test_scale_events_name_the_pods() -> None:
@@ -303,14 +327,16 @@ def test_status_counts_from_slurm_and_is_written_once() -> None:
 
 def test_applying_the_actions_converges() -> None:
     """Idempotence: after the effects of a scale-in are observed, nothing more is decided."""
-    first = decide(ns(1), pod(0), sn(0), pod(1), sn(1, "IDLE", "DRAIN", reason=ours(1)))
-    assert [type(a) for a in first if not isinstance(a, RecordEvent | SetNodeSetStatus)] == [
-        DeleteNodeSetPod
-    ]
-    status = nodeset.decide(nodeset.view(_proj(ns(1), pod(0), sn(0)), KEY, CTX)).actions
+    idle = msgspec.structs.replace(
+        pod(0), conditions=(PodCondition(type="SlurmNodeStateIdle", status="True"),)
+    )
+    first = decide(ns(1), idle, sn(0), pod(1), sn(1, "IDLE", "DRAIN", reason=ours(1)))
+    kinds = RecordEvent | SetNodeSetStatus | SetSlurmNodeConditions
+    assert [type(a) for a in first if not isinstance(a, kinds)] == [DeleteNodeSetPod]
+    status = nodeset.decide(nodeset.view(_proj(ns(1), idle, sn(0)), KEY, CTX)).actions
     (st,) = of(SetNodeSetStatus, status)
     assert isinstance(st, SetNodeSetStatus)
-    assert decide(ns(1, status=st.status), pod(0), sn(0)) == ()
+    assert decide(ns(1, status=st.status), idle, sn(0)) == ()
 
 
 def _proj(*objs: Event) -> Projection:

@@ -294,7 +294,11 @@ class ResourceSpec:
     ``metadata.name`` and ``metadata.namespace`` are always supported. ``custom`` marks a
     CRD-served kind (no strategic merge, items keep ``kind`` in lists). ``generation`` bumps
     ``metadata.generation`` when anything but metadata (and status, with a status subresource)
-    changes.
+    changes. ``served_versions``: further versions served from the same storage, as a CRD
+    with ``conversion: strategy: None`` serves them — only ``apiVersion`` differs between the
+    versions' answers (apiextensions-apiserver pkg/apiserver/conversion/nop_converter.go).
+    The simulator holds no schemas, so it does not prune the fields a version lacks as a
+    real API server does when it converts.
     """
 
     group: str
@@ -310,6 +314,7 @@ class ResourceSpec:
     return_deleted: bool = False
     merge_keys: Mapping[tuple[str, ...], str] = field(default_factory=dict)
     field_labels: Mapping[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+    served_versions: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -496,9 +501,11 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         generation=True,
         custom=True,
     ),
+    # deploy/crds/nodesets.slinky.slurm.net.yaml: v1beta1 stored, v1alpha1 served beside it.
     ResourceSpec(
         group=SLINKY_GROUP,
-        version="v1alpha1",
+        version="v1beta1",
+        served_versions=("v1alpha1",),
         plural="nodesets",
         kind="NodeSet",
         status=True,
@@ -1160,6 +1167,9 @@ class _Store:
     # registry ---------------------------------------------------------------------------------
     def register(self, spec: ResourceSpec) -> None:
         self.specs[spec.name] = spec
+        for version in spec.served_versions:
+            self.by_gvr[(spec.group, version, spec.plural)] = spec
+            self.by_gvk[(f"{spec.group}/{version}", spec.kind)] = spec
         self.by_gvr[(spec.group, spec.version, spec.plural)] = spec
         self.by_gvk[(spec.api_version, spec.kind)] = spec
         self.objects.setdefault(spec.name, {})
@@ -2017,6 +2027,16 @@ class _Route:
     name: str | None
     subresource: str | None
     watch_path: bool
+    #: The version in the path: another of ``spec.served_versions`` than the storage one
+    #: gets its answers' ``apiVersion`` rewritten (conversion None).
+    version: str = ""
+
+    @property
+    def api_version(self) -> str | None:
+        """The ``apiVersion`` the answer must carry when it is not the storage version's."""
+        if not self.version or self.version == self.spec.version:
+            return None
+        return f"{self.spec.group}/{self.version}"
 
 
 _MAIN_VERBS: Final = [
@@ -2040,6 +2060,25 @@ def _int_query(value: str | None, name: str) -> int:
         return int(value)
     except ValueError as exc:
         raise _bad_request(f"invalid {name}: {value!r}") from exc
+
+
+def _to_version(payload: Any, stored: str, target: str) -> None:
+    """Rewrite ``apiVersion`` ``stored`` → ``target`` in an object or a list and its items,
+    in place (a CRD's ``conversion: None``; Status and Scale answers keep theirs)."""
+    if not isinstance(payload, dict):
+        return
+    if payload.get("apiVersion") == stored:
+        payload["apiVersion"] = target
+    for item in payload.get("items") or ():
+        if isinstance(item, dict) and item.get("apiVersion") == stored:
+            item["apiVersion"] = target
+
+
+def _line_to_version(line: bytes, stored: str, target: str) -> bytes:
+    """A watch line's object at ``target`` (see :func:`_to_version`)."""
+    event = orjson.loads(line)
+    _to_version(event.get("object"), stored, target)
+    return orjson.dumps(event) + b"\n"
 
 
 def _json_response(
@@ -2241,8 +2280,12 @@ class KubeSim:
         return sum(len(ws) for ws in self._store.watchers.values())
 
     def create(self, obj: Obj, *, namespace: str | None = None) -> Obj:
-        """Create ``obj`` (kind looked up from apiVersion/kind); raises :class:`ApiError`."""
+        """Create ``obj`` (kind looked up from apiVersion/kind; one of a kind's
+        ``served_versions`` is stored at its storage version, conversion None); raises
+        :class:`ApiError`."""
         spec = self._store.spec_for(obj)
+        if obj.get("apiVersion") != spec.api_version:
+            obj = {**obj, "apiVersion": spec.api_version}
         ns = None
         if spec.namespaced:
             body_meta = obj.get("metadata")
@@ -2698,9 +2741,7 @@ class KubeSim:
         if parts == ["api", "v1"]:
             return _json_response(self._resource_list("", "v1"))
         if len(parts) == 3 and parts[0] == "apis":
-            if not any(
-                s.group == parts[1] and s.version == parts[2] for s in self._store.specs.values()
-            ):
+            if not any(self._served(s, parts[1], parts[2]) for s in self._store.specs.values()):
                 raise _path_not_found()
             return _json_response(self._resource_list(parts[1], parts[2]))
         return None
@@ -2711,6 +2752,9 @@ class KubeSim:
             if spec.group:
                 out.setdefault(spec.group, spec.version)
         return out
+
+    def _served(self, spec: ResourceSpec, group: str, version: str) -> bool:
+        return spec.group == group and version in (spec.version, *spec.served_versions)
 
     def _group(self, group: str) -> Obj:
         version = self._groups()[group]
@@ -2726,7 +2770,7 @@ class KubeSim:
     def _resource_list(self, group: str, version: str) -> Obj:
         resources: ObjList = []
         for spec in self._store.specs.values():
-            if spec.group != group or spec.version != version:
+            if not self._served(spec, group, version):
                 continue
             base = {
                 "singularName": spec.kind.lower(),
@@ -2815,9 +2859,20 @@ class KubeSim:
             allowed |= {"binding", "eviction"}
         if sub not in allowed:
             raise _path_not_found()
-        return _Route(spec, namespace, name, sub, watch_path)
+        return _Route(spec, namespace, name, sub, watch_path, version)
 
     async def _dispatch(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        response = await self._dispatch_stored(request, route)
+        target = route.api_version
+        if target is None or not isinstance(response, web.Response) or response.body is None:
+            return response
+        # conversion None: the object is the stored one with only apiVersion changed.
+        payload = orjson.loads(bytes(response.body))  # type: ignore[arg-type]
+        _to_version(payload, route.spec.api_version, target)
+        response.body = orjson.dumps(payload)
+        return response
+
+    async def _dispatch_stored(self, request: web.Request, route: _Route) -> web.StreamResponse:
         method = request.method
         query = request.query
         spec, ns, name, sub = route.spec, route.namespace, route.name, route.subresource
@@ -2875,6 +2930,9 @@ class KubeSim:
             return _json_response(store.get(spec, ns, name))
 
         body = await self._body(request)
+        if route.api_version is not None and isinstance(body, dict):
+            # Written at a served version: stored at the storage version (conversion None).
+            _to_version(body, route.api_version, spec.api_version)
         if verb == "create":
             if sub == "bindings":
                 assert ns is not None
@@ -3008,6 +3066,15 @@ class KubeSim:
                             initial.append(line)
                             watcher.start_rv = change.resource_version
                 store.add_watcher(watcher)
+        target = route.api_version
+        convert = None
+        if target is not None:
+            stored = spec.api_version
+
+            def convert(line: bytes) -> bytes:
+                return _line_to_version(line, stored, target)
+
+            initial = [convert(line) for line in initial]
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         try:
@@ -3015,7 +3082,7 @@ class KubeSim:
             if initial:
                 await response.write(b"".join(initial))
             if watcher is not None:
-                aborted = await self._pump(request, response, watcher, timeout, bookmarks)
+                aborted = await self._pump(request, response, watcher, timeout, bookmarks, convert)
                 if aborted:
                     return response
             await response.write_eof()
@@ -3062,8 +3129,10 @@ class KubeSim:
         watcher: _Watcher,
         lifetime: float | None,
         bookmarks: bool,
+        convert: Callable[[bytes], bytes] | None = None,
     ) -> bool:
-        """Stream queued lines until ``lifetime`` ends or the watch is closed.
+        """Stream queued lines until ``lifetime`` ends or the watch is closed (each through
+        ``convert`` when given: a watch at a non-storage version).
 
         Returns True when the connection was cut (client gone or ``drop_watches(abort=True)``).
         """
@@ -3078,7 +3147,7 @@ class KubeSim:
                 if watcher.queue.empty():
                     line = self._due_bookmark(watcher)
                     if line is not None:
-                        await response.write(line)
+                        await response.write(convert(line) if convert else line)
                 next_bookmark = self._next_bookmark(now, deadline)
             wait = 1.0  # wake up now and then to notice a client that went away
             if deadline is not None:
@@ -3101,6 +3170,8 @@ class KubeSim:
                 else:
                     chunks.append(more)
             if chunks:
+                if convert is not None:
+                    chunks = [convert(c) for c in chunks]
                 await response.write(b"".join(chunks))
             if closed:
                 if watcher.abort and request.transport is not None:
