@@ -2,6 +2,13 @@
 
 **Groups.** Pods that must start together become one Slurm job. A pod's group is, in order:
 
+* a Kubernetes Workload API PodGroup (``scheduling.k8s.io``, 1.36+) — the pod's
+  ``spec.schedulingGroup.podGroupName``, whatever its owners and labels say (Slinky
+  slurm-bridge ``slurmjobir.TranslateToSlurmJobIR`` looks at it before the coscheduling
+  label and the owner chain). Group kind token ``PodGroup.scheduling.k8s.io``
+  (:data:`KIND_NATIVE`). Unlike a coscheduling PodGroup there is no fallback: while the
+  PodGroup is not observed the pods wait (Kubernetes keeps such pods Pending, and Slinky
+  fails to translate them);
 * a JobSet — label ``jobset.sigs.k8s.io/jobset-name``;
 * one LeaderWorkerSet replica — labels ``leaderworkerset.sigs.k8s.io/name`` and
   ``leaderworkerset.sigs.k8s.io/group-index``;
@@ -12,9 +19,17 @@
 * otherwise the pod alone ("bare" pod, also pods of other controllers).
 
 A group key is ``namespace/Kind:name`` (``default/Job:train``; a LeaderWorkerSet replica is
-``default/LeaderWorkerSet:lws/<group-index>``). The job's settings come from the annotations
-``slurmjob.slinky.slurm.net/<name>`` of the group's *root* object (the JobSet, the
-LeaderWorkerSet, the PodGroup, the Job, or the bare pod itself).
+``default/LeaderWorkerSet:lws/<group-index>``; a Workload API PodGroup
+``default/PodGroup.scheduling.k8s.io:train-workers``). The job's settings come from the
+annotations ``slurmjob.slinky.slurm.net/<name>`` of the group's *root* object (the JobSet, the
+LeaderWorkerSet, the PodGroup, the Job, or the bare pod itself). A Workload API PodGroup's
+are merged from three objects, the root-most winning a conflict: the PodGroup, then the pods'
+controlling batch/v1 Job, then the Workload the PodGroup was made from (Slinky slurm-bridge
+``parsePodGroupSlurmAnnotations``, podgroup.go; Slinky follows the pods' owner chain to its
+root, here only the Job is read). Its gang waits until ``minCount`` pods exist
+(``spec.schedulingPolicy.gang.minCount``, or the Workload template's when the PodGroup gives
+no policy; a ``basic`` policy is no gang) and the job is sized by the pods present (Slinky
+``fromPodGroup`` and ``PreFilterPodGroup``).
 
 **Translation** (:func:`translate`), with the defaults used when an annotation is absent:
 
@@ -80,6 +95,11 @@ LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
 LABEL_JOB_NAME_LEGACY: Final = "job-name"
 #: The watcher listing name of coscheduling PodGroups (``KubeListed.resource``).
 PODGROUPS: Final = "podgroups"
+#: Group kind tokens of the Kubernetes Workload API PodGroup and Workload (scheduling.k8s.io).
+KIND_NATIVE: Final = wellknown.KIND_NATIVE_POD_GROUP
+KIND_NATIVE_WORKLOAD: Final = wellknown.KIND_NATIVE_WORKLOAD
+#: Group kinds whose pods must start whole (a gang, when its size is known and above 0).
+GANGS: Final = ("LeaderWorkerSet", "PodGroup", KIND_NATIVE)
 
 MIB: Final = 1024 * 1024
 #: A CPU quantity: a decimal number with an optional milli or SI suffix (``500m``, ``2``,
@@ -111,7 +131,8 @@ ANNOTATIONS: Final = (
 
 
 class Group(msgspec.Struct, frozen=True, kw_only=True):
-    """A pod group: ``kind`` (Pod | Job | JobSet | LeaderWorkerSet | PodGroup), ``name``
+    """A pod group: ``kind`` (Pod | Job | JobSet | LeaderWorkerSet | PodGroup |
+    PodGroup.scheduling.k8s.io), ``name``
     (for a LeaderWorkerSet replica ``<lws>/<group-index>``), and where its pods are found."""
 
     namespace: str
@@ -140,11 +161,14 @@ class TranslationError(ValueError):
         self.reason = reason
 
 
-def group_of(pod: KubePod, *, pod_group: bool = True) -> Group:
+def group_of(pod: KubePod, *, pod_group: bool = True, native: bool = True) -> Group:
     """The group a pod belongs to by its labels and owner (module docstring, first match
-    wins); ``pod_group=False`` ignores the coscheduling label (the PodGroup does not exist).
-    Reconcilers use :func:`resolve_group`, which knows whether the PodGroup exists."""
+    wins); ``pod_group=False`` ignores the coscheduling label (the PodGroup does not exist),
+    ``native=False`` the Workload API scheduling group. Reconcilers use
+    :func:`resolve_group`, which knows whether the PodGroup exists."""
     ns, labels = pod.namespace, pod.labels
+    if native and pod.scheduling_group:
+        return Group(namespace=ns, kind=KIND_NATIVE, name=pod.scheduling_group)
     if name := labels.get(LABEL_JOBSET):
         return Group(namespace=ns, kind="JobSet", name=name)
     if name := labels.get(LABEL_LWS_NAME):
@@ -177,18 +201,19 @@ def resolve_group(pod: KubePod, store: Store, cluster: str) -> Group:
     group it left look empty and its job "orphaned").
     """
     group = group_of(pod)
-    if group.kind != "PodGroup":
+    if group.kind not in ("PodGroup", KIND_NATIVE):
         return group
-    alone = group_of(pod, pod_group=False)
+    alone = group_of(pod, pod_group=False, native=False)
     raw = pod.labels.get(wellknown.LABEL_SLURM_JOBID, "")
     if raw.isdigit():
         job = store.get(SlurmJob, raw, slurm_source(cluster))
         if job is not None:
             named = group_key_of_marker(job.comment)
-            if named == group.key:
-                return group
-            if named == alone.key:
-                return alone
+            for candidate in (group, group_of(pod, native=False), alone):
+                if named == candidate.key:
+                    return candidate
+    if group.kind == KIND_NATIVE:
+        return group  # no fallback: the pods wait for their PodGroup
     root = group.root_key
     if root is not None and store.get(KubeWorkload, root) is None and kube_listed(store, PODGROUPS):
         return alone
@@ -216,6 +241,9 @@ def pods_of(group: Group, store: Store, cluster: str) -> list[KubePod]:
         found = store.by_label(KubePod, LABEL_LWS_NAME, group.name.split("/", 1)[0])
     elif group.kind == "PodGroup":
         found = store.by_label(KubePod, LABEL_POD_GROUP, group.name)
+    elif group.kind == KIND_NATIVE:
+        # The projection's field index (built on first use, kept up to date on every apply).
+        found = store.by_field(KubePod, "scheduling_group", group.name)
     elif group.kind == "Job":
         found = store.by_label(KubePod, LABEL_JOB_NAME, group.name)
     else:
@@ -230,7 +258,24 @@ def pods_of(group: Group, store: Store, cluster: str) -> list[KubePod]:
 
 def groups_under(workload: KubeWorkload, store: Store, cluster: str) -> list[str]:
     """Keys of the groups whose root is ``workload`` (a LeaderWorkerSet has one per replica;
-    a PodGroup's pods also belong to the groups they were placed in while it did not exist)."""
+    a PodGroup's pods also belong to the groups they were placed in while it did not exist),
+    or whose job it configures: a Workload API Workload's PodGroups, and the Workload API
+    PodGroups of a Job's pods (their annotations merge, see :func:`annotations_of`)."""
+    ns = workload.namespace
+    if workload.workload_kind == KIND_NATIVE_WORKLOAD:
+        return sorted(
+            Group(namespace=ns, kind=KIND_NATIVE, name=pg.name).key
+            for pg in store.by_field(KubeWorkload, "workload_name", workload.name)
+            if pg.namespace == ns and pg.workload_kind == KIND_NATIVE
+        )
+    if workload.workload_kind == "Job":
+        keys = {Group(namespace=ns, kind="Job", name=workload.name).key}
+        keys.update(
+            Group(namespace=ns, kind=KIND_NATIVE, name=p.scheduling_group).key
+            for p in store.by_label(KubePod, LABEL_JOB_NAME, workload.name)
+            if p.namespace == ns and p.scheduling_group
+        )
+        return sorted(keys)
     if workload.workload_kind == "LeaderWorkerSet":
         return sorted(
             {
@@ -533,12 +578,64 @@ def translate(
 
 
 def annotations_of(
-    group: Group, pods: list[KubePod], workload: KubeWorkload | None
+    group: Group,
+    pods: list[KubePod],
+    workload: KubeWorkload | None,
+    *,
+    controller: KubeWorkload | None = None,
+    template_owner: KubeWorkload | None = None,
 ) -> Mapping[str, str]:
-    """The annotations that configure the job: the root object's, the bare pod's own."""
+    """The annotations that configure the job: the root object's, the bare pod's own. For a
+    Workload API PodGroup (``workload``), merged from it, its pods' ``controller`` Job and
+    the Workload (``template_owner``) in that order, so a key the Workload sets wins over the
+    Job's, and the Job's over the PodGroup's (Slinky slurm-bridge
+    ``parsePodGroupSlurmAnnotations``, podgroup.go: root-most wins)."""
     if group.kind == "Pod":
         return pods[0].annotations if pods else {}
+    if group.kind == KIND_NATIVE:
+        merged: dict[str, str] = {}
+        for source in (workload, controller, template_owner):
+            if source is not None:
+                merged.update(source.annotations)
+        return merged
     return workload.annotations if workload is not None else {}
+
+
+def template_owner_of(root: KubeWorkload | None, store: Store) -> KubeWorkload | None:
+    """The Workload (scheduling.k8s.io) a Workload API PodGroup ``root`` was made from, if
+    it names one and it is observed (a missing Workload adds nothing, as in Slinky)."""
+    if root is None or root.workload_kind != KIND_NATIVE or not root.workload_name:
+        return None
+    return store.get(
+        KubeWorkload, workload_key(root.namespace, KIND_NATIVE_WORKLOAD, root.workload_name)
+    )
+
+
+def controller_of(group: Group, pods: list[KubePod], store: Store) -> KubeWorkload | None:
+    """The batch/v1 Job controlling a Workload API PodGroup's pods (the first pod by name
+    that has one), when observed; None for other groups."""
+    if group.kind != KIND_NATIVE:
+        return None
+    for p in sorted(pods, key=lambda p: p.name):
+        owner = p.owner
+        if owner is not None and owner.kind == "Job" and owner.api_version.startswith("batch/"):
+            return store.get(KubeWorkload, workload_key(p.namespace, "Job", owner.name))
+    return None
+
+
+def expected_size(
+    group: Group, root: KubeWorkload | None, template_owner: KubeWorkload | None = None
+) -> int:
+    """Pods the group waits for before its job is submitted (0: no minimum): the root's
+    ``size``; for a Workload API PodGroup its gang ``minCount``, 0 for a ``basic`` policy,
+    and the Workload template's ``minCount`` when the PodGroup gives no policy."""
+    if root is None:
+        return 0
+    if group.kind == KIND_NATIVE and root.policy == "":
+        if template_owner is None:
+            return 0
+        return template_owner.templates.get(root.template_name, 0)
+    return root.size
 
 
 def pod_event(pod: KubePod, reason: str, message: str, *, warning: bool = False) -> RecordEvent:

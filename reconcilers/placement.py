@@ -27,6 +27,12 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   and bound (Binding subresource) to the Kubernetes node mapped from its Slurm node; pods are
   spread over the job's nodes in name order;
 * pods that joined after the job was submitted ⇒ labelled and finalized like the others;
+* a Workload API PodGroup (``scheduling.k8s.io``) whose every live pod is bound under the
+  group's RUNNING job, and whose ``PodGroupScheduled`` (v1alpha2) /
+  ``PodGroupInitiallyScheduled`` (v1beta1) condition is not True yet ⇒ that condition is set
+  True, reason ``Scheduled``, message ``Pod group admitted by <scheduler>`` (Slinky
+  slurm-bridge podgroup_status.go ``markPodGroupScheduled``: kube-scheduler writes it when it
+  admits a gang, so slurm-bridge must);
 * the job is still PENDING and the nodes to exclude changed (a node cordoned or uncordoned
   since the submit) ⇒ the job's ``excluded_nodes`` are replaced (``POST job/{id}``).
 
@@ -34,7 +40,8 @@ The group's job is the one named by its *live* pods' ``slurm-jobid`` label: when
 that named a job has finished (a Job's failed pod) and a new pod appears (its retry), the new
 pod gets a new job instead of joining the ended one.
 
-Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload, SlurmJob,
+Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload (a Workload
+API Workload or a Job also reaches the PodGroups whose annotations they carry), SlurmJob,
 SlurmPartition (a partition appearing may unblock a group), KubeNode (the exclusions of pending
 jobs), KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone).
 """
@@ -56,6 +63,7 @@ from schemas.actions import (
     PodRef,
     SetJobExcludedNodes,
     SetPodCondition,
+    SetPodGroupScheduled,
     SubmitSlurmJob,
 )
 from schemas.events import (
@@ -116,6 +124,10 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     now: float = 0.0
     #: The log holds a complete, current listing of the cluster (base.slurm_listed).
     listed: bool = True
+    #: A Workload API PodGroup's other annotation sources: its pods' controlling Job and
+    #: the Workload it was made from (None: not that kind of group, or not observed).
+    controller: KubeWorkload | None = None
+    template_owner: KubeWorkload | None = None
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -239,6 +251,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         mcs_label=ctx.mcs_label,
         now=ctx.now,
         listed=listed,
+        controller=_pods.controller_of(group, list(pods), store),
+        template_owner=_pods.template_owner_of(workload, store),
     )
 
 
@@ -321,10 +335,31 @@ def decide(v: View | None) -> Decision:
                 p, "Scheduled", f"Slurm job {v.job_id} runs on {slurm_node}: bound to {kube_node}"
             )
         )
+    if not unbound and (admitted := _pod_group_admitted(v, live, v.job_id)) is not None:
+        actions.append(admitted)
     if not actions:
         return NOTHING
     return Decision(
         actions=tuple(actions), reason=f"job {v.job_id} RUNNING; {len(unbound)} to bind"
+    )
+
+
+def _pod_group_admitted(v: View, live: list[KubePod], job_id: int) -> SetPodGroupScheduled | None:
+    """The Workload API PodGroup's scheduled condition, once every live pod is bound under
+    the job (Slinky ``podsHaveSlurmNodeAssignments``) and while the condition is not True."""
+    wl = v.workload
+    if v.group.kind != _pods.KIND_NATIVE or wl is None or wl.scheduled:
+        return None
+    if not live or any(
+        not p.node_name or p.labels.get(wellknown.LABEL_SLURM_JOBID) != str(job_id) for p in live
+    ):
+        return None
+    return SetPodGroupScheduled(
+        namespace=wl.namespace,
+        name=wl.name,
+        uid=wl.uid,
+        api_version=wl.api_version,
+        message=f"Pod group admitted by {v.scheduler_name}",
     )
 
 
@@ -377,7 +412,11 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             f"PodGroup {wl.name} is {wl.phase}: its pods are not placed again",
             reason=PODGROUP_NOT_PENDING,
         )
-    alone = [p for p in live if _pods.LABEL_POD_GROUP in p.labels and v.group.kind != "PodGroup"]
+    alone = [
+        p
+        for p in live
+        if _pods.LABEL_POD_GROUP in p.labels and v.group.kind not in ("PodGroup", _pods.KIND_NATIVE)
+    ]
     if alone:
         # The PodGroup the pods name does not exist (a complete list lacks it): Slinky
         # translates such a pod from its owner. Not at once: the PodGroup may be on its way.
@@ -388,7 +427,9 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
                 reason="PodGroup not found: placing the pods without it in "
                 f"{ready_at - v.now:.0f} s unless it appears",
             )
-    expected = v.workload.size if v.workload is not None else 0
+    # A Workload API PodGroup with a gang policy waits for minCount pods, then the job is
+    # sized by the pods present (Slinky fromPodGroup, PreFilterPodGroup).
+    expected = _pods.expected_size(v.group, v.workload, v.template_owner)
     if v.group.root_key is not None and v.workload is None:
         return Decision(reason=f"waiting for {v.group.root_key} to be observed")
     if expected and len(live) < expected:
@@ -397,7 +438,13 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         spec = _pods.translate(
             v.group,
             live,
-            _pods.annotations_of(v.group, live, v.workload),
+            _pods.annotations_of(
+                v.group,
+                live,
+                v.workload,
+                controller=v.controller,
+                template_owner=v.template_owner,
+            ),
             excluded_nodes=v.excluded,
             workload=v.workload,
         )

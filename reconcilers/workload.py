@@ -23,7 +23,8 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
 6. **Duplicate jobs.** Another live job with the same marker as the job the group's pods name,
    and named by none of them, is cancelled: a submit whose answer was lost (a time-out) that
    Slurm carried out after the retry had submitted again. Found by the chaos tier.
-7. **Short gangs.** A LeaderWorkerSet replica or PodGroup with fewer live pods than its size
+7. **Short gangs.** A LeaderWorkerSet replica or PodGroup (coscheduling, or a Workload API
+   PodGroup with a gang policy: its ``minCount``) with fewer live pods than its size
    while its job is still pending: the job is cancelled and the job label removed from the
    pods, so they are placed again once whole (Slinky slurm-bridge PreFilter:
    ErrorExternalJobInvalid).
@@ -71,8 +72,9 @@ LISTING_RECHECK_S = 10.0
 FINALIZER = wellknown.FINALIZER_SCHEDULER
 #: The listing of the pods our scheduler places (producers.kube.PodWatcher).
 PODS_LISTING = "pods"
-#: Groups that must start whole (Slinky cancels their pending job when they fall short).
-GANGS = ("LeaderWorkerSet", "PodGroup")
+#: Groups that must start whole (Slinky cancels their pending job when they fall short):
+#: LeaderWorkerSet replicas, coscheduling and Workload API PodGroups.
+GANGS = _pods.GANGS
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -165,7 +167,7 @@ def _gang_size(store: Store, group: _pods.Group) -> int:
     if group.kind not in GANGS or group.root_key is None:
         return 0
     root = store.get(KubeWorkload, group.root_key)
-    return root.size if root is not None else 0
+    return _pods.expected_size(group, root, _pods.template_owner_of(root, store))
 
 
 def _ref(p: KubePod) -> PodRef:

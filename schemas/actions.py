@@ -313,6 +313,21 @@ class SetSlurmNodeConditions(Action, frozen=True, kw_only=True, tag="SetSlurmNod
     conditions: tuple[SlurmStateCondition, ...] = ()
 
 
+class SetPodGroupScheduled(Action, frozen=True, kw_only=True, tag="SetPodGroupScheduled"):
+    """Ensure the Kubernetes Workload API PodGroup ``namespace/name`` (``uid``: the one
+    observed; a re-created PodGroup gets its own decision) carries its scheduled condition
+    with status True, reason ``Scheduled`` and ``message`` (status subresource).
+    ``api_version`` (``scheduling.k8s.io/v1beta1`` or ``/v1alpha2``) is the version it was
+    observed at: it picks the endpoint and the condition type (``PodGroupInitiallyScheduled``
+    / ``PodGroupScheduled``). Source: Slinky slurm-bridge podgroup_status.go."""
+
+    namespace: str
+    name: str
+    uid: str
+    api_version: str
+    message: str
+
+
 class NodeSetRef(msgspec.Struct, frozen=True, kw_only=True):
     """One NodeSet: ``namespace``, ``name`` and ``uid`` (a re-created NodeSet is another)."""
 
@@ -460,6 +475,7 @@ AnyAction = (
     | DeleteFailedNodeSetPod
     | EnsureNodeSetPDB
     | SetSlurmNodeConditions
+    | SetPodGroupScheduled
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]

@@ -143,6 +143,8 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     limits)). ``0`` in observations from before these fields.
     ``ready_since``: while the pod is Ready, its Ready condition's ``lastTransitionTime``
     (epoch seconds; 0 otherwise).
+    ``scheduling_group``: ``spec.schedulingGroup.podGroupName`` — the Kubernetes Workload
+    API PodGroup (``scheduling.k8s.io``, 1.36+) the pod joins (``""``: none); immutable.
     """
 
     uid: str = ""
@@ -167,6 +169,7 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     cpu_millis_max: int = 0
     memory_bytes_max: int = 0
     ready_since: int = 0
+    scheduling_group: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -185,7 +188,9 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
 
 class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
     """An object that groups pods into one Slurm job: a batch/v1 Job, a JobSet, a
-    LeaderWorkerSet or a coscheduling PodGroup.
+    LeaderWorkerSet, a coscheduling PodGroup, or a Kubernetes Workload API PodGroup or
+    Workload (``scheduling.k8s.io``; ``workload_kind`` ``PodGroup.scheduling.k8s.io`` /
+    ``Workload.scheduling.k8s.io``, see ``schemas.wellknown``).
 
     ``key`` is ``namespace/Kind:name`` (``default/JobSet:train``), so objects of different
     kinds with one name never collide. ``annotations`` keeps only Slinky's
@@ -196,6 +201,15 @@ class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
     ``active_deadline_s``: a Job's ``spec.activeDeadlineSeconds`` (seconds; 0 = none).
     ``min_cpu_millis`` / ``min_memory_bytes``: a PodGroup's ``spec.minResources``.
     ``phase``: a PodGroup's ``status.phase`` (``""`` for other kinds or when unset).
+
+    Workload API (``scheduling.k8s.io`` v1alpha2 / v1beta1) only:
+    ``size`` of a native PodGroup is its ``spec.schedulingPolicy.gang.minCount`` (0 for the
+    ``basic`` policy: no gang). ``policy``: ``gang``, ``basic`` or ``""`` (none given: the
+    template's in the Workload applies). ``workload_name`` / ``template_name``: the Workload
+    and PodGroupTemplate it was made from (v1alpha2 ``spec.podGroupTemplateRef.workload``,
+    v1beta1 ``spec.workloadRef``). ``scheduled``: its ``PodGroupScheduled`` (v1alpha2) or
+    ``PodGroupInitiallyScheduled`` (v1beta1) condition is True. ``templates`` of a Workload:
+    each ``spec.podGroupTemplates[].name`` → its gang ``minCount`` (0: basic).
     """
 
     uid: str = ""
@@ -210,6 +224,11 @@ class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
     min_cpu_millis: int = 0
     min_memory_bytes: int = 0
     phase: str = ""
+    policy: str = ""
+    workload_name: str = ""
+    template_name: str = ""
+    scheduled: bool = False
+    templates: dict[str, int] = {}
 
 
 class KubeScaler(Event, frozen=True, kw_only=True, tag="KubeScaler"):
@@ -467,10 +486,10 @@ _E = TypeVar("_E", bound=Event)
 
 #: What a tombstone keeps of the object it marks deleted, besides ``source`` and ``key``: the
 #: identity consumers need to find what it belonged to (a pod's group: its namespace, labels,
-#: owner and schedulerName; a scaler's target; a Slurm object's cluster).
+#: owner, schedulerName and scheduling group; a scaler's target; a Slurm object's cluster).
 TOMBSTONE_KEEPS: Final[dict[type[Event], tuple[str, ...]]] = {
     KubeNode: ("uid",),
-    KubePod: ("uid", "namespace", "name", "scheduler_name", "labels", "owner"),
+    KubePod: ("uid", "namespace", "name", "scheduler_name", "labels", "owner", "scheduling_group"),
     KubeWorkload: ("uid", "namespace", "name", "workload_kind"),
     KubeNodeSet: ("uid", "namespace", "name"),
     SlurmCluster: ("uid", "namespace", "name"),

@@ -84,6 +84,29 @@ CONDITION_POD_SCHEDULED: Final = "PodScheduled"
 #: ``PodScheduled=False`` reason: slurmrestd refused the group's placeholder job for good.
 REASON_SLURM_JOB_REJECTED: Final = "SlurmJobRejected"
 
+# --- Kubernetes Workload API (scheduling.k8s.io, 1.36+) --------------------------------------
+#: The API group of the built-in Workload and PodGroup (GenericWorkload feature gate).
+SCHEDULING_GROUP: Final = "scheduling.k8s.io"
+#: Its versions, newest first: v1beta1 (Kubernetes 1.37), v1alpha2 (1.36). Watchers try them
+#: in this order (k8s-openapi 0.29 ``v1_37/api/scheduling`` has v1alpha3 and v1beta1;
+#: 0.28 ``v1_36`` has v1alpha2).
+SCHEDULING_VERSIONS: Final = ("v1beta1", "v1alpha2")
+#: The group-kind tokens of a native PodGroup and Workload in group and workload keys
+#: (``ns/PodGroup.scheduling.k8s.io:name``): distinct from the coscheduling ``PodGroup``
+#: (``scheduling.x-k8s.io``), and Kubernetes' own ``Kind.group`` spelling.
+KIND_NATIVE_POD_GROUP: Final = "PodGroup." + SCHEDULING_GROUP
+KIND_NATIVE_WORKLOAD: Final = "Workload." + SCHEDULING_GROUP
+#: The PodGroup condition that says the gang was admitted: ``PodGroupScheduled`` in
+#: v1alpha2, renamed ``PodGroupInitiallyScheduled`` in v1beta1 (k8s-openapi
+#: ``v1_36/api/scheduling/v1alpha2/pod_group_status.rs``,
+#: ``v1_37/api/scheduling/v1beta1/pod_group_status.rs``).
+CONDITION_POD_GROUP_SCHEDULED: Final = {
+    "v1alpha2": "PodGroupScheduled",
+    "v1beta1": "PodGroupInitiallyScheduled",
+}
+#: Its reason when slurmbridge admits the gang (Slinky slurm-bridge podgroup_status.go).
+REASON_POD_GROUP_SCHEDULED: Final = "Scheduled"
+
 
 def external_removal_reason(kube_node: str) -> str:
     """Drain reason while an external node whose label was removed leaves Slurm."""

@@ -121,8 +121,9 @@ class KubeSettings(_Base):
     last resourceVersion afterwards. Kept under the API server's default (~30 min) and long
     against the bookmark period (~1 min), so quiet clusters still advance resourceVersion.
     ``watch_pods``: watch the pods with our schedulerName (placement, workload).
-    ``watch_workloads``: watch Jobs, JobSets, LeaderWorkerSets and PodGroups (their
-    ``slurmjob.slinky.slurm.net/*`` annotations configure the pods' Slurm job).
+    ``watch_workloads``: watch Jobs, JobSets, LeaderWorkerSets, PodGroups and the Kubernetes
+    Workload API's PodGroups and Workloads (their ``slurmjob.slinky.slurm.net/*`` annotations
+    configure the pods' Slurm job).
     ``watch_node_sets``: watch Slinky NodeSets and their slurmd pods (the ``nodeset``
     reconciler).
     ``watch_clusters``: watch Slinky Clusters (the ``cluster`` reconciler; a poller and a

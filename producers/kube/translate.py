@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from schemas import subjects, wellknown
 from schemas.events import (
@@ -38,6 +38,7 @@ from slurmbridge.kube.wire import (
     RawPod,
     RawPodSpec,
     RawScaler,
+    RawSchedulingPolicy,
     RawWorkload,
 )
 
@@ -270,7 +271,20 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
             sorted({t.key or "" for t in spec.tolerations or [] if t.key or t.operator == "Exists"})
         ),
         created_at=_epoch(md.creationTimestamp),
+        scheduling_group=(spec.schedulingGroup.podGroupName or "") if spec.schedulingGroup else "",
     )
+
+
+def _gang(policy: RawSchedulingPolicy | None) -> tuple[str, int]:
+    """A scheduling.k8s.io scheduling policy as (``gang`` | ``basic`` | ``""``, minCount; 0
+    unless gang)."""
+    if policy is None:
+        return "", 0
+    if policy.gang is not None:
+        return "gang", max(0, policy.gang.minCount or 0)
+    if policy.basic is not None:
+        return "basic", 0
+    return "", 0
 
 
 def workload_size(raw: RawWorkload) -> int:
@@ -289,11 +303,42 @@ def workload_size(raw: RawWorkload) -> int:
         return lwt.size if lwt is not None and lwt.size is not None else 1
     if raw.kind == "PodGroup":
         return spec.minMember or 0
+    if raw.kind == wellknown.KIND_NATIVE_POD_GROUP:
+        return _gang(spec.schedulingPolicy)[1]
     return 0
 
 
+def _native_fields(raw: RawWorkload) -> dict[str, Any]:
+    """The KubeWorkload fields of a scheduling.k8s.io PodGroup or Workload (empty for other
+    kinds). Field names: k8s-openapi ``v1_36/api/scheduling/v1alpha2`` and
+    ``v1_37/api/scheduling/v1beta1`` (PodGroupSpec, WorkloadReference, PodGroupStatus)."""
+    spec = raw.spec
+    if raw.kind == wellknown.KIND_NATIVE_WORKLOAD:
+        return {
+            "templates": {
+                t.name: _gang(t.schedulingPolicy)[1] for t in spec.podGroupTemplates or [] if t.name
+            }
+        }
+    if raw.kind != wellknown.KIND_NATIVE_POD_GROUP:
+        return {}
+    ref = spec.workloadRef  # v1beta1
+    if ref is None and spec.podGroupTemplateRef is not None:
+        ref = spec.podGroupTemplateRef.workload  # v1alpha2
+    types = set(wellknown.CONDITION_POD_GROUP_SCHEDULED.values())
+    return {
+        "policy": _gang(spec.schedulingPolicy)[0],
+        "workload_name": ref.workloadName if ref is not None else "",
+        "template_name": (ref.templateName or ref.podGroupTemplateName) if ref is not None else "",
+        "scheduled": any(
+            c.type in types and c.status == "True" for c in raw.status.conditions or []
+        ),
+    }
+
+
 def workload_to_event(raw: RawWorkload, *, producer: str, observed_at: int) -> KubeWorkload:
-    """Translate a raw Job / JobSet / LeaderWorkerSet / PodGroup (pure)."""
+    """Translate a raw Job / JobSet / LeaderWorkerSet / PodGroup (pure); a scheduling.k8s.io
+    PodGroup or Workload arrives with ``kind`` set to its group-kind token
+    (``wellknown.KIND_NATIVE_POD_GROUP`` / ``KIND_NATIVE_WORKLOAD``, by its watcher)."""
     md = raw.metadata
     return KubeWorkload(
         source=subjects.KUBE_SOURCE,
@@ -313,6 +358,7 @@ def workload_to_event(raw: RawWorkload, *, producer: str, observed_at: int) -> K
         min_cpu_millis=_quantity(raw.spec.minResources, "cpu", 1000),
         min_memory_bytes=_quantity(raw.spec.minResources, "memory", 1),
         phase=(raw.status.phase or "") if raw.kind == "PodGroup" else "",
+        **_native_fields(raw),
     )
 
 

@@ -1,12 +1,14 @@
 """The Kubernetes producer's watchers: one :class:`~slurmbridge.kube.watch.Watcher` subclass
 per watched resource — Nodes, Pods with our ``schedulerName``, the pod group owners of
-:data:`WORKLOAD_KINDS`, slurmd pods, NodeSets, Clusters and the scalers of
-:data:`SCALER_KINDS` — each naming its list call, its decoders and its translation
-(:mod:`producers.kube.translate`). Translation only: no decisions.
+:data:`WORKLOAD_KINDS` and of :data:`SCHEDULING_KINDS` (the Kubernetes Workload API),
+slurmd pods, NodeSets, Clusters and the scalers of :data:`SCALER_KINDS` — each naming its
+list call, its decoders and its translation (:mod:`producers.kube.translate`).
+Translation only: no decisions.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 import msgspec
@@ -20,7 +22,7 @@ from producers.kube.translate import (
     scaler_to_event,
     workload_to_event,
 )
-from schemas import events
+from schemas import events, wellknown
 from slurmbridge.kube.watch import E, Watcher
 from slurmbridge.kube.wire import (
     DECODE_CLUSTER,
@@ -36,6 +38,8 @@ from slurmbridge.kube.wire import (
     DECODE_WORKLOAD,
     DECODE_WORKLOAD_LIST,
 )
+
+log = logging.getLogger(__name__)
 
 
 class KubeWatcher(Watcher[E]):
@@ -141,6 +145,81 @@ class WorkloadWatcher(KubeWatcher[events.KubeWorkload]):
 
     def _translate(self, raw: Any, now: int) -> events.KubeWorkload:
         return workload_to_event(raw, producer=self.producer, observed_at=now)
+
+
+#: The Kubernetes Workload API kinds (Kubernetes 1.36+): (group-kind token, plural); each is
+#: served at one of ``wellknown.SCHEDULING_VERSIONS``.
+SCHEDULING_KINDS: tuple[tuple[str, str], ...] = (
+    (wellknown.KIND_NATIVE_POD_GROUP, "podgroups"),
+    (wellknown.KIND_NATIVE_WORKLOAD, "workloads"),
+)
+
+
+class SchedulingWatcher(WorkloadWatcher):
+    """List + watch one kind of the Kubernetes Workload API (an entry of
+    :data:`SCHEDULING_KINDS`: ``scheduling.k8s.io`` PodGroups or Workloads), publishing
+    ``KubeWorkload`` observations whose ``workload_kind`` is the group-kind token.
+
+    The version is found at each list: ``v1beta1`` (Kubernetes 1.37) first, then
+    ``v1alpha2`` (1.36) when the newer one answers 404 (not served); the version in use is
+    logged when it changes. When none is served (a 1.35 cluster, or the GenericWorkload
+    feature gate off) the 404 reaches the run loop, which retries slowly, as for a CRD that
+    is not installed (``Watcher.run``). The listing name (``KubeListed``) is
+    ``<plural>.scheduling.k8s.io``, distinct from the coscheduling ``podgroups``.
+    """
+
+    def __init__(self, *args: Any, kind: tuple[str, str], **kwargs: Any) -> None:
+        token, plural = kind
+        super().__init__(
+            *args,
+            kind=(token, wellknown.SCHEDULING_GROUP, wellknown.SCHEDULING_VERSIONS[0], plural),
+            **kwargs,
+        )
+        self.resource = f"{plural}.{wellknown.SCHEDULING_GROUP}"
+        self._served = ""
+
+    async def _call(self, **kwargs: Any) -> Any:
+        if kwargs.get("watch"):
+            return await super()._call(**kwargs)
+        versions = wellknown.SCHEDULING_VERSIONS
+        # Every first page starts from the newest version (a cluster upgraded to 1.37 moves
+        # on); a later page keeps the version of the first.
+        first_page = "_continue" not in kwargs
+        if first_page:
+            self.version = versions[0]
+        while True:
+            resp = await super()._call(**kwargs)
+            i = versions.index(self.version)
+            if resp.status == 404 and first_page and i + 1 < len(versions):
+                resp.release()  # not served at this version: try the next one
+                self.version = versions[i + 1]
+                continue
+            if resp.status == 404:
+                self._served = ""
+            elif resp.status < 300 and self._served != self.version:
+                self._served = self.version
+                log.info(
+                    "watch %s: served at %s/%s",
+                    self.resource,
+                    wellknown.SCHEDULING_GROUP,
+                    self.version,
+                )
+            return resp
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        items, rv = super()._decode_list(body)
+        for item in items:
+            # Built-in kinds: the token, whatever the object says (its kind is "PodGroup",
+            # which would read as the coscheduling CRD).
+            item.kind = self.kind
+            item.apiVersion = f"{wellknown.SCHEDULING_GROUP}/{self.version}"
+        return items, rv
+
+    def _decode_item(self, data: bytes) -> Any:
+        item = super()._decode_item(data)
+        item.kind = self.kind
+        item.apiVersion = f"{wellknown.SCHEDULING_GROUP}/{self.version}"
+        return item
 
 
 #: Label of the slurmd pods of NodeSets (the pods a :class:`SlurmdPodWatcher` watches).
@@ -282,6 +361,7 @@ RESOURCES: Final[tuple[WatchedResource, ...]] = (
         for watcher, observes, switch, kinds in (
             (ScalerWatcher, events.KubeScaler, "watch_scalers", SCALER_KINDS),
             (WorkloadWatcher, events.KubeWorkload, "watch_workloads", WORKLOAD_KINDS),
+            (SchedulingWatcher, events.KubeWorkload, "watch_workloads", SCHEDULING_KINDS),
         )
         for kind in kinds
     ),

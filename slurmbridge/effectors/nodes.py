@@ -1,5 +1,5 @@
-"""Kubernetes node effects: taints and node conditions; with :mod:`.clusters` and
-:mod:`.events`, the Kubernetes-only actions of :class:`KubeEffector`.
+"""Kubernetes node effects: taints and node conditions; with :mod:`.clusters`,
+:mod:`.podgroups` and :mod:`.events`, the Kubernetes-only actions of :class:`KubeEffector`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from schemas.actions import (
     RecordEvent,
     SetClusterStatus,
     SetNodeCondition,
+    SetPodGroupScheduled,
     TaintNode,
     UntaintNode,
 )
@@ -27,6 +28,7 @@ from slurmbridge.effectors.common import (
     taint_dict,
 )
 from slurmbridge.effectors.events import record_event
+from slurmbridge.effectors.podgroups import set_pod_group_scheduled
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.wire import DECODE_NODE
 from slurmbridge.runtime.outcomes import EffectResult
@@ -41,6 +43,7 @@ class KubeEffector(Effector):
         UntaintNode: "_taint",
         SetNodeCondition: "_condition",
         SetClusterStatus: "_cluster_status",
+        SetPodGroupScheduled: "_pod_group_scheduled",
         RecordEvent: "_event",
     }
 
@@ -58,6 +61,9 @@ class KubeEffector(Effector):
 
     async def _cluster_status(self, action: SetClusterStatus) -> EffectResult:
         return await set_cluster_status(self.custom, action)
+
+    async def _pod_group_scheduled(self, action: SetPodGroupScheduled) -> EffectResult:
+        return await set_pod_group_scheduled(self.custom, action)
 
     async def _event(self, action: RecordEvent) -> EffectResult:
         return await record_event(

@@ -332,8 +332,10 @@ class Watcher(Generic[E]):
                         metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
                         await asyncio.sleep(self.outage.failed(exc))
                         continue
-                    # The resource is not served (a CRD that is not installed): look again now
-                    # and then, without filling the log.
+                    # The resource is not served (a CRD that is not installed, an API a server
+                    # of this release lacks): look again now and then, without filling the log.
+                    # The server did answer: an outage before (a restart's 503s) is over.
+                    self.outage.recovered()
                     if not self.missing:
                         log.info(
                             "%s are not served by this API server; checking every %.0f s",

@@ -131,6 +131,13 @@ class RawToleration(msgspec.Struct, kw_only=True):
     operator: str | None = None
 
 
+class RawSchedulingGroup(msgspec.Struct, kw_only=True):
+    """``spec.schedulingGroup`` of a Pod (Kubernetes 1.36+, GenericWorkload; core/v1
+    PodSchedulingGroup): the PodGroup it joins."""
+
+    podGroupName: str | None = None  # noqa: N815 - Kubernetes wire name
+
+
 class RawPodSpec(msgspec.Struct, kw_only=True):
     nodeName: str | None = None  # noqa: N815
     schedulerName: str | None = None  # noqa: N815
@@ -140,6 +147,7 @@ class RawPodSpec(msgspec.Struct, kw_only=True):
     tolerations: list[RawToleration] | None = None
     #: Pod-level resources (Kubernetes 1.32+, PodLevelResources): win over the containers'.
     resources: RawResources | None = None
+    schedulingGroup: RawSchedulingGroup | None = None  # noqa: N815
 
 
 class RawPodStatus(msgspec.Struct, kw_only=True):
@@ -179,6 +187,37 @@ class RawLeaderWorkerTemplate(msgspec.Struct, kw_only=True):
     size: int | None = None
 
 
+class RawGangPolicy(msgspec.Struct, kw_only=True):
+    minCount: int | None = None  # noqa: N815 - scheduling.k8s.io GangSchedulingPolicy
+
+
+class RawSchedulingPolicy(msgspec.Struct, kw_only=True):
+    """scheduling.k8s.io PodGroupSchedulingPolicy: exactly one of ``basic`` / ``gang``."""
+
+    basic: dict[str, object] | None = None
+    gang: RawGangPolicy | None = None
+
+
+class RawPodGroupTemplate(msgspec.Struct, kw_only=True):
+    """A Workload's ``spec.podGroupTemplates[]`` entry."""
+
+    name: str = ""
+    schedulingPolicy: RawSchedulingPolicy | None = None  # noqa: N815
+
+
+class RawWorkloadTemplateRef(msgspec.Struct, kw_only=True):
+    """v1alpha2 ``podGroupTemplateRef.workload`` and v1beta1 ``workloadRef`` (their field
+    names differ: ``podGroupTemplateName`` became ``templateName``)."""
+
+    workloadName: str = ""  # noqa: N815
+    podGroupTemplateName: str = ""  # noqa: N815 - v1alpha2
+    templateName: str = ""  # noqa: N815 - v1beta1
+
+
+class RawPodGroupTemplateRef(msgspec.Struct, kw_only=True):
+    workload: RawWorkloadTemplateRef | None = None
+
+
 class RawWorkloadSpec(msgspec.Struct, kw_only=True):
     parallelism: int | None = None  # batch/v1 Job
     activeDeadlineSeconds: int | None = None  # noqa: N815 - batch/v1 Job
@@ -186,10 +225,17 @@ class RawWorkloadSpec(msgspec.Struct, kw_only=True):
     leaderWorkerTemplate: RawLeaderWorkerTemplate | None = None  # noqa: N815 - LeaderWorkerSet
     minMember: int | None = None  # noqa: N815 - PodGroup
     minResources: dict[str, str] | None = None  # noqa: N815 - PodGroup
+    # scheduling.k8s.io PodGroup (v1alpha2 podGroupTemplateRef, v1beta1 workloadRef) and
+    # Workload (podGroupTemplates).
+    schedulingPolicy: RawSchedulingPolicy | None = None  # noqa: N815
+    podGroupTemplateRef: RawPodGroupTemplateRef | None = None  # noqa: N815
+    workloadRef: RawWorkloadTemplateRef | None = None  # noqa: N815
+    podGroupTemplates: list[RawPodGroupTemplate] | None = None  # noqa: N815
 
 
 class RawWorkloadStatus(msgspec.Struct, kw_only=True):
     phase: str | None = None  # PodGroup (coscheduling): Pending, Running, Finished …
+    conditions: list[RawCondition] | None = None  # PodGroup (scheduling.k8s.io)
 
 
 class RawWorkload(msgspec.Struct, kw_only=True):

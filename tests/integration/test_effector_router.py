@@ -42,6 +42,7 @@ from schemas.actions import (
     SetNodeCondition,
     SetNodeSetStatus,
     SetPodCondition,
+    SetPodGroupScheduled,
     SetPodLabel,
     SetSlurmNodeConditions,
     SlurmJobSpec,
@@ -90,6 +91,16 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
     "SetClusterStatus": (
         SetClusterStatus(
             cluster=ClusterRef(namespace=NS, name="rt-gone"), is_ready=True, reason="", message=""
+        ),
+        "noop",
+    ),
+    "SetPodGroupScheduled": (
+        SetPodGroupScheduled(
+            namespace=NS,
+            name="rt-gone",
+            uid="0",
+            api_version="scheduling.k8s.io/v1beta1",
+            message="m",
         ),
         "noop",
     ),
@@ -159,7 +170,14 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
 #: The side each action type needs: what the Router says when that side is missing.
 NEEDS: dict[str, str] = {
     **dict.fromkeys(
-        ["TaintNode", "UntaintNode", "SetNodeCondition", "RecordEvent", "SetClusterStatus"],
+        [
+            "TaintNode",
+            "UntaintNode",
+            "SetNodeCondition",
+            "RecordEvent",
+            "SetClusterStatus",
+            "SetPodGroupScheduled",
+        ],
         "no Kubernetes API configured",
     ),
     **dict.fromkeys(

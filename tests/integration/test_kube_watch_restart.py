@@ -183,10 +183,12 @@ def _watchers(stack: Stack) -> list[Watcher[Any]]:
 
 
 def _all_watching(stack: Stack) -> bool:
+    """Every watcher of a served resource has its stream open (the simulator is a 1.35
+    server: the Workload API watchers find it not served and look again now and then)."""
     return (
         stack.app is not None
         and stack.app.watcher is not None
-        and all(w.watching for w in _watchers(stack))
+        and all(w.watching or w.missing for w in _watchers(stack))
     )
 
 
@@ -217,8 +219,13 @@ async def test_an_api_server_restart_is_one_warning_and_one_recovery_per_watcher
     stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
     await stack.wait_for(lambda: _all_watching(stack), timeout=20, what="every watch open")
-    names = {w.resource for w in _watchers(stack)}
+    names = {w.resource for w in _watchers(stack) if not w.missing}
     assert len(names) == 11  # nodes, pods, slurmd pods, NodeSets, Clusters, 2 scalers, 4 kinds
+    # Not served by this (1.35) simulator: asleep between looks, they miss the window.
+    assert {w.resource for w in _watchers(stack) if w.missing} == {
+        "podgroups.scheduling.k8s.io",
+        "workloads.scheduling.k8s.io",
+    }
     caplog.set_level(logging.INFO, logger="slurmbridge.kube.watch")
     caplog.clear()
 

@@ -64,8 +64,21 @@ Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 Made = tuple[str, str | None, str, str]  # (Deployment, namespace or None, verb, resource)
 
 #: Grants the story does not use, by Deployment (its name without the release's prefix), and
-#: why the code still needs them. None today: the story reaches every call.
-NOT_EXERCISED: dict[tuple[str, Grant], str] = {}
+#: why the code still needs them.
+_WORKLOAD_API = (
+    "the story's simulator is a 1.35 server (no Workload API, its paths are not found): the "
+    "scheduling.k8s.io PodGroups and Workloads are listed, watched and the PodGroup's "
+    "scheduled condition written on 1.36+ (tests/integration/test_workload_api_e2e.py)"
+)
+NOT_EXERCISED: dict[tuple[str, Grant], str] = {
+    **{
+        ("producers", ("scheduling.k8s.io", resource, verb)): _WORKLOAD_API
+        for resource in ("podgroups", "workloads")
+        for verb in ("list", "watch")
+    },
+    ("placement", ("scheduling.k8s.io", "podgroups", "get")): _WORKLOAD_API,
+    ("placement", ("scheduling.k8s.io", "podgroups/status", "patch")): _WORKLOAD_API,
+}
 
 #: Who is asking, set for each request the simulator serves.
 _WHO: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar("who")

@@ -49,6 +49,7 @@ from schemas.actions import (
     SetNodeCondition,
     SetNodeSetStatus,
     SetPodCondition,
+    SetPodGroupScheduled,
     SetPodLabel,
     SetSlurmNodeConditions,
     SubmitSlurmJob,
@@ -63,6 +64,7 @@ from schemas.events import (
     KubeNode,
     KubeNodeSet,
     KubePod,
+    KubeWorkload,
     NodeCondition,
     PodCondition,
     SlurmCluster,
@@ -70,6 +72,7 @@ from schemas.events import (
     SlurmNode,
     Taint,
     kind_of,
+    workload_key,
 )
 from schemas.subjects import KUBE_SOURCE, slurm_source
 from slurmbridge.devtools.sim.slurmrestd import SimError, _parse_node_conf
@@ -498,6 +501,15 @@ class World:
             )
         )
 
+    # Workload API PodGroups
+
+    def set_pod_group_scheduled(self, a: SetPodGroupScheduled) -> bool:
+        key = workload_key(a.namespace, wellknown.KIND_NATIVE_POD_GROUP, a.name)
+        pg: KubeWorkload | None = self._get(KubeWorkload, KUBE_SOURCE, key)
+        if pg is None or (a.uid and pg.uid != a.uid) or pg.scheduled:
+            return False
+        return self._put(_replace(pg, scheduled=True))
+
     _handlers: ClassVar[dict[type, Any]] = {
         RecordEvent: record_event,
         TaintNode: taint_node,
@@ -526,4 +538,5 @@ class World:
         SetNodeSetStatus: set_node_set_status,
         ScaleNodeSet: scale_node_set,
         SetClusterStatus: set_cluster_status,
+        SetPodGroupScheduled: set_pod_group_scheduled,
     }

@@ -449,6 +449,14 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("leaderworkerset.x-k8s.io", "leaderworkersets", "watch"): r'"leaderworkersets"',
     ("scheduling.x-k8s.io", "podgroups", "list"): r'"podgroups"',
     ("scheduling.x-k8s.io", "podgroups", "watch"): r'"podgroups"',
+    ("scheduling.k8s.io", "podgroups", "list"): r'KIND_NATIVE_POD_GROUP, "podgroups"',
+    ("scheduling.k8s.io", "podgroups", "watch"): r'KIND_NATIVE_POD_GROUP, "podgroups"',
+    ("scheduling.k8s.io", "workloads", "list"): r'KIND_NATIVE_WORKLOAD, "workloads"',
+    ("scheduling.k8s.io", "workloads", "watch"): r'KIND_NATIVE_WORKLOAD, "workloads"',
+    ("scheduling.k8s.io", "podgroups", "get"): r"custom\.get_namespaced_custom_object\(",
+    ("scheduling.k8s.io", "podgroups/status", "patch"): (
+        r"patch_namespaced_custom_object_status\b"
+    ),
     ("slinky.slurm.net", "nodesets", "list"): r'resource = "nodesets"',
     ("slinky.slurm.net", "nodesets", "watch"): r'resource = "nodesets"',
     ("slinky.slurm.net", "clusters", "list"): r'resource = "clusters"',

@@ -80,6 +80,10 @@ What it models, and where it follows the real server (checked against the Kubern
   ``_Store._prepare_create``).
 * Requests are counted by verb and resource (:attr:`KubeSim.requests`) and by ``User-Agent``
   (:attr:`KubeSim.user_agents`).
+* **Workload API** (``KubeSim(workload_api=…)``): ``scheduling.k8s.io`` PodGroup and
+  Workload at v1alpha2 (1.36) or v1beta1 (1.37), one version per server (conversion between
+  them is not modelled), with the validation of the fields slurmbridge uses
+  (:func:`validate_workload_api`) and pods' ``spec.schedulingGroup``.
 * Not modelled: server-side apply, dryRun, managedFields, protobuf, admission webhooks, RBAC
   (an optional fixed bearer token is all the authentication), per-kind watch caches.
 """
@@ -544,6 +548,238 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         return_deleted=True,
     ),
 )
+
+
+#: The Kubernetes Workload API group (GenericWorkload feature gate).
+SCHEDULING_GROUP: Final = "scheduling.k8s.io"
+#: Versions of it a real server serves, by release: v1alpha2 in 1.36 (k8s-openapi 0.28
+#: ``v1_36/api/scheduling``), v1beta1 in 1.37 (k8s-openapi 0.29 ``v1_37/api/scheduling``, beside
+#: v1alpha3, not modelled). 1.35 and older serve neither (404, ``KubeSim(workload_api=None)``).
+WORKLOAD_API_VERSIONS: Final = ("v1alpha2", "v1beta1")
+
+
+def workload_api_resources(version: str) -> tuple[ResourceSpec, ...]:
+    """The Workload API kinds at ``version``: PodGroup (namespaced, status subresource, the
+    ``status.conditions`` merged by ``type``) and Workload (namespaced, no status: the
+    k8s-openapi ``Workload`` has only metadata and spec). Built-in kinds, not CRDs: strategic
+    merge is accepted.
+
+    Raises:
+        ValueError: not one of :data:`WORKLOAD_API_VERSIONS`.
+    """
+    if version not in WORKLOAD_API_VERSIONS:
+        raise ValueError(f"Workload API version {version!r}: one of {WORKLOAD_API_VERSIONS}")
+    return (
+        ResourceSpec(
+            group=SCHEDULING_GROUP,
+            version=version,
+            plural="podgroups",
+            kind="PodGroup",
+            status=True,
+            generation=True,
+            merge_keys={("status", "conditions"): "type"},
+        ),
+        ResourceSpec(
+            group=SCHEDULING_GROUP,
+            version=version,
+            plural="workloads",
+            kind="Workload",
+            generation=True,
+        ),
+    )
+
+
+_DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL_RULE: Final = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character"
+)
+_IMMUTABLE: Final = "field is immutable"
+
+
+def _scheduling_policy_errors(policy: Any, path: str) -> list[tuple[str, str, str]]:
+    """A PodGroupSchedulingPolicy: required, exactly one of ``basic`` / ``gang``, and a gang's
+    ``minCount`` a positive integer (k8s-openapi ``PodGroupSchedulingPolicy``: "Exactly one
+    policy must be set"; ``GangSchedulingPolicy.minCount``: required, "It must be a positive
+    integer"). Field paths as the API reference names them; the messages paraphrase
+    apimachinery's (``Required value``, ``Invalid value``)."""
+    if not isinstance(policy, dict):
+        return [(path, "FieldValueRequired", "Required value")]
+    chosen = [k for k in ("basic", "gang") if policy.get(k) is not None]
+    if len(chosen) != 1:
+        return [
+            (
+                path,
+                "FieldValueInvalid" if chosen else "FieldValueRequired",
+                "Invalid value: exactly one of `basic`, `gang` must be set"
+                if chosen
+                else "Required value: exactly one of `basic`, `gang` must be set",
+            )
+        ]
+    if chosen == ["gang"]:
+        gang = policy["gang"]
+        count = gang.get("minCount") if isinstance(gang, dict) else None
+        if count is None:
+            return [(f"{path}.gang.minCount", "FieldValueRequired", "Required value")]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            return [
+                (
+                    f"{path}.gang.minCount",
+                    "FieldValueInvalid",
+                    f"Invalid value: {orjson.dumps(count).decode()}: must be greater than or "
+                    "equal to 1",
+                )
+            ]
+    return []
+
+
+def _name_errors(value: Any, path: str, *, label: bool) -> list[tuple[str, str, str]]:
+    """A required DNS label (``label``) or subdomain at ``path``."""
+    if not isinstance(value, str) or not value:
+        return [(path, "FieldValueRequired", "Required value")]
+    if label and (len(value) > 63 or not _DNS_LABEL_RE.match(value)):
+        return [(path, "FieldValueInvalid", f'Invalid value: "{value}": {_DNS_LABEL_RULE}')]
+    if not label and (len(value) > 253 or not _NAME_RE.match(value)):
+        return [(path, "FieldValueInvalid", f'Invalid value: "{value}": {_NAME_RULE}')]
+    return []
+
+
+def _workload_ref(spec: ResourceSpec, obj: Obj) -> tuple[str, Any]:
+    """The PodGroup's reference to its Workload template at ``spec.version``: v1alpha2
+    ``spec.podGroupTemplateRef`` (``workload.{workloadName,podGroupTemplateName}``), v1beta1
+    ``spec.workloadRef`` (``{workloadName,templateName}``) — k8s-openapi
+    ``PodGroupTemplateReference`` / ``WorkloadReference``."""
+    found = obj.get("spec")
+    body: Obj = found if isinstance(found, dict) else {}
+    if spec.version == "v1alpha2":
+        return "spec.podGroupTemplateRef", body.get("podGroupTemplateRef")
+    return "spec.workloadRef", body.get("workloadRef")
+
+
+def validate_workload_api(spec: ResourceSpec, obj: Obj, old: Obj | None) -> None:
+    """The validation a real server does on the Workload API fields slurmbridge uses, on
+    create (``old`` None) and update of the main resource (k8s-openapi field docs):
+
+    * PodGroup: ``spec.schedulingPolicy`` required, exactly one policy, gang ``minCount`` ≥ 1;
+      the template reference's names required (v1alpha2: "Exactly one reference must be set",
+      ``workload`` with ``workloadName`` and ``podGroupTemplateName``; v1beta1 ``workloadRef``
+      with ``workloadName`` (a DNS subdomain) and ``templateName`` (a DNS label)). Immutable:
+      v1alpha2 the policy and the reference ("This field is immutable"); v1beta1 the
+      reference and the policy *kind* — ``minCount`` may change ("mutable to support workload
+      scaling").
+    * Workload: v1alpha2 ``spec.podGroupTemplates`` required; v1beta1 exactly one of
+      ``podGroupTemplates`` / ``compositePodGroupTemplates``; at most 8 templates, each with a
+      unique DNS-label ``name`` and a valid ``schedulingPolicy``. Immutable: v1alpha2 the
+      whole spec; v1beta1 the set of template names ("Templates cannot be added or removed").
+
+    Raises:
+        ApiError: 422 Invalid with every cause found.
+    """
+    name = str(_meta(obj).get("name", ""))
+    body = obj.get("spec")
+    causes: list[tuple[str, str, str]] = []
+    if not isinstance(body, dict):
+        raise _invalid(
+            spec.kind, name, spec.group, [("spec", "FieldValueRequired", "Required value")]
+        )
+    old_found = (old or {}).get("spec")
+    old_body: Obj | None = old_found if isinstance(old_found, dict) else None
+    if spec.kind == "PodGroup":
+        causes += _scheduling_policy_errors(body.get("schedulingPolicy"), "spec.schedulingPolicy")
+        path, ref = _workload_ref(spec, obj)
+        if ref is not None:
+            if spec.version == "v1alpha2":
+                inner = ref.get("workload") if isinstance(ref, dict) else None
+                if not isinstance(inner, dict):
+                    causes.append((f"{path}.workload", "FieldValueRequired", "Required value"))
+                else:
+                    causes += _name_errors(
+                        inner.get("workloadName"), f"{path}.workload.workloadName", label=False
+                    )
+                    causes += _name_errors(
+                        inner.get("podGroupTemplateName"),
+                        f"{path}.workload.podGroupTemplateName",
+                        label=True,
+                    )
+            elif not isinstance(ref, dict):
+                causes.append((path, "FieldValueInvalid", "Invalid value: must be an object"))
+            else:
+                causes += _name_errors(ref.get("workloadName"), f"{path}.workloadName", label=False)
+                causes += _name_errors(ref.get("templateName"), f"{path}.templateName", label=True)
+        if old_body is not None:
+            old_ref = _workload_ref(spec, old or {})[1]
+            if _canon(ref) != _canon(old_ref):
+                causes.append((path, "FieldValueInvalid", _IMMUTABLE))
+            policy, old_policy = body.get("schedulingPolicy"), old_body.get("schedulingPolicy")
+            if spec.version == "v1alpha2":
+                changed = _canon(policy) != _canon(old_policy)
+            else:
+                kinds = [
+                    sorted(
+                        k for k in ("basic", "gang") if isinstance(p, dict) and p.get(k) is not None
+                    )
+                    for p in (policy, old_policy)
+                ]
+                changed = kinds[0] != kinds[1]
+            if changed:
+                causes.append(("spec.schedulingPolicy", "FieldValueInvalid", _IMMUTABLE))
+    else:
+        templates = body.get("podGroupTemplates")
+        composite = body.get("compositePodGroupTemplates")
+        if spec.version == "v1alpha2" or composite is None:
+            if not isinstance(templates, list) or (spec.version != "v1alpha2" and not templates):
+                causes.append(("spec.podGroupTemplates", "FieldValueRequired", "Required value"))
+                templates = []
+        elif templates is not None:
+            causes.append(
+                (
+                    "spec",
+                    "FieldValueInvalid",
+                    "Invalid value: exactly one of `podGroupTemplates`, "
+                    "`compositePodGroupTemplates` must be set",
+                )
+            )
+        templates = templates if isinstance(templates, list) else []
+        if len(templates) > 8:
+            causes.append(
+                (
+                    "spec.podGroupTemplates",
+                    "FieldValueTooMany",
+                    f"Too many: {len(templates)}: must have at most 8 items",
+                )
+            )
+        seen: set[str] = set()
+        for i, item in enumerate(templates):
+            at = f"spec.podGroupTemplates[{i}]"
+            t = item if isinstance(item, dict) else {}
+            causes += _name_errors(t.get("name"), f"{at}.name", label=True)
+            if t.get("name") in seen:
+                causes.append(
+                    (f"{at}.name", "FieldValueDuplicate", f'Duplicate value: "{t.get("name")}"')
+                )
+            seen.add(str(t.get("name")))
+            causes += _scheduling_policy_errors(t.get("schedulingPolicy"), f"{at}.schedulingPolicy")
+        if old_body is not None:
+            if spec.version == "v1alpha2":
+                if _canon(body) != _canon(old_body):
+                    causes.append(("spec", "FieldValueInvalid", _IMMUTABLE))
+            else:
+                names = [str(t.get("name")) for t in templates if isinstance(t, dict)]
+                old_names = [
+                    str(t.get("name"))
+                    for t in old_body.get("podGroupTemplates") or []
+                    if isinstance(t, dict)
+                ]
+                if sorted(names) != sorted(old_names):
+                    causes.append(
+                        (
+                            "spec.podGroupTemplates",
+                            "FieldValueForbidden",
+                            "Forbidden: templates cannot be added or removed",
+                        )
+                    )
+    if causes:
+        raise _invalid(spec.kind, name, spec.group, causes)
 
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -1475,6 +1711,8 @@ class _Store:
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
             _meta(obj).setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+        elif spec.group == SCHEDULING_GROUP:
+            validate_workload_api(spec, obj, None)
         elif spec.name == "pods":
             pod_spec = obj.get("spec")
             containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
@@ -1482,6 +1720,7 @@ class _Store:
                 raise _invalid(
                     "Pod", name, "", [("spec.containers", "FieldValueRequired", "Required value")]
                 )
+            self._scheduling_group(name, pod_spec)
             pod_spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
             pod_spec.setdefault("restartPolicy", "Always")
             pod_spec.setdefault("terminationGracePeriodSeconds", 30)
@@ -1498,6 +1737,24 @@ class _Store:
             _default_requests(pod_spec)
             # podStrategy.PrepareForCreate: status = {Phase: Pending, QOSClass: ComputePodQOS}.
             obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(pod_spec)}
+
+    def _scheduling_group(self, name: str, pod_spec: Obj) -> None:
+        """``spec.schedulingGroup`` of a new pod. Served Workload API (GenericWorkload on):
+        ``podGroupName`` is required and a DNS subdomain (core/v1 PodSchedulingGroup: "Exactly
+        one field must be specified", "Must be a DNS subdomain"); it may name a PodGroup that
+        does not exist yet, and is immutable (the pod spec's update rule covers it). Not
+        served (a 1.35 server, the gate off): the field is dropped, as the API server drops
+        the fields of disabled features (``dropDisabledPodFields``)."""
+        group = pod_spec.get("schedulingGroup")
+        if group is None:
+            return
+        if not any(s.group == SCHEDULING_GROUP for s in self.specs.values()):
+            del pod_spec["schedulingGroup"]
+            return
+        pg = group.get("podGroupName") if isinstance(group, dict) else None
+        causes = _name_errors(pg, "spec.schedulingGroup.podGroupName", label=False)
+        if causes:
+            raise _invalid("Pod", name, "", causes)
 
     def update(
         self,
@@ -1680,6 +1937,8 @@ class _Store:
                         )
                     ],
                 )
+        if spec.group == SCHEDULING_GROUP:
+            validate_workload_api(spec, new, current)
         if spec.name == "pods":
             old_spec, new_spec = current.get("spec"), new.get("spec")
             if _canon(_pod_spec_view(old_spec)) != _canon(_pod_spec_view(new_spec)):
@@ -2134,6 +2393,12 @@ class KubeSim:
     ``initial_resource_version`` lets a restarted simulator continue a counter (chaos tests);
     ``node_lifecycle`` emulates the node lifecycle controller's
     ``node.kubernetes.io/unschedulable:NoSchedule`` taint on cordoned nodes.
+    ``workload_api`` serves the Kubernetes Workload API (``scheduling.k8s.io`` PodGroup and
+    Workload, :func:`workload_api_resources`) at that version — ``"v1alpha2"`` as a 1.36
+    server, ``"v1beta1"`` as 1.37 — and validates pods' ``spec.schedulingGroup``; ``None``
+    (the default) is a 1.35 server: those paths answer 404 and the field is dropped. With it
+    on, ``podgroups`` alone is ambiguous (the coscheduling CRD shares the plural): name
+    ``podgroups.scheduling.k8s.io`` in the helpers.
     """
 
     def __init__(
@@ -2147,6 +2412,7 @@ class KubeSim:
         initial_resource_version: int = 0,
         node_lifecycle: bool = False,
         kubelet: bool = False,
+        workload_api: str | None = None,
     ) -> None:
         self._store = _Store(history_size=history_size, initial_rv=initial_resource_version)
         self._store.node_lifecycle = node_lifecycle
@@ -2160,6 +2426,8 @@ class KubeSim:
 
             self.kubelet = Kubelet(self)
         for spec in resources:
+            self._store.register(spec)
+        for spec in workload_api_resources(workload_api) if workload_api else ():
             self._store.register(spec)
         self.bookmark_interval = bookmark_interval
         self.token = token
