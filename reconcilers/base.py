@@ -56,6 +56,8 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     ``default_partition``: the partition of placeholder jobs whose pods name none (Slinky's
     ``partition`` setting; ``""`` = Slurm's default partition). ``mcs_label``: the MCS label
     placeholder jobs carry (Slinky's ``mcsLabel`` setting; ``""`` = none).
+    ``preemption_grace_s``: whole seconds a pod whose Slurm job was preempted gets between
+    SIGTERM and SIGKILL (its deletion's ``gracePeriodSeconds``).
     """
 
     scheduler_name: str
@@ -64,6 +66,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     stuck_pod_grace_s: float = 300.0
     default_partition: str = ""
     mcs_label: str = ""
+    preemption_grace_s: int = 30
 
 
 def kube_listed(store: Store, *listings: str) -> bool:
