@@ -58,6 +58,8 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     placeholder jobs carry (Slinky's ``mcsLabel`` setting; ``""`` = none).
     ``propagated_node_conditions``: node condition types whose True conditions make a
     cordoned node's slurmd drain reason (slurm-operator ``propagatedNodeConditions``).
+    ``preemption_grace_s``: whole seconds a pod whose Slurm job was preempted gets between
+    SIGTERM and SIGKILL (its deletion's ``gracePeriodSeconds``).
     """
 
     scheduler_name: str
@@ -67,6 +69,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     default_partition: str = ""
     mcs_label: str = ""
     propagated_node_conditions: tuple[str, ...] = ()
+    preemption_grace_s: int = 30
 
 
 def kube_listed(store: Store, *listings: str) -> bool:

@@ -34,7 +34,16 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   slurm-bridge podgroup_status.go ``markPodGroupScheduled``: kube-scheduler writes it when it
   admits a gang, so slurm-bridge must);
 * the job is still PENDING and the nodes to exclude changed (a node cordoned or uncordoned
-  since the submit) ⇒ the job's ``excluded_nodes`` are replaced (``POST job/{id}``).
+  since the submit) ⇒ the job's ``excluded_nodes`` are replaced (``POST job/{id}``);
+* the job (ours) is PENDING ⇒ each live unbound pod says why: ``PodScheduled=False``, reason
+  ``SlurmJobPending``, message Slurm's reason and the job's place in its partition's queue
+  (``"Priority, 12th in partition gpu"``: :func:`queue_position`), written only when it
+  differs from the pod's condition; a pod that had no ``SlurmJobPending`` condition before
+  also gets a Normal Event ``SlurmJobPending`` (its first wait). Slinky's scheduler plugin
+  leaves such pods with no word of why they wait (slurm-bridge #45: its PostFilter returns
+  Success for a pending external job, internal/scheduler/plugins/slurmbridge/slurmbridge.go).
+  When the job starts, the bind's Normal Event ``Scheduled`` says the job started, where,
+  and after how long in the queue.
 
 The group's job is the one named by its *live* pods' ``slurm-jobid`` label: when every pod
 that named a job has finished (a Job's failed pod) and a new pod appears (its retry), the new
@@ -43,7 +52,9 @@ pod gets a new job instead of joining the ended one.
 Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload (a Workload
 API Workload or a Job also reaches the PodGroups whose annotations they carry), SlurmJob,
 SlurmPartition (a partition appearing may unblock a group), KubeNode (the exclusions of pending
-jobs), KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone).
+jobs), KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone);
+a job of a partition leaving the queue (started or ended) also re-triggers the groups whose
+jobs wait in that partition, so their queue place stays current.
 """
 
 from __future__ import annotations
@@ -80,7 +91,9 @@ from schemas.subjects import slurm_source
 NAME = "placement"
 ENDED = wellknown.JOB_ENDED_STATES
 CONDITION: str = wellknown.CONDITION_POD_SCHEDULED
-INVALID = "SlurmJobInvalid"
+INVALID = wellknown.REASON_SLURM_JOB_INVALID
+#: Condition (and first-wait Event) reason while the group's job waits in Slurm's queue.
+PENDING = wellknown.REASON_SLURM_JOB_PENDING
 #: Condition reason the Slurm effector writes when slurmrestd refuses a submit for good
 #: (the token's user lacks a role, a job larger than its partition, an unknown account …).
 REJECTED = wellknown.REASON_SLURM_JOB_REJECTED
@@ -128,6 +141,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: the Workload it was made from (None: not that kind of group, or not observed).
     controller: KubeWorkload | None = None
     template_owner: KubeWorkload | None = None
+    #: The job's 1-based place among the pending jobs of its partition (0: not pending, not
+    #: ours, or no partition): :func:`queue_position`.
+    queue_position: int = 0
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -169,6 +185,35 @@ def _job_of_marker(store: Store, marker: str, source: str) -> SlurmJob | None:
         if j.source == source and not j.deleted and j.base_state not in ENDED
     ]
     return max(jobs, key=lambda j: j.job_id) if jobs else None
+
+
+def _queue_key(j: SlurmJob) -> tuple[int, int, int]:
+    # slurmctld's job queue order (sort_job_queue2 in src/slurmctld/job_scheduler.c):
+    # priority descending, then submit time, then job id. Unknown priority sorts last.
+    return (-(j.priority or 0), j.submit_time, j.job_id)
+
+
+def queue_position(store: Store, job: SlurmJob) -> int:
+    """The 1-based place of PENDING ``job`` among the PENDING jobs of its partition (of its
+    cluster), in the order slurmctld's scheduler tries them (``sort_job_queue2`` in
+    ``src/slurmctld/job_scheduler.c``: priority descending, then submit time, then job id);
+    0 when the job is not pending or names no partition.
+
+    Reads only the jobs of that partition (the projection's ``partition`` index) and counts
+    those ahead, without sorting.
+    """
+    if job.base_state != "PENDING" or not job.partition:
+        return 0
+    mine = _queue_key(job)
+    ahead = sum(
+        1
+        for j in store.by_field(SlurmJob, "partition", job.partition)
+        if j.source == job.source
+        and j.base_state == "PENDING"
+        and j.job_id != job.job_id
+        and _queue_key(j) < mine
+    )
+    return ahead + 1
 
 
 def view(store: Store, key: str, ctx: Context) -> View | None:
@@ -253,6 +298,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         listed=listed,
         controller=_pods.controller_of(group, list(pods), store),
         template_owner=_pods.template_owner_of(workload, store),
+        queue_position=queue_position(store, job) if job is not None and pending_ours else 0,
     )
 
 
@@ -317,7 +363,16 @@ def decide(v: View | None) -> Decision:
         )
     if job is None or job.base_state != "RUNNING" or not job.nodes:
         state = job.base_state if job is not None else "not yet seen"
-        return Decision(actions=tuple(actions), reason=f"job {v.job_id} is {state}")
+        reason = f"job {v.job_id} is {state}"
+        if (
+            job is not None
+            and job.base_state == "PENDING"
+            and _pods.group_key_of_marker(job.comment) == v.group.key
+        ):
+            message = wellknown.pending_message(job.state_reason, v.queue_position, job.partition)
+            actions.extend(_pending(live, job.job_id, message))
+            reason += f": {message}"
+        return Decision(actions=tuple(actions), reason=reason)
     unbound = [p for p in live if not p.node_name]
     nodes = job.nodes
     for i, p in enumerate(live):
@@ -330,11 +385,7 @@ def decide(v: View | None) -> Decision:
             actions.append(_pods.pod_event(p, "SlurmNodeUnknown", msg, warning=True))
             continue
         actions.append(BindPod(pod=ref(p), node=kube_node, slurm_node=slurm_node, job_id=v.job_id))
-        actions.append(
-            _pods.pod_event(
-                p, "Scheduled", f"Slurm job {v.job_id} runs on {slurm_node}: bound to {kube_node}"
-            )
-        )
+        actions.append(_pods.pod_event(p, "Scheduled", _started(job, slurm_node, kube_node)))
     if not unbound and (admitted := _pod_group_admitted(v, live, v.job_id)) is not None:
         actions.append(admitted)
     if not actions:
@@ -360,6 +411,45 @@ def _pod_group_admitted(v: View, live: list[KubePod], job_id: int) -> SetPodGrou
         uid=wl.uid,
         api_version=wl.api_version,
         message=f"Pod group admitted by {v.scheduler_name}",
+    )
+
+
+def _pending(live: list[KubePod], job_id: int, message: str) -> list[AnyAction]:
+    """``PodScheduled=False`` (reason :data:`PENDING`, ``message``) on each live unbound pod
+    whose condition differs, as :func:`_reject` does; a pod that was not waiting on Slurm
+    before also gets a Normal Event (after the write: only when it changed something).
+
+    The write keeps status False, so the condition's ``lastTransitionTime`` stays (the
+    effector moves it only when the status flips), and it never carries reason
+    :data:`REJECTED`: the refused-submit back-off (:func:`_refused_until`) is not touched.
+    """
+    actions: list[AnyAction] = []
+    for p in live:
+        if p.node_name:
+            continue
+        cur = p.condition(CONDITION)
+        if cur is not None and (cur.status, cur.reason, cur.message) == ("False", PENDING, message):
+            continue
+        actions.append(
+            SetPodCondition(
+                pod=ref(p), type=CONDITION, status="False", reason=PENDING, message=message
+            )
+        )
+        if cur is None or cur.reason != PENDING:
+            actions.append(
+                _pods.pod_event(p, PENDING, f"Slurm job {job_id} waits in the queue: {message}")
+            )
+    return actions
+
+
+def _started(job: SlurmJob, slurm_node: str, kube_node: str) -> str:
+    """The bind's Event: the job started, where, and after how long in Slurm's queue."""
+    waited = ""
+    if job.submit_time and job.start_time >= job.submit_time:
+        waited = f" after {job.start_time - job.submit_time} s in the queue"
+    where = f" of partition {job.partition}" if job.partition else ""
+    return (
+        f"Slurm job {job.job_id} started{waited} on node {slurm_node}{where}: bound to {kube_node}"
     )
 
 
@@ -503,6 +593,26 @@ def _groups_under(event: KubeWorkload, store: Store, ctx: Context) -> Iterable[s
     return _pods.groups_under(event, store, ctx.cluster)
 
 
+def _after_job(event: SlurmJob, store: Store, ctx: Context) -> Iterable[str]:
+    """The job's own group, and — when the job is not (or no longer) pending — the groups
+    whose jobs wait in its partition: one left the queue ahead of them, so their place
+    moved. Only that partition's jobs are read (the ``partition`` index)."""
+    keys = _pods.group_of_job(event, store, ctx)
+    if event.base_state == "PENDING" or not event.partition:
+        return keys
+    if event.cluster and event.cluster != ctx.cluster:
+        return keys
+    found = set(keys)
+    for j in store.by_field(SlurmJob, "partition", event.partition):
+        if (
+            j.source == event.source
+            and j.base_state == "PENDING"
+            and (key := _pods.group_key_of_marker(j.comment))
+        ):
+            found.add(key)
+    return sorted(found)
+
+
 def _after_partition(_event: SlurmPartition, store: Store, ctx: Context) -> Iterable[str]:
     # A partition appearing may unblock a group still without a job.
     return _waiting_groups(store, ctx)
@@ -553,7 +663,7 @@ SPEC = ReconcilerSpec(
     keys={
         KubePod: _group_of_pod,
         KubeWorkload: _groups_under,
-        SlurmJob: _pods.group_of_job,
+        SlurmJob: _after_job,
         SlurmPartition: _after_partition,
         KubeNode: _after_node,
         KubeListed: _after_listing,

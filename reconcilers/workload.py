@@ -8,6 +8,11 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
    out, failed, was requeued, or vanished from Slurm after we bound the pod — is deleted
    (slurm-bridge #6, #36: bound-but-not-ready pods count). The effector re-reads the job from
    Slurm first and skips when it runs or Slurm cannot be asked (fail closed).
+   A pod whose job was **preempted** is told so as kube-scheduler tells the pods it preempts
+   (pkg/scheduler/framework/preemption, prepareCandidate): condition
+   ``DisruptionTarget=True``, reason ``PreemptionByScheduler``, then the delete — here with
+   ``gracePeriodSeconds`` = ``Context.preemption_grace_s`` (``kube.preemptionGrace``, 30 s as
+   CoreWeave SUNK gives), so it can checkpoint — and a Warning Event ``Preempted``.
 2. **Groups that finished.** When no pod of the group can still run — each is Succeeded or
    Failed, or is being deleted without ever having been bound — the job is cancelled if it
    still runs, and our finalizer is removed from the pods. A pod still terminating on its
@@ -58,6 +63,7 @@ from schemas.actions import (
     DeletePod,
     PodRef,
     RemovePodFinalizer,
+    SetPodCondition,
     SetPodLabel,
 )
 from schemas.events import KubeNode, KubePod, KubeWorkload, SlurmJob
@@ -91,6 +97,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     cluster: str
     now: float
     grace_s: float
+    #: Whole seconds a pod of a preempted job gets to stop (Context.preemption_grace_s).
+    preemption_grace_s: int = 30
     #: The log holds a complete, current listing of the cluster (base.slurm_listed): only
     #: then does a job missing from it mean the job is gone.
     slurm_listed: bool
@@ -157,6 +165,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         cluster=ctx.cluster,
         now=ctx.now,
         grace_s=ctx.stuck_pod_grace_s,
+        preemption_grace_s=ctx.preemption_grace_s,
         slurm_listed=slurm_listed(store, ctx.cluster),
         pods_listed=kube_listed(store, PODS_LISTING),
         gang_size=_gang_size(store, group),
@@ -288,6 +297,9 @@ def decide(v: View | None) -> Decision:
         state = v.job.base_state if v.job is not None else "gone from Slurm"
         for p in v.pods:
             if p.node_name and not p.terminal and not p.deleting:
+                if state == "PREEMPTED":
+                    actions.extend(_preempted(v, p, v.job_id))
+                    continue
                 why = f"Slurm {job_label} is {state}"
                 actions.append(DeletePod(pod=_ref(p), cluster=v.cluster, job_id=v.job_id, why=why))
                 actions.append(_pods.pod_event(p, "SlurmJobStopped", f"Deleting pod: {why}"))
@@ -339,6 +351,26 @@ def decide(v: View | None) -> Decision:
     return Decision(
         actions=tuple(actions), requeue_after=requeue, reason=f"{job_label} is {status}"
     )
+
+
+def _preempted(v: View, p: KubePod, job_id: int) -> list[AnyAction]:
+    """Rule 1 for a preempted job: ``DisruptionTarget=True`` (reason
+    ``PreemptionByScheduler``, as kube-scheduler's prepareCandidate writes it before its
+    delete), the delete with the preemption grace, and a Warning Event ``Preempted`` (placed
+    after the delete: it runs only when the delete happened)."""
+    grace = v.preemption_grace_s
+    why = f"Slurm job {job_id} was preempted: the pod gets {grace} s to stop"
+    return [
+        SetPodCondition(
+            pod=_ref(p),
+            type=wellknown.CONDITION_DISRUPTION_TARGET,
+            status="True",
+            reason=wellknown.REASON_PREEMPTION_BY_SCHEDULER,
+            message=f"Slurm preempted job {job_id} to accommodate a higher priority job",
+        ),
+        DeletePod(pod=_ref(p), cluster=v.cluster, job_id=job_id, why=why, grace_period_s=grace),
+        _pods.pod_event(p, "Preempted", f"Deleting pod: {why}", warning=True),
+    ]
 
 
 def _group_of_pod(event: KubePod, store: Store, ctx: Context) -> Iterable[str]:

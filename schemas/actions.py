@@ -264,12 +264,15 @@ class SetJobExcludedNodes(Action, frozen=True, kw_only=True, tag="SetJobExcluded
 class DeletePod(Action, frozen=True, kw_only=True, tag="DeletePod"):
     """Delete pod ``pod`` (graceful, uid precondition) because its job ``job_id`` no longer
     runs (``0``: an orphan, bound with no job of ours). Fail closed: the effector re-reads
-    the job from Slurm and skips when it is RUNNING or when Slurm cannot be asked."""
+    the job from Slurm and skips when it is RUNNING or when Slurm cannot be asked.
+    ``grace_period_s``: DeleteOptions ``gracePeriodSeconds`` (seconds the containers get
+    between SIGTERM and SIGKILL; ``None``: the pod's own ``terminationGracePeriodSeconds``)."""
 
     pod: PodRef
     cluster: str
     job_id: int
     why: str
+    grace_period_s: int | None = None
 
     @property
     def destructive(self) -> bool:

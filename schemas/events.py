@@ -438,7 +438,10 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     ``COMPLETING``, upper case. ``nodes``: the expanded node list. Times are epoch seconds
     (``0`` = unset); ``time_limit_minutes`` is ``None`` for INFINITE or unset. ``node_count``:
     the nodes it holds, or asks for while pending (``0`` = unknown). ``excluded_nodes``: the
-    nodes it may not use (expanded).
+    nodes it may not use (expanded). ``priority``: Slurm's job priority (higher starts
+    first; ``None`` when the answer has none or it is unset).
+    ``state_reason``: why a pending job waits (squeue's JOB REASON CODES: ``Priority``,
+    ``Resources``, ``None`` …).
     ``admin_comment``: on placeholder jobs, ``{"pods":["ns/name",…]}``; ``comment`` carries
     slurmbridge's group marker (see :mod:`reconcilers.placement`).
     """
@@ -460,6 +463,7 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     time_limit_minutes: int | None = None
     node_count: int = 0
     excluded_nodes: tuple[str, ...] = ()
+    priority: int | None = None
 
     @property
     def base_state(self) -> str:

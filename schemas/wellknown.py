@@ -83,6 +83,39 @@ CONDITION_SLURM_REGISTERED: Final = "SlurmNodeRegistered"
 CONDITION_POD_SCHEDULED: Final = "PodScheduled"
 #: ``PodScheduled=False`` reason: slurmrestd refused the group's placeholder job for good.
 REASON_SLURM_JOB_REJECTED: Final = "SlurmJobRejected"
+#: ``PodScheduled=False`` reason: the group cannot become a Slurm job (an annotation).
+REASON_SLURM_JOB_INVALID: Final = "SlurmJobInvalid"
+#: ``PodScheduled=False`` reason: the group's placeholder job waits in Slurm's queue; the
+#: message starts with Slurm's own reason, then a comma (see :func:`pending_message`).
+REASON_SLURM_JOB_PENDING: Final = "SlurmJobPending"
+#: Kubernetes' ``DisruptionTarget`` pod condition and the reason kube-scheduler gives it
+#: before deleting a pod it preempts (k8s.io/api core/v1 types.go: DisruptionTarget,
+#: PodReasonPreemptionByScheduler; pkg/scheduler/framework/preemption).
+CONDITION_DISRUPTION_TARGET: Final = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
+
+
+def ordinal(n: int) -> str:
+    """English ordinal of a positive integer: 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def pending_message(slurm_reason: str, position: int, partition: str) -> str:
+    """The message of ``PodScheduled=False`` (reason :data:`REASON_SLURM_JOB_PENDING`):
+    Slurm's reason for the wait, then the job's 1-based place among the pending jobs of its
+    partition, e.g. ``"Priority, 12th in partition gpu"`` (``position`` 0 or no partition:
+    the reason alone)."""
+    reason = slurm_reason or "None"
+    if position <= 0 or not partition:
+        return reason
+    return f"{reason}, {ordinal(position)} in partition {partition}"
+
+
+def pending_reason_of(message: str) -> str:
+    """Slurm's reason at the head of a :func:`pending_message`."""
+    return message.partition(",")[0].strip() or "None"
+
 
 # --- Kubernetes Workload API (scheduling.k8s.io, 1.36+) --------------------------------------
 #: The API group of the built-in Workload and PodGroup (GenericWorkload feature gate).

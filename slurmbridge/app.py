@@ -46,6 +46,7 @@ from slurmbridge.kube import client as kube
 from slurmbridge.kube.watch import Watcher, seed_from
 from slurmbridge.observability.health import HealthServer
 from slurmbridge.observability.partition_metrics import PartitionMetrics
+from slurmbridge.observability.pending_metrics import PendingPodMetrics
 from slurmbridge.runtime import bus as busmod
 from slurmbridge.runtime.gcpause import collector_paused, freeze_startup
 from slurmbridge.runtime.leases import Lease, open_bucket, reconciler_lease
@@ -162,6 +163,7 @@ class App:
         self.hot_jobs = HotJobs(settings.slurm.cluster)
         self.projection.add_listener(self.hot_jobs.observe)
         self.projection.add_listener(PartitionMetrics().observe)
+        self.projection.add_listener(PendingPodMetrics(settings.scheduler_name).observe)
         self.poller: SlurmPoller | None = None
         self.slurm_client: SlurmClient | None = None
         #: Slurm clients by cluster name: the static one and those of served Cluster objects.
@@ -179,6 +181,7 @@ class App:
             scheduler_name=settings.scheduler_name,
             cluster=settings.slurm.cluster,
             stuck_pod_grace_s=settings.kube.stuck_pod_grace,
+            preemption_grace_s=settings.kube.preemption_grace,
             default_partition=settings.partition or "",
             mcs_label=settings.mcs_label or "",
             propagated_node_conditions=tuple(settings.propagated_node_conditions),

@@ -63,6 +63,8 @@ class ConfigError(ValueError):
 #: stops start-up with its path, e.g. ``$.slurm.pollInterval: Expected `float` > 0``).
 Seconds = Annotated[float, msgspec.Meta(gt=0, description="seconds, > 0")]
 SecondsOrZero = Annotated[float, msgspec.Meta(ge=0, description="seconds, >= 0")]
+#: Whole seconds (Kubernetes' DeleteOptions.gracePeriodSeconds is an integer).
+WholeSecondsOrZero = Annotated[int, msgspec.Meta(ge=0, description="whole seconds, >= 0")]
 AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535, description="a TCP port (0: none)")]
 #: A subject token (the cluster name is one): letters, digits, '-' and '_'.
@@ -132,6 +134,11 @@ class KubeSettings(_Base):
     ``autoscale`` reconciler leaves the NodeSets they target alone).
     ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
     whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
+    ``preemption_grace``: seconds a pod whose Slurm job was preempted gets to stop (its
+    deletion's ``gracePeriodSeconds``: SIGTERM, then SIGKILL after this long). 30 s, the
+    grace CoreWeave SUNK gives the pods of preempted jobs and Kubernetes' default
+    ``terminationGracePeriodSeconds``: enough to checkpoint or flush, short enough that the
+    preempting job, which already holds the nodes in Slurm, is not kept waiting long.
     """
 
     kubeconfig: str | None = None
@@ -146,6 +153,7 @@ class KubeSettings(_Base):
     watch_clusters: bool = True
     watch_scalers: bool = True
     stuck_pod_grace: float = 300.0
+    preemption_grace: WholeSecondsOrZero = 30
 
 
 class SlurmSettings(_Base):

@@ -251,6 +251,7 @@ def context_of(settings: Settings) -> Context:
         scheduler_name=settings.scheduler_name,
         cluster=settings.slurm.cluster,
         stuck_pod_grace_s=settings.kube.stuck_pod_grace,
+        preemption_grace_s=settings.kube.preemption_grace,
         default_partition=settings.partition or "",
         mcs_label=settings.mcs_label or "",
         propagated_node_conditions=tuple(settings.propagated_node_conditions),
@@ -290,10 +291,13 @@ async def replay_cmd(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def explain_cmd(settings: Settings, args: argparse.Namespace) -> int:
-    """``slurmbridge explain KIND/KEY``."""
+    """``slurmbridge explain KIND/KEY`` (``pod/NS/NAME``: the pod's steps, then its timeline)."""
+    story: explain_mod.PodStory | None = None
     try:
         kind, key = explain_mod.parse_ref(args.ref)
         async with open_log(settings, "explain") as bus:
+            if args.ref.startswith(explain_mod.POD_ALIAS + "/"):
+                story = await explain_mod.pod_steps(bus, key)
             lines = await explain_mod.explain(bus, kind, key)
     except explain_mod.ExplainError as exc:
         print(f"slurmbridge explain: {exc}", file=sys.stderr)
@@ -301,5 +305,8 @@ async def explain_cmd(settings: Settings, args: argparse.Namespace) -> int:
     except LogUnavailableError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if story is not None:
+        explain_mod.print_steps(story)
+        print()
     explain_mod.print_timeline(lines, kind, key)
     return 0

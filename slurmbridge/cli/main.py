@@ -233,9 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
         "action about it, each with the decision's reason and the observation that "
         "triggered it.",
         epilog="Examples: slurmbridge explain SlurmNode/n12; "
-        "slurmbridge explain KubePod/default/train-0",
+        "slurmbridge explain KubePod/default/train-0; "
+        "slurmbridge explain pod/default/train-0 (why is it pending: its steps, each timed "
+        "from the pod's creation — group complete, job submitted, Slurm's reasons while the "
+        "job waited, RUNNING, bound, Running — then its timeline)",
     )
-    ex_cmd.add_argument("ref", metavar="KIND/KEY", help="e.g. SlurmNode/n12, KubeNode/n12")
+    ex_cmd.add_argument(
+        "ref", metavar="KIND/KEY", help="e.g. SlurmNode/n12, KubeNode/n12, pod/default/train-0"
+    )
     _add_connection_flags(ex_cmd, log_tool=True)
 
     sim = sub.add_parser("sim", help="run a simulator standalone")

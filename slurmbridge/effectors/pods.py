@@ -63,7 +63,8 @@ class PodEffector(Effector):
     * cancel: re-read the job; only ours (comment = marker) and only while it can still run;
       "no such job" ⇒ noop;
     * delete pod: re-read the job first and skip while it RUNNING (fail closed: a Slurm
-      error is retried, never read as "job gone"); delete with a uid precondition;
+      error is retried, never read as "job gone"); delete with a uid precondition and the
+      action's grace period (``gracePeriodSeconds``) when it has one;
     * finalizer removal and pod conditions: read, then patch with resourceVersion.
 
     Raises Transient / Permanent as the other effectors do.
@@ -165,7 +166,13 @@ class PodEffector(Effector):
         take): say so on every pod, as kube-scheduler does for a pod it cannot place —
         ``PodScheduled=False`` with reason ``SlurmJobRejected`` and Slurm's words, and a
         Warning Event. ``placement`` reads the condition and waits before submitting again,
-        so a permanent refusal is never retried in a loop."""
+        so a permanent refusal is never retried in a loop.
+
+        The back-off runs from the condition's ``lastTransitionTime``, so a refusal that
+        follows another ``PodScheduled=False`` (the pods waited on a job an administrator
+        then cancelled: ``SlurmJobPending``) starts it afresh rather than inherit the older
+        time, which would let the next submit go at once."""
+
         message = f"Slurm refused the placeholder job: {exc}"
         if isinstance(exc, slurm_errors.Forbidden):
             message += (
@@ -180,7 +187,8 @@ class PodEffector(Effector):
                     status="False",
                     reason=wellknown.REASON_SLURM_JOB_REJECTED,
                     message=message,
-                )
+                ),
+                new_reason_restarts=True,
             )
             await self._events.apply(
                 RecordEvent(
@@ -402,12 +410,17 @@ class PodEffector(Effector):
         if raw.metadata.deletionTimestamp:
             return EffectResult("noop", "pod is already being deleted")
         delete: Any = self.core.delete_namespaced_pod
+        options: dict[str, Any] = {"preconditions": {"uid": raw.metadata.uid}}
+        if action.grace_period_s is not None:
+            # DeleteOptions.gracePeriodSeconds (meta/v1): the pod's containers get this long
+            # between SIGTERM and SIGKILL instead of its terminationGracePeriodSeconds.
+            options["gracePeriodSeconds"] = action.grace_period_s
         return await ok_unless_gone(
             read_raw(
                 delete(
                     action.pod.name,
                     action.pod.namespace,
-                    body={"preconditions": {"uid": raw.metadata.uid}},
+                    body=options,
                     _preload_content=False,
                 )
             ),
@@ -431,11 +444,14 @@ class PodEffector(Effector):
         }
         return await ok_unless_gone(self._patch(action.pod, body), "pod", action.why)
 
-    async def _condition(self, action: SetPodCondition) -> EffectResult:
+    async def _condition(
+        self, action: SetPodCondition, *, new_reason_restarts: bool = False
+    ) -> EffectResult:
         """Read the pod (its uid must be the action's: a pod re-created under the name gets
         its own decision), then strategic-merge its condition with the resourceVersion read
         as precondition; ``lastTransitionTime`` moves only when the status flips (Kubernetes
-        API conventions)."""
+        API conventions) — or, with ``new_reason_restarts``, also when the reason changes
+        (a clock a rule reads: see :meth:`_refused`)."""
         raw = await read_pod(self.core, action.pod)
         if raw is None:
             return EffectResult("noop", "pod is gone")
@@ -447,6 +463,8 @@ class PodEffector(Effector):
         ):
             return EffectResult("noop", "condition already set")
         since = cur.lastTransitionTime if cur is not None and cur.status == action.status else None
+        if new_reason_restarts and cur is not None and cur.reason != action.reason:
+            since = None
         body = {
             "metadata": {"resourceVersion": raw.metadata.resourceVersion},
             "status": {

@@ -9,6 +9,12 @@ The timeline merges, oldest first:
 
 So "why was node n12 drained at 03:14" reads: the cordon observed, the decision and its
 reason, the drain and its outcome, then Slurm reporting DRAIN.
+
+``slurmbridge explain pod/NS/NAME`` first answers "why is my pod pending" (Slinky
+slurm-bridge #45) with the pod's steps, each timed from the pod's creation
+(:func:`pod_steps`): the group complete (placement's submit decision), the job submitted, each
+distinct reason Slurm gave while the job waited, the job RUNNING, the pod bound, the pod
+Running — then the full timeline of ``KubePod/NS/NAME``.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ from typing import Any, TextIO
 import msgspec
 
 from schemas import actions as act
-from schemas import events, streams, subjects
-from schemas.actions import ActionRecord, AnyAction
-from schemas.events import Event
+from schemas import events, streams, subjects, wellknown
+from schemas.actions import ActionRecord, AnyAction, BindPod, SubmitSlurmJob
+from schemas.events import Event, KubePod, SlurmJob
 from slurmbridge.logview import logread, render
 from slurmbridge.runtime.bus import Bus
 
@@ -31,13 +37,24 @@ class ExplainError(ValueError):
     """The object reference cannot be read (the message says why)."""
 
 
+#: The short form ``pod/NS/NAME`` (its steps, then the timeline of ``KubePod/NS/NAME``).
+POD_ALIAS = "pod"
+
+
 def parse_ref(ref: str) -> tuple[str, str]:
-    """``KIND/KEY`` → ``(kind, key)``; KEY may contain ``/`` (``KubePod/default/train-0``).
+    """``KIND/KEY`` → ``(kind, key)``; KEY may contain ``/`` (``KubePod/default/train-0``);
+    ``pod/NS/NAME`` is ``KubePod/NS/NAME``.
 
     Raises:
-        ExplainError: no ``/``, or an unknown kind (the message lists the kinds).
+        ExplainError: no ``/``, an unknown kind (the message lists the kinds), or a ``pod/``
+            reference that is not ``pod/NS/NAME``.
     """
     kind, sep, key = ref.partition("/")
+    if kind == POD_ALIAS:
+        ns, slash, name = key.partition("/")
+        if not (slash and ns and name) or "/" in name:
+            raise ExplainError(f"{ref!r}: expected pod/NAMESPACE/NAME, e.g. pod/default/train-0")
+        return "KubePod", key
     if not sep or not key:
         raise ExplainError(f"{ref!r}: expected KIND/KEY, e.g. SlurmNode/n12 or KubePod/ns/name")
     if kind not in events.KINDS:
@@ -165,6 +182,114 @@ async def _cause(bus: Bus, seq: int) -> str:
     if isinstance(value, Event):
         return f"seq {seq}: {_source(value)} {_summary(value)}"
     return f"seq {seq}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a pod's way to running: when (epoch seconds) and what."""
+
+    at: float
+    what: str
+
+
+@dataclass(frozen=True)
+class PodStory:
+    """A pod's steps (:func:`pod_steps`), oldest first, and its creation (epoch seconds; 0:
+    never observed)."""
+
+    key: str
+    created: float
+    steps: list[Step]
+
+
+def _obs_subject(kind: str, key: str) -> str:
+    return f"{subjects.PREFIX}.{subjects.OBS}.*.{kind}.{subjects.encode_key(key)}"
+
+
+async def pod_steps(bus: Bus, key: str) -> PodStory:
+    """The steps of pod ``key`` (``namespace/name``) from the log, oldest first:
+
+    * ``group complete`` — placement decided to submit the group's job (the SubmitSlurmJob
+      record's decision time; the group was whole, its root and partition known);
+    * ``placeholder job submitted`` — that record's effect (its start: the request went out
+      within it) and outcome (``rejected``: Slurm refused it);
+    * ``job N pending: <reason>`` — each observation of the job (named by the pod's
+      ``slurm-jobid`` label) whose Slurm reason differs from the one before;
+    * ``job N RUNNING on <nodes>`` — the first observation of it running;
+    * ``bound to <node>`` — the BindPod record that bound it;
+    * ``Running`` — the first observation of the pod in phase Running.
+
+    A retried group (a job cancelled, the group submitted again) shows each job in turn.
+    Only the log's retained history is read (observations keep the last few per object).
+    """
+    namespace, _, name = key.partition("/")
+    created = 0.0
+    job_ids: list[int] = []
+    steps: list[Step] = []
+    running = False
+    async for raw in logread.read(bus, streams.OBS_STREAM, _obs_subject("KubePod", key)):
+        pod = _decoded(raw)
+        if not isinstance(pod, KubePod) or pod.deleted:
+            continue
+        if pod.created_at and not created:
+            created = float(pod.created_at)
+        raw_id = pod.labels.get(wellknown.LABEL_SLURM_JOBID, "")
+        if raw_id.isdigit() and int(raw_id) not in job_ids:
+            job_ids.append(int(raw_id))
+        if pod.phase == "Running" and not running:
+            running = True
+            steps.append(Step(pod.observed_at / 1e9, "Running (pod phase)"))
+    async for raw in logread.read(bus, streams.ACT_STREAM, "bridge.act.placement.>"):
+        try:
+            r = act.decode_record(raw.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        a = r.action
+        if isinstance(a, SubmitSlurmJob) and any(p.key == key for p in a.pods):
+            decided = r.decided_at or r.at / 1e9
+            pods = f"{len(a.pods)} pod{'' if len(a.pods) == 1 else 's'}"
+            steps.append(Step(decided, f"group complete: {a.group} ({pods}), submit decided"))
+            done = "submitted" if r.outcome in ("ok", "noop") else r.outcome
+            detail = f": {r.error}" if r.error else ""
+            # The effect's start: the submit request goes out within it, and the record is
+            # written only after the pods are marked, when Slurm may have shown the job.
+            sent = r.at / 1e9 - r.duration_s
+            steps.append(Step(sent, f"placeholder job {done}{detail}"))
+        elif (
+            isinstance(a, BindPod)
+            and (a.pod.namespace, a.pod.name) == (namespace, name)
+            and r.outcome == "ok"
+        ):
+            steps.append(Step(r.at / 1e9, f"bound to {a.node} (Slurm node {a.slurm_node})"))
+    for job_id in job_ids:
+        reason: str | None = None
+        started = False
+        async for raw in logread.read(
+            bus, streams.OBS_STREAM, _obs_subject("SlurmJob", str(job_id))
+        ):
+            job = _decoded(raw)
+            if not isinstance(job, SlurmJob) or job.deleted:
+                continue
+            at = job.observed_at / 1e9
+            if job.base_state == "PENDING" and job.state_reason != reason:
+                reason = job.state_reason
+                steps.append(Step(at, f"job {job_id} pending: {reason or 'None'}"))
+            elif job.base_state == "RUNNING" and not started:
+                started = True
+                steps.append(Step(at, f"job {job_id} RUNNING on {','.join(job.nodes) or '?'}"))
+    steps.sort(key=lambda s: s.at)
+    return PodStory(key=key, created=created, steps=steps)
+
+
+def print_steps(story: PodStory, out: TextIO = sys.stdout) -> None:
+    """Print a pod's steps, each as its offset from the pod's creation."""
+    if not story.steps and not story.created:
+        print(f"pod {story.key}: nothing in the log", file=out)
+        return
+    origin = story.created or story.steps[0].at
+    print(f"pod {story.key}: created {render.timestamp(int(origin * 1e9))}", file=out)
+    for step in story.steps:
+        print(f"  {render.offset(step.at - origin):>10}  {step.what}", file=out)
 
 
 def print_timeline(lines: list[Line], kind: str, key: str, out: TextIO = sys.stdout) -> None:

@@ -66,6 +66,18 @@ def timestamp(ns: int) -> str:
     return _ts(ns)
 
 
+def offset(seconds: float) -> str:
+    """A signed time offset for people: ``+0.4 s``, ``+12.3 s``, ``+2 min 5 s``, ``+1 h 3 min``."""
+    sign = "-" if seconds < 0 else "+"
+    left = abs(seconds)
+    if left < 60:
+        return f"{sign}{left:.1f} s"
+    whole = int(left)
+    if whole < 3600:
+        return f"{sign}{whole // 60} min {whole % 60} s"
+    return f"{sign}{whole // 3600} h {whole % 3600 // 60} min"
+
+
 def _ts(ns: int) -> str:
     if not ns:
         return "--:--:--.---"

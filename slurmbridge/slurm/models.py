@@ -224,6 +224,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     time_limit_minutes: int | None = None
     node_count: int = 0
     excluded_nodes: tuple[str, ...] = ()
+    #: Slurm's job priority (higher is tried first); None when unset (NoVal) or not sent.
+    priority: int | None = None
 
     @property
     def base_state(self) -> str:

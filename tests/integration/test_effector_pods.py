@@ -273,6 +273,43 @@ async def test_a_job_slurm_refuses_is_rejected_on_every_pod(
         assert w.changed == []
 
 
+async def test_a_refusal_after_a_pending_wait_starts_the_back_off_afresh(
+    sim: KubeSim, api: client.ApiClient, tmp_path: Path
+) -> None:
+    """The pod waited (``PodScheduled=False``, SlurmJobPending, long ago), its job was
+    cancelled, and the resubmit is refused: the SlurmJobRejected condition's
+    lastTransitionTime is now, so placement's back-off runs from the refusal (the status
+    stayed False, which alone would keep the old time)."""
+    async with world(sim, api, tmp_path, slurm_release="24.11") as w:
+        pod = w.kube.add_pod("rej-p")
+        old = "2020-01-01T00:00:00Z"
+        w.kube.patch_merge(
+            "pods",
+            "rej-p",
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": SCHEDULED,
+                            "status": "False",
+                            "reason": wellknown.REASON_SLURM_JOB_PENDING,
+                            "message": "Priority, 2nd in partition batch",
+                            "lastTransitionTime": old,
+                        }
+                    ]
+                }
+            },
+            NS,
+            subresource="status",
+        )
+        result = await w.effector.apply(submit("slurmbridge:late", ref(pod), min_nodes=9))
+        assert result.outcome == "rejected"
+        cond = condition(w, "rej-p", SCHEDULED)
+        assert cond is not None
+        assert (cond["status"], cond["reason"]) == ("False", REJECTED)
+        assert cond["lastTransitionTime"] != old
+
+
 async def test_a_submit_the_token_may_not_make_is_rejected_with_the_role_to_grant(
     w: World,
 ) -> None:
@@ -617,6 +654,22 @@ async def test_delete_pod_of_a_job_that_no_longer_runs(w: World, job: str) -> No
 
     result = await w.effector.apply(delete(ref(pod), job_id))
     assert (result.outcome, result.detail) == ("noop", "pod is already being deleted")
+
+
+async def test_delete_pod_passes_the_grace_period(w: World) -> None:
+    """Issue 20 (6): a preempted job's pod is deleted with DeleteOptions.gracePeriodSeconds;
+    the API server records it (deletionGracePeriodSeconds; deletionTimestamp = now + grace)."""
+    job_id = job_of(w, "slurmbridge:dg")
+    w.slurm.preempt_job(job_id)
+    pod = w.kube.add_pod("dp-g", node_name="kn-1", finalizers=[FIN])
+    action = DeletePod(
+        pod=ref(pod), cluster=CLUSTER, job_id=job_id, why="preempted", grace_period_s=7
+    )
+    result = await w.effector.apply(action)
+    assert result.outcome == "ok"
+    meta = w.meta("dp-g")
+    assert meta["deletionGracePeriodSeconds"] == 7
+    assert meta["deletionTimestamp"]
 
 
 async def test_delete_pod_of_an_orphan_asks_slurm_nothing(w: World) -> None:

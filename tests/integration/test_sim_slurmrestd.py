@@ -803,6 +803,47 @@ async def test_jobs_submit_get_list_update_cancel(tmp_path: Path, version: str) 
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+async def test_pending_jobs_carry_their_priority_and_reason(tmp_path: Path, version: str) -> None:
+    """Issue 20 (1): priority/basic priorities (one less per job, below job_mgr.c's
+    TOP_PRIORITY), an explicit priority kept, and squeue's reasons in queue order
+    (sort_job_queue2): the first job of a full partition waits for Resources, the ones
+    behind it for Priority; the client reads both back."""
+    async with running(tmp_path, (version,)) as s:
+        await s.client.negotiate()
+
+        def whole(name: str, nodes: int = 1, priority: int | None = None) -> JobSubmit:
+            return JobSubmit(
+                name=name,
+                partition="batch",
+                tasks=nodes,
+                min_nodes=nodes,
+                cpus_per_task=2,  # every CPU of a seeded node
+                priority=priority,
+            )
+
+        hog = await s.client.submit_job(whole("hog", 4))
+        a = await s.client.submit_job(whole("a"))
+        b = await s.client.submit_job(whole("b"))
+        listing = await s.client.list_jobs()
+        assert listing is not None
+        jobs = {j.job_id: j for j in listing.jobs}
+        assert jobs[hog].base_state == "RUNNING"
+        assert [(jobs[j].base_state, jobs[j].state_reason) for j in (a, b)] == [
+            ("PENDING", "Resources"),
+            ("PENDING", "Priority"),
+        ]
+        pa, pb = jobs[a].priority, jobs[b].priority
+        assert pa is not None and pb is not None and 0xFFFF0000 > pa > pb
+        urgent = await s.client.submit_job(whole("urgent", priority=0xFFFF0000 + 10))
+        job = await s.client.get_job(urgent)
+        assert job is not None and job.priority == 0xFFFF0000 + 10
+        reasons = {j: s.sim.job(j).state_reason for j in (urgent, a, b)}
+        assert reasons == {urgent: "Resources", a: "Priority", b: "Priority"}
+        await s.client.cancel_job(hog)
+        assert all(s.sim.job(j).state == ("RUNNING",) for j in (urgent, a, b))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 async def test_job_states(tmp_path: Path, version: str) -> None:
     """``GET jobs/state/`` (v0.0.42+): every job's id and state, the answer in the shape
     Slurm's data_parser gives it; v0.0.38 has no such path."""

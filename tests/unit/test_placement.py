@@ -760,7 +760,7 @@ def test_the_jobs_word_wins_over_a_stale_label() -> None:
         sjob(9, "PENDING", comment=MARK_A),
         LISTED,
     )
-    assert kinds(d) == ["MarkPods"]
+    assert kinds(d) == ["MarkPods", "SetPodCondition", "RecordEvent"]
     assert of(d, MarkPods)[0].job_id == 9
 
 
@@ -870,3 +870,215 @@ def test_a_complete_podgroup_list_triggers_the_waiting_pods() -> None:
     assert list(placement.SPEC.keys_of(PODGROUPS_LISTED, s, CTX)) == ["ns/Pod:m"]
     pods_listed = KubeListed(source="k8s", key="pods", resource="pods")
     assert list(placement.SPEC.keys_of(pods_listed, s, CTX)) == []
+
+
+# --- why a pod is pending (issue 20, 4) ------------------------------------------------------
+
+MARK_T = _pods.marker(_pods.Group(namespace="ns", kind="Job", name="train"), "uid-train")
+PENDING = wellknown.REASON_SLURM_JOB_PENDING
+
+
+def qjob(
+    job_id: int,
+    *,
+    priority: int | None = 100,
+    partition: str = "gpu",
+    state: str = "PENDING",
+    reason: str = "Priority",
+    submit: int = 0,
+    comment: str = "",
+    cluster: str = "c1",
+) -> SlurmJob:
+    """A job in a partition's queue."""
+    return SlurmJob(
+        source=f"slurm:{cluster}",
+        key=str(job_id),
+        cluster=cluster,
+        job_id=job_id,
+        state=(state,),
+        state_reason=reason,
+        partition=partition,
+        priority=priority,
+        submit_time=submit,
+        comment=comment,
+    )
+
+
+def pending_cond(message: str, reason: str = PENDING) -> PodCondition:
+    return PodCondition(type="PodScheduled", status="False", reason=reason, message=message)
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (13, "13th"),
+     (21, "21st"), (22, "22nd"), (23, "23rd"), (101, "101st"), (111, "111th"), (112, "112th")],
+)  # fmt: skip
+def test_ordinals(n: int, text: str) -> None:
+    assert wellknown.ordinal(n) == text
+
+
+@dataclass(frozen=True)
+class QueueCase:
+    name: str
+    others: tuple[SlurmJob, ...]
+    want: int
+    mine: SlurmJob | None = None  # None: qjob(50)
+
+
+QUEUE_CASES = [
+    QueueCase("alone", (), 1),
+    QueueCase("higher priority first", (qjob(60, priority=200), qjob(70, priority=300)), 3),
+    QueueCase("lower priority after", (qjob(10, priority=50), qjob(20, priority=1)), 1),
+    QueueCase("same priority: earlier submit first", (qjob(60, submit=-5),), 2),
+    QueueCase("same priority and submit: lower job id first", (qjob(40), qjob(60)), 2),
+    QueueCase("unknown priority sorts last", (qjob(10, priority=None),), 1),
+    QueueCase(
+        "only PENDING jobs count",
+        (qjob(10, priority=900, state="RUNNING"), qjob(11, priority=900, state="COMPLETED")),
+        1,
+    ),
+    QueueCase("other partitions do not count", (qjob(10, priority=900, partition="cpu"),), 1),
+    QueueCase("other clusters do not count", (qjob(10, priority=900, cluster="c2"),), 1),
+    QueueCase("a running job has no place", (), 0, qjob(50, state="RUNNING")),
+    QueueCase("a job without a partition has no place", (), 0, qjob(50, partition="")),
+]
+
+
+@pytest.mark.parametrize("case", QUEUE_CASES, ids=lambda c: c.name)
+def test_queue_position(case: QueueCase) -> None:
+    """slurmctld's order (sort_job_queue2): priority descending, submit time, job id."""
+    mine = case.mine or qjob(50)
+    assert placement.queue_position(store(mine, *case.others), mine) == case.want
+
+
+def _waiting(*extra: Event, pods: tuple[KubePod, ...] | None = None, **job: Any) -> Decision:
+    root = workload("Job", "train", 2)
+    members = pods or (job_pod("t-0", job=50), job_pod("t-1", job=50))
+    mine = qjob(50, comment=MARK_T, **job)
+    return decide("ns/Job:train", root, *members, mine, *extra)
+
+
+def test_a_pending_job_says_why_on_each_pod_with_its_place_in_the_queue() -> None:
+    ahead = tuple(qjob(i, priority=500) for i in range(1, 12))  # 11 jobs ahead
+    d = _waiting(*ahead, part("gpu"))
+    assert kinds(d) == ["SetPodCondition", "RecordEvent"] * 2
+    conds = of(d, SetPodCondition)
+    assert [c.pod for c in conds] == [ref("t-0"), ref("t-1")]
+    for c in conds:
+        assert (c.type, c.status, c.reason) == ("PodScheduled", "False", "SlurmJobPending")
+        assert c.message == "Priority, 12th in partition gpu"
+    events = of(d, RecordEvent)
+    assert [(e.name, e.type, e.reason) for e in events] == [
+        ("t-0", "Normal", "SlurmJobPending"),
+        ("t-1", "Normal", "SlurmJobPending"),
+    ]
+    assert all("job 50" in e.message and "12th in partition gpu" in e.message for e in events)
+    assert "Priority, 12th in partition gpu" in d.reason
+
+
+def test_the_pending_condition_is_written_only_when_it_changes() -> None:
+    said = pending_cond("Resources, 1st in partition gpu")
+    pods = (job_pod("t-0", job=50, conditions=(said,)), job_pod("t-1", job=50, conditions=(said,)))
+    assert _waiting(pods=pods, reason="Resources").actions == ()
+    # Slurm's reason changed: the condition follows, without a second first-wait Event.
+    d = _waiting(pods=pods, reason="Priority")
+    assert kinds(d) == ["SetPodCondition", "SetPodCondition"]
+    assert {c.message for c in of(d, SetPodCondition)} == {"Priority, 1st in partition gpu"}
+    # The place changed: likewise.
+    moved = _waiting(qjob(7, priority=900), pods=pods, reason="Resources")
+    assert {c.message for c in of(moved, SetPodCondition)} == {"Resources, 2nd in partition gpu"}
+    assert not of(moved, RecordEvent)
+
+
+def test_the_first_wait_event_goes_to_a_pod_that_did_not_wait_before() -> None:
+    """Only a pod without a SlurmJobPending condition (none, or another reason) gets it."""
+    said = pending_cond("Priority, 1st in partition gpu")
+    invalid = pending_cond("cannot become a Slurm job: …", reason="SlurmJobInvalid")
+    pods = (
+        job_pod("t-0", job=50, conditions=(said,)),
+        job_pod("t-1", job=50, conditions=(invalid,)),
+    )
+    d = _waiting(pods=pods)
+    assert kinds(d) == ["SetPodCondition", "RecordEvent"]
+    assert [c.pod for c in of(d, SetPodCondition)] == [ref("t-1")]
+    assert [e.name for e in of(d, RecordEvent)] == ["t-1"]
+
+
+def test_slurms_reason_none_and_a_missing_partition() -> None:
+    d = _waiting(reason="", partition="")
+    assert {c.message for c in of(d, SetPodCondition)} == {"None"}
+
+
+def test_bound_pods_and_jobs_not_ours_get_no_pending_condition() -> None:
+    pods = (job_pod("t-0", job=50, node="k1"), job_pod("t-1", job=50))
+    d = _waiting(pods=pods)
+    assert [c.pod for c in of(d, SetPodCondition)] == [ref("t-1")]
+    foreign = decide(
+        "ns/Job:train",
+        workload("Job", "train", 1),
+        job_pod("t-0", job=50),
+        qjob(50, comment="someone else's"),
+    )
+    assert not of(foreign, SetPodCondition)
+
+
+def test_a_pending_condition_leaves_the_refused_submit_back_off_alone() -> None:
+    """The back-off reads only a REJECTED condition; a pending one never carries that reason,
+    so a group refused at t=NOW-10 still waits, and a group whose pods only waited in the
+    queue (its job then cancelled) is submitted at once."""
+    now = 1_000_000.0
+    ctx = msgspec.structs.replace(CTX, now=now)
+    refused = pending_cond("Slurm refused", reason=wellknown.REASON_SLURM_JOB_REJECTED)
+    refused = msgspec.structs.replace(refused, last_transition=int(now) - 10)
+    d = decide("ns/Pod:a", pod("a", conditions=(refused,)), BATCH, ctx=ctx)
+    assert d.actions == () and d.requeue_after is not None
+    waited = msgspec.structs.replace(pending_cond("Priority, 3rd in partition batch"))
+    d = decide("ns/Pod:a", pod("a", conditions=(waited,)), BATCH, ctx=ctx)
+    assert kinds(d) == ["SubmitSlurmJob", "RecordEvent"]
+
+
+def test_the_start_event_says_the_job_started_where_and_after_how_long() -> None:
+    running = SlurmJob(
+        source=SRC,
+        key="5",
+        cluster="c1",
+        job_id=5,
+        state=("RUNNING",),
+        nodes=("s1",),
+        partition="gpu",
+        submit_time=1000,
+        start_time=1042,
+    )
+    d = decide("ns/Pod:a", pod("a", job=5), *NODES, running)
+    (event,) = of(d, RecordEvent)
+    assert (event.type, event.reason) == ("Normal", "Scheduled")
+    assert event.message == (
+        "Slurm job 5 started after 42 s in the queue on node s1 of partition gpu: bound to k1"
+    )
+
+
+def test_a_job_leaving_the_queue_re_triggers_the_groups_waiting_in_its_partition() -> None:
+    mark_a = _pods.marker(_pods.Group(namespace="ns", kind="Pod", name="a"), "u-a")
+    waiting = (
+        qjob(50, comment=MARK_T),
+        qjob(51, comment=mark_a),
+        qjob(52, comment="someone else's"),
+        qjob(53, comment=_pods.marker(_pods.Group(namespace="ns", kind="Pod", name="z"), "u"),
+             partition="cpu"),
+        qjob(54, comment=_pods.marker(_pods.Group(namespace="ns", kind="Pod", name="y"), "u"),
+             cluster="c2"),
+    )  # fmt: skip
+    s = store(*waiting)
+    started = qjob(10, state="RUNNING", comment="someone else's")
+    assert list(placement.SPEC.keys_of(started, s, CTX)) == ["ns/Job:train", "ns/Pod:a"]
+    ended_ours = qjob(11, state="COMPLETED", comment=_pods.marker(
+        _pods.Group(namespace="ns", kind="Pod", name="x"), "u"))  # fmt: skip
+    assert list(placement.SPEC.keys_of(ended_ours, s, CTX)) == [
+        "ns/Job:train",
+        "ns/Pod:a",
+        "ns/Pod:x",
+    ]
+    # A job joining the queue, or leaving another cluster's queue, triggers only its own group.
+    assert list(placement.SPEC.keys_of(qjob(12, comment="x"), s, CTX)) == []
+    other = qjob(13, state="RUNNING", comment="x", cluster="c2")
+    assert list(placement.SPEC.keys_of(other, s, CTX)) == []

@@ -547,3 +547,25 @@ def test_every_slurm_node_field_reaches_the_observation() -> None:
     ev = translate.node_to_event(full, cluster="c")
     assert ev.key == "n"
     assert all(getattr(ev, name) == getattr(full, name) for name in node_fields)
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        (b'{"set": true, "infinite": false, "number": 4294901759}', 4294901759),
+        (b'{"set": false, "infinite": false, "number": 0}', None),
+        (b"1234", 1234),  # v0.0.38: a plain integer
+        (b"null", None),
+    ],
+)
+def test_a_jobs_priority_reaches_its_event(raw: bytes, want: int | None) -> None:
+    """Issue 20 (1): the REST job's priority (NoVal ⇒ None), and its reason, on SlurmJob."""
+    body = (
+        b'{"jobs": [{"job_id": 9, "job_state": ["PENDING"], "state_reason": "Priority",'
+        b' "partition": "gpu", "priority": ' + raw + b"}]}"
+    )
+    listing = codecs.get("v0.0.44").decode_jobs(body)
+    assert listing is not None
+    (job,) = listing.jobs
+    ev = translate.job_to_event(job, cluster="c", observed_at=1)
+    assert (ev.priority, ev.state_reason, ev.partition) == (want, "Priority", "gpu")

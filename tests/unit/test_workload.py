@@ -19,6 +19,7 @@ from schemas.actions import (
     PodRef,
     RecordEvent,
     RemovePodFinalizer,
+    SetPodCondition,
     SetPodLabel,
 )
 from schemas.events import (
@@ -32,6 +33,8 @@ from schemas.events import (
     SlurmPing,
     tombstone,
 )
+from slurmbridge import config
+from slurmbridge.cli.logs import context_of
 from slurmbridge.runtime.projection import Projection
 
 SCHED = "slurm-bridge-scheduler"
@@ -134,7 +137,8 @@ def ref(name: str) -> PodRef:
 
 # --- rule 1: pods whose job stopped ----------------------------------------------------------
 
-STOPPED = ["COMPLETED", "CANCELLED", "PREEMPTED", "TIMEOUT", "FAILED", "NODE_FAIL", "PENDING"]
+#: Preempted jobs have their own rule (test_a_preempted_jobs_pods_get_the_grace_and_a_reason).
+STOPPED = ["COMPLETED", "CANCELLED", "TIMEOUT", "FAILED", "NODE_FAIL", "PENDING"]
 
 
 @pytest.mark.parametrize("state", STOPPED)
@@ -152,6 +156,59 @@ def test_a_bound_pod_whose_job_stopped_is_deleted(state: str) -> None:
         ("t-0", "SlurmJobStopped"),
         ("t-1", "SlurmJobStopped"),
     ]
+
+
+@pytest.mark.parametrize("grace", [30, 0, 120])
+def test_a_preempted_jobs_pods_get_the_grace_and_a_reason(grace: int) -> None:
+    """Issue 20 (6): DisruptionTarget=True (PreemptionByScheduler, as kube-scheduler writes
+    before its preemption delete), then the delete with gracePeriodSeconds = the setting,
+    then a Warning Event Preempted; an unbound pod is left alone."""
+    ctx = msgspec.structs.replace(CTX, preemption_grace_s=grace)
+    d = decide(
+        pod("t-0", node="k1"),
+        pod("t-1", node="k2"),
+        pod("t-2"),
+        sjob("PREEMPTED"),
+        ctx=ctx,
+    )
+    assert kinds(d) == ["SetPodCondition", "DeletePod", "RecordEvent"] * 2
+    conds = of(d, SetPodCondition)
+    assert [c.pod for c in conds] == [ref("t-0"), ref("t-1")]
+    for c in conds:
+        assert (c.type, c.status, c.reason) == (
+            "DisruptionTarget",
+            "True",
+            "PreemptionByScheduler",
+        )
+        assert "job 5" in c.message
+    deletes = of(d, DeletePod)
+    assert [(x.pod, x.grace_period_s, x.job_id) for x in deletes] == [
+        (ref("t-0"), grace, 5),
+        (ref("t-1"), grace, 5),
+    ]
+    assert all("preempted" in x.why and f"{grace} s" in x.why for x in deletes)
+    events = of(d, RecordEvent)
+    assert [(e.name, e.type, e.reason) for e in events] == [
+        ("t-0", "Warning", "Preempted"),
+        ("t-1", "Warning", "Preempted"),
+    ]
+    # Other stops keep the pod's own grace period.
+    assert [
+        x.grace_period_s for x in of(decide(pod("t-0", node="k1"), sjob("CANCELLED")), DeletePod)
+    ] == [None]
+
+
+def test_the_preemption_grace_comes_from_the_settings() -> None:
+    default = config.load(env={}, overrides={})
+    assert default.kube.preemption_grace == 30
+    assert context_of(default).preemption_grace_s == 30
+    set_ = config.load(env={}, overrides={"kube": {"preemptionGrace": 5}})
+    assert context_of(set_).preemption_grace_s == 5
+    env = config.load(env={"SLURMBRIDGE_KUBE_PREEMPTION_GRACE": "7"}, overrides={})
+    assert env.kube.preemption_grace == 7
+    for bad in (-1, 2.5):
+        with pytest.raises(config.ConfigError, match="preemptionGrace"):
+            config.load(env={}, overrides={"kube": {"preemptionGrace": bad}})
 
 
 def test_a_requeued_job_deletes_pods_bound_but_not_ready() -> None:

@@ -27,6 +27,18 @@ flag. A job asking for more nodes than its partition has is refused with 2014
 ``PartitionConfig`` on 25.05+ (recorded from 24.11.5 and 26.05.5); an empty partition (its
 dynamic nodes still to come) makes jobs wait on every release.
 
+Pending jobs carry a priority and a reason as slurmctld gives them. Priorities follow
+priority/basic (``src/plugins/priority/basic/priority_basic.c``: each job gets one less than
+the previous one, starting below ``TOP_PRIORITY`` 0xffff0000 of ``src/slurmctld/job_mgr.c``),
+unless the submit sets ``priority`` (an operator's explicit priority). The scheduler tries
+pending jobs in the order of slurmctld's job queue (``sort_job_queue2`` in
+``src/slurmctld/job_scheduler.c``: priority descending, then submit time, then job id), and a
+job that does not start gets squeue's JOB REASON CODES (``man squeue``): ``Resources`` for the
+first job of a partition that waits for nodes, ``Priority`` for the jobs behind it ("one or
+more higher priority jobs exist for the partition"), ``PartitionConfig`` for a job larger
+than its partition, ``JobHeldUser`` for a held job; ``None`` before the scheduler looked.
+Jobs further back still start when they fit (as Slurm's backfill scheduler starts them).
+
 Job updates read ``excluded_nodes`` as slurmrestd's ``csv_string``: ``[]`` leaves it as it
 was, ``[""]`` clears it (recorded from 24.11.5 and 26.05.5).
 """
@@ -49,6 +61,8 @@ Json = Any
 JobCallback = Callable[[int, str, float], None]
 
 ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL")
+#: slurmctld's job_mgr.c TOP_PRIORITY: priority/basic hands out one less to each new job.
+TOP_PRIORITY = 0xFFFF0000
 
 
 @dataclass
@@ -77,6 +91,8 @@ class SimJob:
     time_limit: int | None = None
     #: Submitted with ``hold: true``: PENDING, reason JobHeldUser, never started here.
     held: bool = False
+    #: Slurm's job priority (higher is tried first; see the module docstring).
+    priority: int = 0
     alloc: dict[str, int] = field(default_factory=dict)
     ended_mono: float = 0.0
     start_mono: float = 0.0
@@ -100,7 +116,13 @@ class SimJob:
             time_limit_minutes=self.time_limit,
             node_count=len(self.nodes) or self.min_nodes,
             excluded_nodes=tuple(sorted(self.excluded)),
+            priority=self.priority,
         )
+
+    def queue_order(self) -> tuple[int, int, int]:
+        """slurmctld's job queue order (``sort_job_queue2``): priority descending, then
+        submit time, then job id."""
+        return (-self.priority, self.submit_time, self.job_id)
 
 
 def _csv_string(value: Any) -> list[str] | None:
@@ -158,6 +180,8 @@ class JobsMixin:
         self.minute_s = 60.0
         self.on_job_state: list[JobCallback] = []
         self.jobs_changed_at = int(time.time())
+        #: The last priority priority/basic handed out (the next job gets one less).
+        self.last_priority = TOP_PRIORITY
 
     if TYPE_CHECKING:  # provided by SlurmSim
 
@@ -237,11 +261,25 @@ class JobsMixin:
         self._end(job_id, "TIMEOUT")
 
     def schedule(self) -> int:
-        """Start every pending job that fits now; returns how many started."""
+        """Start every pending job that fits now, in queue order, and give the others their
+        reason (module docstring); returns how many started."""
         started = 0
-        for job in sorted(self.jobs_by_id.values(), key=lambda j: j.job_id):
-            if job.state == "PENDING" and self._try_start(job):
+        waiting: set[str] = set()  # partitions where a job ahead waits for resources
+        changed = False
+        for job in sorted(self.jobs_by_id.values(), key=SimJob.queue_order):
+            if job.state != "PENDING":
+                continue
+            before = job.reason
+            if self._try_start(job):
                 started += 1
+                continue
+            if job.reason == "Resources":
+                if job.partition in waiting:
+                    job.reason = "Priority"
+                waiting.add(job.partition)
+            changed = changed or job.reason != before
+        if changed:
+            self._jobs_touched()
         return started
 
     # --- internals ----------------------------------------------------------------------------
@@ -291,6 +329,14 @@ class JobsMixin:
             raise _SubmitError(2014, "Requested node configuration is not available")
         self.next_job_id += 1
         flags = ["EXTERNAL_JOB"] if external else []
+        # priority/basic: an explicit priority (above 1) is kept, else one less than the
+        # last job's.
+        explicit = desc.get("priority")
+        if isinstance(explicit, int) and explicit > 1:
+            priority = explicit
+        else:
+            self.last_priority = max(1, self.last_priority - 1)
+            priority = self.last_priority
         return SimJob(
             job_id=self.next_job_id,
             name=str(desc.get("name") or "sim"),
@@ -309,6 +355,7 @@ class JobsMixin:
             time_limit=desc.get("time_limit"),
             held=bool(desc.get("hold")),
             reason="JobHeldUser" if desc.get("hold") else "None",
+            priority=priority,
         )
 
     def _usable(self, node: SimNode, job: SimJob, cpus: int) -> bool:
@@ -381,6 +428,11 @@ class JobsMixin:
             k: job.get(k)
             for k in ("name", "partition", "cpus_per_task", "tasks", "admin_comment", "comment")
         }
+        # v0.0.38: a string of digits (job_properties); data_parser: uint32_no_val.
+        raw_priority = job.get("priority")
+        if isinstance(raw_priority, str):
+            raw_priority = int(raw_priority) if raw_priority.isdigit() else None
+        desc["priority"] = _number(raw_priority)
         if version == "v0.0.38":
             nodes = job.get("nodes") or [1]
             desc["min_nodes"] = int(nodes[0])
@@ -458,4 +510,6 @@ class JobsMixin:
             "time_limit": nv(j.time_limit),
             "node_count": nv(len(j.nodes) or j.min_nodes),
             "excluded_nodes": hostlist.compress(sorted(j.excluded)),
+            # openapi job_info: uint32_no_val on data_parser versions, an integer on v0.0.38
+            "priority": nv(j.priority),
         }

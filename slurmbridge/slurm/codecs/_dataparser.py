@@ -138,6 +138,8 @@ class _Job(msgspec.Struct, frozen=True):
     end_time: NoVal | int | None = None
     time_limit: NoVal | int | None = None
     node_count: NoVal | int | None = None
+    # v0.0.38: a plain integer; data_parser versions: uint32_no_val (openapi job_info).
+    priority: NoVal | int | None = None
 
 
 class _Jobs(msgspec.Struct, frozen=True):
@@ -300,6 +302,7 @@ def job_of(j: _Job) -> Job:
         time_limit_minutes=noval(j.time_limit),
         node_count=noval(j.node_count) or 0,
         excluded_nodes=excluded,
+        priority=noval(j.priority),
     )
 
 
