@@ -551,3 +551,50 @@ async def test_nodeset_scale_in_drains_and_deletes_a_pod_only_when_its_node_is_i
         registrar.detach()
         for name in ("rs-0", "rs-1"):
             modern_slurm.run("scontrol", "delete", f"nodename={name}", check=False)
+
+
+def _scheduled(stack: Stack, name: str) -> dict[str, Any]:
+    for c in ((_pod(stack, name) or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return dict(c)
+    return {}
+
+
+async def test_a_waiting_pod_names_slurms_reason_and_place_then_runs(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    """Real slurmctld's pending reason and queue reach the pod (issue 20): a batch job holds
+    every node, our placeholder waits behind it with Slurm's own reason, then runs."""
+    filler = modern_slurm.run(
+        "sbatch", "--parsable", "-N", "4", "--exclusive", "-p", "batch", "--wrap", "sleep 600"
+    ).stdout.strip()
+    filler_id = int(filler.split(";")[0])
+    await stack.wait_for(
+        lambda: _job_state(modern_slurm, filler_id) == "RUNNING", timeout=30, what="filler runs"
+    )
+    (name,) = create_group(stack.kube, "Pod", "real-wait", 1, requests={"cpu": "1"})
+    await stack.wait_for(
+        lambda: _scheduled(stack, name).get("reason") == wellknown.REASON_SLURM_JOB_PENDING,
+        timeout=60,
+        what="PodScheduled=False, reason SlurmJobPending",
+    )
+    p = _pod(stack, name)
+    assert p is not None
+    job_id = int(p["metadata"]["labels"][JOBID])
+    # The message is the reason real slurmctld gives (squeue %r) and the job's place: first,
+    # as the filler runs and nothing else waits.
+    reason = modern_slurm.run("squeue", "-h", "-j", str(job_id), "-o", "%r").stdout.strip()
+    assert reason in ("Resources", "Priority"), reason
+    await stack.wait_for(
+        lambda: _scheduled(stack, name).get("message") == f"{reason}, 1st in partition batch",
+        timeout=30,
+        what=f"message {reason!r}, 1st in partition batch",
+    )
+    assert _scheduled(stack, name)["status"] == "False"
+    modern_slurm.scancel(str(filler_id))
+    await stack.wait_for(
+        lambda: bool(((_pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
+        timeout=60,
+        what="pod bound once the filler ended",
+    )
+    assert await stack.dead_letters() == []
