@@ -64,8 +64,22 @@ Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 Made = tuple[str, str | None, str, str]  # (Deployment, namespace or None, verb, resource)
 
 #: Grants the story does not use, by Deployment (its name without the release's prefix), and
-#: why the code still needs them. None today: the story reaches every call.
-NOT_EXERCISED: dict[tuple[str, Grant], str] = {}
+#: why the code still needs them.
+_DRA = "DRA claims: tests/integration/test_dra_e2e.py drives them (effectors/claims.py)"
+NOT_EXERCISED: dict[tuple[str, Grant], str] = {
+    ("placement", ("", "pods/finalizers", "update")): _DRA + "; the extended-resource claim "
+    "is owned by its pod with blockOwnerDeletion",
+    ("placement", ("resource.k8s.io", "resourceclaims", "get")): _DRA,
+    ("placement", ("resource.k8s.io", "resourceclaims", "list")): _DRA,
+    ("placement", ("resource.k8s.io", "resourceclaims", "create")): _DRA,
+    ("placement", ("resource.k8s.io", "resourceclaims/status", "patch")): _DRA,
+    ("workload", ("resource.k8s.io", "resourceclaims", "get")): _DRA,
+    ("workload", ("resource.k8s.io", "resourceclaims", "delete")): _DRA,
+    ("workload", ("resource.k8s.io", "resourceclaims/status", "patch")): _DRA,
+    ("webhook", ("resource.k8s.io", "resourceclaims", "get")): "the webhook reads a pod's "
+    "claims for the DRA rules (tests/unit/test_webhook.py test_dra_rules)",
+    ("webhook", ("resource.k8s.io", "resourceclaimtemplates", "get")): "as resourceclaims",
+}
 
 #: Who is asking, set for each request the simulator serves.
 _WHO: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar("who")
@@ -442,7 +456,14 @@ def test_the_roles_are_read_off_the_bindings() -> None:
         NS: {("", "secrets", "list"), ("", "secrets", "watch")}
     }
     assert not roles["producers"].allows("default", ("", "secrets", "list"))
-    assert roles["webhook"].all() == {("", "namespaces", "get")}
+    assert roles["webhook"].all() == {
+        ("", "namespaces", "get"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+        ("resource.k8s.io", "resourceclaimtemplates", "get"),
+    }
+    without = deployments(render({"layout": "per-component"}))
+    (hook,) = [r for name, (_, r) in without.items() if name.endswith("webhook")]
+    assert hook.all() == set()
 
 
 def test_the_owner_reference_admission_check_is_modelled() -> None:
