@@ -55,7 +55,10 @@ mem-per-node   memory_per_node (MiB, or a quantity  largest pod memory (max(requ
                                                     (pods ÷ min-nodes, rounded up); at least a
                                                     PodGroup's ``minResources``
 gres           tres_per_node ``gres/<value>``       ``gres/gpu=N`` from ``nvidia.com/gpu`` /
-                                                     ``amd.com/gpu`` limits × pods per node
+                                                     ``amd.com/gpu`` limits, or the GPUs the
+                                                     pod asks for through DRA (GPU device
+                                                     classes, the larger), × pods per node;
+                                                     refused together with a DRA GPU class
 exclusive      exclusive (``true`` / ``false``)     true: whole nodes (``shared: ["none"]``), as
                                                     Slinky
 priority       priority (integer ≥ 0)               unset
@@ -64,6 +67,14 @@ timelimit      time limit (sbatch ``--time``: M,   a Job's ``activeDeadlineSecon
 user-id,       user_id, group_id (integers ≥ 0)     slurmrestd's user
 group-id
 ============== =================================== ==============================================
+
+DRA (:mod:`reconcilers._dra`): a pod's ``deviceclass.resource.kubernetes.io/dra.cpu`` count
+is a CPU count (Slinky: "the extended resource quantity is used as the Slurm CPU count"); its
+GPU-class devices ask Slurm for untyped ``gres/gpu=N`` (Slinky asks ``gres/gpu:<class>=N``,
+which only nodes whose GRES type is the class name satisfy; untyped also fits nodes an
+administrator configured, ``Gres=gpu:nvidia:4``, and the node's ResourceSlices tell which
+driver's devices the indices are). Unsupported classes, a class in two containers and two
+GPU classes in one pod raise :class:`TranslationError`.
 
 ``tasks`` is the number of pods. An annotation that cannot be translated, or an unknown key
 under the prefix (a misspelling), raises :class:`TranslationError` naming it (and the nearest
@@ -80,6 +91,7 @@ from typing import Final
 
 import msgspec
 
+from reconcilers import _dra
 from reconcilers.base import Context, Store, kube_listed
 from schemas import wellknown
 from schemas.actions import RecordEvent, SlurmJobSpec
@@ -480,10 +492,12 @@ def translate(
     *,
     excluded_nodes: tuple[str, ...] = (),
     workload: KubeWorkload | None = None,
+    dra_gpus: Mapping[str, int] | None = None,
 ) -> SlurmJobSpec:
     """The Slurm job for ``pods`` (a group's live pods) under its root's ``annotations``;
     ``workload`` is the group's root object when it has one (a Job's deadline, a PodGroup's
-    minResources).
+    minResources); ``dra_gpus``: pod key → GPUs it asks for through DRA (its extended
+    resources and its ResourceClaims; pods absent: from its extended resources alone).
 
     Rules and defaults: module docstring.
 
@@ -496,10 +510,22 @@ def translate(
     _check_known(annotations)
     n = len(pods)
     ann = annotations
+    for p in pods:
+        try:
+            _dra.check_extended(p)
+        except _dra.DraError as exc:
+            raise TranslationError(f"pod {p.name}: {exc.field}", exc.reason) from None
     cpu = _cpu_quantity(ann)
+    if cpu is not None and any(_dra.cpus_asked(p) for p in pods):
+        # Slinky admission (validateAnnotationConflicts): the dra.cpu request is authoritative.
+        raise TranslationError(
+            _field("cpu-per-task"),
+            f"conflicts with the pods' {_dra.DEVICE_CLASS_PREFIX}{_dra.CPU_CLASS} requests",
+        )
     if cpu is None:
-        # Slinky: what a pod may use, not only what it requests (max of request and limit).
-        most = max(max(p.cpu_millis_max, p.cpu_millis) for p in pods)
+        # Slinky: what a pod may use, not only what it requests (max of request and limit);
+        # a dra.cpu count is a CPU count.
+        most = max(max(p.cpu_millis_max, p.cpu_millis, 1000 * _dra.cpus_asked(p)) for p in pods)
         if workload is not None:
             most = max(most, workload.min_cpu_millis)
         cpu = max(1, math.ceil(most / 1000))
@@ -524,10 +550,18 @@ def translate(
         if workload is not None and workload.min_memory_bytes:
             memory = max(memory or 0, math.ceil(workload.min_memory_bytes / MIB))
     gres = _text(ann, "gres")
+    dra = dict(dra_gpus or {})
+    dra_gpus_max = max((dra.get(p.key, _dra.gpus_asked(p)) for p in pods), default=0)
     if gres:
+        if dra_gpus_max:
+            # Slinky admission (validateAnnotationConflicts): explicit DRA requests are
+            # authoritative; a gres annotation would replace them.
+            raise TranslationError(
+                _field("gres"), "conflicts with the pods' DRA GPU requests (they size the job)"
+            )
         tres = gres if gres.startswith("gres/") else f"gres/{gres}"
     else:
-        gpus = max(p.gpus for p in pods)
+        gpus = max(dra_gpus_max, *(p.gpus for p in pods))
         tres = f"gres/gpu={gpus * per_node}" if gpus else ""
     exclusive_raw = ann.get(PREFIX + "exclusive")
     # Slinky slurm-bridge (slurmcontrol sharedFromExclusiveAnnotation): whole nodes unless

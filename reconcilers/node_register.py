@@ -9,7 +9,12 @@ Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Ass
   ``RealMemory`` (capacity.memory in MiB, rounded down), ``State=External``, ``Feature=`` the
   partitions of annotation ``scheduler.slinky.slurm.net/external-node-partitions``
   (comma-separated, trimmed, empties dropped), ``Topology=`` from annotation
-  ``topology.slinky.slurm.net/spec``, ``Gres=gpu:<n>`` from GPU capacity;
+  ``topology.slinky.slurm.net/spec``, ``Gres=gpu:<n>`` from GPU capacity — or, when the
+  node has ResourceSlices of a supported DRA GPU driver (``gpu.nvidia.com``,
+  ``gpu.example.com``), ``Gres=gpu:<driver>:<n>`` and ``GresConf=count=<n>,name=gpu,
+  type=<driver>,file=<device>,…`` over those devices in index order (Slinky slurm-bridge
+  ``nodeinfo.GetGresAndGresConf``: the GRES type is the driver's name, so Slurm's GPU index
+  ``i`` is the device of index ``i``);
 * every partition named must exist in Slurm first; otherwise nothing is sent to Slurm, a
   Warning Event and the node condition ``SlurmNodeRegistered=False`` name the missing
   partitions, and the node is reconsidered whenever partitions change;
@@ -34,7 +39,7 @@ fail-closed — only a node that is DRAIN with one of our reasons and runs nothi
 ALLOCATED, MIXED or COMPLETING), re-checked by the effector against Slurm itself.
 Our drains carry the prefix ``slurm-bridge: External node (``, which ``slurm_drain`` never
 clears, so a busy node being removed is drained once and never undrained in the same pass
-(Slinky's controllers flap there). Triggers: KubeNode, SlurmNode, SlurmPartition.
+(Slinky's controllers flap there). Triggers: KubeNode, SlurmNode, SlurmPartition, KubeResourceSlice.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from reconcilers import _nodes
+from reconcilers import _dra, _nodes
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
@@ -57,7 +62,7 @@ from schemas.actions import (
     UndrainSlurmNode,
     UpdateSlurmNodeTopology,
 )
-from schemas.events import KubeNode, SlurmNode, SlurmPartition
+from schemas.events import KubeNode, KubeResourceSlice, SlurmNode, SlurmPartition
 from schemas.subjects import slurm_source
 
 NAME = "node_register"
@@ -80,11 +85,25 @@ class Desired(msgspec.Struct, frozen=True, kw_only=True):
     gpus: int
     partitions: tuple[str, ...]
     topology: str
+    #: The DRA GPU driver whose devices are the GPUs (``""``: GPU capacity, untyped).
+    gres_type: str = ""
+    #: The driver's devices in index order (one ``file=`` each in ``GresConf``).
+    gres_files: tuple[str, ...] = ()
 
     @property
     def gres(self) -> str:
-        """``gpu:<n>``, or ``""`` without GPUs."""
-        return f"gpu:{self.gpus}" if self.gpus else ""
+        """``gpu:<n>`` or ``gpu:<driver>:<n>``, or ``""`` without GPUs."""
+        if not self.gpus:
+            return ""
+        return f"gpu:{self.gres_type}:{self.gpus}" if self.gres_type else f"gpu:{self.gpus}"
+
+    @property
+    def gres_conf(self) -> str:
+        """Slinky's ``GresConf`` for DRA GPUs (``""`` without them)."""
+        if not self.gres_type or not self.gres_files:
+            return ""
+        files = ",".join(f"file={f}" for f in self.gres_files)
+        return f"count={len(self.gres_files)},name=gpu,type={self.gres_type},{files}"
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,6 +115,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     cluster: str
     #: The log holds a complete listing of the cluster (``reconcilers.base.slurm_listed``).
     listed: bool = True
+    #: The node's DRA ResourceSlices.
+    slices: tuple[KubeResourceSlice, ...] = ()
 
 
 def is_external(node: KubeNode) -> bool:
@@ -110,15 +131,31 @@ def partitions_of(node: KubeNode) -> tuple[str, ...]:
     return tuple(p.strip() for p in raw.split(",") if p.strip())
 
 
-def desired(node: KubeNode) -> Desired:
-    """The Slurm node a Kubernetes node should have (CPUs at least 1, memory in MiB)."""
+def dra_gpus(slices: Iterable[KubeResourceSlice]) -> tuple[str, tuple[str, ...]]:
+    """The DRA GPU driver of a node's slices and its devices in index order (``("", ())``
+    without one). With several GPU drivers, the one first in name order (Slinky keeps one
+    GPU map per node)."""
+    slices = tuple(slices)
+    for driver in sorted({s.driver for s in slices if _dra.is_gpu_class(s.driver)}):
+        devices = _dra.gpu_map(slices, driver)
+        if devices:
+            return driver, tuple(devices[i][2] for i in sorted(devices))
+    return "", ()
+
+
+def desired(node: KubeNode, slices: Iterable[KubeResourceSlice] = ()) -> Desired:
+    """The Slurm node a Kubernetes node should have (CPUs at least 1, memory in MiB; GPUs
+    from its DRA ResourceSlices when it has some, else from its GPU capacity)."""
+    driver, files = dra_gpus(slices)
     return Desired(
         name=_nodes.slurm_name_of(node),
         cpus=max(1, node.cpu_millis // 1000),
         real_memory=node.memory_bytes // MIB,
-        gpus=node.gpus,
+        gpus=len(files) if driver else node.gpus,
         partitions=partitions_of(node),
         topology=node.annotations.get(wellknown.ANNOTATION_TOPOLOGY_SPEC, "").strip(),
+        gres_type=driver,
+        gres_files=files,
     )
 
 
@@ -139,6 +176,8 @@ def node_conf(d: Desired) -> str:
         parts.append(f"Topology={d.topology}")
     if d.gres:
         parts.append(f"Gres={d.gres}")
+    if d.gres_conf:
+        parts.append(f"GresConf={d.gres_conf}")
     return " ".join(parts)
 
 
@@ -153,6 +192,12 @@ def view(store: Store, key: str, ctx: Context) -> View:
         partitions=parts,
         cluster=ctx.cluster,
         listed=slurm_listed(store, ctx.cluster),
+        slices=tuple(
+            sorted(
+                (s for s in store.by_field(KubeResourceSlice, "node", key) if not s.deleted),
+                key=lambda s: s.key,
+            )
+        ),
     )
 
 
@@ -238,7 +283,7 @@ def decide(v: View) -> Decision:
             wellknown.external_removal_reason(node.key),
             "external-node label removed",
         )
-    d = desired(node)
+    d = desired(node, v.slices)
     if d.topology and not _TOPOLOGY.fullmatch(d.topology):
         msg = (
             f"annotation {wellknown.ANNOTATION_TOPOLOGY_SPEC}: {d.topology!r} is not a "
@@ -345,6 +390,11 @@ def _waiting_for(event: SlurmPartition, store: Store, ctx: Context) -> Iterable[
     ]
 
 
+def _node_of_slice(event: KubeResourceSlice, _store: Store, _ctx: Context) -> Iterable[str]:
+    """A slice's node (its GPUs may change the node's Gres)."""
+    return [event.node] if event.node else []
+
+
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
     """External nodes, and nodes whose Slurm counterpart is EXTERNAL (a removed label)."""
     out = []
@@ -362,7 +412,7 @@ SPEC = ReconcilerSpec(
     name=NAME,
     # KubeNode ⇒ itself; SlurmNode ⇒ the nodes mapping to it; SlurmPartition ⇒ the nodes
     # waiting for it.
-    keys={**_nodes.NODE_KEYS, SlurmPartition: _waiting_for},
+    keys={**_nodes.NODE_KEYS, SlurmPartition: _waiting_for, KubeResourceSlice: _node_of_slice},
     key_kind="KubeNode",
     all_keys=all_keys,
     view=view,

@@ -26,6 +26,13 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
 * the job is RUNNING with nodes ⇒ each unbound pod is annotated ``slinky.slurm.net/slurm-node``
   and bound (Binding subresource) to the Kubernetes node mapped from its Slurm node; pods are
   spread over the job's nodes in name order;
+* a pod asking for DRA devices (``spec.resourceClaims``, or extended resources
+  ``deviceclass.resource.kubernetes.io/<class>``) first gets its claims allocated to the
+  devices of the GPUs and cores Slurm gave its job on that node (:mod:`reconcilers._dra`;
+  Slinky slurm-bridge ``PreBind``): ``AllocateResourceClaim`` per claim, or
+  ``CreateExtendedResourceClaim`` for the extended resources, before ``BindPod``; a claim
+  still to be made from its template waits; devices Slurm's allocation cannot provide ⇒
+  ``PodScheduled=False`` (reason ``DeviceAllocationFailed``) and a Warning Event, no bind;
 * pods that joined after the job was submitted ⇒ labelled and finalized like the others;
 * a Workload API PodGroup (``scheduling.k8s.io``) whose every live pod is bound under the
   group's RUNNING job, and whose ``PodGroupScheduled`` (v1alpha2) /
@@ -52,7 +59,8 @@ pod gets a new job instead of joining the ended one.
 Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload (a Workload
 API Workload or a Job also reaches the PodGroups whose annotations they carry), SlurmJob,
 SlurmPartition (a partition appearing may unblock a group), KubeNode (the exclusions of pending
-jobs), KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone);
+jobs), KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone),
+KubeResourceClaim (its pod's group), KubeResourceSlice (groups with pods waiting for devices);
 a job of a partition leaving the queue (started or ended) also re-triggers the groups whose
 jobs wait in that partition, so their queue place stays current.
 """
@@ -63,12 +71,15 @@ from collections.abc import Iterable
 
 import msgspec
 
-from reconcilers import _nodes, _pods
+from reconcilers import _dra, _nodes, _pods
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
+    AllocateResourceClaim,
     AnyAction,
     BindPod,
+    ClaimRef,
+    CreateExtendedResourceClaim,
     DeletePod,
     MarkPods,
     PodRef,
@@ -81,6 +92,8 @@ from schemas.events import (
     KubeListed,
     KubeNode,
     KubePod,
+    KubeResourceClaim,
+    KubeResourceSlice,
     KubeWorkload,
     SlurmJob,
     SlurmNode,
@@ -144,6 +157,11 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The job's 1-based place among the pending jobs of its partition (0: not pending, not
     #: ours, or no partition): :func:`queue_position`.
     queue_position: int = 0
+    #: DRA: the ResourceClaims the group's pods name (``namespace/name`` → claim), and every
+    #: allocated claim on the job's Kubernetes nodes (whose devices are taken).
+    claims: dict[str, KubeResourceClaim] = {}
+    #: DRA: Kubernetes node → its ResourceSlices, for the job's nodes (pods asking for DRA).
+    slices: dict[str, tuple[KubeResourceSlice, ...]] = {}
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -250,6 +268,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             keys = _nodes.kube_keys_for_slurm(slurm_name, store)
             if keys:
                 node_map[slurm_name] = min(keys)
+    claims, slices = _dra_view(store, pods, node_map, job)
     excluded: tuple[str, ...] = ()
     partitions: frozenset[str] = frozenset()
     pending_ours = (
@@ -299,7 +318,49 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         controller=_pods.controller_of(group, list(pods), store),
         template_owner=_pods.template_owner_of(workload, store),
         queue_position=queue_position(store, job) if job is not None and pending_ours else 0,
+        claims=claims,
+        slices=slices,
     )
+
+
+def _dra_view(
+    store: Store, pods: tuple[KubePod, ...], node_map: dict[str, str], job: SlurmJob | None
+) -> tuple[dict[str, KubeResourceClaim], dict[str, tuple[KubeResourceSlice, ...]]]:
+    """The claims and slices :func:`decide` needs for pods asking for DRA devices: the
+    claims the unbound pods name (their GPUs size the job); once the job runs, also the
+    claims holding devices on its nodes and those nodes' slices."""
+    waiting = [p for p in pods if _live(p) and not p.node_name and _dra.needs_dra(p)]
+    claims: dict[str, KubeResourceClaim] = {}
+    for p in waiting:
+        names = [c.claim for c in p.claims if c.claim]
+        if p.extended_claim:
+            names.append(p.extended_claim)
+        for name in names:
+            claim = store.get(KubeResourceClaim, f"{p.namespace}/{name}")
+            if claim is not None and not claim.deleted:
+                claims[claim.key] = claim
+    if not waiting or job is None or job.base_state != "RUNNING":
+        return claims, {}
+    nodes = set(node_map.values())
+    uids = {p.uid for p in waiting}
+    for claim in store.values(KubeResourceClaim):
+        if claim.deleted:
+            continue
+        # Claims on the job's nodes hold devices; a pod's own extended-resource claim may
+        # exist before the pod's status names it (the status write failed after the create).
+        ours = claim.extended and claim.owner is not None and claim.owner.uid in uids
+        if ours or (claim.allocated and claim.node in nodes):
+            claims[claim.key] = claim
+    slices = {
+        n: tuple(
+            sorted(
+                (s for s in store.by_field(KubeResourceSlice, "node", n) if not s.deleted),
+                key=lambda s: s.key,
+            )
+        )
+        for n in sorted(nodes)
+    }
+    return claims, slices
 
 
 def _reject(pods: list[KubePod], message: str, reason: str = INVALID) -> Decision:
@@ -375,6 +436,8 @@ def decide(v: View | None) -> Decision:
         return Decision(actions=tuple(actions), reason=reason)
     unbound = [p for p in live if not p.node_name]
     nodes = job.nodes
+    held: dict[str, set[_dra.DeviceId]] = {}
+    waits: list[str] = []
     for i, p in enumerate(live):
         if p.node_name:
             continue
@@ -384,11 +447,24 @@ def decide(v: View | None) -> Decision:
             msg = f"Slurm node {slurm_node} of job {v.job_id} has no Kubernetes node"
             actions.append(_pods.pod_event(p, "SlurmNodeUnknown", msg, warning=True))
             continue
+        if _dra.needs_dra(p):
+            taken = held.setdefault(kube_node, set(_dra.taken_on(kube_node, v.claims.values())))
+            try:
+                claim_actions, wait = _claim_actions(v, job, p, slurm_node, kube_node, taken)
+            except _dra.DraError as exc:
+                actions.extend(_device_problem(p, f"cannot allocate DRA devices: {exc}"))
+                continue
+            if wait:
+                waits.append(f"{p.name}: {wait}")
+                continue
+            actions.extend(claim_actions)
         actions.append(BindPod(pod=ref(p), node=kube_node, slurm_node=slurm_node, job_id=v.job_id))
         actions.append(_pods.pod_event(p, "Scheduled", _started(job, slurm_node, kube_node)))
     if not unbound and (admitted := _pod_group_admitted(v, live, v.job_id)) is not None:
         actions.append(admitted)
     if not actions:
+        if waits:
+            return Decision(reason=f"job {v.job_id} RUNNING; waiting: {'; '.join(waits)}")
         return NOTHING
     return Decision(
         actions=tuple(actions), reason=f"job {v.job_id} RUNNING; {len(unbound)} to bind"
@@ -451,6 +527,123 @@ def _started(job: SlurmJob, slurm_node: str, kube_node: str) -> str:
     return (
         f"Slurm job {job.job_id} started{waited} on node {slurm_node}{where}: bound to {kube_node}"
     )
+
+
+#: PodScheduled reason when the devices Slurm gave a pod's job cannot become its claims.
+DEVICES_FAILED = "DeviceAllocationFailed"
+
+
+def _device_problem(p: KubePod, message: str) -> list[AnyAction]:
+    """PodScheduled=False (reason :data:`DEVICES_FAILED`) and a Warning Event, once."""
+    cur = p.condition(CONDITION)
+    if cur is not None and (cur.status, cur.reason, cur.message) == (
+        "False",
+        DEVICES_FAILED,
+        message,
+    ):
+        return []
+    return [
+        SetPodCondition(
+            pod=ref(p), type=CONDITION, status="False", reason=DEVICES_FAILED, message=message
+        ),
+        _pods.pod_event(p, DEVICES_FAILED, message, warning=True),
+    ]
+
+
+def _claim_actions(
+    v: View,
+    job: SlurmJob,
+    p: KubePod,
+    slurm_node: str,
+    kube_node: str,
+    taken: set[_dra.DeviceId],
+) -> tuple[list[AnyAction], str]:
+    """The claim actions to perform before binding ``p`` to ``kube_node`` (Slinky
+    slurm-bridge ``PreBind`` → ``manageResourceClaim``), or what it waits for.
+
+    * each ``spec.resourceClaims`` claim not yet allocated ⇒ :class:`AllocateResourceClaim`
+      with the devices :func:`reconcilers._dra.devices_for` names from the job's allocation on
+      ``slurm_node``; a claim allocated on this node but not reserved for the pod (a shared
+      claim) ⇒ the same action with its devices, to reserve it;
+    * DRA extended resources without their claim ⇒ :class:`CreateExtendedResourceClaim`.
+
+    Devices given out here are added to ``taken`` (the node's devices held by claims).
+
+    Raises:
+        _dra.DraError: a claim allocated on another node, an unsupported request, or devices
+            Slurm's allocation cannot provide.
+    """
+    alloc = job.allocation_on(slurm_node)
+    slices = v.slices.get(kube_node, ())
+    out: list[AnyAction] = []
+    for i, pc in enumerate(p.claims):
+        field = f"spec.resourceClaims[{i}]"
+        if not pc.claim:
+            return [], f"{field} ({pc.name}): waiting for the claim made from its template"
+        claim = v.claims.get(f"{p.namespace}/{pc.claim}")
+        if claim is None:
+            return [], f"{field}: waiting for ResourceClaim {pc.claim}"
+        if claim.allocated:
+            if claim.node and claim.node != kube_node:
+                raise _dra.DraError(
+                    field,
+                    f"ResourceClaim {pc.claim} is allocated on node {claim.node}, but Slurm "
+                    f"runs the pod's job on {kube_node}",
+                )
+            if claim.reserved_for_pod(p.uid):
+                continue
+            devices = claim.results
+        else:
+            devices = _dra.devices_for(
+                claim.requests,
+                alloc,
+                slices,
+                taken=frozenset(taken),
+                field=f"ResourceClaim {pc.claim}: spec.devices.requests",
+            )
+            taken.update((d.driver, d.pool, d.device) for d in devices)
+        out.append(
+            AllocateResourceClaim(
+                claim=ClaimRef(namespace=claim.namespace, name=claim.name, uid=claim.uid),
+                pod=ref(p),
+                node=kube_node,
+                devices=devices,
+            )
+        )
+    counts = _dra.extended_counts(p)
+    if counts:
+        _dra.check_extended(p)
+        existing = v.claims.get(f"{p.namespace}/{p.extended_claim}") if p.extended_claim else None
+        if existing is None:
+            existing = next(
+                (
+                    c
+                    for c in v.claims.values()
+                    if c.extended and c.owner is not None and c.owner.uid == p.uid
+                ),
+                None,
+            )
+        if p.extended_claim and existing is None:
+            return [], f"waiting for ResourceClaim {p.extended_claim}"
+        if existing is None or not existing.reserved_for_pod(p.uid):
+            requests, mappings = _dra.extended_claim(p)
+            if existing is not None and existing.allocated:
+                devices = existing.results
+            else:
+                devices = _dra.devices_for(
+                    requests, alloc, slices, taken=frozenset(taken), field="extended resources"
+                )
+                taken.update((d.driver, d.pool, d.device) for d in devices)
+            out.append(
+                CreateExtendedResourceClaim(
+                    pod=ref(p),
+                    node=kube_node,
+                    requests=requests,
+                    devices=devices,
+                    mappings=mappings,
+                )
+            )
+    return out, ""
 
 
 def _refused_until(v: View, live: list[KubePod]) -> float:
@@ -524,6 +717,20 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         return Decision(reason=f"waiting for {v.group.root_key} to be observed")
     if expected and len(live) < expected:
         return Decision(reason=f"waiting for the group's pods: {len(live)} of {expected}")
+    dra_gpus: dict[str, int] = {}
+    for p in live:
+        named = []
+        for pc in p.claims:
+            claim = v.claims.get(f"{p.namespace}/{pc.claim}") if pc.claim else None
+            if claim is None:
+                # Its GPUs size the job: the resourceclaim controller makes a template's
+                # claim when the pod is created, so this is a short wait.
+                return Decision(
+                    reason=f"waiting for ResourceClaim {pc.claim or pc.name} of pod {p.name}"
+                )
+            named.append(claim)
+        if p.claims or p.dra_requests:
+            dra_gpus[p.key] = _dra.gpus_asked(p, named)
     try:
         spec = _pods.translate(
             v.group,
@@ -537,6 +744,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             ),
             excluded_nodes=v.excluded,
             workload=v.workload,
+            dra_gpus=dra_gpus,
         )
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
@@ -628,6 +836,33 @@ def _after_node(_event: KubeNode, store: Store, ctx: Context) -> Iterable[str]:
     return _pending_groups(store, ctx)
 
 
+def _after_claim(event: KubeResourceClaim, store: Store, ctx: Context) -> Iterable[str]:
+    # A claim made from a template, or allocated by us: its pod's group binds on.
+    keys = set()
+    if event.owner is not None and event.owner.kind == "Pod":
+        pod = store.get(KubePod, f"{event.namespace}/{event.owner.name}")
+        if pod is not None and pod.scheduler_name == ctx.scheduler_name:
+            keys.add(_pods.resolve_group(pod, store, ctx.cluster).key)
+    for c in event.reserved_for:
+        pod = store.get(KubePod, f"{event.namespace}/{c.name}")
+        if pod is not None and pod.scheduler_name == ctx.scheduler_name:
+            keys.add(_pods.resolve_group(pod, store, ctx.cluster).key)
+    return sorted(keys)
+
+
+def _after_slice(_event: KubeResourceSlice, store: Store, ctx: Context) -> Iterable[str]:
+    # A node's devices appearing may let pods waiting for DRA devices bind.
+    keys = {
+        _pods.resolve_group(p, store, ctx.cluster).key
+        for p in store.values(KubePod)
+        if p.scheduler_name == ctx.scheduler_name
+        and _live(p)
+        and not p.node_name
+        and _dra.needs_dra(p)
+    }
+    return sorted(keys)
+
+
 def _pending_groups(store: Store, ctx: Context) -> list[str]:
     keys = set()
     for j in store.values(SlurmJob, slurm_source(ctx.cluster)):
@@ -667,6 +902,8 @@ SPEC = ReconcilerSpec(
         SlurmPartition: _after_partition,
         KubeNode: _after_node,
         KubeListed: _after_listing,
+        KubeResourceClaim: _after_claim,
+        KubeResourceSlice: _after_slice,
     },
     key_kind="PodGroup",
     all_keys=all_keys,

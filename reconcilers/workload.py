@@ -15,8 +15,10 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
    CoreWeave SUNK gives), so it can checkpoint — and a Warning Event ``Preempted``.
 2. **Groups that finished.** When no pod of the group can still run — each is Succeeded or
    Failed, or is being deleted without ever having been bound — the job is cancelled if it
-   still runs, and our finalizer is removed from the pods. A pod still terminating on its
-   node keeps the job (slurm-bridge #16).
+   still runs, the pods' DRA ResourceClaims are released (the pod removed from
+   ``reservedFor``, the allocation cleared with no consumer left; the claim slurmbridge made
+   for a pod's extended resources is deleted), and our finalizer is removed from the pods.
+   A pod still terminating on its node keeps the job (slurm-bridge #16).
 3. **Pods deleted after their job ended** lose our finalizer, so the deletion completes.
 4. **Pods stuck Terminating** on a node whose kubelet does not answer (node not Ready, or
    gone) for longer than ``stuck_pod_grace_s`` after their deletion grace period lose our
@@ -60,13 +62,15 @@ from schemas import wellknown
 from schemas.actions import (
     AnyAction,
     CancelSlurmJob,
+    ClaimRef,
     DeletePod,
     PodRef,
+    ReleaseResourceClaim,
     RemovePodFinalizer,
     SetPodCondition,
     SetPodLabel,
 )
-from schemas.events import KubeNode, KubePod, KubeWorkload, SlurmJob
+from schemas.events import KubeNode, KubePod, KubeResourceClaim, KubeWorkload, SlurmJob
 from schemas.subjects import slurm_source
 
 NAME = "workload"
@@ -108,6 +112,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: Pods a gang (LeaderWorkerSet replica, PodGroup) needs at least; 0 = not a gang or
     #: unknown.
     gang_size: int = 0
+    #: The DRA ResourceClaims the group's finished pods name (``spec.resourceClaims``, the
+    #: claim of their extended resources).
+    claims: tuple[KubeResourceClaim, ...] = ()
 
 
 def _ours(p: KubePod, ctx: Context) -> bool:
@@ -169,7 +176,37 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         slurm_listed=slurm_listed(store, ctx.cluster),
         pods_listed=kube_listed(store, PODS_LISTING),
         gang_size=_gang_size(store, group),
+        claims=_claims_of(store, pods),
     )
+
+
+def _claims_of(store: Store, pods: tuple[KubePod, ...]) -> tuple[KubeResourceClaim, ...]:
+    found: dict[str, KubeResourceClaim] = {}
+    for p in pods:
+        if not _done(p):
+            continue
+        names = [c.claim for c in p.claims if c.claim]
+        if p.extended_claim:
+            names.append(p.extended_claim)
+        for name in names:
+            claim = store.get(KubeResourceClaim, f"{p.namespace}/{name}")
+            if claim is not None and not claim.deleted:
+                found[claim.key] = claim
+    return tuple(found[k] for k in sorted(found))
+
+
+def _releases(v: View) -> list[AnyAction]:
+    """Release the claims of the finished pods (rule 2)."""
+    out: list[AnyAction] = []
+    for p in v.pods:
+        for c in v.claims:
+            ref = ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid)
+            mine = c.extended and c.owner is not None and c.owner.uid == p.uid
+            if mine and not c.deleting:
+                out.append(ReleaseResourceClaim(claim=ref, pod=_ref(p), delete=True))
+            elif not mine and c.reserved_for_pod(p.uid):
+                out.append(ReleaseResourceClaim(claim=ref, pod=_ref(p)))
+    return out
 
 
 def _gang_size(store: Store, group: _pods.Group) -> int:
@@ -315,6 +352,7 @@ def decide(v: View | None) -> Decision:
                     why=f"every pod of {v.group.key} has finished",
                 )
             )
+        actions.extend(_releases(v))
         actions.extend(
             RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="group finished")
             for p in v.pods

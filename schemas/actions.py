@@ -17,7 +17,7 @@ from typing import ClassVar, Final, Literal
 
 import msgspec
 
-from schemas.events import NodeSetStatus
+from schemas.events import AllocatedDevice, ClaimRequest, NodeSetStatus
 
 
 class Action(msgspec.Struct, frozen=True, kw_only=True, tag_field="action"):
@@ -232,6 +232,79 @@ class BindPod(Action, frozen=True, kw_only=True, tag="BindPod"):
     node: str
     slurm_node: str
     job_id: int
+
+
+class ClaimRef(msgspec.Struct, frozen=True, kw_only=True):
+    """One ResourceClaim: ``namespace``, ``name`` and ``uid`` (a precondition)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+class ExtendedResourceMapping(msgspec.Struct, frozen=True, kw_only=True):
+    """One ``status.extendedResourceClaimStatus.requestMappings[]`` entry of a pod: its
+    container ``container`` gets request ``request`` of the claim for extended resource
+    ``resource``."""
+
+    container: str
+    request: str
+    resource: str
+
+
+class AllocateResourceClaim(Action, frozen=True, kw_only=True, tag="AllocateResourceClaim"):
+    """Allocate ResourceClaim ``claim`` for pod ``pod`` on Kubernetes node ``node``, as the
+    kube-scheduler's DRA plugin would, from the devices Slurm gave the pod's job: write
+    ``status.allocation`` (``devices.results`` = ``devices``, ``nodeSelector`` matching
+    ``metadata.name`` = ``node``) and ``status.reservedFor`` = the pod (Slinky slurm-bridge
+    ``bindClaim``). Before :class:`BindPod`. The effector re-reads the claim (uid
+    precondition): already allocated to these devices and reserved for the pod ⇒ noop;
+    allocated otherwise ⇒ skipped (never re-allocated)."""
+
+    claim: ClaimRef
+    pod: PodRef
+    node: str
+    devices: tuple[AllocatedDevice, ...]
+
+
+class CreateExtendedResourceClaim(
+    Action, frozen=True, kw_only=True, tag="CreateExtendedResourceClaim"
+):
+    """Make the ResourceClaim of pod ``pod``'s DRA extended resources
+    (``deviceclass.resource.kubernetes.io/<class>``) on node ``node`` (Slinky slurm-bridge
+    ``manageResourceClaim``): create it (``generateName`` ``<pod>-extended-resources-``, the
+    pod as controller owner, annotation ``resource.kubernetes.io/extended-resource-claim:
+    "true"``, ``spec.devices.requests`` = ``requests``), allocate it to ``devices`` and
+    reserve it for the pod as :class:`AllocateResourceClaim` does, then write the pod's
+    ``status.extendedResourceClaimStatus`` (``mappings``, the claim's name). Before
+    :class:`BindPod`. Idempotent: a claim of the pod with that annotation is re-used."""
+
+    pod: PodRef
+    node: str
+    requests: tuple[ClaimRequest, ...]
+    devices: tuple[AllocatedDevice, ...]
+    mappings: tuple[ExtendedResourceMapping, ...]
+
+
+class ReleaseResourceClaim(Action, frozen=True, kw_only=True, tag="ReleaseResourceClaim"):
+    """Release ResourceClaim ``claim`` of pod ``pod``, which ended: remove the pod from
+    ``status.reservedFor`` and, with no consumer left, clear ``status.allocation``; with
+    ``delete`` (a claim slurmbridge made for the pod's extended resources) delete the claim
+    instead. The effector re-reads the claim (uid precondition); gone ⇒ noop."""
+
+    claim: ClaimRef
+    pod: PodRef
+    delete: bool = False
+
+    @property
+    def destructive(self) -> bool:
+        """Takes devices away from a claim."""
+        return True
 
 
 class CancelSlurmJob(Action, frozen=True, kw_only=True, tag="CancelSlurmJob"):
@@ -479,6 +552,9 @@ AnyAction = (
     | EnsureNodeSetPDB
     | SetSlurmNodeConditions
     | SetPodGroupScheduled
+    | AllocateResourceClaim
+    | CreateExtendedResourceClaim
+    | ReleaseResourceClaim
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]

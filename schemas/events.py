@@ -120,6 +120,35 @@ class OwnerRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     uid: str = ""
 
 
+class DraRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A container's request of a DRA extended resource
+    (``deviceclass.resource.kubernetes.io/<device_class>``): ``count`` devices (the
+    request, or the limit when only that is set, as the API server defaults it)."""
+
+    container: str
+    resource: str
+    device_class: str
+    count: int = 0
+
+
+class PodClaim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``spec.resourceClaims`` entry of a pod: ``name`` (the pod-local name), and
+    exactly one of ``resource_claim_name`` (an existing ResourceClaim) and
+    ``template_name`` (a ResourceClaimTemplate); ``generated``: the claim made from the
+    template, as ``status.resourceClaimStatuses`` names it (``""`` until the
+    kube-controller-manager's resourceclaim controller made it)."""
+
+    name: str
+    resource_claim_name: str = ""
+    template_name: str = ""
+    generated: str = ""
+
+    @property
+    def claim(self) -> str:
+        """The ResourceClaim's name, ``""`` while a template's claim does not exist yet."""
+        return self.resource_claim_name or self.generated
+
+
 class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     """A Kubernetes Pod that slurmbridge schedules. ``key`` is ``namespace/name``.
 
@@ -145,6 +174,11 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     (epoch seconds; 0 otherwise).
     ``scheduling_group``: ``spec.schedulingGroup.podGroupName`` — the Kubernetes Workload
     API PodGroup (``scheduling.k8s.io``, 1.36+) the pod joins (``""``: none); immutable.
+    ``dra_requests``: its containers' (init containers first) DRA extended resources
+    (``deviceclass.resource.kubernetes.io/<class>``), one entry per container and class.
+    ``claims``: ``spec.resourceClaims`` (with the claim made from a template, from
+    ``status.resourceClaimStatuses``). ``extended_claim``:
+    ``status.extendedResourceClaimStatus.resourceClaimName`` (``""``: none).
     """
 
     uid: str = ""
@@ -170,6 +204,9 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     memory_bytes_max: int = 0
     ready_since: int = 0
     scheduling_group: str = ""
+    dra_requests: tuple[DraRequest, ...] = ()
+    claims: tuple[PodClaim, ...] = ()
+    extended_claim: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -266,6 +303,95 @@ class KubeListed(Event, frozen=True, kw_only=True, tag="KubeListed"):
 def workload_key(namespace: str, kind: str, name: str) -> str:
     """The key of a KubeWorkload: ``namespace/Kind:name``."""
     return f"{namespace}/{kind}:{name}"
+
+
+# --- Dynamic Resource Allocation (resource.k8s.io/v1) -----------------------------------------
+
+
+class SliceDevice(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``spec.devices[]`` entry of a ResourceSlice: its ``name`` and ``attributes``
+    (``attributes[<name>]`` of ``int`` / ``bool`` / ``string`` / ``version``, the one value
+    it holds; the keys as the driver wrote them, e.g. ``index`` or ``dra.cpu/cpuID``)."""
+
+    name: str
+    attributes: dict[str, int | bool | str] = {}
+
+
+class KubeResourceSlice(Event, frozen=True, kw_only=True, tag="KubeResourceSlice"):
+    """A ``resource.k8s.io/v1`` ResourceSlice (cluster-scoped; ``key`` is its name): the
+    devices one DRA ``driver`` publishes for ``node`` (``spec.nodeName``; ``""`` for slices
+    not bound to one node) in pool ``pool`` (``spec.pool.name``, ``pool_generation``,
+    ``slice_count``: ``spec.pool.resourceSliceCount``)."""
+
+    uid: str = ""
+    node: str = ""
+    driver: str = ""
+    pool: str = ""
+    pool_generation: int = 0
+    slice_count: int = 0
+    devices: tuple[SliceDevice, ...] = ()
+
+
+class ClaimRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``spec.devices.requests[]`` entry of a ResourceClaim with ``exactly``:
+    ``device_class`` (``deviceClassName``), ``mode`` (``allocationMode``: ExactCount | All)
+    and ``count`` (ExactCount's count, default 1)."""
+
+    name: str
+    device_class: str = ""
+    mode: str = "ExactCount"
+    count: int = 1
+
+
+class AllocatedDevice(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``status.allocation.devices.results[]`` entry: the device ``device`` of ``pool``
+    published by ``driver``, given to the claim's request ``request``."""
+
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+
+class ClaimConsumer(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``status.reservedFor[]`` entry (``resource``: ``pods`` for a pod)."""
+
+    resource: str
+    name: str
+    uid: str = ""
+
+
+class KubeResourceClaim(Event, frozen=True, kw_only=True, tag="KubeResourceClaim"):
+    """A ``resource.k8s.io/v1`` ResourceClaim. ``key`` is ``namespace/name``.
+
+    ``owner``: its controller ``ownerReference`` (a pod for claims made from a template or
+    for a pod's extended resources). ``pod_claim_name``: annotation
+    ``resource.kubernetes.io/pod-claim-name`` (the pod-local name of a claim made from a
+    template); ``extended``: annotation ``resource.kubernetes.io/extended-resource-claim``
+    is ``"true"``. ``requests``: ``spec.devices.requests`` with ``exactly`` (other forms are
+    kept with an empty ``device_class``). ``allocated``: ``status.allocation`` is set;
+    ``results`` its devices, ``node`` the node its ``nodeSelector`` names (a
+    ``metadata.name`` match field or a ``kubernetes.io/hostname`` expression; ``""``
+    otherwise). ``reserved_for``: ``status.reservedFor``. ``deleting``: a
+    ``deletionTimestamp`` is set.
+    """
+
+    uid: str = ""
+    namespace: str = ""
+    name: str = ""
+    owner: OwnerRef | None = None
+    pod_claim_name: str = ""
+    extended: bool = False
+    requests: tuple[ClaimRequest, ...] = ()
+    allocated: bool = False
+    results: tuple[AllocatedDevice, ...] = ()
+    node: str = ""
+    reserved_for: tuple[ClaimConsumer, ...] = ()
+    deleting: bool = False
+
+    def reserved_for_pod(self, uid: str) -> bool:
+        """The claim is reserved for the pod with this uid."""
+        return any(c.resource == "pods" and c.uid == uid for c in self.reserved_for)
 
 
 # --- Slurm -----------------------------------------------------------------------------------
@@ -430,6 +556,28 @@ class SlurmCluster(Event, frozen=True, kw_only=True, tag="SlurmCluster"):
     ready_message: str = ""
 
 
+class GresAlloc(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One generic resource a job holds on one node, from Slurm's ``gres_detail``
+    (``gpu:nvidia:2(IDX:0-1)``): ``name`` (``gpu``), ``type`` (``nvidia``; ``""`` when the
+    job asked for no type), ``count`` and the node's device ``indices`` (``()`` for a count
+    without indices, ``gpu(CNT:2)``)."""
+
+    name: str
+    type: str = ""
+    count: int = 0
+    indices: tuple[int, ...] = ()
+
+
+class NodeAlloc(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """What a job holds on one of its nodes: its ``gres`` and its ``cores`` — Slurm's
+    abstract core indices on the node (socket × cores per socket + core, the bit index of
+    the job's core bitmap; from ``job_resources.nodes.allocation[].sockets[].cores[]``)."""
+
+    node: str
+    gres: tuple[GresAlloc, ...] = ()
+    cores: tuple[int, ...] = ()
+
+
 class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     """A Slurm job. ``key`` is the job id as a decimal string; ``source`` names the cluster.
 
@@ -444,6 +592,8 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     ``Resources``, ``None`` …).
     ``admin_comment``: on placeholder jobs, ``{"pods":["ns/name",…]}``; ``comment`` carries
     slurmbridge's group marker (see :mod:`reconcilers.placement`).
+    ``allocation``: per node of a running job (in ``nodes`` order), the GRES and cores it
+    holds there (``()`` while pending, or from versions that do not report it).
     """
 
     cluster: str = ""
@@ -464,6 +614,11 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     node_count: int = 0
     excluded_nodes: tuple[str, ...] = ()
     priority: int | None = None
+    allocation: tuple[NodeAlloc, ...] = ()
+
+    def allocation_on(self, node: str) -> NodeAlloc | None:
+        """What the job holds on Slurm node ``node`` (None: not reported)."""
+        return next((a for a in self.allocation if a.node == node), None)
 
     @property
     def base_state(self) -> str:
@@ -478,6 +633,8 @@ ObservationEvent = (
     | KubeNodeSet
     | KubeScaler
     | KubeListed
+    | KubeResourceSlice
+    | KubeResourceClaim
     | SlurmCluster
     | SlurmNode
     | SlurmPartition
@@ -499,6 +656,8 @@ TOMBSTONE_KEEPS: Final[dict[type[Event], tuple[str, ...]]] = {
     SlurmCluster: ("uid", "namespace", "name"),
     KubeScaler: ("uid", "namespace", "name", "scaler_kind", "target_kind", "target_name"),
     KubeListed: (),
+    KubeResourceSlice: ("uid", "node", "driver"),
+    KubeResourceClaim: ("uid", "namespace", "name", "owner"),
     SlurmNode: ("cluster",),
     SlurmPartition: ("cluster",),
     SlurmJob: ("cluster",),

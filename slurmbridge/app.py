@@ -16,11 +16,12 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client as kclient
+from kubernetes_asyncio.client.exceptions import ApiException
 from nats.js.kv import KeyValue
 
 import reconcilers
@@ -62,6 +63,37 @@ log = logging.getLogger(__name__)
 
 #: A leased component: runs while the lease is held, sets the event once started.
 Active = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def _claim_lookup(
+    custom: kclient.CustomObjectsApi,
+) -> Callable[[str, str, str], Awaitable[tuple[str, ...] | None]]:
+    """The webhook's reader of a pod claim's device classes: the ResourceClaim, or the
+    ResourceClaimTemplate's ``spec.spec`` (resource.k8s.io/v1); None when absent (404)."""
+
+    async def read(namespace: str, claim: str, template: str) -> tuple[str, ...] | None:
+        plural, name = ("resourceclaims", claim) if claim else ("resourceclaimtemplates", template)
+        if not name:
+            return None
+        try:
+            obj = await custom.get_namespaced_custom_object(
+                "resource.k8s.io", "v1", namespace, plural, name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        spec = obj.get("spec") or {}
+        if plural == "resourceclaimtemplates":
+            spec = spec.get("spec") or {}
+        requests = (spec.get("devices") or {}).get("requests") or []
+        return tuple(
+            str((r.get("exactly") or {}).get("deviceClassName") or "")
+            for r in requests
+            if r.get("exactly")
+        )
+
+    return read
 
 
 class UsageError(ValueError):
@@ -493,6 +525,11 @@ class App:
                 "webhook: $.managedNamespaceSelector is set but no Kubernetes API is configured "
                 "($.kube.kubeconfig or $.kube.inCluster): namespaces count as unlabelled"
             )
+        # The webhook reads claims only where it has API access anyway (the chart mounts a
+        # token only with a managedNamespaceSelector); without, placement checks the classes.
+        claim_lookup = None
+        if self.kube_api is not None:
+            claim_lookup = _claim_lookup(kclient.CustomObjectsApi(self.kube_api))
         self.webhook = WebhookServer(
             Policy(
                 scheduler_name=s.scheduler_name,
@@ -505,6 +542,7 @@ class App:
             cert_file=s.webhook.cert_file,
             key_file=s.webhook.key_file,
             namespace_labels=namespace_labels,
+            claim_lookup=claim_lookup,
         )
         try:
             await self.webhook.start()

@@ -132,6 +132,9 @@ class KubeSettings(_Base):
     Slurm client per served Cluster).
     ``watch_scalers``: watch HorizontalPodAutoscalers and KEDA ScaledObjects (the
     ``autoscale`` reconciler leaves the NodeSets they target alone).
+    ``watch_dra``: watch DRA ResourceSlices and ResourceClaims (``resource.k8s.io/v1``,
+    Kubernetes 1.34+): placement allocates the claims of pods asking for DRA devices from
+    their Slurm job's GPUs and cores.
     ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
     whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
     ``preemption_grace``: seconds a pod whose Slurm job was preempted gets to stop (its
@@ -152,6 +155,7 @@ class KubeSettings(_Base):
     watch_node_sets: bool = True
     watch_clusters: bool = True
     watch_scalers: bool = True
+    watch_dra: bool = True
     stuck_pod_grace: float = 300.0
     preemption_grace: WholeSecondsOrZero = 30
 

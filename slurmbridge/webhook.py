@@ -8,11 +8,16 @@
   our scheduler loses ``spec.nodeName`` (it would bypass Slurm). The answer is a JSONPatch.
 * ``POST /validate`` — for pods with our scheduler: on CREATE, deny a user-set
   ``scheduler.slinky.slurm.net/slurm-jobid`` label or ``slinky.slurm.net/slurm-node``
-  annotation (slurmbridge sets them), ``spec.resourceClaims`` and
-  ``spec.topologySpreadConstraints`` (Slurm places the pods; Kubernetes could not honour
-  either); on UPDATE, deny a change of that label or annotation once the pod is bound or
-  Running, unless slurmbridge's own service account makes it; deny ``pods/resize`` (Slurm
-  allocated the resources). Each denial is 403 with a message naming the field.
+  annotation (slurmbridge sets them) and ``spec.topologySpreadConstraints`` (Slurm places
+  the pods; Kubernetes could not honour them); on UPDATE, deny a change of that label or
+  annotation once the pod is bound or Running, unless slurmbridge's own service account
+  makes it; deny ``pods/resize`` (Slurm allocated the resources). On CREATE and UPDATE, the
+  DRA rules (:func:`dra_denial`, Slinky slurm-bridge admission): DRA extended resources and
+  ``spec.resourceClaims`` are allowed for the device classes slurmbridge allocates from
+  Slurm (``schemas.dra.SUPPORTED``); another class, native ``cpu`` beside ``dra.cpu``, the
+  ``gres`` annotation beside a GPU class, ``cpu-per-task`` beside ``dra.cpu``, and one GPU
+  class asked for by two containers are denied. Each denial is 403 with a message naming
+  the field.
 * ``GET /healthz``.
 
 Requests for anything but ``pods`` (a webhook configuration that also matches other
@@ -37,7 +42,7 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from schemas import wellknown
+from schemas import dra, wellknown
 from slurmbridge.config import ConfigError
 from slurmbridge.kube.labelselector import selector_matches
 from slurmbridge.paths import path_message
@@ -49,6 +54,10 @@ ADMISSION_API: Final = "admission.k8s.io/v1"
 
 #: Labels of a Namespace by name (``{}`` for a namespace without labels or not found).
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
+#: The device classes of one ``spec.resourceClaims`` entry: (namespace, resourceClaimName,
+#: resourceClaimTemplateName) → the ``deviceClassName`` of each request; None when the
+#: object cannot be read.
+ClaimLookup = Callable[[str, str, str], Awaitable[tuple[str, ...] | None]]
 
 
 class WebhookError(ValueError):
@@ -66,11 +75,30 @@ class _Meta(msgspec.Struct, frozen=True):
     annotations: dict[str, str] | None = None
 
 
+class _Resources(msgspec.Struct, frozen=True):
+    requests: dict[str, str] | None = None
+    limits: dict[str, str] | None = None
+
+
+class _Container(msgspec.Struct, frozen=True):
+    name: str = ""
+    resources: _Resources = _Resources()
+
+
+class _PodClaim(msgspec.Struct, frozen=True):
+    name: str = ""
+    resourceClaimName: str | None = None  # noqa: N815
+    resourceClaimTemplateName: str | None = None  # noqa: N815
+
+
 class _Spec(msgspec.Struct, frozen=True):
     schedulerName: str = ""  # noqa: N815
     nodeName: str = ""  # noqa: N815
-    resourceClaims: list[msgspec.Raw] | None = None  # noqa: N815
+    resourceClaims: list[_PodClaim] | None = None  # noqa: N815
     topologySpreadConstraints: list[msgspec.Raw] | None = None  # noqa: N815
+    containers: list[_Container] | None = None
+    initContainers: list[_Container] | None = None  # noqa: N815
+    resources: _Resources | None = None
 
 
 class _Status(msgspec.Struct, frozen=True):
@@ -247,8 +275,100 @@ _LABEL_FIELD: Final = f"metadata.labels[{wellknown.LABEL_SLURM_JOBID}]"
 _ANNOTATION_FIELD: Final = f"metadata.annotations[{wellknown.ANNOTATION_SLURM_NODE}]"
 
 
-def validate(req: Request, policy: Policy) -> str | None:
-    """The denial message for a pod request, or None to allow it (also for non-pods)."""
+#: Device classes by ``spec.resourceClaims[].name``: what each claim (or template) asks for.
+ClaimClasses = Mapping[str, tuple[str, ...]]
+
+
+def _set(resources: _Resources, name: str) -> bool:
+    return name in (resources.requests or {}) or name in (resources.limits or {})
+
+
+def _positive(value: str) -> bool:
+    text = value.strip()
+    return bool(text) and text.lstrip("+0.") != "" and not text.startswith("-")
+
+
+def dra_denial(pod: Pod, claim_classes: ClaimClasses | None = None) -> str | None:
+    """The DRA rules of a pod of ours (Slinky slurm-bridge ``internal/admission``:
+    ``validateCPUResources``, ``validateDRADeviceClasses``, ``validateAnnotationConflicts``;
+    ``dra.go`` ``validateDeviceClassRequests``), or None when they hold.
+
+    ``claim_classes``: the device classes of the pod's ``spec.resourceClaims`` (by entry
+    name) as the server read them from the claims and templates; a name it lacks (not
+    readable) is not checked here — placement refuses an unsupported class again.
+    Slinky denies ``spec.resourceClaims`` outright; slurmbridge allocates them from Slurm.
+    """
+    containers = [
+        *(("initContainers", c) for c in pod.spec.initContainers or []),
+        *(("containers", c) for c in pod.spec.containers or []),
+    ]
+    cpu_resource = dra.DEVICE_CLASS_PREFIX + dra.CPU_CLASS
+    native_cpu = pod.spec.resources is not None and _set(pod.spec.resources, "cpu")
+    cpu_dra = False
+    gpu_classes: set[str] = set()
+    requested_by: dict[str, str] = {}
+    for kind, c in containers:
+        res = c.resources
+        native_cpu = native_cpu or _set(res, "cpu")
+        for source, values in (("requests", res.requests), ("limits", res.limits)):
+            for name, value in sorted((values or {}).items()):
+                cls = dra.device_class_of(name)
+                if cls is None:
+                    continue
+                field = f"spec.{kind}[{c.name}].resources.{source}[{name}]"
+                if cls not in dra.SUPPORTED:
+                    return (
+                        f"{field}: device class {cls!r} is not supported for pods scheduled "
+                        f"by Slurm (supported: {', '.join(sorted(dra.SUPPORTED))})"
+                    )
+                if cls == dra.CPU_CLASS:
+                    cpu_dra = True
+                    continue
+                gpu_classes.add(cls)
+                if source != "requests" or not _positive(value):
+                    continue
+                other = requested_by.setdefault(cls, c.name)
+                if other != c.name:
+                    return (
+                        f"{field}: device class {cls!r} is also requested by container "
+                        f"{other!r}; one container per device class is supported"
+                    )
+    for i, pc in enumerate(pod.spec.resourceClaims or []):
+        for cls in (claim_classes or {}).get(pc.name, ()):
+            if cls not in dra.SUPPORTED:
+                return (
+                    f"spec.resourceClaims[{i}] ({pc.name}): device class {cls!r} is not "
+                    "supported for pods scheduled by Slurm (supported: "
+                    f"{', '.join(sorted(dra.SUPPORTED))})"
+                )
+            if dra.SUPPORTED[cls] == "gpu":
+                gpu_classes.add(cls)
+            else:
+                cpu_dra = True
+    if native_cpu and cpu_dra:
+        return (
+            f"resources[cpu]: cannot be set together with the CPU DRA resource {cpu_resource} "
+            "(Slurm's CPUs become the DRA devices)"
+        )
+    annotations = pod.metadata.annotations or {}
+    gres = wellknown.ANNOTATION_SLURMJOB_PREFIX + "gres"
+    if gres in annotations and gpu_classes:
+        return (
+            f"metadata.annotations[{gres}]: conflicts with DRA device class "
+            f"{min(gpu_classes)!r}: explicit DRA requests size the Slurm job"
+        )
+    per_task = wellknown.ANNOTATION_SLURMJOB_PREFIX + "cpu-per-task"
+    if per_task in annotations and cpu_dra:
+        return (
+            f"metadata.annotations[{per_task}]: conflicts with the CPU DRA resource "
+            f"{cpu_resource}: explicit DRA requests size the Slurm job"
+        )
+    return None
+
+
+def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = None) -> str | None:
+    """The denial message for a pod request, or None to allow it (also for non-pods);
+    ``claim_classes``: see :func:`dra_denial`."""
     if not req.is_pod:
         return None
     if req.subResource == "resize":
@@ -271,19 +391,20 @@ def validate(req: Request, policy: Policy) -> str | None:
             return f"{_LABEL_FIELD}: set by slurm-bridge; must not be set by users"
         if wellknown.ANNOTATION_SLURM_NODE in annotations:
             return f"{_ANNOTATION_FIELD}: set by slurm-bridge; must not be set by users"
-        if pod.spec.resourceClaims:
-            return "spec.resourceClaims: not supported for pods scheduled by Slurm"
         if pod.spec.topologySpreadConstraints:
             return (
                 "spec.topologySpreadConstraints: not supported for pods scheduled by Slurm "
                 "(Slurm chooses the nodes)"
             )
-        return None
+        return dra_denial(pod, claim_classes)
     old = req.oldObject
     if req.operation != "UPDATE" or old is None:
         return None
     if policy.service_account and req.userInfo.username == policy.service_account:
         return None
+    denied = dra_denial(pod, claim_classes)
+    if denied is not None:
+        return denied
     if not (old.spec.nodeName or old.status.phase == "Running"):
         return None
     old_labels = old.metadata.labels or {}
@@ -422,7 +543,9 @@ class WebhookServer:
     ``cert_file`` / ``key_file``: PEM server certificate (with its chain) and key; loaded at
     start and re-loaded when they change (:class:`ReloadingTLS`). ``namespace_labels``: how
     to learn a Namespace's labels (asked only with a ``managed_namespace_selector``; default:
-    no labels). :attr:`port` is the bound port (``port`` 0 picks a free one).
+    no labels). ``claim_lookup``: how to read the device classes of a pod's ResourceClaims
+    and ResourceClaimTemplates (default: not read; the DRA rules then check the pod's
+    extended resources only). :attr:`port` is the bound port (``port`` 0 picks a free one).
 
     Raises (from :meth:`start`):
         ConfigError: no certificate or no key (the webhook is TLS only); names
@@ -439,8 +562,10 @@ class WebhookServer:
         cert_file: str | None,
         key_file: str | None,
         namespace_labels: NamespaceLabels | None = None,
+        claim_lookup: ClaimLookup | None = None,
     ) -> None:
         self.policy = policy
+        self.claim_lookup = claim_lookup
         self.bind = bind
         self.port = port
         self.cert_file = cert_file
@@ -500,10 +625,30 @@ class WebhookServer:
         req = await self._decode(request)
         if isinstance(req, web.Response):
             return req
-        denied = validate(req, self.policy)
+        denied = validate(req, self.policy, await self._claim_classes(req))
         if denied is not None:
             log.info("webhook: denied %s %s/%s: %s", req.operation, req.namespace, req.name, denied)
         return web.Response(body=response(req.uid, denied=denied), content_type="application/json")
+
+    async def _claim_classes(self, req: Request) -> ClaimClasses | None:
+        """The device classes of the pod's ``spec.resourceClaims`` (entries that cannot be
+        read are left out; :func:`dra_denial` does not check them)."""
+        pod = req.object
+        if self.claim_lookup is None or pod is None or not pod.spec.resourceClaims:
+            return None
+        ns = req.namespace or pod.metadata.namespace
+        out: dict[str, tuple[str, ...]] = {}
+        for pc in pod.spec.resourceClaims:
+            try:
+                classes = await self.claim_lookup(
+                    ns, pc.resourceClaimName or "", pc.resourceClaimTemplateName or ""
+                )
+            except Exception as exc:  # noqa: BLE001 - unreadable: placement checks it again
+                log.warning("webhook: cannot read the claim of %s/%s: %s", ns, pc.name, exc)
+                continue
+            if classes is not None:
+                out[pc.name] = classes
+        return out
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok\n")

@@ -1,7 +1,8 @@
 """Pure translations of Kubernetes objects into observations (no I/O, no decisions):
 :func:`node_to_event`, :func:`pod_to_event`, :func:`workload_to_event`,
-:func:`nodeset_to_event`, :func:`cluster_to_event`, :func:`scaler_to_event`, their
-tombstones, and the quantity parser they share.
+:func:`nodeset_to_event`, :func:`cluster_to_event`, :func:`scaler_to_event`,
+:func:`resource_slice_to_event`, :func:`resource_claim_to_event`, their tombstones, and the
+quantity parser they share.
 """
 
 from __future__ import annotations
@@ -15,16 +16,24 @@ from typing import Any, TypeVar
 
 from schemas import subjects, wellknown
 from schemas.events import (
+    AllocatedDevice,
+    ClaimConsumer,
+    ClaimRequest,
+    DraRequest,
     Event,
     KubeNode,
     KubeNodeSet,
     KubePod,
+    KubeResourceClaim,
+    KubeResourceSlice,
     KubeScaler,
     KubeWorkload,
     NodeCondition,
     NodeSetStatus,
     OwnerRef,
+    PodClaim,
     PodCondition,
+    SliceDevice,
     SlurmCluster,
     Taint,
     workload_key,
@@ -33,10 +42,13 @@ from slurmbridge.kube.wire import (
     RawCluster,
     RawContainer,
     RawNode,
+    RawNodeSelector,
     RawNodeSet,
     RawOwnerRef,
     RawPod,
     RawPodSpec,
+    RawResourceClaim,
+    RawResourceSlice,
     RawScaler,
     RawSchedulingPolicy,
     RawWorkload,
@@ -68,6 +80,9 @@ _SUFFIX = {
 
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+#: A DRA extended resource: ``deviceclass.resource.kubernetes.io/<device class>``
+#: (resource.k8s.io/v1 ``ResourceDeviceClassPrefix``).
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 SLINKY_ANNOTATION = "slinky.slurm.net/"
@@ -209,6 +224,37 @@ def _controller(refs: list[RawOwnerRef] | None) -> OwnerRef | None:
     return None
 
 
+def _dra_requests(spec: RawPodSpec) -> tuple[DraRequest, ...]:
+    """The containers' DRA extended resources (init containers first): the request, or the
+    limit where only that is set (the API server defaults a request to the limit)."""
+    return tuple(
+        DraRequest(
+            container=c.name,
+            resource=name,
+            device_class=name[len(DEVICE_CLASS_PREFIX) :],
+            count=_container_request(c, name, 1),
+        )
+        for c in [*(spec.initContainers or []), *(spec.containers or [])]
+        for name in sorted({**(c.resources.limits or {}), **(c.resources.requests or {})})
+        if name.startswith(DEVICE_CLASS_PREFIX)
+    )
+
+
+def _pod_claims(raw: RawPod) -> tuple[PodClaim, ...]:
+    """``spec.resourceClaims`` with the claims made from templates
+    (``status.resourceClaimStatuses``)."""
+    made = {st.name: st.resourceClaimName or "" for st in raw.status.resourceClaimStatuses or []}
+    return tuple(
+        PodClaim(
+            name=c.name,
+            resource_claim_name=c.resourceClaimName or "",
+            template_name=c.resourceClaimTemplateName or "",
+            generated=made.get(c.name, "") if c.resourceClaimTemplateName else "",
+        )
+        for c in raw.spec.resourceClaims or []
+    )
+
+
 def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
     """Translate a raw Pod into a ``KubePod`` observation (pure; see KubePod for the fields)."""
     md, spec, status = raw.metadata, raw.spec, raw.status
@@ -272,6 +318,13 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         ),
         created_at=_epoch(md.creationTimestamp),
         scheduling_group=(spec.schedulingGroup.podGroupName or "") if spec.schedulingGroup else "",
+        dra_requests=_dra_requests(spec),
+        claims=_pod_claims(raw),
+        extended_claim=(
+            status.extendedResourceClaimStatus.resourceClaimName
+            if status.extendedResourceClaimStatus is not None
+            else ""
+        ),
     )
 
 
@@ -458,4 +511,91 @@ def scaler_to_event(raw: RawScaler, *, kind: str, producer: str, observed_at: in
         target_kind=ref.kind,
         target_name=ref.name,
         target_api_version=ref.apiVersion,
+    )
+
+
+def resource_slice_to_event(
+    raw: RawResourceSlice, *, producer: str, observed_at: int
+) -> KubeResourceSlice:
+    """Translate a ResourceSlice (pure): each device keeps the value of each attribute
+    (``int``, ``bool``, ``string`` or ``version``, whichever is set)."""
+    md, spec = raw.metadata, raw.spec
+    devices = []
+    for d in spec.devices or []:
+        attrs: dict[str, int | bool | str] = {}
+        for name, a in (d.attributes or {}).items():
+            value = next((v for v in (a.int_, a.bool_, a.string, a.version) if v is not None), None)
+            if value is not None:
+                attrs[name] = value
+        devices.append(SliceDevice(name=d.name, attributes=attrs))
+    return KubeResourceSlice(
+        source=subjects.KUBE_SOURCE,
+        key=md.name,
+        observed_at=observed_at,
+        version=md.resourceVersion,
+        producer=producer,
+        uid=md.uid,
+        node=spec.nodeName or "",
+        driver=spec.driver,
+        pool=spec.pool.name,
+        pool_generation=spec.pool.generation,
+        slice_count=spec.pool.resourceSliceCount,
+        devices=tuple(devices),
+    )
+
+
+def selected_node(selector: RawNodeSelector | None) -> str:
+    """The one node a claim allocation's ``nodeSelector`` names: a ``metadata.name``
+    ``matchFields`` term (what the kube-scheduler and Slinky write) or a
+    ``kubernetes.io/hostname`` ``matchExpressions`` term with one value; ``""`` otherwise."""
+    if selector is None:
+        return ""
+    for term in selector.nodeSelectorTerms or []:
+        for req, key in (
+            *((r, "metadata.name") for r in term.matchFields or []),
+            *((r, "kubernetes.io/hostname") for r in term.matchExpressions or []),
+        ):
+            if req.key == key and req.operator == "In" and len(req.values or []) == 1:
+                return (req.values or [""])[0]
+    return ""
+
+
+def resource_claim_to_event(
+    raw: RawResourceClaim, *, producer: str, observed_at: int
+) -> KubeResourceClaim:
+    """Translate a ResourceClaim (pure; see KubeResourceClaim for the fields)."""
+    md, spec, st = raw.metadata, raw.spec, raw.status
+    ann = md.annotations or {}
+    alloc = st.allocation
+    return KubeResourceClaim(
+        source=subjects.KUBE_SOURCE,
+        key=f"{md.namespace}/{md.name}",
+        observed_at=observed_at,
+        version=md.resourceVersion,
+        producer=producer,
+        uid=md.uid,
+        namespace=md.namespace,
+        name=md.name,
+        owner=_controller(md.ownerReferences),
+        pod_claim_name=ann.get("resource.kubernetes.io/pod-claim-name", ""),
+        extended=ann.get("resource.kubernetes.io/extended-resource-claim") == "true",
+        requests=tuple(
+            ClaimRequest(
+                name=r.name,
+                device_class=r.exactly.deviceClassName if r.exactly else "",
+                mode=(r.exactly.allocationMode or "ExactCount") if r.exactly else "",
+                count=(r.exactly.count if r.exactly.count is not None else 1) if r.exactly else 0,
+            )
+            for r in spec.devices.requests or []
+        ),
+        allocated=alloc is not None,
+        results=tuple(
+            AllocatedDevice(request=r.request, driver=r.driver, pool=r.pool, device=r.device)
+            for r in (alloc.devices.results or [] if alloc is not None else [])
+        ),
+        node=selected_node(alloc.nodeSelector) if alloc is not None else "",
+        reserved_for=tuple(
+            ClaimConsumer(resource=c.resource, name=c.name, uid=c.uid) for c in st.reservedFor or []
+        ),
+        deleting=bool(md.deletionTimestamp),
     )

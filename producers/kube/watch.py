@@ -1,9 +1,9 @@
 """The Kubernetes producer's watchers: one :class:`~slurmbridge.kube.watch.Watcher` subclass
 per watched resource — Nodes, Pods with our ``schedulerName``, the pod group owners of
 :data:`WORKLOAD_KINDS` and of :data:`SCHEDULING_KINDS` (the Kubernetes Workload API),
-slurmd pods, NodeSets, Clusters and the scalers of :data:`SCALER_KINDS` — each naming its
-list call, its decoders and its translation (:mod:`producers.kube.translate`).
-Translation only: no decisions.
+slurmd pods, NodeSets, Clusters, the scalers of :data:`SCALER_KINDS`, and DRA ResourceSlices
+and ResourceClaims — each naming its list call, its decoders and its translation
+(:mod:`producers.kube.translate`). Translation only: no decisions.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from producers.kube.translate import (
     node_to_event,
     nodeset_to_event,
     pod_to_event,
+    resource_claim_to_event,
+    resource_slice_to_event,
     scaler_to_event,
     workload_to_event,
 )
@@ -33,6 +35,10 @@ from slurmbridge.kube.wire import (
     DECODE_NODESET_LIST,
     DECODE_POD,
     DECODE_POD_LIST,
+    DECODE_RESOURCE_CLAIM,
+    DECODE_RESOURCE_CLAIM_LIST,
+    DECODE_RESOURCE_SLICE,
+    DECODE_RESOURCE_SLICE_LIST,
     DECODE_SCALER,
     DECODE_SCALER_LIST,
     DECODE_WORKLOAD,
@@ -334,6 +340,50 @@ class ScalerWatcher(KubeWatcher[events.KubeScaler]):
         return scaler_to_event(raw, kind=self.kind, producer=self.producer, observed_at=now)
 
 
+class _DraWatcher(KubeWatcher[E]):
+    """List + watch one ``resource.k8s.io/v1`` resource (Kubernetes 1.34+; all namespaces).
+    An API server without it answers 404: the watcher retries slowly, as
+    :class:`WorkloadWatcher` does, and pods asking for DRA devices are not placed."""
+
+    _list: msgspec.json.Decoder[Any]
+    _item: msgspec.json.Decoder[Any]
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            "resource.k8s.io", "v1", self.resource, **kwargs, _preload_content=False
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = self._list.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return self._item.decode(data)
+
+
+class ResourceSliceWatcher(_DraWatcher[events.KubeResourceSlice]):
+    """List + watch ResourceSlices, publishing ``KubeResourceSlice`` observations (the
+    devices DRA drivers publish per node)."""
+
+    resource = "resourceslices"
+    _list = DECODE_RESOURCE_SLICE_LIST
+    _item = DECODE_RESOURCE_SLICE
+
+    def _translate(self, raw: Any, now: int) -> events.KubeResourceSlice:
+        return resource_slice_to_event(raw, producer=self.producer, observed_at=now)
+
+
+class ResourceClaimWatcher(_DraWatcher[events.KubeResourceClaim]):
+    """List + watch ResourceClaims, publishing ``KubeResourceClaim`` observations."""
+
+    resource = "resourceclaims"
+    _list = DECODE_RESOURCE_CLAIM_LIST
+    _item = DECODE_RESOURCE_CLAIM
+
+    def _translate(self, raw: Any, now: int) -> events.KubeResourceClaim:
+        return resource_claim_to_event(raw, producer=self.producer, observed_at=now)
+
+
 class WatchedResource(msgspec.Struct, frozen=True, kw_only=True):
     """One entry of :data:`RESOURCES`: the watcher class, the observation kind it publishes
     (its seed is read from the projection), the ``KubeSettings`` switch that turns it on
@@ -356,6 +406,12 @@ RESOURCES: Final[tuple[WatchedResource, ...]] = (
     WatchedResource(watcher=NodeSetWatcher, observes=events.KubeNodeSet, switch="watch_node_sets"),
     WatchedResource(watcher=SlurmdPodWatcher, observes=events.KubePod, switch="watch_node_sets"),
     WatchedResource(watcher=ClusterWatcher, observes=events.SlurmCluster, switch="watch_clusters"),
+    WatchedResource(
+        watcher=ResourceSliceWatcher, observes=events.KubeResourceSlice, switch="watch_dra"
+    ),
+    WatchedResource(
+        watcher=ResourceClaimWatcher, observes=events.KubeResourceClaim, switch="watch_dra"
+    ),
     *(
         WatchedResource(watcher=watcher, observes=observes, switch=switch, extra={"kind": kind})
         for watcher, observes, switch, kinds in (

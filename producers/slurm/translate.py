@@ -10,7 +10,15 @@ import hashlib
 import msgspec
 
 from schemas import subjects
-from schemas.events import Event, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
+from schemas.events import (
+    Event,
+    GresAlloc,
+    NodeAlloc,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+    SlurmPing,
+)
 from slurmbridge.slurm.models import Job, Node, Partition, Ping
 
 _HASH_ENC = msgspec.json.Encoder()
@@ -88,6 +96,17 @@ def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int
         node_count=job.node_count,
         excluded_nodes=job.excluded_nodes,
         priority=job.priority,
+        allocation=tuple(
+            NodeAlloc(
+                node=a.node,
+                gres=tuple(
+                    GresAlloc(name=g.name, type=g.type, count=g.count, indices=g.indices)
+                    for g in a.gres
+                ),
+                cores=a.cores,
+            )
+            for a in job.allocation
+        ),
     )
     return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
 

@@ -13,17 +13,21 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from schemas import wellknown
 from schemas.actions import (
     Action,
+    AllocateResourceClaim,
     BindPod,
     CancelSlurmJob,
+    CreateExtendedResourceClaim,
     DeletePod,
     MarkPods,
     PodRef,
     RecordEvent,
+    ReleaseResourceClaim,
     RemovePodFinalizer,
     SetJobExcludedNodes,
     SetPodCondition,
     SubmitSlurmJob,
 )
+from slurmbridge.effectors.claims import ClaimEffects
 from slurmbridge.effectors.common import (
     JOB_ENDED,
     MERGE,
@@ -46,7 +50,7 @@ from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import JobSubmit
 
 
-class PodEffector(Effector):
+class PodEffector(ClaimEffects, Effector):
     """Pod placement and workload actions: they touch both sides, so this effector holds a
     Kubernetes ApiClient and the Slurm clients.
 
@@ -65,7 +69,9 @@ class PodEffector(Effector):
     * delete pod: re-read the job first and skip while it RUNNING (fail closed: a Slurm
       error is retried, never read as "job gone"); delete with a uid precondition and the
       action's grace period (``gracePeriodSeconds``) when it has one;
-    * finalizer removal and pod conditions: read, then patch with resourceVersion.
+    * finalizer removal and pod conditions: read, then patch with resourceVersion;
+    * DRA ResourceClaims: allocate, make for extended resources, release
+      (:mod:`slurmbridge.effectors.claims`).
 
     Raises Transient / Permanent as the other effectors do.
     """
@@ -79,6 +85,9 @@ class PodEffector(Effector):
         DeletePod: "_delete",
         RemovePodFinalizer: "_unfinalize",
         SetPodCondition: "_condition",
+        AllocateResourceClaim: "_allocate_claim",
+        CreateExtendedResourceClaim: "_extended_claim",
+        ReleaseResourceClaim: "_release_claim",
     }
 
     def __init__(
@@ -89,6 +98,7 @@ class PodEffector(Effector):
         placeholder_script: str = "",
     ) -> None:
         self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
         self.slurm = slurm
         self.placeholder_script = placeholder_script
         self.on_job_changed: Callable[[str, int], None] | None = None

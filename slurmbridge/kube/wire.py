@@ -1,5 +1,6 @@
 """The Kubernetes wire shapes slurmbridge reads: partial msgspec Structs of Node, Pod, the pod
-group owners (Job, JobSet, LeaderWorkerSet, PodGroup), NodeSet, Cluster and the scalers, of
+group owners (Job, JobSet, LeaderWorkerSet, PodGroup), NodeSet, Cluster, the scalers and the
+DRA ResourceSlice and ResourceClaim (resource.k8s.io/v1), of
 lists, list pages and watch events, and their decoders.
 
 Only the fields read are declared (msgspec skips the rest), so objects from API servers newer
@@ -123,6 +124,7 @@ class RawResources(msgspec.Struct, kw_only=True):
 
 
 class RawContainer(msgspec.Struct, kw_only=True):
+    name: str = ""
     resources: RawResources = msgspec.field(default_factory=RawResources)
 
 
@@ -148,11 +150,35 @@ class RawPodSpec(msgspec.Struct, kw_only=True):
     #: Pod-level resources (Kubernetes 1.32+, PodLevelResources): win over the containers'.
     resources: RawResources | None = None
     schedulingGroup: RawSchedulingGroup | None = None  # noqa: N815
+    resourceClaims: list[RawPodResourceClaim] | None = None  # noqa: N815
+
+
+class RawPodResourceClaim(msgspec.Struct, kw_only=True):
+    """A ``spec.resourceClaims[]`` entry (core/v1 PodResourceClaim)."""
+
+    name: str = ""
+    resourceClaimName: str | None = None  # noqa: N815
+    resourceClaimTemplateName: str | None = None  # noqa: N815
+
+
+class RawPodResourceClaimStatus(msgspec.Struct, kw_only=True):
+    """A ``status.resourceClaimStatuses[]`` entry (core/v1 PodResourceClaimStatus)."""
+
+    name: str = ""
+    resourceClaimName: str | None = None  # noqa: N815
+
+
+class RawExtendedResourceClaimStatus(msgspec.Struct, kw_only=True):
+    """``status.extendedResourceClaimStatus`` (core/v1 PodExtendedResourceClaimStatus)."""
+
+    resourceClaimName: str = ""  # noqa: N815
 
 
 class RawPodStatus(msgspec.Struct, kw_only=True):
     phase: str | None = None
     conditions: list[RawCondition] | None = None
+    resourceClaimStatuses: list[RawPodResourceClaimStatus] | None = None  # noqa: N815
+    extendedResourceClaimStatus: RawExtendedResourceClaimStatus | None = None  # noqa: N815
 
 
 class RawPod(msgspec.Struct, kw_only=True):
@@ -332,6 +358,131 @@ class RawNodeSetList(msgspec.Struct, kw_only=True):
     items: list[RawNodeSet] = []
 
 
+class RawDeviceAttribute(msgspec.Struct, kw_only=True):
+    """A ResourceSlice device attribute: exactly one of its values is set
+    (resource.k8s.io/v1 DeviceAttribute)."""
+
+    # "int" and "bool" would shadow the builtins in the class body: renamed on the wire.
+    int_: int | None = msgspec.field(default=None, name="int")
+    bool_: bool | None = msgspec.field(default=None, name="bool")
+    string: str | None = None
+    version: str | None = None
+
+
+class RawDevice(msgspec.Struct, kw_only=True):
+    """A ResourceSlice ``spec.devices[]`` entry (resource.k8s.io/v1 Device)."""
+
+    name: str = ""
+    attributes: dict[str, RawDeviceAttribute] | None = None
+
+
+class RawResourcePool(msgspec.Struct, kw_only=True):
+    name: str = ""
+    generation: int = 0
+    resourceSliceCount: int = 0  # noqa: N815
+
+
+class RawResourceSliceSpec(msgspec.Struct, kw_only=True):
+    driver: str = ""
+    pool: RawResourcePool = msgspec.field(default_factory=RawResourcePool)
+    nodeName: str | None = None  # noqa: N815
+    devices: list[RawDevice] | None = None
+
+
+class RawResourceSlice(msgspec.Struct, kw_only=True):
+    """The fields of a resource.k8s.io/v1 ResourceSlice that slurmbridge reads."""
+
+    metadata: RawObjMeta = msgspec.field(default_factory=RawObjMeta)
+    spec: RawResourceSliceSpec = msgspec.field(default_factory=RawResourceSliceSpec)
+
+
+class RawResourceSliceList(msgspec.Struct, kw_only=True):
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawResourceSlice] = []
+
+
+class RawExactDeviceRequest(msgspec.Struct, kw_only=True):
+    deviceClassName: str = ""  # noqa: N815
+    allocationMode: str | None = None  # noqa: N815
+    count: int | None = None
+
+
+class RawDeviceRequest(msgspec.Struct, kw_only=True):
+    """A ResourceClaim ``spec.devices.requests[]`` entry (resource.k8s.io/v1 DeviceRequest:
+    ``exactly`` or ``firstAvailable``)."""
+
+    name: str = ""
+    exactly: RawExactDeviceRequest | None = None
+
+
+class RawDeviceClaim(msgspec.Struct, kw_only=True):
+    requests: list[RawDeviceRequest] | None = None
+
+
+class RawResourceClaimSpec(msgspec.Struct, kw_only=True):
+    devices: RawDeviceClaim = msgspec.field(default_factory=RawDeviceClaim)
+
+
+class RawDeviceResult(msgspec.Struct, kw_only=True):
+    """A ``status.allocation.devices.results[]`` entry."""
+
+    request: str = ""
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+
+
+class RawDeviceAllocation(msgspec.Struct, kw_only=True):
+    results: list[RawDeviceResult] | None = None
+
+
+class RawSelectorRequirement(msgspec.Struct, kw_only=True):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class RawSelectorTerm(msgspec.Struct, kw_only=True):
+    matchExpressions: list[RawSelectorRequirement] | None = None  # noqa: N815
+    matchFields: list[RawSelectorRequirement] | None = None  # noqa: N815
+
+
+class RawNodeSelector(msgspec.Struct, kw_only=True):
+    nodeSelectorTerms: list[RawSelectorTerm] | None = None  # noqa: N815
+
+
+class RawAllocation(msgspec.Struct, kw_only=True):
+    devices: RawDeviceAllocation = msgspec.field(default_factory=RawDeviceAllocation)
+    nodeSelector: RawNodeSelector | None = None  # noqa: N815
+
+
+class RawConsumer(msgspec.Struct, kw_only=True):
+    """A ``status.reservedFor[]`` entry (ResourceClaimConsumerReference)."""
+
+    apiGroup: str = ""  # noqa: N815
+    resource: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class RawResourceClaimStatus(msgspec.Struct, kw_only=True):
+    allocation: RawAllocation | None = None
+    reservedFor: list[RawConsumer] | None = None  # noqa: N815
+
+
+class RawResourceClaim(msgspec.Struct, kw_only=True):
+    """The fields of a resource.k8s.io/v1 ResourceClaim that slurmbridge reads."""
+
+    metadata: RawObjMeta = msgspec.field(default_factory=RawObjMeta)
+    spec: RawResourceClaimSpec = msgspec.field(default_factory=RawResourceClaimSpec)
+    status: RawResourceClaimStatus = msgspec.field(default_factory=RawResourceClaimStatus)
+
+
+class RawResourceClaimList(msgspec.Struct, kw_only=True):
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawResourceClaim] = []
+
+
 class RawSecretRef(msgspec.Struct, kw_only=True):
     name: str = ""
     key: str = "auth-token"
@@ -403,6 +554,10 @@ class RawSecretList(msgspec.Struct, kw_only=True):
     items: list[RawSecret] = []
 
 
+DECODE_RESOURCE_SLICE_LIST = msgspec.json.Decoder(RawResourceSliceList)
+DECODE_RESOURCE_SLICE = msgspec.json.Decoder(RawResourceSlice)
+DECODE_RESOURCE_CLAIM_LIST = msgspec.json.Decoder(RawResourceClaimList)
+DECODE_RESOURCE_CLAIM = msgspec.json.Decoder(RawResourceClaim)
 DECODE_SECRET_LIST = msgspec.json.Decoder(RawSecretList)
 DECODE_SECRET = msgspec.json.Decoder(RawSecret)
 DECODE_SCALER_LIST = msgspec.json.Decoder(RawScalerList)

@@ -24,7 +24,9 @@ __all__ = [
     "BASE_STATES",
     "PLACEHOLDER_SCRIPT",
     "Job",
+    "JobGres",
     "JobList",
+    "JobNodeResources",
     "JobSubmit",
     "Node",
     "NodeList",
@@ -195,6 +197,27 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
             )
 
 
+class JobGres(msgspec.Struct, frozen=True, kw_only=True):
+    """One generic resource a job holds on one node (an entry of ``gres_detail``, e.g.
+    ``gpu:nvidia:2(IDX:0-1)``): ``name``, ``type`` (``""`` when the job asked for none),
+    ``count``, and the node's device ``indices`` (``()`` when Slurm gives only a count)."""
+
+    name: str
+    type: str = ""
+    count: int = 0
+    indices: tuple[int, ...] = ()
+
+
+class JobNodeResources(msgspec.Struct, frozen=True, kw_only=True):
+    """What a job holds on one node: its ``gres`` and ``cores``, Slurm's abstract core
+    indices on the node (socket × cores per socket + core: the bits of the job's core
+    bitmap for the node)."""
+
+    node: str
+    gres: tuple[JobGres, ...] = ()
+    cores: tuple[int, ...] = ()
+
+
 class Job(msgspec.Struct, frozen=True, kw_only=True):
     """One Slurm job.
 
@@ -204,6 +227,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     Times are epoch seconds (``0`` = unset); ``time_limit_minutes`` is minutes, ``None`` for
     INFINITE or unset. ``node_count``: nodes allocated, or asked for while pending (0 = unknown).
     ``excluded_nodes``: the nodes the job may not use (``ExcNodeList``), expanded.
+    ``allocation``: per allocated node (in ``nodes`` order), what the job holds there, from
+    ``gres_detail`` and ``job_resources`` (``()`` while pending or when not reported).
     """
 
     job_id: int
@@ -226,6 +251,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     excluded_nodes: tuple[str, ...] = ()
     #: Slurm's job priority (higher is tried first); None when unset (NoVal) or not sent.
     priority: int | None = None
+    allocation: tuple[JobNodeResources, ...] = ()
 
     @property
     def base_state(self) -> str:

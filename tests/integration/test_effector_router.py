@@ -19,10 +19,13 @@ from schemas import wellknown
 from schemas.actions import (
     ACTIONS,
     Action,
+    AllocateResourceClaim,
     AnyAction,
     BindPod,
     CancelSlurmJob,
+    ClaimRef,
     ClusterRef,
+    CreateExtendedResourceClaim,
     CreateNodeSetPod,
     CreateSlurmNode,
     DeleteFailedNodeSetPod,
@@ -35,6 +38,7 @@ from schemas.actions import (
     NodeSetRef,
     PodRef,
     RecordEvent,
+    ReleaseResourceClaim,
     RemovePodFinalizer,
     ScaleNodeSet,
     SetClusterStatus,
@@ -54,7 +58,7 @@ from schemas.actions import (
     UpdateSlurmNodeTopology,
     action_name,
 )
-from schemas.events import NodeSetStatus
+from schemas.events import AllocatedDevice, ClaimRequest, NodeSetStatus
 from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors.nodes import KubeEffector
@@ -72,6 +76,7 @@ CLUSTER = "sim"
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 GONE_POD = PodRef(namespace=NS, name="rt-gone", uid="0")
 GONE_SET = NodeSetRef(namespace=NS, name="rt-gone", uid="0")
+GONE_CLAIM = ClaimRef(namespace=NS, name="rt-gone", uid="0")
 OURS = wellknown.OUR_REASON_PREFIXES
 
 #: One action of every type, each aimed at something that does not exist (or, for the
@@ -151,6 +156,28 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
         SetPodCondition(pod=GONE_POD, type="X", status="True", reason="R", message="m"),
         "noop",
     ),
+    "AllocateResourceClaim": (
+        AllocateResourceClaim(
+            claim=GONE_CLAIM,
+            pod=GONE_POD,
+            node="kn",
+            devices=(AllocatedDevice(request="r", driver="gpu.nvidia.com", pool="p", device="d"),),
+        ),
+        "noop",
+    ),
+    "CreateExtendedResourceClaim": (
+        CreateExtendedResourceClaim(
+            pod=GONE_POD,
+            node="kn",
+            requests=(ClaimRequest(name="gpu", device_class="gpu.nvidia.com", count=1),),
+            devices=(
+                AllocatedDevice(request="gpu", driver="gpu.nvidia.com", pool="p", device="d"),
+            ),
+            mappings=(),
+        ),
+        "noop",
+    ),
+    "ReleaseResourceClaim": (ReleaseResourceClaim(claim=GONE_CLAIM, pod=GONE_POD), "noop"),
     "CreateNodeSetPod": (CreateNodeSetPod(nodeset=GONE_SET, pod_name="rt-0", ordinal=0), "noop"),
     "DeleteNodeSetPod": (
         DeleteNodeSetPod(pod=GONE_POD, cluster=CLUSTER, slurm_node="rt-gone"),
@@ -201,6 +228,9 @@ NEEDS: dict[str, str] = {
             "DeletePod",
             "RemovePodFinalizer",
             "SetPodCondition",
+            "AllocateResourceClaim",
+            "CreateExtendedResourceClaim",
+            "ReleaseResourceClaim",
         ],
         "pod actions need both a Kubernetes API and a Slurm cluster",
     ),

@@ -65,6 +65,7 @@ Made = tuple[str, str | None, str, str]  # (Deployment, namespace or None, verb,
 
 #: Grants the story does not use, by Deployment (its name without the release's prefix), and
 #: why the code still needs them.
+_DRA = "DRA claims: tests/integration/test_dra_e2e.py drives them (effectors/claims.py)"
 _WORKLOAD_API = (
     "the story's simulator is a 1.35 server (no Workload API, its paths are not found): the "
     "scheduling.k8s.io PodGroups and Workloads are listed, watched and the PodGroup's "
@@ -78,6 +79,18 @@ NOT_EXERCISED: dict[tuple[str, Grant], str] = {
     },
     ("placement", ("scheduling.k8s.io", "podgroups", "get")): _WORKLOAD_API,
     ("placement", ("scheduling.k8s.io", "podgroups/status", "patch")): _WORKLOAD_API,
+    ("placement", ("", "pods/finalizers", "update")): _DRA + "; the extended-resource claim "
+    "is owned by its pod with blockOwnerDeletion",
+    ("placement", ("resource.k8s.io", "resourceclaims", "get")): _DRA,
+    ("placement", ("resource.k8s.io", "resourceclaims", "list")): _DRA,
+    ("placement", ("resource.k8s.io", "resourceclaims", "create")): _DRA,
+    ("placement", ("resource.k8s.io", "resourceclaims/status", "patch")): _DRA,
+    ("workload", ("resource.k8s.io", "resourceclaims", "get")): _DRA,
+    ("workload", ("resource.k8s.io", "resourceclaims", "delete")): _DRA,
+    ("workload", ("resource.k8s.io", "resourceclaims/status", "patch")): _DRA,
+    ("webhook", ("resource.k8s.io", "resourceclaims", "get")): "the webhook reads a pod's "
+    "claims for the DRA rules (tests/unit/test_webhook.py test_dra_rules)",
+    ("webhook", ("resource.k8s.io", "resourceclaimtemplates", "get")): "as resourceclaims",
 }
 
 #: Who is asking, set for each request the simulator serves.
@@ -455,7 +468,14 @@ def test_the_roles_are_read_off_the_bindings() -> None:
         NS: {("", "secrets", "list"), ("", "secrets", "watch")}
     }
     assert not roles["producers"].allows("default", ("", "secrets", "list"))
-    assert roles["webhook"].all() == {("", "namespaces", "get")}
+    assert roles["webhook"].all() == {
+        ("", "namespaces", "get"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+        ("resource.k8s.io", "resourceclaimtemplates", "get"),
+    }
+    without = deployments(render({"layout": "per-component"}))
+    (hook,) = [r for name, (_, r) in without.items() if name.endswith("webhook")]
+    assert hook.all() == set()
 
 
 def test_the_owner_reference_admission_check_is_modelled() -> None:

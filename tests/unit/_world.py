@@ -28,9 +28,12 @@ import msgspec
 from reconcilers.base import Context, ReconcilerSpec
 from schemas import wellknown
 from schemas.actions import (
+    AllocateResourceClaim,
     AnyAction,
     BindPod,
     CancelSlurmJob,
+    ClaimRef,
+    CreateExtendedResourceClaim,
     CreateNodeSetPod,
     CreateSlurmNode,
     DeleteFailedNodeSetPod,
@@ -42,6 +45,7 @@ from schemas.actions import (
     MarkPods,
     PodRef,
     RecordEvent,
+    ReleaseResourceClaim,
     RemovePodFinalizer,
     ScaleNodeSet,
     SetClusterStatus,
@@ -60,12 +64,15 @@ from schemas.actions import (
     UpdateSlurmNodeTopology,
 )
 from schemas.events import (
+    ClaimConsumer,
     Event,
     KubeNode,
     KubeNodeSet,
     KubePod,
+    KubeResourceClaim,
     KubeWorkload,
     NodeCondition,
+    OwnerRef,
     PodCondition,
     SlurmCluster,
     SlurmJob,
@@ -510,6 +517,80 @@ class World:
             return False
         return self._put(_replace(pg, scheduled=True))
 
+    # DRA ResourceClaims (effectors/claims.py)
+
+    def _claim(self, ref: ClaimRef) -> KubeResourceClaim | None:
+        claim: KubeResourceClaim | None = self._get(KubeResourceClaim, KUBE_SOURCE, ref.key)
+        if claim is None or (ref.uid and claim.uid != ref.uid):
+            return None
+        return claim
+
+    def _reserve(
+        self, claim: KubeResourceClaim, pod: PodRef, node: str, devices: tuple[Any, ...]
+    ) -> bool:
+        if claim.allocated and set(claim.results) != set(devices):
+            return False  # allocated elsewhere: the effector retries (Transient)
+        consumer = ClaimConsumer(resource="pods", name=pod.name, uid=pod.uid)
+        reserved = claim.reserved_for
+        if not claim.reserved_for_pod(pod.uid):
+            reserved = (*reserved, consumer)
+        if claim.allocated:
+            return self._put(_replace(claim, reserved_for=reserved))
+        return self._put(
+            _replace(claim, allocated=True, results=devices, node=node, reserved_for=reserved)
+        )
+
+    def allocate_resource_claim(self, a: AllocateResourceClaim) -> bool:
+        claim = self._claim(a.claim)
+        return claim is not None and self._reserve(claim, a.pod, a.node, a.devices)
+
+    def create_extended_resource_claim(self, a: CreateExtendedResourceClaim) -> bool:
+        pod = self._pod(a.pod)
+        if pod is None or pod.node_name:
+            return False
+        claim = next(
+            (
+                c
+                for c in self.objs.values()
+                if isinstance(c, KubeResourceClaim)
+                and c.extended
+                and c.owner is not None
+                and c.owner.uid == pod.uid
+            ),
+            None,
+        )
+        changed = False
+        if claim is None:
+            name = f"{pod.name}-extended-resources-{self.new_id()}"
+            claim = KubeResourceClaim(
+                source=KUBE_SOURCE,
+                key=f"{pod.namespace}/{name}",
+                uid=f"uid-{self.new_id()}",
+                namespace=pod.namespace,
+                name=name,
+                owner=OwnerRef(api_version="v1", kind="Pod", name=pod.name, uid=pod.uid),
+                extended=True,
+                requests=a.requests,
+            )
+            changed = self._put(claim)
+        changed = self._reserve(claim, a.pod, a.node, a.devices) or changed
+        if pod.extended_claim != claim.name:
+            changed = self._put(_replace(pod, extended_claim=claim.name)) or changed
+        return changed
+
+    def release_resource_claim(self, a: ReleaseResourceClaim) -> bool:
+        claim = self._claim(a.claim)
+        if claim is None:
+            return False
+        if a.delete:
+            return self._drop(claim)
+        rest = tuple(c for c in claim.reserved_for if c.uid != a.pod.uid)
+        if rest == claim.reserved_for and (rest or not claim.allocated):
+            return False
+        if rest:
+            return self._put(_replace(claim, reserved_for=rest))
+        return self._put(_replace(claim, reserved_for=(), allocated=False, results=(), node=""))
+
     _handlers: ClassVar[dict[type, Any]] = {
         RecordEvent: record_event,
         TaintNode: taint_node,
@@ -539,4 +620,7 @@ class World:
         ScaleNodeSet: scale_node_set,
         SetClusterStatus: set_cluster_status,
         SetPodGroupScheduled: set_pod_group_scheduled,
+        AllocateResourceClaim: allocate_resource_claim,
+        CreateExtendedResourceClaim: create_extended_resource_claim,
+        ReleaseResourceClaim: release_resource_claim,
     }

@@ -491,6 +491,22 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("slinky.slurm.net", "clusters", "get"): r"get_namespaced_custom_object\(",
     ("slinky.slurm.net", "clusters/status", "patch"): r"patch_namespaced_custom_object_status\b",
     ("", "namespaces", "get"): r"read_namespace\(",
+    ("resource.k8s.io", "resourceslices", "list"): r'resource = "resourceslices"',
+    ("resource.k8s.io", "resourceslices", "watch"): r'resource = "resourceslices"',
+    ("resource.k8s.io", "resourceclaims", "list"): r'resource = "resourceclaims"',
+    ("resource.k8s.io", "resourceclaims", "watch"): r'resource = "resourceclaims"',
+    ("resource.k8s.io", "resourceclaims", "get"): (
+        r'get_namespaced_custom_object\(\s*\*RESOURCE_API,\s*ref\.namespace,\s*"resourceclaims"'
+    ),
+    ("resource.k8s.io", "resourceclaims", "create"): (
+        r'create_namespaced_custom_object\(\s*\*RESOURCE_API,\s*pod\.namespace,\s*"resourceclaims"'
+    ),
+    ("resource.k8s.io", "resourceclaims", "delete"): r"delete_namespaced_custom_object\b",
+    ("resource.k8s.io", "resourceclaims/status", "patch"): (
+        r"self\.custom\.patch_namespaced_custom_object_status"
+    ),
+    ("resource.k8s.io", "resourceclaimtemplates", "get"): r'"resourceclaimtemplates"',
+    ("", "pods/finalizers", "update"): r'"blockOwnerDeletion": True',
 }
 
 

@@ -25,6 +25,8 @@ from schemas.events import (
     KubeListed,
     KubeNode,
     KubePod,
+    KubeResourceClaim,
+    KubeResourceSlice,
     KubeWorkload,
     OwnerRef,
     PodCondition,
@@ -690,6 +692,8 @@ def test_spec_lists_the_triggers() -> None:
         SlurmPartition,
         KubeNode,
         KubeListed,
+        KubeResourceClaim,
+        KubeResourceSlice,
     }
     assert placement.SPEC.key_kind == "PodGroup"
 

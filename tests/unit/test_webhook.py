@@ -17,6 +17,7 @@ from slurmbridge.webhook import (
     Policy,
     ReloadingTLS,
     WebhookError,
+    WebhookServer,
     decode_review,
     mutate,
     response,
@@ -186,9 +187,9 @@ VALIDATE = [
         f"metadata.annotations[{NODE}]: set by slurm-bridge",
     ),
     ValidateCase(
-        "resourceClaims",
+        "resourceClaims are allowed (their classes are checked when the server reads them)",
         review(pod(scheduler=OURS, resourceClaims=[{"name": "gpu"}])),
-        "spec.resourceClaims",
+        None,
     ),
     ValidateCase(
         "topology spread constraints",
@@ -436,3 +437,234 @@ async def test_namespace_labels_are_cached_for_the_ttl() -> None:
     assert await labels("gone") == {}  # a failed read is no labels …
     assert await labels("gone") == {}  # … and is not cached
     assert reads == ["hpc", "hpc", "gone", "gone"]
+
+
+# --- DRA (Slinky slurm-bridge internal/admission; dra.go validateDeviceClassRequests) ------
+
+GPU = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+EXAMPLE = "deviceclass.resource.kubernetes.io/gpu.example.com"
+CPU = "deviceclass.resource.kubernetes.io/dra.cpu"
+GRES = wellknown.ANNOTATION_SLURMJOB_PREFIX + "gres"
+PER_TASK = wellknown.ANNOTATION_SLURMJOB_PREFIX + "cpu-per-task"
+
+
+def ctr(name: str, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None):
+    res: dict[str, Any] = {}
+    if requests:
+        res["requests"] = requests
+    if limits:
+        res["limits"] = limits
+    return {"name": name, "image": "busybox", "resources": res}
+
+
+@dataclass(frozen=True)
+class DraCase:
+    name: str
+    body: bytes
+    denied: str | None
+    claims: dict[str, tuple[str, ...]] | None = None
+
+
+DRA = [
+    DraCase("nvidia GPUs", review(pod(scheduler=OURS, containers=[ctr("c", {GPU: "2"})])), None),
+    DraCase(
+        "example GPUs in limits",
+        review(pod(scheduler=OURS, containers=[ctr("c", limits={EXAMPLE: "1"})])),
+        None,
+    ),
+    DraCase("dra.cpu alone", review(pod(scheduler=OURS, containers=[ctr("c", {CPU: "2"})])), None),
+    DraCase(
+        "an unsupported class in a request",
+        review(
+            pod(
+                scheduler=OURS,
+                containers=[ctr("c", {"deviceclass.resource.kubernetes.io/fpga.x": "1"})],
+            )
+        ),
+        "spec.containers[c].resources.requests[deviceclass.resource.kubernetes.io/fpga.x]: "
+        "device class 'fpga.x' is not supported",
+    ),
+    DraCase(
+        "an unsupported class in an init container's limit",
+        review(
+            pod(
+                scheduler=OURS,
+                initContainers=[ctr("i", limits={"deviceclass.resource.kubernetes.io/nic": "1"})],
+            )
+        ),
+        "spec.initContainers[i].resources.limits[deviceclass.resource.kubernetes.io/nic]",
+    ),
+    DraCase(
+        "native cpu request with dra.cpu",
+        review(pod(scheduler=OURS, containers=[ctr("c", {"cpu": "1", CPU: "2"})])),
+        "resources[cpu]: cannot be set together with the CPU DRA resource",
+    ),
+    DraCase(
+        "native cpu limit in another container with dra.cpu",
+        review(
+            pod(
+                scheduler=OURS,
+                containers=[ctr("a", {CPU: "2"}), ctr("b", limits={"cpu": "1"})],
+            )
+        ),
+        "resources[cpu]: cannot be set",
+    ),
+    DraCase(
+        "pod-level cpu with dra.cpu",
+        review(
+            pod(
+                scheduler=OURS,
+                containers=[ctr("a", {CPU: "2"})],
+                resources={"requests": {"cpu": "2"}},
+            )
+        ),
+        "resources[cpu]: cannot be set",
+    ),
+    DraCase(
+        "gres annotation with a GPU class",
+        review(pod(scheduler=OURS, annotations={GRES: "gpu:2"}, containers=[ctr("c", {GPU: "2"})])),
+        f"metadata.annotations[{GRES}]: conflicts with DRA device class 'gpu.nvidia.com'",
+    ),
+    DraCase(
+        "gres annotation with dra.cpu only is fine",
+        review(pod(scheduler=OURS, annotations={GRES: "gpu:2"}, containers=[ctr("c", {CPU: "2"})])),
+        None,
+    ),
+    DraCase(
+        "cpu-per-task annotation with dra.cpu",
+        review(pod(scheduler=OURS, annotations={PER_TASK: "2"}, containers=[ctr("c", {CPU: "2"})])),
+        f"metadata.annotations[{PER_TASK}]: conflicts with the CPU DRA resource",
+    ),
+    DraCase(
+        "one GPU class requested by two containers",
+        review(pod(scheduler=OURS, containers=[ctr("a", {GPU: "1"}), ctr("b", {GPU: "1"})])),
+        "spec.containers[b].resources.requests[deviceclass.resource.kubernetes.io/gpu.nvidia.com]"
+        ": device class 'gpu.nvidia.com' is also requested by container 'a'",
+    ),
+    DraCase(
+        "dra.cpu in two containers is fine (Slinky)",
+        review(pod(scheduler=OURS, containers=[ctr("a", {CPU: "1"}), ctr("b", {CPU: "1"})])),
+        None,
+    ),
+    DraCase(
+        "a zero request in a second container is not a second request",
+        review(pod(scheduler=OURS, containers=[ctr("a", {GPU: "1"}), ctr("b", {GPU: "0"})])),
+        None,
+    ),
+    DraCase(
+        "a claim of a supported class",
+        review(
+            pod(scheduler=OURS, resourceClaims=[{"name": "g", "resourceClaimTemplateName": "t"}])
+        ),
+        None,
+        {"g": ("gpu.nvidia.com",)},
+    ),
+    DraCase(
+        "a claim of another class",
+        review(pod(scheduler=OURS, resourceClaims=[{"name": "g", "resourceClaimName": "c1"}])),
+        "spec.resourceClaims[0] (g): device class 'fpga.example.com' is not supported",
+        {"g": ("fpga.example.com",)},
+    ),
+    DraCase(
+        "a GPU claim with the gres annotation",
+        review(
+            pod(
+                scheduler=OURS,
+                annotations={GRES: "gpu:1"},
+                resourceClaims=[{"name": "g", "resourceClaimName": "c1"}],
+            )
+        ),
+        f"metadata.annotations[{GRES}]: conflicts",
+        {"g": ("gpu.example.com",)},
+    ),
+    DraCase(
+        "a dra.cpu claim with native cpu",
+        review(
+            pod(
+                scheduler=OURS,
+                containers=[ctr("c", {"cpu": "1"})],
+                resourceClaims=[{"name": "g", "resourceClaimName": "c1"}],
+            )
+        ),
+        "resources[cpu]: cannot be set",
+        {"g": ("dra.cpu",)},
+    ),
+    DraCase(
+        "an unreadable claim is not checked here",
+        review(pod(scheduler=OURS, resourceClaims=[{"name": "g", "resourceClaimName": "c1"}])),
+        None,
+        {},
+    ),
+    DraCase(
+        "another scheduler's pod is not checked",
+        review(
+            pod(
+                scheduler="volcano",
+                containers=[ctr("c", {"deviceclass.resource.kubernetes.io/x": "1"})],
+            )
+        ),
+        None,
+    ),
+    DraCase(
+        "an update adding the gres annotation to a GPU pod",
+        review(
+            pod(scheduler=OURS, annotations={GRES: "gpu:1"}, containers=[ctr("c", {GPU: "1"})]),
+            op="UPDATE",
+            old=pod(scheduler=OURS, containers=[ctr("c", {GPU: "1"})]),
+        ),
+        f"metadata.annotations[{GRES}]: conflicts",
+    ),
+    DraCase(
+        "slurmbridge's own update is not judged",
+        review(
+            pod(scheduler=OURS, annotations={GRES: "gpu:1"}, containers=[ctr("c", {GPU: "1"})]),
+            op="UPDATE",
+            old=pod(scheduler=OURS, containers=[ctr("c", {GPU: "1"})]),
+            user=SA,
+        ),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", DRA, ids=lambda c: c.name)
+def test_dra_rules(case: DraCase) -> None:
+    got = validate(decode_review(case.body), BY_LIST, case.claims)
+    if case.denied is None:
+        assert got is None
+    else:
+        assert got is not None and case.denied in got, got
+
+
+async def test_the_server_reads_claim_classes_and_skips_unreadable_ones() -> None:
+    asked: list[tuple[str, str, str]] = []
+
+    async def lookup(namespace: str, claim: str, template: str) -> tuple[str, ...] | None:
+        asked.append((namespace, claim, template))
+        if template == "broken":
+            raise RuntimeError("API down")
+        if claim == "gone":
+            return None
+        return ("gpu.nvidia.com",) if template else ("fpga.example.com",)
+
+    server = WebhookServer(BY_LIST, bind="127.0.0.1", port=0, cert_file=None, key_file=None)
+    server.claim_lookup = lookup
+    claims = [
+        {"name": "a", "resourceClaimTemplateName": "t"},
+        {"name": "b", "resourceClaimName": "c"},
+        {"name": "c", "resourceClaimName": "gone"},
+        {"name": "d", "resourceClaimTemplateName": "broken"},
+    ]
+    req = decode_review(review(pod(scheduler=OURS, resourceClaims=claims)))
+    got = await server._claim_classes(req)
+    assert got == {"a": ("gpu.nvidia.com",), "b": ("fpga.example.com",)}
+    assert asked == [("hpc", "", "t"), ("hpc", "c", ""), ("hpc", "gone", ""), ("hpc", "", "broken")]
+    denied = validate(req, BY_LIST, got)
+    assert denied is not None and denied.startswith("spec.resourceClaims[1] (b): device class")
+    # Without a lookup (no API access), nothing is read.
+    assert (
+        await WebhookServer(BY_LIST, bind="", port=0, cert_file=None, key_file=None)._claim_classes(
+            req
+        )
+        is None
+    )

@@ -118,6 +118,7 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from slurmbridge.devtools.sim.kubelet import Kubelet
+    from slurmbridge.devtools.sim.resourceclaim import ResourceClaimController
 
 log = logging.getLogger(__name__)
 
@@ -383,6 +384,7 @@ _EVENT_FIELDS: Final = {
 }
 
 SLINKY_GROUP: Final = "slinky.slurm.net"
+DRA_GROUP: Final = "resource.k8s.io"
 
 DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
     ResourceSpec(
@@ -424,6 +426,8 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
             ("status", "conditions"): "type",
             ("status", "podIPs"): "ip",
             ("status", "hostIPs"): "ip",
+            # PodStatus.ResourceClaimStatuses: patchMergeKey=name (core/v1 types.go).
+            ("status", "resourceClaimStatuses"): "name",
         },
         field_labels=_POD_FIELDS,
     ),
@@ -546,6 +550,48 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         generation=True,
         custom=True,
         return_deleted=True,
+    ),
+    # Dynamic Resource Allocation, resource.k8s.io/v1 (GA in Kubernetes 1.34; API reference
+    # "Workload Resources": DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice).
+    # Validation as pkg/apis/resource/validation/validation.go: see _validate_dra.
+    ResourceSpec(
+        group=DRA_GROUP,
+        version="v1",
+        plural="deviceclasses",
+        kind="DeviceClass",
+        namespaced=False,
+        generation=True,
+    ),
+    ResourceSpec(
+        group=DRA_GROUP,
+        version="v1",
+        plural="resourceclaims",
+        kind="ResourceClaim",
+        status=True,
+        # ResourceClaimStatus: reservedFor is +listType=map +listMapKey=uid, devices by
+        # (driver, device, pool); allocation is atomic.
+        merge_keys={("status", "reservedFor"): "uid"},
+        field_labels={},
+    ),
+    ResourceSpec(
+        group=DRA_GROUP,
+        version="v1",
+        plural="resourceclaimtemplates",
+        kind="ResourceClaimTemplate",
+    ),
+    ResourceSpec(
+        group=DRA_GROUP,
+        version="v1",
+        plural="resourceslices",
+        kind="ResourceSlice",
+        namespaced=False,
+        generation=True,
+        # ResourceSlice field selectors (resource.k8s.io/v1 ResourceSliceSelectorNodeName,
+        # ResourceSliceSelectorDriver).
+        field_labels={
+            "spec.nodeName": (("spec", "nodeName"), ""),
+            "spec.driver": (("spec", "driver"), ""),
+        },
     ),
 )
 
@@ -1375,6 +1421,237 @@ def _scaled(value: Any, total: int) -> int:
     return int(value)
 
 
+_RESOURCE_CLAIMS: Final = f"resourceclaims.{DRA_GROUP}"
+_CLAIM_TEMPLATES: Final = f"resourceclaimtemplates.{DRA_GROUP}"
+_RESOURCE_SLICES: Final = f"resourceslices.{DRA_GROUP}"
+
+Cause = tuple[str, str, str]
+
+
+def _required(path: str, detail: str = "") -> Cause:
+    return (path, "FieldValueRequired", f"Required value{': ' + detail if detail else ''}")
+
+
+def _invalid_value(path: str, value: Any, detail: str) -> Cause:
+    return (path, "FieldValueInvalid", f"Invalid value: {orjson.dumps(value).decode()}: {detail}")
+
+
+def _dns_label(path: str, value: Any) -> list[Cause]:
+    if not value:
+        return [_required(path)]
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL_RE.match(value):
+        return [
+            _invalid_value(
+                path,
+                value,
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+                "or '-', and must start and end with an alphanumeric character",
+            )
+        ]
+    return []
+
+
+def _dns_subdomain(path: str, value: Any) -> list[Cause]:
+    if not value:
+        return [_required(path)]
+    if not isinstance(value, str) or len(value) > 253 or not _NAME_RE.match(value):
+        return [_invalid_value(path, value, _NAME_RULE)]
+    return []
+
+
+def _device_claim_causes(claim: Any, path: str) -> list[Cause]:
+    """``validateDeviceClaim`` for the parts a claim from slurmbridge or a test uses: request
+    names (unique DNS labels), exactly one of ``exactly`` / ``firstAvailable``,
+    ``exactly.deviceClassName`` (a DNS subdomain), ``allocationMode`` ExactCount (``count``
+    > 0) or All (no count)."""
+    causes: list[Cause] = []
+    requests = (claim or {}).get("requests") if isinstance(claim, dict) else None
+    seen: set[str] = set()
+    for i, r in enumerate(requests or []):
+        rp = f"{path}.requests[{i}]"
+        if not isinstance(r, dict):
+            causes.append(_invalid_value(rp, r, "must be an object"))
+            continue
+        name = r.get("name")
+        causes += _dns_label(f"{rp}.name", name)
+        if isinstance(name, str) and name in seen:
+            causes.append((f"{rp}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+        seen.add(str(name))
+        exactly, first = r.get("exactly"), r.get("firstAvailable")
+        if bool(exactly) == bool(first):
+            causes.append(
+                _required(rp, "exactly one of `exactly` or `firstAvailable` is required")
+                if not exactly
+                else _invalid_value(
+                    rp,
+                    None,
+                    "exactly one of `exactly` or `firstAvailable` is required, but multiple "
+                    "fields are set",
+                )
+            )
+            continue
+        if not exactly:
+            continue
+        ep = f"{rp}.exactly"
+        causes += _dns_subdomain(f"{ep}.deviceClassName", exactly.get("deviceClassName"))
+        mode = exactly.get("allocationMode")
+        count = exactly.get("count", 0)
+        if mode == "ExactCount" and (not isinstance(count, int) or count <= 0):
+            causes.append(_invalid_value(f"{ep}.count", count, "must be greater than zero"))
+        elif mode == "All" and count:
+            causes.append(
+                _invalid_value(
+                    f"{ep}.count", count, "must not be specified when allocationMode is 'All'"
+                )
+            )
+        elif mode not in ("ExactCount", "All"):
+            causes.append(
+                (
+                    f"{ep}.allocationMode",
+                    "FieldValueNotSupported",
+                    f'Unsupported value: "{mode}": supported values: "All", "ExactCount"',
+                )
+            )
+    return causes
+
+
+def _default_device_claim(claim: Any) -> None:
+    """resource.k8s.io/v1 defaulting (``SetDefaults_ExactDeviceRequest``): ``allocationMode``
+    ExactCount, and ``count`` 1 with it."""
+    for r in (claim or {}).get("requests") or [] if isinstance(claim, dict) else []:
+        exactly = r.get("exactly") if isinstance(r, dict) else None
+        if isinstance(exactly, dict):
+            exactly.setdefault("allocationMode", "ExactCount")
+            if exactly["allocationMode"] == "ExactCount":
+                exactly.setdefault("count", 1)
+
+
+def _slice_causes(spec: Any) -> list[Cause]:
+    """``validateResourceSliceSpec``: a driver (DNS subdomain), a pool with a name and a
+    ``resourceSliceCount`` > 0 and ``generation`` ≥ 0, exactly one of ``nodeName`` /
+    ``nodeSelector`` / ``allNodes`` / ``perDeviceNodeSelection``, devices with unique DNS
+    label names, each attribute exactly one of ``int`` / ``bool`` / ``string`` / ``version``."""
+    spec = spec if isinstance(spec, dict) else {}
+    causes = _dns_subdomain("spec.driver", spec.get("driver"))
+    pool = spec.get("pool") if isinstance(spec.get("pool"), dict) else {}
+    if not pool.get("name"):
+        causes.append(_required("spec.pool.name"))
+    count = pool.get("resourceSliceCount", 0)
+    if not isinstance(count, int) or count <= 0:
+        causes.append(
+            _invalid_value("spec.pool.resourceSliceCount", count, "must be greater than zero")
+        )
+    generation = pool.get("generation", 0)
+    if not isinstance(generation, int) or generation < 0:
+        causes.append(
+            _invalid_value("spec.pool.generation", generation, "must be greater than or equal to 0")
+        )
+    chosen = [
+        f"`{k}`"
+        for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+        if spec.get(k) not in (None, "", False)
+    ]
+    if not chosen:
+        causes.append(
+            _required(
+                "spec",
+                "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` "
+                "is required",
+            )
+        )
+    elif len(chosen) > 1:
+        causes.append(
+            _invalid_value(
+                "spec",
+                "{" + ", ".join(chosen) + "}",
+                "exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+                "`perDeviceNodeSelection` is required, but multiple fields are set",
+            )
+        )
+    seen: set[str] = set()
+    for i, d in enumerate(spec.get("devices") or []):
+        dp = f"spec.devices[{i}]"
+        name = d.get("name") if isinstance(d, dict) else None
+        causes += _dns_label(f"{dp}.name", name)
+        if isinstance(name, str) and name in seen:
+            causes.append((f"{dp}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+        seen.add(str(name))
+        for key, attr in ((d or {}).get("attributes") or {}).items():
+            set_ = [
+                k for k in ("int", "bool", "string", "version") if (attr or {}).get(k) is not None
+            ]
+            if len(set_) != 1:
+                causes.append(
+                    _invalid_value(
+                        f"{dp}.attributes[{key}]", attr, "exactly one value must be specified"
+                    )
+                )
+    return causes
+
+
+def _claim_status_causes(claim: Obj, old: Obj) -> list[Cause]:
+    """``validateResourceClaimStatusUpdate``: ``reservedFor`` needs an allocation, its
+    entries a ``resource``, ``name`` and ``uid``, no new entries while the claim is being
+    deleted; a set ``allocation`` cannot change (it may be removed); a new allocation's
+    results name requests of the claim and give ``driver``, ``pool`` and ``device``."""
+    raw, old_raw = claim.get("status"), old.get("status")
+    status: Obj = raw if isinstance(raw, dict) else {}
+    old_status: Obj = old_raw if isinstance(old_raw, dict) else {}
+    causes: list[Cause] = []
+    reserved = status.get("reservedFor") or []
+    causes.extend(
+        _required(f"status.reservedFor[{i}].{key}")
+        for i, ref in enumerate(reserved)
+        for key in ("resource", "name", "uid")
+        if not (ref or {}).get(key)
+    )
+    allocation = status.get("allocation")
+    if reserved and allocation is None:
+        causes.append(
+            (
+                "status.reservedFor",
+                "FieldValueForbidden",
+                "Forbidden: may not be specified when `allocated` is not set",
+            )
+        )
+    if _meta(claim).get("deletionTimestamp"):
+        before = {_canon(r) for r in old_status.get("reservedFor") or []}
+        if any(_canon(r) not in before for r in reserved):
+            causes.append(
+                (
+                    "status.reservedFor",
+                    "FieldValueForbidden",
+                    "Forbidden: new entries may not be added while `deallocationRequested` or "
+                    "`deletionTimestamp` are set",
+                )
+            )
+    old_allocation = old_status.get("allocation")
+    if old_allocation is not None and allocation is not None:
+        if _canon(old_allocation) != _canon(allocation):
+            causes.append(_invalid_value("status.allocation", allocation, _IMMUTABLE))
+    elif allocation is not None:
+        names = {
+            r.get("name")
+            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        }
+        results = ((allocation.get("devices") or {}).get("results")) or []
+        for i, r in enumerate(results):
+            rp = f"status.allocation.devices.results[{i}]"
+            if r.get("request") not in names:
+                causes.append(
+                    _invalid_value(
+                        f"{rp}.request",
+                        r.get("request"),
+                        "must be the name of a request in the claim",
+                    )
+                )
+            causes += _dns_subdomain(f"{rp}.driver", r.get("driver"))
+            if not r.get("pool"):
+                causes.append(_required(f"{rp}.pool"))
+            causes += _dns_label(f"{rp}.device", r.get("device"))
+    return causes
+
+
 class _Store:
     """Objects, the resourceVersion counter, history and watchers; all API semantics live here."""
 
@@ -1707,6 +1984,8 @@ class _Store:
             taints = list(taints) if isinstance(taints, list) else []
             if not any(_is_not_ready_taint(t) for t in taints):
                 node_spec["taints"] = [*taints, dict(NOT_READY_TAINT)]
+        elif spec.name in (_RESOURCE_CLAIMS, _CLAIM_TEMPLATES, _RESOURCE_SLICES):
+            self._prepare_dra(spec, obj, name)
         elif spec.name == "namespaces":
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
@@ -1755,6 +2034,25 @@ class _Store:
         causes = _name_errors(pg, "spec.schedulingGroup.podGroupName", label=False)
         if causes:
             raise _invalid("Pod", name, "", causes)
+
+    def _prepare_dra(self, spec: ResourceSpec, obj: Obj, name: str) -> None:
+        """resource.k8s.io/v1 create: defaults, then validation (422 with every cause);
+        a claim's ``status`` is dropped (``resourceclaimStrategy.PrepareForCreate``)."""
+        body = obj.get("spec")
+        if spec.name == _RESOURCE_CLAIMS:
+            obj.pop("status", None)
+            devices = (body or {}).get("devices") if isinstance(body, dict) else None
+            _default_device_claim(devices)
+            causes = _device_claim_causes(devices, "spec.devices")
+        elif spec.name == _CLAIM_TEMPLATES:
+            inner = (body or {}).get("spec") if isinstance(body, dict) else None
+            devices = (inner or {}).get("devices") if isinstance(inner, dict) else None
+            _default_device_claim(devices)
+            causes = _device_claim_causes(devices, "spec.spec.devices")
+        else:
+            causes = _slice_causes(body)
+        if causes:
+            raise _invalid(spec.kind, name, spec.group, causes)
 
     def update(
         self,
@@ -1876,6 +2174,10 @@ class _Store:
                 new["status"] = candidate["status"]
             else:
                 new.pop("status", None)
+            if spec.name == _RESOURCE_CLAIMS:
+                causes = _claim_status_causes(new, current)
+                if causes:
+                    raise _invalid(spec.kind, name, spec.group, causes)
         else:
             new = candidate
             if spec.status or subresource == "scale":
@@ -1939,6 +2241,31 @@ class _Store:
                 )
         if spec.group == SCHEDULING_GROUP:
             validate_workload_api(spec, new, current)
+        # ValidateResourceClaimUpdate / ValidateResourceClaimTemplateUpdate: the spec is
+        # immutable.
+        if spec.name in (_RESOURCE_CLAIMS, _CLAIM_TEMPLATES) and _canon(
+            current.get("spec")
+        ) != _canon(new.get("spec")):
+            raise _invalid(
+                spec.kind, name, spec.group, [_invalid_value("spec", new.get("spec"), _IMMUTABLE)]
+            )
+        if spec.name == _RESOURCE_SLICES:
+            # ValidateResourceSliceUpdate: driver, pool name and nodeName are immutable.
+            old_s, new_s = current.get("spec") or {}, new.get("spec") or {}
+            causes = _slice_causes(new_s)
+            for path, old_v, new_v in (
+                ("spec.driver", old_s.get("driver"), new_s.get("driver")),
+                (
+                    "spec.pool.name",
+                    (old_s.get("pool") or {}).get("name"),
+                    (new_s.get("pool") or {}).get("name"),
+                ),
+                ("spec.nodeName", old_s.get("nodeName"), new_s.get("nodeName")),
+            ):
+                if old_v != new_v:
+                    causes.append(_invalid_value(path, new_v, _IMMUTABLE))
+            if causes:
+                raise _invalid(spec.kind, name, spec.group, causes)
         if spec.name == "pods":
             old_spec, new_spec = current.get("spec"), new.get("spec")
             if _canon(_pod_spec_view(old_spec)) != _canon(_pod_spec_view(new_spec)):
@@ -2413,6 +2740,7 @@ class KubeSim:
         node_lifecycle: bool = False,
         kubelet: bool = False,
         workload_api: str | None = None,
+        claim_controller: bool = True,
     ) -> None:
         self._store = _Store(history_size=history_size, initial_rv=initial_resource_version)
         self._store.node_lifecycle = node_lifecycle
@@ -2425,6 +2753,13 @@ class KubeSim:
             )
 
             self.kubelet = Kubelet(self)
+        #: The kube-controller-manager's resourceclaim controller (claims from templates);
+        #: see :mod:`slurmbridge.devtools.sim.resourceclaim`. Runs while the server listens.
+        self.claim_controller: ResourceClaimController | None = None
+        if claim_controller:
+            from slurmbridge.devtools.sim.resourceclaim import ResourceClaimController
+
+            self.claim_controller = ResourceClaimController(self)
         for spec in resources:
             self._store.register(spec)
         for spec in workload_api_resources(workload_api) if workload_api else ():
@@ -2468,6 +2803,8 @@ class KubeSim:
         self._runner = runner
         if self.kubelet is not None:
             self.kubelet.attach()
+        if self.claim_controller is not None:
+            self.claim_controller.attach()
         address = runner.addresses[0]
         bound_host, bound_port = address[0], address[1]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
@@ -2479,6 +2816,8 @@ class KubeSim:
         """Close every watch and stop listening."""
         if self.kubelet is not None:
             self.kubelet.detach()
+        if self.claim_controller is not None:
+            self.claim_controller.detach()
         self.drop_watches()
         if self._runner is not None:
             runner, self._runner = self._runner, None

@@ -15,6 +15,12 @@ through the ``pods/status`` subresource:
   already ended — Kubernetes ≥ 1.27 kubelets record a terminal phase before the pod goes),
   then the kubelet deletes it with grace 0, so the API server removes it once its finalizers
   are gone;
+* a pod using DRA ResourceClaims (``spec.resourceClaims``, or DRA extended resources through
+  ``status.extendedResourceClaimStatus``) stays ``Pending`` until every claim exists, is
+  allocated and lists the pod in ``status.reservedFor`` — the kubelet's DRA manager refuses
+  to prepare a claim that is not reserved for the pod (pkg/kubelet/cm/dra/manager.go,
+  ``prepareResources``: "pod … is not allowed to use resource claim …"); a claim's write
+  makes the kubelet look again;
 * :meth:`stop` / :meth:`start` of one node's kubelet: while stopped, nothing happens to its
   pods (they stay Terminating — slurm-bridge #49) and the Node's ``Ready`` condition is
   ``Unknown`` with reason ``NodeStatusUnknown``, as the node lifecycle controller reports it.
@@ -107,10 +113,52 @@ class Kubelet:
     # reacting ---------------------------------------------------------------------------------
     def _on_write(self, change: Change) -> None:
         # Runs inside the simulator's commit: only note the pod, write later.
+        meta = change.object.get("metadata") or {}
+        if change.resource.name == "resourceclaims.resource.k8s.io":
+            for ref in (change.object.get("status") or {}).get("reservedFor") or []:
+                if isinstance(ref, dict) and ref.get("resource") == "pods":
+                    self._mark(str(meta.get("namespace", "")), str(ref.get("name", "")))
+            return
         if change.resource.name != "pods":
             return
-        meta = change.object.get("metadata") or {}
         self._mark(str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+    def _claims_ready(self, pod: Obj) -> bool:
+        """Every ResourceClaim of the pod exists, is allocated and reserved for it (module
+        docstring)."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        status = pod.get("status") or {}
+        made = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in status.get("resourceClaimStatuses") or []
+            if isinstance(s, dict)
+        }
+        names = []
+        for pc in spec.get("resourceClaims") or []:
+            name = pc.get("resourceClaimName") or made.get(pc.get("name"))
+            if not name:
+                return False
+            names.append(name)
+        extended = any(
+            str(key).startswith("deviceclass.resource.kubernetes.io/")
+            for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+            for key in ((c.get("resources") or {}).get("requests") or {})
+        )
+        if extended:
+            name = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+            if not name:
+                return False
+            names.append(name)
+        for name in names:
+            try:
+                claim = self.sim.get("resourceclaims", name, meta.get("namespace"))
+            except (ApiError, KeyError):
+                return False
+            st = claim.get("status") or {}
+            reserved = any(r.get("uid") == meta.get("uid") for r in st.get("reservedFor") or [])
+            if st.get("allocation") is None or not reserved:
+                return False
+        return True
 
     def _mark(self, namespace: str, name: str) -> None:
         if self._loop is None:
@@ -175,6 +223,8 @@ class Kubelet:
                 self.sim.delete_pod(name, namespace, grace_period_seconds=0, uid=uid)
             return
         if phase == "Pending":
+            if not self._claims_ready(pod):
+                return
             bound_at = self._started.setdefault(f"bind:{uid}", now)
             wait = bound_at + self.start_delay - now
             if wait > 0:

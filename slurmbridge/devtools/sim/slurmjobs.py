@@ -41,6 +41,18 @@ Jobs further back still start when they fit (as Slurm's backfill scheduler start
 
 Job updates read ``excluded_nodes`` as slurmrestd's ``csv_string``: ``[]`` leaves it as it
 was, ``[""]`` clears it (recorded from 24.11.5 and 26.05.5).
+
+Generic resources and cores: a job's ``tres_per_node`` ``gres/gpu=N`` or ``gres/gpu:<type>=N``
+starts only on nodes with N free GPUs (of that type) in their ``Gres`` (``gpu:<type>:<count>``,
+several comma separated; a node's GPU indices run over its entries in order, as slurmd
+numbers the devices of its gres.conf), and takes the lowest free indices; its CPUs take the
+lowest free cores (``⌈cpus / threads per core⌉``; a node without ``Sockets`` /
+``CoresPerSocket`` is ``cpus`` sockets of one single-threaded core, as the node records say).
+A running job reports them as Slurm does: ``gres_detail`` (one string per node, in node order,
+``gpu:2(IDX:0-1)`` or ``gpu:nvidia:2(IDX:0-1)`` with the type the job asked for —
+``gres_stepmgr_job_build_details``, src/stepmgr/gres_stepmgr.c) and
+``job_resources.nodes.allocation[].sockets[].cores[]`` (every core of every socket, status
+``ALLOCATED`` or ``UNALLOCATED`` — data_parser ``_dump_node_res``, parsers.c; v0.0.40+).
 """
 
 from __future__ import annotations
@@ -52,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slurmbridge.slurm import hostlist
-from slurmbridge.slurm.models import Job
+from slurmbridge.slurm.models import Job, JobGres, JobNodeResources
 
 if TYPE_CHECKING:
     from slurmbridge.devtools.sim.slurmrestd import SimNode, SimPartition
@@ -94,6 +106,11 @@ class SimJob:
     #: Slurm's job priority (higher is tried first; see the module docstring).
     priority: int = 0
     alloc: dict[str, int] = field(default_factory=dict)
+    #: ``tres_per_node`` GRES: (name, type — ``""`` when none asked —, count per node).
+    gres: tuple[str, str, int] | None = None
+    #: Node → the GPU indices / abstract cores held there while running.
+    gres_alloc: dict[str, list[int]] = field(default_factory=dict)
+    core_alloc: dict[str, list[int]] = field(default_factory=dict)
     ended_mono: float = 0.0
     start_mono: float = 0.0
 
@@ -117,6 +134,25 @@ class SimJob:
             node_count=len(self.nodes) or self.min_nodes,
             excluded_nodes=tuple(sorted(self.excluded)),
             priority=self.priority,
+            allocation=tuple(
+                JobNodeResources(
+                    node=n,
+                    gres=(
+                        JobGres(
+                            name=self.gres[0],
+                            type=self.gres[1],
+                            count=len(self.gres_alloc.get(n, ())),
+                            indices=tuple(sorted(self.gres_alloc.get(n, ()))),
+                        ),
+                    )
+                    if self.gres is not None and self.gres_alloc
+                    else (),
+                    cores=tuple(sorted(self.core_alloc.get(n, ()))),
+                )
+                for n in self.nodes
+            )
+            if self.core_alloc
+            else (),
         )
 
     def queue_order(self) -> tuple[int, int, int]:
@@ -161,6 +197,71 @@ def _number(value: Any) -> int | None:
     if value is None:
         return None
     return int(value)
+
+
+def parse_tres_gres(tres: str) -> tuple[str, str, int] | None:
+    """The GRES of a ``tres_per_node`` (``gres/gpu=2``, ``gres/gpu:nvidia=2``, possibly among
+    other comma-separated TRES): (name, type, count), None when it names no GRES.
+
+    Raises:
+        _SubmitError: 2072 (ESLURM_INVALID_GRES) a GRES entry that is not ``gres/name[:type]=N``.
+    """
+    for item in filter(None, (t.strip() for t in tres.split(","))):
+        if not item.startswith("gres/"):
+            continue
+        spec, sep, count = item[len("gres/") :].partition("=")
+        name, _, gres_type = spec.partition(":")
+        if not sep or not count.isdigit() or not name:
+            raise _SubmitError(2072, "Invalid generic resource (gres) specification")
+        return name, gres_type, int(count)
+    return None
+
+
+def node_gres(gres: str) -> list[tuple[str, str, int]]:
+    """A node's ``Gres`` (``gpu:nvidia:4``, ``gpu:2``, ``gpu:a100:2(S:0-1)``, comma
+    separated) as (name, type, count) entries in order; unreadable entries are skipped."""
+    out = []
+    for entry in filter(None, (e.strip() for e in gres.split(","))):
+        parts = entry.split("(", 1)[0].split(":")
+        if len(parts) >= 2 and parts[-1].isdigit():
+            name, gres_type = parts[0], ":".join(parts[1:-1])
+            out.append((name, gres_type, int(parts[-1])))
+    return out
+
+
+def gres_indices(gres: str, name: str, gres_type: str) -> list[int]:
+    """The device indices of node ``Gres`` ``gres`` for GRES ``name`` of type ``gres_type``
+    (any type when ``""``): indices run over the node's entries of that name in order."""
+    out: list[int] = []
+    base = 0
+    for n, t, count in node_gres(gres):
+        if n != name:
+            continue
+        if not gres_type or t == gres_type:
+            out.extend(range(base, base + count))
+        base += count
+    return out
+
+
+def bit_fmt(indices: Iterable[int]) -> str:
+    """Slurm's ``bit_fmt``: sorted indices as ranges (``0-1,3``)."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(indices):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [i]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def core_layout(node: SimNode) -> tuple[int, int, int]:
+    """(sockets, cores per socket, threads per core) as the node's record reports them."""
+    return (node.sockets or node.cpus, node.cores or 1, node.threads or 1)
 
 
 class JobsMixin:
@@ -356,6 +457,7 @@ class JobsMixin:
             held=bool(desc.get("hold")),
             reason="JobHeldUser" if desc.get("hold") else "None",
             priority=priority,
+            gres=parse_tres_gres(str(desc.get("tres_per_node") or "")),
         )
 
     def _usable(self, node: SimNode, job: SimJob, cpus: int) -> bool:
@@ -363,9 +465,19 @@ class JobsMixin:
             return False
         if any(f in node.flags for f in ("DRAIN", "FAIL", "NOT_RESPONDING")):
             return False
+        if job.gres is not None and len(self._free_gres(node, job.gres)) < job.gres[2]:
+            return False
         if job.exclusive:
             return node.alloc_cpus == 0
         return node.cpus - node.alloc_cpus >= cpus
+
+    def _free_gres(self, node: SimNode, gres: tuple[str, str, int]) -> list[int]:
+        return [i for i in gres_indices(node.gres, gres[0], gres[1]) if i not in node.gres_held]
+
+    def _take_cores(self, node: SimNode, cpus: int) -> list[int]:
+        sockets, cores, threads = core_layout(node)
+        free = [c for c in range(sockets * cores) if c not in node.cores_held]
+        return free[: math.ceil(cpus / threads)]
 
     def _try_start(self, job: SimJob) -> bool:
         part = self.partitions.get(job.partition)
@@ -388,6 +500,11 @@ class JobsMixin:
             cpus = node.cpus if job.exclusive else per_node
             self.allocate(name, cpus, job.memory_per_node)
             job.alloc[name] = cpus
+            job.core_alloc[name] = self._take_cores(node, cpus)
+            node.cores_held.update(job.core_alloc[name])
+            if job.gres is not None:
+                job.gres_alloc[name] = self._free_gres(node, job.gres)[: job.gres[2]]
+                node.gres_held.update(job.gres_alloc[name])
             if external and "EXTERNAL" in node.flags:
                 node.external_cpus += cpus
         job.nodes = chosen
@@ -405,10 +522,14 @@ class JobsMixin:
         for name, cpus in job.alloc.items():
             node = self.nodes.get(name)
             if node is not None:
+                node.gres_held.difference_update(job.gres_alloc.get(name, ()))
+                node.cores_held.difference_update(job.core_alloc.get(name, ()))
                 if "EXTERNAL_JOB" in job.flags:
                     node.external_cpus = max(0, node.external_cpus - cpus)
                 self.release(name, cpus, job.memory_per_node)
         job.alloc.clear()
+        job.gres_alloc.clear()
+        job.core_alloc.clear()
         job.state = state
         job.end_time = self._now()
         job.ended_mono = time.monotonic()
@@ -426,7 +547,15 @@ class JobsMixin:
         job = body["job"]
         desc: dict[str, Any] = {
             k: job.get(k)
-            for k in ("name", "partition", "cpus_per_task", "tasks", "admin_comment", "comment")
+            for k in (
+                "name",
+                "partition",
+                "cpus_per_task",
+                "tasks",
+                "admin_comment",
+                "comment",
+                "tres_per_node",
+            )
         }
         # v0.0.38: a string of digits (job_properties); data_parser: uint32_no_val.
         raw_priority = job.get("priority")
@@ -482,6 +611,83 @@ class JobsMixin:
             if not isinstance(limit, int) or limit < 0:
                 raise ValueError(f"time_limit: not a number of minutes: {raw!r}")
             out["time_limit"] = limit
+        return out
+
+    def _gres_detail(self, j: SimJob) -> list[str]:
+        """``gres_detail``: one string per node of a running job that holds GRES, in node
+        order (``gres_stepmgr_job_build_details``): ``name[:type]:count(IDX:list)``, the type
+        being the one the job asked for."""
+        if j.gres is None or not j.gres_alloc:
+            return []
+        name, gres_type, _ = j.gres
+        spec = f"{name}:{gres_type}" if gres_type else name
+        out = []
+        for node in j.nodes:
+            held = j.gres_alloc.get(node, [])
+            out.append(f"{spec}:{len(held)}(IDX:{bit_fmt(held) or 'N/A'})")
+        return out
+
+    def _job_resources(self, version: str, j: SimJob) -> Json | None:
+        """``job_resources`` of a running job (v0.0.40+; ``_dump_node_res`` in data_parser
+        parsers.c: every core of every socket, ALLOCATED or UNALLOCATED)."""
+        if not j.core_alloc:
+            return None
+        allocation = []
+        for i, name in enumerate(j.nodes):
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            sockets, cores, threads = core_layout(node)
+            held = set(j.core_alloc.get(name, ()))
+            allocation.append(
+                {
+                    "index": i,
+                    "name": name,
+                    "cpus": {"count": j.alloc.get(name, 0), "used": 0},
+                    "memory": {"used": 0, "allocated": j.memory_per_node},
+                    "sockets": [
+                        {
+                            "index": s,
+                            "cores": [
+                                {
+                                    "index": c,
+                                    "status": [
+                                        "ALLOCATED" if s * cores + c in held else "UNALLOCATED"
+                                    ],
+                                }
+                                for c in range(cores)
+                            ],
+                        }
+                        for s in range(sockets)
+                    ],
+                }
+            )
+        threads = core_layout(self.nodes[j.nodes[0]])[2] if j.nodes[0] in self.nodes else 1
+        return {
+            # v0.0.45 renamed the consumable-resource flags (CR_CORE_MEMORY …).
+            "select_type": ["CR_CORE_MEMORY"] if version == "v0.0.45" else ["CORE", "MEMORY"],
+            "nodes": {
+                "count": len(j.nodes),
+                "select_type": ["AVAILABLE"],
+                "list": hostlist.compress(j.nodes),
+                "whole": j.exclusive,
+                "allocation": allocation,
+            },
+            "cpus": sum(j.alloc.values()),
+            "threads_per_core": {"set": True, "infinite": False, "number": threads},
+        }
+
+    def _render_job_full(self, version: str, j: SimJob) -> Json:
+        """A job as ``GET jobs`` renders it, with its GRES and cores once running."""
+        out = self._render_job(version, j)
+        out["gres_detail"] = self._gres_detail(j)
+        if version != "v0.0.38":
+            res = self._job_resources(version, j)
+            if res is not None:
+                out["job_resources"] = res
+        if j.gres is not None:
+            name, gres_type, count = j.gres
+            out["tres_per_node"] = f"gres/{name}{':' + gres_type if gres_type else ''}={count}"
         return out
 
     @staticmethod

@@ -353,6 +353,9 @@ class SimNode:
     active_features: list[str] = field(default_factory=list)
     external_cpus: int = 0
     unresponsive_until: float = 0.0
+    #: GPU indices / abstract cores running jobs hold (slurmjobs: the GRES and core layout).
+    gres_held: set[int] = field(default_factory=set)
+    cores_held: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if not self.active_features:
@@ -1930,7 +1933,7 @@ class SlurmSim(JobsMixin):
             if v == "v0.0.38":
                 return web.Response(status=304)
             return self._quiet_jobs(v, request, since)
-        payload: Json = {"jobs": [self._render_job(v, j) for j in self.jobs_by_id.values()]}
+        payload: Json = {"jobs": [self._render_job_full(v, j) for j in self.jobs_by_id.values()]}
         return self._ok(v, request, self._job_info(v, payload))
 
     def _quiet_jobs(self, v: str, request: web.Request, since: int) -> web.Response:
@@ -1998,7 +2001,7 @@ class SlurmSim(JobsMixin):
             return self._error(
                 v, "jobs", self._fail_status(v), 2017, "", "_handle_job_get", request
             )
-        return self._ok(v, request, self._job_info(v, {"jobs": [self._render_job(v, job)]}))
+        return self._ok(v, request, self._job_info(v, {"jobs": [self._render_job_full(v, job)]}))
 
     async def _delete_job(self, request: web.Request) -> web.Response:
         v = self._request_version(request)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import operator
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar, Final, NamedTuple, TypeVar
 
@@ -25,6 +26,7 @@ import msgspec
 from slurmbridge.slurm.errors import BadResponse, Unsupported
 from slurmbridge.slurm.models import (
     BASE_STATES,
+    JobGres,
     JobList,
     JobStates,
     JobSubmit,
@@ -46,6 +48,8 @@ __all__ = [
     "decode",
     "error_report",
     "noval",
+    "parse_gres_detail",
+    "parse_index_list",
     "state_tuple",
 ]
 
@@ -209,6 +213,64 @@ def csv_tuple(value: Sequence[str] | str | None) -> tuple[str, ...]:
         return ()
     items = value.split(",") if isinstance(value, str) else value
     return tuple(s.strip() for s in items if s and s.strip())
+
+
+#: One entry of a job's ``gres_detail``: ``name[:type]:count(IDX:list)``, ``name[:type](CNT:n)``
+#: or a shared GRES's ``name[:type]:count(per-device use)`` — Slurm's
+#: ``gres_stepmgr_job_build_details`` (src/stepmgr/gres_stepmgr.c) prints them, comma
+#: separated, one string per node of the job in node order.
+_GRES_DETAIL: Final = re.compile(r"(?P<spec>[^,()]+?)(?::(?P<count>\d+))?\((?P<body>[^()]*)\)")
+
+
+def parse_index_list(text: str) -> tuple[int, ...]:
+    """A Slurm bitmap list (``bit_fmt``: ``0-1,3``) as sorted indices.
+
+    Raises:
+        BadResponse: not such a list.
+    """
+    out: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise BadResponse(f"GRES index list {text!r} is not like 0-1,3")
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first:
+            raise BadResponse(f"GRES index list {text!r}: {part} runs backwards")
+        out.update(range(first, last + 1))
+    return tuple(sorted(out))
+
+
+def parse_gres_detail(text: str) -> tuple[JobGres, ...]:
+    """The GRES of one node of a job from its ``gres_detail`` entry: ``gpu:nvidia:2(IDX:0-1)``,
+    ``gpu:2(IDX:0,2)``, ``gpu(CNT:2)`` (no indices), several comma separated. A shared
+    GRES (``shard:2(2/4,0/4)``) keeps its count and no indices.
+
+    Raises:
+        BadResponse: an entry that is none of these.
+    """
+    out: list[JobGres] = []
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _GRES_DETAIL.match(text, pos)
+        if m is None:
+            raise BadResponse(f"gres_detail {text!r} is not like gpu:nvidia:2(IDX:0-1)")
+        name, _, gres_type = m.group("spec").strip().partition(":")
+        body = m.group("body")
+        count = int(m.group("count")) if m.group("count") is not None else 0
+        indices: tuple[int, ...] = ()
+        if body.startswith("IDX:"):
+            if body[4:] != "N/A":
+                indices = parse_index_list(body[4:])
+        elif body.startswith("CNT:") and body[4:].isdigit():
+            count = int(body[4:])
+        out.append(JobGres(name=name, type=gres_type, count=count or len(indices), indices=indices))
+        pos = m.end()
+        if pos < len(text):
+            if text[pos] != ",":
+                raise BadResponse(f"gres_detail {text!r} is not like gpu:nvidia:2(IDX:0-1)")
+            pos += 1
+    return tuple(out)
 
 
 class Paths(NamedTuple):

@@ -45,6 +45,7 @@ from slurmbridge.slurm.codecs._common import (
     decode,
     error_report,
     noval,
+    parse_gres_detail,
     state_tuple,
 )
 from slurmbridge.slurm.errors import BadResponse, Unsupported
@@ -53,6 +54,7 @@ from slurmbridge.slurm.models import (
     PLACEHOLDER_SCRIPT,
     Job,
     JobList,
+    JobNodeResources,
     JobStates,
     JobSubmit,
     Node,
@@ -120,6 +122,32 @@ def paths_for(version: str, *, new_node: bool = False) -> Paths:
     )
 
 
+class _JobResCore(msgspec.Struct, frozen=True):
+    index: int = 0
+    status: list[str] | str | None = None
+
+
+class _JobResSocket(msgspec.Struct, frozen=True):
+    index: int = 0
+    cores: list[_JobResCore] | None = None
+
+
+class _JobResNode(msgspec.Struct, frozen=True):
+    name: str = ""
+    sockets: list[_JobResSocket] | None = None
+
+
+class _JobResNodes(msgspec.Struct, frozen=True):
+    allocation: list[_JobResNode] | None = None
+
+
+class _JobRes(msgspec.Struct, frozen=True):
+    # v0.0.40+: ``nodes`` is an object whose ``allocation`` lists every node's sockets and
+    # cores (data_parser ``JOB_RES_NODES``); v0.0.38 has a hostlist string there and reports
+    # no cores.
+    nodes: _JobResNodes | str | None = None
+
+
 class _Job(msgspec.Struct, frozen=True):
     job_id: int
     excluded_nodes: str | None = None
@@ -140,6 +168,8 @@ class _Job(msgspec.Struct, frozen=True):
     node_count: NoVal | int | None = None
     # v0.0.38: a plain integer; data_parser versions: uint32_no_val (openapi job_info).
     priority: NoVal | int | None = None
+    gres_detail: list[str] | None = None
+    job_resources: _JobRes | None = None
 
 
 class _Jobs(msgspec.Struct, frozen=True):
@@ -271,11 +301,53 @@ def decode_job_states(body: bytes, memo: JobStateMemo | None = None) -> JobState
     return JobStates(states=states, changed=frozenset(changed) if primed else None)
 
 
+def _cores(node: _JobResNode) -> tuple[int, ...]:
+    """The allocated cores of one ``job_resources`` node as abstract core indices: Slurm's
+    ``_dump_node_res`` (data_parser parsers.c) lists every core of every socket, core ``c``
+    of socket ``s`` being bit ``s × cores_per_socket + c`` of the job's core bitmap, with
+    status ``ALLOCATED`` (and ``IN_USE``) or ``UNALLOCATED``."""
+    out: list[int] = []
+    base = 0
+    for socket in sorted(node.sockets or (), key=lambda s: s.index):
+        cores = socket.cores or []
+        for core in cores:
+            status = [core.status] if isinstance(core.status, str) else core.status or []
+            if "ALLOCATED" in status:
+                out.append(base + core.index)
+        base += len(cores)
+    return tuple(sorted(out))
+
+
+def _allocation(j: _Job, nodes: tuple[str, ...]) -> tuple[JobNodeResources, ...]:
+    """Per node of the job: ``gres_detail`` (one string per node, in node order) and the
+    cores of ``job_resources``.
+
+    Raises:
+        BadResponse: a ``gres_detail`` entry that does not parse.
+    """
+    res = j.job_resources
+    by_node = {}
+    if res is not None and isinstance(res.nodes, _JobResNodes):
+        by_node = {n.name: _cores(n) for n in res.nodes.allocation or ()}
+    details = j.gres_detail or []
+    if not details and not by_node:
+        return ()
+    out = []
+    for i, name in enumerate(nodes):
+        try:
+            gres = parse_gres_detail(details[i]) if i < len(details) else ()
+        except BadResponse as exc:
+            raise BadResponse(f"job {j.job_id}: gres_detail[{i}]: {exc}") from None
+        out.append(JobNodeResources(node=name, gres=gres, cores=by_node.get(name, ())))
+    return tuple(out)
+
+
 def job_of(j: _Job) -> Job:
     """A version-neutral Job from a data_parser (or v0.0.38) job entry.
 
     Raises:
-        BadResponse: ``nodes`` or ``excluded_nodes`` is not a hostlist.
+        BadResponse: ``nodes`` or ``excluded_nodes`` is not a hostlist, or ``gres_detail``
+            does not parse.
     """
     raw_state = j.job_state or []
     states = [raw_state] if isinstance(raw_state, str) else raw_state
@@ -303,6 +375,7 @@ def job_of(j: _Job) -> Job:
         node_count=noval(j.node_count) or 0,
         excluded_nodes=excluded,
         priority=noval(j.priority),
+        allocation=_allocation(j, nodes),
     )
 
 

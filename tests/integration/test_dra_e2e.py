@@ -1,0 +1,273 @@
+"""DRA from Slurm's allocation, end to end in the simulators (issue 20, item 3).
+
+Node n1 has four NVIDIA GPUs: Slurm knows them as ``Gres=gpu:nvidia:4`` and the DRA driver
+publishes them as devices ``gpu-0`` … ``gpu-3`` of a ResourceSlice. A pod asking for two GPUs
+of class ``gpu.nvidia.com`` — through the DRA extended resource, or through a ResourceClaim
+made from a template — runs, and its claim's allocation names exactly the GPU indices Slurm
+gave its job (``gres_detail``). A foreign Slurm job holds GPU 0 first, so "the first two"
+would be wrong. When the pod ends, its claim is released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from schemas import wellknown
+from schemas.actions import AllocateResourceClaim, BindPod, CreateExtendedResourceClaim
+from slurmbridge.devtools.sim.kube import ApiError
+from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
+from slurmbridge.devtools.testing import Stack
+
+NS = "default"
+GPU_CLASS = "gpu.nvidia.com"
+GPU_RES = f"deviceclass.resource.kubernetes.io/{GPU_CLASS}"
+PREFIX = wellknown.ANNOTATION_SLURMJOB_PREFIX
+
+
+def seed(stack: Stack) -> None:
+    """n1: Slurm GRES gpu:nvidia:4, a DeviceClass and the NVIDIA driver's ResourceSlice; a
+    foreign Slurm job holding GPU 0 of n1."""
+    stack.slurm.nodes["n1"].gres = "gpu:nvidia:4"
+    stack.kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": GPU_CLASS},
+            "spec": {
+                "selectors": [{"cel": {"expression": f"device.driver == '{GPU_CLASS}'"}}],
+                "extendedResourceName": GPU_RES,
+            },
+        }
+    )
+    stack.kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "n1-gpu.nvidia.com"},
+            "spec": {
+                "driver": GPU_CLASS,
+                "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": f"gpu-{i}",
+                        "attributes": {
+                            "index": {"int": i},
+                            "uuid": {"string": f"GPU-0000{i}"},
+                        },
+                    }
+                    for i in range(4)
+                ],
+            },
+        }
+    )
+    foreign = stack.slurm.submit(
+        {"name": "someone-else", "partition": "gpu", "tres_per_node": "gres/gpu=1"},
+        external=True,
+    )
+    job = stack.slurm.job(foreign)
+    assert job.state == ("RUNNING",) and job.nodes == ("n1",)
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[Stack]:
+    async with Stack(nodes=2, poll_interval=0.2, setup=seed) as s:
+        yield s
+
+
+def get(stack: Stack, resource: str, name: str) -> dict[str, Any] | None:
+    try:
+        return stack.kube.get(resource, name, NS)
+    except ApiError:
+        return None
+
+
+def phase(p: dict[str, Any] | None) -> str:
+    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
+
+
+def slurm_gpus(stack: Stack, pod: dict[str, Any]) -> tuple[int, ...]:
+    """The GPU indices Slurm gave the pod's job on its node (``gres_detail``)."""
+    job = stack.slurm.job(int(pod["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID]))
+    (alloc,) = [a for a in job.allocation if a.node == "n1"]
+    return tuple(i for g in alloc.gres if g.name == "gpu" for i in g.indices)
+
+
+def allocated(claim: dict[str, Any]) -> list[str]:
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert {(r["driver"], r["pool"]) for r in results} == {(GPU_CLASS, "n1")}
+    return sorted(r["device"] for r in results)
+
+
+ANNOTATIONS = {PREFIX + "partition": "gpu", PREFIX + "exclusive": "false"}
+
+
+async def test_extended_resource_pod_gets_the_gpus_slurm_gave_its_job(stack: Stack) -> None:
+    stack.kube.add_pod(
+        "trainer",
+        NS,
+        scheduler_name=wellknown.DEFAULT_SCHEDULER_NAME,
+        annotations={**ANNOTATIONS, ANNOTATION_RUN_SECONDS: "1.5"},
+        requests={"cpu": "1", "memory": "100Mi", GPU_RES: "2"},
+    )
+    await stack.wait_for(
+        lambda: phase(get(stack, "pods", "trainer")) == "Running",
+        timeout=30,
+        what="the GPU pod running",
+    )
+    pod = get(stack, "pods", "trainer")
+    assert pod is not None and pod["spec"]["nodeName"] == "n1"
+    # Slurm asked for untyped GPUs and kept GPU 0 for the foreign job.
+    job = stack.slurm.job(int(pod["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID]))
+    assert stack.slurm._render_job_full("v0.0.44", stack.slurm.jobs_by_id[job.job_id])[
+        "gres_detail"
+    ] == ["gpu:2(IDX:1-2)"]
+    indices = slurm_gpus(stack, pod)
+    assert indices == (1, 2)
+
+    status = pod["status"]["extendedResourceClaimStatus"]
+    claim = get(stack, "resourceclaims", status["resourceClaimName"])
+    assert claim is not None
+    assert allocated(claim) == [f"gpu-{i}" for i in indices]
+    assert claim["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "trainer", "uid": pod["metadata"]["uid"]}
+    ]
+    node_selector = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+    assert node_selector == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    ]
+    assert claim["metadata"]["annotations"] == {
+        "resource.kubernetes.io/extended-resource-claim": "true"
+    }
+    (owner,) = claim["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == (
+        "Pod",
+        "trainer",
+        pod["metadata"]["uid"],
+    )
+    requests = claim["spec"]["devices"]["requests"]
+    assert [
+        (r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"]) for r in requests
+    ] == [("gpu", GPU_CLASS, 2)]
+    assert status["requestMappings"] == [
+        {"containerName": "main", "requestName": "gpu", "resourceName": GPU_RES}
+    ]
+
+    # The pod ends: the claim slurmbridge made for it is deleted.
+    name = status["resourceClaimName"]
+    await stack.wait_for(
+        lambda: phase(get(stack, "pods", "trainer")) == "Succeeded", timeout=30, what="Succeeded"
+    )
+    await stack.wait_for(
+        lambda: get(stack, "resourceclaims", name) is None, timeout=30, what="claim deleted"
+    )
+    records = await stack.action_records()
+    kinds = [type(r.action) for r in records if r.outcome == "ok"]
+    assert kinds.index(CreateExtendedResourceClaim) < kinds.index(BindPod), "claim before bind"
+    assert not [r for r in records if r.outcome == "failed"]
+    assert not await stack.dead_letters()
+
+
+async def test_claim_from_a_template_is_allocated_from_slurm(stack: Stack) -> None:
+    stack.kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "two-gpus", "namespace": NS},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "gpus", "exactly": {"deviceClassName": GPU_CLASS, "count": 2}}
+                        ]
+                    }
+                }
+            },
+        }
+    )
+    stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "solver",
+                "namespace": NS,
+                "annotations": {**ANNOTATIONS, ANNOTATION_RUN_SECONDS: "1.5"},
+            },
+            "spec": {
+                "schedulerName": wellknown.DEFAULT_SCHEDULER_NAME,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {
+                            "requests": {"cpu": "1", "memory": "100Mi"},
+                            "claims": [{"name": "gpu"}],
+                        },
+                    }
+                ],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}],
+            },
+        }
+    )
+    await stack.wait_for(
+        lambda: phase(get(stack, "pods", "solver")) == "Running", timeout=30, what="pod running"
+    )
+    pod = get(stack, "pods", "solver")
+    assert pod is not None and pod["spec"]["nodeName"] == "n1"
+    (made,) = pod["status"]["resourceClaimStatuses"]
+    claim = get(stack, "resourceclaims", made["resourceClaimName"])
+    assert claim is not None
+    indices = slurm_gpus(stack, pod)
+    assert indices == (1, 2)
+    assert allocated(claim) == [f"gpu-{i}" for i in indices]
+    assert {r["request"] for r in claim["status"]["allocation"]["devices"]["results"]} == {"gpus"}
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+
+    # The pod ends: the claim (the pod's, from its template) is released, not deleted.
+    await stack.wait_for(
+        lambda: phase(get(stack, "pods", "solver")) == "Succeeded", timeout=30, what="Succeeded"
+    )
+
+    def released() -> bool:
+        c = get(stack, "resourceclaims", made["resourceClaimName"])
+        return c is not None and not (c.get("status") or {}).get("allocation")
+
+    await stack.wait_for(released, timeout=30, what="claim released")
+    records = await stack.action_records()
+    kinds = [type(r.action) for r in records if r.outcome == "ok"]
+    assert kinds.index(AllocateResourceClaim) < kinds.index(BindPod), "claim before bind"
+    assert not [r for r in records if r.outcome == "failed"]
+    assert not await stack.dead_letters()
+
+
+async def test_devices_slurm_cannot_provide_are_reported_and_the_pod_is_not_bound(
+    stack: Stack,
+) -> None:
+    # Slurm gives GPUs of n1, but the slice publishes only gpu-0 and gpu-1 for another
+    # driver's class: the pod asks for gpu.example.com, which n1 has no device of.
+    stack.kube.add_pod(
+        "wrong-driver",
+        NS,
+        scheduler_name=wellknown.DEFAULT_SCHEDULER_NAME,
+        annotations=ANNOTATIONS,
+        requests={
+            "cpu": "1",
+            "memory": "100Mi",
+            "deviceclass.resource.kubernetes.io/gpu.example.com": "1",
+        },
+    )
+
+    def reported() -> bool:
+        pod = get(stack, "pods", "wrong-driver")
+        conds = ((pod or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("reason") == "DeviceAllocationFailed" for c in conds)
+
+    await stack.wait_for(reported, timeout=30, what="PodScheduled=False DeviceAllocationFailed")
+    pod = get(stack, "pods", "wrong-driver")
+    assert pod is not None and not pod["spec"].get("nodeName")
+    (cond,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert "has no device of driver gpu.example.com" in cond["message"]
