@@ -75,6 +75,9 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     ``cpu_millis`` and ``memory_bytes`` come from ``status.capacity``; ``gpus`` is the sum of
     ``nvidia.com/gpu`` and ``amd.com/gpu`` capacity. ``conditions`` holds only the conditions
     slurmbridge sets (types starting with ``Slurm``), so kubelet heartbeats are not events.
+    ``alloc_cpu_millis`` / ``alloc_memory_bytes`` / ``alloc_pods``: ``status.allocatable``
+    (millicpu, bytes, pods) — what the scheduler may hand out (capacity less the kubelet's
+    reservations); ``0`` = unknown (not reported, or an observation from before these fields).
     """
 
     uid: str = ""
@@ -87,10 +90,29 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     memory_bytes: int = 0
     gpus: int = 0
     conditions: tuple[NodeCondition, ...] = ()
+    alloc_cpu_millis: int = 0
+    alloc_memory_bytes: int = 0
+    alloc_pods: int = 0
 
     def condition(self, type_: str) -> NodeCondition | None:
         """The condition of type ``type_``, if the node has it."""
         return next((c for c in self.conditions if c.type == type_), None)
+
+
+class KubeNodeUsage(Event, frozen=True, kw_only=True, tag="KubeNodeUsage"):
+    """What the pods bound to one Kubernetes node request, all of them (not only ours): the
+    sum kube-scheduler keeps as ``NodeInfo.Requested``. ``key`` is the node name.
+
+    Counted: every pod with ``spec.nodeName`` set whose phase is neither Succeeded nor Failed
+    (kube-scheduler's informer field selector). ``cpu_millis`` / ``memory_bytes``: the sum of
+    the pods' effective requests (as ``KubePod.cpu_millis`` / ``memory_bytes``); ``pods``:
+    how many. A node with no such pod left gets a tombstone (``op="deleted"``), which reads
+    as zeros. Published by ``producers.kube.watch.NodeUsageWatcher`` when a total changes.
+    """
+
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    pods: int = 0
 
 
 class PodCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -115,6 +137,33 @@ class OwnerRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     uid: str = ""
 
 
+class Toleration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A pod's ``spec.tolerations`` entry. ``operator``: ``Equal`` (the API default) or
+    ``Exists``; ``effect``: ``""`` tolerates every effect; ``key`` ``""`` with ``Exists``
+    tolerates every taint (k8s.io/api core/v1 toleration.go ``ToleratesTaint``)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``matchExpressions`` / ``matchFields`` entry of a node selector term.
+    ``operator``: In | NotIn | Exists | DoesNotExist | Gt | Lt."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``nodeSelectorTerms`` entry: its expressions and fields, all ANDed."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
 class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     """A Kubernetes Pod that slurmbridge schedules. ``key`` is ``namespace/name``.
 
@@ -137,6 +186,11 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     limits)). ``0`` in observations from before these fields.
     ``ready_since``: while the pod is Ready, its Ready condition's ``lastTransitionTime``
     (epoch seconds; 0 otherwise).
+    ``node_selector``: ``spec.nodeSelector``. ``node_affinity``: the terms of
+    ``spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`` (ORed;
+    ``None`` = no required node affinity, ``()`` = a required affinity without terms, which
+    matches no node). ``toleration_specs``: ``spec.tolerations`` in full (``tolerations``
+    keeps only their keys). See ``reconcilers._feasible`` for how they are read.
     """
 
     uid: str = ""
@@ -161,6 +215,9 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     cpu_millis_max: int = 0
     memory_bytes_max: int = 0
     ready_since: int = 0
+    node_selector: dict[str, str] = {}
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    toleration_specs: tuple[Toleration, ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -425,6 +482,7 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
 
 ObservationEvent = (
     KubeNode
+    | KubeNodeUsage
     | KubePod
     | KubeWorkload
     | KubeNodeSet
@@ -445,6 +503,7 @@ _E = TypeVar("_E", bound=Event)
 #: owner and schedulerName; a scaler's target; a Slurm object's cluster).
 TOMBSTONE_KEEPS: Final[dict[type[Event], tuple[str, ...]]] = {
     KubeNode: ("uid",),
+    KubeNodeUsage: (),
     KubePod: ("uid", "namespace", "name", "scheduler_name", "labels", "owner"),
     KubeWorkload: ("uid", "namespace", "name", "workload_kind"),
     KubeNodeSet: ("uid", "namespace", "name"),

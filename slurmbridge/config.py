@@ -129,6 +129,10 @@ class KubeSettings(_Base):
     Slurm client per served Cluster).
     ``watch_scalers``: watch HorizontalPodAutoscalers and KEDA ScaledObjects (the
     ``autoscale`` reconciler leaves the NodeSets they target alone).
+    ``watch_node_usage``: watch every pod bound to a node, whoever scheduled it, and publish
+    what they request per node (``KubeNodeUsage``), so ``placement`` keeps our pods off nodes
+    whose allocatable they no longer fit; only while ``watch_pods`` is on (see
+    :attr:`node_usage`).
     ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
     whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
     """
@@ -145,6 +149,13 @@ class KubeSettings(_Base):
     watch_clusters: bool = True
     watch_scalers: bool = True
     stuck_pod_grace: float = 300.0
+    watch_node_usage: bool = True
+
+    @property
+    def node_usage(self) -> bool:
+        """Whether the per-node usage watcher runs: ``watch_node_usage`` and ``watch_pods``
+        (only ``placement`` reads it)."""
+        return self.watch_node_usage and self.watch_pods
 
 
 class SlurmSettings(_Base):

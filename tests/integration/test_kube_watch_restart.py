@@ -218,7 +218,8 @@ async def test_an_api_server_restart_is_one_warning_and_one_recovery_per_watcher
 ) -> None:
     await stack.wait_for(lambda: _all_watching(stack), timeout=20, what="every watch open")
     names = {w.resource for w in _watchers(stack)}
-    assert len(names) == 11  # nodes, pods, slurmd pods, NodeSets, Clusters, 2 scalers, 4 kinds
+    # nodes, pods, slurmd pods, node usage, NodeSets, Clusters, 2 scalers, 4 kinds
+    assert len(names) == 12
     caplog.set_level(logging.INFO, logger="slurmbridge.kube.watch")
     caplog.clear()
 
