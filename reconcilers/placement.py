@@ -8,10 +8,19 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   placeholder job (``EXTERNAL_JOB`` with ``admin_comment={"pods":[…]}`` on Slurm REST
   v0.0.43+, a sleeping batch job before), with the Slurm nodes (of this cluster) whose
   Kubernetes node is cordoned or not Ready as ``excluded_nodes`` (never ``required_nodes``:
-  slurm-bridge #43), and the Slurm nodes with no Kubernetes node that share a partition with
-  Kubernetes nodes (a pod could never be bound there);
+  slurm-bridge #43), the Slurm nodes with no Kubernetes node that share a partition with
+  Kubernetes nodes (a pod could never be bound there), and the Slurm nodes whose Kubernetes
+  node is infeasible for ANY live unbound pod of the group by Kubernetes' own filters
+  (:func:`reconcilers._feasible.fits`: taints, node selector and required node affinity,
+  allocatable less what the node's pods already request — ``KubeNodeUsage``). Fail closed:
+  the pods are spread over the job's nodes by name, so each pod must fit every node it could
+  get. (Slinky gets this from kube-scheduler, whose filters run before its plugin; we bind
+  directly, so we apply them ourselves.) Each pod is checked alone; pods sharing a node are
+  added up at bind time;
   the same action labels the pods ``scheduler.slinky.slurm.net/slurm-jobid``, adds the
   finalizer ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration;
+* nodes would be excluded but the log holds no Slurm node of the cluster yet (its first
+  listing is on its way) ⇒ no submit yet: every exclusion would be dropped as unknown;
 * the group cannot be translated, or names a partition Slurm does not have ⇒ no job; each
   pod gets ``PodScheduled=False`` (reason ``SlurmJobInvalid``) and a Warning Event naming the
   annotation and the reason — fixing the annotation re-triggers the group;
@@ -26,6 +35,16 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
 * the job is RUNNING with nodes ⇒ each unbound pod is annotated ``slinky.slurm.net/slurm-node``
   and bound (Binding subresource) to the Kubernetes node mapped from its Slurm node; pods are
   spread over the job's nodes in name order;
+* ... unless, re-checked just before binding (and before any DRA claim) with
+  :func:`reconcilers._feasible.fits` (the pods bound earlier in the same pass counted into
+  the node's usage), a pod no longer fits
+  its node (a taint added, a label removed, the node filled up since the submit): then no
+  pod of the group is bound, the job is cancelled (``CancelSlurmJob``, only while its
+  ``comment`` is the group's marker) and each such pod gets a Warning Event
+  (:data:`INFEASIBLE`) naming the node and the reason; the cancelled job makes the pods'
+  label stale, so the group is submitted again with the node excluded. When pods of the
+  group are already bound (never touched), the job is not cancelled — it would stop them —
+  and only the unfit pods stay unbound, with the Warning Event;
 * a pod asking for DRA devices (``spec.resourceClaims``, or extended resources
   ``deviceclass.resource.kubernetes.io/<class>``) first gets its claims allocated to the
   devices of the GPUs and cores Slurm gave its job on that node (:mod:`reconcilers._dra`;
@@ -59,7 +78,8 @@ pod gets a new job instead of joining the ended one.
 Key: the group key (``namespace/Kind:name``). Triggers: KubePod, KubeWorkload (a Workload
 API Workload or a Job also reaches the PodGroups whose annotations they carry), SlurmJob,
 SlurmPartition (a partition appearing may unblock a group), KubeNode (the exclusions of pending
-jobs), KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone),
+jobs), KubeNodeUsage (the exclusions of pending jobs: a node filling up or freeing),
+KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone),
 KubeResourceClaim (its pod's group), KubeResourceSlice (groups with pods waiting for devices);
 a job of a partition leaving the queue (started or ended) also re-triggers the groups whose
 jobs wait in that partition, so their queue place stays current.
@@ -71,13 +91,14 @@ from collections.abc import Iterable
 
 import msgspec
 
-from reconcilers import _dra, _nodes, _pods
+from reconcilers import _dra, _feasible, _nodes, _pods
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
     AllocateResourceClaim,
     AnyAction,
     BindPod,
+    CancelSlurmJob,
     ClaimRef,
     CreateExtendedResourceClaim,
     DeletePod,
@@ -91,6 +112,7 @@ from schemas.actions import (
 from schemas.events import (
     KubeListed,
     KubeNode,
+    KubeNodeUsage,
     KubePod,
     KubeResourceClaim,
     KubeResourceSlice,
@@ -125,6 +147,10 @@ PODGROUP_MISSING = "PodGroupNotFound"
 PODGROUP_GRACE_S = 15.0
 #: Seconds between looks at orphan pods while the log holds no complete Slurm listing.
 ORPHAN_RECHECK_S = 10.0
+#: Seconds between looks while a submit waits for a complete Slurm listing.
+LISTING_RECHECK_S = 1.0
+#: Event reason on a pod whose job's node no longer fits it when it is to be bound.
+INFEASIBLE = "SlurmAllocationInfeasible"
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -139,8 +165,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     partitions: frozenset[str]
     #: Slurm node name → Kubernetes node name, for the job's nodes.
     node_map: dict[str, str]
-    #: Slurm nodes (of ``cluster``) whose Kubernetes node is cordoned or not Ready (only
-    #: computed before submit).
+    #: Slurm nodes (of ``cluster``) whose Kubernetes node is cordoned, not Ready, or
+    #: infeasible for a live unbound pod, and unmapped nodes sharing a partition with mapped
+    #: ones (only computed before submit and while our job is pending).
     excluded: tuple[str, ...]
     scheduler_name: str
     cluster: str
@@ -162,6 +189,13 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     claims: dict[str, KubeResourceClaim] = {}
     #: DRA: Kubernetes node → its ResourceSlices, for the job's nodes (pods asking for DRA).
     slices: dict[str, tuple[KubeResourceSlice, ...]] = {}
+    #: Nodes to exclude while the log holds no Slurm node of the cluster at all (before its
+    #: first listing): a submit waits for the listing instead of dropping every exclusion.
+    unverified: tuple[str, ...] = ()
+    #: Kubernetes node name → its observation, for the nodes of :attr:`node_map`.
+    kube_nodes: dict[str, KubeNode] = {}
+    #: Kubernetes node name → what its pods request, for the nodes of :attr:`node_map`.
+    usage: dict[str, KubeNodeUsage] = {}
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -263,13 +297,21 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         job = _job_of_marker(store, marker, source)
         job_id = job.job_id if job is not None else None
     node_map: dict[str, str] = {}
+    kube_nodes: dict[str, KubeNode] = {}
+    usage: dict[str, KubeNodeUsage] = {}
     if job is not None:
         for slurm_name in job.nodes:
             keys = _nodes.kube_keys_for_slurm(slurm_name, store)
             if keys:
                 node_map[slurm_name] = min(keys)
+        for name in node_map.values():
+            if (node := store.get(KubeNode, name)) is not None:
+                kube_nodes[name] = node
+            if (used := store.get(KubeNodeUsage, name)) is not None:
+                usage[name] = used
     claims, slices = _dra_view(store, pods, node_map, job)
     excluded: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()
     partitions: frozenset[str] = frozenset()
     pending_ours = (
         job is not None
@@ -284,7 +326,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         unusable = {
             _nodes.slurm_name_of(n)
             for n in store.values(KubeNode)
-            if n.unschedulable or not n.ready
+            if n.unschedulable or not n.ready or _infeasible(n, live, store)
         }
         # Slurm nodes with no Kubernetes node (a NodeSet's slurmd nodes, plain HPC nodes)
         # could be allocated in a partition they share with Kubernetes nodes, and a pod can
@@ -300,6 +342,10 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         excluded = tuple(
             sorted(name for name in unusable if store.get(SlurmNode, name, source) is not None)
         )
+        if unusable and not excluded and not listed and not any(store.values(SlurmNode, source)):
+            # No Slurm node seen yet (the first listing is on its way): the names cannot be
+            # checked, and dropping them all would submit with no exclusion at all. Wait.
+            unverified = tuple(sorted(unusable))
     return View(
         group=group,
         pods=pods,
@@ -320,6 +366,9 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         queue_position=queue_position(store, job) if job is not None and pending_ours else 0,
         claims=claims,
         slices=slices,
+        kube_nodes=kube_nodes,
+        usage=usage,
+        unverified=unverified,
     )
 
 
@@ -361,6 +410,30 @@ def _dra_view(
         for n in sorted(nodes)
     }
     return claims, slices
+
+
+def _infeasible(node: KubeNode, live: list[KubePod], store: Store) -> bool:
+    """True when some live unbound pod of the group does not fit ``node`` by Kubernetes'
+    filters (:func:`reconcilers._feasible.fits`). Pods alike in what the filters read are
+    checked once."""
+    usage = store.get(KubeNodeUsage, node.key)
+    seen: set[tuple[object, ...]] = set()
+    for p in live:
+        if p.node_name:
+            continue
+        shape = (
+            tuple(sorted(p.node_selector.items())),
+            p.node_affinity,
+            p.toleration_specs,
+            p.cpu_millis,
+            p.memory_bytes,
+        )
+        if shape in seen:
+            continue
+        seen.add(shape)
+        if _feasible.fits(p, node, usage) is not None:
+            return True
+    return False
 
 
 def _reject(pods: list[KubePod], message: str, reason: str = INVALID) -> Decision:
@@ -438,6 +511,9 @@ def decide(v: View | None) -> Decision:
     nodes = job.nodes
     held: dict[str, set[_dra.DeviceId]] = {}
     waits: list[str] = []
+    binds: list[AnyAction] = []
+    unfit: list[tuple[KubePod, str, str]] = []
+    usage = dict(v.usage)
     for i, p in enumerate(live):
         if p.node_name:
             continue
@@ -445,8 +521,16 @@ def decide(v: View | None) -> Decision:
         kube_node = v.node_map.get(slurm_node)
         if kube_node is None:
             msg = f"Slurm node {slurm_node} of job {v.job_id} has no Kubernetes node"
-            actions.append(_pods.pod_event(p, "SlurmNodeUnknown", msg, warning=True))
+            binds.append(_pods.pod_event(p, "SlurmNodeUnknown", msg, warning=True))
             continue
+        node = v.kube_nodes.get(kube_node)
+        if node is not None:
+            # Re-checked now: the node may have changed since the submit. The pods bound
+            # before this one in this pass count into the node's usage.
+            why = _feasible.fits(p, node, usage.get(kube_node))
+            if why is not None:
+                unfit.append((p, kube_node, why))
+                continue
         if _dra.needs_dra(p):
             taken = held.setdefault(kube_node, set(_dra.taken_on(kube_node, v.claims.values())))
             try:
@@ -457,9 +541,14 @@ def decide(v: View | None) -> Decision:
             if wait:
                 waits.append(f"{p.name}: {wait}")
                 continue
-            actions.extend(claim_actions)
-        actions.append(BindPod(pod=ref(p), node=kube_node, slurm_node=slurm_node, job_id=v.job_id))
-        actions.append(_pods.pod_event(p, "Scheduled", _started(job, slurm_node, kube_node)))
+            binds.extend(claim_actions)
+        if node is not None:
+            usage[kube_node] = _feasible.plus(usage.get(kube_node), p, kube_node)
+        binds.append(BindPod(pod=ref(p), node=kube_node, slurm_node=slurm_node, job_id=v.job_id))
+        binds.append(_pods.pod_event(p, "Scheduled", _started(job, slurm_node, kube_node)))
+    if unfit:
+        return _infeasible_allocation(v, job, live, actions, binds, unfit)
+    actions.extend(binds)
     if not unbound and (admitted := _pod_group_admitted(v, live, v.job_id)) is not None:
         actions.append(admitted)
     if not actions:
@@ -646,6 +735,50 @@ def _claim_actions(
     return out, ""
 
 
+def _infeasible_allocation(
+    v: View,
+    job: SlurmJob,
+    live: list[KubePod],
+    actions: list[AnyAction],
+    binds: list[AnyAction],
+    unfit: list[tuple[KubePod, str, str]],
+) -> Decision:
+    """Some pods no longer fit the nodes Slurm gave their job (module docstring): never bind
+    them; cancel the job (ours only) unless pods of the group already run on it."""
+    warnings = [
+        _pods.pod_event(
+            p,
+            INFEASIBLE,
+            f"Slurm job {v.job_id} was allocated node {node}, which no longer fits the pod: {why}",
+            warning=True,
+        )
+        for p, node, why in unfit
+    ]
+    first = f"{unfit[0][0].name} on {unfit[0][1]}: {unfit[0][2]}"
+    running = any(p.node_name for p in live)
+    ours = _pods.group_key_of_marker(job.comment) == v.group.key
+    if running or not ours:
+        # Bound pods are never touched, and a job that is not ours is never cancelled: bind
+        # what fits, leave the rest Pending with the Event.
+        why = "pods of the group already run on it" if running else "the job is not ours"
+        return Decision(
+            actions=(*actions, *binds, *warnings),
+            reason=f"job {v.job_id} RUNNING; {len(unfit)} pod(s) do not fit ({first}); "
+            f"not cancelled: {why}",
+        )
+    cancel = CancelSlurmJob(
+        cluster=v.cluster,
+        job_id=job.job_id,
+        marker=job.comment,
+        why=f"its allocation no longer fits the pods ({first}): submitting again",
+    )
+    # The Events follow the cancel, so they are recorded once, when it is carried out.
+    return Decision(
+        actions=(*actions, cancel, *warnings),
+        reason=f"job {v.job_id} RUNNING but {len(unfit)} pod(s) do not fit ({first}): cancelled",
+    )
+
+
 def _refused_until(v: View, live: list[KubePod]) -> float:
     """When the group may be submitted again after Slurm refused its job (0: now). The
     refusal is on the pods (condition ``PodScheduled=False``, reason :data:`REJECTED`, written
@@ -710,6 +843,11 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
                 reason="PodGroup not found: placing the pods without it in "
                 f"{ready_at - v.now:.0f} s unless it appears",
             )
+    if v.unverified:
+        return Decision(
+            requeue_after=LISTING_RECHECK_S,
+            reason=f"waiting for a complete Slurm listing to exclude {', '.join(v.unverified)}",
+        )
     # A Workload API PodGroup with a gang policy waits for minCount pods, then the job is
     # sized by the pods present (Slinky fromPodGroup, PreFilterPodGroup).
     expected = _pods.expected_size(v.group, v.workload, v.template_owner)
@@ -863,6 +1001,11 @@ def _after_slice(_event: KubeResourceSlice, store: Store, ctx: Context) -> Itera
     return sorted(keys)
 
 
+def _after_usage(_event: KubeNodeUsage, store: Store, ctx: Context) -> Iterable[str]:
+    # A node filling up or freeing: the exclusions of pending jobs follow.
+    return _pending_groups(store, ctx)
+
+
 def _pending_groups(store: Store, ctx: Context) -> list[str]:
     keys = set()
     for j in store.values(SlurmJob, slurm_source(ctx.cluster)):
@@ -901,6 +1044,7 @@ SPEC = ReconcilerSpec(
         SlurmJob: _after_job,
         SlurmPartition: _after_partition,
         KubeNode: _after_node,
+        KubeNodeUsage: _after_usage,
         KubeListed: _after_listing,
         KubeResourceClaim: _after_claim,
         KubeResourceSlice: _after_slice,

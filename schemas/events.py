@@ -78,6 +78,9 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     ``true_conditions``: the other conditions whose status is ``True``, except ``Ready``
     (Node Problem Detector's ``GPUProblem`` …), without their heartbeat times; a cordoned
     node's slurmd drain reason may be built from them (reconcilers.nodeset).
+    ``alloc_cpu_millis`` / ``alloc_memory_bytes`` / ``alloc_pods``: ``status.allocatable``
+    (millicpu, bytes, pods) — what the scheduler may hand out (capacity less the kubelet's
+    reservations); ``0`` = unknown (not reported, or an observation from before these fields).
     """
 
     uid: str = ""
@@ -91,10 +94,29 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     gpus: int = 0
     conditions: tuple[NodeCondition, ...] = ()
     true_conditions: tuple[NodeCondition, ...] = ()
+    alloc_cpu_millis: int = 0
+    alloc_memory_bytes: int = 0
+    alloc_pods: int = 0
 
     def condition(self, type_: str) -> NodeCondition | None:
         """The condition of type ``type_``, if the node has it."""
         return next((c for c in self.conditions if c.type == type_), None)
+
+
+class KubeNodeUsage(Event, frozen=True, kw_only=True, tag="KubeNodeUsage"):
+    """What the pods bound to one Kubernetes node request, all of them (not only ours): the
+    sum kube-scheduler keeps as ``NodeInfo.Requested``. ``key`` is the node name.
+
+    Counted: every pod with ``spec.nodeName`` set whose phase is neither Succeeded nor Failed
+    (kube-scheduler's informer field selector). ``cpu_millis`` / ``memory_bytes``: the sum of
+    the pods' effective requests (as ``KubePod.cpu_millis`` / ``memory_bytes``); ``pods``:
+    how many. A node with no such pod left gets a tombstone (``op="deleted"``), which reads
+    as zeros. Published by ``producers.kube.watch.NodeUsageWatcher`` when a total changes.
+    """
+
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    pods: int = 0
 
 
 class PodCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -149,6 +171,33 @@ class PodClaim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.resource_claim_name or self.generated
 
 
+class Toleration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A pod's ``spec.tolerations`` entry. ``operator``: ``Equal`` (the API default) or
+    ``Exists``; ``effect``: ``""`` tolerates every effect; ``key`` ``""`` with ``Exists``
+    tolerates every taint (k8s.io/api core/v1 toleration.go ``ToleratesTaint``)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``matchExpressions`` / ``matchFields`` entry of a node selector term.
+    ``operator``: In | NotIn | Exists | DoesNotExist | Gt | Lt."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One ``nodeSelectorTerms`` entry: its expressions and fields, all ANDed."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
 class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     """A Kubernetes Pod that slurmbridge schedules. ``key`` is ``namespace/name``.
 
@@ -179,6 +228,11 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     ``claims``: ``spec.resourceClaims`` (with the claim made from a template, from
     ``status.resourceClaimStatuses``). ``extended_claim``:
     ``status.extendedResourceClaimStatus.resourceClaimName`` (``""``: none).
+    ``node_selector``: ``spec.nodeSelector``. ``node_affinity``: the terms of
+    ``spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`` (ORed;
+    ``None`` = no required node affinity, ``()`` = a required affinity without terms, which
+    matches no node). ``toleration_specs``: ``spec.tolerations`` in full (``tolerations``
+    keeps only their keys). See ``reconcilers._feasible`` for how they are read.
     """
 
     uid: str = ""
@@ -207,6 +261,9 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     dra_requests: tuple[DraRequest, ...] = ()
     claims: tuple[PodClaim, ...] = ()
     extended_claim: str = ""
+    node_selector: dict[str, str] = {}
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    toleration_specs: tuple[Toleration, ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -628,6 +685,7 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
 
 ObservationEvent = (
     KubeNode
+    | KubeNodeUsage
     | KubePod
     | KubeWorkload
     | KubeNodeSet
@@ -650,6 +708,7 @@ _E = TypeVar("_E", bound=Event)
 #: owner, schedulerName and scheduling group; a scaler's target; a Slurm object's cluster).
 TOMBSTONE_KEEPS: Final[dict[type[Event], tuple[str, ...]]] = {
     KubeNode: ("uid",),
+    KubeNodeUsage: (),
     KubePod: ("uid", "namespace", "name", "scheduler_name", "labels", "owner", "scheduling_group"),
     KubeWorkload: ("uid", "namespace", "name", "workload_kind"),
     KubeNodeSet: ("uid", "namespace", "name"),

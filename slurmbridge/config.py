@@ -135,6 +135,10 @@ class KubeSettings(_Base):
     ``watch_dra``: watch DRA ResourceSlices and ResourceClaims (``resource.k8s.io/v1``,
     Kubernetes 1.34+): placement allocates the claims of pods asking for DRA devices from
     their Slurm job's GPUs and cores.
+    ``watch_node_usage``: watch every pod bound to a node, whoever scheduled it, and publish
+    what they request per node (``KubeNodeUsage``), so ``placement`` keeps our pods off nodes
+    whose allocatable they no longer fit; only while ``watch_pods`` is on (see
+    :attr:`node_usage`).
     ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
     whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
     ``preemption_grace``: seconds a pod whose Slurm job was preempted gets to stop (its
@@ -158,6 +162,13 @@ class KubeSettings(_Base):
     watch_dra: bool = True
     stuck_pod_grace: float = 300.0
     preemption_grace: WholeSecondsOrZero = 30
+    watch_node_usage: bool = True
+
+    @property
+    def node_usage(self) -> bool:
+        """Whether the per-node usage watcher runs: ``watch_node_usage`` and ``watch_pods``
+        (only ``placement`` reads it)."""
+        return self.watch_node_usage and self.watch_pods
 
 
 class SlurmSettings(_Base):

@@ -29,6 +29,8 @@ from schemas.events import (
     KubeScaler,
     KubeWorkload,
     NodeCondition,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     NodeSetStatus,
     OwnerRef,
     PodClaim,
@@ -36,6 +38,7 @@ from schemas.events import (
     SliceDevice,
     SlurmCluster,
     Taint,
+    Toleration,
     workload_key,
 )
 from slurmbridge.kube.wire import (
@@ -43,6 +46,7 @@ from slurmbridge.kube.wire import (
     RawContainer,
     RawNode,
     RawNodeSelector,
+    RawNodeSelectorRequirement,
     RawNodeSet,
     RawOwnerRef,
     RawPod,
@@ -124,10 +128,12 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
 
     ``cpu_millis`` from ``capacity.cpu``; ``memory_bytes`` from ``capacity.memory``;
     ``gpus`` sums ``nvidia.com/gpu`` and ``amd.com/gpu``; ``ready`` from the Ready condition;
-    ``annotations`` keeps only Slinky's (``*slinky.slurm.net/*``).
+    ``annotations`` keeps only Slinky's (``*slinky.slurm.net/*``); ``alloc_*`` from
+    ``status.allocatable`` (cpu, memory, pods; 0 when absent).
     """
     md, spec, status = raw.metadata, raw.spec, raw.status
     cap = status.capacity or {}
+    alloc = status.allocatable or {}
     return KubeNode(
         source=subjects.KUBE_SOURCE,
         key=md.name,
@@ -157,6 +163,9 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
         cpu_millis=_capacity(cap, "cpu", 1000),
         memory_bytes=_capacity(cap, "memory", 1),
         gpus=sum(_capacity(cap, g, 1) for g in GPU_RESOURCES),
+        alloc_cpu_millis=_capacity(alloc, "cpu", 1000),
+        alloc_memory_bytes=_capacity(alloc, "memory", 1),
+        alloc_pods=_capacity(alloc, "pods", 1),
     )
 
 
@@ -217,6 +226,49 @@ def _effective(spec: RawPodSpec, amount: Callable[[RawContainer], int], overhead
     return max(main, init) + overhead
 
 
+def pod_requests(spec: RawPodSpec) -> tuple[int, int]:
+    """A pod's effective request: (millicpu, bytes), as kube-scheduler sums it into a node's
+    ``NodeInfo.Requested`` (:func:`_effective` of the containers' requests, limits where a
+    container sets only limits, plus ``spec.overhead``)."""
+    return (
+        _effective(
+            spec,
+            lambda c: _container_request(c, "cpu", 1000),
+            _quantity(spec.overhead, "cpu", 1000),
+        ),
+        _effective(
+            spec,
+            lambda c: _container_request(c, "memory", 1),
+            _quantity(spec.overhead, "memory", 1),
+        ),
+    )
+
+
+def _requirements(
+    reqs: list[RawNodeSelectorRequirement] | None,
+) -> tuple[NodeSelectorRequirement, ...]:
+    return tuple(
+        NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values or ()))
+        for r in reqs or ()
+    )
+
+
+def _node_affinity(spec: RawPodSpec) -> tuple[NodeSelectorTerm, ...] | None:
+    """The required node affinity's terms; None when the pod has none (an empty list of terms
+    is kept: it matches no node)."""
+    na = spec.affinity.nodeAffinity if spec.affinity is not None else None
+    required = na.requiredDuringSchedulingIgnoredDuringExecution if na is not None else None
+    if required is None:
+        return None
+    return tuple(
+        NodeSelectorTerm(
+            match_expressions=_requirements(t.matchExpressions),
+            match_fields=_requirements(t.matchFields),
+        )
+        for t in required.nodeSelectorTerms or ()
+    )
+
+
 def _controller(refs: list[RawOwnerRef] | None) -> OwnerRef | None:
     for r in refs or []:
         if r.controller:
@@ -262,6 +314,8 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
     def gpus(c: RawContainer) -> int:
         return sum(_quantity(c.resources.limits, g, 1) for g in GPU_RESOURCES)
 
+    cpu_millis, memory_bytes = pod_requests(spec)
+
     return KubePod(
         source=subjects.KUBE_SOURCE,
         key=f"{md.namespace}/{md.name}",
@@ -279,16 +333,8 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         finalizers=tuple(md.finalizers or ()),
         deletion_timestamp=_epoch(md.deletionTimestamp),
         deletion_grace_s=md.deletionGracePeriodSeconds or 0,
-        cpu_millis=_effective(
-            spec,
-            lambda c: _container_request(c, "cpu", 1000),
-            _quantity(spec.overhead, "cpu", 1000),
-        ),
-        memory_bytes=_effective(
-            spec,
-            lambda c: _container_request(c, "memory", 1),
-            _quantity(spec.overhead, "memory", 1),
-        ),
+        cpu_millis=cpu_millis,
+        memory_bytes=memory_bytes,
         gpus=_effective(spec, gpus, 0),
         cpu_millis_max=_pod_most(spec, "cpu", 1000),
         memory_bytes_max=_pod_most(spec, "memory", 1),
@@ -324,6 +370,18 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
             status.extendedResourceClaimStatus.resourceClaimName
             if status.extendedResourceClaimStatus is not None
             else ""
+        ),
+        node_selector=dict(spec.nodeSelector or {}),
+        node_affinity=_node_affinity(spec),
+        toleration_specs=tuple(
+            # No API default: an empty operator reads as Equal (core/v1 toleration.go).
+            Toleration(
+                key=t.key or "",
+                operator=t.operator or "Equal",
+                value=t.value or "",
+                effect=t.effect or "",
+            )
+            for t in spec.tolerations or ()
         ),
     )
 

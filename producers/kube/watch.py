@@ -3,12 +3,14 @@ per watched resource — Nodes, Pods with our ``schedulerName``, the pod group o
 :data:`WORKLOAD_KINDS` and of :data:`SCHEDULING_KINDS` (the Kubernetes Workload API),
 slurmd pods, NodeSets, Clusters, the scalers of :data:`SCALER_KINDS`, and DRA ResourceSlices
 and ResourceClaims — each naming its list call, its decoders and its translation
-(:mod:`producers.kube.translate`). Translation only: no decisions.
+(:mod:`producers.kube.translate`); and :class:`NodeUsageWatcher`, which sums what every
+assigned pod requests per node. Translation only: no decisions.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Final
 
 import msgspec
@@ -18,17 +20,20 @@ from producers.kube.translate import (
     cluster_to_event,
     node_to_event,
     nodeset_to_event,
+    pod_requests,
     pod_to_event,
     resource_claim_to_event,
     resource_slice_to_event,
     scaler_to_event,
     workload_to_event,
 )
-from schemas import events, wellknown
-from slurmbridge.kube.watch import E, Watcher
+from schemas import events, subjects, wellknown
+from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.watch import E, Watcher, same_content
 from slurmbridge.kube.wire import (
     DECODE_CLUSTER,
     DECODE_CLUSTER_LIST,
+    DECODE_LIST_PAGE,
     DECODE_NODE,
     DECODE_NODE_LIST,
     DECODE_NODESET,
@@ -41,9 +46,12 @@ from slurmbridge.kube.wire import (
     DECODE_RESOURCE_SLICE_LIST,
     DECODE_SCALER,
     DECODE_SCALER_LIST,
+    DECODE_WATCH,
     DECODE_WORKLOAD,
     DECODE_WORKLOAD_LIST,
+    RawPod,
 )
+from slurmbridge.runtime.gcpause import collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -384,6 +392,172 @@ class ResourceClaimWatcher(_DraWatcher[events.KubeResourceClaim]):
         return resource_claim_to_event(raw, producer=self.producer, observed_at=now)
 
 
+#: kube-scheduler's informer of assigned pods (pkg/scheduler/eventhandlers.go and
+#: factory ``NewPodInformer``): bound and not terminal.
+ASSIGNED_PODS: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
+    """List + watch every assigned, non-terminal pod (all schedulers, all namespaces:
+    :data:`ASSIGNED_PODS`) and publish, per node, what they request in total
+    (``KubeNodeUsage``): kube-scheduler's ``NodeInfo.Requested``, which
+    ``reconcilers._feasible`` compares with a node's allocatable.
+
+    The pods themselves are never published (a pod's request per key is held here only):
+    one event per node whose totals changed. A pod leaving the selector (it finished, or was
+    deleted) arrives as DELETED. A relist recomputes every total from the list, publishes the
+    nodes whose totals differ from the last published, and a tombstone for each node that has
+    no such pod any more (a tombstone reads as zero usage). Message id
+    ``usage:<node>:<resourceVersion>`` (the pod event's or the list's), so two producers
+    computing the same totals at the same version dedupe.
+    """
+
+    resource = "node-usage"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: pod key (namespace/name) → (node, millicpu, bytes): the pods counted now.
+        self.pods: dict[str, tuple[str, int, int]] = {}
+        #: node → (millicpu, bytes, pods): the sums over :attr:`pods`, kept as they change.
+        self.totals: dict[str, tuple[int, int, int]] = {}
+
+    async def _call(self, **kwargs: Any) -> Any:
+        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+            **kwargs, field_selector=ASSIGNED_PODS, _preload_content=False
+        )
+
+    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
+        listing = DECODE_POD_LIST.decode(body)
+        return list(listing.items), listing.metadata.resourceVersion
+
+    def _decode_item(self, data: bytes) -> Any:
+        return DECODE_POD.decode(data)
+
+    def _msg_id(self, ev: events.KubeNodeUsage) -> str:
+        return f"usage:{ev.key}:{ev.version}" + (":deleted" if ev.deleted else "")
+
+    @staticmethod
+    def _counted(raw: RawPod) -> tuple[str, tuple[str, int, int]] | None:
+        """The pod's key and what it adds to its node; None when it is not counted (the
+        selector already says so; checked again for a list served without it)."""
+        node = raw.spec.nodeName or ""
+        if not node or (raw.status.phase or "") in ("Succeeded", "Failed"):
+            return None
+        cpu, memory = pod_requests(raw.spec)
+        return f"{raw.metadata.namespace}/{raw.metadata.name}", (node, cpu, memory)
+
+    def _add(self, counted: tuple[str, int, int], sign: int) -> None:
+        node, cpu, memory = counted
+        c, m, n = self.totals.get(node, (0, 0, 0))
+        c, m, n = c + sign * cpu, m + sign * memory, n + sign
+        if n:
+            self.totals[node] = (c, m, n)
+        else:
+            self.totals.pop(node, None)
+
+    def _event(
+        self, node: str, totals: tuple[int, int, int], version: str, now: int
+    ) -> events.KubeNodeUsage:
+        return events.KubeNodeUsage(
+            source=subjects.KUBE_SOURCE,
+            key=node,
+            observed_at=now,
+            version=version,
+            producer=self.producer,
+            cpu_millis=totals[0],
+            memory_bytes=totals[1],
+            pods=totals[2],
+        )
+
+    def _changed(
+        self, node: str, current: events.KubeNodeUsage | None, version: str, now: int
+    ) -> events.KubeNodeUsage | None:
+        """What to publish for ``node`` (its totals, or a tombstone), None when unchanged."""
+        prev = self.last.get(node)
+        if current is None:
+            return self._tombstone(prev, version, now) if prev is not None else None
+        if prev is not None and same_content(prev, current) and not self._republish:
+            return None
+        return current
+
+    async def relist(self) -> None:
+        """List every counted pod (in pages, as :meth:`Watcher.relist`), recompute every
+        node's totals, publish what changed and a tombstone for each node left without pods,
+        then the ``KubeListed`` marker."""
+        self.relists += 1
+        now = time.time_ns()
+        pods: dict[str, tuple[str, int, int]] = {}
+        list_rv = ""
+        token = ""
+        while True:
+            paging: dict[str, Any] = {"limit": self.list_page_size}
+            if token:
+                paging["_continue"] = token
+            body = await read_raw(self._call(**self._selector(), **paging))
+            with collector_paused():
+                page = DECODE_LIST_PAGE.decode(body).metadata
+                items, rv = self._decode_list(body)
+                list_rv = list_rv or rv
+                for raw in items:
+                    counted = self._counted(raw)
+                    if counted is not None:
+                        pods[counted[0]] = counted[1]
+                del items, body
+            token = page.continue_ or ""
+            if not token:
+                break
+        self.pods, self.totals = pods, {}
+        for each in pods.values():
+            self._add(each, 1)
+        totals = self.totals
+        batch: list[tuple[events.KubeNodeUsage, str]] = []
+        for node in sorted(set(totals) | set(self.last)):
+            current = self._event(node, totals[node], list_rv, now) if node in totals else None
+            ev = self._changed(node, current, list_rv, now)
+            if ev is not None:
+                batch.append((ev, self._msg_id(ev)))
+        if batch:
+            await self._publish(batch)
+        await self._listed(list_rv, now)
+        self.missing = False
+        self._republish = False
+        self.resource_version = list_rv
+        self.alive_at = time.monotonic()
+        self.listed.set()
+
+    async def _on_line(self, line: bytes) -> None:
+        ev = DECODE_WATCH.decode(line)
+        if ev.type in ("ERROR", "BOOKMARK"):
+            await super()._on_line(line)
+            return
+        self.last_event_at = time.monotonic()
+        raw = self._decode_item(ev.object)
+        version = raw.metadata.resourceVersion
+        if version:
+            self.resource_version = version
+        key = f"{raw.metadata.namespace}/{raw.metadata.name}"
+        before = self.pods.pop(key, None)
+        after = None if ev.type == "DELETED" else self._counted(raw)
+        if after is not None:
+            self.pods[key] = after[1]
+        now_counted = self.pods.get(key)
+        if before == now_counted:
+            return
+        if before is not None:
+            self._add(before, -1)
+        if now_counted is not None:
+            self._add(now_counted, 1)
+        now = time.time_ns()
+        # A pod's node never changes once set (spec.nodeName is immutable), but look at both.
+        nodes = {c[0] for c in (before, now_counted) if c is not None}
+        for node in sorted(nodes):
+            totals = self.totals.get(node)
+            current = self._event(node, totals, version, now) if totals is not None else None
+            out = self._changed(node, current, version, now)
+            if out is not None:
+                await self._send(out, self._msg_id(out))
+
+
 class WatchedResource(msgspec.Struct, frozen=True, kw_only=True):
     """One entry of :data:`RESOURCES`: the watcher class, the observation kind it publishes
     (its seed is read from the projection), the ``KubeSettings`` switch that turns it on
@@ -403,6 +577,7 @@ RESOURCES: Final[tuple[WatchedResource, ...]] = (
     WatchedResource(
         watcher=PodWatcher, observes=events.KubePod, switch="watch_pods", scheduler=True
     ),
+    WatchedResource(watcher=NodeUsageWatcher, observes=events.KubeNodeUsage, switch="node_usage"),
     WatchedResource(watcher=NodeSetWatcher, observes=events.KubeNodeSet, switch="watch_node_sets"),
     WatchedResource(watcher=SlurmdPodWatcher, observes=events.KubePod, switch="watch_node_sets"),
     WatchedResource(watcher=ClusterWatcher, observes=events.SlurmCluster, switch="watch_clusters"),

@@ -44,7 +44,7 @@ from schemas.actions import ActionRecord
 from schemas.wellknown import AUTOSCALE_PREFIX as AUTOSCALE
 from slurmbridge.config import Settings
 from slurmbridge.devtools.sim.workloads import create_group
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 from slurmbridge.logview import render
 
 
@@ -129,7 +129,12 @@ async def demo(
                 },
                 "spec": {
                     "replicas": 0,
-                    "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd"}]}},
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "slurmd", "image": "slurmd"}],
+                            "tolerations": [MANAGED_NODE_TOLERATION],
+                        }
+                    },
                 },
             }
         )

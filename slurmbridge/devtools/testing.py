@@ -21,12 +21,12 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import nats.errors
 import nats.js.errors
 
-from schemas import actions, streams
+from schemas import actions, streams, wellknown
 from schemas.actions import ActionRecord, DeadLetter
 from slurmbridge import config
 from slurmbridge.app import App
@@ -38,6 +38,17 @@ from slurmbridge.runtime.worker import Effector
 from slurmbridge.slurm.models import Node
 
 Obj = dict[str, Any]
+
+#: The toleration slurmd pods of a NodeSet need on nodes slurmbridge taints as managed
+#: (``slinky.slurm.net/managed-node=<scheduler>:NoExecute``): without it the kubelet refuses
+#: them (NoExecute, pkg/kubelet/lifecycle/predicate.go), as Slinky's own hybrid example gives
+#: its NodeSet pods (slurm-bridge ``hack/slurm-bridge-hybrid.yaml``).
+MANAGED_NODE_TOLERATION: Final[Obj] = {
+    "key": wellknown.TAINT_MANAGED_NODE,
+    "operator": "Equal",
+    "value": wellknown.DEFAULT_SCHEDULER_NAME,
+    "effect": wellknown.TAINT_MANAGED_NODE_EFFECT,
+}
 
 
 class SlurmEndpoint(Protocol):

@@ -45,6 +45,7 @@ class RawCondition(msgspec.Struct, kw_only=True):
 
 class RawNodeStatus(msgspec.Struct, kw_only=True):
     capacity: dict[str, str] | None = None
+    allocatable: dict[str, str] | None = None
     conditions: list[RawCondition] | None = None
 
 
@@ -131,6 +132,31 @@ class RawContainer(msgspec.Struct, kw_only=True):
 class RawToleration(msgspec.Struct, kw_only=True):
     key: str | None = None
     operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+
+
+class RawNodeSelectorRequirement(msgspec.Struct, kw_only=True):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class RawNodeSelectorTerm(msgspec.Struct, kw_only=True):
+    matchExpressions: list[RawNodeSelectorRequirement] | None = None  # noqa: N815
+    matchFields: list[RawNodeSelectorRequirement] | None = None  # noqa: N815
+
+
+class RawNodeSelector(msgspec.Struct, kw_only=True):
+    nodeSelectorTerms: list[RawNodeSelectorTerm] | None = None  # noqa: N815
+
+
+class RawNodeAffinity(msgspec.Struct, kw_only=True):
+    requiredDuringSchedulingIgnoredDuringExecution: RawNodeSelector | None = None  # noqa: N815
+
+
+class RawAffinity(msgspec.Struct, kw_only=True):
+    nodeAffinity: RawNodeAffinity | None = None  # noqa: N815
 
 
 class RawSchedulingGroup(msgspec.Struct, kw_only=True):
@@ -147,6 +173,8 @@ class RawPodSpec(msgspec.Struct, kw_only=True):
     initContainers: list[RawContainer] | None = None  # noqa: N815
     overhead: dict[str, str] | None = None
     tolerations: list[RawToleration] | None = None
+    nodeSelector: dict[str, str] | None = None  # noqa: N815
+    affinity: RawAffinity | None = None
     #: Pod-level resources (Kubernetes 1.32+, PodLevelResources): win over the containers'.
     resources: RawResources | None = None
     schedulingGroup: RawSchedulingGroup | None = None  # noqa: N815
@@ -434,21 +462,6 @@ class RawDeviceResult(msgspec.Struct, kw_only=True):
 
 class RawDeviceAllocation(msgspec.Struct, kw_only=True):
     results: list[RawDeviceResult] | None = None
-
-
-class RawSelectorRequirement(msgspec.Struct, kw_only=True):
-    key: str = ""
-    operator: str = ""
-    values: list[str] | None = None
-
-
-class RawSelectorTerm(msgspec.Struct, kw_only=True):
-    matchExpressions: list[RawSelectorRequirement] | None = None  # noqa: N815
-    matchFields: list[RawSelectorRequirement] | None = None  # noqa: N815
-
-
-class RawNodeSelector(msgspec.Struct, kw_only=True):
-    nodeSelectorTerms: list[RawSelectorTerm] | None = None  # noqa: N815
 
 
 class RawAllocation(msgspec.Struct, kw_only=True):

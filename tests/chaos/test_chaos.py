@@ -36,7 +36,7 @@ from schemas import streams, wellknown
 from schemas.actions import BindPod, DrainSlurmNode, SubmitSlurmJob
 from slurmbridge.app import App
 from slurmbridge.devtools.sim.workloads import create_group
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 
 pytestmark = pytest.mark.chaos
 
@@ -142,7 +142,12 @@ async def test_chaos_keeps_every_invariant() -> None:
                 "metadata": {"name": "cs", "namespace": NS},
                 "spec": {
                     "replicas": 0,
-                    "template": {"spec": {"containers": [{"name": "slurmd", "image": "s"}]}},
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "slurmd", "image": "s"}],
+                            "tolerations": [MANAGED_NODE_TOLERATION],
+                        }
+                    },
                 },
             }
         )

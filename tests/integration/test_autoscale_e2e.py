@@ -8,7 +8,7 @@ import itertools
 
 from schemas.actions import ScaleNodeSet
 from schemas.events import SlurmJob
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 
 NS = "slurm"
 P = "autoscale.slurmbridge.dev/"
@@ -34,7 +34,12 @@ async def test_a_wave_scales_up_to_max_and_back_to_zero() -> None:
                 },
                 "spec": {
                     "replicas": 0,
-                    "template": {"spec": {"containers": [{"name": "slurmd", "image": "s"}]}},
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "slurmd", "image": "s"}],
+                            "tolerations": [MANAGED_NODE_TOLERATION],
+                        }
+                    },
                 },
             }
         )
@@ -99,7 +104,12 @@ async def test_an_hpa_or_scaledobject_on_the_nodeset_keeps_autoscale_out() -> No
                 },
                 "spec": {
                     "replicas": 0,
-                    "template": {"spec": {"containers": [{"name": "slurmd", "image": "s"}]}},
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "slurmd", "image": "s"}],
+                            "tolerations": [MANAGED_NODE_TOLERATION],
+                        }
+                    },
                 },
             }
         )

@@ -17,7 +17,7 @@ from schemas.events import SlurmNode
 from schemas.subjects import slurm_source
 from slurmbridge.app import App
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 
 NS = "slurm"
 
@@ -209,7 +209,12 @@ async def test_nodeset_of_a_cluster_object_scales_through_its_client(
             "spec": {
                 "replicas": 3,
                 "clusterName": "alpha",
-                "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd"}]}},
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "slurmd", "image": "slurmd"}],
+                        "tolerations": [MANAGED_NODE_TOLERATION],
+                    }
+                },
             },
         }
     )

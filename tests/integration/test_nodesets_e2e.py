@@ -15,7 +15,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from schemas import wellknown
 from schemas.actions import DeleteNodeSetPod, DrainSlurmNode, UndrainSlurmNode
 from slurmbridge.devtools.sim.kube import ApiError
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 
 NS = "slurm"
 
@@ -34,7 +34,10 @@ async def stack() -> AsyncIterator[Stack]:
                     "serviceName": "slurmd",
                     "template": {
                         "metadata": {"labels": {"team": "hpc"}},
-                        "spec": {"containers": [{"name": "slurmd", "image": "slurmd:25.05"}]},
+                        "spec": {
+                            "containers": [{"name": "slurmd", "image": "slurmd:25.05"}],
+                            "tolerations": [MANAGED_NODE_TOLERATION],
+                        },
                     },
                 },
             }

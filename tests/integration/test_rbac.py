@@ -43,7 +43,7 @@ from slurmbridge.app import App
 from slurmbridge.config import KubeSettings, Settings
 from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES, KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 from slurmbridge.kube import client as kube
 from tests.integration.certs import make_certs, trusting
 from tests.integration.test_clusters_e2e import NS, cluster, secret
@@ -195,7 +195,12 @@ def nodeset(name: str, replicas: int, annotations: dict[str, str]) -> dict[str, 
         "metadata": {"name": name, "namespace": NS, "annotations": annotations},
         "spec": {
             "replicas": replicas,
-            "template": {"spec": {"containers": [{"name": "slurmd", "image": "s"}]}},
+            "template": {
+                "spec": {
+                    "containers": [{"name": "slurmd", "image": "s"}],
+                    "tolerations": [MANAGED_NODE_TOLERATION],
+                }
+            },
         },
     }
 

@@ -200,3 +200,73 @@ def test_create_group_rejects_bad_arguments() -> None:
         create_group(sim, "Job", "g", 0)
     with pytest.raises(ValueError, match="size"):
         create_group(sim, "Pod", "g", 2)
+
+
+# --- admission (pkg/kubelet/lifecycle/predicate.go) ------------------------------------------
+
+
+def rejection(sim: KubeSim, name: str) -> tuple[str, str]:
+    status = (pod(sim, name) or {}).get("status") or {}
+    return str(status.get("reason", "")), str(status.get("message", ""))
+
+
+async def test_admission_refuses_a_pod_beyond_the_nodes_allocatable_cpu(sim: KubeSim) -> None:
+    sim.add_pod("first", node_name="k1", requests={"cpu": "3"})
+    await until(lambda: phase(sim, "first") == "Running", "first Running")
+    sim.add_pod("second", node_name="k1", requests={"cpu": "1500m"})
+    await until(lambda: phase(sim, "second") == "Failed", "second refused")
+    assert rejection(sim, "second") == (
+        "OutOfcpu",
+        "Pod was rejected: Node didn't have enough resource: cpu, requested: 1500, "
+        "used: 3000, capacity: 4000",
+    )
+    assert not (pod(sim, "second") or {})["status"].get("containerStatuses")
+    events = [e for e in sim.list("events", namespace="default") if e["reason"] == "OutOfcpu"]
+    assert events and events[0]["type"] == "Warning"
+    assert events[0]["involvedObject"]["name"] == "second"
+    # What fits next to it is admitted; a finished pod no longer counts.
+    sim.add_pod("small", node_name="k1", requests={"cpu": "1"})
+    await until(lambda: phase(sim, "small") == "Running", "small Running")
+
+
+async def test_admission_refuses_a_node_selector_the_node_does_not_match(sim: KubeSim) -> None:
+    sim.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "ssd", "namespace": "default"},
+            "spec": {
+                "nodeName": "k1",
+                "nodeSelector": {"disk": "ssd"},
+                "containers": [{"name": "main", "image": "pause"}],
+            },
+        }
+    )
+    await until(lambda: phase(sim, "ssd") == "Failed", "refused")
+    assert rejection(sim, "ssd") == (
+        "NodeAffinity",
+        "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+        "affinity/selector",
+    )
+
+
+async def test_admission_refuses_untolerated_noexecute_taints_only(sim: KubeSim) -> None:
+    sim.add_node("k2", taints=[{"key": "a", "value": "b", "effect": "NoSchedule"}])
+    sim.add_node("k3", taints=[{"key": "a", "value": "b", "effect": "NoExecute"}])
+    sim.add_pod("on-noschedule", node_name="k2")
+    sim.add_pod("on-noexecute", node_name="k3")
+    await until(lambda: phase(sim, "on-noschedule") == "Running", "NoSchedule ignored")
+    await until(lambda: phase(sim, "on-noexecute") == "Failed", "NoExecute refused")
+    assert rejection(sim, "on-noexecute")[0] == "TaintToleration"
+    tolerating = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "tolerating", "namespace": "default"},
+        "spec": {
+            "nodeName": "k3",
+            "tolerations": [{"key": "a", "operator": "Equal", "value": "b"}],
+            "containers": [{"name": "main", "image": "pause"}],
+        },
+    }
+    sim.create(tolerating)
+    await until(lambda: phase(sim, "tolerating") == "Running", "a tolerating pod runs")

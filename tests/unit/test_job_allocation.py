@@ -34,8 +34,8 @@ from slurmbridge.kube.wire import (
     DECODE_RESOURCE_CLAIM,
     DECODE_RESOURCE_SLICE,
     RawNodeSelector,
-    RawSelectorRequirement,
-    RawSelectorTerm,
+    RawNodeSelectorRequirement,
+    RawNodeSelectorTerm,
 )
 from slurmbridge.slurm.codecs import _dataparser
 from slurmbridge.slurm.codecs._common import parse_gres_detail, parse_index_list
@@ -391,9 +391,11 @@ def test_resource_claim() -> None:
     [
         (
             [
-                RawSelectorTerm(
+                RawNodeSelectorTerm(
                     matchFields=[
-                        RawSelectorRequirement(key="metadata.name", operator="In", values=["k1"])
+                        RawNodeSelectorRequirement(
+                            key="metadata.name", operator="In", values=["k1"]
+                        )
                     ]
                 )
             ],
@@ -401,9 +403,9 @@ def test_resource_claim() -> None:
         ),
         (
             [
-                RawSelectorTerm(
+                RawNodeSelectorTerm(
                     matchExpressions=[
-                        RawSelectorRequirement(
+                        RawNodeSelectorRequirement(
                             key="kubernetes.io/hostname", operator="In", values=["k2"]
                         )
                     ]
@@ -413,9 +415,9 @@ def test_resource_claim() -> None:
         ),
         (
             [
-                RawSelectorTerm(
+                RawNodeSelectorTerm(
                     matchFields=[
-                        RawSelectorRequirement(
+                        RawNodeSelectorRequirement(
                             key="metadata.name", operator="In", values=["a", "b"]
                         )
                     ]
@@ -425,9 +427,9 @@ def test_resource_claim() -> None:
         ),
         (
             [
-                RawSelectorTerm(
+                RawNodeSelectorTerm(
                     matchExpressions=[
-                        RawSelectorRequirement(key="zone", operator="In", values=["z"])
+                        RawNodeSelectorRequirement(key="zone", operator="In", values=["z"])
                     ]
                 )
             ],
@@ -436,6 +438,6 @@ def test_resource_claim() -> None:
     ],
     ids=["metadata.name", "hostname", "two nodes", "a zone"],
 )
-def test_selected_node(terms: list[RawSelectorTerm], node: str) -> None:
+def test_selected_node(terms: list[RawNodeSelectorTerm], node: str) -> None:
     assert selected_node(RawNodeSelector(nodeSelectorTerms=terms)) == node
     assert selected_node(None) == ""

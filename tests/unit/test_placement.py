@@ -13,6 +13,8 @@ from reconcilers.base import NOTHING, Context, Decision
 from schemas import wellknown
 from schemas.actions import (
     BindPod,
+    CancelSlurmJob,
+    DeletePod,
     MarkPods,
     PodRef,
     RecordEvent,
@@ -24,16 +26,21 @@ from schemas.events import (
     Event,
     KubeListed,
     KubeNode,
+    KubeNodeUsage,
     KubePod,
     KubeResourceClaim,
     KubeResourceSlice,
     KubeWorkload,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     OwnerRef,
     PodCondition,
     SlurmJob,
     SlurmNode,
     SlurmPartition,
     SlurmPing,
+    Taint,
+    Toleration,
     tombstone,
 )
 from slurmbridge.runtime.projection import Projection
@@ -691,6 +698,7 @@ def test_spec_lists_the_triggers() -> None:
         SlurmJob,
         SlurmPartition,
         KubeNode,
+        KubeNodeUsage,
         KubeListed,
         KubeResourceClaim,
         KubeResourceSlice,
@@ -1086,3 +1094,225 @@ def test_a_job_leaving_the_queue_re_triggers_the_groups_waiting_in_its_partition
     assert list(placement.SPEC.keys_of(qjob(12, comment="x"), s, CTX)) == []
     other = qjob(13, state="RUNNING", comment="x", cluster="c2")
     assert list(placement.SPEC.keys_of(other, s, CTX)) == []
+
+
+# --- Kubernetes feasibility before submit and before bind (issue 20, item 1) -----------------
+
+GI = 1024 * MIB
+FEAS_NODES = (
+    KubeNode(
+        source="k8s",
+        key="k1",
+        ready=True,
+        labels={"zone": "a"},
+        alloc_cpu_millis=4000,
+        alloc_memory_bytes=8 * GI,
+        alloc_pods=110,
+    ),
+    KubeNode(
+        source="k8s",
+        key="k2",
+        ready=True,
+        labels={"zone": "b"},
+        taints=(Taint(key="dedicated", value="gpu", effect="NoSchedule"),),
+        alloc_cpu_millis=4000,
+        alloc_memory_bytes=8 * GI,
+        alloc_pods=110,
+    ),
+    KubeNode(
+        source="k8s",
+        key="k3",
+        ready=True,
+        labels={"zone": "a"},
+        alloc_cpu_millis=4000,
+        alloc_memory_bytes=8 * GI,
+        alloc_pods=110,
+    ),
+    sn("k1"),
+    sn("k2"),
+    sn("k3"),
+)
+#: Someone else's pods use 3.5 of k3's 4 CPUs.
+K3_BUSY = KubeNodeUsage(source="k8s", key="k3", cpu_millis=3500, memory_bytes=GI, pods=3)
+
+
+def feas_pod(name: str = "a", **kw: Any) -> KubePod:
+    base = pod(name, **{k: v for k, v in kw.items() if k in ("job", "node", "marked")})
+    extra = {k: v for k, v in kw.items() if k not in ("job", "node", "marked")}
+    return msgspec.structs.replace(base, **extra)
+
+
+@dataclass(frozen=True)
+class ExclusionCase:
+    name: str
+    pods: tuple[KubePod, ...]
+    excluded: tuple[str, ...]
+
+
+EXCLUSIONS = [
+    # k2's taint excludes it for pods tolerating nothing; k3 is too full for 1 CPU.
+    ExclusionCase("a plain pod", (feas_pod(),), ("k2", "k3")),
+    ExclusionCase(
+        "a pod tolerating the taint",
+        (feas_pod(toleration_specs=(Toleration(key="dedicated", operator="Exists"),)),),
+        ("k3",),
+    ),
+    ExclusionCase("a small pod fits k3", (feas_pod(cpu_millis=500),), ("k2",)),
+    ExclusionCase(
+        "a node selector",
+        (feas_pod(cpu_millis=100, node_selector={"zone": "b"}),),
+        ("k1", "k2", "k3"),
+    ),
+    ExclusionCase(
+        "a required affinity",
+        (
+            feas_pod(
+                cpu_millis=100,
+                node_affinity=(
+                    NodeSelectorTerm(
+                        match_fields=(
+                            NodeSelectorRequirement(
+                                key="metadata.name", operator="NotIn", values=("k1",)
+                            ),
+                        )
+                    ),
+                ),
+            ),
+        ),
+        ("k1", "k2"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", EXCLUSIONS, ids=lambda c: c.name)
+def test_nodes_infeasible_for_a_pod_are_excluded_at_submit(case: ExclusionCase) -> None:
+    d = decide("ns/Pod:a", *case.pods, *FEAS_NODES, K3_BUSY, BATCH)
+    (submit,) = of(d, SubmitSlurmJob)
+    assert submit.spec.excluded_nodes == case.excluded
+
+
+def test_a_node_infeasible_for_any_pod_of_the_group_is_excluded() -> None:
+    """Fail closed: pods are spread over the job's nodes by name, so every pod must fit every
+    node it could get — the small pod alone would fit k3, the big one does not."""
+    root = workload("Job", "train", 2)
+    small = msgspec.structs.replace(job_pod("t-0"), cpu_millis=100)
+    big = msgspec.structs.replace(job_pod("t-1"), cpu_millis=1000)
+    d = decide("ns/Job:train", root, small, big, *FEAS_NODES, K3_BUSY, BATCH)
+    assert of(d, SubmitSlurmJob)[0].spec.excluded_nodes == ("k2", "k3")
+    both_small = msgspec.structs.replace(big, cpu_millis=100)
+    d = decide("ns/Job:train", root, small, both_small, *FEAS_NODES, K3_BUSY, BATCH)
+    assert of(d, SubmitSlurmJob)[0].spec.excluded_nodes == ("k2",)
+
+
+def test_a_pending_job_follows_a_node_filling_up() -> None:
+    pending = SlurmJob(
+        source=SRC,
+        key="5",
+        cluster="c1",
+        job_id=5,
+        state=("PENDING",),
+        comment=MARK_FEAS,
+        excluded_nodes=("k2",),
+    )
+    d = decide("ns/Pod:a", feas_pod(job=5), pending, *FEAS_NODES, K3_BUSY)
+    (update,) = of(d, SetJobExcludedNodes)
+    assert update.excluded_nodes == ("k2", "k3")
+    # A node's usage reaches the pending groups.
+    s = store(pending, feas_pod(job=5), *FEAS_NODES)
+    assert list(placement.SPEC.keys_of(K3_BUSY, s, CTX)) == ["ns/Pod:a"]
+
+
+def test_before_the_first_slurm_listing_a_submit_waits_rather_than_drop_exclusions() -> None:
+    kube_only = tuple(n for n in FEAS_NODES if isinstance(n, KubeNode))
+    d = decide("ns/Pod:a", feas_pod(), *kube_only, BATCH)
+    assert d.actions == () and d.requeue_after == placement.LISTING_RECHECK_S
+    assert "k2" in d.reason
+    # Nothing to exclude: nothing to wait for.
+    fine = decide(
+        "ns/Pod:a",
+        feas_pod(cpu_millis=100, toleration_specs=(Toleration(operator="Exists"),)),
+        *kube_only,
+        BATCH,
+    )
+    assert kinds(fine)[0] == "SubmitSlurmJob"
+
+
+MARK_FEAS = _pods.marker(_pods.Group(namespace="ns", kind="Pod", name="a"), "u-a")
+MARK_TRAIN = _pods.marker(_pods.Group(namespace="ns", kind="Job", name="train"), "uid-train")
+
+
+def test_an_allocation_that_no_longer_fits_is_cancelled_not_bound() -> None:
+    """Slurm gave k2 (tainted since the submit): nothing is bound, our job is cancelled and
+    the pod gets a Warning Event naming the node and the reason."""
+    job = sjob(5, "RUNNING", ("k2",), comment=MARK_FEAS)
+    d = decide("ns/Pod:a", feas_pod(job=5), job, *FEAS_NODES)
+    assert not of(d, BindPod)
+    assert kinds(d) == ["CancelSlurmJob", "RecordEvent"]
+    cancel = d.actions[0]
+    assert isinstance(cancel, CancelSlurmJob)
+    assert (cancel.cluster, cancel.job_id, cancel.marker) == ("c1", 5, MARK_FEAS)
+    (event,) = of(d, RecordEvent)
+    assert (event.name, event.type, event.reason) == ("a", "Warning", placement.INFEASIBLE)
+    assert "k2" in event.message and "untolerated taint {dedicated: gpu}" in event.message
+
+
+def test_a_node_filled_up_since_the_submit_cancels_the_job() -> None:
+    job = sjob(5, "RUNNING", ("k3",), comment=MARK_FEAS)
+    d = decide("ns/Pod:a", feas_pod(job=5), job, *FEAS_NODES, K3_BUSY)
+    assert kinds(d) == ["CancelSlurmJob", "RecordEvent"]
+    assert "Insufficient cpu" in of(d, RecordEvent)[0].message
+
+
+def test_pods_sharing_a_node_are_added_up_before_binding() -> None:
+    """Two 3-CPU pods on one 4-CPU node: the second no longer fits once the first is bound."""
+    root = workload("Job", "train", 2)
+    pods = tuple(
+        msgspec.structs.replace(job_pod(f"t-{i}", job=5), cpu_millis=3000) for i in range(2)
+    )
+    d = decide(
+        "ns/Job:train", root, *pods, *FEAS_NODES, sjob(5, "RUNNING", ("k1",), comment=MARK_TRAIN)
+    )
+    assert kinds(d) == ["CancelSlurmJob", "RecordEvent"]
+    assert of(d, RecordEvent)[0].name == "t-1"
+    roomy = sjob(5, "RUNNING", ("k1", "k3"), comment=MARK_TRAIN)
+    d = decide("ns/Job:train", root, *pods, *FEAS_NODES, roomy)
+    assert [(b.pod.name, b.node) for b in of(d, BindPod)] == [("t-0", "k1"), ("t-1", "k3")]
+
+
+def test_a_fitting_allocation_is_bound_as_before() -> None:
+    job = sjob(5, "RUNNING", ("k1",), comment=MARK_FEAS)
+    d = decide("ns/Pod:a", feas_pod(job=5), job, *FEAS_NODES, K3_BUSY)
+    assert of(d, BindPod) == [BindPod(pod=ref("a"), node="k1", slurm_node="k1", job_id=5)]
+    assert not of(d, CancelSlurmJob)
+
+
+def test_with_pods_already_bound_the_job_is_kept_and_only_unfit_pods_wait() -> None:
+    """Bound pods are never touched: cancelling would stop them."""
+    root = workload("Job", "train", 3)
+    pods = (
+        job_pod("t-0", job=5, node="k1"),
+        job_pod("t-1", job=5),
+        job_pod("t-2", job=5),
+    )
+    job = sjob(5, "RUNNING", ("k1", "k2", "k3"), comment=MARK_TRAIN)
+    d = decide("ns/Job:train", root, *pods, *FEAS_NODES, job)
+    assert not of(d, CancelSlurmJob) and not of(d, DeletePod)
+    assert [(b.pod.name, b.node) for b in of(d, BindPod)] == [("t-2", "k3")]
+    warned = [e for e in of(d, RecordEvent) if e.reason == placement.INFEASIBLE]
+    assert [e.name for e in warned] == ["t-1"]
+
+
+def test_a_job_that_is_not_ours_is_never_cancelled() -> None:
+    job = sjob(5, "RUNNING", ("k2",), comment="someone else's")
+    d = decide("ns/Pod:a", feas_pod(job=5), job, *FEAS_NODES)
+    assert not of(d, CancelSlurmJob) and not of(d, BindPod)
+    assert [e.reason for e in of(d, RecordEvent)] == [placement.INFEASIBLE]
+
+
+def test_after_the_cancel_the_stale_label_resubmits_without_the_node() -> None:
+    """The cancelled job is seen CANCELLED: the pod's label is stale, so the group is
+    submitted again — with the infeasible node excluded this time."""
+    cancelled = sjob(5, "CANCELLED", ("k2",), comment=MARK_FEAS)
+    d = decide("ns/Pod:a", feas_pod(job=5), cancelled, *FEAS_NODES, BATCH, LISTED)
+    (submit,) = of(d, SubmitSlurmJob)
+    assert submit.spec.excluded_nodes == ("k2",)

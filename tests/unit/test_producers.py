@@ -569,3 +569,74 @@ def test_a_jobs_priority_reaches_its_event(raw: bytes, want: int | None) -> None
     (job,) = listing.jobs
     ev = translate.job_to_event(job, cluster="c", observed_at=1)
     assert (ev.priority, ev.state_reason, ev.partition) == (want, "Priority", "gpu")
+
+
+def test_node_allocatable_is_translated_and_zero_when_absent() -> None:
+    raw = msgspec.json.decode(
+        b'{"metadata":{"name":"n"},"status":{"capacity":{"cpu":"4","memory":"8Gi","pods":"110"},'
+        b'"allocatable":{"cpu":"3800m","memory":"7Gi","pods":"100"}}}',
+        type=RawNode,
+    )
+    ev = pk.node_to_event(raw, producer="p", observed_at=0)
+    assert (ev.alloc_cpu_millis, ev.alloc_memory_bytes, ev.alloc_pods) == (3800, 7 * 2**30, 100)
+    empty = pk.node_to_event(RawNode(), producer="p", observed_at=0)
+    assert (empty.alloc_cpu_millis, empty.alloc_memory_bytes, empty.alloc_pods) == (0, 0, 0)
+
+
+POD_PLACEMENT = b"""{
+ "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+ "spec": {
+   "nodeSelector": {"disk": "ssd"},
+   "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+     "nodeSelectorTerms": [
+       {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]},
+       {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]},
+       {}
+     ]}}},
+   "tolerations": [
+     {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+     {"operator": "Exists"},
+     {"key": "k", "value": "v"}
+   ],
+   "containers": [{"resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}],
+   "overhead": {"cpu": "50m"}
+ }
+}"""
+
+
+def test_pod_placement_fields_are_translated() -> None:
+    from schemas.events import NodeSelectorRequirement, NodeSelectorTerm, Toleration
+    from slurmbridge.kube.wire import RawPod
+
+    raw = msgspec.json.decode(POD_PLACEMENT, type=RawPod)
+    ev = pk.pod_to_event(raw, producer="p", observed_at=0)
+    assert ev.node_selector == {"disk": "ssd"}
+    assert ev.node_affinity == (
+        NodeSelectorTerm(
+            match_expressions=(
+                NodeSelectorRequirement(key="zone", operator="In", values=("a", "b")),
+            )
+        ),
+        NodeSelectorTerm(
+            match_fields=(
+                NodeSelectorRequirement(key="metadata.name", operator="NotIn", values=("n1",)),
+            )
+        ),
+        NodeSelectorTerm(),
+    )
+    assert ev.toleration_specs == (
+        Toleration(key="dedicated", operator="Equal", value="gpu", effect="NoSchedule"),
+        Toleration(key="", operator="Exists"),
+        Toleration(key="k", operator="Equal", value="v"),
+    )
+    assert ev.tolerations == ("", "dedicated", "k")  # the keys, as before
+    assert (ev.cpu_millis, ev.memory_bytes) == pk.pod_requests(raw.spec) == (300, 2**30)
+    # No required affinity (None) is not an affinity without terms (matches nothing).
+    bare = pk.pod_to_event(RawPod(), producer="p", observed_at=0)
+    assert (bare.node_selector, bare.node_affinity, bare.toleration_specs) == ({}, None, ())
+    empty = msgspec.json.decode(
+        b'{"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":'
+        b'{"nodeSelectorTerms":[]}}}}}',
+        type=RawPod,
+    )
+    assert pk.pod_to_event(empty, producer="p", observed_at=0).node_affinity == ()

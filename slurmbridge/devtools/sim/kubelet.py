@@ -23,7 +23,18 @@ through the ``pods/status`` subresource:
   makes the kubelet look again;
 * :meth:`stop` / :meth:`start` of one node's kubelet: while stopped, nothing happens to its
   pods (they stay Terminating — slurm-bridge #49) and the Node's ``Ready`` condition is
-  ``Unknown`` with reason ``NodeStatusUnknown``, as the node lifecycle controller reports it.
+  ``Unknown`` with reason ``NodeStatusUnknown``, as the node lifecycle controller reports it;
+* **admission** (:meth:`Kubelet._admit`): a pod newly bound to a node is first admitted as
+  the real kubelet admits it (pkg/kubelet/lifecycle/predicate.go ``Admit`` /
+  ``generalFilter``, calling pkg/scheduler ``AdmissionCheck``): its requests must fit the
+  node's ``status.allocatable`` next to the pods admitted there before (pods, then cpu, then
+  memory: noderesources ``fitsRequest``), its ``nodeSelector`` and required node affinity
+  must match the node's labels, and every ``NoExecute`` taint of the node must be tolerated
+  (the kubelet ignores ``NoSchedule``). A pod refused is not started: its phase becomes
+  ``Failed`` with ``reason`` ``OutOfpods`` / ``OutOfcpu`` / ``OutOfmemory`` / ``NodeAffinity``
+  / ``TaintToleration`` and ``message`` ``Pod was rejected: <why>`` (kubelet.go
+  ``rejectPod``), and a Warning Event with that reason. Not modelled: the node name, host
+  ports, the OS label and extended resources.
 
 Pods of nodes the simulator does not know are left alone, so a test can still play the
 kubelet itself for them.
@@ -34,11 +45,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any, Final
 
-from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim
+from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim, quantity
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +84,9 @@ class Kubelet:
         self.stopped: set[str] = set()
         self.transitions: dict[str, int] = {}
         self._started: dict[str, float] = {}  # pod uid -> loop time it turned Running
+        self._admitted: set[str] = set()  # uids of the pods admitted (started or starting)
+        #: Pods refused at admission: ``(namespace/name, reason)``.
+        self.rejected: list[tuple[str, str]] = []
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._dirty: set[tuple[str, str]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -218,10 +234,17 @@ class Kubelet:
                 self._finish(pod, SIGTERM_EXIT, reason="Error")
             self._started.pop(uid, None)
             self._started.pop(f"stop:{uid}", None)
+            self._admitted.discard(uid)
             # The kubelet's final delete: gone as soon as no finalizer holds it.
             with contextlib.suppress(ApiError):
                 self.sim.delete_pod(name, namespace, grace_period_seconds=0, uid=uid)
             return
+        if phase == "Pending" and uid not in self._admitted:
+            refused = self._admit(pod, node)
+            if refused is not None:
+                self._reject(pod, *refused)
+                return
+            self._admitted.add(uid)
         if phase == "Pending":
             if not self._claims_ready(pod):
                 return
@@ -247,6 +270,85 @@ class Kubelet:
         code = int(self._annotation_float(meta, ANNOTATION_EXIT_CODE) or 0)
         self._finish(pod, code, reason="Completed" if code == 0 else "Error")
         self._started.pop(uid, None)
+
+    # admission --------------------------------------------------------------------------------
+    def _admit(self, pod: Obj, node_name: str) -> tuple[str, str] | None:
+        """The kubelet's admission of ``pod`` on ``node_name`` (module docstring): None when
+        admitted, else ``(reason, message)`` as ``predicateAdmitHandler.Admit`` returns them —
+        the first failure, resources first (``AdmissionCheck`` collects every insufficient
+        resource, then node affinity; the NoExecute taints come last)."""
+        try:
+            node = self.sim.get("nodes", node_name)
+        except ApiError:
+            return None
+        uid = str(pod["metadata"].get("uid", ""))
+        others = [
+            p
+            for p in self.sim.list("pods", field_selector=f"spec.nodeName={node_name}")
+            if str(p["metadata"].get("uid", "")) != uid
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and (
+                str(p["metadata"].get("uid", "")) in self._admitted
+                or (p.get("status") or {}).get("phase") == "Running"
+            )
+        ]
+        refused = _resources_fit(pod, node, others)
+        if refused is not None:
+            return refused
+        if not _affinity_matches(pod, node):
+            return (
+                "NodeAffinity",
+                "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
+            )
+        tolerations = (pod.get("spec") or {}).get("tolerations") or []
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            # "Kubelet is only interested in the NoExecute taint" (predicate.go).
+            if taint.get("effect") == "NoExecute" and not any(
+                _tolerates(t, taint) for t in tolerations
+            ):
+                return (
+                    "TaintToleration",
+                    "Predicate TaintToleration failed: node(s) had taints that the pod didn't "
+                    "tolerate",
+                )
+        return None
+
+    def _reject(self, pod: Obj, reason: str, message: str) -> None:
+        """kubelet.go ``rejectPod``: a Warning Event, then phase Failed with the reason and
+        ``Pod was rejected: <message>``; no container ever starts."""
+        meta = pod["metadata"]
+        self.rejected.append((f"{meta['namespace']}/{meta['name']}", reason))
+        with contextlib.suppress(ApiError):
+            self.sim.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {
+                        "name": f"{meta['name']}.{meta.get('uid', '')[:8]}.rejected",
+                        "namespace": meta["namespace"],
+                    },
+                    "involvedObject": {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": meta["name"],
+                        "namespace": meta["namespace"],
+                        "uid": meta.get("uid", ""),
+                    },
+                    "type": "Warning",
+                    "reason": reason,
+                    "message": message,
+                    "source": {"component": "kubelet", "host": pod["spec"].get("nodeName", "")},
+                    "count": 1,
+                    "firstTimestamp": _stamp(),
+                    "lastTimestamp": _stamp(),
+                }
+            )
+        status = {
+            "phase": "Failed",
+            "reason": reason,
+            "message": f"Pod was rejected: {message}",
+        }
+        self._write(meta, status, "Failed")
 
     # writes -----------------------------------------------------------------------------------
     def _run(self, pod: Obj) -> None:
@@ -365,3 +467,131 @@ class Kubelet:
                 patch_type="strategic",
                 subresource="status",
             )
+
+
+# --- admission rules (module docstring) ------------------------------------------------------
+
+
+def _request(pod: Obj, resource: str) -> Fraction:
+    """The pod's effective request of ``resource`` (core/v1 ``resource.PodRequests``): the
+    larger of the containers' sum and the largest init container, plus ``spec.overhead``;
+    requests were defaulted from limits when the pod was created."""
+
+    def of(container: Any) -> Fraction:
+        if not isinstance(container, dict):
+            return Fraction(0)
+        raw = ((container.get("resources") or {}).get("requests") or {}).get(resource)
+        return (quantity(raw) if raw is not None else None) or Fraction(0)
+
+    spec = pod.get("spec") or {}
+    main = sum((of(c) for c in spec.get("containers") or ()), Fraction(0))
+    init = max((of(c) for c in spec.get("initContainers") or ()), default=Fraction(0))
+    overhead = quantity((spec.get("overhead") or {}).get(resource, 0)) or Fraction(0)
+    return max(main, init) + overhead
+
+
+def _resources_fit(pod: Obj, node: Obj, others: list[Obj]) -> tuple[str, str] | None:
+    """noderesources ``fitsRequest`` against ``status.allocatable`` and the pods admitted
+    before: the first insufficient resource as (``OutOf<resource>``, the
+    ``InsufficientResourceError`` message, in the integer units the kubelet prints:
+    millicpu, bytes, pods)."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+
+    def amount(resource: str) -> int:
+        value = quantity(allocatable.get(resource, 0)) or Fraction(0)
+        return int(value * 1000) if resource == "cpu" else int(value)
+
+    def message(resource: str, requested: int, used: int, capacity: int) -> tuple[str, str]:
+        return (
+            f"OutOf{resource}",
+            f"Node didn't have enough resource: {resource}, requested: {requested}, "
+            f"used: {used}, capacity: {capacity}",
+        )
+
+    allowed = amount("pods")
+    if len(others) + 1 > allowed:
+        return message("pods", 1, len(others), allowed)
+    for resource, scale in (("cpu", 1000), ("memory", 1)):
+        want = int(_request(pod, resource) * scale)
+        if want <= 0:
+            continue
+        used = sum(int(_request(p, resource) * scale) for p in others)
+        capacity = amount(resource)
+        if want > capacity - used:
+            return message(resource, want, used, capacity)
+    return None
+
+
+def _int64(text: Any) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``; None when it fails."""
+    if not isinstance(text, str) or not re.fullmatch(r"[+-]?[0-9]+", text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def _requirement(req: Obj, labels: dict[str, str]) -> bool:
+    """One ``matchExpressions`` entry (apimachinery ``labels.Requirement.Matches``); an entry
+    ``labels.NewRequirement`` refuses matches nothing."""
+    key, op, values = req.get("key", ""), req.get("operator", ""), list(req.get("values") or [])
+    has = key in labels
+    if op in ("In", "NotIn") and values:
+        inside = has and labels[key] in values
+        return inside if op == "In" else not inside
+    if op in ("Exists", "DoesNotExist") and not values:
+        return has if op == "Exists" else not has
+    if op in ("Gt", "Lt") and len(values) == 1:
+        bound, value = _int64(values[0]), _int64(labels.get(key))
+        if bound is None or value is None:
+            return False
+        return value > bound if op == "Gt" else value < bound
+    return False
+
+
+def _term(term: Obj, node: Obj) -> bool:
+    """One node selector term (component-helpers nodeaffinity ``nodeSelectorTerm.match``):
+    expressions and fields ANDed; an empty term matches nothing; ``matchFields`` reads only
+    ``metadata.name`` with ``In`` / ``NotIn`` and one value."""
+    exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not exprs and not fields:
+        return False
+    labels = node["metadata"].get("labels") or {}
+    if not all(_requirement(e, labels) for e in exprs):
+        return False
+    for f in fields:
+        values = list(f.get("values") or [])
+        if f.get("operator") not in ("In", "NotIn") or len(values) != 1:
+            return False
+        value = node["metadata"]["name"] if f.get("key") == "metadata.name" else ""
+        if (value == values[0]) != (f.get("operator") == "In"):
+            return False
+    return True
+
+
+def _affinity_matches(pod: Obj, node: Obj) -> bool:
+    """component-helpers nodeaffinity ``GetRequiredNodeAffinity(pod).Match(node)``: every
+    ``nodeSelector`` pair, then any term of the required node affinity (when set)."""
+    spec = pod.get("spec") or {}
+    labels = node["metadata"].get("labels") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required is None:
+        return True
+    return any(_term(t, node) for t in required.get("nodeSelectorTerms") or [])
+
+
+def _tolerates(toleration: Obj, taint: Obj) -> bool:
+    """k8s.io/api core/v1 ``Toleration.ToleratesTaint`` (the alpha Lt/Gt operators are off)."""
+    effect, key = toleration.get("effect") or "", toleration.get("key") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    if key and key != taint.get("key"):
+        return False
+    op = toleration.get("operator") or "Equal"
+    if op == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return op == "Exists"

@@ -1,0 +1,222 @@
+"""Kubernetes' own node filters for one pod on one node (pure): what kube-scheduler would check
+before binding, which slurmbridge must check itself because it binds directly.
+
+Slinky's scheduler plugin runs inside kube-scheduler, whose filters run before it: its profile
+(slurm-bridge ``helm/slurm-bridge/templates/scheduler/configmap.yaml``) enables
+``TaintToleration`` and ``NodeResourcesFit``, and ``PostFilter`` offers Slurm only the nodes no
+other filter rejected (``internal/scheduler/plugins/slurmbridge/slurmbridge.go``). slurmbridge
+binds through the Binding subresource, so :func:`fits` applies those filters — plus
+``NodeAffinity``, which the kubelet enforces at admission anyway
+(``pkg/kubelet/lifecycle/predicate.go``: a pod bound against its node selector would only fail).
+
+Rules, in kube-scheduler's default filter order (``NodeName``, ``TaintToleration``,
+``NodeAffinity``, ``NodeResourcesFit``); the first that fails gives the reason, in
+kube-scheduler's words:
+
+* **NodeName** — a pod already bound elsewhere fits no other node
+  (``pkg/scheduler/framework/plugins/nodename``): "node(s) didn't match the requested node name".
+* **TaintToleration** — every taint with effect ``NoSchedule`` or ``NoExecute`` must be
+  tolerated; ``PreferNoSchedule`` is only a preference
+  (``pkg/scheduler/framework/plugins/tainttoleration``, ``DoNotScheduleTaintsFilterFunc``):
+  "node(s) had untolerated taint {key: value}". A toleration tolerates a taint when its effect
+  is empty or equal, its key is empty or equal, and its operator is ``Exists`` or ``Equal``
+  (empty = Equal) with an equal value (k8s.io/api ``core/v1/toleration.go``
+  ``ToleratesTaint``; ``Lt``/``Gt`` belong to the alpha gate TaintTolerationComparisonOperators,
+  off by default, and tolerate nothing here). Two taints never count: the managed-node taint
+  :data:`~schemas.wellknown.TAINT_MANAGED_NODE` (``MarkPods`` adds its toleration to our
+  pods, at submit) and ``node.kubernetes.io/unschedulable`` (a cordon: ``placement`` already
+  excludes cordoned nodes, and keeps binding to them as before).
+* **NodeAffinity** — ``spec.nodeSelector``: every pair must equal a node label; and the
+  required node affinity, when present: its terms are ORed, a term's ``matchExpressions``
+  and ``matchFields`` ANDed; a term with neither matches nothing, so a required affinity
+  without terms matches no node; an expression or field that does not parse (an unknown
+  operator, ``In`` without values, ``Gt`` with two) fails its term
+  (k8s.io/component-helpers ``scheduling/corev1/nodeaffinity/nodeaffinity.go``,
+  ``GetRequiredNodeAffinity``, ``NewLazyErrorNodeSelector``). Operators, as
+  k8s.io/apimachinery ``labels.Requirement.Matches``: ``In`` (label present, value listed),
+  ``NotIn`` (label absent, or value not listed), ``Exists``, ``DoesNotExist``, ``Gt``/``Lt``
+  (label present and both it and the one value base-10 int64 integers, compared as integers;
+  otherwise no match). ``matchFields`` knows only ``metadata.name`` with ``In``/``NotIn`` and
+  exactly one value. Well-known labels (``kubernetes.io/hostname`` …) are plain labels.
+  "node(s) didn't match Pod's node affinity/selector".
+* **NodeResourcesFit** — ``pods`` on the node + 1 ≤ allocatable pods ("Too many pods"); then,
+  only if the pod requests any CPU or memory, each requested resource (> 0) ≤ allocatable −
+  what the node's pods already request ("Insufficient cpu", "Insufficient memory")
+  (``pkg/scheduler/framework/plugins/noderesources/fit.go`` ``fitsRequest``). An allocatable
+  of 0 is unknown (an observation from before the field, or not reported) and is not checked.
+  A pod already bound to the node is in the node's usage already and is not added again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from schemas import wellknown
+from schemas.events import (
+    KubeNode,
+    KubeNodeUsage,
+    KubePod,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Taint,
+    Toleration,
+)
+
+#: kube-scheduler's reasons (the plugins' ``ErrReason`` texts).
+NODE_NAME: Final = "node(s) didn't match the requested node name"
+NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity/selector"
+TOO_MANY_PODS: Final = "Too many pods"
+INSUFFICIENT_CPU: Final = "Insufficient cpu"
+INSUFFICIENT_MEMORY: Final = "Insufficient memory"
+#: The cordon taint (the node lifecycle controller's ``TaintNodeUnschedulable``).
+TAINT_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
+#: Effects a pod must tolerate to be scheduled (``DoNotScheduleTaintsFilterFunc``).
+DO_NOT_SCHEDULE: Final = frozenset({"NoSchedule", "NoExecute"})
+#: Taints that never make a node infeasible here (module docstring).
+IGNORED_TAINTS: Final = frozenset({wellknown.TAINT_MANAGED_NODE, TAINT_UNSCHEDULABLE})
+_INT64: Final = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def untolerated_reason(taint: Taint) -> str:
+    """kube-scheduler's TaintToleration reason for ``taint``."""
+    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """k8s.io/api core/v1 ``Toleration.ToleratesTaint`` (module docstring)."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator in ("", "Equal"):
+        return toleration.value == taint.value
+    return toleration.operator == "Exists"
+
+
+def untolerated(pod: KubePod, taints: Iterable[Taint], effects: frozenset[str]) -> Taint | None:
+    """The first of ``taints`` with an effect in ``effects`` that no toleration of ``pod``
+    tolerates (``FindMatchingUntoleratedTaint``), ignoring :data:`IGNORED_TAINTS`."""
+    for taint in taints:
+        if taint.effect not in effects or taint.key in IGNORED_TAINTS:
+            continue
+        if not any(tolerates(t, taint) for t in pod.toleration_specs):
+            return taint
+    return None
+
+
+def _int64(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``: None when it fails."""
+    if not _INT64.fullmatch(text):
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def _expression(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool | None:
+    """One ``matchExpressions`` entry against node labels; None when it does not parse
+    (``labels.NewRequirement`` refuses it: the term then matches nothing)."""
+    op, values = req.operator, req.values
+    has = req.key in labels
+    if op in ("In", "NotIn"):
+        if not values:
+            return None
+        if op == "In":
+            return has and labels[req.key] in values
+        return not has or labels[req.key] not in values
+    if op in ("Exists", "DoesNotExist"):
+        if values:
+            return None
+        return has if op == "Exists" else not has
+    if op in ("Gt", "Lt"):
+        bound = _int64(values[0]) if len(values) == 1 else None
+        if bound is None:
+            return None
+        value = _int64(labels[req.key]) if has else None
+        if value is None:
+            return False
+        return value > bound if op == "Gt" else value < bound
+    return None
+
+
+def _field(req: NodeSelectorRequirement, node_name: str) -> bool | None:
+    """One ``matchFields`` entry: only ``metadata.name``, ``In``/``NotIn``, one value
+    (``nodeSelectorRequirementsAsFieldSelector``); None when it does not parse. Any other
+    key reads as ``""`` (``fields.Set.Get`` of a field the node does not have)."""
+    if req.operator not in ("In", "NotIn") or len(req.values) != 1:
+        return None
+    value = node_name if req.key == "metadata.name" else ""
+    same = value == req.values[0]
+    return same if req.operator == "In" else not same
+
+
+def term_matches(term: NodeSelectorTerm, node: KubeNode) -> bool:
+    """One node selector term: every expression and every field (an empty term: none)."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    for req in term.match_expressions:
+        if not _expression(req, node.labels):
+            return False
+    return all(_field(req, node.key) for req in term.match_fields)
+
+
+def matches_affinity(pod: KubePod, node: KubeNode) -> bool:
+    """``GetRequiredNodeAffinity(pod).Match(node)``: the node selector, then the terms."""
+    for key, value in pod.node_selector.items():
+        if node.labels.get(key) != value:
+            return False
+    if pod.node_affinity is None:
+        return True
+    return any(term_matches(t, node) for t in pod.node_affinity)
+
+
+def fits(pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None) -> str | None:
+    """Whether kube-scheduler's filters would let ``pod`` onto ``node`` (module docstring).
+
+    ``usage``: what the pods bound to the node request (None: nothing known, read as zero).
+    Returns None when the pod fits, else the reason in kube-scheduler's words.
+    """
+    if pod.node_name and pod.node_name != node.key:
+        return NODE_NAME
+    taint = untolerated(pod, node.taints, DO_NOT_SCHEDULE)
+    if taint is not None:
+        return untolerated_reason(taint)
+    if not matches_affinity(pod, node):
+        return NODE_AFFINITY
+    return resources_fit(pod, node, usage)
+
+
+def resources_fit(pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None) -> str | None:
+    """NodeResourcesFit for cpu, memory and pods (module docstring); None when it fits."""
+    counted = pod.node_name == node.key  # already in the node's usage
+    pods = usage.pods if usage is not None else 0
+    cpu = usage.cpu_millis if usage is not None else 0
+    memory = usage.memory_bytes if usage is not None else 0
+    want_pods = 0 if counted else 1
+    want_cpu = 0 if counted else pod.cpu_millis
+    want_memory = 0 if counted else pod.memory_bytes
+    if node.alloc_pods and pods + want_pods > node.alloc_pods:
+        return TOO_MANY_PODS
+    if node.alloc_cpu_millis and want_cpu > 0 and want_cpu > node.alloc_cpu_millis - cpu:
+        return INSUFFICIENT_CPU
+    if (
+        node.alloc_memory_bytes
+        and want_memory > 0
+        and want_memory > node.alloc_memory_bytes - memory
+    ):
+        return INSUFFICIENT_MEMORY
+    return None
+
+
+def plus(usage: KubeNodeUsage | None, pod: KubePod, node: str) -> KubeNodeUsage:
+    """``usage`` of ``node`` with ``pod``'s request added (a pod about to be bound there)."""
+    base = usage or KubeNodeUsage(source="k8s", key=node)
+    return KubeNodeUsage(
+        source=base.source,
+        key=base.key,
+        cpu_millis=base.cpu_millis + pod.cpu_millis,
+        memory_bytes=base.memory_bytes + pod.memory_bytes,
+        pods=base.pods + 1,
+    )
