@@ -21,7 +21,7 @@ import pytest
 
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, UndrainSlurmNode
-from schemas.events import SlurmJob, SlurmNode, SlurmPartition, SlurmPing
+from schemas.events import KubeNode, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
 from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.workloads import create_group
@@ -597,4 +597,68 @@ async def test_a_waiting_pod_names_slurms_reason_and_place_then_runs(
         timeout=60,
         what="pod bound once the filler ended",
     )
+    assert await stack.dead_letters() == []
+
+
+def _create_pod(stack: Stack, name: str, **spec: Any) -> None:
+    body: dict[str, Any] = {
+        "schedulerName": wellknown.DEFAULT_SCHEDULER_NAME,
+        "containers": [{"name": "main", "image": "pause", "resources": {"requests": {"cpu": "1"}}}],
+        **spec,
+    }
+    stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": body,
+        }
+    )
+
+
+async def test_kubernetes_filters_pick_the_node_slurm_may_use(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    """Issue 20 (1) on real slurmctld: a nodeSelector matching only n3 runs the pod on n3
+    (the other nodes reach Slurm as the job's ExcNodeList); a pod tolerating nothing is never
+    bound to a tainted node."""
+    stack.kube.patch("nodes", "n3", {"metadata": {"labels": {"disk": "ssd"}}})
+    taint = {"key": "dedicated", "value": "other", "effect": "NoSchedule"}
+    for n in ("n1", "n2"):
+        stack.kube.patch("nodes", n, {"spec": {"taints": [taint]}})
+    assert stack.app is not None
+    proj = stack.app.projection
+    await stack.wait_for(
+        lambda: (
+            all(
+                (k := proj.get(KubeNode, n, "k8s")) is not None
+                and any(t.key == "dedicated" for t in k.taints)
+                for n in ("n1", "n2")
+            )
+            and (k3 := proj.get(KubeNode, "n3", "k8s")) is not None
+            and k3.labels.get("disk") == "ssd"
+        ),
+        what="the label and taints observed",
+    )
+    _create_pod(stack, "real-ssd", nodeSelector={"disk": "ssd"})
+    await stack.wait_for(
+        lambda: bool(((_pod(stack, "real-ssd") or {}).get("spec") or {}).get("nodeName")),
+        timeout=60,
+        what="the ssd pod bound",
+    )
+    p = _pod(stack, "real-ssd")
+    assert p is not None
+    assert p["spec"]["nodeName"] == "n3"
+    shown = modern_slurm.scontrol("-o", "show", "job", p["metadata"]["labels"][JOBID])
+    assert "NodeList=n3" in shown
+    assert "ExcNodeList=n[1-2,4]" in shown, shown
+    _create_pod(stack, "real-plain")
+    await stack.wait_for(
+        lambda: bool(((_pod(stack, "real-plain") or {}).get("spec") or {}).get("nodeName")),
+        timeout=60,
+        what="the plain pod bound",
+    )
+    p = _pod(stack, "real-plain")
+    assert p is not None
+    assert p["spec"]["nodeName"] == "n4", "n1 and n2 are tainted, n3 holds the ssd pod"
     assert await stack.dead_letters() == []
