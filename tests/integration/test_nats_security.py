@@ -254,7 +254,9 @@ async def test_per_component_permissions(
         )
 
         assert rec.bus is not None and producers.app.bus is not None
-        obs, act = "bridge.obs.k8s.KubeNode.n2", "bridge.act.node_taint.KubeNode.n2"
+        # Keys no component writes: a legitimate write on the subject meanwhile (n2's taint
+        # observed) would otherwise read as a refused write that got stored.
+        obs, act = "bridge.obs.k8s.KubeNode.n-none", "bridge.act.node_taint.KubeNode.n-none"
         dlq = "bridge.dlq.node_taint"
         # A reconciler cannot publish observations (nor feed another reconciler).
         assert await refused_publish(rec.bus, admin, streams.OBS_STREAM, obs, caplog)

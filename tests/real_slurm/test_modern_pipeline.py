@@ -662,3 +662,61 @@ async def test_kubernetes_filters_pick_the_node_slurm_may_use(
     assert p is not None
     assert p["spec"]["nodeName"] == "n4", "n1 and n2 are tainted, n3 holds the ssd pod"
     assert await stack.dead_letters() == []
+
+
+async def test_a_workload_api_gang_of_4_waits_for_its_pods_then_is_one_real_job(
+    modern_slurm: ModernSlurm,
+) -> None:
+    """Issue 20 (2) on real slurmctld: a scheduling.k8s.io/v1beta1 PodGroup with minCount 4
+    submits nothing while 3 pods exist, then one job holding the 4 nodes; every pod is bound
+    under it and the PodGroup is marked scheduled."""
+    from tests.integration.test_workload_api_e2e import PODGROUPS, gang, job_pod, serve
+
+    async with Stack(
+        nodes=4, real_slurm=modern_slurm, poll_interval=0.2, setup=serve("v1beta1")
+    ) as stack:
+        try:
+            job = gang(stack.kube, "v1beta1", "rgang", 4)
+            # The rig has no accounting: no QOS to name.
+            stack.kube.patch(
+                PODGROUPS,
+                "rgang-workers",
+                {"metadata": {"annotations": {wellknown.ANNOTATION_SLURMJOB_PREFIX + "qos": None}}},
+                "default",
+            )
+            names = [job_pod(stack.kube, job, i, "rgang-workers", run_s=30) for i in range(3)]
+            await stack.settled(timeout=30)
+
+            def ours() -> list[str]:
+                out = modern_slurm.run("squeue", "-h", "-o", "%i %k").stdout.split("\n")
+                return [ln.split()[0] for ln in out if "slurmbridge:" in ln]
+
+            assert ours() == [], "3 of minCount 4: no job in Slurm"
+            names.append(job_pod(stack.kube, job, 3, "rgang-workers", run_s=30))
+            await stack.wait_for(
+                lambda: all(
+                    ((_pod(stack, n) or {}).get("spec") or {}).get("nodeName") for n in names
+                ),
+                timeout=60,
+                what="the 4 pods bound",
+            )
+            (job_id,) = ours()
+            pods = [_pod(stack, n) or {} for n in names]
+            assert {p["metadata"]["labels"][JOBID] for p in pods} == {job_id}
+            assert sorted(p["spec"]["nodeName"] for p in pods) == ["n1", "n2", "n3", "n4"]
+            shown = modern_slurm.scontrol("-o", "show", "job", job_id)
+            assert "NumNodes=4" in shown and "JobName=rgang-gang" in shown, shown
+            await stack.wait_for(
+                lambda: any(
+                    c["type"] == "PodGroupInitiallyScheduled" and c["status"] == "True"
+                    for c in (
+                        stack.kube.get(PODGROUPS, "rgang-workers", "default").get("status") or {}
+                    ).get("conditions")
+                    or []
+                ),
+                timeout=30,
+                what="PodGroupInitiallyScheduled=True",
+            )
+            assert await stack.dead_letters() == []
+        finally:
+            modern_slurm.run("scancel", "--user", "root", check=False)
