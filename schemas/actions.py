@@ -146,9 +146,10 @@ class RecordEvent(Action, frozen=True, kw_only=True, tag="RecordEvent"):
     on: tuple[str, ...] = ("ok",)
 
 
-class PodRef(msgspec.Struct, frozen=True, kw_only=True):
-    """One pod: ``namespace``, ``name`` and ``uid`` (a precondition: a pod re-created under the
-    same name is a different pod and is never touched by an action meant for the old one)."""
+class ObjectRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A namespaced Kubernetes object: ``namespace``, ``name`` and ``uid`` (a precondition:
+    an object re-created under the same name is another object, never touched by an action
+    meant for the old one; ``""`` = no precondition)."""
 
     namespace: str
     name: str
@@ -158,6 +159,11 @@ class PodRef(msgspec.Struct, frozen=True, kw_only=True):
     def key(self) -> str:
         """``namespace/name``."""
         return f"{self.namespace}/{self.name}"
+
+
+class PodRef(ObjectRef, frozen=True, kw_only=True):
+    """One pod: ``namespace``, ``name`` and ``uid`` (a precondition: one re-created under
+    the same name is another; ``""`` = none)."""
 
 
 class SlurmJobSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -234,17 +240,9 @@ class BindPod(Action, frozen=True, kw_only=True, tag="BindPod"):
     job_id: int
 
 
-class ClaimRef(msgspec.Struct, frozen=True, kw_only=True):
-    """One ResourceClaim: ``namespace``, ``name`` and ``uid`` (a precondition)."""
-
-    namespace: str
-    name: str
-    uid: str = ""
-
-    @property
-    def key(self) -> str:
-        """``namespace/name``."""
-        return f"{self.namespace}/{self.name}"
+class ClaimRef(ObjectRef, frozen=True, kw_only=True):
+    """One ResourceClaim: ``namespace``, ``name`` and ``uid`` (a precondition: one re-created under
+    the same name is another; ``""`` = none)."""
 
 
 class ExtendedResourceMapping(msgspec.Struct, frozen=True, kw_only=True):
@@ -404,25 +402,14 @@ class SetPodGroupScheduled(Action, frozen=True, kw_only=True, tag="SetPodGroupSc
     message: str
 
 
-class NodeSetRef(msgspec.Struct, frozen=True, kw_only=True):
-    """One NodeSet: ``namespace``, ``name`` and ``uid`` (a re-created NodeSet is another)."""
-
-    namespace: str
-    name: str
-    uid: str = ""
-
-    @property
-    def key(self) -> str:
-        """``namespace/name``."""
-        return f"{self.namespace}/{self.name}"
+class NodeSetRef(ObjectRef, frozen=True, kw_only=True):
+    """One NodeSet: ``namespace``, ``name`` and ``uid`` (a precondition: one re-created under
+    the same name is another; ``""`` = none)."""
 
 
-class ClusterRef(msgspec.Struct, frozen=True, kw_only=True):
-    """One Slinky Cluster: ``namespace``, ``name`` and ``uid`` (a re-created one is another)."""
-
-    namespace: str
-    name: str
-    uid: str = ""
+class ClusterRef(ObjectRef, frozen=True, kw_only=True):
+    """One Slinky Cluster: ``namespace``, ``name`` and ``uid`` (a precondition: one re-created under
+    the same name is another; ``""`` = none)."""
 
 
 class SetClusterStatus(Action, frozen=True, kw_only=True, tag="SetClusterStatus"):

@@ -52,6 +52,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim, quantity
+from slurmbridge.devtools.sim.podqueue import PodQueue
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Kubelet:
+class Kubelet(PodQueue):
     """The kubelets of a :class:`KubeSim` (see the module docstring).
 
     ``start_delay``: seconds from binding to ``Running`` (image pull and container start);
@@ -77,8 +78,10 @@ class Kubelet:
     grace period). :attr:`transitions` counts phase changes written, by phase.
     """
 
+    what = "simulated kubelet"
+
     def __init__(self, sim: KubeSim, *, start_delay: float = 0.0, stop_seconds: float = 0.0):
-        self.sim = sim
+        super().__init__(sim)
         self.start_delay = start_delay
         self.stop_seconds = stop_seconds
         self.stopped: set[str] = set()
@@ -88,30 +91,14 @@ class Kubelet:
         #: Pods refused at admission: ``(namespace/name, reason)``.
         self.rejected: list[tuple[str, str]] = []
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self._dirty: set[tuple[str, str]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._flush: asyncio.Handle | None = None
 
     # lifecycle --------------------------------------------------------------------------------
-    def attach(self) -> None:
-        """Start reacting to the simulator's writes (call on the running event loop)."""
-        self._loop = asyncio.get_running_loop()
-        self.sim.on_write.append(self._on_write)
-        for pod in self.sim.list("pods"):
-            meta = pod["metadata"]
-            self._mark(meta["namespace"], meta["name"])
-
     def detach(self) -> None:
         """Stop reacting; pending timers are cancelled."""
-        with contextlib.suppress(ValueError):
-            self.sim.on_write.remove(self._on_write)
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        if self._flush is not None:
-            self._flush.cancel()
-            self._flush = None
-        self._loop = None
+        super().detach()
 
     def stop(self, node: str) -> None:
         """Stop ``node``'s kubelet: its pods freeze and the Node turns ``Ready=Unknown``."""
@@ -175,22 +162,6 @@ class Kubelet:
             if st.get("allocation") is None or not reserved:
                 return False
         return True
-
-    def _mark(self, namespace: str, name: str) -> None:
-        if self._loop is None:
-            return
-        self._dirty.add((namespace, name))
-        if self._flush is None:
-            self._flush = self._loop.call_soon(self._sync_dirty)
-
-    def _sync_dirty(self) -> None:
-        self._flush = None
-        dirty, self._dirty = self._dirty, set()
-        for namespace, name in sorted(dirty):
-            try:
-                self._sync(namespace, name)
-            except Exception:
-                log.exception("simulated kubelet: pod %s/%s", namespace, name)
 
     def _later(self, key: tuple[str, str], delay: float) -> None:
         assert self._loop is not None

@@ -25,12 +25,12 @@ inside a commit).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from typing import Any, Final
 
 from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim
+from slurmbridge.devtools.sim.podqueue import PodQueue
 
 log = logging.getLogger(__name__)
 
@@ -42,31 +42,14 @@ GENERATE_NAME_MAX: Final = 57
 Obj = dict[str, Any]
 
 
-class ResourceClaimController:
+class ResourceClaimController(PodQueue):
     """See the module docstring; :attr:`made` counts the claims it created."""
 
+    what = "simulated resourceclaim controller"
+
     def __init__(self, sim: KubeSim) -> None:
-        self.sim = sim
+        super().__init__(sim)
         self.made = 0
-        self._dirty: set[tuple[str, str]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._flush: asyncio.Handle | None = None
-
-    def attach(self) -> None:
-        """Start reacting to the simulator's writes (on the running event loop)."""
-        self._loop = asyncio.get_running_loop()
-        self.sim.on_write.append(self._on_write)
-        for pod in self.sim.list("pods"):
-            self._mark(pod["metadata"]["namespace"], pod["metadata"]["name"])
-
-    def detach(self) -> None:
-        """Stop reacting."""
-        with contextlib.suppress(ValueError):
-            self.sim.on_write.remove(self._on_write)
-        if self._flush is not None:
-            self._flush.cancel()
-            self._flush = None
-        self._loop = None
 
     def _on_write(self, change: Change) -> None:
         meta = change.object.get("metadata") or {}
@@ -79,23 +62,7 @@ class ResourceClaimController:
                 if (pod.get("spec") or {}).get("resourceClaims"):
                     self._mark(ns, pod["metadata"]["name"])
 
-    def _mark(self, namespace: str, name: str) -> None:
-        if self._loop is None:
-            return
-        self._dirty.add((namespace, name))
-        if self._flush is None:
-            self._flush = self._loop.call_soon(self._sync_dirty)
-
-    def _sync_dirty(self) -> None:
-        self._flush = None
-        dirty, self._dirty = self._dirty, set()
-        for namespace, name in sorted(dirty):
-            try:
-                self._sync_pod(namespace, name)
-            except Exception:
-                log.exception("simulated resourceclaim controller: pod %s/%s", namespace, name)
-
-    def _sync_pod(self, namespace: str, name: str) -> None:
+    def _sync(self, namespace: str, name: str) -> None:
         try:
             pod = self.sim.get("pods", name, namespace)
         except ApiError:
