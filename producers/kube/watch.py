@@ -28,12 +28,10 @@ from producers.kube.translate import (
     workload_to_event,
 )
 from schemas import events, subjects, wellknown
-from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.watch import E, Watcher, same_content
 from slurmbridge.kube.wire import (
     DECODE_CLUSTER,
     DECODE_CLUSTER_LIST,
-    DECODE_LIST_PAGE,
     DECODE_NODE,
     DECODE_NODE_LIST,
     DECODE_NODESET,
@@ -51,7 +49,6 @@ from slurmbridge.kube.wire import (
     DECODE_WORKLOAD_LIST,
     RawPod,
 )
-from slurmbridge.runtime.gcpause import collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -488,24 +485,13 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
         now = time.time_ns()
         pods: dict[str, tuple[str, int, int]] = {}
         list_rv = ""
-        token = ""
-        while True:
-            paging: dict[str, Any] = {"limit": self.list_page_size}
-            if token:
-                paging["_continue"] = token
-            body = await read_raw(self._call(**self._selector(), **paging))
-            with collector_paused():
-                page = DECODE_LIST_PAGE.decode(body).metadata
-                items, rv = self._decode_list(body)
-                list_rv = list_rv or rv
-                for raw in items:
-                    counted = self._counted(raw)
-                    if counted is not None:
-                        pods[counted[0]] = counted[1]
-                del items, body
-            token = page.continue_ or ""
-            if not token:
-                break
+        async for items, rv in self._list_pages():
+            list_rv = list_rv or rv
+            for raw in items:
+                counted = self._counted(raw)
+                if counted is not None:
+                    pods[counted[0]] = counted[1]
+            del items
         self.pods, self.totals = pods, {}
         for each in pods.values():
             self._add(each, 1)
@@ -518,12 +504,7 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
                 batch.append((ev, self._msg_id(ev)))
         if batch:
             await self._publish(batch)
-        await self._listed(list_rv, now)
-        self.missing = False
-        self._republish = False
-        self.resource_version = list_rv
-        self.alive_at = time.monotonic()
-        self.listed.set()
+        await self._relisted(list_rv, now)
 
     async def _on_line(self, line: bytes) -> None:
         ev = DECODE_WATCH.decode(line)

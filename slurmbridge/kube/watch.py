@@ -42,7 +42,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 import aiohttp
@@ -417,37 +417,53 @@ class Watcher(Generic[E]):
         now = time.time_ns()
         seen: set[str] = set()
         list_rv = ""
-        token = ""
-        while True:
-            paging: dict[str, Any] = {"limit": self.list_page_size}
-            if token:
-                paging["_continue"] = token
-            body = await read_raw(self._call(**self._selector(), **paging))
+        async for items, rv in self._list_pages():
+            list_rv = list_rv or rv
             batch: list[tuple[E, str]] = []
-            # A page makes thousands of long-lived objects at once: collections during it
-            # would only re-scan them (slurmbridge.runtime.gcpause; no await inside).
             with collector_paused():
-                page = DECODE_LIST_PAGE.decode(body).metadata
-                items, rv = self._decode_list(body)
-                list_rv = list_rv or rv
                 for raw in items:
                     ev = self._translate(raw, now)
                     seen.add(ev.key)
                     prev = self.last.get(ev.key)
                     if self._republish or prev is None or not same_content(prev, ev):
                         batch.append((ev, self._msg_id(ev)))
-                del items, body
+                del items
             if batch:
                 await self._publish(batch)
-            token = page.continue_ or ""
-            if not token:
-                break
         gone = [self._tombstone(self.last[key], list_rv, now) for key in set(self.last) - seen]
         if gone:
             await self._publish([(tomb, self._msg_id(tomb)) for tomb in gone])
-        # Last, after every object and tombstone of the list: the log now holds a complete
-        # list of this resource (reconcilers.base.kube_listed). Two producers listing the same
-        # resourceVersion dedupe on the message id.
+        await self._relisted(list_rv, now)
+
+    async def _list_pages(self) -> AsyncIterator[tuple[list[Any], str]]:
+        """Read the list in pages of :attr:`list_page_size` (``limit`` and ``continue``):
+        each page's decoded items and the list's resourceVersion.
+
+        Raises:
+            ApiStatusError: the API server refused a page (an expired continue token: the run
+                loop lists again).
+        """
+        token = ""
+        while True:
+            paging: dict[str, Any] = {"limit": self.list_page_size}
+            if token:
+                paging["_continue"] = token
+            body = await read_raw(self._call(**self._selector(), **paging))
+            # A page makes thousands of long-lived objects at once: collections during it
+            # would only re-scan them (slurmbridge.runtime.gcpause; no await inside).
+            with collector_paused():
+                page = DECODE_LIST_PAGE.decode(body).metadata
+                items, rv = self._decode_list(body)
+                del body
+            yield items, rv
+            token = page.continue_ or ""
+            if not token:
+                return
+
+    async def _relisted(self, list_rv: str, now: int) -> None:
+        """Close a relist: last, after every object and tombstone of the list, the
+        ``KubeListed`` marker (the log now holds a complete list of this resource:
+        reconcilers.base.kube_listed); then remember the list's resourceVersion."""
         await self._listed(list_rv, now)
         self.missing = False
         self._republish = False
