@@ -483,6 +483,11 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("slinky.slurm.net", "clusters", "get"): r"get_namespaced_custom_object\(",
     ("slinky.slurm.net", "clusters/status", "patch"): r"patch_namespaced_custom_object_status\b",
     ("", "namespaces", "get"): r"read_namespace\(",
+    ("apps", "controllerrevisions", "get"): r"read_namespaced_controller_revision\b",
+    ("apps", "controllerrevisions", "list"): r"list_namespaced_controller_revision\b",
+    ("apps", "controllerrevisions", "create"): r"create_namespaced_controller_revision\b",
+    ("apps", "controllerrevisions", "patch"): r"patch_namespaced_controller_revision\b",
+    ("apps", "controllerrevisions", "delete"): r"delete_namespaced_controller_revision\b",
 }
 
 
