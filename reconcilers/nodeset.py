@@ -11,14 +11,18 @@ hostname, as slurmd registers it).
    free ordinals (a name still terminating is not free). One ``ScalingUp`` Event.
 2. **Scale-in.** More live pods than ``replicas`` ⇒ condemn the surplus in this order, first
    condemned first: not yet on a node; Pending before Unknown before Running; not ready
-   before ready; lower ``nodeset.slinky.slurm.net/pod-deletion-cost`` first; Slurm node
-   already drained first; then as Kubernetes' ActivePods order breaks ties: the pod that
-   became ready most recently first, then the newest; higher ordinal last. A condemned pod's
-   Slurm node is drained with ``slurm-operator: Pod (<ns>/<pod>) is pending termination for
-   scale-in``; the pod is deleted only once its node is drained: DRAIN, not UNDRAIN (an
-   undrain under way is never raced), and not ALLOCATED, MIXED or COMPLETING (or Slurm does
-   not know it). The effector checks that again against Slurm before deleting. One
-   ``ScalingDown`` Event.
+   before ready; lower ``nodeset.slinky.slurm.net/pod-deletion-cost`` first; earlier
+   ``nodeset.slinky.slurm.net/pod-deadline`` first (none before any: the pods whose jobs
+   end soonest go first); ``nodeset.slinky.slurm.net/pod-cordon`` before not cordoned
+   (both as slurm-operator internal/controller/nodeset/utils/sort.go); Slurm node already
+   drained first; then as Kubernetes' ActivePods order breaks ties: the pod that became
+   ready most recently first, then the newest; higher ordinal last. (1.x's sort.go puts the
+   ordinal before the ready time; slurmbridge keeps ActivePods' order there, issue 18.)
+   A condemned pod's Slurm node is drained with ``slurm-operator: Pod (<ns>/<pod>) is
+   pending termination for scale-in``; the pod is deleted only once its node is drained:
+   DRAIN, not UNDRAIN (an undrain under way is never raced), and not ALLOCATED, MIXED or
+   COMPLETING (or Slurm does not know it). The effector checks that again against Slurm
+   before deleting. One ``ScalingDown`` Event.
 3. **Reversal.** A live pod that is no longer condemned and whose node carries *that* drain
    reason is undrained; any other drain (an administrator's) stays.
 
@@ -46,19 +50,43 @@ hostname, as slurmd registers it).
    conditions mirroring its Slurm node, with Slurm's reason as message, written only when
    they change (:mod:`reconcilers._slurmd`).
 
+9. **Deadlines.** With a complete Slurm listing, each live pod's ``pod-deadline`` annotation
+   is the latest end of its Slurm node's RUNNING jobs (start + time limit; no limit ⇒ Go's
+   longest duration), RFC 3339 UTC, removed when the node runs nothing; written only when
+   it differs (slurm-operator nodeset_sync.go ``syncSlurmDeadline``, slurmcontrol.go
+   ``GetNodeDeadlines``). The sort (rule 2) uses those deadlines, or the annotation without
+   a listing. A SlurmJob on a slurmd pod's node triggers a reconcile.
+10. **Revisions.** Each observation carries the hash of its template's revision
+    (:mod:`slurmbridge.kube.revisions`); pods are created labelled
+    ``controller.kubernetes.io/hash=<hash>`` with the hash of the NodeSet the effector read.
+    When the status would name a new hash or the pods' revisions may have changed,
+    :class:`EnsureNodeSetRevision` records the ControllerRevision and prunes the history
+    to ``revisionHistoryLimit``, just before the status write. Status gains
+    ``nodeSetHash``, ``updatedReplicas`` (live pods at that hash), ``unavailableReplicas``
+    and ``desired``; ``availableReplicas`` counts pods Ready for ``minReadySeconds``
+    (nodeset_sync_status.go ``calculateReplicaStatus``).
+11. **Updates** (:func:`update_pods`), only when no scale-out or scale-in is under way in
+    this decision: RollingUpdate replaces old-revision pods — every unhealthy one, then
+    healthy ones within ``maxUnavailable`` (default ``25%``, rounded up) minus the
+    unavailable (missing slots, new pods not yet available) — each condemned as in rule 2:
+    drained with the pending-termination reason and deleted only once drained, never while
+    its node runs a job; rule 1 re-creates it at the new revision. OnDelete replaces
+    nothing; ScheduledUpdate is not built (the decision says so).
+
 Clusters: ``clusterName`` empty or equal to ``slurm.cluster`` means slurmbridge's static
 Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.cluster.served`),
 else the NodeSet is left alone and the decision says why.
 
-Not yet: ``updateStrategy`` is not applied to existing pods (a changed template reaches only
-new pods); v1beta1's ``scalingMode: DaemonSet``, ``pinToNode``, ``partition``,
+Not yet: v1beta1's ``scalingMode: DaemonSet``, ``pinToNode``, ``partition``,
 ``extraConf`` and ``pruneSlurmNodeRecords`` are read but not acted on (a DaemonSet-mode
 NodeSet is left alone and the decision says so).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Final
 
 import msgspec
@@ -81,10 +109,12 @@ from schemas.actions import (
     DeleteNodeSetPod,
     DrainSlurmNode,
     EnsureNodeSetPDB,
+    EnsureNodeSetRevision,
     NodeSetRef,
     PodRef,
     RecordEvent,
     SetNodeSetStatus,
+    SetPodAnnotation,
     SetPodLabel,
 )
 from schemas.events import (
@@ -93,6 +123,7 @@ from schemas.events import (
     KubePod,
     NodeSetStatus,
     SlurmCluster,
+    SlurmJob,
     SlurmNode,
 )
 from schemas.subjects import KUBE_SOURCE, slurm_source
@@ -115,6 +146,13 @@ BACKOFF_BASE_S: Final = 10.0
 BACKOFF_MAX_S: Final = 300.0
 FORGET_FAILURE_S: Final = 600.0
 _FAILURES: Final = msgspec.json.Decoder(dict[str, tuple[int, int, str]])
+#: A job without a time limit runs "forever": Go's largest Duration, in seconds, as
+#: slurmcontrol.go ``GetNodeDeadlines`` adds for an INFINITE limit.
+INFINITE_S: Final = (2**63 - 1) // 10**9
+#: updateStrategy.rollingUpdate.maxUnavailable when unset (internal/defaults/nodeset.go).
+DEFAULT_MAX_UNAVAILABLE: Final = "25%"
+#: Go's strconv.ParseBool spellings of true (structutils.GetBoolFromAnnotations).
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,6 +174,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The log holds a complete Kubernetes node listing (base.kube_listed): a pod's node
     #: missing from ``kube_nodes`` is then gone, not merely unseen yet.
     nodes_listed: bool = False
+    #: Per Slurm node of these pods: when its running jobs end at the latest (epoch s; a
+    #: node running nothing is absent) — :func:`node_deadlines` (rule 9).
+    deadlines: dict[str, int] = {}
 
 
 def pod_name(nodeset: str, ordinal: int, padding: int) -> str:
@@ -165,28 +206,115 @@ def is_busy(node: SlurmNode | None) -> bool:
     return node is not None and any(node.has(s) for s in BUSY)
 
 
+def parse_deadline(text: str | None) -> int:
+    """An RFC 3339 ``pod-deadline`` as epoch seconds; absent or unreadable ⇒ 0 (Go's zero
+    time, before every deadline: structutils.GetTimeFromAnnotations)."""
+    if not text:
+        return 0
+    try:
+        return int(datetime.fromisoformat(text).timestamp())
+    except ValueError:
+        return 0
+
+
+def format_deadline(epoch_s: int) -> str:
+    """Epoch seconds as RFC 3339 in UTC (Go's ``time.RFC3339`` layout), e.g.
+    ``2026-01-02T03:04:05Z``."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_deadlines(jobs: Iterable[SlurmJob], nodes: set[str]) -> dict[str, int]:
+    """For each of ``nodes`` running a job: the latest end of its RUNNING jobs, epoch
+    seconds — ``start_time`` + the time limit, or + :data:`INFINITE_S` without one
+    (slurm-operator slurmcontrol.go ``GetNodeDeadlines``, a TimeStore keeping the greater)."""
+    out: dict[str, int] = {}
+    for job in jobs:
+        if job.base_state != "RUNNING":
+            continue
+        limit = job.time_limit_minutes
+        end = job.start_time + (INFINITE_S if limit is None else limit * 60)
+        for name in job.nodes:
+            if name in nodes and end > out.get(name, 0):
+                out[name] = end
+    return out
+
+
+def _deadline(p: KubePod, deadlines: dict[str, int] | None) -> int:
+    if deadlines is not None:
+        return deadlines.get(p.name, 0)
+    return parse_deadline(p.annotations.get(wellknown.ANNOTATION_POD_DEADLINE))
+
+
+def _cordoned(p: KubePod) -> bool:
+    return p.annotations.get(wellknown.ANNOTATION_POD_CORDON, "") in _TRUE
+
+
+def active_pods_key(
+    p: KubePod,
+    nodeset: str,
+    slurm: dict[str, SlurmNode],
+    deadlines: dict[str, int] | None = None,
+) -> tuple[object, ...]:
+    """Sort key: pods that sort first are condemned first (module docstring, rule 2).
+
+    ``deadlines``: the Slurm nodes' job deadlines (:func:`node_deadlines`) when the log holds
+    a complete Slurm listing; else each pod's ``pod-deadline`` annotation is read."""
+    node = slurm.get(p.name)
+    drained = node is not None and node.has("DRAIN") and not node.has("UNDRAIN")
+    return (
+        bool(p.node_name),
+        _PHASE_RANK.get(p.phase, 1),
+        p.ready,
+        _deletion_cost(p),
+        # slurm-operator utils/sort.go: the earliest pod-deadline first (none = Go's zero
+        # time, first of all), then cordoned (pod-cordon) before not cordoned.
+        _deadline(p, deadlines),
+        not _cordoned(p),
+        not drained,
+        # Kubernetes' ActivePods order (pkg/controller/controller_utils.go): the pod that
+        # became ready most recently first, then the newest; an unset time first.
+        (p.ready_since != 0, -p.ready_since),
+        (p.created_at != 0, -p.created_at),
+        -(ordinal_of(nodeset, p.name) or 0),
+    )
+
+
 def scale_in_order(
-    pods: Iterable[KubePod], nodeset: str, slurm: dict[str, SlurmNode]
+    pods: Iterable[KubePod],
+    nodeset: str,
+    slurm: dict[str, SlurmNode],
+    deadlines: dict[str, int] | None = None,
 ) -> list[KubePod]:
-    """Pods sorted so that the first ones are condemned first (module docstring, rule 2)."""
+    """Pods sorted so that the first ones are condemned first (:func:`active_pods_key`)."""
+    return sorted(pods, key=lambda p: active_pods_key(p, nodeset, slurm, deadlines))
 
-    def rank(p: KubePod) -> tuple[bool, int, bool, int, bool, int, int, int]:
-        node = slurm.get(p.name)
-        drained = node is not None and node.has("DRAIN") and not node.has("UNDRAIN")
-        return (
-            bool(p.node_name),
-            _PHASE_RANK.get(p.phase, 1),
-            p.ready,
-            _deletion_cost(p),
-            not drained,
-            # Kubernetes' ActivePods order (pkg/controller/controller_utils.go): the pod
-            # that became ready most recently first, then the newest.
-            -p.ready_since,
-            -p.created_at,
-            -(ordinal_of(nodeset, p.name) or 0),
-        )
 
-    return sorted(pods, key=rank)
+def max_unavailable(value: str, total: int) -> int:
+    """``maxUnavailable`` (an integer, or a percentage of ``total`` rounded up) as a count;
+    ``""`` is 1.x's default ``25%``; an unreadable value counts as 1
+    (internal/utils/mathutils ``GetScaledValueFromIntOrPercent`` over apimachinery intstr)."""
+    text = value or DEFAULT_MAX_UNAVAILABLE
+    try:
+        if text.endswith("%"):
+            return math.ceil(int(text[:-1]) * total / 100)
+        return int(text)
+    except ValueError:
+        return 1
+
+
+def is_available(p: KubePod, min_ready_s: int, now: float) -> bool:
+    """Ready for at least ``min_ready_s`` seconds (Kubernetes podutil ``IsPodAvailable``)."""
+    return p.ready and (min_ready_s <= 0 or p.ready_since + min_ready_s <= now)
+
+
+def _healthy(p: KubePod) -> bool:
+    # podutils.IsHealthy: Running, Ready and not terminating.
+    return p.phase == "Running" and p.ready and not p.deleting
+
+
+def revision_of(p: KubePod) -> str:
+    """The pod's revision hash (label ``controller.kubernetes.io/hash``; ``""`` none)."""
+    return p.labels.get(wellknown.LABEL_REVISION_HASH, "")
 
 
 def _ref(p: KubePod) -> PodRef:
@@ -207,19 +335,29 @@ def _event(ns: KubeNodeSet, reason: str, message: str, *, warning: bool = False)
     )
 
 
-def _status(ns: KubeNodeSet, live: list[KubePod], slurm: dict[str, SlurmNode]) -> NodeSetStatus:
+def _status(
+    ns: KubeNodeSet, live: list[KubePod], slurm: dict[str, SlurmNode], now: float = 0.0
+) -> NodeSetStatus:
     nodes = [slurm[p.name] for p in live if p.name in slurm]
     ready = sum(1 for p in live if p.ready)
+    available = sum(1 for p in live if is_available(p, ns.min_ready_seconds, now))
     return NodeSetStatus(
         replicas=len(live),
         ready_replicas=ready,
-        available_replicas=ready,
+        available_replicas=available,
         slurm_idle=sum(1 for n in nodes if n.base_state == "IDLE" and not n.has("DRAIN")),
         slurm_allocated=sum(1 for n in nodes if n.base_state in ("ALLOCATED", "MIXED")),
         slurm_down=sum(1 for n in nodes if n.base_state == "DOWN"),
         slurm_drain=sum(1 for n in nodes if n.has("DRAIN")),
         observed_generation=ns.generation,
         selector=",".join(f"{k}={v}" for k, v in sorted(_selector(ns).items())),
+        # nodeset_sync_status.go calculateReplicaStatus (StatefulSet mode).
+        updated_replicas=(
+            sum(1 for p in live if revision_of(p) == ns.revision_hash) if ns.revision_hash else 0
+        ),
+        unavailable_replicas=max(0, len(live) - available),
+        desired=max(0, ns.replicas),
+        node_set_hash=ns.revision_hash,
     )
 
 
@@ -308,39 +446,11 @@ def decide(v: View | None) -> Decision:
     if waiting_out:
         requeue = min(waiting_out.values())
 
+    deadlines = v.deadlines if v.slurm_listed else None
     condemned: list[KubePod] = []
     if len(live) > want:
-        condemned = scale_in_order(live, ns.name, v.slurm)[: len(live) - want]
-        waiting = []
-        for p in condemned:
-            node = v.slurm.get(p.name)
-            if node is not None and not node.has("DRAIN"):
-                actions.append(
-                    DrainSlurmNode(
-                        cluster=v.cluster,
-                        node=p.name,
-                        reason=wellknown.scale_in_drain_reason(p.namespace, p.name),
-                    )
-                )
-                if is_busy(node):
-                    waiting.append(p.name)
-                else:
-                    # Idle now: delete right after the drain instead of a poll later; the
-                    # effector re-reads the node and deletes only if it is DRAIN and idle.
-                    actions.append(
-                        DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name)
-                    )
-            elif (
-                is_busy(node)
-                or (node is not None and node.has("UNDRAIN"))
-                or (node is None and not v.slurm_listed)
-            ):
-                # Deleted only when drained (DRAIN, not UNDRAIN: an undrain under way must not
-                # be raced) and idle. No node in a current listing: unknown to Slurm,
-                # deletable; with no listing at all, its node may be running a job.
-                waiting.append(p.name)
-            else:
-                actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
+        condemned = scale_in_order(live, ns.name, v.slurm, deadlines)[: len(live) - want]
+        waiting = _condemn(v, condemned, actions)
         if waiting:
             requeue = min(requeue or DRAIN_RECHECK_S, DRAIN_RECHECK_S)
         actions.append(
@@ -351,6 +461,27 @@ def decide(v: View | None) -> Decision:
                 + (f" (waiting for {', '.join(waiting)} to drain)" if waiting else ""),
             )
         )
+
+    update_note = ""
+    creating = any(isinstance(a, CreateNodeSetPod) for a in actions)
+    if not condemned and not creating:
+        updating, update_note, wait_s = update_pods(v, live, deadlines)
+        if updating:
+            waiting = _condemn(v, updating, actions)
+            actions.append(
+                _event(
+                    ns,
+                    "RollingUpdate",
+                    f"Rolling update to revision {ns.revision_hash}: replacing "
+                    f"{', '.join(p.name for p in updating)}"
+                    + (f" (waiting for {', '.join(waiting)} to drain)" if waiting else ""),
+                )
+            )
+            if waiting:
+                wait_s = min(wait_s or DRAIN_RECHECK_S, DRAIN_RECHECK_S)
+        if wait_s is not None:
+            requeue = wait_s if requeue is None else min(requeue, wait_s)
+        condemned = updating
 
     doomed = {p.name for p in condemned}
     pdb_ensured = False
@@ -384,14 +515,159 @@ def decide(v: View | None) -> Decision:
         elif not is_busy(node) and protected:
             actions.append(SetPodLabel(pod=_ref(p), label=wellknown.LABEL_POD_PROTECT, value=None))
 
-    status = _status(ns, live, v.slurm)
+    if deadlines is not None:
+        actions += deadline_actions(live, deadlines)
+    status = _status(ns, live, v.slurm, v.now)
     if status != ns.status:
+        old = ns.status
+        if ns.revision_hash and (
+            status.node_set_hash != old.node_set_hash
+            or status.updated_replicas != old.updated_replicas
+            or status.replicas != old.replicas
+        ):
+            # The revision is recorded before the status names it, and the history is
+            # pruned when the pods' revisions may have changed (rule 10).
+            live_revisions = tuple(sorted({r for p in v.pods if (r := revision_of(p))}))
+            actions.append(
+                EnsureNodeSetRevision(
+                    nodeset=ref, revision_hash=ns.revision_hash, live=live_revisions
+                )
+            )
         actions.append(SetNodeSetStatus(nodeset=ref, status=status))
+    if (
+        ns.min_ready_seconds > 0
+        and status.ready_replicas != status.available_replicas
+        and status.ready_replicas
+    ):
+        # Look again when the next ready pod becomes available (nodeset_sync_status.go
+        # resyncs after minReadySeconds for the same reason).
+        due = min(
+            p.ready_since + ns.min_ready_seconds - v.now
+            for p in live
+            if p.ready and not is_available(p, ns.min_ready_seconds, v.now)
+        )
+        requeue = max(0.1, due) if requeue is None else min(requeue, max(0.1, due))
     return Decision(
         actions=tuple(actions),
         requeue_after=requeue,
-        reason=f"{len(live)} live pod(s), {want} wanted" + "".join(f"; {why}" for why in cordons),
+        reason=f"{len(live)} live pod(s), {want} wanted"
+        + (f"; {update_note}" if update_note else "")
+        + "".join(f"; {why}" for why in cordons),
     )
+
+
+def _condemn(v: View, pods: list[KubePod], actions: list[AnyAction]) -> list[str]:
+    """Drain-before-delete for ``pods`` (rules 2 and 11): append the drains and deletes to
+    ``actions``; return the names still waiting for their node to drain."""
+    waiting = []
+    for p in pods:
+        node = v.slurm.get(p.name)
+        if node is not None and not node.has("DRAIN"):
+            actions.append(
+                DrainSlurmNode(
+                    cluster=v.cluster,
+                    node=p.name,
+                    reason=wellknown.scale_in_drain_reason(p.namespace, p.name),
+                )
+            )
+            if is_busy(node):
+                waiting.append(p.name)
+            else:
+                # Idle now: delete right after the drain instead of a poll later; the
+                # effector re-reads the node and deletes only if it is DRAIN and idle.
+                actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
+        elif (
+            is_busy(node)
+            or (node is not None and node.has("UNDRAIN"))
+            or (node is None and not v.slurm_listed)
+        ):
+            # Deleted only when drained (DRAIN, not UNDRAIN: an undrain under way must not
+            # be raced) and idle. No node in a current listing: unknown to Slurm,
+            # deletable; with no listing at all, its node may be running a job.
+            waiting.append(p.name)
+        else:
+            actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
+    return waiting
+
+
+def _draining_for_us(p: KubePod, slurm: dict[str, SlurmNode]) -> bool:
+    """The pod's Slurm node carries our pending-termination drain: it was condemned."""
+    node = slurm.get(p.name)
+    return (
+        node is not None
+        and node.has("DRAIN")
+        and node.reason == wellknown.scale_in_drain_reason(p.namespace, p.name)
+    )
+
+
+def update_pods(
+    v: View, live: list[KubePod], deadlines: dict[str, int] | None
+) -> tuple[list[KubePod], str, float | None]:
+    """The old-revision pods to replace now (rule 11): ``(pods, note, recheck in s)``.
+
+    RollingUpdate, as slurm-operator nodeset_sync.go ``syncRollingUpdate`` and
+    ``splitUpdatePods``: every unhealthy old pod (not Running and Ready), then healthy old
+    pods within the budget ``maxUnavailable − unavailable``, where unavailable counts the
+    replica slots with no live pod and the new pods not yet available (Ready for
+    ``minReadySeconds``). Healthy old pods are taken in the scale-in order
+    (:func:`active_pods_key`), except that those whose Slurm node already carries our
+    pending-termination drain come first: slurmbridge marks a condemned pod by that drain
+    (slurm-operator by ``pod-cordon``, also first in its order), so a pod whose jobs are
+    draining stays the one being replaced and its budget is not spent twice.
+    OnDelete: nothing (a deleted pod is re-created at the new revision by rule 1).
+    ScheduledUpdate (a Slurm reservation) is not built: nothing, and the note says so.
+    """
+    ns = v.nodeset
+    assert ns is not None
+    if not ns.revision_hash:
+        return [], "", None
+    if ns.update_strategy == "OnDelete":
+        return [], "", None
+    if ns.update_strategy == "ScheduledUpdate":
+        return [], "updateStrategy ScheduledUpdate is not applied yet", None
+    new = [p for p in live if revision_of(p) == ns.revision_hash]
+    old = [p for p in live if revision_of(p) != ns.revision_hash]
+    if not old:
+        return [], "", None
+    unhealthy = [p for p in old if not _healthy(p)]
+    healthy = [p for p in old if _healthy(p)]
+    total = max(0, ns.replicas)
+    missing = min(total, max(0, total - len(new) - len(old)))
+    not_available = [p for p in new if not is_available(p, ns.min_ready_seconds, v.now)]
+    budget_max = max_unavailable(ns.max_unavailable, total)
+    budget = max(0, min(budget_max - missing - len(not_available), budget_max))
+    ordered = sorted(
+        healthy,
+        key=lambda p: (
+            not _draining_for_us(p, v.slurm),
+            active_pods_key(p, ns.name, v.slurm, deadlines),
+        ),
+    )
+    chosen = unhealthy + ordered[:budget]
+    note = (
+        f"rolling update: {len(new)} pod(s) at {ns.revision_hash}, {len(old)} old, "
+        f"maxUnavailable {budget_max}, {missing + len(not_available)} unavailable"
+    )
+    wait_s = None
+    if not_available and ns.min_ready_seconds > 0:
+        wait_s = max(0.1, min(p.ready_since + ns.min_ready_seconds - v.now for p in not_available))
+    return chosen, note, wait_s
+
+
+def deadline_actions(live: list[KubePod], deadlines: dict[str, int]) -> list[AnyAction]:
+    """Keep each live pod's ``pod-deadline`` annotation equal to its Slurm node's job
+    deadline, removed when it runs nothing (rule 9)."""
+    out: list[AnyAction] = []
+    for p in live:
+        end = deadlines.get(p.name)
+        want = format_deadline(end) if end else None
+        if p.annotations.get(wellknown.ANNOTATION_POD_DEADLINE) != want:
+            out.append(
+                SetPodAnnotation(
+                    pod=_ref(p), annotation=wellknown.ANNOTATION_POD_DEADLINE, value=want
+                )
+            )
+    return out
 
 
 def view(store: Store, key: str, ctx: Context) -> View | None:
@@ -416,6 +692,10 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         for p in pods
         if p.node_name and (k := store.get(KubeNode, p.node_name, KUBE_SOURCE)) is not None
     }
+    # O(jobs of the cluster): no index maps a node to its jobs (a job's nodes are a tuple).
+    deadlines = (
+        node_deadlines(store.values(SlurmJob, source), {p.name for p in pods}) if pods else {}
+    )
     return View(
         nodeset=ns,
         pods=pods,
@@ -427,6 +707,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         kube_nodes=kube_nodes,
         propagated_node_conditions=ctx.propagated_node_conditions,
         nodes_listed=kube_listed(store, NODES_LISTING),
+        deadlines=deadlines,
     )
 
 
@@ -458,14 +739,27 @@ def _of_slurmd_pod(event: KubePod, _store: Store, _ctx: Context) -> Iterable[str
 
 def _of_slurm_node(event: SlurmNode, store: Store, ctx: Context) -> Iterable[str]:
     """The NodeSet of the slurmd pod with the node's name."""
+    return sorted(_of_slurm_node_name(event.key, event.source, store, ctx))
+
+
+def _of_slurm_node_name(name: str, source: str, store: Store, ctx: Context) -> set[str]:
     keys = set()
-    for p in store.by_field(KubePod, "name", event.key):
+    for p in store.by_field(KubePod, "name", name):
         if p.labels.get(LABEL_NAME) != SLURMD or LABEL_INSTANCE not in p.labels:
             continue
         key = f"{p.namespace}/{p.labels[LABEL_INSTANCE]}"
         ns = store.get(KubeNodeSet, key, KUBE_SOURCE)
-        if ns is None or event.source == slurm_source(ns.cluster_name or ctx.cluster):
+        if ns is None or source == slurm_source(ns.cluster_name or ctx.cluster):
             keys.add(key)
+    return keys
+
+
+def _of_job_nodes(event: SlurmJob, store: Store, ctx: Context) -> Iterable[str]:
+    """The NodeSets of the slurmd pods a job runs (or ran) on: its deadline is theirs
+    (rule 9)."""
+    keys: set[str] = set()
+    for name in event.nodes:
+        keys.update(_of_slurm_node_name(name, event.source, store, ctx))
     return sorted(keys)
 
 
@@ -492,6 +786,7 @@ SPEC = ReconcilerSpec(
         KubeNodeSet: _itself,
         KubePod: _of_slurmd_pod,
         SlurmNode: _of_slurm_node,
+        SlurmJob: _of_job_nodes,
         SlurmCluster: _served_by,
         KubeNode: _on_kube_node,
     },

@@ -490,6 +490,29 @@ class SetNodeSetStatus(Action, frozen=True, kw_only=True, tag="SetNodeSetStatus"
     status: NodeSetStatus
 
 
+class EnsureNodeSetRevision(Action, frozen=True, kw_only=True, tag="EnsureNodeSetRevision"):
+    """Record NodeSet ``nodeset``'s current template as an apps/v1 ControllerRevision and
+    prune its history (slurm-operator nodeset_history.go ``getNodeSetRevisions`` and
+    ``truncateHistory``). The effector reads the NodeSet (uid precondition) and computes the
+    revision from what it read: an equal revision that is the latest ⇒ nothing; an equal
+    older one ⇒ its ``revision`` becomes the next number (a rollback); none ⇒ create
+    ``<nodeset>-<hash>`` owned by the NodeSet. Then revisions whose hash is not live (the
+    update revision, ``status.nodeSetHash``, or one of ``live`` — the pods' revision hashes)
+    are deleted, oldest first, down to ``spec.revisionHistoryLimit``."""
+
+    nodeset: NodeSetRef
+    revision_hash: str
+    live: tuple[str, ...] = ()
+
+
+class SetPodAnnotation(Action, frozen=True, kw_only=True, tag="SetPodAnnotation"):
+    """Set (``value``) or remove (``None``) annotation ``annotation`` on pod ``pod``."""
+
+    pod: PodRef
+    annotation: str
+    value: str | None
+
+
 class ScaleNodeSet(Action, frozen=True, kw_only=True, tag="ScaleNodeSet"):
     """Set NodeSet ``nodeset``'s ``spec.replicas`` to ``replicas`` through its scale
     subresource, and stamp annotation ``autoscale.slurmbridge.dev/last-scale-time`` with
@@ -542,6 +565,8 @@ AnyAction = (
     | AllocateResourceClaim
     | CreateExtendedResourceClaim
     | ReleaseResourceClaim
+    | EnsureNodeSetRevision
+    | SetPodAnnotation
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]

@@ -466,6 +466,13 @@ class NodeSetStatus(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     slurm_drain: int = 0
     observed_generation: int = 0
     selector: str = ""
+    #: slurm-operator 1.x (api/v1beta1/nodeset_types.go ``NodeSetStatus``): live pods at
+    #: ``node_set_hash`` (the update revision's hash, ``status.nodeSetHash``), pods still
+    #: needed for full availability, and the replicas wanted.
+    updated_replicas: int = 0
+    unavailable_replicas: int = 0
+    desired: int = 0
+    node_set_hash: str = ""
 
 
 class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
@@ -485,6 +492,15 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     (``Never`` | ``NodeNotFound``), ``update_strategy`` (``RollingUpdate`` | ``OnDelete`` |
     ``ScheduledUpdate``), ``min_ready_seconds``. ``api_version``: the version the object
     was read at (``slinky.slurm.net/v1beta1`` or ``…/v1alpha1``).
+
+    Revisions (slurm-operator nodeset_history.go): ``revision_hash`` is the hash of the
+    spec's revision data (the template and the fields 1.x stores beside it) with
+    ``status.collisionCount``, as :mod:`slurmbridge.kube.revisions` computes it (``""`` in
+    observations from before this field: updates are then not applied).
+    ``max_unavailable``: ``updateStrategy.rollingUpdate.maxUnavailable`` as written (an
+    integer or a percentage such as ``"25%"``; ``""`` = 1.x's default ``25%``).
+    ``revision_history_limit``: ``spec.revisionHistoryLimit`` (default 0).
+    ``collision_count``: ``status.collisionCount``.
     """
 
     uid: str = ""
@@ -509,6 +525,10 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     update_strategy: str = "RollingUpdate"
     min_ready_seconds: int = 0
     api_version: str = ""
+    revision_hash: str = ""
+    max_unavailable: str = ""
+    revision_history_limit: int = 0
+    collision_count: int = 0
 
 
 class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):

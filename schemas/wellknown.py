@@ -60,6 +60,16 @@ ANNOTATION_NODE_CORDON_REASON: Final = "nodeset.slinky.slurm.net/node-cordon-rea
 #: (slurm-operator pkg/conditions/conditions.go ``PodStatePrefix``).
 SLURM_NODE_STATE_PREFIX: Final = "SlurmNodeState"
 LABEL_POD_PROTECT: Final = "nodeset.slinky.slurm.net/pod-protect"
+#: On a slurmd pod: when its Slurm node's running jobs end at the latest (RFC 3339), written
+#: by the NodeSet controller from Slurm; scale-in and updates take the pods whose jobs end
+#: soonest first (slurm-operator api/v1beta1/well_known.go ``AnnotationPodDeadline``,
+#: written by nodeset_sync.go ``syncSlurmDeadline``, read by utils/sort.go).
+ANNOTATION_POD_DEADLINE: Final = "nodeset.slinky.slurm.net/pod-deadline"
+#: The label naming a NodeSet pod's revision (its template's ControllerRevision hash) and
+#: that revision's hash: Kubernetes' pkg/controller/history ``ControllerRevisionHashLabel``,
+#: which slurm-operator 1.x sets on pods (internal/utils/historycontrol/utils.go
+#: ``SetRevision``). Not StatefulSet's ``controller-revision-hash``.
+LABEL_REVISION_HASH: Final = "controller.kubernetes.io/hash"
 #: slurmbridge's own: a NodeSet's failed pods, ``{"<pod>": [failures, last epoch s, uid], …}``
 #: (JSON),
 #: the memory of the recreation back-off (reconcilers.nodeset).

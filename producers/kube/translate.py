@@ -14,6 +14,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
+import msgspec
+
 from schemas import subjects, wellknown
 from schemas.events import (
     AllocatedDevice,
@@ -41,6 +43,7 @@ from schemas.events import (
     Toleration,
     workload_key,
 )
+from slurmbridge.kube import revisions
 from slurmbridge.kube.wire import (
     RawCluster,
     RawContainer,
@@ -48,6 +51,7 @@ from slurmbridge.kube.wire import (
     RawNodeSelector,
     RawNodeSelectorRequirement,
     RawNodeSet,
+    RawNodeSetSpec,
     RawOwnerRef,
     RawPod,
     RawPodSpec,
@@ -515,6 +519,10 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
             slurm_drain=st.slurmDrain,
             observed_generation=st.observedGeneration,
             selector=st.selector,
+            updated_replicas=st.updatedReplicas,
+            unavailable_replicas=st.unavailableReplicas,
+            desired=st.desired,
+            node_set_hash=st.nodeSetHash,
         ),
         scaling_mode=spec.scalingMode or "StatefulSet",
         partition_enabled=spec.partition.enabled,
@@ -526,7 +534,32 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
         update_strategy=spec.updateStrategy.type or "RollingUpdate",
         min_ready_seconds=spec.minReadySeconds,
         api_version=raw.apiVersion,
+        revision_hash=revisions.revision_hash(
+            revisions.revision_data(_revision_fields(spec)), st.collisionCount or 0
+        ),
+        max_unavailable=_int_or_string(spec.updateStrategy.rollingUpdate.maxUnavailable),
+        revision_history_limit=spec.revisionHistoryLimit,
+        collision_count=st.collisionCount or 0,
     )
+
+
+def _revision_fields(spec: RawNodeSetSpec) -> dict[str, Any]:
+    """The spec fields a NodeSet revision stores, decoded (slurmbridge.kube.revisions)."""
+    out: dict[str, Any] = {
+        "ordinalPadding": spec.ordinalPadding,
+        "oversubscribeNode": spec.oversubscribeNode,
+        "extraConf": spec.extraConf,
+    }
+    for name in ("template", "slurmd", "logfile", "ssh"):
+        raw: msgspec.Raw = getattr(spec, name)
+        if len(raw):  # an empty Raw: the field is absent
+            out[name] = msgspec.json.decode(raw)
+    return out
+
+
+def _int_or_string(value: int | str | None) -> str:
+    """An int-or-string field as text (``""`` when unset)."""
+    return "" if value is None else str(value)
 
 
 def cluster_to_event(raw: RawCluster, *, producer: str, observed_at: int) -> SlurmCluster:

@@ -16,9 +16,12 @@ from schemas.actions import (
     DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
     EnsureNodeSetPDB,
+    EnsureNodeSetRevision,
     NodeSetRef,
+    PodRef,
     ScaleNodeSet,
     SetNodeSetStatus,
+    SetPodAnnotation,
     SetPodLabel,
     SetSlurmNodeConditions,
 )
@@ -36,6 +39,7 @@ from slurmbridge.effectors.common import (
     read_pod,
     read_slinky,
 )
+from slurmbridge.kube import revisions
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.wire import DECODE_POD
 from slurmbridge.runtime.outcomes import EffectResult, Transient
@@ -49,8 +53,10 @@ class NodeSetEffector(Effector):
     * create pod: read the NodeSet (its uid must be the action's: a re-created NodeSet gets
       its own decision), build the pod from ``spec.template`` — name and hostname the pod
       name, ``subdomain`` the ``serviceName``, labels ``app.kubernetes.io/name=slurmd`` and
-      ``app.kubernetes.io/instance=<nodeset>``, the NodeSet as controller owner — and create
-      it; it exists already ⇒ noop;
+      ``app.kubernetes.io/instance=<nodeset>``, ``controller.kubernetes.io/hash=<revision>``
+      (the hash of the NodeSet just read: :mod:`slurmbridge.kube.revisions`), the NodeSet as
+      controller owner — and create it; it exists already ⇒ noop;
+    * revision: see :meth:`_revision`; pod annotation: as the pod label;
     * delete pod: ask Slurm for the pod's node first. Unknown to Slurm ⇒ delete; DRAIN and
       not ALLOCATED / MIXED / COMPLETING ⇒ delete (uid precondition); otherwise skipped; the
       lookup failing ⇒ Transient (*not* drained: slurm-operator PR #79);
@@ -73,10 +79,13 @@ class NodeSetEffector(Effector):
         DeleteFailedNodeSetPod: "_delete_failed",
         EnsureNodeSetPDB: "_pdb",
         SetSlurmNodeConditions: "_slurm_conditions",
+        EnsureNodeSetRevision: "_revision",
+        SetPodAnnotation: "_annotation",
     }
 
     def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
         self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.policy = client.PolicyV1Api(api)
         self.slurm = slurm
@@ -119,6 +128,7 @@ class NodeSetEffector(Effector):
                     **(tmeta.get("labels") or {}),
                     "app.kubernetes.io/name": "slurmd",
                     "app.kubernetes.io/instance": ref.name,
+                    wellknown.LABEL_REVISION_HASH: _revision_hash(obj),
                 },
                 "annotations": dict(tmeta.get("annotations") or {}),
                 "ownerReferences": [
@@ -138,6 +148,169 @@ class NodeSetEffector(Effector):
         return await create_unless_exists(
             create(ref.namespace, pod, _preload_content=False), f"pod {action.pod_name}"
         )
+
+    async def _revision(self, action: EnsureNodeSetRevision) -> EffectResult:
+        """Record the NodeSet's template as a ControllerRevision and prune the history
+        (slurm-operator nodeset_history.go ``getNodeSetRevisions``, ``truncateHistory``;
+        Kubernetes pkg/controller/history for names and hashes).
+
+        Reads the NodeSet (gone or re-created ⇒ noop) and computes the revision from what it
+        read. Lists the revisions labelled with the NodeSet's pod selector that it controls
+        (or that nobody controls). An equal revision (same data) that is the latest ⇒ kept;
+        an equal older one ⇒ its ``revision`` becomes the next number (a rollback: a merge
+        patch with the resourceVersion read as precondition); none ⇒ create
+        ``<nodeset>-<hash>`` (labels: the template's, the selector, the hash; the NodeSet as
+        controller owner). A name taken by other data (a hash collision) ⇒ the NodeSet's
+        ``status.collisionCount`` is raised and the action retried (the next observation
+        carries the new hash). Then revisions whose hash is neither the update revision's,
+        ``status.nodeSetHash`` nor one of the action's ``live`` hashes are deleted, lowest
+        ``revision`` first, until ``spec.revisionHistoryLimit`` (default 0) remain. Unlike
+        1.x, liveness is decided by hash (1.x compares pod hashes with revision names).
+
+        Raises Transient on 409 (the NodeSet or a revision changed meanwhile), as the other
+        writes.
+        """
+        ref = action.nodeset
+        obj = await read_slinky(
+            self.custom, "nodesets", "NodeSet", ref.namespace, ref.name, ref.uid
+        )
+        if isinstance(obj, EffectResult):
+            return obj
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        collisions = int(status.get("collisionCount") or 0)
+        data = revisions.revision_data(spec)
+        hash_ = revisions.revision_hash(data, collisions)
+        selector = {"app.kubernetes.io/name": "slurmd", "app.kubernetes.io/instance": ref.name}
+        owned = await self._revisions(ref, str(meta.get("uid") or ""), selector)
+        owned.sort(key=lambda r: int(r.get("revision") or 0))
+        latest = int(owned[-1].get("revision") or 0) if owned else 0
+        wanted = msgspec.json.decode(data)
+        equal = [r for r in owned if r.get("data") == wanted]
+        done: str
+        if equal and equal[-1] is owned[-1]:
+            done = f"revision {latest} is current"
+        elif equal:
+            rev = equal[-1]
+            rmeta = rev.get("metadata") or {}
+            body = {
+                "metadata": {"resourceVersion": rmeta.get("resourceVersion", "")},
+                "revision": latest + 1,
+            }
+            patch: Any = self.apps.patch_namespaced_controller_revision
+            await read_raw(
+                patch(
+                    rmeta.get("name"),
+                    ref.namespace,
+                    body,
+                    _content_type=MERGE,
+                    _preload_content=False,
+                )
+            )
+            done = f"rolled back to {rmeta.get('name')} as revision {latest + 1}"
+        else:
+            name = revisions.revision_name(ref.name, hash_)
+            tmeta = (spec.get("template") or {}).get("metadata") or {}
+            body = {
+                "apiVersion": "apps/v1",
+                "kind": "ControllerRevision",
+                "metadata": {
+                    "name": name,
+                    "namespace": ref.namespace,
+                    "labels": {
+                        **(tmeta.get("labels") or {}),
+                        **selector,
+                        wellknown.LABEL_REVISION_HASH: hash_,
+                    },
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "/".join(NODESET_API),
+                            "kind": "NodeSet",
+                            "name": ref.name,
+                            "uid": meta.get("uid", ref.uid),
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "data": wanted,
+                "revision": latest + 1,
+            }
+            create: Any = self.apps.create_namespaced_controller_revision
+            try:
+                await read_raw(create(ref.namespace, body, _preload_content=False))
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                await self._collision(ref, name, wanted, meta, collisions)
+            owned.append(body)
+            done = f"{name} created as revision {latest + 1}"
+        live = {hash_, str(status.get("nodeSetHash") or ""), *action.live}
+        history = [
+            r
+            for r in owned
+            if ((r.get("metadata") or {}).get("labels") or {}).get(wellknown.LABEL_REVISION_HASH)
+            not in live
+        ]
+        limit = max(0, int(spec.get("revisionHistoryLimit") or 0))
+        pruned = []
+        delete: Any = self.apps.delete_namespaced_controller_revision
+        for rev in history[: max(0, len(history) - limit)]:
+            rname = (rev.get("metadata") or {}).get("name")
+            try:
+                await read_raw(delete(rname, ref.namespace, _preload_content=False))
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+            pruned.append(str(rname))
+        return EffectResult("ok", done + (f"; pruned {', '.join(pruned)}" if pruned else ""))
+
+    async def _revisions(
+        self, ref: NodeSetRef, uid: str, selector: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """The NodeSet's ControllerRevisions: those matching ``selector`` that it controls
+        or that have no controller (historycontrol.go ``ListControllerRevisions``)."""
+        listing: Any = self.apps.list_namespaced_controller_revision
+        raw = await read_raw(
+            listing(
+                ref.namespace,
+                label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+                _preload_content=False,
+            )
+        )
+        items: list[dict[str, Any]] = msgspec.json.decode(raw).get("items") or []
+        out = []
+        for item in items:
+            owners = (item.get("metadata") or {}).get("ownerReferences") or []
+            controller = next((o for o in owners if o.get("controller")), None)
+            if controller is None or controller.get("uid") == uid:
+                out.append(item)
+        return out
+
+    async def _collision(
+        self,
+        ref: NodeSetRef,
+        name: str,
+        wanted: Any,
+        meta: dict[str, Any],
+        collisions: int,
+    ) -> None:
+        """Revision ``name`` exists: ours (same data, an earlier attempt) ⇒ return; another
+        one's ⇒ raise ``status.collisionCount`` and retry (historycontrol.go
+        ``CreateControllerRevision``)."""
+        read: Any = self.apps.read_namespaced_controller_revision
+        existing = msgspec.json.decode(
+            await read_raw(read(name, ref.namespace, _preload_content=False))
+        )
+        if existing.get("data") == wanted:
+            return
+        body = {
+            "metadata": {"resourceVersion": meta.get("resourceVersion", "")},
+            "status": {"collisionCount": collisions + 1},
+        }
+        await self._merge(self.custom.patch_namespaced_custom_object_status, ref, body)
+        raise Transient(f"ControllerRevision {name} holds other data: collisionCount raised", 0.1)
 
     async def _slurm_conditions(self, action: SetSlurmNodeConditions) -> EffectResult:
         """Read the pod as JSON (gone, or another uid ⇒ noop), make its ``SlurmNodeState*``
@@ -345,6 +518,10 @@ class NodeSetEffector(Effector):
                 "slurmDrain": st.slurm_drain,
                 "observedGeneration": st.observed_generation,
                 "selector": st.selector,
+                "updatedReplicas": st.updated_replicas,
+                "unavailableReplicas": st.unavailable_replicas,
+                "desired": st.desired,
+                "nodeSetHash": st.node_set_hash,
             },
         }
         if not await self._merge(self.custom.patch_namespaced_custom_object_status, ref, body):
@@ -441,21 +618,29 @@ class NodeSetEffector(Effector):
         patch carrying the uid would answer 422 ``field is immutable`` for a replaced pod, not
         a precondition failure. Without a labels map to add to, the patch also tests the
         resourceVersion read, so labels added meanwhile are never overwritten."""
-        pod = action.pod
+        return await self._pod_meta(action.pod, "labels", action.label, action.value)
+
+    async def _annotation(self, action: SetPodAnnotation) -> EffectResult:
+        """As :meth:`_label`, for annotation ``action.annotation``."""
+        return await self._pod_meta(action.pod, "annotations", action.annotation, action.value)
+
+    async def _pod_meta(self, pod: PodRef, field: str, key: str, value: str | None) -> EffectResult:
+        """Set or remove ``metadata.<field>[key]`` of ``pod`` (``field``: labels or
+        annotations) — see :meth:`_label`."""
         raw = await read_pod(self.core, pod)
         if raw is None:
             return EffectResult("noop", "pod is gone")
-        labels = raw.metadata.labels or {}
-        if labels.get(action.label) == action.value:
-            return EffectResult("noop", "label already as wanted")
+        current = getattr(raw.metadata, field) or {}
+        if current.get(key) == value:
+            return EffectResult("noop", f"{field[:-1]} already as wanted")
         ops: list[dict[str, Any]] = [
             {"op": "test", "path": "/metadata/uid", "value": raw.metadata.uid}
         ]
-        path = "/metadata/labels/" + json_pointer(action.label)
-        if action.value is None:
+        path = f"/metadata/{field}/" + json_pointer(key)
+        if value is None:
             ops.append({"op": "remove", "path": path})
-        elif labels:
-            ops.append({"op": "add", "path": path, "value": action.value})
+        elif current:
+            ops.append({"op": "add", "path": path, "value": value})
         else:
             ops += [
                 {
@@ -463,7 +648,7 @@ class NodeSetEffector(Effector):
                     "path": "/metadata/resourceVersion",
                     "value": raw.metadata.resourceVersion,
                 },
-                {"op": "add", "path": "/metadata/labels", "value": {action.label: action.value}},
+                {"op": "add", "path": f"/metadata/{field}", "value": {key: value}},
             ]
         try:
             await patch_pod(self.core, pod, ops, JSON_PATCH)
@@ -476,6 +661,15 @@ class NodeSetEffector(Effector):
             if now is None or now.metadata.uid != raw.metadata.uid:
                 return EffectResult("noop", "pod is gone")
             if now.metadata.resourceVersion != raw.metadata.resourceVersion:
-                raise Transient(f"SetPodLabel: pod {pod.key} changed meanwhile", 0.1) from exc
+                raise Transient(f"pod {pod.key} changed meanwhile ({field})", 0.1) from exc
             raise
         return EffectResult("ok")
+
+
+def _revision_hash(nodeset: dict[str, Any]) -> str:
+    """The revision hash of NodeSet ``nodeset`` as read (decoded JSON)."""
+    status = nodeset.get("status") or {}
+    return revisions.revision_hash(
+        revisions.revision_data(nodeset.get("spec") or {}),
+        int(status.get("collisionCount") or 0),
+    )

@@ -326,8 +326,15 @@ class RawNodeSetPartition(msgspec.Struct, kw_only=True):
     config: str = ""
 
 
+class RawRollingUpdate(msgspec.Struct, kw_only=True):
+    """``updateStrategy.rollingUpdate``: ``maxUnavailable`` is an int-or-string."""
+
+    maxUnavailable: int | str | None = None  # noqa: N815
+
+
 class RawNodeSetUpdateStrategy(msgspec.Struct, kw_only=True):
     type: str = "RollingUpdate"
+    rollingUpdate: RawRollingUpdate = msgspec.field(default_factory=RawRollingUpdate)  # noqa: N815
 
 
 class RawNodeSetSpec(msgspec.Struct, kw_only=True):
@@ -351,6 +358,13 @@ class RawNodeSetSpec(msgspec.Struct, kw_only=True):
         default_factory=RawNodeSetUpdateStrategy
     )
     minReadySeconds: int = 0  # noqa: N815
+    revisionHistoryLimit: int = 0  # noqa: N815
+    oversubscribeNode: bool = False  # noqa: N815
+    # Kept undecoded: only hashed as a NodeSet revision's data (slurmbridge.kube.revisions).
+    template: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    slurmd: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    logfile: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    ssh: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
 class RawNodeSetStatus(msgspec.Struct, kw_only=True):
@@ -363,6 +377,11 @@ class RawNodeSetStatus(msgspec.Struct, kw_only=True):
     slurmDrain: int = 0  # noqa: N815
     observedGeneration: int = 0  # noqa: N815
     selector: str = ""
+    updatedReplicas: int = 0  # noqa: N815
+    unavailableReplicas: int = 0  # noqa: N815
+    desired: int = 0
+    nodeSetHash: str = ""  # noqa: N815
+    collisionCount: int | None = None  # noqa: N815
 
 
 class RawNodeSetMeta(RawObjMeta, kw_only=True):

@@ -27,17 +27,20 @@ from schemas.actions import (
     DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
     EnsureNodeSetPDB,
+    EnsureNodeSetRevision,
     MarkPods,
     NodeSetRef,
     PodRef,
     ScaleNodeSet,
     SetNodeSetStatus,
+    SetPodAnnotation,
     SetPodLabel,
 )
 from schemas.events import NodeSetStatus
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors.nodesets import NodeSetEffector
+from slurmbridge.kube import revisions
 from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
 
@@ -117,6 +120,10 @@ async def test_create_pod_builds_it_from_the_template_then_is_a_noop(
         "tier": "slurmd",
         "app.kubernetes.io/name": "slurmd",
         "app.kubernetes.io/instance": "cr-a",
+        # The revision of the template just read (slurm-operator historycontrol.SetRevision).
+        wellknown.LABEL_REVISION_HASH: revisions.spec_revision_hash(
+            sim.get("nodesets", "cr-a", NS)["spec"]
+        ),
     }
     assert meta["annotations"] == {"note": "from-tpl"}
     assert meta["ownerReferences"] == [
@@ -460,6 +467,10 @@ async def test_set_status_writes_every_field(sim: KubeSim, effector: NodeSetEffe
         "slurmDrain": 1,
         "observedGeneration": 4,
         "selector": "app.kubernetes.io/instance=st-a",
+        "updatedReplicas": 0,
+        "unavailableReplicas": 0,
+        "desired": 0,
+        "nodeSetHash": "",
     }
     assert obj["spec"]["replicas"] == 3  # the status subresource only
 
@@ -594,3 +605,111 @@ async def test_an_unreachable_api_server_is_transient(
     await sim.stop()
     with pytest.raises(Transient, match="unreachable"):
         await effector.apply(ScaleNodeSet(nodeset=ns, replicas=3, at=1, why=""))
+
+
+# --- EnsureNodeSetRevision, SetPodAnnotation, the simulator's ControllerRevisions ----------
+
+
+def controller_revisions(sim: KubeSim, nodeset: str) -> dict[str, int]:
+    return {
+        r["metadata"]["name"]: r["revision"]
+        for r in sim.list("controllerrevisions", NS)
+        if r["metadata"]["labels"].get("app.kubernetes.io/instance") == nodeset
+    }
+
+
+def set_image(sim: KubeSim, name: str, image: str) -> str:
+    tpl = {"spec": {"containers": [{"name": "slurmd", "image": image}]}}
+    sim.patch_merge("nodesets", name, {"spec": {"template": tpl}}, NS)
+    return revisions.spec_revision_hash(sim.get("nodesets", name, NS)["spec"])
+
+
+async def test_revision_created_once_rolled_back_and_pruned(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "rv-a")
+    first = revisions.spec_revision_hash(sim.get("nodesets", "rv-a", NS)["spec"])
+    ensure = EnsureNodeSetRevision(nodeset=ns, revision_hash=first)
+    result = await effector.apply(ensure)
+    assert (result.outcome, result.detail) == ("ok", f"rv-a-{first} created as revision 1")
+    rev = sim.get("controllerrevisions", f"rv-a-{first}", NS)
+    assert rev["metadata"]["labels"][wellknown.LABEL_REVISION_HASH] == first
+    assert rev["metadata"]["labels"]["tier"] == "slurmd"  # the template's labels
+    assert rev["metadata"]["ownerReferences"][0]["uid"] == ns.uid
+    assert rev["data"]["spec"]["template"]["$patch"] == "replace"
+    assert (await effector.apply(ensure)).detail == "revision 1 is current"
+
+    # A new template, while a pod still runs the first: both stay (the first is live).
+    second = set_image(sim, "rv-a", "slurmd:next")
+    live = EnsureNodeSetRevision(nodeset=ns, revision_hash=second, live=(first,))
+    assert (await effector.apply(live)).outcome == "ok"
+    assert controller_revisions(sim, "rv-a") == {f"rv-a-{first}": 1, f"rv-a-{second}": 2}
+    # Back to the first template: a rollback renumbers the first revision.
+    assert set_image(sim, "rv-a", "slurmd:26.05") == first
+    back = await effector.apply(EnsureNodeSetRevision(nodeset=ns, revision_hash=first))
+    assert back.detail.startswith(f"rolled back to rv-a-{first} as revision 3")
+    # revisionHistoryLimit 0 and no pod at the second: it is pruned.
+    assert f"pruned rv-a-{second}" in back.detail
+    assert controller_revisions(sim, "rv-a") == {f"rv-a-{first}": 3}
+
+
+async def test_revision_of_a_gone_nodeset_is_a_noop(effector: NodeSetEffector) -> None:
+    gone = NodeSetRef(namespace=NS, name="rv-gone", uid="0")
+    result = await effector.apply(EnsureNodeSetRevision(nodeset=gone, revision_hash="x"))
+    assert (result.outcome, result.detail) == ("noop", "NodeSet is gone")
+
+
+async def test_revision_name_taken_by_other_data_raises_the_collision_count(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "rv-c")
+    hash_ = revisions.spec_revision_hash(sim.get("nodesets", "rv-c", NS)["spec"])
+    sim.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ControllerRevision",
+            "metadata": {"name": f"rv-c-{hash_}", "namespace": NS},
+            "data": {"other": True},
+            "revision": 1,
+        }
+    )
+    with pytest.raises(Transient):
+        await effector.apply(EnsureNodeSetRevision(nodeset=ns, revision_hash=hash_))
+    assert sim.get("nodesets", "rv-c", NS)["status"]["collisionCount"] == 1
+    again = revisions.spec_revision_hash(sim.get("nodesets", "rv-c", NS)["spec"], 1)
+    result = await effector.apply(EnsureNodeSetRevision(nodeset=ns, revision_hash=again))
+    assert result.detail.startswith(f"rv-c-{again} created")
+
+
+def test_simulated_controller_revisions_validate_as_the_api_server(sim: KubeSim) -> None:
+    """pkg/apis/apps/validation: data is mandatory, revision not negative, data immutable."""
+    base = {"apiVersion": "apps/v1", "kind": "ControllerRevision"}
+    with pytest.raises(ApiError) as no_data:
+        sim.create({**base, "metadata": {"name": "cv-a", "namespace": NS}, "revision": 1})
+    assert no_data.value.code == 422
+    assert "data: Required value: data is mandatory" in str(no_data.value)
+    with pytest.raises(ApiError) as negative:
+        sim.create(
+            {**base, "metadata": {"name": "cv-b", "namespace": NS}, "data": {}, "revision": -1}
+        )
+    assert negative.value.code == 422
+    sim.create(
+        {**base, "metadata": {"name": "cv-c", "namespace": NS}, "data": {"a": 1}, "revision": 1}
+    )
+    sim.patch_merge("controllerrevisions", "cv-c", {"revision": 2}, NS)
+    assert sim.get("controllerrevisions", "cv-c", NS)["revision"] == 2
+    with pytest.raises(ApiError) as immutable:
+        sim.patch_merge("controllerrevisions", "cv-c", {"data": {"a": 2}}, NS)
+    assert immutable.value.code == 422 and "field is immutable" in str(immutable.value)
+
+
+async def test_set_pod_annotation_sets_and_removes(sim: KubeSim, effector: NodeSetEffector) -> None:
+    pod = ref(sim.add_pod("an-a"))
+    key = wellknown.ANNOTATION_POD_DEADLINE
+    set_ = SetPodAnnotation(pod=pod, annotation=key, value="2030-01-01T00:00:00Z")
+    assert (await effector.apply(set_)).outcome == "ok"
+    assert sim.get("pods", "an-a", NS)["metadata"]["annotations"][key] == "2030-01-01T00:00:00Z"
+    assert (await effector.apply(set_)).outcome == "noop"
+    gone = SetPodAnnotation(pod=pod, annotation=key, value=None)
+    assert (await effector.apply(gone)).outcome == "ok"
+    assert key not in (sim.get("pods", "an-a", NS)["metadata"].get("annotations") or {})

@@ -34,6 +34,7 @@ from schemas.actions import (
     DeleteSlurmNode,
     DrainSlurmNode,
     EnsureNodeSetPDB,
+    EnsureNodeSetRevision,
     MarkPods,
     NodeSetRef,
     PodRef,
@@ -45,6 +46,7 @@ from schemas.actions import (
     SetJobExcludedNodes,
     SetNodeCondition,
     SetNodeSetStatus,
+    SetPodAnnotation,
     SetPodCondition,
     SetPodGroupScheduled,
     SetPodLabel,
@@ -192,6 +194,11 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
     "ScaleNodeSet": (ScaleNodeSet(nodeset=GONE_SET, replicas=1, at=1, why=""), "noop"),
     "SetPodLabel": (SetPodLabel(pod=GONE_POD, label="l", value="v"), "noop"),
     "SetSlurmNodeConditions": (SetSlurmNodeConditions(pod=GONE_POD), "noop"),
+    "EnsureNodeSetRevision": (
+        EnsureNodeSetRevision(nodeset=GONE_SET, revision_hash="5d4c6b7f9"),
+        "noop",
+    ),
+    "SetPodAnnotation": (SetPodAnnotation(pod=GONE_POD, annotation="a", value="v"), "noop"),
 }
 
 #: The side each action type needs: what the Router says when that side is missing.
@@ -244,6 +251,8 @@ NEEDS: dict[str, str] = {
             "ScaleNodeSet",
             "SetPodLabel",
             "SetSlurmNodeConditions",
+            "EnsureNodeSetRevision",
+            "SetPodAnnotation",
         ],
         "NodeSet actions need both a Kubernetes API and a Slurm cluster",
     ),

@@ -1,5 +1,6 @@
-"""NodeSets end to end in the simulators: slurmd pods become Slurm nodes, scale-out, and a
-scale-in that drains before deleting and never deletes a pod whose node runs a job."""
+"""NodeSets end to end in the simulators: slurmd pods become Slurm nodes, scale-out, a
+scale-in that drains before deleting and never deletes a pod whose node runs a job, and a
+rolling update of the template, one pod at a time."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import wellknown
-from schemas.actions import DeleteNodeSetPod, DrainSlurmNode, UndrainSlurmNode
+from schemas.actions import CreateNodeSetPod, DeleteNodeSetPod, DrainSlurmNode, UndrainSlurmNode
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 
@@ -71,13 +72,19 @@ def status(stack: Stack) -> dict[str, Any]:
     return dict(stack.kube.get("nodesets", "gpu", NS).get("status") or {})
 
 
-def run_job_on(stack: Stack, node: str) -> int:
-    """An external job that fills ``node`` (2 CPUs) and runs until cancelled."""
+def run_job_on(stack: Stack, node: str, minutes: int | None = None) -> int:
+    """An external job that fills ``node`` (2 CPUs) and runs until cancelled (or for
+    ``minutes``: its time limit, the node's pod-deadline)."""
     others = [n for n in stack.slurm.nodes if n != node]
-    return stack.slurm.submit(
-        {"partition": "batch", "tasks": 2, "min_nodes": 1, "excluded_nodes": others},
-        external=True,
-    )
+    desc: dict[str, Any] = {
+        "partition": "batch",
+        "tasks": 2,
+        "min_nodes": 1,
+        "excluded_nodes": others,
+    }
+    if minutes is not None:
+        desc["time_limit"] = minutes
+    return stack.slurm.submit(desc, external=True)
 
 
 async def test_scale_out_then_in_drains_before_delete_and_spares_busy_nodes(
@@ -99,51 +106,60 @@ async def test_scale_out_then_in_drains_before_delete_and_spares_busy_nodes(
     assert pod0["metadata"]["labels"]["team"] == "hpc"
     assert pod0["metadata"]["ownerReferences"][0]["kind"] == "NodeSet"
 
-    # Jobs on the three nodes scale-in would pick first (highest ordinals).
-    jobs = {node: run_job_on(stack, node) for node in ("gpu-5", "gpu-6", "gpu-7")}
+    # Jobs on the three highest ordinals; gpu-6's ends soonest.
+    limits = {"gpu-5": 60, "gpu-6": 30, "gpu-7": 120}
+    jobs = {node: run_job_on(stack, node, minutes) for node, minutes in limits.items()}
     for node, job in jobs.items():
         assert stack.slurm.job(job).nodes == (node,)
     await stack.wait_for(
         lambda: all(
             pods(stack)[n]["metadata"]["labels"].get(wellknown.LABEL_POD_PROTECT) == "true"
+            and wellknown.ANNOTATION_POD_DEADLINE in pods(stack)[n]["metadata"]["annotations"]
             for n in jobs
         ),
-        what="busy pods protected",
+        what="busy pods protected and carrying their pod-deadline",
+    )
+    assert wellknown.ANNOTATION_POD_DEADLINE not in (
+        pods(stack)["gpu-0"]["metadata"].get("annotations") or {}
     )
 
     scale(stack, 2)
-    # The idle condemned ones (gpu-2..4) go; the busy ones are drained and stay.
+    # slurm-operator 1.x order: the pods running nothing go first (no deadline), then the
+    # one whose jobs end soonest (gpu-6), which is drained and stays while its job runs.
     await stack.wait_for(
-        lambda: live(stack) == {"gpu-0", "gpu-1", "gpu-5", "gpu-6", "gpu-7"},
+        lambda: live(stack) == {"gpu-5", "gpu-6", "gpu-7"},
         timeout=15,
         what="idle condemned pods deleted",
     )
-    for node in jobs:
-        n = stack.slurm_node(node)
-        assert n.has("DRAIN"), n.state
-        assert n.reason == wellknown.scale_in_drain_reason(NS, node)
+    await stack.wait_for(
+        lambda: stack.slurm_node("gpu-6").reason == wellknown.scale_in_drain_reason(NS, "gpu-6"),
+        what="gpu-6 drained for scale-in",
+    )
+    assert stack.slurm_node("gpu-6").has("DRAIN")
+    for node in ("gpu-5", "gpu-7"):
+        assert not stack.slurm_node(node).has("DRAIN"), node
     await stack.settled()
     assert live(stack) >= set(jobs), "a pod whose node runs a job was deleted"
 
-    # A job ends: its node is drained and idle, so its pod goes.
+    # An administrator drains gpu-5; then the scale-in is reversed: our drain of gpu-6 is
+    # undone, the administrator's stays.
+    stack.admin_drain("gpu-5", "admin: replace fan")
+    scale(stack, 3)
+    await stack.wait_for(
+        lambda: not stack.slurm_node("gpu-6").has("DRAIN"), what="our scale-in drain undone"
+    )
+    await stack.settled()
+    assert stack.slurm_node("gpu-5").reason == "admin: replace fan", "an admin drain was undone"
+    assert live(stack) == {"gpu-5", "gpu-6", "gpu-7"}
+
+    # Down to 2 again, and gpu-6's job ends: drained and idle, its pod goes.
+    scale(stack, 2)
+    await stack.wait_for(lambda: stack.slurm_node("gpu-6").has("DRAIN"), what="gpu-6 drained")
     stack.slurm.cancel_job(jobs["gpu-6"])
     await stack.wait_for(
         lambda: "gpu-6" not in live(stack), timeout=5, what="gpu-6 deleted once idle"
     )
-
-    # An administrator drains gpu-0; then the scale-in is reversed.
-    stack.admin_drain("gpu-0", "admin: replace fan")
-    scale(stack, 4)
-    await stack.wait_for(
-        lambda: (
-            not stack.slurm_node("gpu-5").has("DRAIN")
-            and not stack.slurm_node("gpu-7").has("DRAIN")
-        ),
-        what="our scale-in drains undone",
-    )
-    await stack.settled()
-    assert stack.slurm_node("gpu-0").reason == "admin: replace fan", "an admin drain was undone"
-    assert live(stack) == {"gpu-0", "gpu-1", "gpu-5", "gpu-7"}
+    await stack.settled()  # the delete's action record is stored
     assert stack.sims.slurmd.removed_busy == []
 
     records = await stack.action_records()
@@ -152,7 +168,7 @@ async def test_scale_out_then_in_drains_before_delete_and_spares_busy_nodes(
         for r in records
         if isinstance(r.action, DeleteNodeSetPod) and r.outcome == "ok"
     )
-    assert deleted == ["gpu-2", "gpu-3", "gpu-4", "gpu-6"]
+    assert deleted == ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-6"]
     # Drain before delete: each deleted pod's node was drained by an earlier action.
     for name in deleted:
         order = [
@@ -164,13 +180,13 @@ async def test_scale_out_then_in_drains_before_delete_and_spares_busy_nodes(
                 or (isinstance(r.action, DeleteNodeSetPod) and r.action.pod.name == name)
             )
         ]
-        assert order == ["DrainSlurmNode", "DeleteNodeSetPod"], (name, order)
+        assert order[-2:] == ["DrainSlurmNode", "DeleteNodeSetPod"], (name, order)
     undrained = {
         r.action.node
         for r in records
         if isinstance(r.action, UndrainSlurmNode) and r.outcome == "ok"
     }
-    assert undrained == {"gpu-5", "gpu-7"}
+    assert undrained == {"gpu-6"}
 
 
 async def test_deleting_the_nodeset_stops_reconciling_it(stack: Stack) -> None:
@@ -326,3 +342,135 @@ async def test_a_cordoned_node_drains_its_slurmd_node_and_uncordon_undrains(
     stack.slurm.admin_drain(other, "admin: bad fan")
     await stack.settled()
     assert stack.slurm_node(other).reason == "admin: bad fan"
+
+
+def revision(stack: Stack, name: str) -> str:
+    return str(pods(stack)[name]["metadata"]["labels"].get(wellknown.LABEL_REVISION_HASH, ""))
+
+
+async def test_a_template_change_rolls_pods_one_at_a_time_sparing_busy_nodes(
+    stack: Stack,
+) -> None:
+    """RollingUpdate with maxUnavailable 1 (slurm-operator 1.x nodeset_sync.go
+    ``syncRollingUpdate``): after a template change the old pods are replaced one at a
+    time — never fewer than 3 of 4 Ready — the idle ones first; a pod whose Slurm node runs
+    a job is drained and waits until the job ends. The revision is a ControllerRevision."""
+    stack.kube.patch(
+        "nodesets",
+        "gpu",
+        {
+            "spec": {
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+            }
+        },
+        NS,
+    )
+    scale(stack, 4)
+    four = {f"gpu-{i}" for i in range(4)}
+    await stack.wait_for(lambda: running(stack) == four, timeout=20, what="4 slurmd pods Running")
+    await stack.wait_for(lambda: four <= set(stack.slurm.nodes), what="4 Slurm nodes")
+    first = revision(stack, "gpu-0")
+    assert first and {revision(stack, p) for p in four} == {first}
+    await stack.wait_for(
+        lambda: (
+            status(stack).get("nodeSetHash") == first and status(stack).get("updatedReplicas") == 4
+        ),
+        what="status names the revision",
+    )
+    (rev,) = stack.kube.list("controllerrevisions", NS)
+    assert rev["metadata"]["name"] == f"gpu-{first}" and rev["revision"] == 1
+    assert rev["metadata"]["ownerReferences"][0]["kind"] == "NodeSet"
+    assert rev["data"]["spec"]["template"]["spec"]["containers"][0]["image"] == "slurmd:25.05"
+
+    job = run_job_on(stack, "gpu-1")
+    await stack.wait_for(lambda: stack.slurm_node("gpu-1").has("ALLOCATED"), what="gpu-1 busy")
+    uid1 = pods(stack)["gpu-1"]["metadata"]["uid"]
+
+    ready_low = 4
+
+    def ready_now() -> int:
+        return sum(
+            1
+            for p in pods(stack).values()
+            if not p["metadata"].get("deletionTimestamp")
+            and any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+        )
+
+    def rolled_except_busy() -> bool:
+        nonlocal ready_low
+        ready_low = min(ready_low, ready_now())
+        current = pods(stack)
+        return (
+            set(current) == four
+            and all(revision(stack, p) not in ("", first) for p in four - {"gpu-1"})
+            and all(
+                (current[p].get("status") or {}).get("phase") == "Running" for p in four - {"gpu-1"}
+            )
+        )
+
+    template = {
+        "metadata": {"labels": {"team": "hpc"}},
+        "spec": {"containers": [{"name": "slurmd", "image": "slurmd:25.11"}]},
+    }
+    stack.kube.patch("nodesets", "gpu", {"spec": {"template": template}}, NS)
+    await stack.wait_for(rolled_except_busy, timeout=40, what="the idle pods rolled")
+    second = revision(stack, "gpu-0")
+    assert pods(stack)["gpu-0"]["spec"]["containers"][0]["image"] == "slurmd:25.11"
+    # The busy pod is drained for the update and stays while its job runs.
+    await stack.wait_for(
+        lambda: stack.slurm_node("gpu-1").reason == wellknown.scale_in_drain_reason(NS, "gpu-1"),
+        what="gpu-1 drained for the update",
+    )
+    await stack.settled()
+    assert pods(stack)["gpu-1"]["metadata"]["uid"] == uid1, "a busy pod was deleted"
+    assert revision(stack, "gpu-1") == first
+
+    stack.slurm.cancel_job(job)
+
+    def all_rolled() -> bool:
+        nonlocal ready_low
+        ready_low = min(ready_low, ready_now())
+        return (
+            set(pods(stack)) == four
+            and {revision(stack, p) for p in four} == {second}
+            and running(stack) == four
+        )
+
+    await stack.wait_for(all_rolled, timeout=30, what="gpu-1 replaced once idle")
+    assert ready_low >= 3, f"{4 - ready_low} pods unavailable at once (maxUnavailable 1)"
+    assert stack.sims.slurmd.removed_busy == []
+    await stack.wait_for(
+        lambda: (
+            status(stack).get("nodeSetHash") == second and status(stack).get("updatedReplicas") == 4
+        ),
+        what="status at the new revision",
+    )
+    # revisionHistoryLimit 0: the old revision is pruned once no pod uses it.
+    await stack.wait_for(
+        lambda: (
+            [r["metadata"]["name"] for r in stack.kube.list("controllerrevisions", NS)]
+            == [f"gpu-{second}"]
+        ),
+        what="old revision pruned",
+    )
+    assert stack.kube.get("controllerrevisions", f"gpu-{second}", NS)["revision"] == 2
+
+    await stack.settled()
+    records = await stack.action_records()
+    deletes = [
+        r.action.pod.name
+        for r in records
+        if isinstance(r.action, DeleteNodeSetPod) and r.outcome == "ok"
+    ]
+    assert sorted(deletes) == sorted(four) and deletes[-1] == "gpu-1"
+    # One at a time: each deletion is followed by its re-creation before the next one.
+    steps = [
+        type(r.action).__name__
+        for r in records
+        if isinstance(r.action, (DeleteNodeSetPod, CreateNodeSetPod)) and r.outcome == "ok"
+    ]
+    rolled = steps[steps.index("DeleteNodeSetPod") :]
+    assert rolled == ["DeleteNodeSetPod", "CreateNodeSetPod"] * 4, steps

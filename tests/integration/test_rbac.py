@@ -91,6 +91,13 @@ NOT_EXERCISED: dict[tuple[str, Grant], str] = {
     ("webhook", ("resource.k8s.io", "resourceclaims", "get")): "the webhook reads a pod's "
     "claims for the DRA rules (tests/unit/test_webhook.py test_dra_rules)",
     ("webhook", ("resource.k8s.io", "resourceclaimtemplates", "get")): "as resourceclaims",
+    **{
+        ("nodeset", ("apps", "controllerrevisions", verb)): "a NodeSet's revision history is "
+        "read back, renumbered on a rollback and pruned past revisionHistoryLimit only after "
+        "template changes, which the story does not make (tests/integration/"
+        "test_effector_nodesets.py drives them)"
+        for verb in ("get", "patch", "delete")
+    },
 }
 
 #: Who is asking, set for each request the simulator serves.

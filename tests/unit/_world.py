@@ -13,8 +13,9 @@ Deliberately not modelled (nothing any reconciler reads):
   not start or end by themselves, ``now`` stays where the test put it;
 * a created Slurm node joining the partitions its features name.
 
-PodDisruptionBudgets (``EnsureNodeSetPDB``) are kept in :attr:`World.pdbs`: no view reads
-them, but creating one is a change.
+PodDisruptionBudgets (``EnsureNodeSetPDB``) are kept in :attr:`World.pdbs`, and the
+ControllerRevisions recorded (``EnsureNodeSetRevision``) in :attr:`World.revisions`: no view
+reads them, but creating one is a change.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from schemas.actions import (
     DeleteSlurmNode,
     DrainSlurmNode,
     EnsureNodeSetPDB,
+    EnsureNodeSetRevision,
     MarkPods,
     PodRef,
     RecordEvent,
@@ -52,6 +54,7 @@ from schemas.actions import (
     SetJobExcludedNodes,
     SetNodeCondition,
     SetNodeSetStatus,
+    SetPodAnnotation,
     SetPodCondition,
     SetPodGroupScheduled,
     SetPodLabel,
@@ -107,6 +110,7 @@ class World:
                 self.objs[(kind_of(ev), ev.source, ev.key)] = ev
         self.now = now
         self.pdbs: set[str] = set()
+        self.revisions: set[tuple[str, str]] = set()
         self._last_id = 90_000
 
     def __repr__(self) -> str:  # what Hypothesis prints for a failing example
@@ -122,6 +126,7 @@ class World:
     def copy(self) -> World:
         other = World(self.objs.values(), self.now)
         other.pdbs = set(self.pdbs)
+        other.revisions = set(self.revisions)
         other._last_id = self._last_id
         return other
 
@@ -401,6 +406,15 @@ class World:
         )
         return self._put(_replace(pod, conditions=(*rest, *mine)))
 
+    def set_pod_annotation(self, a: SetPodAnnotation) -> bool:
+        pod = self._pod(a.pod)
+        if pod is None:
+            return False
+        annotations = {k: v for k, v in pod.annotations.items() if k != a.annotation}
+        if a.value is not None:
+            annotations[a.annotation] = a.value
+        return self._put(_replace(pod, annotations=annotations))
+
     def set_pod_label(self, a: SetPodLabel) -> bool:
         pod = self._pod(a.pod)
         if pod is None:
@@ -425,13 +439,17 @@ class World:
         key = f"{ref.namespace}/{a.pod_name}"
         if self._get(KubePod, KUBE_SOURCE, key) is not None:
             return False  # 409: exists
+        ns = self._nodeset(ref.namespace, ref.name, ref.uid)
+        labels = {"app.kubernetes.io/name": "slurmd", "app.kubernetes.io/instance": ref.name}
+        if ns is not None and ns.revision_hash:
+            labels[wellknown.LABEL_REVISION_HASH] = ns.revision_hash
         pod = KubePod(
             source=KUBE_SOURCE,
             key=key,
             uid=f"uid-{self.new_id()}",
             namespace=ref.namespace,
             name=a.pod_name,
-            labels={"app.kubernetes.io/name": "slurmd", "app.kubernetes.io/instance": ref.name},
+            labels=labels,
             created_at=int(self.now),
         )
         return self._put(pod)
@@ -472,6 +490,13 @@ class World:
         if key in self.pdbs:
             return False
         self.pdbs.add(key)
+        return True
+
+    def ensure_node_set_revision(self, a: EnsureNodeSetRevision) -> bool:
+        entry = (a.nodeset.key, a.revision_hash)
+        if entry in self.revisions:
+            return False
+        self.revisions.add(entry)
         return True
 
     def set_node_set_status(self, a: SetNodeSetStatus) -> bool:
@@ -616,6 +641,8 @@ class World:
         DeleteNodeSetPod: delete_node_set_pod,
         DeleteFailedNodeSetPod: delete_failed_node_set_pod,
         EnsureNodeSetPDB: ensure_node_set_pdb,
+        EnsureNodeSetRevision: ensure_node_set_revision,
+        SetPodAnnotation: set_pod_annotation,
         SetNodeSetStatus: set_node_set_status,
         ScaleNodeSet: scale_node_set,
         SetClusterStatus: set_cluster_status,

@@ -507,6 +507,11 @@ CALLS: dict[tuple[str, str, str], str] = {
     ),
     ("resource.k8s.io", "resourceclaimtemplates", "get"): r'"resourceclaimtemplates"',
     ("", "pods/finalizers", "update"): r'"blockOwnerDeletion": True',
+    ("apps", "controllerrevisions", "get"): r"read_namespaced_controller_revision\b",
+    ("apps", "controllerrevisions", "list"): r"list_namespaced_controller_revision\b",
+    ("apps", "controllerrevisions", "create"): r"create_namespaced_controller_revision\b",
+    ("apps", "controllerrevisions", "patch"): r"patch_namespaced_controller_revision\b",
+    ("apps", "controllerrevisions", "delete"): r"delete_namespaced_controller_revision\b",
 }
 
 

@@ -318,6 +318,8 @@ def test_status_counts_from_slurm_and_is_written_once() -> None:
         slurm_drain=1,
         observed_generation=2,
         selector="app.kubernetes.io/instance=gpu,app.kubernetes.io/name=slurmd",
+        unavailable_replicas=1,
+        desired=4,
     )
     assert status.status == want
     # Once the NodeSet shows that status, nothing is written again.

@@ -74,6 +74,11 @@ What it models, and where it follows the real server (checked against the Kubern
   resource's ``/status`` and on ``/scale`` (see ``_Store._replace``). Real uid preconditions:
   DeleteOptions ``preconditions.uid``, a Binding's ``metadata.uid``, a JSON-patch ``test``.
 * **Scale**: ``spec`` is ``{}`` at zero replicas (``ScaleSpec.replicas`` is omitempty).
+* **ControllerRevisions** (apps/v1): served like any namespaced built-in; create answers 422
+  without ``data`` or with a negative ``revision``, an update or patch that changes ``data``
+  answers 422 ``field is immutable`` (pkg/apis/apps/validation
+  ``ValidateControllerRevision``/``ValidateControllerRevisionUpdate``); no garbage collector
+  removes them with their owner.
 * **Nodes**: TaintNodesByCondition admission puts ``node.kubernetes.io/not-ready:NoSchedule``
   on a new Node that is not Ready; the node lifecycle controller's part that removes it once
   Ready is True runs here too (a Node created Ready is created without it: see
@@ -465,6 +470,13 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         status=True,
         generation=True,
         merge_keys={("spec", "selector"): REPLACE, ("status", "conditions"): "type"},
+    ),
+    # apps/v1 ControllerRevision (k8s.io/api/apps/v1/types.go): no status, no spec, so no
+    # generation; ``data`` (a RawExtension) and ``revision`` at the top level. Validation as
+    # pkg/apis/apps/validation ``ValidateControllerRevision(Update)`` (_prepare_create,
+    # _validate_update).
+    ResourceSpec(
+        group="apps", version="v1", plural="controllerrevisions", kind="ControllerRevision"
     ),
     ResourceSpec(
         group="batch",
@@ -1992,6 +2004,8 @@ class _Store:
             _meta(obj).setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         elif spec.group == SCHEDULING_GROUP:
             validate_workload_api(spec, obj, None)
+        elif spec.name == "controllerrevisions.apps":
+            _validate_controller_revision(obj, name)
         elif spec.name == "pods":
             pod_spec = obj.get("spec")
             containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
@@ -2266,6 +2280,16 @@ class _Store:
                     causes.append(_invalid_value(path, new_v, _IMMUTABLE))
             if causes:
                 raise _invalid(spec.kind, name, spec.group, causes)
+        if spec.name == "controllerrevisions.apps":
+            _validate_controller_revision(new, name)
+            if _canon(new.get("data")) != _canon(current.get("data")):
+                # ValidateImmutableField; the real message prints the new value with Go's %#v.
+                raise _invalid(
+                    spec.kind,
+                    name,
+                    spec.group,
+                    [("data", "FieldValueInvalid", 'Invalid value: "object": field is immutable')],
+                )
         if spec.name == "pods":
             old_spec, new_spec = current.get("spec"), new.get("spec")
             if _canon(_pod_spec_view(old_spec)) != _canon(_pod_spec_view(new_spec)):
@@ -2541,6 +2565,25 @@ class _Store:
     def compact(self) -> None:
         self.history.clear()
         self.floor = self.rv
+
+
+def _validate_controller_revision(obj: Obj, name: str) -> None:
+    """pkg/apis/apps/validation ``ValidateControllerRevision``: ``data`` is mandatory and
+    ``revision`` is not negative (422 otherwise)."""
+    causes = []
+    if obj.get("data") is None:
+        causes.append(("data", "FieldValueRequired", "Required value: data is mandatory"))
+    revision = obj.get("revision", 0)
+    if not isinstance(revision, int) or revision < 0:
+        causes.append(
+            (
+                "revision",
+                "FieldValueInvalid",
+                f"Invalid value: {revision}: must be greater than or equal to 0",
+            )
+        )
+    if causes:
+        raise _invalid("ControllerRevision", name, "apps", causes)
 
 
 def _success() -> Obj:
