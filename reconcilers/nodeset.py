@@ -77,9 +77,31 @@ Clusters: ``clusterName`` empty or equal to ``slurm.cluster`` means slurmbridge'
 Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.cluster.served`),
 else the NodeSet is left alone and the decision says why.
 
-Not yet: v1beta1's ``scalingMode: DaemonSet``, ``pinToNode``, ``partition``,
-``extraConf`` and ``pruneSlurmNodeRecords`` are read but not acted on (a DaemonSet-mode
-NodeSet is left alone and the decision says so).
+12. **DaemonSet mode** (``scalingMode: DaemonSet``; rules in :mod:`reconcilers._daemon`,
+    as slurm-operator nodeset_sync.go ``syncNodeSetPods`` / ``podsShouldBeOnNode``):
+    ``replicas`` is ignored; with a complete node listing, each Kubernetes node the
+    template may run on and that has no live pod of the NodeSet gets one
+    (``generateName: <nodeset>-``, hostname = its Slurm node name, pinned by node
+    affinity); the pods on a node where they may no longer continue (a label removed, an
+    untolerated ``NoExecute`` taint) are condemned as in rule 2 — drained, deleted only
+    once their Slurm node is drained and idle. ``desired`` is the number of eligible nodes.
+    A KubeNode change triggers every DaemonSet-mode NodeSet (as Kubernetes' DaemonSet
+    controller, pkg/controller/daemon/daemon_controller.go ``updateNode``; 1.x's
+    eventhandler_node.go only enqueues the NodeSets with a pod on the node).
+13. **Scaling mode switch.** Live pods labelled for the other mode
+    (``nodeset.slinky.slurm.net/scaling-mode``; none = StatefulSet) are condemned as in
+    rule 2 (nodeset_sync.go ``syncNodeSetPods`` deletes them).
+14. **pinToNode** (StatefulSet mode): ``status.ordinalToNode`` is kept as
+    :func:`reconcilers._daemon.pins` computes it, and a re-created ordinal with a pin is
+    created with that node as required node affinity (utils.go ``pinPodToNode``).
+
+The pods' PersistentVolumeClaims (``volumeClaimTemplates``) are made by the effector with
+each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
+
+Not yet: ``partition`` (slurm.conf generation in 1.x: slurmbridge writes no slurm.conf),
+``pruneSlurmNodeRecords`` and ``persistentVolumeClaimRetentionPolicy.whenScaled: Delete``;
+in DaemonSet mode the failed-pod back-off (rule 5), the removal of duplicate pods on one
+node and the re-creation on a hostname-override change.
 """
 
 from __future__ import annotations
@@ -91,7 +113,7 @@ from typing import Final
 
 import msgspec
 
-from reconcilers import _slurmd
+from reconcilers import _daemon, _slurmd
 from reconcilers import cluster as cluster_rules
 from reconcilers.base import (
     Context,
@@ -336,7 +358,13 @@ def _event(ns: KubeNodeSet, reason: str, message: str, *, warning: bool = False)
 
 
 def _status(
-    ns: KubeNodeSet, live: list[KubePod], slurm: dict[str, SlurmNode], now: float = 0.0
+    ns: KubeNodeSet,
+    live: list[KubePod],
+    slurm: dict[str, SlurmNode],
+    now: float = 0.0,
+    *,
+    desired: int | None = None,
+    pins: dict[str, str] | None = None,
 ) -> NodeSetStatus:
     nodes = [slurm[p.name] for p in live if p.name in slurm]
     ready = sum(1 for p in live if p.ready)
@@ -356,8 +384,9 @@ def _status(
             sum(1 for p in live if revision_of(p) == ns.revision_hash) if ns.revision_hash else 0
         ),
         unavailable_replicas=max(0, len(live) - available),
-        desired=max(0, ns.replicas),
+        desired=max(0, ns.replicas) if desired is None else desired,
         node_set_hash=ns.revision_hash,
+        ordinal_to_node=ns.status.ordinal_to_node if pins is None else pins,
     )
 
 
@@ -392,13 +421,31 @@ def decide(v: View | None) -> Decision:
     ns = v.nodeset
     if not v.served:
         return Decision(reason=f"Slurm cluster {ns.cluster_name!r} is not served here")
-    if ns.scaling_mode != "StatefulSet":
-        return Decision(reason=f"scalingMode {ns.scaling_mode} is not supported yet; left alone")
+    if ns.scaling_mode not in (_daemon.STATEFULSET, _daemon.DAEMONSET):
+        return Decision(reason=f"scalingMode {ns.scaling_mode} is unknown; left alone")
+    daemon = ns.scaling_mode == _daemon.DAEMONSET
     ref = NodeSetRef(namespace=ns.namespace, name=ns.name, uid=ns.uid)
-    live = [p for p in v.pods if not p.deleting and not p.terminal]
+    running = [p for p in v.pods if not p.deleting and not p.terminal]
+    # Rule 13: pods made for the other scaling mode go.
+    other_mode = [p for p in running if _daemon.mode_of(p) != ns.scaling_mode]
+    live = [p for p in running if _daemon.mode_of(p) == ns.scaling_mode]
     actions: list[AnyAction] = []
     requeue: float | None = None
     want = max(0, ns.replicas)
+    pins: dict[str, str] | None = None
+    daemon_gone: list[KubePod] = []
+    daemon_note = ""
+    if daemon:
+        pins = {}  # 1.x keeps no pins in DaemonSet mode (calculateOrdinalToNode)
+        want, daemon_gone, daemon_note = _daemon_pods(v, live, ref, actions)
+    else:
+        pins = _daemon.pins(
+            ns,
+            live,
+            v.kube_nodes,
+            {p.name: o for p in live if (o := ordinal_of(ns.name, p.name)) is not None},
+            nodes_listed=v.nodes_listed,
+        )
 
     failures = failures_of(ns)
     for p in v.pods:
@@ -428,7 +475,7 @@ def decide(v: View | None) -> Decision:
     # A failed pod about to be replaced, or a name waiting out its back-off, holds a slot.
     replacing = sum(1 for p in v.pods if p.terminal and not p.deleting)
     replacing += sum(1 for o in waiting_out if o not in used)
-    if len(live) + replacing < want:
+    if not daemon and len(live) + replacing < want:
         free: list[int] = []
         ordinal = 0
         while len(free) < want - len(live) - replacing:
@@ -437,7 +484,7 @@ def decide(v: View | None) -> Decision:
             ordinal += 1
         names = [pod_name(ns.name, o, ns.ordinal_padding) for o in free]
         actions += [
-            CreateNodeSetPod(nodeset=ref, pod_name=n, ordinal=o)
+            CreateNodeSetPod(nodeset=ref, pod_name=n, ordinal=o, node=(pins or {}).get(str(o), ""))
             for n, o in zip(names, free, strict=True)
         ]
         actions.append(
@@ -448,7 +495,20 @@ def decide(v: View | None) -> Decision:
 
     deadlines = v.deadlines if v.slurm_listed else None
     condemned: list[KubePod] = []
-    if len(live) > want:
+    if daemon_gone or other_mode:
+        condemned = daemon_gone + other_mode
+        waiting = _condemn(v, condemned, actions)
+        if waiting:
+            requeue = min(requeue or DRAIN_RECHECK_S, DRAIN_RECHECK_S)
+        actions.append(
+            _event(
+                ns,
+                "ScalingDown",
+                f"Deleting {', '.join(p.name for p in condemned)}"
+                + (f" (waiting for {', '.join(waiting)} to drain)" if waiting else ""),
+            )
+        )
+    elif not daemon and len(live) > want:
         condemned = scale_in_order(live, ns.name, v.slurm, deadlines)[: len(live) - want]
         waiting = _condemn(v, condemned, actions)
         if waiting:
@@ -465,7 +525,7 @@ def decide(v: View | None) -> Decision:
     update_note = ""
     creating = any(isinstance(a, CreateNodeSetPod) for a in actions)
     if not condemned and not creating:
-        updating, update_note, wait_s = update_pods(v, live, deadlines)
+        updating, update_note, wait_s = update_pods(v, live, deadlines, want)
         if updating:
             waiting = _condemn(v, updating, actions)
             actions.append(
@@ -517,7 +577,7 @@ def decide(v: View | None) -> Decision:
 
     if deadlines is not None:
         actions += deadline_actions(live, deadlines)
-    status = _status(ns, live, v.slurm, v.now)
+    status = _status(ns, live, v.slurm, v.now, desired=want, pins=pins)
     if status != ns.status:
         old = ns.status
         if ns.revision_hash and (
@@ -551,9 +611,53 @@ def decide(v: View | None) -> Decision:
         actions=tuple(actions),
         requeue_after=requeue,
         reason=f"{len(live)} live pod(s), {want} wanted"
+        + (f"; {daemon_note}" if daemon_note else "")
         + (f"; {update_note}" if update_note else "")
         + "".join(f"; {why}" for why in cordons),
     )
+
+
+def _daemon_pods(
+    v: View, live: list[KubePod], ref: NodeSetRef, actions: list[AnyAction]
+) -> tuple[int, list[KubePod], str]:
+    """DaemonSet mode (rule 12): append the creations (and their ``ScalingUp`` Event) to
+    ``actions``; return ``(desired, pods to condemn, note)``. ``desired`` counts the nodes
+    the template may run on (nodeset_sync_status.go, DaemonSet mode)."""
+    ns = v.nodeset
+    assert ns is not None
+    on_node = _daemon.by_node(live)
+    desired = 0
+    creates: list[CreateNodeSetPod] = []
+    gone: list[KubePod] = []
+    for name, node in sorted(v.kube_nodes.items()):
+        run, keep = _daemon.should_run(ns, node)
+        desired += run
+        pods = on_node.get(name, [])
+        if run and not pods:
+            creates.append(
+                CreateNodeSetPod(
+                    nodeset=ref,
+                    pod_name="",
+                    ordinal=-1,
+                    node=name,
+                    hostname=_daemon.hostname(node),
+                )
+            )
+        elif not keep and pods:
+            gone += pods
+    if not v.nodes_listed:
+        # Without the complete node listing an unseen node may be eligible or not: wait.
+        return desired, [], "waiting for the Kubernetes node listing"
+    if creates:
+        actions += creates
+        actions.append(
+            _event(
+                ns,
+                "ScalingUp",
+                f"Creating {len(creates)} daemon pod(s) on {', '.join(c.node for c in creates)}",
+            )
+        )
+    return desired, gone, f"{desired} eligible node(s)"
 
 
 def _condemn(v: View, pods: list[KubePod], actions: list[AnyAction]) -> list[str]:
@@ -566,7 +670,7 @@ def _condemn(v: View, pods: list[KubePod], actions: list[AnyAction]) -> list[str
             actions.append(
                 DrainSlurmNode(
                     cluster=v.cluster,
-                    node=p.name,
+                    node=node.key,
                     reason=wellknown.scale_in_drain_reason(p.namespace, p.name),
                 )
             )
@@ -575,7 +679,11 @@ def _condemn(v: View, pods: list[KubePod], actions: list[AnyAction]) -> list[str
             else:
                 # Idle now: delete right after the drain instead of a poll later; the
                 # effector re-reads the node and deletes only if it is DRAIN and idle.
-                actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
+                actions.append(
+                    DeleteNodeSetPod(
+                        pod=_ref(p), cluster=v.cluster, slurm_node=_daemon.slurm_name(p)
+                    )
+                )
         elif (
             is_busy(node)
             or (node is not None and node.has("UNDRAIN"))
@@ -586,7 +694,9 @@ def _condemn(v: View, pods: list[KubePod], actions: list[AnyAction]) -> list[str
             # deletable; with no listing at all, its node may be running a job.
             waiting.append(p.name)
         else:
-            actions.append(DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=p.name))
+            actions.append(
+                DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=_daemon.slurm_name(p))
+            )
     return waiting
 
 
@@ -601,7 +711,7 @@ def _draining_for_us(p: KubePod, slurm: dict[str, SlurmNode]) -> bool:
 
 
 def update_pods(
-    v: View, live: list[KubePod], deadlines: dict[str, int] | None
+    v: View, live: list[KubePod], deadlines: dict[str, int] | None, want: int | None = None
 ) -> tuple[list[KubePod], str, float | None]:
     """The old-revision pods to replace now (rule 11): ``(pods, note, recheck in s)``.
 
@@ -631,7 +741,7 @@ def update_pods(
         return [], "", None
     unhealthy = [p for p in old if not _healthy(p)]
     healthy = [p for p in old if _healthy(p)]
-    total = max(0, ns.replicas)
+    total = max(0, ns.replicas) if want is None else want
     missing = min(total, max(0, total - len(new) - len(old)))
     not_available = [p for p in new if not is_available(p, ns.min_ready_seconds, v.now)]
     budget_max = max_unavailable(ns.max_unavailable, total)
@@ -686,15 +796,30 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     )
     cluster = (ns.cluster_name if ns is not None else "") or ctx.cluster
     source = slurm_source(cluster)
-    slurm = {p.name: n for p in pods if (n := store.get(SlurmNode, p.name, source)) is not None}
-    kube_nodes = {
-        p.node_name: k
+    # Keyed by pod name: a DaemonSet pod's Slurm node has its hostname (_daemon.slurm_name).
+    slurm = {
+        p.name: n
         for p in pods
-        if p.node_name and (k := store.get(KubeNode, p.node_name, KUBE_SOURCE)) is not None
+        if (n := store.get(SlurmNode, _daemon.slurm_name(p), source)) is not None
     }
+    if ns is not None and (ns.scaling_mode == _daemon.DAEMONSET or ns.pin_to_node):
+        # DaemonSet mode and pins read every node (rules 12 and 14).
+        kube_nodes = {k.key: k for k in store.values(KubeNode, KUBE_SOURCE)}
+    else:
+        kube_nodes = {
+            p.node_name: k
+            for p in pods
+            if p.node_name and (k := store.get(KubeNode, p.node_name, KUBE_SOURCE)) is not None
+        }
     # O(jobs of the cluster): no index maps a node to its jobs (a job's nodes are a tuple).
+    names = {_daemon.slurm_name(p): p.name for p in pods}
     deadlines = (
-        node_deadlines(store.values(SlurmJob, source), {p.name for p in pods}) if pods else {}
+        {
+            names[n]: end
+            for n, end in node_deadlines(store.values(SlurmJob, source), set(names)).items()
+        }
+        if pods
+        else {}
     )
     return View(
         nodeset=ns,
@@ -744,8 +869,12 @@ def _of_slurm_node(event: SlurmNode, store: Store, ctx: Context) -> Iterable[str
 
 def _of_slurm_node_name(name: str, source: str, store: Store, ctx: Context) -> set[str]:
     keys = set()
-    for p in store.by_field(KubePod, "name", name):
+    named = [*store.by_field(KubePod, "name", name)]
+    named += store.by_label(KubePod, wellknown.LABEL_POD_HOSTNAME, name)
+    for p in named:
         if p.labels.get(LABEL_NAME) != SLURMD or LABEL_INSTANCE not in p.labels:
+            continue
+        if _daemon.slurm_name(p) != name:
             continue
         key = f"{p.namespace}/{p.labels[LABEL_INSTANCE]}"
         ns = store.get(KubeNodeSet, key, KUBE_SOURCE)
@@ -765,8 +894,14 @@ def _of_job_nodes(event: SlurmJob, store: Store, ctx: Context) -> Iterable[str]:
 
 def _on_kube_node(event: KubeNode, store: Store, _ctx: Context) -> Iterable[str]:
     """The NodeSets with a slurmd pod on the node (its cordon, annotations or conditions
-    may have changed: slurm-operator eventhandler/eventhandler_node.go)."""
-    keys = set()
+    may have changed: slurm-operator eventhandler/eventhandler_node.go), and every
+    DaemonSet-mode or pinToNode NodeSet (the node may have become eligible or not: rules 12
+    and 14)."""
+    keys = {
+        n.key
+        for n in store.values(KubeNodeSet, KUBE_SOURCE)
+        if n.scaling_mode == _daemon.DAEMONSET or n.pin_to_node
+    }
     for p in store.by_field(KubePod, "node_name", event.key):
         instance = p.labels.get(LABEL_INSTANCE)
         if p.labels.get(LABEL_NAME) == SLURMD and instance:

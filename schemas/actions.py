@@ -426,8 +426,9 @@ class SetClusterStatus(Action, frozen=True, kw_only=True, tag="SetClusterStatus"
 
 
 class CreateNodeSetPod(Action, frozen=True, kw_only=True, tag="CreateNodeSetPod"):
-    """Create pod ``pod_name`` (ordinal ``ordinal``) from NodeSet ``nodeset``'s template:
-    hostname = pod name, labels ``app.kubernetes.io/name=slurmd`` and
+    """Create pod ``pod_name`` (ordinal ``ordinal``) from NodeSet ``nodeset``'s template —
+    or, in DaemonSet mode (``hostname`` set), pod ``<nodeset>-<random>`` for node ``node``:
+    hostname = pod name (DaemonSet: ``hostname``), labels ``app.kubernetes.io/name=slurmd`` and
     ``app.kubernetes.io/instance=<nodeset>``, the NodeSet as controller owner. The effector
     reads the NodeSet (uid precondition) for its template; an existing pod ⇒ noop.
     Source: Slinky slurm-operator NodeSet controller."""
@@ -435,6 +436,12 @@ class CreateNodeSetPod(Action, frozen=True, kw_only=True, tag="CreateNodeSetPod"
     nodeset: NodeSetRef
     pod_name: str
     ordinal: int
+    #: Pin the pod to this Kubernetes node by its required node affinity (DaemonSet mode,
+    #: and pinToNode): ``""`` none.
+    node: str = ""
+    #: DaemonSet mode: the pod's hostname (its Slurm node name); the pod is then created
+    #: with ``generateName: <nodeset>-`` and ``pod_name`` is ``""``.
+    hostname: str = ""
 
     independent: ClassVar[bool] = True
 

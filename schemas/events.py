@@ -473,6 +473,9 @@ class NodeSetStatus(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     unavailable_replicas: int = 0
     desired: int = 0
     node_set_hash: str = ""
+    #: ``status.ordinalToNode`` (pinToNode, StatefulSet mode): ordinal (decimal text) → the
+    #: Kubernetes node its pod is pinned to (nodeset_sync_status.go ``calculateOrdinalToNode``).
+    ordinal_to_node: dict[str, str] = {}
 
 
 class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
@@ -501,6 +504,11 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     integer or a percentage such as ``"25%"``; ``""`` = 1.x's default ``25%``).
     ``revision_history_limit``: ``spec.revisionHistoryLimit`` (default 0).
     ``collision_count``: ``status.collisionCount``.
+
+    The template's node filters, read as :class:`KubePod` reads a pod's (DaemonSet mode
+    decides eligibility with them, :mod:`reconcilers.nodeset`): ``node_selector``
+    (``spec.template.spec.nodeSelector``), ``node_affinity`` (its required node affinity's
+    terms, ``None`` = none) and ``toleration_specs``.
     """
 
     uid: str = ""
@@ -529,6 +537,9 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     max_unavailable: str = ""
     revision_history_limit: int = 0
     collision_count: int = 0
+    node_selector: dict[str, str] = {}
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    toleration_specs: tuple[Toleration, ...] = ()
 
 
 class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):

@@ -60,6 +60,14 @@ ANNOTATION_NODE_CORDON_REASON: Final = "nodeset.slinky.slurm.net/node-cordon-rea
 #: (slurm-operator pkg/conditions/conditions.go ``PodStatePrefix``).
 SLURM_NODE_STATE_PREFIX: Final = "SlurmNodeState"
 LABEL_POD_PROTECT: Final = "nodeset.slinky.slurm.net/pod-protect"
+#: On a slurmd pod: its Slurm node name (the pod's hostname) and the NodeSet scalingMode it
+#: was made for (slurm-operator api/v1beta1/well_known.go ``LabelNodeSetPodHostname``,
+#: ``LabelNodeSetScalingMode``, set by nodeset/utils/utils.go ``initIdentity``).
+LABEL_POD_HOSTNAME: Final = "nodeset.slinky.slurm.net/pod-hostname"
+LABEL_SCALING_MODE: Final = "nodeset.slinky.slurm.net/scaling-mode"
+#: On a Kubernetes node: the hostname (Slurm node name) its DaemonSet-mode slurmd pod gets
+#: instead of the node's (well_known.go ``AnnotationNodeHostnameOverride``).
+ANNOTATION_NODE_HOSTNAME_OVERRIDE: Final = "nodeset.slinky.slurm.net/hostname-override"
 #: On a slurmd pod: when its Slurm node's running jobs end at the latest (RFC 3339), written
 #: by the NodeSet controller from Slurm; scale-in and updates take the pods whose jobs end
 #: soonest first (slurm-operator api/v1beta1/well_known.go ``AnnotationPodDeadline``,

@@ -377,17 +377,41 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         ),
         node_selector=dict(spec.nodeSelector or {}),
         node_affinity=_node_affinity(spec),
-        toleration_specs=tuple(
-            # No API default: an empty operator reads as Equal (core/v1 toleration.go).
-            Toleration(
-                key=t.key or "",
-                operator=t.operator or "Equal",
-                value=t.value or "",
-                effect=t.effect or "",
-            )
-            for t in spec.tolerations or ()
-        ),
+        toleration_specs=_tolerations(spec),
     )
+
+
+def _tolerations(spec: RawPodSpec) -> tuple[Toleration, ...]:
+    """``spec.tolerations`` in full."""
+    return tuple(
+        # No API default: an empty operator reads as Equal (core/v1 toleration.go).
+        Toleration(
+            key=t.key or "",
+            operator=t.operator or "Equal",
+            value=t.value or "",
+            effect=t.effect or "",
+        )
+        for t in spec.tolerations or ()
+    )
+
+
+class _RawTemplate(msgspec.Struct, kw_only=True):
+    """A NodeSet's ``spec.template``: only the pod spec's node filters are read."""
+
+    spec: RawPodSpec = msgspec.field(default_factory=RawPodSpec)
+
+
+_DECODE_TEMPLATE = msgspec.json.Decoder(_RawTemplate)
+
+
+def _template_spec(raw: msgspec.Raw) -> RawPodSpec:
+    """The template's pod spec (an absent or unreadable template: an empty spec)."""
+    if not len(raw):
+        return RawPodSpec()
+    try:
+        return _DECODE_TEMPLATE.decode(raw).spec
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return RawPodSpec()
 
 
 def _gang(policy: RawSchedulingPolicy | None) -> tuple[str, int]:
@@ -488,6 +512,7 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
     md, spec, st = raw.metadata, raw.spec, raw.status
     ref = spec.controllerRef.name if spec.controllerRef is not None else ""
     wdp = spec.workloadDisruptionProtection
+    template = _template_spec(spec.template)
     return KubeNodeSet(
         source=subjects.KUBE_SOURCE,
         key=f"{md.namespace}/{md.name}",
@@ -523,6 +548,7 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
             unavailable_replicas=st.unavailableReplicas,
             desired=st.desired,
             node_set_hash=st.nodeSetHash,
+            ordinal_to_node=dict(st.ordinalToNode or {}),
         ),
         scaling_mode=spec.scalingMode or "StatefulSet",
         partition_enabled=spec.partition.enabled,
@@ -540,6 +566,9 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
         max_unavailable=_int_or_string(spec.updateStrategy.rollingUpdate.maxUnavailable),
         revision_history_limit=spec.revisionHistoryLimit,
         collision_count=st.collisionCount or 0,
+        node_selector=dict(template.nodeSelector or {}),
+        node_affinity=_node_affinity(template),
+        toleration_specs=_tolerations(template),
     )
 
 

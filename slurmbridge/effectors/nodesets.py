@@ -102,7 +102,11 @@ class NodeSetEffector(Effector):
         template = spec.get("template") or {}
         tmeta = template.get("metadata") or {}
         pod_spec = dict(template.get("spec") or {})
-        pod_spec["hostname"] = action.pod_name
+        daemon = bool(action.hostname)
+        hostname = action.hostname or action.pod_name
+        pod_spec["hostname"] = hostname
+        if action.node:
+            pod_spec["affinity"] = _pin_affinity(pod_spec.get("affinity"), action.node)
         slurmd = spec.get("slurmd") or {}
         if slurmd:
             # v1beta1 (slurm-operator 1.x) gives the slurmd container apart from the
@@ -116,19 +120,29 @@ class NodeSetEffector(Effector):
             else:
                 containers[at] = merged
             pod_spec["containers"] = containers
+        if spec.get("extraConf"):
+            pod_spec["containers"] = _with_conf(
+                list(pod_spec.get("containers") or []),
+                slurmd.get("name") or "slurmd",
+                ref.name,
+                str(spec["extraConf"]),
+            )
         if spec.get("serviceName"):
             pod_spec["subdomain"] = spec["serviceName"]
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
-                "name": action.pod_name,
+                **({"generateName": f"{ref.name}-"} if daemon else {"name": action.pod_name}),
                 "namespace": ref.namespace,
                 "labels": {
                     **(tmeta.get("labels") or {}),
                     "app.kubernetes.io/name": "slurmd",
                     "app.kubernetes.io/instance": ref.name,
                     wellknown.LABEL_REVISION_HASH: _revision_hash(obj),
+                    # utils.go initIdentity: the Slurm node name and the scaling mode.
+                    wellknown.LABEL_POD_HOSTNAME: hostname,
+                    wellknown.LABEL_SCALING_MODE: "DaemonSet" if daemon else "StatefulSet",
                 },
                 "annotations": dict(tmeta.get("annotations") or {}),
                 "ownerReferences": [
@@ -144,10 +158,58 @@ class NodeSetEffector(Effector):
             },
             "spec": pod_spec,
         }
+        if daemon and await self._daemon_pod_exists(ref, hostname):
+            return EffectResult("noop", f"a pod for {action.node} exists")
+        claims = claims_for(obj, daemon, hostname if daemon else action.pod_name)
+        if claims:
+            # utils.go UpdateStorage: one volume per claim template, named after it, replacing
+            # a template volume of that name; podcontrol.go creates the claims first.
+            volumes = [
+                {"name": tname, "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+                for tname, claim in claims
+            ]
+            names = {tname for tname, _ in claims}
+            pod_spec["volumes"] = volumes + [
+                v for v in pod_spec.get("volumes") or [] if v.get("name") not in names
+            ]
+            await self._create_claims(ref.namespace, [c for _, c in claims])
         create: Any = self.core.create_namespaced_pod
         return await create_unless_exists(
-            create(ref.namespace, pod, _preload_content=False), f"pod {action.pod_name}"
+            create(ref.namespace, pod, _preload_content=False),
+            f"pod {action.pod_name or hostname}",
         )
+
+    async def _create_claims(self, namespace: str, claims: list[dict[str, Any]]) -> None:
+        """Create each claim; one that exists already is kept as it is (podcontrol.go
+        ``createPersistentVolumeClaims``: an existing claim is reused, so a re-created pod
+        gets its predecessor's volume)."""
+        create: Any = self.core.create_namespaced_persistent_volume_claim
+        for claim in claims:
+            try:
+                await read_raw(create(namespace, claim, _preload_content=False))
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+
+    async def _daemon_pod_exists(self, ref: NodeSetRef, hostname: str) -> bool:
+        """A live (not deleting) DaemonSet pod of the NodeSet with that hostname exists: a
+        generateName create is not idempotent, so a redelivered action must not make a
+        second pod for the node (1.x guards the same with expectations)."""
+        listing: Any = self.core.list_namespaced_pod
+        selector = {
+            "app.kubernetes.io/name": "slurmd",
+            "app.kubernetes.io/instance": ref.name,
+            wellknown.LABEL_POD_HOSTNAME: hostname,
+        }
+        raw = await read_raw(
+            listing(
+                ref.namespace,
+                label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+                _preload_content=False,
+            )
+        )
+        items: list[dict[str, Any]] = msgspec.json.decode(raw).get("items") or []
+        return any(not (i.get("metadata") or {}).get("deletionTimestamp") for i in items)
 
     async def _revision(self, action: EnsureNodeSetRevision) -> EffectResult:
         """Record the NodeSet's template as a ControllerRevision and prune the history
@@ -522,6 +584,12 @@ class NodeSetEffector(Effector):
                 "unavailableReplicas": st.unavailable_replicas,
                 "desired": st.desired,
                 "nodeSetHash": st.node_set_hash,
+                # A merge patch merges maps: pins no longer wanted are removed by null.
+                "ordinalToNode": {
+                    **dict.fromkeys((obj.get("status") or {}).get("ordinalToNode") or {}),
+                    **st.ordinal_to_node,
+                }
+                or None,
             },
         }
         if not await self._merge(self.custom.patch_namespaced_custom_object_status, ref, body):
@@ -673,3 +741,110 @@ def _revision_hash(nodeset: dict[str, Any]) -> str:
         revisions.revision_data(nodeset.get("spec") or {}),
         int(status.get("collisionCount") or 0),
     )
+
+
+def _pin_affinity(affinity: Any, node: str) -> dict[str, Any]:
+    """``affinity`` with its required node affinity replaced by one term
+    ``metadata.name In [node]`` (Kubernetes pkg/controller/daemon/util
+    ``ReplaceDaemonSetPodNodeNameNodeAffinity``, used by slurm-operator utils.go for
+    DaemonSet pods and ``pinPodToNode``): the pod can run on that node only."""
+    out = dict(affinity or {})
+    node_affinity = dict(out.get("nodeAffinity") or {})
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        ]
+    }
+    out["nodeAffinity"] = node_affinity
+    return out
+
+
+def parse_extra_conf(extra_conf: str) -> dict[str, list[str]] | None:
+    """``extraConf`` as ``Key=Value`` items separated by blanks, the key title-cased and the
+    values split at commas, repeated keys collected (slurm-operator
+    internal/builder/workerbuilder/worker_app.go ``ParseExtraConf``); None when an item is
+    not ``Key=Value``."""
+    out: dict[str, list[str]] = {}
+    for item in extra_conf.split():
+        key, eq, value = item.partition("=")
+        if not eq:
+            return None
+        out.setdefault(key.title(), []).extend(value.split(","))
+    return out
+
+
+def conf_arg(nodeset: str, extra_conf: str) -> str:
+    """The value slurmd's ``--conf`` gets (worker_app.go ``slurmdConfArgs``): ``Key=Value``
+    items sorted and joined by a space — ``Features`` the NodeSet's name plus the
+    ``Feature``/``Features`` of ``extraConf`` (sorted, de-duplicated: ``baselineFeatures``),
+    the other keys of ``extraConf`` as given; an unreadable ``extraConf`` gives the
+    baseline alone. 1.x's ``Topology`` item (a shell variable) and its single quotes (its
+    args pass through a shell) are left out: the args here reach slurmd as they are."""
+    conf = parse_extra_conf(extra_conf) or {}
+    features = sorted({nodeset, *conf.get("Feature", []), *conf.get("Features", [])})
+    items = {"Features": ",".join(f for f in features if f)}
+    items.update({k: ",".join(v) for k, v in conf.items() if k not in ("Feature", "Features")})
+    return " ".join(sorted(f"{k}={v}" for k, v in items.items()))
+
+
+def _with_conf(
+    containers: list[dict[str, Any]], name: str, nodeset: str, extra_conf: str
+) -> list[dict[str, Any]]:
+    """``containers`` with ``--conf <conf_arg>`` appended to container ``name``'s args."""
+    conf = ["--conf", conf_arg(nodeset, extra_conf)]
+    return [
+        {**c, "args": [*(c.get("args") or []), *conf]} if c.get("name") == name else c
+        for c in containers
+    ]
+
+
+def claims_for(
+    nodeset: dict[str, Any], daemon: bool, suffix: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The PersistentVolumeClaims of one pod of ``nodeset`` (decoded JSON), as
+    ``(template name, claim)``: named ``<template>-<nodeset>-<ordinal>`` (StatefulSet mode:
+    ``suffix`` is the pod name ``<nodeset>-<ordinal>``) or ``<template>-<nodeset>-<hostname>``
+    (DaemonSet mode: ``suffix`` is the hostname) — slurm-operator utils.go
+    ``GetPersistentVolumeClaims``, ``GetPersistentVolumeClaimNameOrdinal`` /
+    ``…NameNodeName``; labels the template's plus the NodeSet's pod selector. With
+    ``persistentVolumeClaimRetentionPolicy.whenDeleted: Delete`` the NodeSet is the claim's
+    controller owner, so Kubernetes' garbage collector deletes the claim with the NodeSet
+    (podcontrol.go ``updateClaimOwnerRefForSetAndPod``, as a StatefulSet's claims).
+    ``whenScaled: Delete`` (the pod owning the claim once condemned) is not applied."""
+    meta = nodeset.get("metadata") or {}
+    spec = nodeset.get("spec") or {}
+    name = str(meta.get("name") or "")
+    policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+    owner = [
+        {
+            "apiVersion": "/".join(NODESET_API),
+            "kind": "NodeSet",
+            "name": name,
+            "uid": meta.get("uid", ""),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    out = []
+    for template in spec.get("volumeClaimTemplates") or []:
+        tmeta = template.get("metadata") or {}
+        tname = str(tmeta.get("name") or "")
+        claim_name = f"{tname}-{name}-{suffix}" if daemon else f"{tname}-{suffix}"
+        claim: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": claim_name,
+                "namespace": meta.get("namespace"),
+                "labels": {
+                    **(tmeta.get("labels") or {}),
+                    "app.kubernetes.io/name": "slurmd",
+                    "app.kubernetes.io/instance": name,
+                },
+                **({"annotations": tmeta["annotations"]} if tmeta.get("annotations") else {}),
+                **({"ownerReferences": owner} if policy.get("whenDeleted") == "Delete" else {}),
+            },
+            "spec": template.get("spec") or {},
+        }
+        out.append((tname, claim))
+    return out

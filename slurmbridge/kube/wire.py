@@ -382,6 +382,7 @@ class RawNodeSetStatus(msgspec.Struct, kw_only=True):
     desired: int = 0
     nodeSetHash: str = ""  # noqa: N815
     collisionCount: int | None = None  # noqa: N815
+    ordinalToNode: dict[str, str] | None = None  # noqa: N815
 
 
 class RawNodeSetMeta(RawObjMeta, kw_only=True):

@@ -106,6 +106,133 @@ def effector(api: client.ApiClient) -> NodeSetEffector:
 # --- CreateNodeSetPod ------------------------------------------------------------------------
 
 
+async def test_create_daemonset_pod_generates_its_name_pins_it_and_is_not_repeated(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    """DaemonSet mode (slurm-operator utils.go NewNodeSetDaemonSetPod): generateName
+    ``<nodeset>-``, hostname and pod-hostname label the node's hostname, node affinity
+    ``metadata.name In [node]``; extraConf as ``--conf``. A second create for that hostname
+    is a noop (generateName would make a second pod)."""
+    ns = add_nodeset(sim, "cr-d", extraConf="weight=3", scalingMode="DaemonSet")
+    action = CreateNodeSetPod(nodeset=ns, pod_name="", ordinal=-1, node="n1.lab", hostname="n1")
+    assert (await effector.apply(action)).outcome == "ok"
+    (pod,) = [p for p in sim.list("pods", NS) if p["metadata"]["name"].startswith("cr-d-")]
+    assert pod["metadata"]["generateName"] == "cr-d-"
+    assert pod["spec"]["hostname"] == "n1"
+    assert pod["metadata"]["labels"][wellknown.LABEL_POD_HOSTNAME] == "n1"
+    assert pod["metadata"]["labels"][wellknown.LABEL_SCALING_MODE] == "DaemonSet"
+    assert pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ] == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1.lab"]}]}
+        ]
+    }
+    assert pod["spec"]["containers"][0]["args"] == ["--conf", "Features=cr-d Weight=3"]
+    again = await effector.apply(action)
+    assert again.outcome == "noop"
+    assert len([p for p in sim.list("pods", NS) if p["metadata"]["name"].startswith("cr-d-")]) == 1
+
+
+CLAIM_TEMPLATE = {
+    "metadata": {"name": "scratch", "labels": {"disk": "fast"}},
+    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("policy", "owned"), [({}, False), ({"whenDeleted": "Delete", "whenScaled": "Retain"}, True)]
+)
+async def test_create_pod_makes_its_claims_and_mounts_them(
+    sim: KubeSim, effector: NodeSetEffector, policy: dict[str, str], owned: bool
+) -> None:
+    """volumeClaimTemplates (slurm-operator utils.go GetPersistentVolumeClaims /
+    UpdateStorage): claim ``<template>-<pod>`` created before the pod, the pod's volume of
+    that name points at it; whenDeleted Delete makes the NodeSet its controller owner. A
+    claim that exists is reused."""
+    ns = add_nodeset(
+        sim,
+        "cr-v",
+        volumeClaimTemplates=[CLAIM_TEMPLATE],
+        persistentVolumeClaimRetentionPolicy=policy,
+    )
+    assert (
+        await effector.apply(CreateNodeSetPod(nodeset=ns, pod_name="cr-v-0", ordinal=0))
+    ).outcome == "ok"
+    claim = sim.get("persistentvolumeclaims", "scratch-cr-v-0", NS)
+    assert claim["metadata"]["labels"] == {
+        "disk": "fast",
+        "app.kubernetes.io/name": "slurmd",
+        "app.kubernetes.io/instance": "cr-v",
+    }
+    assert claim["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
+    owners = claim["metadata"].get("ownerReferences") or []
+    assert [(o["kind"], o["uid"], o["controller"]) for o in owners] == (
+        [("NodeSet", ns.uid, True)] if owned else []
+    )
+    pod = sim.get("pods", "cr-v-0", NS)
+    assert pod["spec"]["volumes"] == [
+        {"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch-cr-v-0"}}
+    ]
+    # The pod is re-created: the claim is kept and mounted again.
+    sim.delete_pod("cr-v-0", NS, grace_period_seconds=0)
+    assert (
+        await effector.apply(CreateNodeSetPod(nodeset=ns, pod_name="cr-v-0", ordinal=0))
+    ).outcome == "ok"
+    again = sim.get("persistentvolumeclaims", "scratch-cr-v-0", NS)
+    assert again["metadata"]["uid"] == claim["metadata"]["uid"]
+
+
+async def test_daemonset_claims_are_named_after_the_hostname(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    ns = add_nodeset(sim, "cr-w", scalingMode="DaemonSet", volumeClaimTemplates=[CLAIM_TEMPLATE])
+    action = CreateNodeSetPod(nodeset=ns, pod_name="", ordinal=-1, node="n1.lab", hostname="n1")
+    assert (await effector.apply(action)).outcome == "ok"
+    assert sim.get("persistentvolumeclaims", "scratch-cr-w-n1", NS)["metadata"]["name"]
+
+
+def test_sim_validates_claims_as_the_api_server() -> None:
+    """ValidatePersistentVolumeClaimSpec: access modes and a storage request are required."""
+    sim = KubeSim()
+    with pytest.raises(ApiError) as err:
+        sim.create(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "bad", "namespace": NS},
+                "spec": {},
+            }
+        )
+    assert err.value.code == 422
+    assert "spec.accessModes" in str(err.value) and "spec.resources[storage]" in str(err.value)
+    made = sim.create(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "ok", "namespace": NS},
+            "spec": CLAIM_TEMPLATE["spec"],
+            "status": {"phase": "Bound"},
+        }
+    )
+    assert made["status"] == {}
+
+
+async def test_create_pinned_pod_gets_the_node_affinity(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    """pinToNode (utils.go pinPodToNode): the ordinal's node as required node affinity."""
+    ns = add_nodeset(sim, "cr-p", pinToNode=True)
+    await effector.apply(CreateNodeSetPod(nodeset=ns, pod_name="cr-p-0", ordinal=0, node="n2"))
+    pod = sim.get("pods", "cr-p-0", NS)
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n2"]
+    assert pod["spec"]["hostname"] == "cr-p-0"
+    assert "args" not in pod["spec"]["containers"][0]  # no extraConf, no --conf
+
+
 async def test_create_pod_builds_it_from_the_template_then_is_a_noop(
     sim: KubeSim, effector: NodeSetEffector
 ) -> None:
@@ -124,6 +251,9 @@ async def test_create_pod_builds_it_from_the_template_then_is_a_noop(
         wellknown.LABEL_REVISION_HASH: revisions.spec_revision_hash(
             sim.get("nodesets", "cr-a", NS)["spec"]
         ),
+        # slurm-operator utils.go initIdentity.
+        wellknown.LABEL_POD_HOSTNAME: "cr-a-0",
+        wellknown.LABEL_SCALING_MODE: "StatefulSet",
     }
     assert meta["annotations"] == {"note": "from-tpl"}
     assert meta["ownerReferences"] == [

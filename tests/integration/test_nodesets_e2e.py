@@ -474,3 +474,95 @@ async def test_a_template_change_rolls_pods_one_at_a_time_sparing_busy_nodes(
     ]
     rolled = steps[steps.index("DeleteNodeSetPod") :]
     assert rolled == ["DeleteNodeSetPod", "CreateNodeSetPod"] * 4, steps
+
+
+async def test_daemonset_mode_follows_node_labels(stack: Stack) -> None:
+    """DaemonSet mode follows node labels (slurm-operator 1.x ``scalingMode: DaemonSet``):
+    labelling a node adds a slurmd pod pinned to it, its hostname the node's (here its
+    hostname-override annotation, as the Kubernetes nodes are Slurm nodes of the static
+    cluster already) and extraConf on its ``--conf``; removing the label drains its Slurm
+    node and deletes the pod only once no job runs there."""
+    for i in (1, 2, 3):
+        stack.kube.patch(
+            "nodes",
+            f"n{i}",
+            {"metadata": {"annotations": {wellknown.ANNOTATION_NODE_HOSTNAME_OVERRIDE: f"sd{i}"}}},
+        )
+    stack.kube.create(
+        {
+            "apiVersion": "slinky.slurm.net/v1beta1",
+            "kind": "NodeSet",
+            "metadata": {"name": "ds", "namespace": NS},
+            "spec": {
+                "controllerRef": {"name": ""},
+                "scalingMode": "DaemonSet",
+                "replicas": 7,  # ignored in DaemonSet mode
+                "extraConf": "Weight=5",
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "slurmd", "image": "slurmd:25.11"}],
+                        "nodeSelector": {"slurmd": "yes"},
+                        "tolerations": [MANAGED_NODE_TOLERATION],
+                    }
+                },
+            },
+        }
+    )
+
+    def ds_pods() -> dict[str, dict[str, Any]]:
+        """Live pods of NodeSet ds by node."""
+        return {
+            p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                "nodeSelectorTerms"
+            ][0]["matchFields"][0]["values"][0]: p
+            for p in stack.kube.list("pods", NS)
+            if p["metadata"]["labels"].get("app.kubernetes.io/instance") == "ds"
+            and not p["metadata"].get("deletionTimestamp")
+        }
+
+    def ds_status() -> dict[str, Any]:
+        return dict(stack.kube.get("nodesets", "ds", NS).get("status") or {})
+
+    await stack.wait_for(lambda: ds_status().get("desired") == 0, what="status: no node wanted")
+    assert ds_pods() == {}
+
+    for i in (1, 2):
+        stack.kube.patch("nodes", f"n{i}", {"metadata": {"labels": {"slurmd": "yes"}}})
+    await stack.wait_for(
+        lambda: {"sd1", "sd2"} <= set(stack.slurm.nodes), timeout=20, what="sd1, sd2 registered"
+    )
+    by_node = ds_pods()
+    assert set(by_node) == {"n1", "n2"}
+    p1 = by_node["n1"]
+    assert p1["metadata"]["name"].startswith("ds-") and p1["spec"]["nodeName"] == "n1"
+    assert p1["spec"]["hostname"] == "sd1"
+    assert p1["metadata"]["labels"][wellknown.LABEL_POD_HOSTNAME] == "sd1"
+    assert p1["metadata"]["labels"][wellknown.LABEL_SCALING_MODE] == "DaemonSet"
+    args = p1["spec"]["containers"][0]["args"]
+    assert args[-2:] == ["--conf", "Features=ds Weight=5"]
+    await stack.wait_for(
+        lambda: ds_status().get("desired") == 2 and ds_status().get("replicas") == 2,
+        what="status: 2 desired, 2 pods",
+    )
+
+    # A job on sd1; n1 loses its label: sd1 is drained, its pod stays while the job runs.
+    job = run_job_on(stack, "sd1")
+    assert stack.slurm.job(job).nodes == ("sd1",)
+    stack.kube.patch("nodes", "n1", {"metadata": {"labels": {"slurmd": None}}})
+    await stack.wait_for(
+        lambda: stack.slurm_node("sd1").has("DRAIN"), what="sd1 drained (label removed)"
+    )
+    assert stack.slurm_node("sd1").reason == wellknown.scale_in_drain_reason(
+        NS, p1["metadata"]["name"]
+    )
+    await stack.wait_for(lambda: ds_status().get("desired") == 1, what="status: 1 desired")
+    assert "n1" in ds_pods(), "a pod whose Slurm node runs a job was deleted"
+    assert not stack.slurm_node("sd2").has("DRAIN")
+
+    stack.slurm.cancel_job(job)
+    await stack.wait_for(lambda: set(ds_pods()) == {"n2"}, timeout=15, what="n1's pod deleted")
+    await stack.wait_for(lambda: "sd1" not in stack.slurm.nodes, what="sd1 left Slurm")
+    assert stack.sims.slurmd.removed_busy == []
+    # n3 labelled: a pod for it.
+    stack.kube.patch("nodes", "n3", {"metadata": {"labels": {"slurmd": "yes"}}})
+    await stack.wait_for(lambda: set(ds_pods()) == {"n2", "n3"}, timeout=15, what="pod on n3")

@@ -98,6 +98,12 @@ NOT_EXERCISED: dict[tuple[str, Grant], str] = {
         "test_effector_nodesets.py drives them)"
         for verb in ("get", "patch", "delete")
     },
+    ("nodeset", ("", "persistentvolumeclaims", "create")): "a NodeSet's volumeClaimTemplates "
+    "make its pods' claims; the story's NodeSets have none (tests/integration/"
+    "test_effector_nodesets.py drives it)",
+    ("nodeset", ("", "pods", "list")): "a DaemonSet-mode NodeSet's pod creation lists the "
+    "pods of that hostname first; the story's NodeSets are StatefulSet mode (tests/"
+    "integration/test_nodesets_e2e.py test_daemonset_mode_follows_node_labels drives it)",
 }
 
 #: Who is asking, set for each request the simulator serves.

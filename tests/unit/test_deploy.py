@@ -439,7 +439,7 @@ def test_all_in_one_grants_the_union_of_the_components() -> None:
 CALLS: dict[tuple[str, str, str], str] = {
     ("", "nodes", "list"): r"list_node\(",
     ("", "nodes", "watch"): r"list_node\(",
-    ("", "pods", "list"): r"list_pod_for_all_namespaces\(",
+    ("", "pods", "list"): r"list_pod_for_all_namespaces\(|core\.list_namespaced_pod\b",
     ("", "pods", "watch"): r"list_pod_for_all_namespaces\(",
     ("batch", "jobs", "list"): r"list_job_for_all_namespaces\(",
     ("batch", "jobs", "watch"): r"list_job_for_all_namespaces\(",
@@ -478,6 +478,7 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("", "pods", "create"): r"create_namespaced_pod\b(?!_)",
     ("", "pods", "delete"): r"delete_namespaced_pod\b",
     ("", "pods/binding", "create"): r"create_namespaced_pod_binding\b",
+    ("", "persistentvolumeclaims", "create"): r"create_namespaced_persistent_volume_claim\b",
     ("", "pods/status", "patch"): r"patch_namespaced_pod_status\b",
     ("slinky.slurm.net", "nodesets", "get"): r"get_namespaced_custom_object\(",
     ("slinky.slurm.net", "nodesets", "patch"): r"patch_namespaced_custom_object\b(?!_)",

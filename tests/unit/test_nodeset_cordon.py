@@ -266,13 +266,13 @@ def test_a_pod_without_a_slurm_node_loses_its_conditions_only_in_a_full_listing(
     assert isinstance(act, SetSlurmNodeConditions) and act.conditions == ()
 
 
-def test_daemonset_mode_is_left_alone() -> None:
+def test_an_unknown_scaling_mode_is_left_alone() -> None:
     p = Projection()
-    daemon = msgspec.structs.replace(NS, scaling_mode="DaemonSet", replicas=3)
-    for i, o in enumerate((*LISTED, daemon), 1):
+    odd = msgspec.structs.replace(NS, scaling_mode="ReplicaSet", replicas=3)
+    for i, o in enumerate((*LISTED, odd), 1):
         p.apply(o, i)
     d = nodeset.decide(nodeset.view(p, NS.key, CTX))
-    assert d.actions == () and "DaemonSet" in d.reason
+    assert d.actions == () and "ReplicaSet" in d.reason
 
 
 # --- translation -----------------------------------------------------------------------------

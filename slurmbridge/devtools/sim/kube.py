@@ -242,6 +242,30 @@ _MODIFIED: Final = (
 )
 
 
+def _validate_claim(obj: Obj, name: str) -> None:
+    """A PersistentVolumeClaim create: ``spec.accessModes`` and
+    ``spec.resources.requests[storage]`` are required (pkg/apis/core/validation
+    ``ValidatePersistentVolumeClaimSpec``: "at least 1 access mode is required", "Required
+    value"); the status starts empty (strategy.go ``PrepareForCreate``)."""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    causes: list[tuple[str, str, str]] = []
+    if not spec.get("accessModes"):
+        causes.append(
+            (
+                "spec.accessModes",
+                "FieldValueRequired",
+                "Required value: at least 1 access mode is required",
+            )
+        )
+    requests = (spec.get("resources") or {}).get("requests") or {}
+    if not isinstance(requests, dict) or "storage" not in requests:
+        causes.append(("spec.resources[storage]", "FieldValueRequired", "Required value"))
+    if causes:
+        raise _invalid("PersistentVolumeClaim", name, "", causes)
+    obj["status"] = {}
+
+
 def _invalid(kind: str, name: str, group: str, causes: list[tuple[str, str, str]]) -> ApiError:
     """422 Invalid; ``causes`` are ``(field, cause type, detail)``. The message names the
     qualified kind as apimachinery's ``errors.NewInvalid`` does (``GroupKind.String()``:
@@ -459,6 +483,19 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         short_names=("svc",),
         status=True,
         merge_keys={("spec", "ports"): "port", ("status", "conditions"): "type"},
+    ),
+    # core/v1 PersistentVolumeClaim (k8s.io/api/core/v1/types.go): status subresource; created
+    # with an empty status (pkg/registry/core/persistentvolumeclaim/strategy.go
+    # PrepareForCreate; the phase is the PV controller's to set) and validated as
+    # pkg/apis/core/validation ValidatePersistentVolumeClaimSpec requires (_prepare_create).
+    ResourceSpec(
+        group="",
+        version="v1",
+        plural="persistentvolumeclaims",
+        kind="PersistentVolumeClaim",
+        short_names=("pvc",),
+        status=True,
+        merge_keys={("status", "conditions"): "type"},
     ),
     ResourceSpec(group="coordination.k8s.io", version="v1", plural="leases", kind="Lease"),
     ResourceSpec(
@@ -2006,6 +2043,8 @@ class _Store:
             validate_workload_api(spec, obj, None)
         elif spec.name == "controllerrevisions.apps":
             _validate_controller_revision(obj, name)
+        elif spec.name == "persistentvolumeclaims":
+            _validate_claim(obj, name)
         elif spec.name == "pods":
             pod_spec = obj.get("spec")
             containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None

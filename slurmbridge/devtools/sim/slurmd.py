@@ -2,9 +2,12 @@
 
 * :class:`DefaultScheduler` binds pods that ask for Kubernetes' default scheduler
   (``spec.schedulerName`` empty or ``default-scheduler``) to the schedulable Ready node with
-  the fewest pods, as far as the simulator is concerned (no resource fit).
+  the fewest pods among those its ``nodeSelector`` and required node affinity admit (as
+  kube-scheduler's NodeAffinity filter: :func:`node_affinity_matches`); no resource fit. A
+  pod no node admits stays Pending, as with kube-scheduler.
 * :class:`SlurmdRegistrar` plays slurmd: a NodeSet pod (label ``app.kubernetes.io/name=slurmd``)
-  that runs registers a Slurm node named after it (its hostname) in the slurmrestd simulator,
+  that runs registers a Slurm node named after its hostname (``spec.hostname``, else the pod
+  name: slurmd registers as the host's name) in the slurmrestd simulator,
   in partition ``batch`` and in one named after its NodeSet (created on first use), with the
 NodeSet's name as a feature; when the pod is gone, the node
   leaves Slurm. :attr:`SlurmdRegistrar.removed_busy` lists nodes that left while running a
@@ -67,9 +70,10 @@ class DefaultScheduler:
     def _bind_all(self) -> None:
         self._handle = None
         pending, self._pending = self._pending, set()
+        all_nodes = {n["metadata"]["name"]: n for n in self.kube.list("nodes")}
         nodes = [
             n["metadata"]["name"]
-            for n in self.kube.list("nodes")
+            for n in all_nodes.values()
             if not (n.get("spec") or {}).get("unschedulable")
             and any(
                 c.get("type") == "Ready" and c.get("status") == "True"
@@ -84,13 +88,69 @@ class DefaultScheduler:
             if bound in load:
                 load[bound] += 1
         for namespace, name in sorted(pending):
-            target = min(nodes, key=lambda n: (load[n], n))
+            try:
+                spec = self.kube.get("pods", name, namespace).get("spec") or {}
+            except ApiError:
+                continue
+            admitted = [n for n in nodes if node_affinity_matches(spec, all_nodes[n])]
+            if not admitted:
+                continue  # unschedulable: stays Pending
+            target = min(admitted, key=lambda n: (load[n], n))
             try:
                 self.kube.bind(name, target, namespace)
             except ApiError as exc:  # gone, bound meanwhile or being deleted
                 log.debug("default scheduler: %s/%s: %s", namespace, name, exc)
                 continue
             load[target] += 1
+
+
+def _requirement(req: dict[str, Any], value: str | None) -> bool:
+    """One node selector requirement against a label's (or field's) value (None: absent):
+    apimachinery ``labels.Requirement.Matches`` for In, NotIn, Exists, DoesNotExist; Gt/Lt
+    compare base-10 integers."""
+    op, values = req.get("operator"), list(req.get("values") or [])
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            a, b = int(value), int(values[0])
+        except ValueError:
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def node_affinity_matches(spec: dict[str, Any], node: dict[str, Any]) -> bool:
+    """kube-scheduler's NodeAffinity filter for a pod spec on a node: every
+    ``nodeSelector`` pair is a node label, and the required node affinity's terms (ORed;
+    within a term ``matchExpressions`` and ``matchFields`` ANDed; a term with neither
+    matches nothing) admit the node — ``matchFields`` knows ``metadata.name`` only
+    (k8s.io/component-helpers scheduling/corev1/nodeaffinity/nodeaffinity.go)."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required is None:
+        return True
+    for term in required.get("nodeSelectorTerms") or []:
+        exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+        if not exprs and not fields:
+            continue
+        if all(_requirement(r, labels.get(r.get("key"))) for r in exprs) and all(
+            r.get("key") == "metadata.name" and _requirement(r, meta.get("name")) for r in fields
+        ):
+            return True
+    return False
 
 
 class SlurmdRegistrar:
@@ -135,7 +195,8 @@ class SlurmdRegistrar:
         labels = meta.get("labels") or {}
         if labels.get(SLURMD_LABEL[0]) != SLURMD_LABEL[1]:
             return
-        name = str(meta.get("name"))
+        # slurmd registers under the host's name: the pod's hostname, else its name.
+        name = str((change.object.get("spec") or {}).get("hostname") or meta.get("name"))
         phase = (change.object.get("status") or {}).get("phase")
         sim = self._sim_for(str(meta.get("namespace")), labels, name)
         if change.type == "DELETED":

@@ -1,0 +1,448 @@
+"""NodeSet scalingMode DaemonSet, pinToNode and extraConf (reconcilers.nodeset rules 12-14,
+reconcilers._daemon; slurmbridge.effectors.nodesets conf_arg / _pin_affinity)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from producers.kube.translate import nodeset_to_event
+from reconcilers import _daemon, nodeset
+from reconcilers.base import Context
+from schemas import wellknown
+from schemas.actions import (
+    CreateNodeSetPod,
+    DeleteNodeSetPod,
+    DrainSlurmNode,
+    SetNodeSetStatus,
+)
+from schemas.events import (
+    KubeListed,
+    KubeNode,
+    KubeNodeSet,
+    KubePod,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    NodeSetStatus,
+    SlurmNode,
+    SlurmPing,
+    Taint,
+    Toleration,
+)
+from slurmbridge.devtools.sim.slurmd import node_affinity_matches
+from slurmbridge.effectors.nodesets import _pin_affinity, conf_arg, parse_extra_conf
+from slurmbridge.kube.wire import RawNodeSet
+from slurmbridge.runtime.projection import Projection
+
+CTX = Context(scheduler_name="s", cluster="c1")
+LISTED = (
+    SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True),
+    KubeListed(source="k8s", key="nodes"),
+)
+DS = KubeNodeSet(
+    source="k8s",
+    key="slurm/gpu",
+    uid="ns",
+    namespace="slurm",
+    name="gpu",
+    scaling_mode="DaemonSet",
+    replicas=1,
+    node_selector={"slurm": "yes"},
+)
+
+
+def knode(name: str, labels: dict[str, str] | None = None, **kw: object) -> KubeNode:
+    return KubeNode(source="k8s", key=name, uid=name, labels=labels or {}, **kw)  # type: ignore[arg-type]
+
+
+def dpod(name: str, node: str, hostname: str | None = None, **kw: object) -> KubePod:
+    """A DaemonSet pod pinned to ``node`` by node affinity (bound too unless node_name="")."""
+    term = NodeSelectorTerm(
+        match_fields=(NodeSelectorRequirement(key="metadata.name", operator="In", values=(node,)),)
+    )
+    return KubePod(
+        **{  # type: ignore[arg-type]
+            "source": "k8s",
+            "key": f"slurm/{name}",
+            "uid": name,
+            "namespace": "slurm",
+            "name": name,
+            "phase": "Running",
+            "ready": True,
+            "node_name": node,
+            "node_affinity": (term,),
+            "labels": {
+                nodeset.LABEL_NAME: "slurmd",
+                nodeset.LABEL_INSTANCE: "gpu",
+                wellknown.LABEL_SCALING_MODE: "DaemonSet",
+                wellknown.LABEL_POD_HOSTNAME: hostname or node.split(".")[0],
+            },
+            **kw,
+        }
+    )
+
+
+def sn(name: str, *state: str, reason: str = "") -> SlurmNode:
+    return SlurmNode(
+        source="slurm:c1", key=name, cluster="c1", state=state or ("IDLE",), reason=reason
+    )
+
+
+def decide(*objs: object, ns: KubeNodeSet = DS, listed: bool = True):  # type: ignore[no-untyped-def]
+    p = Projection()
+    for i, o in enumerate((*(LISTED if listed else LISTED[:1]), ns, *objs), 1):
+        p.apply(o, i)  # type: ignore[arg-type]
+    return nodeset.decide(nodeset.view(p, ns.key, CTX))
+
+
+# --- eligibility (utils.go PodShouldRunOnNode) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("node", "expected"),
+    [
+        (knode("a", {"slurm": "yes"}), (True, True)),
+        (knode("a", {"slurm": "no"}), (False, False)),
+        (knode("a"), (False, False)),
+        # A taint the template does not tolerate: no new pod; NoSchedule keeps the old one.
+        (
+            knode("a", {"slurm": "yes"}, taints=(Taint(key="gpu", effect="NoSchedule"),)),
+            (False, True),
+        ),
+        (
+            knode("a", {"slurm": "yes"}, taints=(Taint(key="gpu", effect="NoExecute"),)),
+            (False, False),
+        ),
+        (
+            knode("a", {"slurm": "yes"}, taints=(Taint(key="x", effect="PreferNoSchedule"),)),
+            (True, True),
+        ),
+        # No taint is ignored, the cordon's either (1.x adds no DaemonSet tolerations).
+        (
+            knode(
+                "a",
+                {"slurm": "yes"},
+                taints=(Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule"),),
+            ),
+            (False, True),
+        ),
+    ],
+)
+def test_should_run(node: KubeNode, expected: tuple[bool, bool]) -> None:
+    assert _daemon.should_run(DS, node) == expected
+
+
+def test_tolerations_and_required_affinity_of_the_template() -> None:
+    tainted = knode(
+        "a", {"slurm": "yes", "zone": "z1"}, taints=(Taint(key="gpu", effect="NoSchedule"),)
+    )
+    ns = msgspec.structs.replace(DS, toleration_specs=(Toleration(key="gpu", operator="Exists"),))
+    assert _daemon.should_run(ns, tainted) == (True, True)
+    term = NodeSelectorTerm(
+        match_expressions=(NodeSelectorRequirement(key="zone", operator="In", values=("z2",)),)
+    )
+    assert _daemon.should_run(msgspec.structs.replace(ns, node_affinity=(term,)), tainted) == (
+        False,
+        False,
+    )
+
+
+def test_names_hostnames_and_target_nodes() -> None:
+    assert _daemon.hostname(knode("n1.example.org")) == "n1"
+    over = knode("n1", annotations={wellknown.ANNOTATION_NODE_HOSTNAME_OVERRIDE: "slurm-n1"})
+    assert _daemon.hostname(over) == "slurm-n1"
+    p = dpod("gpu-x7k2p", "n1.example.org", node_name="")
+    assert _daemon.target_node(p) == "n1.example.org"
+    assert _daemon.slurm_name(p) == "n1"
+    # A StatefulSet pod (no mode label) is its own Slurm node.
+    plain = msgspec.structs.replace(p, labels={nodeset.LABEL_NAME: "slurmd"})
+    assert _daemon.slurm_name(plain) == "gpu-x7k2p"
+
+
+# --- DaemonSet mode decisions -----------------------------------------------------------------
+
+
+def test_one_pod_per_eligible_node_and_replicas_ignored() -> None:
+    d = decide(knode("a", {"slurm": "yes"}), knode("b", {"slurm": "yes"}), knode("c"))
+    creates = [a for a in d.actions if isinstance(a, CreateNodeSetPod)]
+    assert [(c.node, c.hostname, c.pod_name) for c in creates] == [("a", "a", ""), ("b", "b", "")]
+    (status,) = [a for a in d.actions if isinstance(a, SetNodeSetStatus)]
+    assert status.status.desired == 2
+
+
+def test_a_node_with_its_pod_gets_no_second_one() -> None:
+    d = decide(knode("a", {"slurm": "yes"}), dpod("gpu-abcde", "a"), sn("a"))
+    assert not [a for a in d.actions if isinstance(a, CreateNodeSetPod)]
+    (status,) = [a for a in d.actions if isinstance(a, SetNodeSetStatus)]
+    assert (status.status.replicas, status.status.desired) == (1, 1)
+
+
+def test_no_creation_without_the_node_listing() -> None:
+    d = decide(knode("a", {"slurm": "yes"}), listed=False)
+    assert not [a for a in d.actions if isinstance(a, CreateNodeSetPod)]
+    assert "node listing" in d.reason
+
+
+def test_label_removed_drains_the_idle_node_then_deletes() -> None:
+    d = decide(knode("a"), dpod("gpu-abcde", "a"), sn("a"))
+    (drain,) = [a for a in d.actions if isinstance(a, DrainSlurmNode)]
+    (delete,) = [a for a in d.actions if isinstance(a, DeleteNodeSetPod)]
+    # The Slurm node is the hostname, not the pod name.
+    assert drain.node == "a" and delete.slurm_node == "a" and delete.pod.name == "gpu-abcde"
+    assert "gpu-abcde" in drain.reason
+
+
+def test_label_removed_with_a_busy_node_drains_and_waits() -> None:
+    d = decide(knode("a"), dpod("gpu-abcde", "a"), sn("a", "ALLOCATED"))
+    assert [a for a in d.actions if isinstance(a, DrainSlurmNode)]
+    assert not [a for a in d.actions if isinstance(a, DeleteNodeSetPod)]
+    assert d.requeue_after is not None
+    # Drained but still running a job: still no delete.
+    d = decide(knode("a"), dpod("gpu-abcde", "a"), sn("a", "MIXED", "DRAIN"))
+    assert not [a for a in d.actions if isinstance(a, (DeleteNodeSetPod, DrainSlurmNode))]
+    # Drained and idle: deleted.
+    d = decide(knode("a"), dpod("gpu-abcde", "a"), sn("a", "IDLE", "DRAIN"))
+    assert [a for a in d.actions if isinstance(a, DeleteNodeSetPod)]
+
+
+def test_a_noschedule_taint_keeps_the_running_pod() -> None:
+    tainted = knode("a", {"slurm": "yes"}, taints=(Taint(key="gpu", effect="NoSchedule"),))
+    d = decide(tainted, dpod("gpu-abcde", "a"), sn("a"))
+    assert not [a for a in d.actions if isinstance(a, (DeleteNodeSetPod, DrainSlurmNode))]
+
+
+def test_pods_of_the_other_mode_are_condemned() -> None:
+    old = KubePod(
+        source="k8s",
+        key="slurm/gpu-0",
+        uid="u0",
+        namespace="slurm",
+        name="gpu-0",
+        phase="Running",
+        node_name="a",
+        labels={nodeset.LABEL_NAME: "slurmd", nodeset.LABEL_INSTANCE: "gpu"},
+    )
+    d = decide(knode("a", {"slurm": "yes"}), old, sn("gpu-0"))
+    (delete,) = [a for a in d.actions if isinstance(a, DeleteNodeSetPod)]
+    assert delete.pod.name == "gpu-0" and delete.slurm_node == "gpu-0"
+    # ... and back: a DaemonSet pod in StatefulSet mode.
+    ss = msgspec.structs.replace(DS, scaling_mode="StatefulSet", replicas=0)
+    d = decide(knode("a", {"slurm": "yes"}), dpod("gpu-abcde", "a"), sn("a"), ns=ss)
+    (delete,) = [a for a in d.actions if isinstance(a, DeleteNodeSetPod)]
+    assert delete.pod.name == "gpu-abcde"
+
+
+def test_a_kube_node_change_triggers_daemonset_nodesets() -> None:
+    p = Projection()
+    other = msgspec.structs.replace(DS, key="slurm/cpu", name="cpu", scaling_mode="StatefulSet")
+    for i, o in enumerate((DS, other), 1):
+        p.apply(o, i)
+    keys = nodeset.SPEC.keys[KubeNode](knode("new", {"slurm": "yes"}), p, CTX)
+    assert list(keys) == ["slurm/gpu"]
+
+
+def test_a_slurm_node_triggers_its_daemonset_pods_nodeset() -> None:
+    p = Projection()
+    for i, o in enumerate((DS, dpod("gpu-abcde", "n1.example.org")), 1):
+        p.apply(o, i)
+    assert list(nodeset.SPEC.keys[SlurmNode](sn("n1"), p, CTX)) == ["slurm/gpu"]
+
+
+# --- pinToNode ---------------------------------------------------------------------------------
+
+
+PIN = KubeNodeSet(
+    source="k8s",
+    key="slurm/gpu",
+    uid="ns",
+    namespace="slurm",
+    name="gpu",
+    replicas=2,
+    pin_to_node=True,
+)
+
+
+def spod(name: str, node: str, phase: str = "Running") -> KubePod:
+    return KubePod(
+        source="k8s",
+        key=f"slurm/{name}",
+        uid=name,
+        namespace="slurm",
+        name=name,
+        phase=phase,
+        ready=True,
+        node_name=node,
+        labels={nodeset.LABEL_NAME: "slurmd", nodeset.LABEL_INSTANCE: "gpu"},
+    )
+
+
+def test_a_running_pod_pins_its_ordinal() -> None:
+    d = decide(knode("a"), knode("b"), spod("gpu-0", "a"), spod("gpu-1", "b"), sn("gpu-0"), ns=PIN)
+    (status,) = [a for a in d.actions if isinstance(a, SetNodeSetStatus)]
+    assert status.status.ordinal_to_node == {"0": "a", "1": "b"}
+
+
+def test_the_replacement_of_a_pinned_ordinal_is_pinned() -> None:
+    ns = msgspec.structs.replace(PIN, status=NodeSetStatus(ordinal_to_node={"0": "a", "1": "b"}))
+    d = decide(knode("a"), knode("b"), spod("gpu-1", "b"), ns=ns)
+    (create,) = [a for a in d.actions if isinstance(a, CreateNodeSetPod)]
+    assert (create.pod_name, create.node, create.hostname) == ("gpu-0", "a", "")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "listed", "expected"),
+    [
+        # The node is gone (complete listing): the pin goes.
+        ((knode("b"),), True, {"1": "b"}),
+        # Not listed yet: the pin stays.
+        ((knode("b"),), False, {"0": "a", "1": "b"}),
+        # The template no longer matches the node: the pin goes.
+        ((knode("a", taints=(Taint(key="t", effect="NoSchedule"),)), knode("b")), True, {"1": "b"}),
+    ],
+)
+def test_pins_reset(nodes: tuple[KubeNode, ...], listed: bool, expected: dict[str, str]) -> None:
+    ns = msgspec.structs.replace(PIN, status=NodeSetStatus(ordinal_to_node={"0": "a", "1": "b"}))
+    assert _daemon.pins(ns, [], {n.key: n for n in nodes}, {}, nodes_listed=listed) == expected
+
+
+def test_pins_are_dropped_when_pin_to_node_is_off() -> None:
+    ns = msgspec.structs.replace(
+        PIN, pin_to_node=False, status=NodeSetStatus(ordinal_to_node={"0": "a"})
+    )
+    d = decide(knode("a"), spod("gpu-0", "a"), spod("gpu-1", "a"), ns=ns)
+    (status,) = [a for a in d.actions if isinstance(a, SetNodeSetStatus)]
+    assert status.status.ordinal_to_node == {}
+    assert all(not c.node for c in d.actions if isinstance(c, CreateNodeSetPod))
+
+
+def test_pending_pods_pin_nothing() -> None:
+    nodes = {"a": knode("a")}
+    pods = [spod("gpu-0", "a", phase="Pending")]
+    assert _daemon.pins(PIN, pods, nodes, {"gpu-0": 0}, nodes_listed=True) == {}
+
+
+# --- translation --------------------------------------------------------------------------------
+
+
+def test_translation_reads_the_template_filters_and_pins() -> None:
+    raw = msgspec.json.decode(
+        msgspec.json.encode(
+            {
+                "apiVersion": "slinky.slurm.net/v1beta1",
+                "metadata": {"name": "gpu", "namespace": "slurm", "uid": "u"},
+                "spec": {
+                    "scalingMode": "DaemonSet",
+                    "template": {
+                        "spec": {
+                            "nodeSelector": {"slurm": "yes"},
+                            "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                            "affinity": {
+                                "nodeAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                                        "nodeSelectorTerms": [
+                                            {
+                                                "matchExpressions": [
+                                                    {"key": "z", "operator": "Exists"}
+                                                ]
+                                            }
+                                        ]
+                                    }
+                                }
+                            },
+                        }
+                    },
+                },
+                "status": {"ordinalToNode": {"0": "a"}},
+            }
+        ),
+        type=RawNodeSet,
+    )
+    ev = nodeset_to_event(raw, producer="p", observed_at=1)
+    assert ev.node_selector == {"slurm": "yes"}
+    assert ev.toleration_specs == (Toleration(key="gpu", operator="Exists"),)
+    assert ev.node_affinity is not None and ev.node_affinity[0].match_expressions[0].key == "z"
+    assert ev.status.ordinal_to_node == {"0": "a"}
+
+
+# --- effector helpers: extraConf and the node pin ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("", "Features=gpu"),
+        ("Weight=10", "Features=gpu Weight=10"),
+        ("weight=10 Feature=fast,big features=big", "Features=big,fast,gpu Weight=10"),
+        ("Gres=gpu:2 Gres=shard:4", "Features=gpu Gres=gpu:2,shard:4"),
+        # Not Key=Value: the baseline alone (1.x degrades the same way).
+        ("Weight", "Features=gpu"),
+    ],
+)
+def test_conf_arg(extra: str, expected: str) -> None:
+    assert conf_arg("gpu", extra) == expected
+
+
+def test_parse_extra_conf_rejects_items_without_equals() -> None:
+    assert parse_extra_conf("A=1 B") is None
+    assert parse_extra_conf("a=1,2") == {"A": ["1", "2"]}
+
+
+def test_pin_affinity_replaces_required_terms_and_keeps_the_rest() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}],
+        },
+        "podAntiAffinity": {"x": 1},
+    }
+    out = _pin_affinity(affinity, "n1")
+    assert out["podAntiAffinity"] == {"x": 1}
+    assert out["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 1}]
+    assert out["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+        ]
+    }
+
+
+# --- the simulators' default scheduler: NodeAffinity filter -------------------------------------
+
+
+def _aff(*terms: dict[str, object]) -> dict[str, object]:
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+            }
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({}, True),
+        ({"nodeSelector": {"slurmd": "yes"}}, True),
+        ({"nodeSelector": {"slurmd": "no"}}, False),
+        (
+            _aff({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}),
+            True,
+        ),
+        (
+            _aff({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}),
+            False,
+        ),
+        (
+            _aff({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["z1"]}]}),
+            False,
+        ),
+        (_aff({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}), True),
+        (_aff({"matchExpressions": [{"key": "rank", "operator": "Gt", "values": ["2"]}]}), True),
+        # A term with neither list matches nothing; terms are ORed.
+        (_aff({}), False),
+        (_aff({}, {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}), True),
+    ],
+)
+def test_sim_scheduler_node_affinity(spec: dict[str, object], expected: bool) -> None:
+    node = {"metadata": {"name": "n1", "labels": {"slurmd": "yes", "zone": "z1", "rank": "3"}}}
+    assert node_affinity_matches(spec, node) is expected
