@@ -15,10 +15,8 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
    CoreWeave SUNK gives), so it can checkpoint — and a Warning Event ``Preempted``.
 2. **Groups that finished.** When no pod of the group can still run — each is Succeeded or
    Failed, or is being deleted without ever having been bound — the job is cancelled if it
-   still runs, the pods' DRA ResourceClaims are released (the pod removed from
-   ``reservedFor``, the allocation cleared with no consumer left; the claim slurmbridge made
-   for a pod's extended resources is deleted), and our finalizer is removed from the pods.
-   A pod still terminating on its node keeps the job (slurm-bridge #16).
+   still runs and our finalizer is removed from the pods. A pod still terminating on its
+   node keeps the job (slurm-bridge #16).
 3. **Pods deleted after their job ended** lose our finalizer, so the deletion completes.
 4. **Pods stuck Terminating** on a node whose kubelet does not answer (node not Ready, or
    gone) for longer than ``stuck_pod_grace_s`` after their deletion grace period lose our
@@ -35,6 +33,16 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
    while its job is still pending: the job is cancelled and the job label removed from the
    pods, so they are placed again once whole (Slinky slurm-bridge PreFilter:
    ErrorExternalJobInvalid).
+8. **Claims of pods that ended.** A pod that can never run again (as in rule 2), whether or
+   not the rest of its group still runs, gives back its DRA ResourceClaims at once: a claim
+   reserved for it is released (the pod removed from ``reservedFor``, the allocation cleared
+   once no consumer is left), and the claim slurmbridge made for its extended resources is
+   deleted. Its devices are then free for the next claim on the node while its group's
+   other pods run (the kube-controller-manager's resourceclaim controller likewise drops a
+   done pod from ``reservedFor``: pkg/controller/resourceclaim/controller.go, ``syncClaim``,
+   ``isPodDone``. Slinky writes claims in its PreBind — slurmbridge.go, dra.go — and
+   releases none). A pod still running, or being deleted but not yet stopped on its node,
+   keeps them: its containers may still use the devices.
 
 A job is "gone" only when the pods say we bound them (``slinky.slurm.net/slurm-node``, so the
 job was seen RUNNING) and Slurm no longer lists it; a job never seen is *not* gone.
@@ -113,7 +121,7 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: unknown.
     gang_size: int = 0
     #: The DRA ResourceClaims the group's finished pods name (``spec.resourceClaims``, the
-    #: claim of their extended resources).
+    #: claim of their extended resources): rule 8.
     claims: tuple[KubeResourceClaim, ...] = ()
 
 
@@ -196,9 +204,12 @@ def _claims_of(store: Store, pods: tuple[KubePod, ...]) -> tuple[KubeResourceCla
 
 
 def _releases(v: View) -> list[AnyAction]:
-    """Release the claims of the finished pods (rule 2)."""
+    """Release the claims of the pods that can never run again (rule 8); a pod that may
+    still run keeps even a claim it shares with a finished pod."""
     out: list[AnyAction] = []
     for p in v.pods:
+        if not _done(p):
+            continue
         for c in v.claims:
             ref = ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid)
             mine = c.extended and c.owner is not None and c.owner.uid == p.uid
@@ -314,6 +325,7 @@ def decide(v: View | None) -> Decision:
                     if wellknown.LABEL_SLURM_JOBID in p.labels
                 ),
                 *(_pods.pod_event(p, "SlurmJobCancelled", why) for p in live[:1]),
+                *_releases(v),
             ),
             reason=why,
         )
@@ -341,6 +353,10 @@ def decide(v: View | None) -> Decision:
                 actions.append(DeletePod(pod=_ref(p), cluster=v.cluster, job_id=v.job_id, why=why))
                 actions.append(_pods.pod_event(p, "SlurmJobStopped", f"Deleting pod: {why}"))
 
+    # Rule 8: the claims of pods that ended, before the group's finalizers go (rule 2).
+    releases = _releases(v)
+    actions.extend(releases)
+
     # Rule 2: the whole group finished.
     if all(_done(p) for p in v.pods):
         if v.job is not None and v.job_id is not None and _cancellable(v):
@@ -352,7 +368,6 @@ def decide(v: View | None) -> Decision:
                     why=f"every pod of {v.group.key} has finished",
                 )
             )
-        actions.extend(_releases(v))
         actions.extend(
             RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="group finished")
             for p in v.pods
@@ -384,11 +399,16 @@ def decide(v: View | None) -> Decision:
     if status == "unknown" and not v.slurm_listed and _bound(v):
         requeue = min(requeue or LISTING_RECHECK_S, LISTING_RECHECK_S)
         status = "unknown (no current listing of the Slurm cluster)"
+    reason = f"{job_label} is {status}"
+    if releases:
+        reason += f"; releasing the ResourceClaims of {_count(releases)} ended pod(s)"
     if not actions:
-        return Decision(requeue_after=requeue, reason=f"{job_label} is {status}")
-    return Decision(
-        actions=tuple(actions), requeue_after=requeue, reason=f"{job_label} is {status}"
-    )
+        return Decision(requeue_after=requeue, reason=reason)
+    return Decision(actions=tuple(actions), requeue_after=requeue, reason=reason)
+
+
+def _count(releases: list[AnyAction]) -> int:
+    return len({a.pod.uid for a in releases if isinstance(a, ReleaseResourceClaim)})
 
 
 def _preempted(v: View, p: KubePod, job_id: int) -> list[AnyAction]:

@@ -119,6 +119,8 @@ _SCRIPT_KNOBS: Final = frozenset(
         "UP_TIMEOUT",
         "REBUILD",
         "SLURM_MOUNT_PROPAGATION",
+        "TOPOLOGY",
+        "GPUS",
     }
 )
 _TAIL_LINES: Final = 30
@@ -304,6 +306,12 @@ class ModernSlurm(SlurmRig):
             ``b1`` = n1 and ``b2`` = n2) so dynamic nodes may take ``Topology=topo1:b1``
             (Slurm 25.05+: 26.05 only here); ``None``: no topology, and Slurm refuses any
             node topology with 2178.
+        gpus: GPUs per static node (0: none). N > 0 gives every node ``Gres=gpu:nvidia:N``
+            with a ``gres.conf`` whose ``File=`` are dummy character devices in
+            ``DIR/dev`` (``AutoDetect=off``), so jobs get GPU indices. 24.11 and 26.05.
+
+    Raises:
+        ValueError: an unknown release or topology, fewer than 2 nodes, gpus outside 0-64.
     """
 
     def __init__(
@@ -318,11 +326,19 @@ class ModernSlurm(SlurmRig):
         token_lifespan: int = 86400,
         start_timeout: float = 60.0,
         topology: str | None = None,
+        gpus: int = 0,
     ) -> None:
         self._release = _check_release(release)
         if topology not in (None, "block"):
             raise ValueError(f"topology must be None or 'block', got {topology!r}")
         self.topology = topology
+        if not 0 <= gpus <= 64:
+            raise ValueError(f"gpus must be 0-64, got {gpus}")
+        #: GPUs per static node: > 0 ⇒ ``GresTypes=gpu``, ``Gres=gpu:nvidia:<gpus>`` on
+        #: n1..nN and a ``gres.conf`` (``AutoDetect=off``, ``File=`` dummy character devices
+        #: ``DIR/dev/nvidia<i>``), so Slurm gives jobs GPU indices
+        #: (``gres_detail`` ``gpu:nvidia:2(IDX:0-1)``); see ``up.sh``.
+        self.gpus = gpus
         if nodes < 2:
             raise ValueError(f"nodes must be >= 2 (partition gpu is n1-n2), got {nodes}")
         if cpus < 1 or memory_mib < 1:
@@ -448,6 +464,7 @@ class ModernSlurm(SlurmRig):
                 "NNODES": str(self.nodes),
                 "NODE_CPUS": str(self.cpus),
                 **({"TOPOLOGY": self.topology} if self.topology else {}),
+                **({"GPUS": str(self.gpus)} if self.gpus else {}),
                 "NODE_MEMORY": str(self.memory_mib),
                 "TOKEN_USER": "root",
                 "TOKEN_LIFESPAN": str(self.token_lifespan),

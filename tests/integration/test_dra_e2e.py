@@ -5,7 +5,8 @@ publishes them as devices ``gpu-0`` … ``gpu-3`` of a ResourceSlice. A pod aski
 of class ``gpu.nvidia.com`` — through the DRA extended resource, or through a ResourceClaim
 made from a template — runs, and its claim's allocation names exactly the GPU indices Slurm
 gave its job (``gres_detail``). A foreign Slurm job holds GPU 0 first, so "the first two"
-would be wrong. When the pod ends, its claim is released.
+would be wrong. When the pod ends, its claim is released — at once, even while other pods
+of its job still run.
 """
 
 from __future__ import annotations
@@ -16,9 +17,15 @@ from typing import Any
 import pytest
 
 from schemas import wellknown
-from schemas.actions import AllocateResourceClaim, BindPod, CreateExtendedResourceClaim
+from schemas.actions import (
+    AllocateResourceClaim,
+    BindPod,
+    CreateExtendedResourceClaim,
+    ReleaseResourceClaim,
+)
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
+from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
 
 NS = "default"
@@ -120,11 +127,12 @@ async def test_extended_resource_pod_gets_the_gpus_slurm_gave_its_job(stack: Sta
     )
     pod = get(stack, "pods", "trainer")
     assert pod is not None and pod["spec"]["nodeName"] == "n1"
-    # Slurm asked for untyped GPUs and kept GPU 0 for the foreign job.
+    # Slurm was asked for untyped GPUs, kept GPU 0 for the foreign job, and names the node's
+    # GRES type (as real 24.11/26.05 do: tests/real_slurm/test_modern_dra.py).
     job = stack.slurm.job(int(pod["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID]))
     assert stack.slurm._render_job_full("v0.0.44", stack.slurm.jobs_by_id[job.job_id])[
         "gres_detail"
-    ] == ["gpu:2(IDX:1-2)"]
+    ] == ["gpu:nvidia:2(IDX:1-2)"]
     indices = slurm_gpus(stack, pod)
     assert indices == (1, 2)
 
@@ -271,3 +279,92 @@ async def test_devices_slurm_cannot_provide_are_reported_and_the_pod_is_not_boun
     assert pod is not None and not pod["spec"].get("nodeName")
     (cond,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert "has no device of driver gpu.example.com" in cond["message"]
+
+
+def n2_gpus(stack: Stack) -> None:
+    """n2 gets four GPUs too (Slurm GRES and the driver's ResourceSlice)."""
+    stack.slurm.nodes["n2"].gres = "gpu:nvidia:4"
+    stack.kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "n2-gpu.nvidia.com"},
+            "spec": {
+                "driver": GPU_CLASS,
+                "nodeName": "n2",
+                "pool": {"name": "n2", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(4)
+                ],
+            },
+        }
+    )
+
+
+def devices_of(claim: dict[str, Any]) -> list[tuple[str, str]]:
+    """(pool, device) of a claim's allocation."""
+    results = claim["status"]["allocation"]["devices"]["results"]
+    return sorted((r["pool"], r["device"]) for r in results)
+
+
+async def test_a_pod_that_ends_gives_back_its_gpus_while_its_job_runs(stack: Stack) -> None:
+    """A 2-pod Job of one GPU per pod (one pod per node: n1 and n2): when one pod ends, the
+    claim made for it is deleted at once, while the other pod runs on under the same Slurm
+    job with its claim kept."""
+    n2_gpus(stack)
+    first, second = create_group(
+        stack.kube,
+        "Job",
+        "train",
+        2,
+        annotations=ANNOTATIONS,
+        requests={"cpu": "1", "memory": "100Mi", GPU_RES: "1"},
+    )
+
+    def claim_of(name: str) -> str:
+        pod = get(stack, "pods", name) or {}
+        status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        return str(status.get("resourceClaimName") or "")
+
+    await stack.wait_for(
+        lambda: all(phase(get(stack, "pods", n)) == "Running" for n in (first, second)),
+        timeout=30,
+        what="both pods running",
+    )
+    pods = [get(stack, "pods", n) or {} for n in (first, second)]
+    (job_id,) = {p["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID] for p in pods}
+    claims = [claim_of(n) for n in (first, second)]
+    held = [get(stack, "resourceclaims", c) or {} for c in claims]
+    devices = [devices_of(c) for c in held]
+    # Each pod has the GPU Slurm gave the job on its node (on n1 the foreign job has gpu-0).
+    expected = {"n1": [("n1", "gpu-1")], "n2": [("n2", "gpu-0")]}
+    assert devices == [expected[p["spec"]["nodeName"]] for p in pods]
+
+    # The first pod's container exits (the simulated kubelet reads the annotation at once).
+    stack.kube.patch_merge(
+        "pods", first, {"metadata": {"annotations": {ANNOTATION_RUN_SECONDS: "0"}}}, NS
+    )
+    await stack.wait_for(
+        lambda: get(stack, "resourceclaims", claims[0]) is None,
+        timeout=30,
+        what="the ended pod's claim deleted",
+    )
+    assert phase(get(stack, "pods", first)) == "Succeeded"
+    # The other pod runs on, under the same Slurm job, and keeps its GPU.
+    assert phase(get(stack, "pods", second)) == "Running"
+    assert stack.slurm.job(int(job_id)).state == ("RUNNING",)
+    kept = get(stack, "resourceclaims", claims[1])
+    assert kept is not None and devices_of(kept) == devices[1]
+    assert [r["name"] for r in kept["status"]["reservedFor"]] == [second]
+    pod = get(stack, "pods", first)
+    assert pod is not None and wellknown.FINALIZER_SCHEDULER in pod["metadata"]["finalizers"]
+    await stack.settled()  # the claim is gone before the release's record is written
+    records = await stack.action_records()
+    released = [
+        r.action
+        for r in records
+        if isinstance(r.action, ReleaseResourceClaim) and r.outcome == "ok"
+    ]
+    assert [(a.claim.name, a.delete, a.pod.name) for a in released] == [(claims[0], True, first)]
+    assert not [r for r in records if r.outcome == "failed"]
+    assert not await stack.dead_letters()

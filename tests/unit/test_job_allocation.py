@@ -180,7 +180,12 @@ def test_the_simulator_allocates_free_gpus_and_cores() -> None:
     third = sim.submit({"name": "c", "tres_per_node": "gres/gpu=2"}, external=True)
     a, b, c = sim.job(first), sim.job(second), sim.job(third)
     assert (a.nodes, b.nodes, c.state) == (("g1",), ("g1",), ("PENDING",))
-    assert a.allocation[0].gres == (JobGres(name="gpu", count=1, indices=(0,)),)
+    # Untyped request, typed node: Slurm names the node's type (recorded from 24.11.5 and
+    # 26.05.5, tests/real_slurm/test_modern_dra.py).
+    assert a.allocation[0].gres == (JobGres(name="gpu", type="nvidia", count=1, indices=(0,)),)
+    assert sim._render_job_full("v0.0.44", sim.jobs_by_id[first])["gres_detail"] == [
+        "gpu:nvidia:1(IDX:0)"
+    ]
     assert a.allocation[0].cores == (0, 1)
     assert b.allocation[0].gres == (JobGres(name="gpu", type="nvidia", count=2, indices=(1, 2)),)
     assert b.allocation[0].cores == (2,)

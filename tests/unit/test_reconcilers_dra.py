@@ -465,6 +465,155 @@ def test_a_running_pods_claims_stay() -> None:
     assert not of(d, ReleaseResourceClaim)
 
 
+# --- workload: a pod that ends gives its claims back while its group runs (rule 8) ----------
+
+TRAIN = OwnerRef(api_version="batch/v1", kind="Job", name="train", uid="uid-train")
+TRAIN_WL = KubeWorkload(
+    source="k8s",
+    key="ns/Job:train",
+    namespace="ns",
+    name="train",
+    uid="uid-train",
+    workload_kind="Job",
+    size=2,
+)
+
+
+def train_pod(name: str, phase: str = "Running", **kw: Any) -> KubePod:
+    """A pod of Job ``train`` (job 7), bound to k1."""
+    p = pod(name, phase=phase, node="k1", **kw)
+    labels = {**p.labels, _pods.LABEL_JOB_NAME: "train"}
+    return msgspec.structs.replace(p, owner=TRAIN, labels=labels)
+
+
+def deleting(p: KubePod, *, node: str | None = None) -> KubePod:
+    return msgspec.structs.replace(
+        p, deletion_timestamp=990, node_name=p.node_name if node is None else node
+    )
+
+
+def ext_claim(owner: str, *devs: str, deleting_: bool = False) -> KubeResourceClaim:
+    c = claim(f"{owner}-ext", owner=owner, extended=True, allocated=devs, reserved=(owner,))
+    return msgspec.structs.replace(c, deleting=deleting_)
+
+
+def p_claim(name: str) -> tuple[PodClaim, ...]:
+    return (PodClaim(name="gpu", template_name="two", generated=name),)
+
+
+SHARED = (PodClaim(name="g", resource_claim_name="shared"),)
+
+
+@dataclass(frozen=True)
+class ReleaseCase:
+    name: str
+    objs: tuple[Event, ...]
+    #: (claim name, delete, pod name) of each ReleaseResourceClaim, sorted.
+    releases: list[tuple[str, bool, str]]
+    #: The group finished: finalizers go too.
+    finished: bool = False
+
+
+RELEASE_CASES = [
+    ReleaseCase(
+        "a Succeeded pod's template claim is released while the other pod runs",
+        (
+            train_pod("p0", "Succeeded", claims=p_claim("p0-gpu")),
+            train_pod("p1", claims=p_claim("p1-gpu")),
+            claim("p0-gpu", owner="p0", allocated=("gpu-0",), reserved=("p0",)),
+            claim("p1-gpu", owner="p1", allocated=("gpu-1",), reserved=("p1",)),
+        ),
+        [("p0-gpu", False, "p0")],
+    ),
+    ReleaseCase(
+        "a Failed pod's extended-resource claim (ours) is deleted; the running pod's stays",
+        (
+            train_pod("p0", "Failed", extended_claim="p0-ext"),
+            train_pod("p1", extended_claim="p1-ext"),
+            ext_claim("p0", "gpu-0"),
+            ext_claim("p1", "gpu-1"),
+        ),
+        [("p0-ext", True, "p0")],
+    ),
+    ReleaseCase(
+        "a claim shared with a running pod: only the ended pod's reservation goes",
+        (
+            train_pod("p0", "Succeeded", claims=SHARED),
+            train_pod("p1", claims=SHARED),
+            claim("shared", owner="x", allocated=("gpu-0",), reserved=("p0", "p1")),
+        ),
+        [("shared", False, "p0")],
+    ),
+    ReleaseCase(
+        "a pod deleted before it was ever bound gives back the claim allocated for it",
+        (
+            deleting(train_pod("p0", "Pending", claims=p_claim("p0-gpu")), node=""),
+            train_pod("p1", claims=p_claim("p1-gpu")),
+            claim("p0-gpu", owner="p0", allocated=("gpu-0",), reserved=("p0",)),
+            claim("p1-gpu", owner="p1", allocated=("gpu-1",), reserved=("p1",)),
+        ),
+        [("p0-gpu", False, "p0")],
+    ),
+    ReleaseCase(
+        "a bound pod being deleted but still stopping on its node keeps its claim",
+        (
+            deleting(train_pod("p0", claims=p_claim("p0-gpu"))),
+            train_pod("p1", claims=p_claim("p1-gpu")),
+            claim("p0-gpu", owner="p0", allocated=("gpu-0",), reserved=("p0",)),
+        ),
+        [],
+    ),
+    ReleaseCase(
+        "already released: nothing more",
+        (
+            train_pod("p0", "Succeeded", claims=p_claim("p0-gpu")),
+            train_pod("p1"),
+            claim("p0-gpu", owner="p0"),
+        ),
+        [],
+    ),
+    ReleaseCase(
+        "our claim already being deleted: not deleted again",
+        (
+            train_pod("p0", "Succeeded", extended_claim="p0-ext"),
+            train_pod("p1"),
+            ext_claim("p0", "gpu-0", deleting_=True),
+        ),
+        [],
+    ),
+    ReleaseCase(
+        "both pods ended: both claims go, and the finalizers after them",
+        (
+            train_pod("p0", "Succeeded", claims=p_claim("p0-gpu")),
+            train_pod("p1", "Succeeded", extended_claim="p1-ext"),
+            claim("p0-gpu", owner="p0", allocated=("gpu-0",), reserved=("p0",)),
+            ext_claim("p1", "gpu-1"),
+        ),
+        [("p0-gpu", False, "p0"), ("p1-ext", True, "p1")],
+        finished=True,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RELEASE_CASES, ids=[c.name for c in RELEASE_CASES])
+def test_a_pod_that_ends_releases_its_claims(case: ReleaseCase) -> None:
+    objs = (*BASE, TRAIN_WL, running_job(0, 1), *case.objs)
+    d = workload.decide(workload.view(store(*objs), "ns/Job:train", CTX))
+    got = sorted((a.claim.name, a.delete, a.pod.name) for a in of(d, ReleaseResourceClaim))
+    assert got == case.releases, d.reason
+    for a in of(d, ReleaseResourceClaim):
+        assert a.claim.uid == f"cu-{a.claim.name}" and a.pod.uid == f"u-{a.pod.name}"
+    names = [type(a).__name__ for a in d.actions]
+    if case.finished:
+        assert names.index("ReleaseResourceClaim") < names.index("RemovePodFinalizer")
+    else:
+        # The group runs on: its job stays and no finalizer goes.
+        assert not of(d, RemovePodFinalizer)
+        assert "CancelSlurmJob" not in names and "DeletePod" not in names
+    if case.releases and not case.finished:
+        assert "releasing the ResourceClaims of 1 ended pod(s)" in d.reason
+
+
 # --- node_register: GPUs from ResourceSlices -------------------------------------------------
 
 

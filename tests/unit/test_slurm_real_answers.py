@@ -326,3 +326,71 @@ def test_a_whole_node_job_on_22_05_says_exclusive_not_true() -> None:
     assert body["job"]["exclusive"] == "exclusive"
     shared = json.loads(codecs.get("v0.0.38").encode_submit(JobSubmit(name="g", exclusive=False)))
     assert "exclusive" not in shared["job"]
+
+
+# --- DRA: a GPU job's gres_detail and job_resources (issue 20, item 3) ----------------------
+
+
+def _gpu_job(select_type: str) -> dict[str, Any]:
+    """GET job/2 of ``sbatch -p gpu -N2 --gres=gpu:2`` on the rig with ``gpus=4`` (every node
+    ``Gres=gpu:nvidia:4``; another job held GPU 0 of n2). Identical on 26.05.5 (v0.0.45) and
+    24.11.5 (v0.0.42) but for ``job_resources.select_type``: ``CR_CORE`` / ``CORE``."""
+
+    def node(index: int, name: str, allocated_socket: int) -> dict[str, Any]:
+        return {
+            "index": index,
+            "name": name,
+            "cpus": {"count": 1, "used": 0},
+            "memory": {"used": 0, "allocated": 0},
+            "sockets": [
+                {
+                    "index": s,
+                    "cores": [
+                        {
+                            "index": 0,
+                            "status": ["ALLOCATED" if s == allocated_socket else "UNALLOCATED"],
+                        }
+                    ],
+                }
+                for s in (0, 1)
+            ],
+        }
+
+    job = {
+        "job_id": 2,
+        "name": "pair",
+        "job_state": ["RUNNING"],
+        "nodes": "n[1-2]",
+        "partition": "gpu",
+        "gres_detail": ["gpu:nvidia:2(IDX:0-1)", "gpu:nvidia:2(IDX:1-2)"],
+        "tres_per_node": "gres/gpu:2",
+        "job_resources": {
+            "select_type": [select_type],
+            "nodes": {
+                "count": 2,
+                "select_type": ["ONE_ROW"],
+                "list": "n[1-2]",
+                "whole": False,
+                "allocation": [node(0, "n1", 0), node(1, "n2", 1)],
+            },
+            "cpus": 2,
+            "threads_per_core": {"set": False, "infinite": False, "number": 0},
+        },
+        "node_count": _nv(2),
+    }
+    return {"jobs": [job], "meta": META, "errors": [], "warnings": []}
+
+
+@pytest.mark.parametrize(("version", "select_type"), [("v0.0.45", "CR_CORE"), ("v0.0.42", "CORE")])
+async def test_a_gpu_jobs_indices_and_cores_per_node(
+    tmp_path: Path, version: str, select_type: str
+) -> None:
+    body = _gpu_job(select_type)
+    async with _client(lambda r: httpx.Response(200, json=body), tmp_path, version=version) as c:
+        job = await c.get_job(2)
+    assert job is not None
+    assert [(a.node, a.cores) for a in job.allocation] == [("n1", (0,)), ("n2", (1,))]
+    assert [[(g.name, g.type, g.count, g.indices) for g in a.gres] for a in job.allocation] == [
+        [("gpu", "nvidia", 2, (0, 1))],
+        [("gpu", "nvidia", 2, (1, 2))],
+    ]

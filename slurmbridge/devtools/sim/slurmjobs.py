@@ -49,7 +49,8 @@ numbers the devices of its gres.conf), and takes the lowest free indices; its CP
 lowest free cores (``⌈cpus / threads per core⌉``; a node without ``Sockets`` /
 ``CoresPerSocket`` is ``cpus`` sockets of one single-threaded core, as the node records say).
 A running job reports them as Slurm does: ``gres_detail`` (one string per node, in node order,
-``gpu:2(IDX:0-1)`` or ``gpu:nvidia:2(IDX:0-1)`` with the type the job asked for —
+``gpu:nvidia:2(IDX:0-1)`` with the node's GRES type even when the job asked for untyped
+``gres/gpu=2`` — recorded from 24.11.5 and 26.05.5; ``gpu:2(IDX:0-1)`` on an untyped node —
 ``gres_stepmgr_job_build_details``, src/stepmgr/gres_stepmgr.c) and
 ``job_resources.nodes.allocation[].sockets[].cores[]`` (every core of every socket, status
 ``ALLOCATED`` or ``UNALLOCATED`` — data_parser ``_dump_node_res``, parsers.c; v0.0.40+).
@@ -110,6 +111,9 @@ class SimJob:
     gres: tuple[str, str, int] | None = None
     #: Node → the GPU indices / abstract cores held there while running.
     gres_alloc: dict[str, list[int]] = field(default_factory=dict)
+    #: Node → the GRES type of each held index, from the node's ``Gres`` (Slurm names the
+    #: node's type in ``gres_detail`` even when the job asked for none).
+    gres_types: dict[str, dict[int, str]] = field(default_factory=dict)
     core_alloc: dict[str, list[int]] = field(default_factory=dict)
     ended_mono: float = 0.0
     start_mono: float = 0.0
@@ -137,13 +141,9 @@ class SimJob:
             allocation=tuple(
                 JobNodeResources(
                     node=n,
-                    gres=(
-                        JobGres(
-                            name=self.gres[0],
-                            type=self.gres[1],
-                            count=len(self.gres_alloc.get(n, ())),
-                            indices=tuple(sorted(self.gres_alloc.get(n, ()))),
-                        ),
+                    gres=tuple(
+                        JobGres(name=self.gres[0], type=t, count=len(held), indices=held)
+                        for t, held in self.typed_gres(n)
                     )
                     if self.gres is not None and self.gres_alloc
                     else (),
@@ -154,6 +154,23 @@ class SimJob:
             if self.core_alloc
             else (),
         )
+
+    def typed_gres(self, node: str) -> list[tuple[str, tuple[int, ...]]]:
+        """The GRES held on ``node`` as (type, sorted indices) per type of the node's ``Gres``
+        (in index order), as ``gres_detail`` lists them: real Slurm 24.11.5 and 26.05.5
+        answer ``gpu:nvidia:2(IDX:1-2)`` to an untyped ``gres/gpu=2`` on a node with
+        ``Gres=gpu:nvidia:4`` (recorded on the rig, ``ModernSlurm(gpus=4)``)."""
+        held = sorted(self.gres_alloc.get(node, ()))
+        types = self.gres_types.get(node, {})
+        out: list[tuple[str, list[int]]] = []
+        for i in held:
+            t = types.get(i, self.gres[1] if self.gres is not None else "")
+            if out and out[-1][0] == t:
+                out[-1][1].append(i)
+            else:
+                out.append((t, [i]))
+        asked = self.gres[1] if self.gres is not None else ""
+        return [(t, tuple(ix)) for t, ix in out] or [(asked, ())]
 
     def queue_order(self) -> tuple[int, int, int]:
         """slurmctld's job queue order (``sort_job_queue2``): priority descending, then
@@ -239,6 +256,19 @@ def gres_indices(gres: str, name: str, gres_type: str) -> list[int]:
             continue
         if not gres_type or t == gres_type:
             out.extend(range(base, base + count))
+        base += count
+    return out
+
+
+def gres_type_of(gres: str, name: str) -> dict[int, str]:
+    """Device index → type for GRES ``name`` of node ``Gres`` ``gres`` (indices as in
+    :func:`gres_indices`)."""
+    out: dict[int, str] = {}
+    base = 0
+    for n, t, count in node_gres(gres):
+        if n != name:
+            continue
+        out.update(dict.fromkeys(range(base, base + count), t))
         base += count
     return out
 
@@ -504,6 +534,7 @@ class JobsMixin:
             node.cores_held.update(job.core_alloc[name])
             if job.gres is not None:
                 job.gres_alloc[name] = self._free_gres(node, job.gres)[: job.gres[2]]
+                job.gres_types[name] = gres_type_of(node.gres, job.gres[0])
                 node.gres_held.update(job.gres_alloc[name])
             if external and "EXTERNAL" in node.flags:
                 node.external_cpus += cpus
@@ -529,6 +560,7 @@ class JobsMixin:
                 self.release(name, cpus, job.memory_per_node)
         job.alloc.clear()
         job.gres_alloc.clear()
+        job.gres_types.clear()
         job.core_alloc.clear()
         job.state = state
         job.end_time = self._now()
@@ -616,15 +648,18 @@ class JobsMixin:
     def _gres_detail(self, j: SimJob) -> list[str]:
         """``gres_detail``: one string per node of a running job that holds GRES, in node
         order (``gres_stepmgr_job_build_details``): ``name[:type]:count(IDX:list)``, the type
-        being the one the job asked for."""
+        being the node's (:meth:`SimJob.typed_gres`), comma separated per type (a node of
+        two GPU types was not recorded from a real server)."""
         if j.gres is None or not j.gres_alloc:
             return []
-        name, gres_type, _ = j.gres
-        spec = f"{name}:{gres_type}" if gres_type else name
+        name = j.gres[0]
         out = []
         for node in j.nodes:
-            held = j.gres_alloc.get(node, [])
-            out.append(f"{spec}:{len(held)}(IDX:{bit_fmt(held) or 'N/A'})")
+            parts = []
+            for t, held in j.typed_gres(node):
+                spec = f"{name}:{t}" if t else name
+                parts.append(f"{spec}:{len(held)}(IDX:{bit_fmt(held) or 'N/A'})")
+            out.append(",".join(parts))
         return out
 
     def _job_resources(self, version: str, j: SimJob) -> Json | None:

@@ -14,7 +14,9 @@
 #      NNODES (4), NODE_CPUS (2), NODE_MEMORY (1000 MiB), SLURMD_TIMEOUT (30), MAX_DYNAMIC_NODES (16), TOKEN_USER (root),
 #      TOKEN_LIFESPAN (86400 s), REST_ARGS (extra slurmrestd arguments), UP_TIMEOUT (60 s),
 #      TOPOLOGY (unset; "block": a topology.yaml with topology "topo1" of blocks b1 = n1 and
-#      b2 = n2, so dynamic nodes may take Topology=topo1:b1 — Slurm 25.05+).
+#      b2 = n2, so dynamic nodes may take Topology=topo1:b1 — Slurm 25.05+),
+#      GPUS (0; N > 0: every static node has Gres=gpu:nvidia:N backed by dummy device files,
+#      see the gres.conf comment below).
 # Prints the REST URL and the token file; writes DIR/slurm.env. DIR/bin/slurm CMD ... runs
 # a Slurm command (scontrol, sinfo, squeue, scancel ...) against the cluster.
 # Idempotent: a cluster already up in DIR is reported, not restarted.
@@ -63,7 +65,7 @@ if [ -f "$MARK" ]; then
     exit 0
   fi
   bash "$HERE/down.sh" "$D" >/dev/null   # leftovers of a cluster that is partly down
-  for f in etc munge state spool run bin log token slurm.env; do
+  for f in etc munge state spool run bin log token slurm.env dev; do
     rm -rf --one-file-system "${D:?}/$f"
   done
 elif [ -e "$D" ] && [ -n "$(ls -A "$D")" ]; then
@@ -106,6 +108,12 @@ dd if=/dev/urandom of="$D/etc/jwt.key" bs=32 count=1 status=none
 chmod 600 "$D/munge/munge.key" "$D/etc/jwt.key"
 
 LAST=$NNODES
+GPUS=${GPUS:-0}
+GRES_TYPES= NODE_GRES=
+if [ "$GPUS" -gt 0 ]; then
+  GRES_TYPES=$'GresTypes=gpu\n'
+  NODE_GRES="Gres=gpu:nvidia:$GPUS "
+fi
 cat > "$D/etc/slurm.conf" <<EOF
 # throw-away cluster on loopback (slurmbridge rigs/slurm-modern/up.sh); Slurm $SLURM_VERSION from $ROOT
 ClusterName=modern
@@ -145,7 +153,7 @@ SchedulerParameters=sched_interval=1,bf_interval=1
 # a dynamic node by its features (Feature=batch / Feature=gpu)
 MaxNodeCount=$((NNODES + ${MAX_DYNAMIC_NODES:-16}))
 TreeWidth=65533
-NodeName=n[1-$LAST] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$NODE_PORT0-$((NODE_PORT0 + NNODES - 1)) CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY State=UNKNOWN
+${GRES_TYPES}NodeName=n[1-$LAST] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$NODE_PORT0-$((NODE_PORT0 + NNODES - 1)) CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY ${NODE_GRES}State=UNKNOWN
 NodeSet=ns_batch Feature=batch
 NodeSet=ns_gpu Feature=gpu
 PartitionName=batch Nodes=n[1-$LAST],ns_batch Default=YES MaxTime=INFINITE State=UP
@@ -168,6 +176,30 @@ if [ "${TOPOLOGY:-}" = block ]; then
         nodes: n2
 EOF
   chmod 644 "$D/etc/topology.yaml"
+fi
+if [ "$GPUS" -gt 0 ]; then
+  # GPUs for GRES (what real slurmd 24.11/26.05 needs, found on the daemons):
+  # * a gpu GRES with File= is what gives out indices: gres_detail "gpu:nvidia:2(IDX:0-1)",
+  #   scontrol -d show job "GRES=gpu:nvidia:2(IDX:1-2)". Without File= Slurm counts GPUs
+  #   but has no index to give.
+  # * AutoDetect=off: the chroot has no NVML/RSMI library and no GPU.
+  # * each File= must exist inside the chroot (slurmd stats it at start); DIR is bound at
+  #   the same path there, so the files live in DIR/dev, shared by every emulated slurmd.
+  # * a regular file is accepted but slurmd logs, once per file: "error: DIR/dev/nvidia0
+  #   is not a valid character or block device, fix your gres.conf" — so they are character
+  #   devices with NVIDIA's major number 195 (Linux Documentation/admin-guide/devices.txt),
+  #   minor = index. Nothing ever opens them (task/none, no cgroup device constraint). Where
+  #   mknod is refused (an unprivileged container) a regular file still works, with that
+  #   error in the log.
+  mkdir -p "$D/dev"
+  for i in $(seq 0 $((GPUS - 1))); do
+    mknod -m 0666 "$D/dev/nvidia$i" c 195 "$i" 2>/dev/null || : > "$D/dev/nvidia$i"
+  done
+  cat > "$D/etc/gres.conf" <<EOF
+AutoDetect=off
+NodeName=n[1-$LAST] Name=gpu Type=nvidia File=$D/dev/nvidia[0-$((GPUS - 1))]
+EOF
+  chmod 644 "$D/etc/gres.conf"
 fi
 # No cgroup file system inside the chroot: slurmd must not try to use one.
 echo "CgroupPlugin=disabled" > "$D/etc/cgroup.conf"
