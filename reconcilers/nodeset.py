@@ -72,11 +72,6 @@ hostname, as slurmd registers it).
     drained with the pending-termination reason and deleted only once drained, never while
     its node runs a job; rule 1 re-creates it at the new revision. OnDelete replaces
     nothing; ScheduledUpdate is not built (the decision says so).
-
-Clusters: ``clusterName`` empty or equal to ``slurm.cluster`` means slurmbridge's static
-Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.cluster.served`),
-else the NodeSet is left alone and the decision says why.
-
 12. **DaemonSet mode** (``scalingMode: DaemonSet``; rules in :mod:`reconcilers._daemon`,
     as slurm-operator nodeset_sync.go ``syncNodeSetPods`` / ``podsShouldBeOnNode``):
     ``replicas`` is ignored; with a complete node listing, each Kubernetes node the
@@ -94,12 +89,24 @@ else the NodeSet is left alone and the decision says why.
 14. **pinToNode** (StatefulSet mode): ``status.ordinalToNode`` is kept as
     :func:`reconcilers._daemon.pins` computes it, and a re-created ordinal with a pin is
     created with that node as required node affinity (utils.go ``pinPodToNode``).
+15. **Identity** (:mod:`reconcilers._ident` rules 1–4): each healthy pod's Slurm node
+    comment holds its PodInfo; the Kubernetes node's ``features.slinky.slurm.net/spec``
+    and ``topology.slinky.slurm.net/spec`` annotations become the Slurm node's ``k8s/``
+    features and topology; a healthy, available pod whose Slurm node never registered is
+    deleted (and re-created by rule 1) with a Warning ``SlurmNodeNotRegistered``.
+16. **Pruning records** (:mod:`reconcilers._ident` rule 5): ``pruneSlurmNodeRecords:
+    NodeNotFound`` on a DaemonSet-mode NodeSet deletes the defunct Slurm node records
+    naming it.
+
+Clusters: ``clusterName`` empty or equal to ``slurm.cluster`` means slurmbridge's static
+Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.cluster.served`),
+else the NodeSet is left alone and the decision says why.
 
 The pods' PersistentVolumeClaims (``volumeClaimTemplates``) are made by the effector with
 each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
 
 Not yet: ``partition`` (slurm.conf generation in 1.x: slurmbridge writes no slurm.conf),
-``pruneSlurmNodeRecords`` and ``persistentVolumeClaimRetentionPolicy.whenScaled: Delete``;
+``persistentVolumeClaimRetentionPolicy.whenScaled: Delete``;
 in DaemonSet mode the failed-pod back-off (rule 5), the removal of duplicate pods on one
 node and the re-creation on a hostname-override change.
 """
@@ -113,7 +120,7 @@ from typing import Final
 
 import msgspec
 
-from reconcilers import _daemon, _slurmd
+from reconcilers import _daemon, _ident, _slurmd
 from reconcilers import cluster as cluster_rules
 from reconcilers.base import (
     Context,
@@ -123,7 +130,7 @@ from reconcilers.base import (
     kube_listed,
     slurm_listed,
 )
-from schemas import wellknown
+from schemas import podinfo, wellknown
 from schemas.actions import (
     AnyAction,
     CreateNodeSetPod,
@@ -153,6 +160,8 @@ from schemas.subjects import KUBE_SOURCE, slurm_source
 NAME: Final = "nodeset"
 #: The node watcher's listing name (producers.kube.watch NodeWatcher.resource).
 NODES_LISTING: Final = "nodes"
+#: The pod watcher's listing name (producers.kube.watch PodWatcher.resource).
+PODS_LISTING: Final = "pods"
 #: The version slurmbridge reads and writes NodeSets at (the CRD's storage version).
 API_VERSION: Final = "slinky.slurm.net/v1beta1"
 LABEL_NAME: Final = "app.kubernetes.io/name"
@@ -193,6 +202,12 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     kube_nodes: dict[str, KubeNode] = {}
     #: Node condition types that make a cordon's drain reason (Context).
     propagated_node_conditions: tuple[str, ...] = ()
+    #: Rule 13 (pruning, DaemonSet mode with ``NodeNotFound`` only): the cluster's Slurm
+    #: nodes whose comment names this NodeSet, the keys (``namespace/name``) of the pods
+    #: they name that exist, and whether the log holds a complete pod listing.
+    records: tuple[SlurmNode, ...] = ()
+    record_pods: frozenset[str] = frozenset()
+    pods_listed: bool = False
     #: The log holds a complete Kubernetes node listing (base.kube_listed): a pod's node
     #: missing from ``kube_nodes`` is then gone, not merely unseen yet.
     nodes_listed: bool = False
@@ -435,7 +450,20 @@ def decide(v: View | None) -> Decision:
     pins: dict[str, str] | None = None
     daemon_gone: list[KubePod] = []
     daemon_note = ""
+    prune_note = ""
     if daemon:
+        # Rule 16: defunct records of this NodeSet's pods (DaemonSet mode only, as 1.x).
+        pruned, notes = _ident.prune_actions(
+            ns,
+            v.records,
+            v.record_pods,
+            v.kube_nodes,
+            v.cluster,
+            listed=v.slurm_listed and v.nodes_listed and v.pods_listed,
+        )
+        for prune, message in pruned:
+            actions += [prune, _event(ns, "DefunctSlurmNodePruned", message)]
+        prune_note = "; ".join([*(f"pruning {prune.node}" for prune, _ in pruned), *notes])
         pins = {}  # 1.x keeps no pins in DaemonSet mode (calculateOrdinalToNode)
         want, daemon_gone, daemon_note = _daemon_pods(v, live, ref, actions)
     else:
@@ -548,10 +576,33 @@ def decide(v: View | None) -> Decision:
     cordons: list[str] = []
     for p in live:
         node = v.slurm.get(p.name)
+        kube_node = v.kube_nodes.get(p.node_name) if p.node_name else None
         actions += _slurmd.condition_actions(p, node, slurm_listed=v.slurm_listed)
+        actions += _ident.pod_info_actions(ns, p, node, v.cluster)
+        actions += _ident.feature_actions(kube_node, node, v.cluster)
+        topology, note = _ident.topology_actions(p, kube_node, node, v.cluster)
+        actions += topology
+        if note:
+            cordons.append(note)
+        if p.name not in doomed:
+            wait = _ident.unregistered(
+                p, node, ns.min_ready_seconds, v.now, slurm_listed=v.slurm_listed
+            )
+            if wait == 0.0:
+                actions.append(_ident.unregistered_delete(p, v.cluster))
+                actions.append(
+                    _event(
+                        ns,
+                        "SlurmNodeNotRegistered",
+                        f"Deleting Pod {p.namespace}/{p.name}: Slurm node is not registered "
+                        "but pod is healthy",
+                        warning=True,
+                    )
+                )
+            elif wait is not None:
+                requeue = wait if requeue is None else min(requeue, wait)
         if p.name in doomed or node is None:
             continue
-        kube_node = v.kube_nodes.get(p.node_name) if p.node_name else None
         synced, why = _slurmd.cordon_actions(
             p,
             kube_node,
@@ -612,6 +663,7 @@ def decide(v: View | None) -> Decision:
         requeue_after=requeue,
         reason=f"{len(live)} live pod(s), {want} wanted"
         + (f"; {daemon_note}" if daemon_note else "")
+        + (f"; {prune_note}" if prune_note else "")
         + (f"; {update_note}" if update_note else "")
         + "".join(f"; {why}" for why in cordons),
     )
@@ -821,6 +873,34 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         if pods
         else {}
     )
+    records: tuple[SlurmNode, ...] = ()
+    record_pods: set[str] = set()
+    if (
+        ns is not None
+        and ns.scaling_mode == "DaemonSet"
+        and ns.prune_slurm_node_records == _ident.PRUNE_NODE_NOT_FOUND
+        and ns.uid
+    ):
+        # O(nodes of the cluster), only for NodeSets that prune: no index maps a comment
+        # to its nodes. The uid test first keeps the JSON parsing to this NodeSet's records.
+        records = tuple(
+            sorted(
+                (
+                    n
+                    for n in store.values(SlurmNode, source)
+                    if ns.uid in n.comment and _ident.is_record_of(n, ns) is not None
+                ),
+                key=lambda n: n.key,
+            )
+        )
+        for n in records:
+            info = _ident.is_record_of(n, ns)
+            assert info is not None
+            pod_key = f"{info.namespace}/{info.pod_name}"
+            if store.get(KubePod, pod_key, KUBE_SOURCE) is not None:
+                record_pods.add(pod_key)
+            if info.node and (k := store.get(KubeNode, info.node, KUBE_SOURCE)) is not None:
+                kube_nodes[info.node] = k
     return View(
         nodeset=ns,
         pods=pods,
@@ -833,6 +913,9 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         propagated_node_conditions=ctx.propagated_node_conditions,
         nodes_listed=kube_listed(store, NODES_LISTING),
         deadlines=deadlines,
+        records=records,
+        record_pods=frozenset(record_pods),
+        pods_listed=kube_listed(store, PODS_LISTING),
     )
 
 
@@ -863,8 +946,16 @@ def _of_slurmd_pod(event: KubePod, _store: Store, _ctx: Context) -> Iterable[str
 
 
 def _of_slurm_node(event: SlurmNode, store: Store, ctx: Context) -> Iterable[str]:
-    """The NodeSet of the slurmd pod with the node's name."""
-    return sorted(_of_slurm_node_name(event.key, event.source, store, ctx))
+    """The NodeSet of the slurmd pod with the node's name, and the NodeSet its comment's
+    PodInfo names (its pod may be gone: rule 13)."""
+    keys = _of_slurm_node_name(event.key, event.source, store, ctx)
+    info = podinfo.parse(event.comment)
+    if info is not None and info.namespace and info.nodeset_name:
+        key = f"{info.namespace}/{info.nodeset_name}"
+        ns = store.get(KubeNodeSet, key, KUBE_SOURCE)
+        if ns is not None and event.source == slurm_source(ns.cluster_name or ctx.cluster):
+            keys.add(key)
+    return sorted(keys)
 
 
 def _of_slurm_node_name(name: str, source: str, store: Store, ctx: Context) -> set[str]:

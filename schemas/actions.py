@@ -18,6 +18,7 @@ from typing import ClassVar, Final, Literal
 import msgspec
 
 from schemas.events import AllocatedDevice, ClaimRequest, NodeSetStatus
+from schemas.podinfo import PodInfo
 
 
 class Action(msgspec.Struct, frozen=True, kw_only=True, tag_field="action"):
@@ -540,6 +541,51 @@ class SetPodLabel(Action, frozen=True, kw_only=True, tag="SetPodLabel"):
     value: str | None
 
 
+class SetSlurmNodePodInfo(Action, frozen=True, kw_only=True, tag="SetSlurmNodePodInfo"):
+    """Write ``info`` as Slurm node ``node``'s comment (the JSON of
+    :meth:`schemas.podinfo.PodInfo.to_comment`). The effector re-reads the node: a comment
+    already holding an equal PodInfo is left as it is. When the old comment named another
+    Kubernetes node (the pod moved), the node is then set IDLE — only from DOWN or IDLE (what
+    Slurm accepts) and never over a drain that is not ours. Source: slurm-operator
+    slurmcontrol.go ``UpdateNodeWithPodInfo``."""
+
+    cluster: str
+    node: str
+    info: PodInfo
+
+
+class SetSlurmNodeOwnedFeatures(Action, frozen=True, kw_only=True, tag="SetSlurmNodeOwnedFeatures"):
+    """Make the features of Slurm node ``node`` that start with ``prefix`` exactly
+    ``features`` (each already carrying ``prefix``), keeping every other feature. The
+    effector re-reads the node and recomputes from its current list, so features others
+    changed meanwhile are kept. Source: slurm-operator slurmcontrol.go
+    ``UpdateNodeFeatures`` / ``replaceFeatureNamespace``."""
+
+    cluster: str
+    node: str
+    prefix: str
+    features: tuple[str, ...]
+
+
+class PruneSlurmNodeRecord(Action, frozen=True, kw_only=True, tag="PruneSlurmNodeRecord"):
+    """Delete the record of Slurm node ``node``, left by pod ``pod`` of NodeSet ``nodeset``
+    which is gone — only while the node is a dynamic one (``DYNAMIC_NORM``), DOWN and
+    NOT_RESPONDING, runs nothing, and its comment's PodInfo names that NodeSet (namespace,
+    name and uid) and that pod. The effector re-reads the node and does nothing otherwise
+    (fail closed). Source: slurm-operator nodeset_sync.go ``syncSlurmNodeRecordsNodeNotFound``,
+    slurmcontrol.go ``GetDefunctNodesForNodeSet`` / ``DeleteNode``."""
+
+    cluster: str
+    node: str
+    nodeset: NodeSetRef
+    pod: str
+
+    @property
+    def destructive(self) -> bool:
+        """The record and its state are gone for good."""
+        return True
+
+
 AnyAction = (
     TaintNode
     | UntaintNode
@@ -574,6 +620,9 @@ AnyAction = (
     | ReleaseResourceClaim
     | EnsureNodeSetRevision
     | SetPodAnnotation
+    | SetSlurmNodePodInfo
+    | SetSlurmNodeOwnedFeatures
+    | PruneSlurmNodeRecord
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]

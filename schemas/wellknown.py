@@ -73,6 +73,13 @@ ANNOTATION_NODE_HOSTNAME_OVERRIDE: Final = "nodeset.slinky.slurm.net/hostname-ov
 #: soonest first (slurm-operator api/v1beta1/well_known.go ``AnnotationPodDeadline``,
 #: written by nodeset_sync.go ``syncSlurmDeadline``, read by utils/sort.go).
 ANNOTATION_POD_DEADLINE: Final = "nodeset.slinky.slurm.net/pod-deadline"
+#: On a Kubernetes node: a comma-separated list of Slurm node features for the slurmd pods
+#: running there, applied as ``k8s/<value>`` (slurm-operator api/v1beta1/well_known.go
+#: ``AnnotationNodeFeaturesSpec``, nodeset_sync.go ``syncSlurmFeatures``).
+ANNOTATION_NODE_FEATURES_SPEC: Final = "features.slinky.slurm.net/spec"
+#: The prefix of the Slurm node features the NodeSet controller owns; all others are kept
+#: (slurm-operator api/v1beta1/well_known.go ``NodeFeaturePrefix``).
+NODE_FEATURE_PREFIX: Final = "k8s/"
 #: The label naming a NodeSet pod's revision (its template's ControllerRevision hash) and
 #: that revision's hash: Kubernetes' pkg/controller/history ``ControllerRevisionHashLabel``,
 #: which slurm-operator 1.x sets on pods (internal/utils/historycontrol/utils.go

@@ -1,4 +1,5 @@
-"""Slurm node effects: drain, undrain, create, delete, features, topology."""
+"""Slurm node effects: drain, undrain, create, delete, features, topology, and a NodeSet
+slurmd pod's identity on its node (PodInfo comment, ``k8s/`` features, pruned records)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
+from schemas import podinfo, wellknown
 from schemas.actions import (
     Action,
     CreateSlurmNode,
     DeleteSlurmNode,
     DrainSlurmNode,
+    PruneSlurmNodeRecord,
+    SetSlurmNodeOwnedFeatures,
+    SetSlurmNodePodInfo,
     UndrainSlurmNode,
     UpdateSlurmNodeFeatures,
     UpdateSlurmNodeTopology,
@@ -51,6 +56,9 @@ class SlurmEffector(Effector):
         DeleteSlurmNode: "_delete",
         UpdateSlurmNodeFeatures: "_features",
         UpdateSlurmNodeTopology: "_topology",
+        SetSlurmNodePodInfo: "_pod_info",
+        SetSlurmNodeOwnedFeatures: "_owned_features",
+        PruneSlurmNodeRecord: "_prune",
     }
 
     def __init__(self, clients: dict[str, SlurmClient]) -> None:
@@ -131,4 +139,63 @@ class SlurmEffector(Effector):
         if node.topology == action.topology:
             return EffectResult("noop", "topology already set")
         await c.update_node(action.node, NodeUpdate(topology=action.topology))
+        return EffectResult("ok")
+
+    @_gone_is_noop
+    async def _pod_info(self, action: SetSlurmNodePodInfo) -> EffectResult:
+        """The comment first; then IDLE after a move to another Kubernetes node, as
+        slurmcontrol.go ``UpdateNodeWithPodInfo`` — only from DOWN or IDLE (slurmctld refuses
+        IDLE from a busy state) and never over an administrator's drain (IDLE clears DRAIN)."""
+        c = self._client(action.cluster)
+        c.require("update_node")
+        node = await c.get_node(action.node)
+        old = podinfo.parse(node.comment) or podinfo.PodInfo()
+        if old == action.info:
+            return EffectResult("noop", "comment already holds the PodInfo")
+        await c.update_node(action.node, NodeUpdate(comment=action.info.to_comment()))
+        if not old.node or old.node == action.info.node:
+            return EffectResult("ok")
+        moved = f"moved from Kubernetes node {old.node} to {action.info.node}"
+        if node.base_state not in ("DOWN", "IDLE"):
+            return EffectResult("ok", f"{moved}; not set IDLE: {'+'.join(node.state)}")
+        if "DRAIN" in node.state and not wellknown.is_our_reason(node.reason):
+            return EffectResult("ok", f"{moved}; not set IDLE: drain {node.reason!r} not ours")
+        await c.update_node(action.node, NodeUpdate(state=("IDLE",)))
+        return EffectResult("ok", f"{moved}; set IDLE")
+
+    @_gone_is_noop
+    async def _owned_features(self, action: SetSlurmNodeOwnedFeatures) -> EffectResult:
+        """Recomputed from the node as it is now (slurmcontrol.go ``UpdateNodeFeatures``):
+        features others changed since the decision are kept."""
+        c = self._client(action.cluster)
+        c.require("update_node")
+        node = await c.get_node(action.node)
+        kept = [f for f in node.features if not f.startswith(action.prefix)]
+        new = tuple(sorted({*kept, *action.features}))
+        if set(new) == set(node.features):
+            return EffectResult("noop", "features already set")
+        await c.update_node(action.node, NodeUpdate(features=new))
+        return EffectResult("ok")
+
+    @_gone_is_noop
+    async def _prune(self, action: PruneSlurmNodeRecord) -> EffectResult:
+        """Delete only what the action names, as Slurm holds it now (fail closed)."""
+        c = self._client(action.cluster)
+        c.require("delete_node")
+        node = await c.get_node(action.node)
+        info = podinfo.parse(node.comment)
+        ref = action.nodeset
+        if (
+            info is None
+            or info.pod_name != action.pod
+            or (info.namespace, info.nodeset_name, info.nodeset_uid)
+            != (ref.namespace, ref.name, ref.uid)
+            or not ref.uid
+        ):
+            return EffectResult("skipped", f"comment {node.comment!r} does not name {action.pod}")
+        if not all(s in node.state for s in ("DOWN", "NOT_RESPONDING", "DYNAMIC_NORM")):
+            return EffectResult("skipped", f"not a defunct dynamic node ({'+'.join(node.state)})")
+        if any(s in node.state for s in ("ALLOCATED", "MIXED", "COMPLETING")):
+            return EffectResult("skipped", f"runs something ({'+'.join(node.state)})")
+        await c.delete_node(action.node)
         return EffectResult("ok")

@@ -38,6 +38,7 @@ from schemas.actions import (
     MarkPods,
     NodeSetRef,
     PodRef,
+    PruneSlurmNodeRecord,
     RecordEvent,
     ReleaseResourceClaim,
     RemovePodFinalizer,
@@ -51,6 +52,8 @@ from schemas.actions import (
     SetPodGroupScheduled,
     SetPodLabel,
     SetSlurmNodeConditions,
+    SetSlurmNodeOwnedFeatures,
+    SetSlurmNodePodInfo,
     SlurmJobSpec,
     SubmitSlurmJob,
     TaintNode,
@@ -61,6 +64,7 @@ from schemas.actions import (
     action_name,
 )
 from schemas.events import AllocatedDevice, ClaimRequest, NodeSetStatus
+from schemas.podinfo import PodInfo
 from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors.nodes import KubeEffector
@@ -132,6 +136,20 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
     ),
     "UpdateSlurmNodeTopology": (
         UpdateSlurmNodeTopology(cluster=CLUSTER, node="rt-gone", topology="tree:s1"),
+        "noop",
+    ),
+    "SetSlurmNodePodInfo": (
+        SetSlurmNodePodInfo(cluster=CLUSTER, node="rt-gone", info=PodInfo(pod_name="p")),
+        "noop",
+    ),
+    "SetSlurmNodeOwnedFeatures": (
+        SetSlurmNodeOwnedFeatures(cluster=CLUSTER, node="rt-gone", prefix="k8s/", features=()),
+        "noop",
+    ),
+    "PruneSlurmNodeRecord": (
+        PruneSlurmNodeRecord(
+            cluster=CLUSTER, node="rt-gone", nodeset=NodeSetRef(namespace="ns", name="n"), pod="p"
+        ),
         "noop",
     ),
     "SubmitSlurmJob": (
@@ -222,6 +240,9 @@ NEEDS: dict[str, str] = {
             "DeleteSlurmNode",
             "UpdateSlurmNodeFeatures",
             "UpdateSlurmNodeTopology",
+            "SetSlurmNodePodInfo",
+            "SetSlurmNodeOwnedFeatures",
+            "PruneSlurmNodeRecord",
         ],
         "no Slurm cluster configured",
     ),

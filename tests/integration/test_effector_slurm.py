@@ -23,15 +23,21 @@ from schemas.actions import (
     CreateSlurmNode,
     DeleteSlurmNode,
     DrainSlurmNode,
+    NodeSetRef,
+    PruneSlurmNodeRecord,
+    SetSlurmNodeOwnedFeatures,
+    SetSlurmNodePodInfo,
     TaintNode,
     UndrainSlurmNode,
     UpdateSlurmNodeFeatures,
     UpdateSlurmNodeTopology,
 )
+from schemas.podinfo import PodInfo
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors.slurm_nodes import SlurmEffector
 from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.slurm.models import NodeUpdate
 
 pytestmark = pytest.mark.integration
 
@@ -267,6 +273,131 @@ async def test_update_features_of_an_unknown_node_is_a_noop(slurm: Slurm) -> Non
         UpdateSlurmNodeFeatures(cluster=CLUSTER, node="nowhere", features=("x",))
     )
     assert result.outcome == "noop"
+
+
+# --- a NodeSet pod's identity: PodInfo comment, k8s/ features, pruned records -----------------
+
+INFO = PodInfo(
+    namespace="slurm", pod_name="gpu-0", node="k2", nodeset_name="gpu", nodeset_uid="ns-uid"
+)
+INFO_JSON = (
+    '{"namespace":"slurm","podName":"gpu-0","node":"k2","nodeSetName":"gpu","nodeSetUID":"ns-uid"}'
+)
+
+
+async def test_pod_info_writes_the_comment_then_is_a_noop(slurm: Slurm) -> None:
+    slurm.sim.create_node(line("k8s-g"))
+    action = SetSlurmNodePodInfo(cluster=CLUSTER, node="k8s-g", info=INFO)
+    result = await slurm.effector.apply(action)
+    assert (result.outcome, result.detail) == ("ok", "")
+    assert slurm.sim.node("k8s-g").comment == INFO_JSON
+    assert "IDLE" in slurm.state("k8s-g")
+    assert slurm.sim.counters["POST node"] == 1
+    result = await slurm.effector.apply(action)
+    assert result.outcome == "noop"
+    assert slurm.sim.counters["POST node"] == 1
+
+
+async def test_pod_info_after_a_move_sets_a_down_node_idle(slurm: Slurm) -> None:
+    """slurmcontrol.go UpdateNodeWithPodInfo: the old comment named another node."""
+    slurm.sim.create_node(line("k8s-g"))
+    slurm.sim.nodes["k8s-g"].comment = INFO_JSON.replace('"k2"', '"k1"')
+    slurm.sim.set_state("k8s-g", "DOWN", ["DYNAMIC_NORM", "NOT_RESPONDING"])
+    result = await slurm.effector.apply(
+        SetSlurmNodePodInfo(cluster=CLUSTER, node="k8s-g", info=INFO)
+    )
+    assert result.outcome == "ok"
+    assert result.detail == "moved from Kubernetes node k1 to k2; set IDLE"
+    assert slurm.sim.node("k8s-g").comment == INFO_JSON
+    assert slurm.state("k8s-g")[0] == "IDLE"
+
+
+@pytest.mark.parametrize("busy", [True, False], ids=["allocated", "administrator's drain"])
+async def test_pod_info_after_a_move_never_forces_idle_over_work_or_a_drain(
+    slurm: Slurm, busy: bool
+) -> None:
+    slurm.sim.create_node(line("k8s-g"))
+    slurm.sim.nodes["k8s-g"].comment = INFO_JSON.replace('"k2"', '"k1"')
+    if busy:
+        slurm.sim.allocate("k8s-g", 2)
+    else:
+        slurm.sim.admin_drain("k8s-g", ADMIN_REASON)
+    before = slurm.state("k8s-g")
+    result = await slurm.effector.apply(
+        SetSlurmNodePodInfo(cluster=CLUSTER, node="k8s-g", info=INFO)
+    )
+    assert result.outcome == "ok"
+    assert "not set IDLE" in result.detail
+    assert slurm.sim.node("k8s-g").comment == INFO_JSON
+    assert slurm.state("k8s-g") == before
+
+
+async def test_pod_info_of_an_unknown_node_is_a_noop(slurm: Slurm) -> None:
+    result = await slurm.effector.apply(
+        SetSlurmNodePodInfo(cluster=CLUSTER, node="nowhere", info=INFO)
+    )
+    assert result.outcome == "noop"
+
+
+async def test_owned_features_replace_only_the_prefix_from_the_node_as_it_is_now(
+    slurm: Slurm,
+) -> None:
+    slurm.sim.create_node(line("k8s-g", "batch,gpu,k8s/old"))
+    # Someone adds a feature after the decision: it is kept (recomputed on the fresh list).
+    slurm.sim.admin_update("k8s-g", NodeUpdate(features=("batch", "gpu", "k8s/old", "late")))
+    action = SetSlurmNodeOwnedFeatures(
+        cluster=CLUSTER, node="k8s-g", prefix="k8s/", features=("k8s/a", "k8s/b")
+    )
+    assert (await slurm.effector.apply(action)).outcome == "ok"
+    node = slurm.sim.nodes["k8s-g"]
+    assert sorted(node.features) == ["batch", "gpu", "k8s/a", "k8s/b", "late"]
+    assert sorted(node.active_features) == sorted(node.features)
+    posts = slurm.sim.counters["POST node"]
+    assert (await slurm.effector.apply(action)).outcome == "noop"
+    assert slurm.sim.counters["POST node"] == posts
+    clear = SetSlurmNodeOwnedFeatures(cluster=CLUSTER, node="k8s-g", prefix="k8s/", features=())
+    assert (await slurm.effector.apply(clear)).outcome == "ok"
+    assert sorted(slurm.sim.nodes["k8s-g"].features) == ["batch", "gpu", "late"]
+
+
+DS = NodeSetRef(namespace="slurm", name="gpu", uid="ns-uid")
+
+
+def defunct(slurm: Slurm, name: str, comment: str = INFO_JSON, *flags: str) -> None:
+    """A dynamic node whose slurmd is gone: DOWN + NOT_RESPONDING, with its PodInfo."""
+    slurm.sim.create_node(line(name))
+    slurm.sim.nodes[name].comment = comment
+    slurm.sim.set_state(name, "DOWN", flags or ("NOT_RESPONDING", "DYNAMIC_NORM"))
+
+
+async def test_prune_deletes_a_defunct_record_of_the_nodeset(slurm: Slurm) -> None:
+    defunct(slurm, "k8s-d")
+    action = PruneSlurmNodeRecord(cluster=CLUSTER, node="k8s-d", nodeset=DS, pod="gpu-0")
+    assert (await slurm.effector.apply(action)).outcome == "ok"
+    assert "k8s-d" not in slurm.sim.nodes
+    assert (await slurm.effector.apply(action)).outcome == "noop"
+
+
+@pytest.mark.parametrize(
+    ("comment", "flags", "why"),
+    [
+        (INFO_JSON.replace("ns-uid", "other"), (), "does not name"),
+        (INFO_JSON.replace("gpu-0", "gpu-1"), (), "does not name"),
+        ("rack 4", (), "does not name"),
+        (INFO_JSON, ("DYNAMIC_NORM",), "not a defunct dynamic node"),
+        (INFO_JSON, ("NOT_RESPONDING",), "not a defunct dynamic node"),
+    ],
+)
+async def test_prune_skips_what_is_not_a_defunct_record_of_the_nodeset(
+    slurm: Slurm, comment: str, flags: tuple[str, ...], why: str
+) -> None:
+    defunct(slurm, "k8s-d", comment, *flags)
+    result = await slurm.effector.apply(
+        PruneSlurmNodeRecord(cluster=CLUSTER, node="k8s-d", nodeset=DS, pod="gpu-0")
+    )
+    assert result.outcome == "skipped"
+    assert why in result.detail
+    assert "k8s-d" in slurm.sim.nodes
 
 
 # --- topology --------------------------------------------------------------------------------

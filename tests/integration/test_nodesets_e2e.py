@@ -286,7 +286,12 @@ async def test_a_cordoned_node_drains_its_slurmd_node_and_uncordon_undrains(
                 "controllerRef": {"name": ""},
                 "replicas": 2,
                 "slurmd": {"image": "slurmd:25.11"},
-                "template": {"metadata": {"labels": {"team": "cpu"}}},
+                # The nodes are Slurm's too (managed-node NoExecute taint): without the
+                # toleration the kubelet refuses a pod bound after the taint lands.
+                "template": {
+                    "metadata": {"labels": {"team": "cpu"}},
+                    "spec": {"tolerations": [MANAGED_NODE_TOLERATION]},
+                },
             },
         }
     )

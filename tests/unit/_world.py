@@ -26,8 +26,9 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from reconcilers import _ident
 from reconcilers.base import Context, ReconcilerSpec
-from schemas import wellknown
+from schemas import podinfo, wellknown
 from schemas.actions import (
     AllocateResourceClaim,
     AnyAction,
@@ -46,6 +47,7 @@ from schemas.actions import (
     EnsureNodeSetRevision,
     MarkPods,
     PodRef,
+    PruneSlurmNodeRecord,
     RecordEvent,
     ReleaseResourceClaim,
     RemovePodFinalizer,
@@ -59,6 +61,8 @@ from schemas.actions import (
     SetPodGroupScheduled,
     SetPodLabel,
     SetSlurmNodeConditions,
+    SetSlurmNodeOwnedFeatures,
+    SetSlurmNodePodInfo,
     SubmitSlurmJob,
     TaintNode,
     UndrainSlurmNode,
@@ -274,6 +278,36 @@ class World:
         if node is None or sorted(node.features) == sorted(a.features):
             return False
         return self._put(_replace(node, features=a.features))
+
+    def set_slurm_node_pod_info(self, a: SetSlurmNodePodInfo) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None or podinfo.parse(node.comment) == a.info:
+            return False
+        return self._put(_replace(node, comment=a.info.to_comment()))
+
+    def set_slurm_node_owned_features(self, a: SetSlurmNodeOwnedFeatures) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None:
+            return False
+        new = tuple(_ident.replace_owned(node.features, a.prefix, a.features))
+        if set(new) == set(node.features):
+            return False
+        return self._put(_replace(node, features=new))
+
+    def prune_slurm_node_record(self, a: PruneSlurmNodeRecord) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        info = podinfo.parse(node.comment) if node is not None else None
+        if node is None or info is None or info.pod_name != a.pod:
+            return False
+        if (info.namespace, info.nodeset_name, info.nodeset_uid) != (
+            a.nodeset.namespace,
+            a.nodeset.name,
+            a.nodeset.uid,
+        ):
+            return False
+        if not all(node.has(s) for s in ("DOWN", "NOT_RESPONDING", "DYNAMIC_NORM")):
+            return False
+        return self._drop(node)
 
     def update_slurm_node_topology(self, a: UpdateSlurmNodeTopology) -> bool:
         node = self._slurm_node(a.cluster, a.node)
@@ -627,6 +661,9 @@ class World:
         DeleteSlurmNode: delete_slurm_node,
         UpdateSlurmNodeFeatures: update_slurm_node_features,
         UpdateSlurmNodeTopology: update_slurm_node_topology,
+        SetSlurmNodePodInfo: set_slurm_node_pod_info,
+        SetSlurmNodeOwnedFeatures: set_slurm_node_owned_features,
+        PruneSlurmNodeRecord: prune_slurm_node_record,
         SubmitSlurmJob: submit_slurm_job,
         MarkPods: mark_pods,
         BindPod: bind_pod,

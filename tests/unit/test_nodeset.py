@@ -22,6 +22,7 @@ from schemas.actions import (
     SetNodeSetStatus,
     SetPodLabel,
     SetSlurmNodeConditions,
+    SetSlurmNodePodInfo,
     UndrainSlurmNode,
 )
 from schemas.events import (
@@ -333,12 +334,16 @@ def test_applying_the_actions_converges() -> None:
         pod(0), conditions=(PodCondition(type="SlurmNodeStateIdle", status="True"),)
     )
     first = decide(ns(1), idle, sn(0), pod(1), sn(1, "IDLE", "DRAIN", reason=ours(1)))
-    kinds = RecordEvent | SetNodeSetStatus | SetSlurmNodeConditions
+    kinds = RecordEvent | SetNodeSetStatus | SetSlurmNodeConditions | SetSlurmNodePodInfo
     assert [type(a) for a in first if not isinstance(a, kinds)] == [DeleteNodeSetPod]
-    status = nodeset.decide(nodeset.view(_proj(ns(1), idle, sn(0)), KEY, CTX)).actions
+    # The kept pod's node then carries its PodInfo (reconcilers._ident rule 1).
+    (info,) = [a for a in of(SetSlurmNodePodInfo, first) if a.node == "gpu-0"]  # type: ignore[attr-defined]
+    assert isinstance(info, SetSlurmNodePodInfo)
+    sn0 = msgspec.structs.replace(sn(0), comment=info.info.to_comment())
+    status = nodeset.decide(nodeset.view(_proj(ns(1), idle, sn0), KEY, CTX)).actions
     (st,) = of(SetNodeSetStatus, status)
     assert isinstance(st, SetNodeSetStatus)
-    assert decide(ns(1, status=st.status), idle, sn(0)) == ()
+    assert decide(ns(1, status=st.status), idle, sn0) == ()
 
 
 def _proj(*objs: Event) -> Projection:
