@@ -501,6 +501,9 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     integer or a percentage such as ``"25%"``; ``""`` = 1.x's default ``25%``).
     ``revision_history_limit``: ``spec.revisionHistoryLimit`` (default 0).
     ``collision_count``: ``status.collisionCount``.
+    ``scheduled_start`` / ``scheduled_duration_s`` / ``scheduled_flags``:
+    ``updateStrategy.scheduledUpdate`` — the window's start (epoch s, 0 = unset), its length
+    (seconds; the CRD's default 30 min) and the extra Slurm reservation flags (upper case).
     """
 
     uid: str = ""
@@ -529,6 +532,9 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     max_unavailable: str = ""
     revision_history_limit: int = 0
     collision_count: int = 0
+    scheduled_start: int = 0
+    scheduled_duration_s: int = 1800
+    scheduled_flags: tuple[str, ...] = ()
 
 
 class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
@@ -556,6 +562,8 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     address: str = ""
     comment: str = ""
     topology: str | None = None
+    #: The active reservation the node is in (REST ``node.reservation``; ``""`` none).
+    reservation: str = ""
 
     @property
     def base_state(self) -> str:
