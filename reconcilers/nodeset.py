@@ -71,7 +71,10 @@ hostname, as slurmd registers it).
     unavailable (missing slots, new pods not yet available) — each condemned as in rule 2:
     drained with the pending-termination reason and deleted only once drained, never while
     its node runs a job; rule 1 re-creates it at the new revision. OnDelete replaces
-    nothing; ScheduledUpdate is not built (the decision says so).
+    nothing. ScheduledUpdate replaces every unhealthy old pod, and the healthy old pods whose
+    Slurm node is MAINTENANCE inside the NodeSet's reservation (rule 17) — no
+    ``maxUnavailable`` budget (slurm-operator nodeset_sync.go ``syncScheduledUpdate``,
+    slurmcontrol.go ``GetPodsUnderReservation``).
 12. **DaemonSet mode** (``scalingMode: DaemonSet``; rules in :mod:`reconcilers._daemon`,
     as slurm-operator nodeset_sync.go ``syncNodeSetPods`` / ``podsShouldBeOnNode``):
     ``replicas`` is ignored; with a complete node listing, each Kubernetes node the
@@ -97,6 +100,18 @@ hostname, as slurmd registers it).
 16. **Pruning records** (:mod:`reconcilers._ident` rule 5): ``pruneSlurmNodeRecords:
     NodeNotFound`` on a DaemonSet-mode NodeSet deletes the defunct Slurm node records
     naming it.
+17. **ScheduledUpdate reservation** (:func:`reservation_actions`; nodeset_sync.go
+    ``syncSlurmReservation``, slurmcontrol.go ``SyncReservationForNodeSet`` and
+    ``formatReservationForSchedule``). With ``updateStrategy.type: ScheduledUpdate``,
+    ``replicas`` > 0 and at least one of the pods' Slurm nodes idle or allocated, reservation
+    ``SlurmOperatorMaint-<nodeset>`` is ensured on those nodes from ``startTime`` for
+    ``duration`` (whole minutes) with flags ``IGNORE_JOBS``, ``MAINT`` and the spec's extra
+    flags, for user root. It is sent when it differs from the NodeSet's
+    ``nodeset.slurmbridge.dev/reservation`` stamp (what was last ensured) — not when the
+    window has ended, and not first created once its start has passed unless the flags
+    include ``FORCE_START`` (as 1.x). Another strategy, or ``replicas`` 0, with a stamp ⇒ the
+    reservation is deleted. The REST API can create and delete reservations from v0.0.43
+    (Slurm 25.05); older versions answer ``unsupported``.
 
 Clusters: ``clusterName`` empty or equal to ``slurm.cluster`` means slurmbridge's static
 Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.cluster.served`),
@@ -136,9 +151,11 @@ from schemas.actions import (
     CreateNodeSetPod,
     DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
+    DeleteSlurmReservation,
     DrainSlurmNode,
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
+    EnsureSlurmReservation,
     NodeSetRef,
     PodRef,
     RecordEvent,
@@ -182,6 +199,10 @@ _FAILURES: Final = msgspec.json.Decoder(dict[str, tuple[int, int, str]])
 INFINITE_S: Final = (2**63 - 1) // 10**9
 #: updateStrategy.rollingUpdate.maxUnavailable when unset (internal/defaults/nodeset.go).
 DEFAULT_MAX_UNAVAILABLE: Final = "25%"
+#: ScheduledUpdate's reservation: name prefix and required flags (slurmcontrol.go
+#: ``resDescFlags``).
+RESERVATION_PREFIX: Final = "SlurmOperatorMaint-"
+RESERVATION_FLAGS: Final = ("IGNORE_JOBS", "MAINT")
 #: Go's strconv.ParseBool spellings of true (structutils.GetBoolFromAnnotations).
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
@@ -629,6 +650,10 @@ def decide(v: View | None) -> Decision:
     if deadlines is not None:
         actions += deadline_actions(live, deadlines)
     status = _status(ns, live, v.slurm, v.now, desired=want, pins=pins)
+    reserving, reserve_note = reservation_actions(v, ref, live, status)
+    actions += reserving
+    if reserve_note:
+        update_note = f"{update_note}; {reserve_note}" if update_note else reserve_note
     if status != ns.status:
         old = ns.status
         if ns.revision_hash and (
@@ -777,7 +802,8 @@ def update_pods(
     (slurm-operator by ``pod-cordon``, also first in its order), so a pod whose jobs are
     draining stays the one being replaced and its budget is not spent twice.
     OnDelete: nothing (a deleted pod is re-created at the new revision by rule 1).
-    ScheduledUpdate (a Slurm reservation) is not built: nothing, and the note says so.
+    ScheduledUpdate: every unhealthy old pod and the old pods whose Slurm node is
+    MAINTENANCE in reservation ``SlurmOperatorMaint-<nodeset>`` (rule 17), no budget.
     """
     ns = v.nodeset
     assert ns is not None
@@ -786,7 +812,16 @@ def update_pods(
     if ns.update_strategy == "OnDelete":
         return [], "", None
     if ns.update_strategy == "ScheduledUpdate":
-        return [], "updateStrategy ScheduledUpdate is not applied yet", None
+        old = [p for p in live if revision_of(p) != ns.revision_hash]
+        name = reservation_name(ns)
+        chosen = [p for p in old if not _healthy(p) or _under_reservation(p, v.slurm, name)]
+        note = (
+            f"scheduled update: {len(old)} old pod(s), {len(chosen)} unhealthy or under "
+            f"reservation {name}"
+            if old
+            else ""
+        )
+        return chosen, note, None
     new = [p for p in live if revision_of(p) == ns.revision_hash]
     old = [p for p in live if revision_of(p) != ns.revision_hash]
     if not old:
@@ -814,6 +849,66 @@ def update_pods(
     if not_available and ns.min_ready_seconds > 0:
         wait_s = max(0.1, min(p.ready_since + ns.min_ready_seconds - v.now for p in not_available))
     return chosen, note, wait_s
+
+
+def reservation_name(ns: KubeNodeSet) -> str:
+    """``SlurmOperatorMaint-<nodeset>`` (slurmcontrol.go)."""
+    return RESERVATION_PREFIX + ns.name
+
+
+def _under_reservation(p: KubePod, slurm: dict[str, SlurmNode], name: str) -> bool:
+    # slurmcontrol.go GetPodsUnderReservation: MAINTENANCE and in *our* reservation (another
+    # MAINT reservation, an administrator's, replaces nothing).
+    node = slurm.get(p.name)
+    return node is not None and node.has("MAINTENANCE") and node.reservation == name
+
+
+def reservation_flags(ns: KubeNodeSet) -> tuple[str, ...]:
+    """``IGNORE_JOBS``, ``MAINT`` and the spec's flags, upper case, sorted, once each
+    (slurmcontrol.go ``parseReservationFlags``)."""
+    return tuple(sorted(set(RESERVATION_FLAGS) | {f.upper() for f in ns.scheduled_flags}))
+
+
+def reservation_actions(
+    v: View, ref: NodeSetRef, live: list[KubePod], status: NodeSetStatus
+) -> tuple[list[AnyAction], str]:
+    """Rule 17: the reservation to ensure or delete, and a note (``""`` none)."""
+    ns = v.nodeset
+    assert ns is not None
+    name = reservation_name(ns)
+    stamped = ns.annotations.get(wellknown.ANNOTATION_NODESET_RESERVATION, "")
+    scheduled = ns.update_strategy == "ScheduledUpdate"
+    if not scheduled or ns.replicas <= 0:
+        if stamped:
+            return [DeleteSlurmReservation(nodeset=ref, cluster=v.cluster, name=name)], (
+                f"deleting reservation {name}"
+            )
+        return [], ""
+    if status.slurm_idle + status.slurm_allocated <= 0:
+        return [], f"reservation {name} waits for an idle or allocated Slurm node"
+    if ns.scheduled_start <= 0:
+        return [], "scheduledUpdate.startTime is unset or unreadable: no reservation"
+    minutes = max(0, ns.scheduled_duration_s) // 60
+    flags = reservation_flags(ns)
+    nodes = tuple(sorted(p.name for p in live if p.name in v.slurm))
+    stamp = f"{ns.scheduled_start} {minutes} {','.join(flags)} {','.join(nodes)}"
+    if stamp == stamped:
+        return [], ""
+    if v.now >= ns.scheduled_start + minutes * 60:
+        return [], f"the scheduledUpdate window of {name} has ended"
+    if not stamped and v.now >= ns.scheduled_start and "FORCE_START" not in flags:
+        return [], f"scheduledUpdate.startTime passed before {name} was created (no FORCE_START)"
+    ensure = EnsureSlurmReservation(
+        nodeset=ref,
+        cluster=v.cluster,
+        name=name,
+        nodes=nodes,
+        start_time=ns.scheduled_start,
+        duration_minutes=minutes,
+        flags=flags,
+        stamp=stamp,
+    )
+    return [ensure], f"ensuring reservation {name} on {len(nodes)} node(s)"
 
 
 def deadline_actions(live: list[KubePod], deadlines: dict[str, int]) -> list[AnyAction]:

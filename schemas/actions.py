@@ -586,6 +586,35 @@ class PruneSlurmNodeRecord(Action, frozen=True, kw_only=True, tag="PruneSlurmNod
         return True
 
 
+class EnsureSlurmReservation(Action, frozen=True, kw_only=True, tag="EnsureSlurmReservation"):
+    """Ensure Slurm reservation ``name`` of ``cluster`` reserves ``nodes`` from
+    ``start_time`` (epoch s) for ``duration_minutes`` with ``flags`` for user ``root`` — a
+    NodeSet's ScheduledUpdate window (slurm-operator slurmcontrol.go
+    ``SyncReservationForNodeSet``). The effector reads the reservation: none ⇒ create it;
+    not active and different ⇒ update it; active ⇒ only its node list may change (Slurm
+    refuses other changes to a started reservation). Then it writes ``stamp`` into NodeSet
+    ``nodeset``'s annotation ``nodeset.slurmbridge.dev/reservation`` (what was ensured, so
+    the same window is not sent again, nor re-created after Slurm purged it)."""
+
+    nodeset: NodeSetRef
+    cluster: str
+    name: str
+    nodes: tuple[str, ...]
+    start_time: int
+    duration_minutes: int
+    flags: tuple[str, ...]
+    stamp: str
+
+
+class DeleteSlurmReservation(Action, frozen=True, kw_only=True, tag="DeleteSlurmReservation"):
+    """Delete Slurm reservation ``name`` of ``cluster`` (gone already ⇒ noop), then remove
+    NodeSet ``nodeset``'s ``nodeset.slurmbridge.dev/reservation`` annotation."""
+
+    nodeset: NodeSetRef
+    cluster: str
+    name: str
+
+
 AnyAction = (
     TaintNode
     | UntaintNode
@@ -623,6 +652,8 @@ AnyAction = (
     | SetSlurmNodePodInfo
     | SetSlurmNodeOwnedFeatures
     | PruneSlurmNodeRecord
+    | EnsureSlurmReservation
+    | DeleteSlurmReservation
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]

@@ -509,6 +509,9 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     decides eligibility with them, :mod:`reconcilers.nodeset`): ``node_selector``
     (``spec.template.spec.nodeSelector``), ``node_affinity`` (its required node affinity's
     terms, ``None`` = none) and ``toleration_specs``.
+    ``scheduled_start`` / ``scheduled_duration_s`` / ``scheduled_flags``:
+    ``updateStrategy.scheduledUpdate`` — the window's start (epoch s, 0 = unset), its length
+    (seconds; the CRD's default 30 min) and the extra Slurm reservation flags (upper case).
     """
 
     uid: str = ""
@@ -540,6 +543,9 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     node_selector: dict[str, str] = {}
     node_affinity: tuple[NodeSelectorTerm, ...] | None = None
     toleration_specs: tuple[Toleration, ...] = ()
+    scheduled_start: int = 0
+    scheduled_duration_s: int = 1800
+    scheduled_flags: tuple[str, ...] = ()
 
 
 class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
@@ -567,6 +573,8 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     address: str = ""
     comment: str = ""
     topology: str | None = None
+    #: The active reservation the node is in (REST ``node.reservation``; ``""`` none).
+    reservation: str = ""
 
     @property
     def base_state(self) -> str:

@@ -89,6 +89,9 @@ LABEL_REVISION_HASH: Final = "controller.kubernetes.io/hash"
 #: (JSON),
 #: the memory of the recreation back-off (reconcilers.nodeset).
 ANNOTATION_NODESET_POD_FAILURES: Final = "nodeset.slurmbridge.dev/pod-failures"
+#: What ScheduledUpdate reservation slurmbridge last ensured for a NodeSet (reconcilers.nodeset
+#: rule 12): ``<start> <minutes> <flags> <nodes>``.
+ANNOTATION_NODESET_RESERVATION: Final = "nodeset.slurmbridge.dev/reservation"
 #: slurmbridge's own: a NodeSet's autoscaling policy (reconcilers.autoscale) and its clock.
 AUTOSCALE_PREFIX: Final = "autoscale.slurmbridge.dev/"
 ANNOTATION_AUTOSCALE_LAST_SCALE: Final = AUTOSCALE_PREFIX + "last-scale-time"

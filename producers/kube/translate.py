@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -58,6 +58,7 @@ from slurmbridge.kube.wire import (
     RawResourceClaim,
     RawResourceSlice,
     RawScaler,
+    RawScheduledUpdate,
     RawSchedulingPolicy,
     RawWorkload,
 )
@@ -569,7 +570,57 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
         node_selector=dict(template.nodeSelector or {}),
         node_affinity=_node_affinity(template),
         toleration_specs=_tolerations(template),
+        **_scheduled_update(spec.updateStrategy.scheduledUpdate),
     )
+
+
+def _scheduled_update(raw: RawScheduledUpdate) -> dict[str, Any]:
+    """``updateStrategy.scheduledUpdate`` as KubeNodeSet fields: start (epoch s, 0 = unset or
+    unreadable), duration (s; unset ⇒ the CRD's default ``30m``, unreadable ⇒ 0) and flags
+    upper-cased (slurm-operator nodeset_types.go ``ScheduledUpdateNodeSetStrategy``;
+    slurmcontrol.go ``parseReservationFlags`` upper-cases them)."""
+    start = 0
+    if raw.startTime:
+        try:
+            start = int(datetime.fromisoformat(raw.startTime).timestamp())
+        except ValueError:
+            start = 0
+    duration = go_duration_s(raw.duration) if raw.duration else 1800.0
+    return {
+        "scheduled_start": start,
+        "scheduled_duration_s": int(duration or 0),
+        "scheduled_flags": tuple(f.upper() for f in raw.flags or ()),
+    }
+
+
+_GO_UNITS: Final = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_GO_DURATION: Final = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+
+
+def go_duration_s(text: str) -> float | None:
+    """A Go ``time.ParseDuration`` string (``30m``, ``1h30m``, ``90s``, ``-5m``) in seconds;
+    ``None`` when it does not parse (metav1.Duration's JSON form)."""
+    body = text.strip()
+    sign = -1.0 if body.startswith("-") else 1.0
+    body = body.lstrip("+-")
+    if body == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(body):
+        m = _GO_DURATION.match(body, pos)
+        if m is None:
+            return None
+        total += float(m.group(1)) * _GO_UNITS[m.group(2)]
+        pos = m.end()
+    return sign * total if body else None
 
 
 def _revision_fields(spec: RawNodeSetSpec) -> dict[str, Any]:

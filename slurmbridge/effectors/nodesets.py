@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -15,8 +16,10 @@ from schemas.actions import (
     CreateNodeSetPod,
     DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
+    DeleteSlurmReservation,
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
+    EnsureSlurmReservation,
     NodeSetRef,
     PodRef,
     ScaleNodeSet,
@@ -45,6 +48,7 @@ from slurmbridge.kube.wire import DECODE_POD
 from slurmbridge.runtime.outcomes import EffectResult, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
+from slurmbridge.slurm.models import ReservationDesc
 
 
 class NodeSetEffector(Effector):
@@ -81,6 +85,8 @@ class NodeSetEffector(Effector):
         SetSlurmNodeConditions: "_slurm_conditions",
         EnsureNodeSetRevision: "_revision",
         SetPodAnnotation: "_annotation",
+        EnsureSlurmReservation: "_reservation",
+        DeleteSlurmReservation: "_unreserve",
     }
 
     def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
@@ -456,6 +462,66 @@ class NodeSetEffector(Effector):
                 return EffectResult("noop", "pod is gone")
             raise
         return EffectResult("ok", "drained and idle" if node is not None else "not in Slurm")
+
+    async def _reservation(self, action: EnsureSlurmReservation) -> EffectResult:
+        """Create or update the ScheduledUpdate reservation (slurm-operator slurmcontrol.go
+        ``SyncReservationForNodeSet``), then record ``stamp`` on the NodeSet. Slurm refuses
+        every change to a started reservation that names a start time (2104 "Reservation
+        already started", 26.05.5), so an active one only gets its node list."""
+        c = self.slurm.get(action.cluster)
+        if c is None:
+            raise no_client(action.cluster)
+        current = await c.get_reservation(action.name)
+        users = ("root",)  # 1.x reserves for its SlurmUser (common.SlurmUser)
+        if current is None:
+            await c.put_reservation(
+                ReservationDesc(
+                    name=action.name,
+                    nodes=action.nodes,
+                    start_time=action.start_time,
+                    duration_minutes=action.duration_minutes,
+                    flags=action.flags,
+                    users=users,
+                )
+            )
+            did = "created"
+        elif current.active(time.time()):
+            if set(current.nodes) == set(action.nodes):
+                did = "active, unchanged"
+            else:
+                await c.put_reservation(
+                    ReservationDesc(name=action.name, nodes=action.nodes, users=users)
+                )
+                did = "active: node list updated"
+        else:
+            await c.put_reservation(
+                ReservationDesc(
+                    name=action.name,
+                    nodes=action.nodes,
+                    start_time=action.start_time,
+                    duration_minutes=action.duration_minutes,
+                    flags=action.flags,
+                    users=users,
+                )
+            )
+            did = "updated"
+        ann = wellknown.ANNOTATION_NODESET_RESERVATION
+        body = {"metadata": {"annotations": {ann: action.stamp}}}
+        if not await self._merge(self.custom.patch_namespaced_custom_object, action.nodeset, body):
+            return EffectResult("noop", f"reservation {action.name} {did}; NodeSet is gone")
+        return EffectResult("ok", f"reservation {action.name} {did}")
+
+    async def _unreserve(self, action: DeleteSlurmReservation) -> EffectResult:
+        """Delete the ScheduledUpdate reservation (slurmcontrol.go
+        ``DeleteReservationForNodeSet``), then forget the stamp."""
+        c = self.slurm.get(action.cluster)
+        if c is None:
+            raise no_client(action.cluster)
+        existed = await c.delete_reservation(action.name)
+        ann = wellknown.ANNOTATION_NODESET_RESERVATION
+        body = {"metadata": {"annotations": {ann: None}}}
+        await self._merge(self.custom.patch_namespaced_custom_object, action.nodeset, body)
+        return EffectResult("ok" if existed else "noop", f"reservation {action.name} deleted")
 
     async def _delete_failed(self, action: DeleteFailedNodeSetPod) -> EffectResult:
         """Record the failure on the NodeSet first (so the back-off holds whatever happens

@@ -332,9 +332,20 @@ class RawRollingUpdate(msgspec.Struct, kw_only=True):
     maxUnavailable: int | str | None = None  # noqa: N815
 
 
+class RawScheduledUpdate(msgspec.Struct, kw_only=True):
+    """``updateStrategy.scheduledUpdate`` (slurm-operator api/v1beta1/nodeset_types.go
+    ``ScheduledUpdateNodeSetStrategy``): ``startTime`` RFC 3339, ``duration`` a Go duration
+    (CRD default ``30m``), ``flags`` extra Slurm reservation flags."""
+
+    startTime: str | None = None  # noqa: N815
+    duration: str | None = None
+    flags: list[str] | None = None
+
+
 class RawNodeSetUpdateStrategy(msgspec.Struct, kw_only=True):
     type: str = "RollingUpdate"
     rollingUpdate: RawRollingUpdate = msgspec.field(default_factory=RawRollingUpdate)  # noqa: N815
+    scheduledUpdate: RawScheduledUpdate = msgspec.field(default_factory=RawScheduledUpdate)  # noqa: N815
 
 
 class RawNodeSetSpec(msgspec.Struct, kw_only=True):

@@ -97,6 +97,8 @@ from slurmbridge.slurm.models import (
     NodeUpdate,
     PartitionList,
     Ping,
+    Reservation,
+    ReservationDesc,
 )
 
 __all__ = ["OPERATIONS", "JobStateMemo", "SlurmClient"]
@@ -135,6 +137,8 @@ _INVALID_NODE_STATE: Final = 2028
 #: ESLURM_INVALID_JOB_ID and ESLURM_ALREADY_DONE (slurm_errno.h).
 _INVALID_JOB_ID: Final = 2017
 _ALREADY_DONE: Final = 2021
+#: ESLURM_RESERVATION_INVALID: deleting a reservation that does not exist (26.05: HTTP 422).
+_RESERVATION_INVALID: Final = 2053
 
 
 #: 26.05's ping ``status`` for a token slurmctld rejects: "Protocol authentication error".
@@ -856,6 +860,81 @@ class SlurmClient:
         resp = await self._send("DELETE", path, operation=operation)
         if resp.status_code >= 300 or error_report(resp.content).texts:
             self._raise(resp, operation, codec, permanent=frozenset({_INVALID_NODE_STATE}))
+
+    # --- reservations --------------------------------------------------------------------------
+
+    async def get_reservation(self, name: str) -> Reservation | None:
+        """Reservation ``name``, ``None`` when Slurm has none of that name. Read from the
+        listing ``GET reservations/`` (v0.0.41+): ``GET reservation/{name}`` of an unknown
+        name answers HTTP 422 with error 9000 while other reservations exist, but HTTP 200
+        with the error "Unable to query reservations" (error_number 0) when none do
+        (26.05.5), which cannot be told from a real failure.
+
+        Raises:
+            Unsupported: v0.0.38. Unavailable / Unauthorized / Rejected / BadResponse.
+        """
+        codec = await self._get_codec()
+        if not codec.paths.reservations:
+            raise Unsupported(codec.version, "get_reservation")
+        operation = f"get_reservation {name}"
+        resp = await self._send("GET", codec.paths.reservations, operation=operation)
+        if resp.status_code >= 300 or error_report(resp.content).texts:
+            self._raise(resp, operation, codec)
+        found = [r for r in codec.decode_reservations(resp.content) if r.name == name]
+        return found[0] if found else None
+
+    async def put_reservation(self, desc: ReservationDesc) -> None:
+        """Create reservation ``desc.name``, or update the one of that name
+        (``POST reservation``, v0.0.43+: slurmrestd updates when the name exists).
+
+        Raises:
+            Unsupported: the API version cannot create reservations (v0.0.38-v0.0.42: their
+                documents have ``GET reservation`` only); raised before anything is sent.
+            Rejected: Slurm refused it (2053 ESLURM_RESERVATION_INVALID, e.g. FORCE_START
+                without a recurrence; 2104 "Reservation already started" for a start time
+                sent to an active one). Unavailable / Unauthorized.
+        """
+        codec = await self._get_codec()
+        if not codec.paths.reservation_new:
+            raise Unsupported(
+                codec.version,
+                "create_reservation",
+                f"create_reservation: slurmrestd API {codec.version} cannot create "
+                "reservations (POST reservation is v0.0.43+, Slurm 25.05+)",
+            )
+        operation = f"put_reservation {desc.name}"
+        body = codec.encode_reservation(desc)
+        resp = await self._send(
+            "POST", codec.paths.reservation_new, operation=operation, content=body
+        )
+        if resp.status_code >= 300 or error_report(resp.content).texts:
+            self._raise(resp, operation, codec)
+
+    async def delete_reservation(self, name: str) -> bool:
+        """Delete reservation ``name`` (``DELETE reservation/{name}``, v0.0.43+); False when
+        there was none (2053 ESLURM_RESERVATION_INVALID).
+
+        Raises:
+            Unsupported: before v0.0.43 (raised before anything is sent).
+            Unavailable / Unauthorized / Rejected.
+        """
+        codec = await self._get_codec()
+        if not codec.paths.reservation_new:
+            raise Unsupported(
+                codec.version,
+                "delete_reservation",
+                f"delete_reservation: slurmrestd API {codec.version} cannot delete "
+                "reservations (DELETE reservation/{name} is v0.0.43+, Slurm 25.05+)",
+            )
+        operation = f"delete_reservation {name}"
+        path = codec.paths.reservation.format(reservation_name=quote(name, safe=""))
+        resp = await self._send("DELETE", path, operation=operation)
+        report = error_report(resp.content)
+        if report.error_number == _RESERVATION_INVALID:
+            return False
+        if resp.status_code >= 300 or report.texts:
+            self._raise(resp, operation, codec)
+        return True
 
     # --- jobs ----------------------------------------------------------------------------------
 

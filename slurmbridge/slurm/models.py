@@ -34,6 +34,8 @@ __all__ = [
     "Partition",
     "PartitionList",
     "Ping",
+    "Reservation",
+    "ReservationDesc",
 ]
 
 #: Slurm's base node states (``NODE_STATE_BASE`` values); anything else in a state list is a flag.
@@ -55,7 +57,8 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     ``features``: available features. ``partitions``: partitions containing the node.
     ``gres``: generic resources as Slurm prints them (``gpu:2``). ``address``: NodeAddr.
     ``topology``: a dynamic node's topology spec (``topo1:b1``; ``""`` none); ``None`` when
-    the API version does not report it (before v0.0.43).
+    the API version does not report it (before v0.0.43). ``reservation``: the active
+    reservation the node is in (``""`` none; always ``""`` on v0.0.38).
     """
 
     name: str
@@ -72,6 +75,7 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     address: str = ""
     comment: str = ""
     topology: str | None = None
+    reservation: str = ""
 
     @property
     def base_state(self) -> str:
@@ -348,3 +352,40 @@ class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("excluded_nodes: a node name is empty")
         if not self.external and not self.script:
             raise ValueError("script: a non-external job needs a script")
+
+
+class Reservation(msgspec.Struct, frozen=True, kw_only=True):
+    """One Slurm reservation as ``GET reservation/{name}`` reports it (v0.0.43+).
+
+    ``nodes``: the expanded node list. ``flags``: upper case as Slurm reports them (it adds
+    the output-only ``SPEC_NODES`` to one made from a node list). ``start_time`` /
+    ``end_time``: epoch seconds.
+    """
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    start_time: int = 0
+    end_time: int = 0
+
+    def active(self, now: float) -> bool:
+        """Started and not ended at ``now`` (epoch s) — Slurm's ``State=ACTIVE``
+        (slurm-operator slurmcontrol.go ``isReservationActive``)."""
+        return self.start_time <= now < self.end_time
+
+
+class ReservationDesc(msgspec.Struct, frozen=True, kw_only=True):
+    """A reservation to create or update (``reservation_desc_msg``; ``POST reservation``
+    creates it, or updates the one of that name).
+
+    ``start_time``: epoch seconds (``None``: not sent — an update of an active reservation
+    may not name a start: Slurm answers 2104 "Reservation already started").
+    ``duration_minutes``: ``None`` not sent. ``users``: who may run in it.
+    """
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    start_time: int | None = None
+    duration_minutes: int | None = None
+    flags: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()

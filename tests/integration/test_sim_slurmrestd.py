@@ -42,6 +42,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 import httpx
+import msgspec
 import pytest
 from jsonschema import Draft7Validator
 from referencing import Registry, Resource
@@ -57,7 +58,7 @@ from slurmbridge.slurm.errors import (
     Unavailable,
     Unsupported,
 )
-from slurmbridge.slurm.models import JobSubmit, NodeUpdate
+from slurmbridge.slurm.models import JobSubmit, NodeUpdate, ReservationDesc
 
 pytestmark = pytest.mark.integration
 
@@ -870,3 +871,59 @@ async def test_job_states(tmp_path: Path, version: str) -> None:
             )
             assert r.status_code == 200
             assert [j["job_id"] for j in r.json()["jobs"]] == [str(first)]
+
+
+@pytest.mark.parametrize("version", ["v0.0.43", "v0.0.44", "v0.0.45"])
+async def test_reservations_create_update_activate_delete(tmp_path: Path, version: str) -> None:
+    """POST reservation creates, then updates; the active MAINT reservation shows on its
+    nodes (RESERVED, MAINTENANCE, ``reservation``) and moves the node change time; a start
+    sent to a started reservation is 2104; DELETE of an unknown one is 2053 (answers as
+    Slurm 26.05.5's, slurmbridge/devtools/sim/slurmreservations.py)."""
+    async with running(tmp_path, (version,)) as s:
+        c = s.client
+        assert await c.get_reservation("maint") is None
+        start = int(s.clock.now) + 60
+        desc = ReservationDesc(
+            name="maint",
+            nodes=("n1", "n2"),
+            start_time=start,
+            duration_minutes=30,
+            flags=("IGNORE_JOBS", "MAINT"),
+            users=("root",),
+        )
+        await c.put_reservation(desc)
+        res = await c.get_reservation("maint")
+        assert res is not None
+        assert res.nodes == ("n1", "n2") and res.start_time == start
+        assert res.end_time == start + 1800 and {"MAINT", "SPEC_NODES"} <= set(res.flags)
+        await c.put_reservation(msgspec.structs.replace(desc, nodes=("n1", "n2", "n3")))
+        res = await c.get_reservation("maint")
+        assert res is not None and res.nodes == ("n1", "n2", "n3")
+        assert "MAINTENANCE" not in (await c.get_node("n1")).state
+        listing = await c.list_nodes()
+        assert listing is not None
+        s.clock.advance(61)
+        assert await c.list_nodes(listing.last_update) is not None, "a started reservation"
+        node = await c.get_node("n1")
+        assert node.reservation == "maint"
+        assert {"RESERVED", "MAINTENANCE"} <= set(node.state)
+        assert (await c.get_node("n4")).reservation == ""
+        with pytest.raises(Rejected) as refused:
+            await c.put_reservation(desc)
+        assert refused.value.error_number == 2104
+        await c.put_reservation(ReservationDesc(name="maint", nodes=("n1",)))
+        res = await c.get_reservation("maint")
+        assert res is not None and res.nodes == ("n1",)
+        assert await c.delete_reservation("maint") is True
+        assert await c.delete_reservation("maint") is False
+        assert "MAINTENANCE" not in (await c.get_node("n1")).state
+
+
+async def test_v0042_reads_reservations_but_cannot_create_them(tmp_path: Path) -> None:
+    async with running(tmp_path, ("v0.0.42",)) as s:
+        assert await s.client.get_reservation("maint") is None
+        with pytest.raises(Unsupported, match=r"v0\.0\.43"):
+            await s.client.put_reservation(ReservationDesc(name="maint"))
+        async with httpx.AsyncClient(base_url=s.sim.url) as raw:
+            resp = await raw.post("/slurm/v0.0.42/reservation", json={}, headers=_auth(s))
+        assert resp.status_code in (404, 405)

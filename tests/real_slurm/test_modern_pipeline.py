@@ -25,7 +25,7 @@ from schemas.events import KubeNode, SlurmJob, SlurmNode, SlurmPartition, SlurmP
 from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.workloads import create_group
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 
 MANAGED = (wellknown.TAINT_MANAGED_NODE, wellknown.DEFAULT_SCHEDULER_NAME, "NoExecute")
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -495,7 +495,14 @@ async def test_nodeset_scale_in_drains_and_deletes_a_pod_only_when_its_node_is_i
             "spec": {
                 "replicas": 2,
                 "serviceName": "slurmd",
-                "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:26.05"}]}},
+                # The bridge taints its nodes NoExecute once it sees them in Slurm: without
+                # the toleration the kubelet refuses a pod that lands after the taint.
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "slurmd", "image": "slurmd:26.05"}],
+                        "tolerations": [MANAGED_NODE_TOLERATION],
+                    }
+                },
             },
         }
     )
@@ -535,6 +542,15 @@ async def test_nodeset_scale_in_drains_and_deletes_a_pod_only_when_its_node_is_i
         )
         stack.kube.patch("nodesets", "rs", {"spec": {"replicas": 0}}, ns, subresource="scale")
         await stack.wait_for(lambda: "rs-0" not in live(), timeout=60, what="idle rs-0 deleted")
+        # rs-1's drain is effected beside rs-0's delete, not necessarily before it.
+        await stack.wait_for(
+            lambda: (
+                "DRAIN"
+                in modern_slurm.scontrol("-o", "show", "node", "rs-1").split("State=")[1].split()[0]
+            ),
+            timeout=30,
+            what="busy rs-1 drained",
+        )
         shown = modern_slurm.scontrol("-o", "show", "node", "rs-1")
         assert "DRAIN" in shown.split("State=")[1].split()[0], shown
         assert "Reason=slurm-operator: Pod (slurm/rs-1) is pending termination for scale-in" in (

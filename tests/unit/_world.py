@@ -42,9 +42,11 @@ from schemas.actions import (
     DeleteNodeSetPod,
     DeletePod,
     DeleteSlurmNode,
+    DeleteSlurmReservation,
     DrainSlurmNode,
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
+    EnsureSlurmReservation,
     MarkPods,
     PodRef,
     PruneSlurmNodeRecord,
@@ -115,6 +117,8 @@ class World:
         self.now = now
         self.pdbs: set[str] = set()
         self.revisions: set[tuple[str, str]] = set()
+        #: Slurm reservations ensured (EnsureSlurmReservation), by name: no view reads them.
+        self.reservations: dict[str, EnsureSlurmReservation] = {}
         self._last_id = 90_000
 
     def __repr__(self) -> str:  # what Hypothesis prints for a failing example
@@ -131,6 +135,7 @@ class World:
         other = World(self.objs.values(), self.now)
         other.pdbs = set(self.pdbs)
         other.revisions = set(self.revisions)
+        other.reservations = dict(self.reservations)
         other._last_id = self._last_id
         return other
 
@@ -533,6 +538,24 @@ class World:
         self.revisions.add(entry)
         return True
 
+    def ensure_slurm_reservation(self, a: EnsureSlurmReservation) -> bool:
+        # As the effector: the reservation as asked, then the stamp on the NodeSet.
+        self.reservations[a.name] = a
+        ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
+        if ns is None:
+            return True
+        ann = wellknown.ANNOTATION_NODESET_RESERVATION
+        return self._put(_replace(ns, annotations={**ns.annotations, ann: a.stamp}))
+
+    def delete_slurm_reservation(self, a: DeleteSlurmReservation) -> bool:
+        existed = self.reservations.pop(a.name, None) is not None
+        ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
+        ann = wellknown.ANNOTATION_NODESET_RESERVATION
+        if ns is None or ann not in ns.annotations:
+            return existed
+        rest = {k: v for k, v in ns.annotations.items() if k != ann}
+        return self._put(_replace(ns, annotations=rest)) or existed
+
     def set_node_set_status(self, a: SetNodeSetStatus) -> bool:
         ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
         return ns is not None and self._put(_replace(ns, status=a.status))
@@ -680,6 +703,8 @@ class World:
         EnsureNodeSetPDB: ensure_node_set_pdb,
         EnsureNodeSetRevision: ensure_node_set_revision,
         SetPodAnnotation: set_pod_annotation,
+        EnsureSlurmReservation: ensure_slurm_reservation,
+        DeleteSlurmReservation: delete_slurm_reservation,
         SetNodeSetStatus: set_node_set_status,
         ScaleNodeSet: scale_node_set,
         SetClusterStatus: set_cluster_status,

@@ -332,9 +332,9 @@ CASES = [
     ),
     Case("OnDelete: nothing", (rs(2, update_strategy="OnDelete"), rp(0), sn(0), rp(1), sn(1))),
     Case(
-        "ScheduledUpdate is not built: nothing, and the decision says so",
+        "ScheduledUpdate before its window: nothing (no node is MAINT in the reservation)",
         (rs(2, update_strategy="ScheduledUpdate"), rp(0), sn(0), rp(1), sn(1)),
-        note="ScheduledUpdate is not applied yet",
+        note="scheduled update: 2 old pod(s), 0 unhealthy or under reservation",
     ),
     Case(
         "an observation from before revisions (no hash): nothing",

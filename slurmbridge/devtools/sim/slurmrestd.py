@@ -125,6 +125,7 @@ import msgspec
 from aiohttp import web
 
 from slurmbridge.devtools.sim.slurmjobs import ENDED, JobsMixin, SimJob, _csv_string, _SubmitError
+from slurmbridge.devtools.sim.slurmreservations import ReservationsMixin
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._dataparser import NODE_STATES_V0042
 from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
@@ -197,6 +198,8 @@ _ERRNO_TEXT: Final[Mapping[int, str]] = {
     2021: "Job/step already completing or completed",
     2028: "Invalid node state specified",
     2031: "Active features not subset of available features",
+    2053: "Requested reservation is invalid",
+    2104: "Reservation already started",
     2168: "Node already exists in the node table",
     2180: "Invalid node state transition",
     9000: "Query empty or not RFC7320 compliant",
@@ -569,7 +572,7 @@ def _endpoint_of(path: str) -> str:
 # --- the simulator ---------------------------------------------------------------------------
 
 
-class SlurmSim(JobsMixin):
+class SlurmSim(JobsMixin, ReservationsMixin):
     """An in-process slurmrestd with a small, inspectable cluster.
 
     Args:
@@ -655,6 +658,7 @@ class SlurmSim(JobsMixin):
         self.nodes_changed_at = now
         self.parts_changed_at = now
         self._init_jobs()
+        self._init_reservations()
         self._runner: web.AppRunner | None = None
         self._host = "127.0.0.1"
         self._port = 0
@@ -1039,9 +1043,10 @@ class SlurmSim(JobsMixin):
             SimError: no such node.
         """
         n = self._node(name)
+        reservation, reserved = self.node_reservation(n.name)
         return Node(
             name=n.name,
-            state=n.state_at(self.clock()),
+            state=(*n.state_at(self.clock()), *reserved),
             reason=n.reason,
             reason_set_by_user=n.reason_user,
             reason_changed_at=n.reason_time,
@@ -1054,6 +1059,7 @@ class SlurmSim(JobsMixin):
             address=n.address,
             comment=n.comment,
             topology=None if version in ("v0.0.38", "v0.0.42") else n.topology,
+            reservation="" if version == "v0.0.38" else reservation,
         )
 
     def _partitions_of(self, name: str) -> tuple[str, ...]:
@@ -1248,6 +1254,8 @@ class SlurmSim(JobsMixin):
             r.add_delete(f"{base}/job/{{job_id}}", self._delete_job)
             r.add_post(f"{base}/job/{{job_id}}", self._update_job_handler)
             r.add_post(f"{base}/job/submit", self._submit_job)
+            if v != "v0.0.38":  # reservations: slurmreservations.py
+                self.add_reservation_routes(r, v)
 
     def _doc_paths(self) -> dict[str, Json]:
         """The paths this simulator serves, spelled as each version's document does."""
@@ -1283,6 +1291,16 @@ class SlurmSim(JobsMixin):
                 "delete": _op(f"{tag}_delete_job", "cancel or signal job"),
             }
             paths[f"{base}/job/submit"] = {"post": _op(f"{tag}_post_job_submit", "submit job")}
+            if v != "v0.0.38":
+                listing: Json = {"get": _op(f"{tag}_get_reservations", "get all reservation info")}
+                one: Json = {"get": _op(f"{tag}_get_reservation", "get reservation info")}
+                if v != "v0.0.42":  # POST/DELETE reservation are v0.0.43+
+                    one["delete"] = _op(f"{tag}_delete_reservation", "delete a reservation")
+                    paths[f"{base}/reservation"] = {
+                        "post": _op(f"{tag}_post_reservation", "create or update a reservation")
+                    }
+                paths[f"{base}/reservations/"] = listing
+                paths[f"{base}/reservation/{{reservation_name}}"] = one
         return paths
 
     async def _openapi(self, request: web.Request) -> web.Response:
@@ -1536,7 +1554,8 @@ class SlurmSim(JobsMixin):
                 out["reason_set_by_user"] = n.reason_user
             return out
         allowed = _NODE_STATES[version]
-        state = n.state_at(self.clock())
+        reservation, reserved = self.node_reservation(n.name)
+        state = (*n.state_at(self.clock()), *reserved)
         out = {
             "architecture": "x86_64",
             "burstbuffer_network_address": "",
@@ -1583,7 +1602,7 @@ class SlurmSim(JobsMixin):
             "reason_changed_at": _nv(n.reason_time or None),
             "reason_set_by_user": n.reason_user,
             "resume_after": _nv(None),
-            "reservation": "",
+            "reservation": reservation,
             "alloc_memory": n.alloc_memory,
             "alloc_cpus": n.shown_alloc_cpus,
             "alloc_idle_cpus": n.cpus - n.shown_alloc_cpus,
@@ -1739,6 +1758,7 @@ class SlurmSim(JobsMixin):
                 "_dump_nodes",
                 request,
             )
+        self.reservation_tick()
         if since is not None and self.nodes_changed_at <= since:
             return web.Response(status=304)
         if since is not None and self.update_time_quirk and self.parts_changed_at <= since:
@@ -1765,6 +1785,7 @@ class SlurmSim(JobsMixin):
         v = self._request_version(request)
         name = request.match_info["node_name"]
         n = self.nodes.get(name)
+        self.reservation_tick()
         if n is None:
             if v == "v0.0.38":
                 return self._error(v, "node", 500, 2018, "", "", request)

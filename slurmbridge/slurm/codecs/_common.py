@@ -34,6 +34,8 @@ from slurmbridge.slurm.models import (
     NodeUpdate,
     PartitionList,
     Ping,
+    Reservation,
+    ReservationDesc,
 )
 
 __all__ = [
@@ -292,6 +294,13 @@ class Paths(NamedTuple):
     job_submit: str = ""
     #: ``GET jobs/state/`` (job ids and states only; v0.0.42+), ``""`` where absent.
     job_states: str = ""
+    #: ``GET``/``DELETE reservation/{reservation_name}`` and ``POST reservation`` (create or
+    #: update); ``reservation_new`` is ``""`` before v0.0.43 (GET only there: no create,
+    #: update or delete in the v0.0.41/v0.0.42 documents).
+    reservation: str = ""
+    reservation_new: str = ""
+    #: ``GET reservations/`` (v0.0.41+).
+    reservations: str = ""
 
 
 class Codec(abc.ABC):
@@ -311,6 +320,21 @@ class Codec(abc.ABC):
     node_delete: ClassVar[bool] = True
     nodes_update_time: ClassVar[bool] = True
     partitions_update_time: ClassVar[bool] = True
+
+    def encode_reservation(self, desc: ReservationDesc) -> bytes:
+        """``reservation_desc_msg`` for ``POST reservation``.
+
+        Raises:
+            Unsupported: the version cannot create reservations (before v0.0.43).
+        """
+        del desc
+        raise Unsupported(self.version, "create_reservation")
+
+    def decode_reservations(self, body: bytes) -> tuple[Reservation, ...]:
+        """``GET reservation/{name}``. Raises Unsupported here (versions that read
+        reservations override it)."""
+        del body
+        raise Unsupported(self.version, "get_reservation")
 
     @abc.abstractmethod
     def decode_ping(self, body: bytes) -> Ping:

@@ -63,6 +63,8 @@ from slurmbridge.slurm.models import (
     Partition,
     PartitionList,
     Ping,
+    Reservation,
+    ReservationDesc,
 )
 
 __all__ = ["NODE_STATES_V0042", "DataParserCodec", "paths_for"]
@@ -104,11 +106,15 @@ NODE_STATES_V0042: Final = frozenset(
 )
 
 
-def paths_for(version: str, *, new_node: bool = False) -> Paths:
+def paths_for(version: str, *, new_node: bool = False, reservation_write: bool = False) -> Paths:
     """The paths of a data_parser version, as its OpenAPI document spells them;
-    ``new_node``: the version has ``POST new/node/`` (v0.0.44+)."""
+    ``new_node``: the version has ``POST new/node/`` (v0.0.44+); ``reservation_write``: it has
+    ``POST reservation`` and ``DELETE reservation/{name}`` (v0.0.43+)."""
     base = f"/slurm/{version}"
     return Paths(
+        reservation=f"{base}/reservation/{{reservation_name}}",
+        reservations=f"{base}/reservations/",
+        reservation_new=f"{base}/reservation" if reservation_write else "",
         ping=f"{base}/ping/",
         nodes=f"{base}/nodes/",
         node=f"{base}/node/{{node_name}}",
@@ -416,6 +422,22 @@ class _Node(msgspec.Struct, frozen=True):
     address: str | None = None
     comment: str | None = None
     topology: str | None = None
+    reservation: str | None = None
+
+
+class _Reservation(msgspec.Struct, frozen=True):
+    name: str
+    node_list: str | None = None
+    flags: list[str] | None = None
+    start_time: NoVal | int | None = None
+    end_time: NoVal | int | None = None
+
+
+class _Reservations(msgspec.Struct, frozen=True):
+    reservations: list[_Reservation] | None = None
+
+
+_RESERVATIONS: Final = msgspec.json.Decoder(_Reservations)
 
 
 class _Nodes(msgspec.Struct, frozen=True):
@@ -520,6 +542,7 @@ def _node(n: _Node, topology: bool) -> Node:
         address=n.address or "",
         comment=n.comment or "",
         topology=(n.topology or "") if topology else None,
+        reservation=n.reservation or "",
     )
 
 
@@ -683,6 +706,51 @@ class DataParserCodec(Codec):
             if job.external:
                 desc.update(PLACEHOLDER_OUTPUT)
         return msgspec.json.encode({"job": desc})
+
+    def encode_reservation(self, desc: ReservationDesc) -> bytes:
+        """``reservation_desc_msg`` (v0.0.43+): name, ``node_list``, ``start_time`` (epoch s,
+        a uint64 no-val), ``duration`` (minutes, a uint32 no-val), ``flags``, ``users``;
+        fields that are ``None``/empty are not sent.
+
+        Raises:
+            Unsupported: the version has no ``POST reservation`` (v0.0.42).
+        """
+        if not self.paths.reservation_new:
+            raise Unsupported(self.version, "create_reservation")
+        body: dict[str, object] = {"name": desc.name}
+        if desc.nodes:
+            body["node_list"] = list(desc.nodes)
+        if desc.start_time is not None:
+            body["start_time"] = {"set": True, "infinite": False, "number": desc.start_time}
+        if desc.duration_minutes is not None:
+            body["duration"] = {"set": True, "infinite": False, "number": desc.duration_minutes}
+        if desc.flags:
+            body["flags"] = list(desc.flags)
+        if desc.users:
+            body["users"] = list(desc.users)
+        return _ENCODER.encode(body)
+
+    def decode_reservations(self, body: bytes) -> tuple[Reservation, ...]:
+        """``GET reservation/{name}`` / ``reservations``: ``reservation_info`` items
+        (``node_list`` a hostlist string, times uint64 no-vals). Raises BadResponse."""
+        parsed = decode(_RESERVATIONS, body, "reservations")
+        try:
+            return self._reservations(parsed)
+        except hostlist.HostlistError as exc:
+            raise BadResponse(f"reservation node_list is not a hostlist: {exc}") from None
+
+    @staticmethod
+    def _reservations(parsed: _Reservations) -> tuple[Reservation, ...]:
+        return tuple(
+            Reservation(
+                name=r.name,
+                nodes=hostlist.expand(r.node_list or ""),
+                flags=tuple(f.upper() for f in r.flags or ()),
+                start_time=noval(r.start_time) or 0,
+                end_time=noval(r.end_time) or 0,
+            )
+            for r in parsed.reservations or ()
+        )
 
     def encode_create_node(self, node_conf: str) -> bytes:
         """``openapi_create_node_req``: ``{"node_conf": "NodeName=… CPUs=… State=External …"}``.

@@ -21,7 +21,7 @@ class V0043(DataParserCodec):
 
     external_job: ClassVar[bool] = True
     version: ClassVar[str] = "v0.0.43"
-    paths: ClassVar[Paths] = paths_for("v0.0.43")
+    paths: ClassVar[Paths] = paths_for("v0.0.43", reservation_write=True)
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0042
     node_topology: ClassVar[bool] = True
 

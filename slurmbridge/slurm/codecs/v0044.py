@@ -29,7 +29,7 @@ class V0044(DataParserCodec):
 
     external_job: ClassVar[bool] = True
     version: ClassVar[str] = "v0.0.44"
-    paths: ClassVar[Paths] = paths_for("v0.0.44", new_node=True)
+    paths: ClassVar[Paths] = paths_for("v0.0.44", new_node=True, reservation_write=True)
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0044
     node_topology: ClassVar[bool] = True
     node_create: ClassVar[bool] = True

@@ -26,7 +26,7 @@ class V0045(DataParserCodec):
 
     external_job: ClassVar[bool] = True
     version: ClassVar[str] = "v0.0.45"
-    paths: ClassVar[Paths] = paths_for("v0.0.45", new_node=True)
+    paths: ClassVar[Paths] = paths_for("v0.0.45", new_node=True, reservation_write=True)
     node_states: ClassVar[frozenset[str]] = NODE_STATES_V0045
     node_topology: ClassVar[bool] = True
     node_create: ClassVar[bool] = True
