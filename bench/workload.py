@@ -386,7 +386,12 @@ def main() -> None:
         help="real: seconds between the bench's jobs/state reads (0.01)",
     )
     ap.add_argument("--pods", type=int, default=200, help="pods in the bind phase (200)")
-    ap.add_argument("--cleanup-pods", type=int, default=None, help="pods scancelled (50; real: 20)")
+    ap.add_argument(
+        "--cleanup-pods",
+        type=int,
+        default=None,
+        help="pods scancelled (30; real: 20); at most --nodes: each holds a whole node",
+    )
     ap.add_argument("--nodes", type=int, default=None, help="nodes, 2 CPUs each (32; real: 20)")
     ap.add_argument("--poll-interval", type=float, default=2.0, help="slurm.pollInterval (2 s)")
     ap.add_argument(
@@ -401,7 +406,11 @@ def main() -> None:
     args = ap.parse_args()
     real = args.slurm == "real"
     args.nodes = args.nodes or (20 if real else 32)
-    args.cleanup_pods = args.cleanup_pods if args.cleanup_pods is not None else (20 if real else 50)
+    args.cleanup_pods = args.cleanup_pods if args.cleanup_pods is not None else (20 if real else 30)
+    if args.cleanup_pods > args.nodes:
+        # Placeholder jobs take whole nodes (exclusive by default): more long-running pods
+        # than nodes would never all run, and the cleanup phase would wait out --timeout.
+        ap.error(f"--cleanup-pods ({args.cleanup_pods}) must be at most --nodes ({args.nodes})")
     emit(_real_run(args) if real else asyncio.run(run(args)), args.json)
 
 
