@@ -1,5 +1,6 @@
 """NodeSet rules against real Slurm 26.05 (REST v0.0.45): cordon sync, a rolling update that
-never deletes a pod whose node runs a job, and ScheduledUpdate's MAINT reservation.
+never deletes a pod whose node runs a job, ScheduledUpdate's MAINT reservation, and
+DaemonSet mode following node labels.
 
 Kubernetes is the simulator; each slurmd pod is played by a dynamic ``State=External`` node
 of its name (``_RealSlurmdRegistrar`` of test_modern_pipeline.py). 24.11 is skipped: it
@@ -18,7 +19,12 @@ import httpx
 import pytest
 
 from schemas import wellknown
-from schemas.actions import DrainSlurmNode, EnsureSlurmReservation, UndrainSlurmNode
+from schemas.actions import (
+    DeleteNodeSetPod,
+    DrainSlurmNode,
+    EnsureSlurmReservation,
+    UndrainSlurmNode,
+)
 from schemas.events import SlurmNode
 from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
@@ -26,6 +32,8 @@ from tests.real_slurm.test_modern_pipeline import _RealSlurmdRegistrar
 
 NS = "slurm"
 NO_EXTERNAL_NODES = "24.11 cannot create State=External nodes (no new/node, scontrol refuses)"
+#: The Slurm node names of the DaemonSet test's pods (its nodes' hostname-override).
+DS_HOSTS = ("ds1", "ds2", "ds3")
 
 
 @pytest.fixture
@@ -43,7 +51,7 @@ async def stack(modern_slurm: ModernSlurm) -> AsyncIterator[Stack]:
             registrar.detach()
             modern_slurm.run("scancel", "--user", "root", check=False)
             modern_slurm.run("scontrol", "delete", "reservation=SlurmOperatorMaint-rs", check=False)
-            for name in ("rs-0", "rs-1"):
+            for name in ("rs-0", "rs-1", *DS_HOSTS):
                 modern_slurm.run("scontrol", "delete", f"nodename={name}", check=False)
     for node in ("n1", "n2", "n3", "n4"):
         if "drain" in modern_slurm.node_states().get(node, ""):
@@ -376,3 +384,159 @@ async def test_scheduled_update_creates_a_maint_reservation_on_the_nodesets_node
         ),
         what="the reservation stamp removed",
     )
+
+
+async def test_daemonset_mode_follows_node_labels(stack: Stack, modern_slurm: ModernSlurm) -> None:
+    """DaemonSet mode (slurm-operator nodeset_sync.go ``syncNodeSetPods`` /
+    ``podsShouldBeOnNode``, utils.go ``GetDaemonSetPodHostname``) on real Slurm: labelling
+    Kubernetes nodes adds one slurmd pod on each, its Slurm node registered under the pod's
+    hostname (the node's hostname-override annotation: n1..n4 are Slurm nodes of the static
+    cluster already); removing a label drains that Slurm node with the scale-in reason, keeps
+    the pod (same uid) while a real job runs there, and deletes it once the job ended."""
+    for i, host in enumerate(DS_HOSTS, start=1):
+        stack.kube.patch(
+            "nodes",
+            f"n{i}",
+            {"metadata": {"annotations": {wellknown.ANNOTATION_NODE_HOSTNAME_OVERRIDE: host}}},
+        )
+    stack.kube.create(
+        {
+            "apiVersion": "slinky.slurm.net/v1beta1",
+            "kind": "NodeSet",
+            "metadata": {"name": "ds", "namespace": NS},
+            "spec": {
+                "scalingMode": "DaemonSet",
+                "replicas": 7,  # ignored in DaemonSet mode
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "slurmd", "image": "slurmd:26.05"}],
+                        "nodeSelector": {"slurmd": "yes"},
+                        "tolerations": [MANAGED_NODE_TOLERATION],
+                    }
+                },
+            },
+        }
+    )
+
+    def ds_pods() -> dict[str, dict[str, Any]]:
+        """Live pods of NodeSet ds by the Kubernetes node they are bound to."""
+        return {
+            str(p["spec"].get("nodeName", "")): p
+            for p in _pods(stack).values()
+            if p["metadata"]["labels"].get("app.kubernetes.io/instance") == "ds"
+        }
+
+    def ds_status() -> dict[str, Any]:
+        return dict(stack.kube.get("nodesets", "ds", NS).get("status") or {})
+
+    await stack.wait_for(lambda: ds_status().get("desired") == 0, what="status: no node wanted")
+    assert ds_pods() == {}
+    assert not set(DS_HOSTS) & set(modern_slurm.node_states())
+
+    for i in (1, 2):
+        stack.kube.patch("nodes", f"n{i}", {"metadata": {"labels": {"slurmd": "yes"}}})
+    await stack.wait_for(
+        lambda: (
+            {"ds1", "ds2"} <= set(modern_slurm.node_states())
+            and {p["metadata"]["name"] for p in ds_pods().values()} <= _running(stack)
+            and set(ds_pods()) == {"n1", "n2"}
+        ),
+        timeout=30,
+        what="a Running pod on n1 and n2, ds1 and ds2 registered in Slurm",
+    )
+    by_node = ds_pods()
+    assert set(by_node) == {"n1", "n2"}, "one pod per labelled node"
+    p1 = by_node["n1"]
+    pod1 = str(p1["metadata"]["name"])
+    assert pod1.startswith("ds-") and p1["spec"]["hostname"] == "ds1"
+    assert by_node["n2"]["spec"]["hostname"] == "ds2"
+    assert "ds3" not in modern_slurm.node_states(), "n3 is not labelled"
+    await stack.wait_for(
+        lambda: ds_status().get("desired") == 2 and ds_status().get("replicas") == 2,
+        what="status: 2 desired, 2 pods",
+    )
+
+    # A real job holds ds1 (an EXTERNAL_JOB allocation, as the rolling update test's).
+    body = {
+        "job": {
+            "name": "busy",
+            "tasks": 1,
+            "required_nodes": ["ds1"],
+            "current_working_directory": "/tmp",
+            "environment": ["PATH=/bin"],
+            "flags": ["EXTERNAL_JOB"],
+        }
+    }
+    async with httpx.AsyncClient(base_url=modern_slurm.url) as http:
+        resp = await http.post(
+            "/slurm/v0.0.45/job/submit", json=body, headers=modern_slurm.auth_headers
+        )
+    job_id = str(resp.json()["job_id"])
+    await stack.wait_for(
+        lambda: modern_slurm.node_states().get("ds1", "").startswith(("alloc", "mix")),
+        timeout=30,
+        what="ds1 running the job",
+    )
+    # The bridge has seen the job on ds1 (its pod's deadline, rule 9, names the pod by the
+    # Slurm node's hostname) before the label goes.
+    await stack.wait_for(
+        lambda: (
+            wellknown.ANNOTATION_POD_DEADLINE
+            in (_pods(stack)[pod1]["metadata"].get("annotations") or {})
+        ),
+        timeout=30,
+        what="ds1's job deadline on its pod",
+    )
+    uid1 = p1["metadata"]["uid"]
+
+    stack.kube.patch("nodes", "n1", {"metadata": {"labels": {"slurmd": None}}})
+    await stack.wait_for(
+        lambda: _reason(modern_slurm, "ds1") == wellknown.scale_in_drain_reason(NS, pod1),
+        timeout=30,
+        what="ds1 drained in Slurm (label removed)",
+    )
+    await stack.wait_for(lambda: ds_status().get("desired") == 1, what="status: 1 desired")
+    await stack.settled()
+    assert pod1 in _pods(stack), "a pod whose Slurm node runs a job was deleted"
+    assert _pods(stack)[pod1]["metadata"]["uid"] == uid1, "the busy pod was replaced"
+    # sinfo's "draining": DRAIN while the job still runs there.
+    assert modern_slurm.node_states()["ds1"] == "draining", "the job still runs"
+    assert not _drained(modern_slurm, "ds2"), "ds2's node keeps its label"
+
+    modern_slurm.scancel(job_id)
+    await stack.wait_for(
+        lambda: set(ds_pods()) == {"n2"} and pod1 not in _pods(stack),
+        timeout=30,
+        what="n1's pod deleted once ds1 was idle",
+    )
+    await stack.wait_for(
+        lambda: "ds1" not in modern_slurm.node_states(), timeout=30, what="ds1 left Slurm"
+    )
+    assert ds_pods()["n2"]["metadata"]["uid"] == by_node["n2"]["metadata"]["uid"]
+    assert not _drained(modern_slurm, "ds2")
+    await stack.settled()  # the delete's action record is written after the delete
+    deletes = [
+        r.action
+        for r in await stack.action_records()
+        if isinstance(r.action, DeleteNodeSetPod) and r.outcome == "ok"
+    ]
+    assert [(d.pod.name, d.slurm_node) for d in deletes] == [(pod1, "ds1")], deletes
+
+    # n3 labelled and n1 labelled again: a new pod on each, ds1 back in Slurm undrained.
+    for i in (1, 3):
+        stack.kube.patch("nodes", f"n{i}", {"metadata": {"labels": {"slurmd": "yes"}}})
+    await stack.wait_for(
+        lambda: (
+            set(ds_pods()) == {"n1", "n2", "n3"}
+            and {p["metadata"]["name"] for p in ds_pods().values()} <= _running(stack)
+            and {"ds1", "ds2", "ds3"} <= set(modern_slurm.node_states())
+        ),
+        timeout=30,
+        what="pods on n1, n2, n3 Running, ds1 and ds3 registered",
+    )
+    assert ds_pods()["n1"]["metadata"]["name"] != pod1
+    assert ds_pods()["n3"]["spec"]["hostname"] == "ds3"
+    await stack.wait_for(lambda: ds_status().get("desired") == 3, what="status: 3 desired")
+    await stack.settled()
+    assert not any(_drained(modern_slurm, h) for h in DS_HOSTS), modern_slurm.node_states()
+    assert await stack.dead_letters() == []

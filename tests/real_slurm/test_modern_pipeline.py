@@ -427,9 +427,11 @@ async def test_an_external_node_is_registered_repartitioned_and_removed(
 
 class _RealSlurmdRegistrar:
     """Plays slurmd for NodeSet pods against a real cluster: a Running slurmd pod becomes a
-    dynamic ``State=External`` node of its name (as ``slurmd -Z`` would register one, without
-    a daemon to run), a deleted pod's node is deleted; a pod deleted while its node runs a
-    job is recorded in :attr:`removed_busy` (what the NodeSet reconciler must never cause)."""
+    dynamic ``State=External`` node named by its hostname (``spec.hostname``: the pod name in
+    StatefulSet mode, the node's hostname in DaemonSet mode; else the pod name), as
+    ``slurmd -Z`` would register one, without a daemon to run; a deleted pod's node is
+    deleted; a pod deleted while its node runs a job is recorded in :attr:`removed_busy`
+    (what the NodeSet reconciler must never cause)."""
 
     def __init__(self, stack: Stack, slurm: ModernSlurm) -> None:
         self.stack, self.slurm = stack, slurm
@@ -447,7 +449,10 @@ class _RealSlurmdRegistrar:
         meta = change.object.get("metadata") or {}
         if (meta.get("labels") or {}).get("app.kubernetes.io/name") != "slurmd":
             return
-        name = str(meta["name"])
+        # slurmd registers under its host's name (Slurm: NodeName defaults to the short
+        # hostname), and a pod's hostname is spec.hostname, else its name (Kubernetes API
+        # reference, PodSpec ``hostname``).
+        name = str((change.object.get("spec") or {}).get("hostname") or meta["name"])
         known = (
             f"NodeName={name} "
             in self.slurm.run("scontrol", "-o", "show", "node", name, check=False).stdout
