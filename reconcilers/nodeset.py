@@ -120,8 +120,19 @@ else the NodeSet is left alone and the decision says why.
 The pods' PersistentVolumeClaims (``volumeClaimTemplates``) are made by the effector with
 each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
 
-Not yet: ``partition`` (slurm.conf generation in 1.x: slurmbridge writes no slurm.conf),
-``persistentVolumeClaimRetentionPolicy.whenScaled: Delete``;
+18. **Claims on scale-in** (``persistentVolumeClaimRetentionPolicy``; Kubernetes
+    stateful_pod_control.go ``ClaimsMatchRetentionPolicy`` /
+    ``UpdatePodClaimForRetentionPolicy``, slurm-operator podcontrol.go
+    ``updateClaimOwnerRefForSetAndPod``). The deletes of pods condemned by a scale-in
+    (rule 2, and rule 12's pods on nodes they may no longer run on — not updates, not a
+    mode switch) carry the NodeSet: just before the delete the effector makes the pod its
+    claims' controller owner when ``whenScaled: Delete`` (the garbage collector deletes them
+    with the pod), else leaves the NodeSet as owner with ``whenDeleted: Delete``
+    (:func:`slurmbridge.effectors.nodesets.claim_owners`). A live pod that is not condemned
+    but whose node carries its pending-termination drain (a reversed scale-in) gets
+    :class:`KeepNodeSetPodClaims`: its claims are owned as a kept pod's — never by the pod.
+
+Not yet: ``partition`` (slurm.conf generation in 1.x: slurmbridge writes no slurm.conf);
 in DaemonSet mode the failed-pod back-off (rule 5), the removal of duplicate pods on one
 node and the re-creation on a hostname-override change.
 """
@@ -156,6 +167,7 @@ from schemas.actions import (
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
     EnsureSlurmReservation,
+    KeepNodeSetPodClaims,
     NodeSetRef,
     PodRef,
     RecordEvent,
@@ -546,7 +558,9 @@ def decide(v: View | None) -> Decision:
     condemned: list[KubePod] = []
     if daemon_gone or other_mode:
         condemned = daemon_gone + other_mode
-        waiting = _condemn(v, condemned, actions)
+        # Rule 18: a pod leaving a node it may no longer run on is a DaemonSet-mode scale-in
+        # (1.x's doPodScale settles its claims as any podsToDelete); a mode switch is not.
+        waiting = _condemn(v, daemon_gone, actions, ref) + _condemn(v, other_mode, actions)
         if waiting:
             requeue = min(requeue or DRAIN_RECHECK_S, DRAIN_RECHECK_S)
         actions.append(
@@ -559,7 +573,7 @@ def decide(v: View | None) -> Decision:
         )
     elif not daemon and len(live) > want:
         condemned = scale_in_order(live, ns.name, v.slurm, deadlines)[: len(live) - want]
-        waiting = _condemn(v, condemned, actions)
+        waiting = _condemn(v, condemned, actions, ref)
         if waiting:
             requeue = min(requeue or DRAIN_RECHECK_S, DRAIN_RECHECK_S)
         actions.append(
@@ -624,6 +638,11 @@ def decide(v: View | None) -> Decision:
                 requeue = wait if requeue is None else min(requeue, wait)
         if p.name in doomed or node is None:
             continue
+        if node.reason == wellknown.scale_in_drain_reason(p.namespace, p.name):
+            # Rule 18: a reversed scale-in; the pod's claims may already name it as owner.
+            actions.append(
+                KeepNodeSetPodClaims(nodeset=ref, pod=_ref(p), slurm_node=_daemon.slurm_name(p))
+            )
         synced, why = _slurmd.cordon_actions(
             p,
             kube_node,
@@ -737,9 +756,15 @@ def _daemon_pods(
     return desired, gone, f"{desired} eligible node(s)"
 
 
-def _condemn(v: View, pods: list[KubePod], actions: list[AnyAction]) -> list[str]:
+def _condemn(
+    v: View,
+    pods: list[KubePod],
+    actions: list[AnyAction],
+    scaled_from: NodeSetRef | None = None,
+) -> list[str]:
     """Drain-before-delete for ``pods`` (rules 2 and 11): append the drains and deletes to
-    ``actions``; return the names still waiting for their node to drain."""
+    ``actions``; return the names still waiting for their node to drain. ``scaled_from``:
+    the pods are condemned by a scale-in of that NodeSet (rule 18: the deletes carry it)."""
     waiting = []
     for p in pods:
         node = v.slurm.get(p.name)
@@ -758,7 +783,10 @@ def _condemn(v: View, pods: list[KubePod], actions: list[AnyAction]) -> list[str
                 # effector re-reads the node and deletes only if it is DRAIN and idle.
                 actions.append(
                     DeleteNodeSetPod(
-                        pod=_ref(p), cluster=v.cluster, slurm_node=_daemon.slurm_name(p)
+                        pod=_ref(p),
+                        cluster=v.cluster,
+                        slurm_node=_daemon.slurm_name(p),
+                        scaled_from=scaled_from,
                     )
                 )
         elif (
@@ -772,7 +800,12 @@ def _condemn(v: View, pods: list[KubePod], actions: list[AnyAction]) -> list[str
             waiting.append(p.name)
         else:
             actions.append(
-                DeleteNodeSetPod(pod=_ref(p), cluster=v.cluster, slurm_node=_daemon.slurm_name(p))
+                DeleteNodeSetPod(
+                    pod=_ref(p),
+                    cluster=v.cluster,
+                    slurm_node=_daemon.slurm_name(p),
+                    scaled_from=scaled_from,
+                )
             )
     return waiting
 

@@ -451,16 +451,38 @@ class DeleteNodeSetPod(Action, frozen=True, kw_only=True, tag="DeleteNodeSetPod"
     """Delete pod ``pod`` of a NodeSet on scale-in — only when its Slurm node ``slurm_node``
     of ``cluster`` is DRAIN and not ALLOCATED, MIXED or COMPLETING, or unknown to Slurm. The
     effector re-reads the node first; a failed lookup means *not* drained (fail closed,
-    slurm-operator PR #79)."""
+    slurm-operator PR #79).
+
+    ``scaled_from``: set when the pod is condemned by a scale-in (not by an update): the
+    NodeSet whose ``persistentVolumeClaimRetentionPolicy`` applies. Just before the delete,
+    with ``whenScaled: Delete``, the pod's claims get the pod as controller owner, so
+    Kubernetes' garbage collector deletes them with it (Kubernetes
+    pkg/controller/statefulset/stateful_pod_control.go ``UpdatePodClaimForRetentionPolicy``;
+    slurm-operator podcontrol.go ``updateClaimOwnerRefForSetAndPod``)."""
 
     pod: PodRef
     cluster: str
     slurm_node: str
+    scaled_from: NodeSetRef | None = None
 
     @property
     def destructive(self) -> bool:
         """Deleting a pod stops its slurmd."""
         return True
+
+
+class KeepNodeSetPodClaims(Action, frozen=True, kw_only=True, tag="KeepNodeSetPodClaims"):
+    """NodeSet ``nodeset``'s pod ``pod`` (Slurm node / hostname ``slurm_node``) is kept after
+    all (a reversed scale-in): make its PersistentVolumeClaims' owners what the NodeSet's
+    ``persistentVolumeClaimRetentionPolicy`` asks of a kept pod — never the pod; the NodeSet
+    as controller with ``whenDeleted: Delete`` (Kubernetes stateful_set_utils.go
+    ``updateClaimOwnerRefForSetAndPod``). The effector reads the NodeSet (uid precondition)
+    and each claim, and writes only a claim whose owners differ (resourceVersion
+    precondition). Claims missing ⇒ skipped."""
+
+    nodeset: NodeSetRef
+    pod: PodRef
+    slurm_node: str
 
 
 class DeleteFailedNodeSetPod(Action, frozen=True, kw_only=True, tag="DeleteFailedNodeSetPod"):
@@ -635,6 +657,7 @@ AnyAction = (
     | SetPodCondition
     | CreateNodeSetPod
     | DeleteNodeSetPod
+    | KeepNodeSetPodClaims
     | SetNodeSetStatus
     | SetPodLabel
     | ScaleNodeSet

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import msgspec
 from kubernetes_asyncio import client
@@ -20,6 +20,7 @@ from schemas.actions import (
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
     EnsureSlurmReservation,
+    KeepNodeSetPodClaims,
     NodeSetRef,
     PodRef,
     ScaleNodeSet,
@@ -63,7 +64,10 @@ class NodeSetEffector(Effector):
     * revision: see :meth:`_revision`; pod annotation: as the pod label;
     * delete pod: ask Slurm for the pod's node first. Unknown to Slurm ⇒ delete; DRAIN and
       not ALLOCATED / MIXED / COMPLETING ⇒ delete (uid precondition); otherwise skipped; the
-      lookup failing ⇒ Transient (*not* drained: slurm-operator PR #79);
+      lookup failing ⇒ Transient (*not* drained: slurm-operator PR #79). A scale-in delete
+      (``scaled_from``) first sets the pod's claims' owners per the retention policy
+      (:meth:`_settle_claims`: ``whenScaled: Delete`` ⇒ the pod owns them);
+    * keep claims (a reversed scale-in): :meth:`_settle_claims` for a kept pod;
     * status: read the NodeSet (uid check), merge patch of the status subresource with the
       read's resourceVersion; pod label: read the pod (uid check), JSON patch testing
       ``/metadata/uid``; scale: see :meth:`_scale`. (A ``metadata.uid`` in a merge patch is
@@ -87,6 +91,7 @@ class NodeSetEffector(Effector):
         SetPodAnnotation: "_annotation",
         EnsureSlurmReservation: "_reservation",
         DeleteSlurmReservation: "_unreserve",
+        KeepNodeSetPodClaims: "_keep_claims",
     }
 
     def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
@@ -451,6 +456,15 @@ class NodeSetEffector(Effector):
             return EffectResult(
                 "skipped", f"Slurm node {action.slurm_node} is {'+'.join(node.state)}"
             )
+        settled = ""
+        if action.scaled_from is not None and action.pod.uid:
+            # Kubernetes' StatefulSet controller (stateful_set_control.go, processCondemned
+            # after UpdatePodClaimForRetentionPolicy) and 1.x (nodeset_sync.go doPodScale's
+            # fixPodPVCsFn before deletePodFn) hand the claims to the condemned pod first: the
+            # garbage collector deletes them once the pod is gone.
+            settled = await self._settle_claims(
+                action.scaled_from, action.pod, action.slurm_node, scaled=True
+            )
         delete: Any = self.core.delete_namespaced_pod
         body = {"preconditions": {"uid": action.pod.uid}} if action.pod.uid else None
         try:
@@ -461,7 +475,86 @@ class NodeSetEffector(Effector):
             if exc.status in (404, 409):  # gone, or another pod of that name now
                 return EffectResult("noop", "pod is gone")
             raise
-        return EffectResult("ok", "drained and idle" if node is not None else "not in Slurm")
+        done = "drained and idle" if node is not None else "not in Slurm"
+        return EffectResult("ok", f"{done}; {settled}" if settled else done)
+
+    async def _keep_claims(self, action: KeepNodeSetPodClaims) -> EffectResult:
+        if not action.pod.uid:
+            return EffectResult("noop", "no pod uid")
+        settled = await self._settle_claims(
+            action.nodeset, action.pod, action.slurm_node, scaled=False
+        )
+        return EffectResult("ok" if "updated" in settled else "noop", settled or "no claims")
+
+    async def _settle_claims(
+        self, ref: NodeSetRef, pod: PodRef, slurm_node: str, *, scaled: bool
+    ) -> str:
+        """Make the owners of pod ``pod``'s PersistentVolumeClaims what NodeSet ``ref``'s
+        ``persistentVolumeClaimRetentionPolicy`` asks (:func:`claim_owners`; ``scaled``: the
+        pod is condemned by a scale-in). The claims are named by :func:`claims_for` (suffix:
+        the pod name, or in DaemonSet mode ``slurm_node``, the pod's hostname). Each claim is
+        read; one whose owners differ is merge-patched with its resourceVersion as
+        precondition (409 ⇒ raised, the action is retried). A missing claim is skipped, as
+        podcontrol.go ``UpdatePodPVCsForRetentionPolicy`` does. Returns a note (``""``: the
+        NodeSet is gone or has no claim templates).
+
+        Raises:
+            ApiException: a read or write failed other than 404.
+        """
+        obj = await read_slinky(
+            self.custom, "nodesets", "NodeSet", ref.namespace, ref.name, ref.uid
+        )
+        if isinstance(obj, EffectResult):
+            return ""
+        spec = obj.get("spec") or {}
+        daemon = spec.get("scalingMode") == "DaemonSet"
+        meta = obj.get("metadata") or {}
+        nodeset_uid = str(meta.get("uid") or ref.uid)
+        policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+        read: Any = self.core.read_namespaced_persistent_volume_claim
+        patch: Any = self.core.patch_namespaced_persistent_volume_claim
+        updated, kept = [], []
+        for _, wanted in claims_for(obj, daemon, slurm_node if daemon else pod.name):
+            cname = wanted["metadata"]["name"]
+            try:
+                claim = msgspec.json.decode(
+                    await read_raw(read(cname, ref.namespace, _preload_content=False))
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            cmeta = claim.get("metadata") or {}
+            refs = list(cmeta.get("ownerReferences") or [])
+            owners = claim_owners(
+                refs,
+                when_deleted=str(policy.get("whenDeleted") or ""),
+                when_scaled=str(policy.get("whenScaled") or ""),
+                nodeset=(ref.name, nodeset_uid),
+                pod=(pod.name, pod.uid),
+                scaled=scaled,
+            )
+            if owners == refs:
+                kept.append(cname)
+                continue
+            body = {
+                "metadata": {
+                    "resourceVersion": cmeta.get("resourceVersion", ""),
+                    "ownerReferences": owners,
+                }
+            }
+            try:
+                await read_raw(
+                    patch(cname, ref.namespace, body, _content_type=MERGE, _preload_content=False)
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            updated.append(cname)
+        parts = [f"claims updated: {', '.join(updated)}"] if updated else []
+        parts += [f"claims as wanted: {', '.join(kept)}"] if kept else []
+        return "; ".join(parts)
 
     async def _reservation(self, action: EnsureSlurmReservation) -> EffectResult:
         """Create or update the ScheduledUpdate reservation (slurm-operator slurmcontrol.go
@@ -876,7 +969,7 @@ def claims_for(
     ``persistentVolumeClaimRetentionPolicy.whenDeleted: Delete`` the NodeSet is the claim's
     controller owner, so Kubernetes' garbage collector deletes the claim with the NodeSet
     (podcontrol.go ``updateClaimOwnerRefForSetAndPod``, as a StatefulSet's claims).
-    ``whenScaled: Delete`` (the pod owning the claim once condemned) is not applied."""
+    ``whenScaled: Delete`` is applied when a pod is condemned (:func:`claim_owners`)."""
     meta = nodeset.get("metadata") or {}
     spec = nodeset.get("spec") or {}
     name = str(meta.get("name") or "")
@@ -914,3 +1007,89 @@ def claims_for(
         }
         out.append((tname, claim))
     return out
+
+
+#: Retention policy value that deletes claims (apps/v1
+#: ``DeletePersistentVolumeClaimRetentionPolicyType``); anything else keeps them ("Retain",
+#: and an unknown value, which Kubernetes logs and treats as Retain).
+RETENTION_DELETE: Final = "Delete"
+
+
+def _owner_ref(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+    # metav1.NewControllerRef, as Kubernetes' addControllerRef makes it.
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def claim_owners(
+    refs: list[dict[str, Any]],
+    *,
+    when_deleted: str,
+    when_scaled: str,
+    nodeset: tuple[str, str],
+    pod: tuple[str, str],
+    scaled: bool,
+) -> list[dict[str, Any]]:
+    """The ``ownerReferences`` a NodeSet pod's PersistentVolumeClaim should have, given its
+    current ``refs`` (decoded JSON), the NodeSet's ``persistentVolumeClaimRetentionPolicy``
+    (``when_deleted`` / ``when_scaled``: ``"Delete"``, else Retain), the NodeSet and pod as
+    ``(name, uid)``, and whether the pod is condemned by a scale-in (``scaled``). Returns
+    ``refs`` itself when nothing needs to change (callers compare to skip the write).
+
+    Rules of Kubernetes pkg/controller/statefulset/stateful_set_utils.go
+    ``claimOwnerMatchesSetAndPod`` / ``updateClaimOwnerRefForSetAndPod`` (used by
+    stateful_pod_control.go ``ClaimsMatchRetentionPolicy`` /
+    ``UpdatePodClaimForRetentionPolicy``), as slurm-operator 1.x podcontrol.go
+    ``isClaimOwnerUpToDate`` / ``updateClaimOwnerRefForSetAndPod`` copies them for NodeSets:
+
+    * a reference naming the NodeSet or the pod with another uid (a stale one: an earlier
+      object of that name) ⇒ the claim is left alone;
+    * another object is the claim's controller (and the policy is not Retain/Retain) ⇒ the
+      NodeSet's and pod's references are removed and none added;
+    * else the NodeSet's and pod's references are replaced by controller references:
+      ``whenScaled: Delete`` and condemned ⇒ the pod (the garbage collector deletes the
+      claim with it); otherwise ``whenDeleted: Delete`` ⇒ the NodeSet; otherwise none.
+      A kept pod therefore never owns its claims (a reversed scale-in takes it off).
+
+    Unlike 1.x, which takes the ``pod-cordon`` annotation as "scaled down", ``scaled`` is
+    the reconciler's scale-in condemnation, as Kubernetes' ``isCondemned``.
+    """
+    set_name, set_uid = nodeset
+    pod_name, pod_uid = pod
+
+    def is_set(r: dict[str, Any]) -> bool:
+        return (
+            r.get("kind") == "NodeSet"
+            and str(r.get("apiVersion") or "").split("/")[0] == NODESET_API[0]
+            and r.get("name") == set_name
+        )
+
+    def is_pod(r: dict[str, Any]) -> bool:
+        return r.get("kind") == "Pod" and r.get("apiVersion") == "v1" and r.get("name") == pod_name
+
+    if any(
+        (is_set(r) and r.get("uid") != set_uid) or (is_pod(r) and r.get("uid") != pod_uid)
+        for r in refs
+    ):
+        return refs
+    others = [r for r in refs if not is_set(r) and not is_pod(r)]
+    retain_all = RETENTION_DELETE not in (when_deleted, when_scaled)
+    if not retain_all and any(r.get("controller") for r in others):
+        return others if len(others) != len(refs) else refs
+    ours: list[dict[str, Any]] = []
+    if when_scaled == RETENTION_DELETE and scaled:
+        ours.append(_owner_ref("v1", "Pod", pod_name, pod_uid))
+    elif when_deleted == RETENTION_DELETE:
+        ours.append(_owner_ref("/".join(NODESET_API), "NodeSet", set_name, set_uid))
+    mine = [r for r in refs if is_set(r) or is_pod(r)]
+    if [(r.get("uid"), bool(r.get("controller"))) for r in mine] == [
+        (r["uid"], True) for r in ours
+    ]:
+        return refs
+    return others + ours

@@ -28,6 +28,7 @@ from schemas.actions import (
     DeleteNodeSetPod,
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
+    KeepNodeSetPodClaims,
     MarkPods,
     NodeSetRef,
     PodRef,
@@ -391,6 +392,163 @@ async def test_delete_pod_of_a_replaced_pod_is_a_noop(scaled: Scaled) -> None:
     new = pod_or_none(scaled.kube, "dl-e")
     assert new is not None
     assert new["metadata"]["labels"] == {"app": "new"}
+
+
+def claim_owners_of(sim: KubeSim, name: str) -> list[tuple[str, str, bool]]:
+    """The claim's ownerReferences as (kind, uid, controller). The simulator has no garbage
+    collector: what the collector would do follows from these."""
+    meta = sim.get("persistentvolumeclaims", name, NS)["metadata"]
+    return [
+        (o["kind"], o["uid"], bool(o.get("controller"))) for o in meta.get("ownerReferences") or []
+    ]
+
+
+async def claimed_pods(
+    scaled: Scaled, name: str, policy: dict[str, str], n: int = 2, **spec: Any
+) -> tuple[NodeSetRef, list[dict[str, Any]]]:
+    ns = add_nodeset(
+        scaled.kube,
+        name,
+        n,
+        volumeClaimTemplates=[CLAIM_TEMPLATE],
+        persistentVolumeClaimRetentionPolicy=policy,
+        **spec,
+    )
+    pods = []
+    for o in range(n):
+        action = CreateNodeSetPod(nodeset=ns, pod_name=f"{name}-{o}", ordinal=o)
+        assert (await scaled.effector.apply(action)).outcome == "ok"
+        pods.append(scaled.kube.get("pods", f"{name}-{o}", NS))
+    return ns, pods
+
+
+async def test_scale_in_with_when_scaled_delete_hands_the_claims_to_the_pod(
+    scaled: Scaled,
+) -> None:
+    """whenScaled: Delete (Kubernetes stateful_pod_control.go
+    UpdatePodClaimForRetentionPolicy; 1.x podcontrol.go updateClaimOwnerRefForSetAndPod):
+    just before a scale-in delete, the condemned pod becomes its claims' controller owner in
+    place of the NodeSet, so the garbage collector deletes them with it; the kept pod's claim
+    stays the NodeSet's."""
+    ns, pods = await claimed_pods(scaled, "sc-a", {"whenDeleted": "Delete", "whenScaled": "Delete"})
+    assert claim_owners_of(scaled.kube, "scratch-sc-a-1") == [("NodeSet", ns.uid, True)]
+    scaled.slurm.admin_drain("n1", SCALE_IN)
+    action = DeleteNodeSetPod(pod=ref(pods[1]), cluster=CLUSTER, slurm_node="n1", scaled_from=ns)
+    result = await scaled.effector.apply(action)
+    assert (result.outcome, result.detail) == (
+        "ok",
+        "drained and idle; claims updated: scratch-sc-a-1",
+    )
+    assert pod_or_none(scaled.kube, "sc-a-1") is None
+    owner = claim_owners_of(scaled.kube, "scratch-sc-a-1")
+    assert owner == [("Pod", pods[1]["metadata"]["uid"], True)]
+    assert claim_owners_of(scaled.kube, "scratch-sc-a-0") == [("NodeSet", ns.uid, True)]
+
+
+@pytest.mark.parametrize(
+    ("policy", "scale_in_delete"),
+    [
+        ({"whenDeleted": "Delete"}, True),  # whenScaled Retain (the default)
+        ({"whenDeleted": "Delete", "whenScaled": "Delete"}, False),  # an update's delete
+    ],
+)
+async def test_claims_stay_the_nodesets_unless_scaled_in_with_when_scaled_delete(
+    scaled: Scaled, policy: dict[str, str], scale_in_delete: bool
+) -> None:
+    ns, pods = await claimed_pods(scaled, "sc-b", policy)
+    scaled.slurm.admin_drain("n2", SCALE_IN)
+    action = DeleteNodeSetPod(
+        pod=ref(pods[1]),
+        cluster=CLUSTER,
+        slurm_node="n2",
+        scaled_from=ns if scale_in_delete else None,
+    )
+    result = await scaled.effector.apply(action)
+    assert result.outcome == "ok"
+    assert pod_or_none(scaled.kube, "sc-b-1") is None
+    assert claim_owners_of(scaled.kube, "scratch-sc-b-1") == [("NodeSet", ns.uid, True)]
+
+
+async def test_a_skipped_delete_leaves_the_claims_and_a_failed_write_keeps_the_pod(
+    scaled: Scaled,
+) -> None:
+    """The claims are handed over only once the node is drained and idle, and before the
+    delete: a claim write that fails (409: changed meanwhile) keeps the pod, to retry."""
+    ns, pods = await claimed_pods(scaled, "sc-c", {"whenScaled": "Delete"})
+    scaled.slurm.allocate("n3", 1)
+    scaled.slurm.admin_drain("n3", SCALE_IN)
+    action = DeleteNodeSetPod(pod=ref(pods[1]), cluster=CLUSTER, slurm_node="n3", scaled_from=ns)
+    assert (await scaled.effector.apply(action)).outcome == "skipped"
+    assert claim_owners_of(scaled.kube, "scratch-sc-c-1") == []
+    action = DeleteNodeSetPod(pod=ref(pods[0]), cluster=CLUSTER, slurm_node="n4", scaled_from=ns)
+    scaled.slurm.admin_drain("n4", SCALE_IN)
+    scaled.kube.fail_next(1, 409, verb="patch", resource="persistentvolumeclaims")
+    with pytest.raises(Transient):
+        await scaled.effector.apply(action)
+    assert pod_or_none(scaled.kube, "sc-c-0") is not None
+    assert claim_owners_of(scaled.kube, "scratch-sc-c-0") == []
+    assert (await scaled.effector.apply(action)).outcome == "ok"
+    assert claim_owners_of(scaled.kube, "scratch-sc-c-0") == [
+        ("Pod", pods[0]["metadata"]["uid"], True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policy", "owners"),
+    [
+        ({"whenScaled": "Delete"}, []),
+        ({"whenScaled": "Delete", "whenDeleted": "Delete"}, ["NodeSet"]),
+    ],
+)
+async def test_keep_claims_takes_a_reversed_pods_ownership_back(
+    scaled: Scaled, policy: dict[str, str], owners: list[str]
+) -> None:
+    """A reversed scale-in (the pod is kept): its claims never name the pod as owner
+    (updateClaimOwnerRefForSetAndPod with the pod not condemned); a second pass writes
+    nothing."""
+    ns, pods = await claimed_pods(scaled, "sc-d", policy, n=1)
+    pod = pods[0]
+    meta = pod["metadata"]
+    by_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    # As an interrupted scale-in left it.
+    scaled.kube.patch_merge(
+        "persistentvolumeclaims", "scratch-sc-d-0", {"metadata": {"ownerReferences": [by_pod]}}, NS
+    )
+    action = KeepNodeSetPodClaims(nodeset=ns, pod=ref(pod), slurm_node="sc-d-0")
+    result = await scaled.effector.apply(action)
+    assert (result.outcome, result.detail) == ("ok", "claims updated: scratch-sc-d-0")
+    assert [kind for kind, _, _ in claim_owners_of(scaled.kube, "scratch-sc-d-0")] == owners
+    again = await scaled.effector.apply(action)
+    assert (again.outcome, again.detail) == ("noop", "claims as wanted: scratch-sc-d-0")
+    # A gone NodeSet: nothing to settle.
+    scaled.kube.delete("nodesets", "sc-d", NS)
+    assert (await scaled.effector.apply(action)).outcome == "noop"
+
+
+async def test_daemonset_scale_in_names_the_claims_after_the_hostname(scaled: Scaled) -> None:
+    ns = add_nodeset(
+        scaled.kube,
+        "sc-e",
+        scalingMode="DaemonSet",
+        volumeClaimTemplates=[CLAIM_TEMPLATE],
+        persistentVolumeClaimRetentionPolicy={"whenScaled": "Delete"},
+    )
+    create = CreateNodeSetPod(nodeset=ns, pod_name="", ordinal=-1, node="n1.lab", hostname="n1")
+    assert (await scaled.effector.apply(create)).outcome == "ok"
+    (pod,) = [p for p in scaled.kube.list("pods", NS) if p["metadata"]["name"].startswith("sc-e-")]
+    scaled.slurm.admin_drain("n1", SCALE_IN)
+    action = DeleteNodeSetPod(pod=ref(pod), cluster=CLUSTER, slurm_node="n1", scaled_from=ns)
+    assert (await scaled.effector.apply(action)).outcome == "ok"
+    assert claim_owners_of(scaled.kube, "scratch-sc-e-n1") == [
+        ("Pod", pod["metadata"]["uid"], True)
+    ]
 
 
 async def test_delete_pod_for_a_cluster_without_a_client_is_retried(

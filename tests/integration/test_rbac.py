@@ -101,6 +101,16 @@ NOT_EXERCISED: dict[tuple[str, Grant], str] = {
     ("nodeset", ("", "persistentvolumeclaims", "create")): "a NodeSet's volumeClaimTemplates "
     "make its pods' claims; the story's NodeSets have none (tests/integration/"
     "test_effector_nodesets.py drives it)",
+    **{
+        ("nodeset", grant): "a scale-in under persistentVolumeClaimRetentionPolicy hands the "
+        "claims to the condemned pod (blockOwnerDeletion); the story's NodeSets have no "
+        "claims (tests/integration/test_effector_nodesets.py drives it)"
+        for grant in (
+            ("", "persistentvolumeclaims", "get"),
+            ("", "persistentvolumeclaims", "patch"),
+            ("", "pods/finalizers", "update"),
+        )
+    },
     ("nodeset", ("", "pods", "list")): "a DaemonSet-mode NodeSet's pod creation lists the "
     "pods of that hostname first; the story's NodeSets are StatefulSet mode (tests/"
     "integration/test_nodesets_e2e.py test_daemonset_mode_follows_node_labels drives it)",

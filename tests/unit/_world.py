@@ -47,6 +47,7 @@ from schemas.actions import (
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
     EnsureSlurmReservation,
+    KeepNodeSetPodClaims,
     MarkPods,
     PodRef,
     PruneSlurmNodeRecord,
@@ -524,6 +525,10 @@ class World:
             self._put(_replace(ns, annotations=annotations))
         return self._drop(pod)
 
+    def keep_node_set_pod_claims(self, a: KeepNodeSetPodClaims) -> bool:
+        # PersistentVolumeClaims are not modelled (no reconciler observes them): no change.
+        return False
+
     def ensure_node_set_pdb(self, a: EnsureNodeSetPDB) -> bool:
         key = a.nodeset.key
         if key in self.pdbs:
@@ -699,6 +704,7 @@ class World:
         SetSlurmNodeConditions: set_slurm_node_conditions,
         CreateNodeSetPod: create_node_set_pod,
         DeleteNodeSetPod: delete_node_set_pod,
+        KeepNodeSetPodClaims: keep_node_set_pod_claims,
         DeleteFailedNodeSetPod: delete_failed_node_set_pod,
         EnsureNodeSetPDB: ensure_node_set_pdb,
         EnsureNodeSetRevision: ensure_node_set_revision,

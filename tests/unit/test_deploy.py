@@ -479,6 +479,8 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("", "pods", "delete"): r"delete_namespaced_pod\b",
     ("", "pods/binding", "create"): r"create_namespaced_pod_binding\b",
     ("", "persistentvolumeclaims", "create"): r"create_namespaced_persistent_volume_claim\b",
+    ("", "persistentvolumeclaims", "get"): r"read_namespaced_persistent_volume_claim\b",
+    ("", "persistentvolumeclaims", "patch"): r"patch_namespaced_persistent_volume_claim\b",
     ("", "pods/status", "patch"): r"patch_namespaced_pod_status\b",
     ("slinky.slurm.net", "nodesets", "get"): r"get_namespaced_custom_object\(",
     ("slinky.slurm.net", "nodesets", "patch"): r"patch_namespaced_custom_object\b(?!_)",
