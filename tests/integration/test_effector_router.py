@@ -37,6 +37,7 @@ from schemas.actions import (
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
     EnsureSlurmReservation,
+    KeepNodeSetPodClaims,
     MarkPods,
     NodeSetRef,
     PodRef,
@@ -236,6 +237,10 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
         "noop",
     ),
     "SetPodAnnotation": (SetPodAnnotation(pod=GONE_POD, annotation="a", value="v"), "noop"),
+    "KeepNodeSetPodClaims": (
+        KeepNodeSetPodClaims(nodeset=GONE_SET, pod=GONE_POD, slurm_node="rt-gone"),
+        "noop",
+    ),
 }
 
 #: The side each action type needs: what the Router says when that side is missing.
@@ -293,6 +298,7 @@ NEEDS: dict[str, str] = {
             "SetSlurmNodeConditions",
             "EnsureNodeSetRevision",
             "SetPodAnnotation",
+            "KeepNodeSetPodClaims",
             "EnsureSlurmReservation",
             "DeleteSlurmReservation",
         ],
