@@ -566,17 +566,16 @@ class NodeSetEffector(Effector):
             raise no_client(action.cluster)
         current = await c.get_reservation(action.name)
         users = ("root",)  # 1.x reserves for its SlurmUser (common.SlurmUser)
+        whole = ReservationDesc(
+            name=action.name,
+            nodes=action.nodes,
+            start_time=action.start_time,
+            duration_minutes=action.duration_minutes,
+            flags=action.flags,
+            users=users,
+        )
         if current is None:
-            await c.put_reservation(
-                ReservationDesc(
-                    name=action.name,
-                    nodes=action.nodes,
-                    start_time=action.start_time,
-                    duration_minutes=action.duration_minutes,
-                    flags=action.flags,
-                    users=users,
-                )
-            )
+            await c.put_reservation(whole)
             did = "created"
         elif current.active(time.time()):
             if set(current.nodes) == set(action.nodes):
@@ -587,16 +586,7 @@ class NodeSetEffector(Effector):
                 )
                 did = "active: node list updated"
         else:
-            await c.put_reservation(
-                ReservationDesc(
-                    name=action.name,
-                    nodes=action.nodes,
-                    start_time=action.start_time,
-                    duration_minutes=action.duration_minutes,
-                    flags=action.flags,
-                    users=users,
-                )
-            )
+            await c.put_reservation(whole)
             did = "updated"
         ann = wellknown.ANNOTATION_NODESET_RESERVATION
         body = {"metadata": {"annotations": {ann: action.stamp}}}
