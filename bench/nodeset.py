@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import emit, machine, percentile, start_slurmbridge, until
 from schemas import wellknown
 from slurmbridge.devtools.sim.kube import Change
-from slurmbridge.devtools.testing import Simulators
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Simulators
 from slurmbridge.runtime.natsserver import NatsServer
 from slurmbridge.slurm.models import NodeUpdate
 
@@ -162,7 +162,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "metadata": {"name": "bench", "namespace": NS},
                 "spec": {
                     "replicas": 0,
-                    "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd"}]}},
+                    # The simulated nodes are Slurm's too (managed-node NoExecute taint): a
+                    # slurmd pod tolerates it, as Slinky's hybrid example gives it, or the
+                    # kubelet refuses it once the taint lands.
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "slurmd", "image": "slurmd"}],
+                            "tolerations": [MANAGED_NODE_TOLERATION],
+                        }
+                    },
                 },
             }
         )
