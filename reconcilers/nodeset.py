@@ -991,15 +991,13 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             for p in pods
             if p.node_name and (k := store.get(KubeNode, p.node_name, KUBE_SOURCE)) is not None
         }
-    # O(jobs of the cluster): no index maps a node to its jobs (a job's nodes are a tuple).
+    # Only RUNNING jobs end a deadline: read them through the projection's index on
+    # ``base_state`` (bounded by the nodes), not every job of the cluster — pending jobs can be
+    # 100,000 (bench/scale.py) and this runs on every NodeSet reconcile.
     names = {_daemon.slurm_name(p): p.name for p in pods}
+    running = (j for j in store.by_field(SlurmJob, "base_state", "RUNNING") if j.source == source)
     deadlines = (
-        {
-            names[n]: end
-            for n, end in node_deadlines(store.values(SlurmJob, source), set(names)).items()
-        }
-        if pods
-        else {}
+        {names[n]: end for n, end in node_deadlines(running, set(names)).items()} if pods else {}
     )
     records: tuple[SlurmNode, ...] = ()
     record_pods: set[str] = set()

@@ -24,7 +24,7 @@ from slurmbridge.effectors.common import NODE_ALREADY_EXISTS, Effector, no_clien
 from slurmbridge.runtime.outcomes import EffectResult
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
-from slurmbridge.slurm.models import NodeUpdate
+from slurmbridge.slurm.models import Node, NodeUpdate
 
 _Effect = Callable[["SlurmEffector", Any], Awaitable[EffectResult]]
 
@@ -70,11 +70,21 @@ class SlurmEffector(Effector):
         except KeyError:
             raise no_client(cluster) from None
 
+    async def _read(self, cluster: str, name: str, operation: str) -> tuple[SlurmClient, Node]:
+        """The cluster's client, once it can do ``operation`` (checked before any request:
+        an old REST version fails here, not halfway), and the node as Slurm holds it now.
+
+        Raises:
+            Unsupported: the negotiated API version lacks ``operation``.
+            NotFound: Slurm has no such node (``_gone_is_noop`` makes that a noop).
+        """
+        c = self._client(cluster)
+        c.require(operation)
+        return c, await c.get_node(name)
+
     @_gone_is_noop
     async def _drain(self, action: DrainSlurmNode) -> EffectResult:
-        c = self._client(action.cluster)
-        c.require("update_node")  # v0.0.38 cannot: fail before any request
-        node = await c.get_node(action.node)
+        c, node = await self._read(action.cluster, action.node, "update_node")
         if "DRAIN" in node.state:
             return EffectResult("noop", f"already DRAIN (reason {node.reason!r})")
         await c.drain(action.node, action.reason)
@@ -82,9 +92,7 @@ class SlurmEffector(Effector):
 
     @_gone_is_noop
     async def _undrain(self, action: UndrainSlurmNode) -> EffectResult:
-        c = self._client(action.cluster)
-        c.require("update_node")
-        node = await c.get_node(action.node)
+        c, node = await self._read(action.cluster, action.node, "update_node")
         if "DRAIN" not in node.state:
             return EffectResult("noop", "not drained")
         if node.reason and not node.reason.startswith(action.owned_prefixes):
@@ -108,9 +116,7 @@ class SlurmEffector(Effector):
 
     @_gone_is_noop
     async def _delete(self, action: DeleteSlurmNode) -> EffectResult:
-        c = self._client(action.cluster)
-        c.require("delete_node")
-        node = await c.get_node(action.node)
+        c, node = await self._read(action.cluster, action.node, "delete_node")
         if not node.drained:
             return EffectResult("skipped", f"not drained and idle ({'+'.join(node.state)})")
         if not node.reason.startswith(action.owned_prefixes):
@@ -120,9 +126,7 @@ class SlurmEffector(Effector):
 
     @_gone_is_noop
     async def _features(self, action: UpdateSlurmNodeFeatures) -> EffectResult:
-        c = self._client(action.cluster)
-        c.require("update_node")
-        node = await c.get_node(action.node)
+        c, node = await self._read(action.cluster, action.node, "update_node")
         if sorted(node.features) == sorted(action.features):
             return EffectResult("noop", "features already set")
         await c.update_node(action.node, NodeUpdate(features=action.features))
@@ -130,9 +134,7 @@ class SlurmEffector(Effector):
 
     @_gone_is_noop
     async def _topology(self, action: UpdateSlurmNodeTopology) -> EffectResult:
-        c = self._client(action.cluster)
-        c.require("update_node")
-        node = await c.get_node(action.node)
+        c, node = await self._read(action.cluster, action.node, "update_node")
         if node.topology is None:
             # v0.0.42 would answer 200 and ignore topology_str (with a warning).
             raise slurm_errors.Unsupported(c.api_version or "", "update_node topology")
@@ -146,9 +148,7 @@ class SlurmEffector(Effector):
         """The comment first; then IDLE after a move to another Kubernetes node, as
         slurmcontrol.go ``UpdateNodeWithPodInfo`` — only from DOWN or IDLE (slurmctld refuses
         IDLE from a busy state) and never over an administrator's drain (IDLE clears DRAIN)."""
-        c = self._client(action.cluster)
-        c.require("update_node")
-        node = await c.get_node(action.node)
+        c, node = await self._read(action.cluster, action.node, "update_node")
         old = podinfo.parse(node.comment) or podinfo.PodInfo()
         if old == action.info:
             return EffectResult("noop", "comment already holds the PodInfo")
@@ -167,9 +167,7 @@ class SlurmEffector(Effector):
     async def _owned_features(self, action: SetSlurmNodeOwnedFeatures) -> EffectResult:
         """Recomputed from the node as it is now (slurmcontrol.go ``UpdateNodeFeatures``):
         features others changed since the decision are kept."""
-        c = self._client(action.cluster)
-        c.require("update_node")
-        node = await c.get_node(action.node)
+        c, node = await self._read(action.cluster, action.node, "update_node")
         kept = [f for f in node.features if not f.startswith(action.prefix)]
         new = tuple(sorted({*kept, *action.features}))
         if set(new) == set(node.features):
@@ -180,9 +178,7 @@ class SlurmEffector(Effector):
     @_gone_is_noop
     async def _prune(self, action: PruneSlurmNodeRecord) -> EffectResult:
         """Delete only what the action names, as Slurm holds it now (fail closed)."""
-        c = self._client(action.cluster)
-        c.require("delete_node")
-        node = await c.get_node(action.node)
+        c, node = await self._read(action.cluster, action.node, "delete_node")
         info = podinfo.parse(node.comment)
         ref = action.nodeset
         if (
