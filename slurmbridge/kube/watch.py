@@ -426,7 +426,11 @@ class Watcher(Generic[E]):
                     seen.add(ev.key)
                     prev = self.last.get(ev.key)
                     if self._republish or prev is None or not same_content(prev, ev):
-                        batch.append((ev, self._msg_id(ev)))
+                        # The list's resourceVersion in the id: a state stored before under
+                        # its own id (uid:rv) may since have been overtaken in the log by an
+                        # older one (another producer's late publish), and must be stored
+                        # again now; two producers listing the same snapshot still dedupe.
+                        batch.append((ev, f"{self._msg_id(ev)}@{list_rv}"))
                 del items
             if batch:
                 await self._publish(batch)

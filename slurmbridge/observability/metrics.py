@@ -33,6 +33,11 @@ CONSUMER_PENDING = Gauge(
 PROJECTION_MALFORMED = Counter(
     "slurmbridge_projection_malformed_total", "Malformed observations skipped by the projection"
 )
+PROJECTION_STALE = Counter(
+    "slurmbridge_projection_stale_total",
+    "Kubernetes observations not applied: an older resourceVersion than the one held",
+    ["kind"],
+)
 PROJECTION_REBUILD_SECONDS = Gauge(
     "slurmbridge_projection_rebuild_seconds", "Seconds the start-up rebuild from the log took"
 )

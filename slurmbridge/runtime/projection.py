@@ -17,6 +17,16 @@ values, finalizers, owner references, states …) are stored once. The ``by_labe
 ``by_field`` indexes hold one ``(source, key)`` tuple per object, shared by every index of its
 kind (:attr:`Entry.ref`), and a value with a single object maps to that tuple directly instead
 of a one-element set (most ``by_field`` values, e.g. pod names, are unique).
+
+Order (issue 21, found by the chaos test): the log's order is not the objects' order when two
+producers publish the same Kubernetes object (a standby taking over the watchers, a process
+restarted while its last publishes are still in flight): a late publish of an older state can
+land after a newer one, whose own later copy is then dropped as a duplicate. A Kubernetes
+observation (source ``k8s``) whose ``resourceVersion`` is lower than the one held for its key
+(live or tombstone) is therefore not applied: kube-apiserver's resourceVersions are its etcd
+store's revisions, decimal integers that only grow across all objects (apiserver
+``storage/etcd3``; Kubernetes 1.35 documents comparing them, KEP-5504). Versions that are not
+decimal are never compared.
 """
 
 from __future__ import annotations
@@ -69,6 +79,10 @@ class Projection:
     def __init__(self) -> None:
         self._objs: dict[str, dict[str, dict[str, Entry]]] = {}
         self._tomb_seq: dict[tuple[str, str, str], int] = {}
+        #: The highest resourceVersion applied per Kubernetes object, tombstones included.
+        self._kube_rv: dict[tuple[str, str, str], int] = {}
+        #: Kubernetes observations not applied for being older than the one held.
+        self.stale = 0
         self._label_index: dict[tuple[str, str], dict[str, Members]] = {}
         self._canon = Canonicalizer()
         self.applied_seq = 0
@@ -161,6 +175,15 @@ class Projection:
     def apply(self, event: Event, seq: int) -> None:
         """Apply one observation carried at stream sequence ``seq``."""
         tag = events.kind_of(event)
+        if event.source == subjects.KUBE_SOURCE and event.version.isdecimal():
+            ident = (tag, event.source, event.key)
+            rv = int(event.version)
+            if rv < self._kube_rv.get(ident, 0):
+                self.stale += 1
+                metrics.PROJECTION_STALE.labels(tag).inc()
+                self._advance(seq)
+                return
+            self._kube_rv[ident] = rv
         objs = self._objs.setdefault(tag, {}).setdefault(event.source, {})
         old = objs.get(event.key)
         if event.op == "deleted":

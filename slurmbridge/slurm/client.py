@@ -22,10 +22,11 @@ Non-obvious choices:
   path is not served by this version, which is :class:`Unsupported`, never :class:`NotFound`
   (a missing URL must not look like a deleted node).
 * **Conditional polls.** ``update_time`` is sent where the version offers it; 304 ⇒ ``None``.
-  Slurm compares whole seconds (``last_node_update <= update_time`` ⇒ 304), so passing back
-  the ``last_update`` of an answer built in the same second as that change would hide a
-  second change in that very second. The listings therefore return, as ``last_update``, a
-  watermark that is safe to pass back: Slurm's value when it lies at least one second (plus
+  Slurm compares whole seconds (``update_time - 1 >= last change`` ⇒ 304; measured on
+  26.05.5, where a change in the second of ``update_time`` is still listed and a listing's
+  ``last_update`` is the time it was made). Clocks differ and releases have differed, so
+  the listings return, as ``last_update``, a watermark that is safe to pass back whatever the
+  server's comparison: Slurm's value when it lies at least one second (plus
   ``clock_skew``) before the request was sent, else the request time minus that margin (also
   the only value on v0.0.38, which reports none); the raw value is ``server_last_update``.
   The cost is one or two extra full answers after each change; the gain is that no change is

@@ -34,6 +34,7 @@ import pytest
 from reconcilers import nodeset, placement
 from schemas import streams, wellknown
 from schemas.actions import BindPod, DrainSlurmNode, SubmitSlurmJob
+from schemas.events import SlurmNode
 from slurmbridge.app import App
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
@@ -323,10 +324,21 @@ async def test_chaos_keeps_every_invariant() -> None:
                 if p["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == "cs"
             ]
             slurm = {n: stack.slurm.node(n).state for n in stack.slurm.nodes if n.startswith("cs-")}
+            seen = {
+                n.key: (n.state, n.reason, n.producer, n.version)
+                for n in app.projection.values(SlurmNode)
+                if n.key.startswith("cs-")
+            }
+            records = [
+                (r.outcome, type(r.action).__name__, r.reason or r.error)
+                for r in await stack.action_records()
+                if r.key == f"{NS}/cs"
+            ][-8:]
             raise AssertionError(
                 f"NodeSet cs: {nodeset_pods()} pods for {replicas} replicas\n"
                 f"decide: {decision.reason} {decision.actions} "
                 f"requeue={decision.requeue_after}\npods: {pods}\nSlurm: {slurm}\n"
+                f"projection: {seen}\nlast records: {records}\n"
                 f"workers: { {n: (w.caught_up, w.idle) for n, w in app.workers.items()} }"
             ) from None
 
@@ -378,7 +390,8 @@ async def test_chaos_keeps_every_invariant() -> None:
             f"{dict(faults)} slurmrestd {dict(stack.slurm.chaos_injected)} "
             f"kube {sum(stack.kube.chaos_injected.values())}; {len(groups)} groups, "
             f"{sum(checker.cordon_episodes.values())} cordons; {obs} observations, "
-            f"{len(records)} action records ({len(ok)} ok); duplicate submissions cancelled "
+            f"{len(records)} action records ({len(ok)} ok); stale observations not applied "
+            f"{stack.app.projection.stale}; duplicate submissions cancelled "
             f"{duplicates}; violations {len(violations)}"
         )
         assert not violations, "\n".join(violations)

@@ -34,7 +34,11 @@ Deliberate fidelity, where real slurmrestd and its OpenAPI document disagree:
 * v0.0.42+ answers ``GET node/{unknown}`` with HTTP 200, an ``errors`` entry whose
   ``error_number`` is 0, and no ``nodes`` (SlinkyProject/slurm-operator#79).
 * ``GET nodes?update_time=T`` and ``GET partitions?update_time=T`` answer 304 when nothing
-  changed after ``T``; ``GET jobs?update_time=T`` answers 304 only on v0.0.38 — the data_parser
+  changed in second ``T`` or after (slurmctld compares ``T - 1 >= last change``, so a change
+  in the same second as the previous listing is still listed), and a listing's
+  ``last_update`` is the time of the listing, not of the last change (both measured on
+  26.05.5: a drain in the second of ``T`` is listed, and ``last_update`` is "now");
+  ``GET jobs?update_time=T`` answers 304 only on v0.0.38 — the data_parser
   versions answer HTTP 200, ``"jobs": []``, ``last_update`` 0 and a warning "No job changes
   since update_time[T]=…" (24.11.5 and 26.05.5). In every released slurmrestd (22.05 …
   26.05.3) a conditional node listing fails with error -1 when nodes changed but partitions
@@ -1759,9 +1763,9 @@ class SlurmSim(JobsMixin, ReservationsMixin):
                 request,
             )
         self.reservation_tick()
-        if since is not None and self.nodes_changed_at <= since:
+        if since is not None and self.nodes_changed_at < since:
             return web.Response(status=304)
-        if since is not None and self.update_time_quirk and self.parts_changed_at <= since:
+        if since is not None and self.update_time_quirk and self.parts_changed_at < since:
             # the status follows the release's rule for Slurm errors (_fail_status)
             return self._error(
                 v,
@@ -1778,7 +1782,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
         nodes = [self._render_node(v, n, index.get(n.name, [])) for n in self.nodes.values()]
         payload: Json = {"nodes": nodes}
         if v != "v0.0.38":
-            payload["last_update"] = _nv(self.nodes_changed_at)
+            payload["last_update"] = _nv(self._now())
         return self._ok(v, request, payload)
 
     async def _get_node(self, request: web.Request) -> web.Response:
@@ -1794,7 +1798,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
             )
         payload: Json = {"nodes": [self._render_node(v, n)]}
         if v != "v0.0.38":
-            payload["last_update"] = _nv(self.nodes_changed_at)
+            payload["last_update"] = _nv(self._now())
         return self._ok(v, request, payload)
 
     async def _post_node(self, request: web.Request) -> web.Response:
@@ -1950,7 +1954,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
         v = self._request_version(request)
         self._purge()
         since = self._update_time(request)
-        if since is not None and self.jobs_changed_at <= since:
+        if since is not None and self.jobs_changed_at < since:
             if v == "v0.0.38":
                 return web.Response(status=304)
             return self._quiet_jobs(v, request, since)
@@ -2006,7 +2010,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
     def _job_info(self, v: str, payload: Json) -> Json:
         """``openapi_job_info_resp`` requires ``last_update`` and ``last_backfill`` (v0.0.41+)."""
         if v != "v0.0.38":
-            payload["last_update"] = _nv(self.jobs_changed_at)
+            payload["last_update"] = _nv(self._now())
             payload["last_backfill"] = _nv(self.jobs_changed_at)
         return payload
 
@@ -2126,19 +2130,19 @@ class SlurmSim(JobsMixin, ReservationsMixin):
     async def _partitions(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
         since = self._update_time(request)
-        if since is not None and since >= self.parts_changed_at:
+        if since is not None and self.parts_changed_at < since:
             return web.Response(status=304)
         parts = [self._render_partition(v, p) for p in self.partitions.values()]
         payload: Json = {"partitions": parts}
         if v != "v0.0.38":
-            payload["last_update"] = _nv(self.parts_changed_at)
+            payload["last_update"] = _nv(self._now())
         return self._ok(v, request, payload)
 
     async def _get_partition(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
         name = request.match_info["partition_name"]
         since = self._update_time(request)
-        if since is not None and since >= self.parts_changed_at:
+        if since is not None and self.parts_changed_at < since:
             return web.Response(status=304)
         part = next((p for p in self.partitions.values() if p.name.lower() == name.lower()), None)
         if part is None:
@@ -2155,7 +2159,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
             )
         payload: Json = {"partitions": [self._render_partition(v, part)]}
         if v != "v0.0.38":
-            payload["last_update"] = _nv(self.parts_changed_at)
+            payload["last_update"] = _nv(self._now())
         return self._ok(v, request, payload)
 
 
