@@ -132,8 +132,28 @@ each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
     but whose node carries its pending-termination drain (a reversed scale-in) gets
     :class:`KeepNodeSetPodClaims`: its claims are owned as a kept pod's — never by the pod.
 
-Not yet: ``partition`` (slurm.conf generation in 1.x: slurmbridge writes no slurm.conf);
-in DaemonSet mode the failed-pod back-off (rule 5), the removal of duplicate pods on one
+19. **Partition** (:func:`partition_actions`; ``spec.partition``, which 1.x renders into
+    slurm.conf as ``PartitionName=<nodeset> Nodes=<nodeset> <config>``:
+    controller_config.go ``buildNodeSetConf``). slurmbridge writes no slurm.conf: with
+    ``enabled`` and a complete Slurm listing, partition ``<nodeset>`` is ensured through
+    slurmrestd (v0.0.45+, Slurm 26.05; older versions answer ``unsupported``) holding the
+    Slurm nodes of the live pods, with the ``config`` keys that have a REST field
+    (:mod:`schemas.partitionconf`); every other key, and every unreadable value, gets a
+    Warning Event ``PartitionConfigIgnored`` naming it. It is sent when it differs from the
+    NodeSet's ``nodeset.slurmbridge.dev/partition`` stamp or Slurm lists it with other nodes
+    (or not at all: made again). The stamp also marks the partition as slurmbridge's:
+    ``enabled`` false with a stamp ⇒ deleted; a partition of the name that Slurm lists while
+    the NodeSet has no stamp is someone else's: never changed nor deleted (Warning
+    ``PartitionNotOurs``, once per generation). The effector marks the stamp ``pending`` and
+    adds finalizer ``nodeset.slurmbridge.dev/slurm-objects`` before it sends the partition.
+
+20. **Finalizer** (:func:`finalize`). A NodeSet being deleted with a partition or
+    ScheduledUpdate reservation stamp gets :class:`DeleteSlurmPartition` /
+    :class:`DeleteSlurmReservation` (each effect removes its stamp and, with the last, the
+    finalizer); our finalizer without a stamp is released (:class:`ReleaseNodeSetFinalizer`).
+    Nothing else is decided for a NodeSet being deleted (its pods go with it).
+
+Not yet: in DaemonSet mode the failed-pod back-off (rule 5), the removal of duplicate pods on one
 node and the re-creation on a hostname-override change.
 """
 
@@ -156,21 +176,24 @@ from reconcilers.base import (
     kube_listed,
     slurm_listed,
 )
-from schemas import podinfo, wellknown
+from schemas import partitionconf, podinfo, wellknown
 from schemas.actions import (
     AnyAction,
     CreateNodeSetPod,
     DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
+    DeleteSlurmPartition,
     DeleteSlurmReservation,
     DrainSlurmNode,
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
+    EnsureSlurmPartition,
     EnsureSlurmReservation,
     KeepNodeSetPodClaims,
     NodeSetRef,
     PodRef,
     RecordEvent,
+    ReleaseNodeSetFinalizer,
     SetNodeSetStatus,
     SetPodAnnotation,
     SetPodLabel,
@@ -183,6 +206,7 @@ from schemas.events import (
     SlurmCluster,
     SlurmJob,
     SlurmNode,
+    SlurmPartition,
 )
 from schemas.subjects import KUBE_SOURCE, slurm_source
 
@@ -247,6 +271,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: Per Slurm node of these pods: when its running jobs end at the latest (epoch s; a
     #: node running nothing is absent) — :func:`node_deadlines` (rule 9).
     deadlines: dict[str, int] = {}
+    #: Rule 19: the cluster's Slurm partition named as the NodeSet (None: Slurm lists none).
+    partition: SlurmPartition | None = None
 
 
 def pod_name(nodeset: str, ordinal: int, padding: int) -> str:
@@ -464,11 +490,13 @@ def _selector(ns: KubeNodeSet) -> dict[str, str]:
 
 def decide(v: View | None) -> Decision:
     """Scale-out, drain-before-delete scale-in, reversal, protection, status (module doc)."""
-    if v is None or v.nodeset is None or v.nodeset.deleting:
+    if v is None or v.nodeset is None:
         return Decision(reason="no NodeSet (its pods go with it: owner references)")
     ns = v.nodeset
     if not v.served:
         return Decision(reason=f"Slurm cluster {ns.cluster_name!r} is not served here")
+    if ns.deleting:
+        return finalize(v, ns)
     if ns.scaling_mode not in (_daemon.STATEFULSET, _daemon.DAEMONSET):
         return Decision(reason=f"scalingMode {ns.scaling_mode} is unknown; left alone")
     daemon = ns.scaling_mode == _daemon.DAEMONSET
@@ -673,6 +701,10 @@ def decide(v: View | None) -> Decision:
     actions += reserving
     if reserve_note:
         update_note = f"{update_note}; {reserve_note}" if update_note else reserve_note
+    parting, part_note = partition_actions(v, ref, live)
+    actions += parting
+    if part_note:
+        update_note = f"{update_note}; {part_note}" if update_note else part_note
     if status != ns.status:
         old = ns.status
         if ns.revision_hash and (
@@ -944,6 +976,91 @@ def reservation_actions(
     return [ensure], f"ensuring reservation {name} on {len(nodes)} node(s)"
 
 
+def finalize(v: View, gone: KubeNodeSet) -> Decision:
+    """Rule 20: a NodeSet being deleted (it has finalizers: ours while a stamp is present)
+    first loses the Slurm partition and reservation slurmbridge made for it (their stamps),
+    each effect removing its stamp and, with the last one, the finalizer; a finalizer of
+    ours without a stamp (a crash between two writes) is released."""
+    ref = NodeSetRef(namespace=gone.namespace, name=gone.name, uid=gone.uid)
+    actions: list[AnyAction] = []
+    names: list[str] = []
+    if wellknown.ANNOTATION_NODESET_PARTITION in gone.annotations:
+        actions.append(DeleteSlurmPartition(nodeset=ref, cluster=v.cluster, name=gone.name))
+        names.append(f"partition {gone.name}")
+    if wellknown.ANNOTATION_NODESET_RESERVATION in gone.annotations:
+        name = reservation_name(gone)
+        actions.append(DeleteSlurmReservation(nodeset=ref, cluster=v.cluster, name=name))
+        names.append(f"reservation {name}")
+    if actions:
+        return Decision(
+            actions=tuple(actions),
+            reason=f"NodeSet is being deleted: deleting {' and '.join(names)}",
+        )
+    if wellknown.FINALIZER_NODESET_SLURM in gone.finalizers:
+        return Decision(
+            actions=(ReleaseNodeSetFinalizer(nodeset=ref),),
+            reason="NodeSet is being deleted: nothing of ours left in Slurm; finalizer released",
+        )
+    return Decision(reason="NodeSet is being deleted (its pods go with it: owner references)")
+
+
+def partition_actions(v: View, ref: NodeSetRef, live: list[KubePod]) -> tuple[list[AnyAction], str]:
+    """Rule 19: the NodeSet's partition to ensure or delete, and a note (``""`` none).
+
+    Ensured (``enabled``, complete Slurm listing) as partition ``<nodeset>`` on the Slurm
+    nodes (hostnames) of the live pods that Slurm lists, sorted, with the parsed ``config``
+    (:func:`schemas.partitionconf.parse`), when that differs from the stamp, or Slurm lists
+    the partition with other nodes or not at all; each ignored config word gets a Warning
+    Event with the ensure. A partition of that name that Slurm lists while the NodeSet has no
+    stamp is someone else's: left alone, with a Warning. Deleted when disabled and stamped.
+    """
+    ns = v.nodeset
+    assert ns is not None
+    stamped = ns.annotations.get(wellknown.ANNOTATION_NODESET_PARTITION)
+    if not ns.partition_enabled:
+        if stamped is not None:
+            return [DeleteSlurmPartition(nodeset=ref, cluster=v.cluster, name=ns.name)], (
+                f"deleting partition {ns.name}"
+            )
+        return [], ""
+    if not v.slurm_listed:
+        return [], f"partition {ns.name} waits for a complete Slurm listing"
+    if stamped is None and v.partition is not None:
+        why = (
+            f"Slurm partition {ns.name} exists and was not made by slurmbridge (no "
+            "nodeset.slurmbridge.dev/partition stamp); it is left alone"
+        )
+        # One Warning per generation of the spec, not one per reconcile of the NodeSet.
+        warn = _event(ns, "PartitionNotOurs", f"spec.partition: {why}", warning=True)
+        return [msgspec.structs.replace(warn, once=f"partition-not-ours.g{ns.generation}")], why
+    settings, problems = partitionconf.parse(ns.partition_config)
+    nodes = tuple(sorted(_daemon.slurm_name(p) for p in live if p.name in v.slurm))
+    stamp = " ".join([",".join(nodes), *(f"{k}={val}" for k, val in settings)])
+    in_slurm = v.partition is not None and set(v.partition.nodes) == set(nodes)
+    if stamp == stamped and in_slurm:
+        return [], ""
+    out: list[AnyAction] = [
+        EnsureSlurmPartition(
+            nodeset=ref,
+            cluster=v.cluster,
+            name=ns.name,
+            nodes=nodes,
+            settings=settings,
+            stamp=stamp,
+        )
+    ]
+    out += [
+        _event(
+            ns,
+            "PartitionConfigIgnored",
+            f"spec.partition.config: {word} {why}; partition {ns.name} is made without it",
+            warning=True,
+        )
+        for word, why in problems
+    ]
+    return out, f"ensuring partition {ns.name} on {len(nodes)} node(s)"
+
+
 def deadline_actions(live: list[KubePod], deadlines: dict[str, int]) -> list[AnyAction]:
     """Keep each live pod's ``pod-deadline`` annotation equal to its Slurm node's job
     deadline, removed when it runs nothing (rule 9)."""
@@ -1042,6 +1159,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         records=records,
         record_pods=frozenset(record_pods),
         pods_listed=kube_listed(store, PODS_LISTING),
+        partition=store.get(SlurmPartition, ns.name, source) if ns is not None else None,
     )
 
 
@@ -1109,6 +1227,15 @@ def _of_job_nodes(event: SlurmJob, store: Store, ctx: Context) -> Iterable[str]:
     return sorted(keys)
 
 
+def _of_partition(event: SlurmPartition, store: Store, ctx: Context) -> Iterable[str]:
+    """The NodeSets of the partition's name with ``spec.partition`` enabled (rule 19)."""
+    return sorted(
+        n.key
+        for n in store.by_field(KubeNodeSet, "name", event.key)
+        if n.partition_enabled and event.source == slurm_source(n.cluster_name or ctx.cluster)
+    )
+
+
 def _on_kube_node(event: KubeNode, store: Store, _ctx: Context) -> Iterable[str]:
     """The NodeSets with a slurmd pod on the node (its cordon, annotations or conditions
     may have changed: slurm-operator eventhandler/eventhandler_node.go), and every
@@ -1139,6 +1266,7 @@ SPEC = ReconcilerSpec(
         KubePod: _of_slurmd_pod,
         SlurmNode: _of_slurm_node,
         SlurmJob: _of_job_nodes,
+        SlurmPartition: _of_partition,
         SlurmCluster: _served_by,
         KubeNode: _on_kube_node,
     },

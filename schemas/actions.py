@@ -133,7 +133,11 @@ class RecordEvent(Action, frozen=True, kw_only=True, tag="RecordEvent"):
     """Create a Kubernetes Event on an object (``type``: Normal | Warning).
 
     Placed after another action, it runs only when that action's outcome is in ``on``
-    (default: it changed something), so redeliveries do not repeat Events.
+    (default: it changed something), so redeliveries do not repeat Events. ``once``: for an
+    Event that follows no action (a state worth one Warning, decided on every reconcile),
+    a DNS-label suffix naming the occasion (e.g. ``partition-not-ours.g3``): the Event is
+    named ``<name>.<once>`` and is created only if no Event of that name exists, whatever
+    the outcome of the action before it (``on`` does not apply).
     """
 
     api_version: str
@@ -145,6 +149,7 @@ class RecordEvent(Action, frozen=True, kw_only=True, tag="RecordEvent"):
     reason: str
     message: str
     on: tuple[str, ...] = ("ok",)
+    once: str = ""
 
 
 class ObjectRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -637,6 +642,44 @@ class DeleteSlurmReservation(Action, frozen=True, kw_only=True, tag="DeleteSlurm
     name: str
 
 
+class EnsureSlurmPartition(Action, frozen=True, kw_only=True, tag="EnsureSlurmPartition"):
+    """Ensure Slurm partition ``name`` of ``cluster`` holds exactly ``nodes`` with
+    ``settings`` — a NodeSet's ``spec.partition`` (slurm-operator controller_config.go
+    ``buildNodeSetConf`` renders it into slurm.conf; slurmbridge uses slurmrestd v0.0.45's
+    ``POST partitions/``, which creates or updates). ``settings``: ``(slurm.conf key,
+    normalised value)`` pairs (:func:`schemas.partitionconf.parse`). Then the effector writes
+    ``stamp`` into NodeSet ``nodeset``'s annotation ``nodeset.slurmbridge.dev/partition``
+    (what was ensured: it marks the partition as slurmbridge's, so only then is it deleted,
+    and the same partition is not sent again). Before the partition is sent, the annotation
+    is ``pending`` and the NodeSet gets finalizer ``nodeset.slurmbridge.dev/slurm-objects``,
+    so a NodeSet deleted meanwhile still loses its partition first."""
+
+    nodeset: NodeSetRef
+    cluster: str
+    name: str
+    nodes: tuple[str, ...]
+    settings: tuple[tuple[str, str], ...] = ()
+    stamp: str
+
+
+class DeleteSlurmPartition(Action, frozen=True, kw_only=True, tag="DeleteSlurmPartition"):
+    """Delete Slurm partition ``name`` of ``cluster`` (gone already ⇒ noop; slurmrestd
+    v0.0.45 ``DELETE partition/{name}``), then remove NodeSet ``nodeset``'s
+    ``nodeset.slurmbridge.dev/partition`` annotation, and its finalizer
+    ``nodeset.slurmbridge.dev/slurm-objects`` when no other stamp is left."""
+
+    nodeset: NodeSetRef
+    cluster: str
+    name: str
+
+
+class ReleaseNodeSetFinalizer(Action, frozen=True, kw_only=True, tag="ReleaseNodeSetFinalizer"):
+    """Remove slurmbridge's finalizer ``nodeset.slurmbridge.dev/slurm-objects`` from NodeSet
+    ``nodeset`` (being deleted, with no partition or reservation stamp left)."""
+
+    nodeset: NodeSetRef
+
+
 AnyAction = (
     TaintNode
     | UntaintNode
@@ -677,6 +720,9 @@ AnyAction = (
     | PruneSlurmNodeRecord
     | EnsureSlurmReservation
     | DeleteSlurmReservation
+    | EnsureSlurmPartition
+    | DeleteSlurmPartition
+    | ReleaseNodeSetFinalizer
 )
 
 Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]

@@ -486,7 +486,9 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     static cluster). ``ordinal_padding``: digits of the pod ordinals. ``selector``:
     ``spec.selector.matchLabels`` (v1alpha1 only). ``generation``: ``metadata.generation``.
     ``deleting``: ``deletionTimestamp`` is set. ``annotations`` keeps only Slinky's and
-    slurmbridge's (``*slinky.slurm.net/*``, ``*slurmbridge.dev/*``).
+    slurmbridge's (``*slinky.slurm.net/*``, ``*slurmbridge.dev/*``). ``finalizers``:
+    ``metadata.finalizers`` (slurmbridge's keeps a NodeSet with a Slurm partition or
+    reservation of ours until they are deleted).
 
     v1beta1 (slurm-operator 1.x) fields, defaulted as its CRD defaults them:
     ``scaling_mode`` (``StatefulSet`` | ``DaemonSet``), ``partition_enabled`` /
@@ -525,6 +527,7 @@ class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):
     selector: dict[str, str] = {}
     annotations: dict[str, str] = {}
     deleting: bool = False
+    finalizers: tuple[str, ...] = ()
     status: NodeSetStatus = NodeSetStatus()
     scaling_mode: str = "StatefulSet"
     partition_enabled: bool = False

@@ -92,6 +92,17 @@ ANNOTATION_NODESET_POD_FAILURES: Final = "nodeset.slurmbridge.dev/pod-failures"
 #: What ScheduledUpdate reservation slurmbridge last ensured for a NodeSet (reconcilers.nodeset
 #: rule 12): ``<start> <minutes> <flags> <nodes>``.
 ANNOTATION_NODESET_RESERVATION: Final = "nodeset.slurmbridge.dev/reservation"
+#: The NodeSet partition slurmbridge last ensured (reconcilers.nodeset rule 19):
+#: ``<nodes> <Key=value ...>``; present only while the partition is slurmbridge's.
+ANNOTATION_NODESET_PARTITION: Final = "nodeset.slurmbridge.dev/partition"
+#: slurmbridge's finalizer on a NodeSet while it has a Slurm partition or ScheduledUpdate
+#: reservation of ours (either stamp above): deleting the NodeSet deletes them first.
+FINALIZER_NODESET_SLURM: Final = "nodeset.slurmbridge.dev/slurm-objects"
+#: The stamps whose Slurm objects :data:`FINALIZER_NODESET_SLURM` guards.
+NODESET_SLURM_STAMPS: Final = (
+    ANNOTATION_NODESET_PARTITION,
+    ANNOTATION_NODESET_RESERVATION,
+)
 #: slurmbridge's own: a NodeSet's autoscaling policy (reconcilers.autoscale) and its clock.
 AUTOSCALE_PREFIX: Final = "autoscale.slurmbridge.dev/"
 ANNOTATION_AUTOSCALE_LAST_SCALE: Final = AUTOSCALE_PREFIX + "last-scale-time"

@@ -535,6 +535,7 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
             if SLINKY_ANNOTATION in k or "slurmbridge.dev/" in k
         },
         deleting=bool(md.deletionTimestamp),
+        finalizers=tuple(md.finalizers or ()),
         status=NodeSetStatus(
             replicas=st.replicas,
             ready_replicas=st.readyReplicas,

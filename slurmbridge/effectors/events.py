@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.actions import (
     RecordEvent,
@@ -19,7 +20,8 @@ async def record_event(
     core: client.CoreV1Api, action: RecordEvent, *, component: str, events_namespace: str
 ) -> EffectResult:
     """Create a core/v1 Event on the action's object (``events_namespace`` for an object
-    without a namespace, such as a Node), reported by ``component``."""
+    without a namespace, such as a Node), reported by ``component``; an Event with
+    ``action.once`` that exists already is a ``noop`` (409 AlreadyExists)."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     namespace = action.namespace or events_namespace
     involved: dict[str, str] = {
@@ -36,7 +38,10 @@ async def record_event(
     body = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{action.name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "metadata": {
+            "name": f"{action.name}.{action.once or uuid.uuid4().hex[:16]}",
+            "namespace": namespace,
+        },
         "involvedObject": involved,
         "reason": action.reason,
         "message": action.message,
@@ -48,5 +53,10 @@ async def record_event(
         "reportingComponent": component,
     }
     create_event: Any = core.create_namespaced_event  # stubs want the model type
-    await read_raw(create_event(namespace, body, _preload_content=False))
+    try:
+        await read_raw(create_event(namespace, body, _preload_content=False))
+    except ApiException as exc:
+        if exc.status == 409 and action.once:
+            return EffectResult("noop", f"Event {action.reason} recorded before ({action.once})")
+        raise
     return EffectResult("ok")

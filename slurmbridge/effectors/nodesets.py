@@ -16,13 +16,16 @@ from schemas.actions import (
     CreateNodeSetPod,
     DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
+    DeleteSlurmPartition,
     DeleteSlurmReservation,
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
+    EnsureSlurmPartition,
     EnsureSlurmReservation,
     KeepNodeSetPodClaims,
     NodeSetRef,
     PodRef,
+    ReleaseNodeSetFinalizer,
     ScaleNodeSet,
     SetNodeSetStatus,
     SetPodAnnotation,
@@ -49,7 +52,10 @@ from slurmbridge.kube.wire import DECODE_POD
 from slurmbridge.runtime.outcomes import EffectResult, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
-from slurmbridge.slurm.models import ReservationDesc
+from slurmbridge.slurm.models import PartitionDesc, ReservationDesc
+
+#: A stamp's value while its Slurm object is being made (:meth:`NodeSetEffector._hold`).
+PENDING: Final = "pending"
 
 
 class NodeSetEffector(Effector):
@@ -91,7 +97,10 @@ class NodeSetEffector(Effector):
         SetPodAnnotation: "_annotation",
         EnsureSlurmReservation: "_reservation",
         DeleteSlurmReservation: "_unreserve",
+        EnsureSlurmPartition: "_partition",
+        DeleteSlurmPartition: "_unpartition",
         KeepNodeSetPodClaims: "_keep_claims",
+        ReleaseNodeSetFinalizer: "_release",
     }
 
     def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
@@ -564,6 +573,10 @@ class NodeSetEffector(Effector):
         c = self.slurm.get(action.cluster)
         if c is None:
             raise no_client(action.cluster)
+        ann = wellknown.ANNOTATION_NODESET_RESERVATION
+        held = await self._hold(action.nodeset, ann)
+        if held:
+            return EffectResult("noop", f"reservation {action.name} not made: {held}")
         current = await c.get_reservation(action.name)
         users = ("root",)  # 1.x reserves for its SlurmUser (common.SlurmUser)
         whole = ReservationDesc(
@@ -588,9 +601,7 @@ class NodeSetEffector(Effector):
         else:
             await c.put_reservation(whole)
             did = "updated"
-        ann = wellknown.ANNOTATION_NODESET_RESERVATION
-        body = {"metadata": {"annotations": {ann: action.stamp}}}
-        if not await self._merge(self.custom.patch_namespaced_custom_object, action.nodeset, body):
+        if await self._stamp(action.nodeset, ann, action.stamp):
             return EffectResult("noop", f"reservation {action.name} {did}; NodeSet is gone")
         return EffectResult("ok", f"reservation {action.name} {did}")
 
@@ -601,10 +612,115 @@ class NodeSetEffector(Effector):
         if c is None:
             raise no_client(action.cluster)
         existed = await c.delete_reservation(action.name)
-        ann = wellknown.ANNOTATION_NODESET_RESERVATION
-        body = {"metadata": {"annotations": {ann: None}}}
-        await self._merge(self.custom.patch_namespaced_custom_object, action.nodeset, body)
+        await self._stamp(action.nodeset, wellknown.ANNOTATION_NODESET_RESERVATION, None)
         return EffectResult("ok" if existed else "noop", f"reservation {action.name} deleted")
+
+    async def _partition(self, action: EnsureSlurmPartition) -> EffectResult:
+        """Create or update the NodeSet's partition (``POST partitions/``; 1.x writes it into
+        slurm.conf: controller_config.go ``buildNodeSetConf``), then record ``stamp`` on the
+        NodeSet, which marks the partition as slurmbridge's."""
+        c = self.slurm.get(action.cluster)
+        if c is None:
+            raise no_client(action.cluster)
+        ann = wellknown.ANNOTATION_NODESET_PARTITION
+        held = await self._hold(action.nodeset, ann)
+        if held:
+            return EffectResult("noop", f"partition {action.name} not made: {held}")
+        await c.put_partition(
+            PartitionDesc(name=action.name, nodes=action.nodes, settings=action.settings)
+        )
+        if await self._stamp(action.nodeset, ann, action.stamp):
+            return EffectResult("noop", f"partition {action.name} ensured; NodeSet is gone")
+        return EffectResult("ok", f"partition {action.name} ensured on {len(action.nodes)} node(s)")
+
+    async def _unpartition(self, action: DeleteSlurmPartition) -> EffectResult:
+        """Delete the NodeSet's partition (``DELETE partition/{name}``), then forget the
+        stamp (the NodeSet may be gone: nothing to forget then)."""
+        c = self.slurm.get(action.cluster)
+        if c is None:
+            raise no_client(action.cluster)
+        existed = await c.delete_partition(action.name)
+        await self._stamp(action.nodeset, wellknown.ANNOTATION_NODESET_PARTITION, None)
+        return EffectResult("ok" if existed else "noop", f"partition {action.name} deleted")
+
+    async def _release(self, action: ReleaseNodeSetFinalizer) -> EffectResult:
+        """Remove our finalizer from a NodeSet with no stamp left (rule 20)."""
+        ann = wellknown.ANNOTATION_NODESET_PARTITION
+        if await self._stamp(action.nodeset, ann, None):
+            return EffectResult("noop", "NodeSet is gone")
+        return EffectResult("ok", f"finalizer {wellknown.FINALIZER_NODESET_SLURM} released")
+
+    async def _read_nodeset(self, ref: NodeSetRef) -> dict[str, Any] | None:
+        """NodeSet ``ref``'s metadata; None when it is gone or re-created (another uid)."""
+        try:
+            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+                *NODESET_API, ref.namespace, "nodesets", ref.name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        meta: dict[str, Any] = obj.get("metadata") or {}
+        if ref.uid and meta.get("uid") != ref.uid:
+            return None
+        return meta
+
+    async def _hold(self, ref: NodeSetRef, ann: str) -> str:
+        """Before a Slurm partition or reservation is made for NodeSet ``ref``: mark stamp
+        ``ann`` ``pending`` (unless stamped already) and add our finalizer, so that the object
+        is deleted with the NodeSet even if this process stops before the final stamp.
+        Returns why nothing may be made (the NodeSet is gone, or being deleted: no finalizer
+        can be added then), or ``""``. The write carries the resourceVersion read (409 ⇒
+        retried)."""
+        meta = await self._read_nodeset(ref)
+        if meta is None:
+            return "NodeSet is gone"
+        annotations = meta.get("annotations") or {}
+        finalizers = list(meta.get("finalizers") or [])
+        if meta.get("deletionTimestamp"):
+            return "NodeSet is being deleted"
+        if ann in annotations and wellknown.FINALIZER_NODESET_SLURM in finalizers:
+            return ""
+        body = {
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion", ""),
+                "annotations": {ann: annotations.get(ann, PENDING)},
+                "finalizers": [*finalizers, wellknown.FINALIZER_NODESET_SLURM]
+                if wellknown.FINALIZER_NODESET_SLURM not in finalizers
+                else finalizers,
+            }
+        }
+        if not await self._merge(self.custom.patch_namespaced_custom_object, ref, body):
+            return "NodeSet is gone"
+        return ""
+
+    async def _stamp(self, ref: NodeSetRef, ann: str, value: str | None) -> bool:
+        """Write (``None``: remove) stamp ``ann`` on NodeSet ``ref``, and keep our finalizer
+        exactly while a stamp (:data:`wellknown.NODESET_SLURM_STAMPS`) is left. True when
+        the NodeSet is gone. The write carries the resourceVersion read (409 ⇒ retried)."""
+        meta = await self._read_nodeset(ref)
+        if meta is None:
+            return True
+        annotations = dict(meta.get("annotations") or {})
+        finalizers = list(meta.get("finalizers") or [])
+        if value is None:
+            annotations.pop(ann, None)
+        else:
+            annotations[ann] = value
+        ours = any(a in annotations for a in wellknown.NODESET_SLURM_STAMPS)
+        fin = wellknown.FINALIZER_NODESET_SLURM
+        if not ours and fin in finalizers:
+            finalizers.remove(fin)
+        elif ours and fin not in finalizers and not meta.get("deletionTimestamp"):
+            finalizers.append(fin)
+        body = {
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion", ""),
+                "annotations": {ann: value},
+                "finalizers": finalizers,
+            }
+        }
+        return not await self._merge(self.custom.patch_namespaced_custom_object, ref, body)
 
     async def _delete_failed(self, action: DeleteFailedNodeSetPod) -> EffectResult:
         """Record the failure on the NodeSet first (so the back-off holds whatever happens

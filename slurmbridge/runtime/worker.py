@@ -529,7 +529,7 @@ class Worker:
         for action in unit:
             if isinstance(action, RecordEvent):
                 # Each Event hangs on the outcome of the action it follows.
-                if previous is None or previous in action.on:
+                if previous is None or previous in action.on or action.once:
                     await self._emit_event(key, cause, decision.reason, action)
                 continue
             if self.fence is not None and self.fence() is None:

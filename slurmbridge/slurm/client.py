@@ -96,6 +96,7 @@ from slurmbridge.slurm.models import (
     Node,
     NodeList,
     NodeUpdate,
+    PartitionDesc,
     PartitionList,
     Ping,
     Reservation,
@@ -140,6 +141,8 @@ _INVALID_JOB_ID: Final = 2017
 _ALREADY_DONE: Final = 2021
 #: ESLURM_RESERVATION_INVALID: deleting a reservation that does not exist (26.05: HTTP 422).
 _RESERVATION_INVALID: Final = 2053
+#: ESLURM_INVALID_PARTITION_NAME: deleting a partition that does not exist (slurm_errno.h).
+_INVALID_PARTITION_NAME: Final = 2000
 
 
 #: 26.05's ping ``status`` for a token slurmctld rejects: "Protocol authentication error".
@@ -932,6 +935,60 @@ class SlurmClient:
         resp = await self._send("DELETE", path, operation=operation)
         report = error_report(resp.content)
         if report.error_number == _RESERVATION_INVALID:
+            return False
+        if resp.status_code >= 300 or report.texts:
+            self._raise(resp, operation, codec)
+        return True
+
+    # --- partitions (a NodeSet's spec.partition) ------------------------------------------------
+
+    async def put_partition(self, desc: PartitionDesc) -> None:
+        """Create partition ``desc.name``, or update the one of that name
+        (``POST partitions/``, v0.0.45+, Slurm 26.05).
+
+        Raises:
+            Unsupported: before v0.0.45 (their documents have ``GET partition`` only);
+                raised before anything is sent.
+            Rejected: Slurm refused it (e.g. 2000 an invalid partition, a node it does not
+                know). Unavailable / Unauthorized.
+        """
+        codec = await self._get_codec()
+        if not codec.paths.partition_new:
+            raise Unsupported(
+                codec.version,
+                "create_partition",
+                f"create_partition: slurmrestd API {codec.version} cannot create "
+                "partitions (POST partitions/ is v0.0.45+, Slurm 26.05+)",
+            )
+        operation = f"put_partition {desc.name}"
+        body = codec.encode_partition(desc)
+        resp = await self._send(
+            "POST", codec.paths.partition_new, operation=operation, content=body
+        )
+        if resp.status_code >= 300 or error_report(resp.content).texts:
+            self._raise(resp, operation, codec)
+
+    async def delete_partition(self, name: str) -> bool:
+        """Delete partition ``name`` (``DELETE partition/{name}``, v0.0.45+); False when
+        there was none (2000 ESLURM_INVALID_PARTITION_NAME).
+
+        Raises:
+            Unsupported: before v0.0.45 (raised before anything is sent).
+            Unavailable / Unauthorized / Rejected.
+        """
+        codec = await self._get_codec()
+        if not codec.paths.partition_new:
+            raise Unsupported(
+                codec.version,
+                "delete_partition",
+                f"delete_partition: slurmrestd API {codec.version} cannot delete "
+                "partitions (DELETE partition/{name} is v0.0.45+, Slurm 26.05+)",
+            )
+        operation = f"delete_partition {name}"
+        path = codec.paths.partition.format(partition_name=quote(name, safe=""))
+        resp = await self._send("DELETE", path, operation=operation)
+        report = error_report(resp.content)
+        if report.error_number == _INVALID_PARTITION_NAME:
             return False
         if resp.status_code >= 300 or report.texts:
             self._raise(resp, operation, codec)

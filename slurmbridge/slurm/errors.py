@@ -143,6 +143,7 @@ _CONFLICT: Final = frozenset(
         2020,  # ESLURM_TRANSITION_STATE_NO_UPDATE
         2021,  # ESLURM_ALREADY_DONE
         2028,  # ESLURM_INVALID_NODE_STATE (24.11/25.05 answer to e.g. RESUME on an idle node)
+        2075,  # ESLURM_PARTITION_IN_USE (deleting a partition with jobs; 26.05.5: HTTP 422)
         2168,  # ESLURM_NODE_ALREADY_EXISTS (POST new/node/ for a name slurmctld knows)
         2180,  # ESLURM_INVALID_NODE_STATE_TRANSITION (25.11+)
     }

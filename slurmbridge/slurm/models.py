@@ -32,6 +32,7 @@ __all__ = [
     "NodeList",
     "NodeUpdate",
     "Partition",
+    "PartitionDesc",
     "PartitionList",
     "Ping",
     "Reservation",
@@ -389,3 +390,17 @@ class ReservationDesc(msgspec.Struct, frozen=True, kw_only=True):
     duration_minutes: int | None = None
     flags: tuple[str, ...] = ()
     users: tuple[str, ...] = ()
+
+
+class PartitionDesc(msgspec.Struct, frozen=True, kw_only=True):
+    """A partition to create or update (``partition_info`` in v0.0.45's ``POST partitions/``,
+    which creates it, or updates the one of that name).
+
+    ``nodes``: its node names (all of them: the list replaces the partition's).
+    ``settings``: ``(slurm.conf key, normalised value)`` pairs as
+    :func:`schemas.partitionconf.parse` returns them.
+    """
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()

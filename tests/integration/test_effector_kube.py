@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 from kubernetes_asyncio import client
 
@@ -437,3 +438,25 @@ async def test_record_event_error_is_transient(sim: KubeSim, api: client.ApiClie
             RecordEvent(api_version="v1", object_kind="Node", name="ev-x", reason="R", message="m")
         )
     assert events_about(sim, NS, "ev-x") == []
+
+
+async def test_a_once_event_is_created_once(sim: KubeSim, api: client.ApiClient) -> None:
+    sim.add_node("ev-once")
+    effector = KubeEffector(api, events_namespace="kube-system")
+    action = RecordEvent(
+        api_version="v1",
+        object_kind="Node",
+        name="ev-once",
+        reason="Conflict",
+        message="m",
+        once="conflict.g2",
+    )
+    assert (await effector.apply(action)).outcome == "ok"
+    # The API server answers the second create 409 AlreadyExists: one Event, and a noop.
+    again = await effector.apply(action)
+    assert (again.outcome, again.detail) == ("noop", "Event Conflict recorded before (conflict.g2)")
+    [event] = events_about(sim, "kube-system", "ev-once")
+    assert event["metadata"]["name"] == "ev-once.conflict.g2"
+    other = msgspec.structs.replace(action, once="conflict.g3")
+    assert (await effector.apply(other)).outcome == "ok"
+    assert len(events_about(sim, "kube-system", "ev-once")) == 2

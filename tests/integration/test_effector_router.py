@@ -32,10 +32,12 @@ from schemas.actions import (
     DeleteNodeSetPod,
     DeletePod,
     DeleteSlurmNode,
+    DeleteSlurmPartition,
     DeleteSlurmReservation,
     DrainSlurmNode,
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
+    EnsureSlurmPartition,
     EnsureSlurmReservation,
     KeepNodeSetPodClaims,
     MarkPods,
@@ -43,6 +45,7 @@ from schemas.actions import (
     PodRef,
     PruneSlurmNodeRecord,
     RecordEvent,
+    ReleaseNodeSetFinalizer,
     ReleaseResourceClaim,
     RemovePodFinalizer,
     ScaleNodeSet,
@@ -166,6 +169,17 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
         DeleteSlurmReservation(nodeset=GONE_SET, cluster=CLUSTER, name="rt-gone"),
         "noop",
     ),
+    "EnsureSlurmPartition": (
+        EnsureSlurmPartition(
+            nodeset=GONE_SET, cluster=CLUSTER, name="rt-gone", nodes=("rt-gone",), stamp="rt"
+        ),
+        "noop",
+    ),
+    "DeleteSlurmPartition": (
+        DeleteSlurmPartition(nodeset=GONE_SET, cluster=CLUSTER, name="rt-gone"),
+        "noop",
+    ),
+    "ReleaseNodeSetFinalizer": (ReleaseNodeSetFinalizer(nodeset=GONE_SET), "noop"),
     "PruneSlurmNodeRecord": (
         PruneSlurmNodeRecord(
             cluster=CLUSTER, node="rt-gone", nodeset=NodeSetRef(namespace="ns", name="n"), pod="p"
@@ -301,6 +315,9 @@ NEEDS: dict[str, str] = {
             "KeepNodeSetPodClaims",
             "EnsureSlurmReservation",
             "DeleteSlurmReservation",
+            "EnsureSlurmPartition",
+            "DeleteSlurmPartition",
+            "ReleaseNodeSetFinalizer",
         ],
         "NodeSet actions need both a Kubernetes API and a Slurm cluster",
     ),

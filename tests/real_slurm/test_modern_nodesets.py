@@ -1,6 +1,6 @@
 """NodeSet rules against real Slurm 26.05 (REST v0.0.45): cordon sync, a rolling update that
-never deletes a pod whose node runs a job, ScheduledUpdate's MAINT reservation, and
-DaemonSet mode following node labels.
+never deletes a pod whose node runs a job, ScheduledUpdate's MAINT reservation, DaemonSet
+mode following node labels, and ``spec.partition`` made, changed and deleted over REST.
 
 Kubernetes is the simulator; each slurmd pod is played by a dynamic ``State=External`` node
 of its name (``_RealSlurmdRegistrar`` of test_modern_pipeline.py). 24.11 is skipped: it
@@ -51,6 +51,7 @@ async def stack(modern_slurm: ModernSlurm) -> AsyncIterator[Stack]:
             registrar.detach()
             modern_slurm.run("scancel", "--user", "root", check=False)
             modern_slurm.run("scontrol", "delete", "reservation=SlurmOperatorMaint-rs", check=False)
+            modern_slurm.run("scontrol", "delete", "partition=rs", check=False)
             for name in ("rs-0", "rs-1", *DS_HOSTS):
                 modern_slurm.run("scontrol", "delete", f"nodename={name}", check=False)
     for node in ("n1", "n2", "n3", "n4"):
@@ -539,4 +540,81 @@ async def test_daemonset_mode_follows_node_labels(stack: Stack, modern_slurm: Mo
     await stack.wait_for(lambda: ds_status().get("desired") == 3, what="status: 3 desired")
     await stack.settled()
     assert not any(_drained(modern_slurm, h) for h in DS_HOSTS), modern_slurm.node_states()
+    assert await stack.dead_letters() == []
+
+
+def _partition(slurm: ModernSlurm, name: str) -> dict[str, str]:
+    """``scontrol -o show partition`` as ``Key: value`` ({} when there is none)."""
+    out = slurm.run("scontrol", "-o", "show", "partition", name, check=False).stdout
+    if not out.startswith("PartitionName="):
+        return {}
+    return dict(w.split("=", 1) for w in out.split() if "=" in w)
+
+
+async def test_spec_partition_is_made_changed_and_deleted_over_rest(
+    stack: Stack, modern_slurm: ModernSlurm
+) -> None:
+    """slurm-operator 1.x writes ``PartitionName=<nodeset> Nodes=<nodeset> <config>`` into
+    slurm.conf (controller_config.go ``buildNodeSetConf``); on real Slurm 26.05 slurmbridge
+    makes the same partition through ``POST partitions/``: on the NodeSet's nodes, with the
+    config's keys, back to Slurm's defaults for a key removed from the config, deleted with
+    the NodeSet (whose finalizer holds it until then)."""
+    config = "MaxTime=1:30:00 PriorityTier=5 OverSubscribe=EXCLUSIVE LLN=YES Bogus=1"
+    stack.kube.create(_nodeset(2, partition={"enabled": True, "config": config}))
+    await _registered(stack, modern_slurm, {"rs-0", "rs-1"})
+    await stack.wait_for(
+        lambda: _partition(modern_slurm, "rs").get("Nodes") == "rs-[0-1]",
+        timeout=30,
+        what="partition rs on rs-[0-1]",
+    )
+    part = _partition(modern_slurm, "rs")
+    assert (part["MaxTime"], part["PriorityTier"], part["Exclusive"], part["LLN"]) == (
+        "01:30:00",
+        "5",
+        "NODE",
+        "YES",
+    )
+    meta = stack.kube.get("nodesets", "rs", NS)["metadata"]
+    assert wellknown.FINALIZER_NODESET_SLURM in meta["finalizers"]
+    events = [
+        e for e in stack.kube.list("events", NS) if e.get("reason") == "PartitionConfigIgnored"
+    ]
+    assert events and "Bogus" in events[0]["message"]
+
+    stack.kube.patch(
+        "nodesets", "rs", {"spec": {"partition": {"config": "OverSubscribe=FORCE:2"}}}, NS
+    )
+    await stack.wait_for(
+        lambda: _partition(modern_slurm, "rs").get("OverSubscribe") == "FORCE:2",
+        timeout=30,
+        what="the new config in Slurm",
+    )
+    part = _partition(modern_slurm, "rs")
+    # Removed keys are back at what a new partition has.
+    assert (part["MaxTime"], part["PriorityTier"], part["Exclusive"], part["LLN"]) == (
+        "UNLIMITED",
+        "1",
+        "NO",
+        "NO",
+    )
+
+    stack.kube.patch("nodesets", "rs", {"spec": {"replicas": 1}}, NS, subresource="scale")
+    await stack.wait_for(
+        lambda: (
+            _partition(modern_slurm, "rs").get("Nodes") == "rs-0"
+            and "rs-1" not in modern_slurm.node_states()
+        ),
+        timeout=60,
+        what="rs-1 out of the partition and of Slurm",
+    )
+
+    stack.kube.delete("nodesets", "rs", NS)
+    await stack.wait_for(
+        lambda: not _partition(modern_slurm, "rs"), timeout=30, what="partition rs deleted"
+    )
+    await stack.wait_for(
+        lambda: not any(n["metadata"]["name"] == "rs" for n in stack.kube.list("nodesets", NS)),
+        timeout=30,
+        what="the NodeSet released by its finalizer",
+    )
     assert await stack.dead_letters() == []

@@ -410,6 +410,16 @@ def nodeset_states(draw: st.DrawFn) -> tuple[World, str]:
     failures = draw(maybe(st.sampled_from(FAILURES_ANNOTATIONS)))
     if failures is not None:
         annotations[wellknown.ANNOTATION_NODESET_POD_FAILURES] = failures
+    # spec.partition (rule 19): a stamp of ours (pending, or what was ensured) or none, our
+    # finalizer with it or left over, and maybe a partition of the name in Slurm.
+    stamp = draw(maybe(st.sampled_from(["pending", "gpu-0", "gpu-0,gpu-1 MaxTime=60"])))
+    if stamp is not None:
+        annotations[wellknown.ANNOTATION_NODESET_PARTITION] = stamp
+    finalizers = (
+        (wellknown.FINALIZER_NODESET_SLURM,)
+        if draw(st.integers(min_value=0, max_value=2)) < (2 if stamp is not None else 1)
+        else ()
+    )
     objs: list[Event] = []
     if draw(st.integers(min_value=0, max_value=9)):  # mostly present
         objs.append(
@@ -424,6 +434,9 @@ def nodeset_states(draw: st.DrawFn) -> tuple[World, str]:
                 cluster_name=cluster_name,
                 annotations=annotations,
                 deleting=draw(st.integers(min_value=0, max_value=9)) == 0,
+                finalizers=finalizers,
+                partition_enabled=draw(st.booleans()),
+                partition_config=draw(st.sampled_from(["", "MaxTime=60", "Bogus=1 State=UP"])),
                 status=draw(
                     st.sampled_from([NodeSetStatus(), NodeSetStatus(replicas=2, ready_replicas=1)])
                 ),
@@ -435,6 +448,13 @@ def nodeset_states(draw: st.DrawFn) -> tuple[World, str]:
         reasons = ["", "maintenance", scale_in_reason(i), scale_in_reason((i + 1) % 4)]
         objs.append(draw(slurm_node(f"gpu-{i}", source, reasons)))
     objs += [draw(slurm_node(f"gpu-{i}", OTHER)) for i in draw(subset(ORDINALS))]
+    if draw(st.booleans()):
+        nodes = tuple(f"gpu-{i}" for i in draw(subset(ORDINALS)))
+        cluster = cluster_name or CLUSTER
+        objs.append(SlurmPartition(source=source, key="gpu", cluster=cluster, nodes=nodes))
+    if draw(st.booleans()):  # the cluster listed: rules that act on absence may
+        cluster = cluster_name or CLUSTER
+        objs.append(SlurmPing(source=source, key=cluster, cluster=cluster, responding=True))
     if draw(st.booleans()):
         objs.append(
             SlurmCluster(

@@ -42,16 +42,19 @@ from schemas.actions import (
     DeleteNodeSetPod,
     DeletePod,
     DeleteSlurmNode,
+    DeleteSlurmPartition,
     DeleteSlurmReservation,
     DrainSlurmNode,
     EnsureNodeSetPDB,
     EnsureNodeSetRevision,
+    EnsureSlurmPartition,
     EnsureSlurmReservation,
     KeepNodeSetPodClaims,
     MarkPods,
     PodRef,
     PruneSlurmNodeRecord,
     RecordEvent,
+    ReleaseNodeSetFinalizer,
     ReleaseResourceClaim,
     RemovePodFinalizer,
     ScaleNodeSet,
@@ -87,6 +90,7 @@ from schemas.events import (
     SlurmCluster,
     SlurmJob,
     SlurmNode,
+    SlurmPartition,
     Taint,
     kind_of,
     workload_key,
@@ -561,6 +565,43 @@ class World:
         rest = {k: v for k, v in ns.annotations.items() if k != ann}
         return self._put(_replace(ns, annotations=rest)) or existed
 
+    def _stamp(self, ns: KubeNodeSet, ann: str, value: str | None) -> bool:
+        """As the effector's ``_stamp``: the stamp written or removed, our finalizer kept
+        exactly while a stamp is left (a NodeSet being deleted with none left is gone)."""
+        annotations = {k: v for k, v in ns.annotations.items() if k != ann}
+        if value is not None:
+            annotations[ann] = value
+        fin = wellknown.FINALIZER_NODESET_SLURM
+        ours = any(a in annotations for a in wellknown.NODESET_SLURM_STAMPS)
+        finalizers = tuple(f for f in ns.finalizers if f != fin)
+        if ours and (fin in ns.finalizers or not ns.deleting):
+            finalizers = (*finalizers, fin)
+        if ns.deleting and not finalizers:
+            return self._drop(ns)
+        return self._put(_replace(ns, annotations=annotations, finalizers=finalizers))
+
+    def ensure_slurm_partition(self, a: EnsureSlurmPartition) -> bool:
+        ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
+        if ns is None or ns.deleting:
+            return False  # the effector's _hold: nothing is made for a NodeSet going away
+        part = SlurmPartition(
+            source=slurm_source(a.cluster), key=a.name, cluster=a.cluster, nodes=a.nodes
+        )
+        changed = self._put(part)
+        return self._stamp(ns, wellknown.ANNOTATION_NODESET_PARTITION, a.stamp) or changed
+
+    def delete_slurm_partition(self, a: DeleteSlurmPartition) -> bool:
+        part = self._get(SlurmPartition, slurm_source(a.cluster), a.name)
+        existed = part is not None and self._drop(part)
+        ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
+        if ns is None:
+            return existed
+        return self._stamp(ns, wellknown.ANNOTATION_NODESET_PARTITION, None) or existed
+
+    def release_node_set_finalizer(self, a: ReleaseNodeSetFinalizer) -> bool:
+        ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
+        return ns is not None and self._stamp(ns, wellknown.ANNOTATION_NODESET_PARTITION, None)
+
     def set_node_set_status(self, a: SetNodeSetStatus) -> bool:
         ns = self._nodeset(a.nodeset.namespace, a.nodeset.name, a.nodeset.uid)
         return ns is not None and self._put(_replace(ns, status=a.status))
@@ -711,6 +752,9 @@ class World:
         SetPodAnnotation: set_pod_annotation,
         EnsureSlurmReservation: ensure_slurm_reservation,
         DeleteSlurmReservation: delete_slurm_reservation,
+        EnsureSlurmPartition: ensure_slurm_partition,
+        DeleteSlurmPartition: delete_slurm_partition,
+        ReleaseNodeSetFinalizer: release_node_set_finalizer,
         SetNodeSetStatus: set_node_set_status,
         ScaleNodeSet: scale_node_set,
         SetClusterStatus: set_cluster_status,

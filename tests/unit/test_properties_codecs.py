@@ -91,6 +91,8 @@ def typed(t: mi.Type, text: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
         return st.lists(typed(t.item_type, text), max_size=3).map(tuple)
     if isinstance(t, mi.ListType):
         return st.lists(typed(t.item_type, text), max_size=3)
+    if isinstance(t, mi.TupleType):
+        return st.tuples(*(typed(x, text) for x in t.item_types))
     if isinstance(t, mi.StructType):
         fields = {f.name: typed(f.type, text) for f in t.fields}
         return st.fixed_dictionaries(fields).map(lambda kw, cls=t.cls: cls(**kw))

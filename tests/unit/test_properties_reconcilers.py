@@ -44,8 +44,11 @@ from schemas.actions import (
     DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
     DeletePod,
+    DeleteSlurmPartition,
+    DeleteSlurmReservation,
     DrainSlurmNode,
     RecordEvent,
+    ReleaseNodeSetFinalizer,
     SetNodeCondition,
     UndrainSlurmNode,
 )
@@ -236,8 +239,20 @@ def test_nodeset_deletes_only_drained_idle_surplus_pods(state: tuple[World, str]
     w, key = state
     actions = decide(w, "nodeset", key)
     ns = _nodeset(w)
-    if ns is None or ns.deleting:
+    if ns is None:
         assert not actions
+        return
+    if ns.deleting:
+        # Rule 20 only: what our stamps say we made in Slurm, then our finalizer.
+        stamps = ns.annotations
+        for a in actions:
+            if isinstance(a, DeleteSlurmPartition):
+                assert wellknown.ANNOTATION_NODESET_PARTITION in stamps and a.name == ns.name
+            elif isinstance(a, DeleteSlurmReservation):
+                assert wellknown.ANNOTATION_NODESET_RESERVATION in stamps
+            else:
+                assert isinstance(a, ReleaseNodeSetFinalizer), a
+                assert wellknown.FINALIZER_NODESET_SLURM in ns.finalizers
         return
     pods = {p.name: p for p in _pods_of(w)}
     live = [p for p in pods.values() if not p.deleting and not p.terminal]

@@ -8,8 +8,10 @@
 * :class:`SlurmdRegistrar` plays slurmd: a NodeSet pod (label ``app.kubernetes.io/name=slurmd``)
   that runs registers a Slurm node named after its hostname (``spec.hostname``, else the pod
   name: slurmd registers as the host's name) in the slurmrestd simulator,
-  in partition ``batch`` and in one named after its NodeSet (created on first use), with the
-NodeSet's name as a feature; when the pod is gone, the node
+  in partition ``batch`` and in one named after its NodeSet (created on first use, as a
+  slurm.conf with a partition per NodeSet has it; :attr:`SlurmdRegistrar.nodeset_partitions`
+  False leaves that partition to whoever makes it: a NodeSet's ``spec.partition``), with the
+  NodeSet's name as a feature; when the pod is gone, the node
   leaves Slurm. :attr:`SlurmdRegistrar.removed_busy` lists nodes that left while running a
   job — a pod deleted under a running job, which slurmbridge must never cause.
 
@@ -166,6 +168,9 @@ class SlurmdRegistrar:
         #: Other Slurm clusters by name: a NodeSet whose ``spec.clusterName`` is one of them
         #: registers its nodes there (as its slurmd would, configured for that cluster).
         self.clusters: dict[str, SlurmSim] = {}
+        #: Registering nodes create and join a partition named after their NodeSet; False:
+        #: they join one only when it exists, naming their NodeSet (its feature).
+        self.nodeset_partitions = True
 
     def _sim_for(self, namespace: str, labels: dict[str, str], name: str) -> SlurmSim:
         for sim in self.clusters.values():
@@ -211,7 +216,7 @@ class SlurmdRegistrar:
             nodeset = labels.get(INSTANCE_LABEL, "")
             # As Slinky's NodeSets do: the nodes join a partition named after their NodeSet
             # (and the cluster-wide one), with the NodeSet's name as a feature.
-            partitions = ("batch", nodeset) if nodeset else ("batch",)
+            partitions = ("batch", nodeset) if nodeset and self.nodeset_partitions else ("batch",)
             features = (nodeset,) if nodeset else ()
             sim.add_node(name, self.cpus, self.memory, partitions, features=features)
 

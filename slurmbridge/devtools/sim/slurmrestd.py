@@ -203,6 +203,7 @@ _ERRNO_TEXT: Final[Mapping[int, str]] = {
     2028: "Invalid node state specified",
     2031: "Active features not subset of available features",
     2053: "Requested reservation is invalid",
+    2075: "Partition is in use",
     2104: "Reservation already started",
     2168: "Node already exists in the node table",
     2180: "Invalid node state transition",
@@ -644,6 +645,8 @@ class SlurmSim(JobsMixin, ReservationsMixin):
         self.static_token: str | None = None
         self.nodes: dict[str, SimNode] = {}
         self.partitions: dict[str, SimPartition] = {}
+        #: The last ``POST partitions/`` body of each partition, by name.
+        self.partition_bodies: dict[str, Json] = {}
         self.versions: tuple[str, ...] = ()
         self.counters: collections.Counter[str] = collections.Counter()
         self.on_update: list[UpdateCallback] = []
@@ -1260,6 +1263,9 @@ class SlurmSim(JobsMixin, ReservationsMixin):
             r.add_post(f"{base}/job/submit", self._submit_job)
             if v != "v0.0.38":  # reservations: slurmreservations.py
                 self.add_reservation_routes(r, v)
+            if v == "v0.0.45":  # POST partitions/, DELETE partition/{name}: v0.0.45 only
+                r.add_post(f"{base}/partitions/", self._post_partitions)
+                r.add_delete(f"{base}/partition/{{partition_name}}", self._delete_partition)
 
     def _doc_paths(self) -> dict[str, Json]:
         """The paths this simulator serves, spelled as each version's document does."""
@@ -1285,6 +1291,13 @@ class SlurmSim(JobsMixin, ReservationsMixin):
             paths[f"{base}/partition/{{partition_name}}"] = {
                 "get": _op(f"{tag}_get_partition", "get partition info")
             }
+            if v == "v0.0.45":  # /work/shared/slurm-openapi/v0045.json
+                paths[f"{base}/partitions{slash}"]["post"] = _op(
+                    f"{tag}_post_partitions", "create or update partitions"
+                )
+                paths[f"{base}/partition/{{partition_name}}"]["delete"] = _op(
+                    f"{tag}_delete_partition", "delete partition"
+                )
             paths[f"{base}/jobs{slash}"] = {"get": _op(f"{tag}_get_jobs", "get list of jobs")}
             if v != "v0.0.38":
                 paths[f"{base}/jobs/state/"] = {
@@ -1306,6 +1319,95 @@ class SlurmSim(JobsMixin, ReservationsMixin):
                 paths[f"{base}/reservations/"] = listing
                 paths[f"{base}/reservation/{{reservation_name}}"] = one
         return paths
+
+    async def _post_partitions(self, request: web.Request) -> web.Response:
+        """``POST partitions/`` (v0.0.45 ``openapi_partitions_mod_req``: ``{"partitions":
+        [partition_info]}``, required): each partition is created, or updated when the name
+        exists (slurmctld ``update_part``). Modelled: ``nodes.configured`` (replaces the node
+        list; an unknown node is refused with 2018 "Invalid node name specified", HTTP 422,
+        source ``slurm_create_partition`` / ``slurm_update_partition`` as 26.05.5 answers),
+        ``maximums.time``, ``flags`` ``DEFAULT``/``DEFAULT_CLEAR`` and ``partition.state``;
+        the body is kept whole in :attr:`partition_bodies` for tests."""
+        v = self._request_version(request)
+        fail = self._fail_status(v)
+        try:
+            body = await request.json()
+        except ValueError as exc:
+            return self._error(v, "partitions", 400, 9001, str(exc), "_parse", request)
+        parts = body.get("partitions") if isinstance(body, dict) else None
+        if not isinstance(parts, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"] for p in parts
+        ):
+            return self._error(
+                v, "partitions", fail, 2000, "Invalid partition name specified",
+                "update_partitions", request,
+            )  # fmt: skip
+        if not self._is_operator(request):
+            return self._error(
+                v, "partitions", fail, 2010, "Error updating partition",
+                "slurm_update_partition", request,
+            )  # fmt: skip
+        for i, p in enumerate(parts):
+            configured = (p.get("nodes") or {}).get("configured")
+            names = hostlist.expand(configured) if isinstance(configured, str) else None
+            if names is not None and any(n not in self.nodes for n in names):
+                verb = "update" if p["name"] in self.partitions else "create"
+                why = f"Failed to {verb} partition {p['name']} with description at index {i}"
+                return self._error(
+                    v, "partitions", fail, 2018, why, f"slurm_{verb}_partition", request
+                )
+        for p in parts:
+            name = str(p["name"])
+            part = self.partitions.get(name) or self.add_partition(name)
+            configured = (p.get("nodes") or {}).get("configured")
+            if isinstance(configured, str):
+                part.nodes = list(hostlist.expand(configured))
+            limit = (p.get("maximums") or {}).get("time")
+            if isinstance(limit, dict) and limit.get("set"):
+                part.max_time = None if limit.get("infinite") else int(limit.get("number") or 0)
+            flags = p.get("flags") or []
+            if "DEFAULT" in flags:
+                part.default = True
+            elif "DEFAULT_CLEAR" in flags:
+                part.default = False
+            state = (p.get("partition") or {}).get("state")
+            if isinstance(state, list) and state:
+                part.state = str(state[0]).upper()
+            self.partition_bodies[name] = p
+        self._touch_partitions()
+        self._touch_nodes()  # node records list their partitions
+        return self._ok(v, request, {})
+
+    async def _delete_partition(self, request: web.Request) -> web.Response:
+        """``DELETE partition/{name}``: an unknown name is error 2000 "Invalid partition name
+        specified", one with a pending or running job 2075 "Partition is in use", both HTTP
+        422, source ``slurm_delete_partition()`` (26.05.5)."""
+        v = self._request_version(request)
+        name = request.match_info["partition_name"]
+        if not self._is_operator(request):
+            return self._error(
+                v, "partitions", self._fail_status(v), 2010,
+                f"Error deleting partition {name}", "slurm_delete_partition", request,
+            )  # fmt: skip
+        if name not in self.partitions:
+            return self._error(
+                v, "partitions", self._fail_status(v), 2000,
+                "Unable to delete partition", "slurm_delete_partition()", request,
+            )  # fmt: skip
+        if any(
+            j.partition == name and j.state in ("PENDING", "RUNNING", "SUSPENDED")
+            for j in self.jobs_by_id.values()
+        ):
+            # 26.05.5: error 2075 "Partition is in use" while a job of it is not done.
+            return self._error(
+                v, "partitions", self._fail_status(v), 2075,
+                "Unable to delete partition", "slurm_delete_partition()", request,
+            )  # fmt: skip
+        del self.partitions[name]
+        self.partition_bodies.pop(name, None)
+        self._touch_partitions()
+        self._touch_nodes()
+        return self._ok(v, request, {})
 
     async def _openapi(self, request: web.Request) -> web.Response:
         del request

@@ -32,6 +32,7 @@ from slurmbridge.slurm.models import (
     JobSubmit,
     NodeList,
     NodeUpdate,
+    PartitionDesc,
     PartitionList,
     Ping,
     Reservation,
@@ -301,6 +302,9 @@ class Paths(NamedTuple):
     reservation_new: str = ""
     #: ``GET reservations/`` (v0.0.41+).
     reservations: str = ""
+    #: ``POST partitions/`` (create or update; v0.0.45+), ``""`` where absent; the
+    #: same version has ``DELETE`` on ``partition``.
+    partition_new: str = ""
 
 
 class Codec(abc.ABC):
@@ -329,6 +333,15 @@ class Codec(abc.ABC):
         """
         del desc
         raise Unsupported(self.version, "create_reservation")
+
+    def encode_partition(self, desc: PartitionDesc) -> bytes:
+        """``openapi_partitions_mod_req`` for ``POST partitions/``.
+
+        Raises:
+            Unsupported: the version cannot create partitions (before v0.0.45).
+        """
+        del desc
+        raise Unsupported(self.version, "create_partition")
 
     def decode_reservations(self, body: bytes) -> tuple[Reservation, ...]:
         """``GET reservation/{name}``. Raises Unsupported here (versions that read

@@ -106,10 +106,17 @@ NODE_STATES_V0042: Final = frozenset(
 )
 
 
-def paths_for(version: str, *, new_node: bool = False, reservation_write: bool = False) -> Paths:
+def paths_for(
+    version: str,
+    *,
+    new_node: bool = False,
+    reservation_write: bool = False,
+    partition_write: bool = False,
+) -> Paths:
     """The paths of a data_parser version, as its OpenAPI document spells them;
     ``new_node``: the version has ``POST new/node/`` (v0.0.44+); ``reservation_write``: it has
-    ``POST reservation`` and ``DELETE reservation/{name}`` (v0.0.43+)."""
+    ``POST reservation`` and ``DELETE reservation/{name}`` (v0.0.43+); ``partition_write``:
+    ``POST partitions/`` and ``DELETE partition/{name}`` (v0.0.45+)."""
     base = f"/slurm/{version}"
     return Paths(
         reservation=f"{base}/reservation/{{reservation_name}}",
@@ -121,6 +128,7 @@ def paths_for(version: str, *, new_node: bool = False, reservation_write: bool =
         partitions=f"{base}/partitions/",
         partition=f"{base}/partition/{{partition_name}}",
         new_node=f"{base}/new/node/" if new_node else "",
+        partition_new=f"{base}/partitions/" if partition_write else "",
         jobs=f"{base}/jobs/",
         job=f"{base}/job/{{job_id}}",
         job_submit=f"{base}/job/submit",
