@@ -141,9 +141,29 @@ class Bus:
         self.js: JetStreamContext = nc.jetstream(publish_async_max_pending=publish_window)
 
     async def close(self) -> None:
-        """Flush and close the connection (idempotent)."""
-        if not self.nc.is_closed:
+        """Flush and close the connection (idempotent).
+
+        A connection that cannot drain (NATS is down and the client is reconnecting:
+        nats-py raises ``ConnectionReconnectingError``; or the drain times out) is closed
+        anyway, dropping what it holds. Left open, it would reconnect later and deliver its
+        buffered publishes after those of whoever took over — old observations stored after
+        newer ones (found by the chaos test: a stopped process's Slurm tombstone landed after
+        its successor had seen the node come back).
+        """
+        if self.nc.is_closed:
+            return
+        try:
             await self.nc.drain()
+        except Exception as exc:  # noqa: BLE001 - any failure ends in the same close
+            log.warning("NATS connection not drained (%s); closing it", exc or type(exc).__name__)
+        finally:
+            if not self.nc.is_closed:
+                try:
+                    await self.nc.close()
+                except (TimeoutError, OSError) as exc:
+                    # nats-py marks the client CLOSED (no more reconnecting) before it tries
+                    # to write what it buffered to the dead socket, which then fails.
+                    log.debug("NATS close after a lost connection: %s", exc)
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
         """Create each missing stream and update one whose configuration differs from its

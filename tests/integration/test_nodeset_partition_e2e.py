@@ -78,10 +78,15 @@ async def test_the_partition_follows_the_nodeset_and_goes_with_it(stack: Stack) 
         what="the stamp",
     )
     assert FIN in _meta(stack, "hpc")["finalizers"]
-    warned = [
-        e for e in stack.kube.list("events", NS) if e.get("reason") == "PartitionConfigIgnored"
-    ]
-    assert warned and "Bogus has no slurmrestd partition field" in warned[0]["message"]
+    # Events are written off the reconcile path (as client-go's recorder): wait for it.
+    await stack.wait_for(
+        lambda: any(
+            e.get("reason") == "PartitionConfigIgnored"
+            and "Bogus has no slurmrestd partition field" in e["message"]
+            for e in stack.kube.list("events", NS)
+        ),
+        what="the Warning naming Bogus",
+    )
 
     stack.kube.patch("nodesets", "hpc", {"spec": {"replicas": 3}}, NS, subresource="scale")
     await stack.wait_for(

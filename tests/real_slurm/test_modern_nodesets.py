@@ -576,10 +576,14 @@ async def test_spec_partition_is_made_changed_and_deleted_over_rest(
     )
     meta = stack.kube.get("nodesets", "rs", NS)["metadata"]
     assert wellknown.FINALIZER_NODESET_SLURM in meta["finalizers"]
-    events = [
-        e for e in stack.kube.list("events", NS) if e.get("reason") == "PartitionConfigIgnored"
-    ]
-    assert events and "Bogus" in events[0]["message"]
+    # Events are written off the reconcile path (as client-go's recorder): wait for it.
+    await stack.wait_for(
+        lambda: any(
+            e.get("reason") == "PartitionConfigIgnored" and "Bogus" in e["message"]
+            for e in stack.kube.list("events", NS)
+        ),
+        what="the Warning naming Bogus",
+    )
 
     stack.kube.patch(
         "nodesets", "rs", {"spec": {"partition": {"config": "OverSubscribe=FORCE:2"}}}, NS
