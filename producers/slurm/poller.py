@@ -18,6 +18,13 @@ listings of that poll too (the marker reconcilers check before acting on an abse
 ``<kind>:<key>:<hash>:<seq of the previous observation of the key>``, so two pollers of one
 cluster that publish the same transition dedupe, while a flip back to an earlier state still
 gets a new id (its previous sequence differs).
+
+A publish that fails may still have been stored (the server kept it, its acknowledgement was
+lost). Its objects are then *uncertain*: the next poll publishes each of them again whatever
+the diff says, under an id that names the failure (``…:lost<n>``). Without this, an object
+that reverted meanwhile to what was last acknowledged (a node deleted and registered again
+between two polls) looked unchanged, and the log kept the unacknowledged state for good
+(found by the chaos test: a Slurm node tombstoned in the log while Slurm listed it).
 """
 
 from __future__ import annotations
@@ -83,6 +90,10 @@ class SlurmPoller:
         #: kind → keys whose last published observation is not a tombstone: the candidates
         #: for a tombstone when a full listing lacks them (a set difference, not a scan).
         self._live: dict[str, set[str]] = {}
+        #: Objects whose last publish failed, so may or may not be in the log (module doc).
+        self._uncertain: set[tuple[str, str]] = set()
+        #: Failed publishes so far (names the republish's message id).
+        self._lost = 0
         for (kind, key), (ev, _) in self.last.items():
             if ev.op != "deleted":
                 self._live.setdefault(kind, set()).add(key)
@@ -194,8 +205,7 @@ class SlurmPoller:
         async with self._lock:
             changed = [ev for ev in found if self._changed(ev)]
             if changed:
-                keyed = [(ev, self._msg_id(ev)) for ev in changed]
-                results = await self.publish(keyed)
+                results = await self._publish(changed)
                 for ev, res in zip(changed, results, strict=True):
                     self._record(ev, res.seq)
         return len(changed)
@@ -305,8 +315,7 @@ class SlurmPoller:
                     # so the next listing recognises it by identity and skips it.
                     self.last[(events.kind_of(ev), ev.key)] = (ev, self.last_seq(ev))
             if changed:
-                keyed = [(ev, self._msg_id(ev)) for ev in changed]
-                results = await self.publish(keyed)
+                results = await self._publish(changed)
                 for ev, res in zip(changed, results, strict=True):
                     self._record(ev, res.seq)
         self._models.update(self._pending_models)
@@ -445,7 +454,7 @@ class SlurmPoller:
             for m in models:
                 k = key(m)
                 seen = previous.get(k)
-                if seen is not None and seen[0] is m:
+                if seen is not None and seen[0] is m and (kind, k) not in self._uncertain:
                     published = last.get((kind, k))
                     if published is not None and published[0] is seen[1]:
                         current[k] = seen
@@ -481,8 +490,19 @@ class SlurmPoller:
         prev = self.last.get((events.kind_of(ev), ev.key))
         return prev[1] if prev is not None else 0
 
+    async def _publish(self, changed: Sequence[Event]) -> list[Published]:
+        """Publish ``changed``; on failure its objects become uncertain (module doc)."""
+        keyed = [(ev, self._msg_id(ev)) for ev in changed]
+        try:
+            return await self.publish(keyed)
+        except BaseException:
+            self._lost += 1
+            self._uncertain.update((events.kind_of(ev), ev.key) for ev in changed)
+            raise
+
     def _record(self, ev: Event, seq: int) -> None:
         kind = events.kind_of(ev)
+        self._uncertain.discard((kind, ev.key))
         self.last[(kind, ev.key)] = (ev, seq)
         live = self._live.setdefault(kind, set())
         if kind == "SlurmJob" and self._job_states_offered and self.job_relist_interval > 0:
@@ -501,11 +521,16 @@ class SlurmPoller:
         return prev is not None and prev[0].observed_at > ev.observed_at
 
     def _changed(self, ev: Event) -> bool:
+        if (events.kind_of(ev), ev.key) in self._uncertain:
+            return True
         prev = self.last.get((events.kind_of(ev), ev.key))
         if prev is None:
             return ev.op != "deleted"
         return prev[0].version != ev.version or prev[0].op != ev.op
 
     def _msg_id(self, ev: Event) -> str:
-        prev = self.last.get((events.kind_of(ev), ev.key))
-        return f"{events.kind_of(ev)}:{ev.key}:{ev.version}:{prev[1] if prev else 0}"
+        kind = events.kind_of(ev)
+        if (kind, ev.key) in self._uncertain:
+            return f"{kind}:{ev.key}:{ev.version}:lost{self._lost}"
+        prev = self.last.get((kind, ev.key))
+        return f"{kind}:{ev.key}:{ev.version}:{prev[1] if prev else 0}"

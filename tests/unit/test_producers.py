@@ -268,6 +268,42 @@ async def test_msg_id_chains_on_previous_sequence() -> None:
     assert ids[0].split(":")[2] == ids[2].split(":")[2]  # same content hash
 
 
+class StoredButUnacknowledged(Sink):
+    """A server that stores the batch and then dies before acknowledging it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lose_next = False
+
+    async def __call__(self, batch: Sequence[tuple[Event, str]]) -> list[Published]:
+        out = await super().__call__(batch)
+        if self.lose_next:
+            self.lose_next = False
+            raise TimeoutError("nats: timeout waiting for the PubAck")
+        return out
+
+
+async def test_an_unacknowledged_state_is_replaced_even_if_the_world_reverted() -> None:
+    """The log holds a tombstone whose PubAck was lost; the node registered again, as it
+    was, before the next poll: that poll must publish it again (the chaos test's stale
+    tombstone), under an id no earlier copy has."""
+    c, sink = FakeClient(), StoredButUnacknowledged()
+    p = poller(c, sink)
+    await p.poll_once()
+    n2 = c.nodes.pop()
+    sink.lose_next = True
+    with pytest.raises(TimeoutError):
+        await p.poll_once()
+    assert sink.last() == [("SlurmNode", "n2", "deleted")]  # stored all the same
+    c.nodes.append(n2)  # back, with the content last acknowledged
+    assert await p.poll_once() == 1
+    assert sink.last() == [("SlurmNode", "n2", "observed")]
+    ids = [i for b in sink.batches for e, i in b if e.key == "n2"]
+    assert len(set(ids)) == len(ids) == 3
+    assert ids[-1].endswith(":lost1")
+    assert await p.poll_once() == 0  # settled: acknowledged again
+
+
 def test_content_hash_ignores_envelope() -> None:
     a = translate.node_to_event(
         Node(name="n", state=("IDLE",)), cluster="c", producer="x", observed_at=1
