@@ -216,8 +216,9 @@ class SlurmPoller:
             try:
                 await self.poll_once()
             except Exception as exc:  # noqa: BLE001 - the log is unreachable: try next slot
-                # Nothing was recorded as published (nor the watermarks advanced), so the
-                # next poll publishes the same changes again (deduplicated by Nats-Msg-Id).
+                # Nothing was recorded as published (nor the watermarks advanced), and the
+                # objects of a failed publish are uncertain: the next poll publishes them again
+                # (module doc).
                 log.warning("poll of Slurm cluster %s not stored: %r", self.cluster, exc)
             next_at += self.poll_interval
             now = time.monotonic()
