@@ -490,7 +490,15 @@ class Watcher(Generic[E]):
 
     async def _publish(self, batch: list[tuple[E, str]]) -> None:
         await self._drain_inflight()
-        await self.publish(batch)
+        try:
+            await self.publish(batch)
+        except BaseException:
+            # It may be stored with its acknowledgement lost. The next list republishes
+            # everything: diffing against what was acknowledged would miss an object that
+            # has meanwhile reverted to that content, leaving the unacknowledged state in
+            # the log (as the Slurm poller's uncertain objects).
+            self._republish = True
+            raise
         for ev, _ in batch:
             if ev.op == "deleted":
                 self.last.pop(ev.key, None)

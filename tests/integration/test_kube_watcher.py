@@ -115,6 +115,39 @@ async def test_a_relist_reads_pages_and_tombstones_what_no_page_held(tmp_path: P
     assert set(watcher.last) == set(observed)
 
 
+async def test_a_relist_whose_publish_failed_republishes_everything(tmp_path: Path) -> None:
+    """A failed publish may have been stored (its acknowledgement lost): the next list
+    republishes every object, not only those that differ from what was acknowledged — one
+    may have reverted to exactly that meanwhile, and the log would keep the other state."""
+    async with KubeSim() as sim:
+        sim.add_pod("p1", "default", scheduler_name=SCHEDULER)
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        api = await kube.api_client(KubeSettings(kubeconfig=str(kubeconfig)))
+        log: list[KubePod] = []
+        lose = [False]
+
+        async def publish(batch: list[tuple[Event, str]]) -> None:
+            log.extend(ev for ev, _ in batch if isinstance(ev, KubePod))  # stored ...
+            if lose[0]:
+                lose[0] = False
+                raise TimeoutError("nats: timeout")  # ... but not acknowledged
+
+        try:
+            watcher = PodWatcher(api, publish, producer="test", seed={}, scheduler_name=SCHEDULER)
+            await watcher.relist()
+            sim.patch("pods", "p1", {"metadata": {"labels": {"x": "1"}}}, "default")
+            lose[0] = True
+            with pytest.raises(TimeoutError):
+                await watcher.relist()
+            assert log[-1].labels.get("x") == "1"  # in the log, unacknowledged
+            sim.patch("pods", "p1", {"metadata": {"labels": {"x": None}}}, "default")
+            await watcher.relist()  # back to what was acknowledged: published all the same
+        finally:
+            await api.close()
+    assert "x" not in log[-1].labels
+    assert len(log) == 3
+
+
 async def test_a_kind_not_served_is_listed_empty_once_and_objects_seen_are_kept(
     tmp_path: Path,
 ) -> None:
