@@ -415,6 +415,8 @@ async def test_an_external_node_is_registered_repartitioned_and_removed(
         "nodes", "ext-a", {"metadata": {"labels": {wellknown.LABEL_EXTERNAL_NODE: None}}}
     )
     await stack.wait_for(lambda: "NodeName=ext-a" not in shown(), timeout=60, what="deleted")
+    # The delete's record is published after slurmctld answered: read once it is in.
+    await stack.settled()
     recs = [
         (type(r.action).__name__, r.outcome)
         for r in await stack.action_records()
