@@ -17,7 +17,13 @@ listings of that poll too (the marker reconcilers check before acting on an abse
 ``version`` is a content hash of the snapshot; ``Nats-Msg-Id`` is
 ``<kind>:<key>:<hash>:<seq of the previous observation of the key>``, so two pollers of one
 cluster that publish the same transition dedupe, while a flip back to an earlier state still
-gets a new id (its previous sequence differs).
+gets a new id (its previous sequence differs). An object this poller knows nothing of (its
+first sighting, or the first after the poller started from a log that holds only its
+tombstone) has no previous sequence: its id names the poll's time instead
+(``…:new<observed_at>``). A constant there would repeat the id of the object's earlier first
+sighting, and inside the duplicate window the server would drop this one as its copy (found
+by the chaos test: a node deleted, back within two minutes with the same content, after a
+restart of the poller, never reached the log).
 
 A publish that fails may still have been stored (the server kept it, its acknowledgement was
 lost). Its objects are then *uncertain*: the next poll publishes each of them again whatever
@@ -534,4 +540,6 @@ class SlurmPoller:
         if (kind, ev.key) in self._uncertain:
             return f"{kind}:{ev.key}:{ev.version}:lost{self._lost}"
         prev = self.last.get((kind, ev.key))
-        return f"{kind}:{ev.key}:{ev.version}:{prev[1] if prev else 0}"
+        if prev is None:
+            return f"{kind}:{ev.key}:{ev.version}:new{ev.observed_at}"
+        return f"{kind}:{ev.key}:{ev.version}:{prev[1]}"

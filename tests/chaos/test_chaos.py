@@ -32,7 +32,7 @@ import msgspec
 import pytest
 
 from reconcilers import nodeset, placement
-from schemas import streams, wellknown
+from schemas import events, streams, subjects, wellknown
 from schemas.actions import BindPod, DrainSlurmNode, SubmitSlurmJob
 from schemas.events import SlurmNode
 from slurmbridge.app import App
@@ -329,16 +329,37 @@ async def test_chaos_keeps_every_invariant() -> None:
                 for n in app.projection.values(SlurmNode)
                 if n.key.startswith("cs-")
             }
-            records = [
+            recent = [
                 (r.outcome, type(r.action).__name__, r.reason or r.error)
                 for r in await stack.action_records()
                 if r.key == f"{NS}/cs"
             ][-8:]
+            # Every observation of the NodeSet's Slurm nodes in the log, and what each
+            # poller believes it published last: where the log and Slurm parted.
+            history = {}
+            for name in slurm:
+                subject = subjects.obs_subject(subjects.slurm_source("default"), "SlurmNode", name)
+                history[name] = [
+                    (ev.op, ev.state, ev.producer, ev.version[:6], ev.observed_at)
+                    for raw in await stack.observations(subject)
+                    if isinstance(ev := events.decode_event("SlurmNode", raw), SlurmNode)
+                ][-6:]
+            believed = {
+                who: {
+                    n: (e[0].op, getattr(e[0], "state", None), e[1])
+                    for (kind, n), e in poller.last.items()
+                    if kind == "SlurmNode" and n.startswith("cs-")
+                }
+                for who, poller in (("main", app.poller), ("twin", twin.poller))
+                if poller is not None
+            }
             raise AssertionError(
                 f"NodeSet cs: {nodeset_pods()} pods for {replicas} replicas\n"
                 f"decide: {decision.reason} {decision.actions} "
                 f"requeue={decision.requeue_after}\npods: {pods}\nSlurm: {slurm}\n"
-                f"projection: {seen}\nlast records: {records}\n"
+                f"projection: {seen}\nlast records: {recent}\n"
+                f"log: {history}\npollers: {believed}\n"
+                f"registered: {[n for n in stack.sims.slurmd.registered if n.startswith('cs-')]}\n"
                 f"workers: { {n: (w.caught_up, w.idle) for n, w in app.workers.items()} }"
             ) from None
 

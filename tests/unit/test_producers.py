@@ -304,6 +304,44 @@ async def test_an_unacknowledged_state_is_replaced_even_if_the_world_reverted() 
     assert await p.poll_once() == 0  # settled: acknowledged again
 
 
+class DedupingSink(Sink):
+    """JetStream's duplicate window: a message whose id was stored before is dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored: list[tuple[Event, str]] = []
+        self.ids: dict[str, int] = {}
+
+    async def __call__(self, batch: Sequence[tuple[Event, str]]) -> list[Published]:
+        self.batches.append(list(batch))
+        out = []
+        for ev, msg_id in batch:
+            if msg_id in self.ids:
+                out.append(Published("s", self.ids[msg_id], True))
+                continue
+            self.seq += 1
+            self.ids[msg_id] = self.seq
+            self.stored.append((ev, msg_id))
+            out.append(Published("s", self.seq, False))
+        return out
+
+
+async def test_an_object_back_after_a_restart_is_stored_not_taken_for_a_duplicate() -> None:
+    """n2 appears, goes (tombstone), and comes back as it was after the poller restarted
+    from a log that holds only the tombstone: the new first sighting must be stored."""
+    c, sink = FakeClient(), DedupingSink()
+    p1 = poller(c, sink)
+    await p1.poll_once()
+    n2 = c.nodes.pop()
+    await p1.poll_once()
+    live = {k: v for k, v in p1.last.items() if v[0].op != "deleted"}  # what a log seeds
+    c.nodes.append(n2)
+    p2 = poller(c, sink, live)
+    assert await p2.poll_once() == 1
+    last = [(e.key, e.op) for e, _ in sink.stored if e.key == "n2"]
+    assert last == [("n2", "observed"), ("n2", "deleted"), ("n2", "observed")]
+
+
 def test_content_hash_ignores_envelope() -> None:
     a = translate.node_to_event(
         Node(name="n", state=("IDLE",)), cluster="c", producer="x", observed_at=1
