@@ -472,7 +472,9 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
         """What to publish for ``node`` (its totals, or a tombstone), None when unchanged."""
         prev = self.last.get(node)
         if current is None:
-            return self._tombstone(prev, version, now) if prev is not None else None
+            # A tombstone sent but not acknowledged: the log may still hold the node's totals.
+            gone = prev if prev is not None else self.unacked_tombstones.get(node)
+            return self._tombstone(gone, version, now) if gone is not None else None
         if prev is not None and same_content(prev, current) and not self._republish:
             return None
         return current
@@ -497,13 +499,14 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
             self._add(each, 1)
         totals = self.totals
         batch: list[tuple[events.KubeNodeUsage, str]] = []
-        for node in sorted(set(totals) | set(self.last)):
+        for node in sorted(set(totals) | set(self.last) | set(self.unacked_tombstones)):
             current = self._event(node, totals[node], list_rv, now) if node in totals else None
             ev = self._changed(node, current, list_rv, now)
             if ev is not None:
                 batch.append((ev, self._msg_id(ev)))
         if batch:
             await self._publish(batch)
+        self.unacked_tombstones.clear()
         await self._relisted(list_rv, now)
 
     async def _on_line(self, line: bytes) -> None:

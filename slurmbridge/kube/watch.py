@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -243,6 +244,9 @@ class Watcher(Generic[E]):
         self._republish = False
         self.producer = producer
         self.last: dict[str, E] = dict(seed)
+        #: Tombstones sent by the watch and not acknowledged yet, by key: a relist after a
+        #: lost publish must still tombstone those objects (they left ``last`` when sent).
+        self.unacked_tombstones: dict[str, E] = {}
         self.label_selector = label_selector
         self.watch_timeout = watch_timeout
         self.resource_version = ""
@@ -434,9 +438,12 @@ class Watcher(Generic[E]):
                 del items
             if batch:
                 await self._publish(batch)
-        gone = [self._tombstone(self.last[key], list_rv, now) for key in set(self.last) - seen]
+        # An object whose tombstone is unacknowledged may still be live in the log.
+        known = {**self.unacked_tombstones, **self.last}
+        gone = [self._tombstone(known[key], list_rv, now) for key in set(known) - seen]
         if gone:
             await self._publish([(tomb, self._msg_id(tomb)) for tomb in gone])
+        self.unacked_tombstones.clear()
         await self._relisted(list_rv, now)
 
     async def _list_pages(self) -> AsyncIterator[tuple[list[Any], str]]:
@@ -603,7 +610,10 @@ class Watcher(Generic[E]):
         self._inflight.append(fut)
         if ev.op == "deleted":
             self.last.pop(ev.key, None)
+            self.unacked_tombstones[ev.key] = ev
+            fut.add_done_callback(functools.partial(self._tombstone_stored, ev))
         else:
+            self.unacked_tombstones.pop(ev.key, None)
             self.last[ev.key] = ev
         while self._inflight and (self._inflight[0].done() or len(self._inflight) > WINDOW):
             fut = self._inflight.popleft()
@@ -612,6 +622,12 @@ class Watcher(Generic[E]):
             except Exception as exc:
                 self._inflight.clear()
                 raise PublishLost(str(exc)) from exc
+
+    def _tombstone_stored(self, tomb: E, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        if self.unacked_tombstones.get(tomb.key) is tomb:
+            del self.unacked_tombstones[tomb.key]
 
     def _on_stored(self, fut: asyncio.Future[Any]) -> None:
         if fut.cancelled() or fut.exception() is None:

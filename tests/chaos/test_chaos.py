@@ -34,7 +34,7 @@ import pytest
 from reconcilers import nodeset, placement
 from schemas import events, streams, subjects, wellknown
 from schemas.actions import BindPod, DrainSlurmNode, SubmitSlurmJob
-from schemas.events import SlurmNode
+from schemas.events import KubePod, SlurmNode
 from slurmbridge.app import App
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
@@ -336,7 +336,7 @@ async def test_chaos_keeps_every_invariant() -> None:
             ][-8:]
             # Every observation of the NodeSet's Slurm nodes in the log, and what each
             # poller believes it published last: where the log and Slurm parted.
-            history = {}
+            history: dict[str, list[Any]] = {}
             for name in slurm:
                 subject = subjects.obs_subject(subjects.slurm_source("default"), "SlurmNode", name)
                 history[name] = [
@@ -344,6 +344,18 @@ async def test_chaos_keeps_every_invariant() -> None:
                     for raw in await stack.observations(subject)
                     if isinstance(ev := events.decode_event("SlurmNode", raw), SlurmNode)
                 ][-6:]
+            held = {
+                p.name: (p.uid[:8], p.version, p.producer, p.phase, p.deleting)
+                for p in app.projection.values(KubePod)
+                if p.labels.get("app.kubernetes.io/instance") == "cs"
+            }
+            for name in held:
+                subject = subjects.obs_subject(subjects.KUBE_SOURCE, "KubePod", f"{NS}/{name}")
+                history[f"pod {name}"] = [
+                    (ev.op, ev.uid[:8], ev.version, ev.producer)
+                    for raw in await stack.observations(subject)
+                    if isinstance(ev := events.decode_event("KubePod", raw), KubePod)
+                ][-8:]
             believed = {
                 who: {
                     n: (e[0].op, getattr(e[0], "state", None), e[1])
@@ -358,7 +370,8 @@ async def test_chaos_keeps_every_invariant() -> None:
                 f"decide: {decision.reason} {decision.actions} "
                 f"requeue={decision.requeue_after}\npods: {pods}\nSlurm: {slurm}\n"
                 f"projection: {seen}\nlast records: {recent}\n"
-                f"log: {history}\npollers: {believed}\n"
+                f"log: {history}\npollers: {believed}\nheld pods: {held}\n"
+                f"stale skipped: {app.projection.stale}\n"
                 f"registered: {[n for n in stack.sims.slurmd.registered if n.startswith('cs-')]}\n"
                 f"workers: { {n: (w.caught_up, w.idle) for n, w in app.workers.items()} }"
             ) from None

@@ -17,6 +17,7 @@ from slurmbridge.config import KubeSettings
 from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES, KubeSim
 from slurmbridge.devtools.testing import Stack, wait_until
 from slurmbridge.kube import client as kube
+from slurmbridge.kube.watch import PublishLost
 
 
 @pytest.fixture
@@ -146,6 +147,52 @@ async def test_a_relist_whose_publish_failed_republishes_everything(tmp_path: Pa
             await api.close()
     assert "x" not in log[-1].labels
     assert len(log) == 3
+
+
+async def test_a_tombstone_whose_publish_failed_is_sent_again_by_the_relist(
+    tmp_path: Path,
+) -> None:
+    """A watch event's tombstone leaves the watcher's memory when it is sent; if its publish
+    then fails, the relist that follows must still tombstone the object (the log may hold it
+    live: the chaos test's phantom slurmd pod)."""
+    async with KubeSim() as sim:
+        sim.add_pod("p1", "default", scheduler_name=SCHEDULER)
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        api = await kube.api_client(KubeSettings(kubeconfig=str(kubeconfig)))
+        log: list[KubePod] = []
+
+        async def publish(batch: list[tuple[Event, str]]) -> None:
+            log.extend(ev for ev, _ in batch if isinstance(ev, KubePod))
+
+        async def send(ev: Event, msg_id: str) -> asyncio.Future[Any]:
+            del msg_id
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            if ev.op == "deleted":
+                fut.set_exception(TimeoutError("nats: timeout"))  # not stored
+            else:
+                log.append(ev)  # type: ignore[arg-type]
+                fut.set_result(None)
+            return fut
+
+        try:
+            watcher = PodWatcher(
+                api, publish, producer="test", seed={}, scheduler_name=SCHEDULER, send=send
+            )
+            await watcher.relist()
+            watching = asyncio.ensure_future(watcher.watch_once())
+            await wait_until(lambda: watcher.watching, timeout=10)
+            sim.delete_pod("p1", "default", grace_period_seconds=0)
+            with pytest.raises(PublishLost):
+                await asyncio.wait_for(watching, 10)
+            assert "default/p1" in watcher.unacked_tombstones
+            await watcher.relist()
+        finally:
+            await api.close()
+    assert [(ev.key, ev.op) for ev in log] == [
+        ("default/p1", "observed"),
+        ("default/p1", "deleted"),
+    ]
+    assert not watcher.unacked_tombstones
 
 
 async def test_a_kind_not_served_is_listed_empty_once_and_objects_seen_are_kept(
