@@ -67,6 +67,8 @@ def _job_state(slurm: ModernSlurm, job_id: int) -> str:
 async def _idle(stack: Stack, slurm: ModernSlurm, node: str) -> None:
     # After RESUME/UNDRAIN a node reads IDLE+NOT_RESPONDING for up to ~1 s.
     await stack.wait_for(lambda: slurm.node_states().get(node) == "idle", what=f"{node} idle")
+    # The undrain's action record is published after slurmctld answered: callers read it.
+    await stack.settled()
 
 
 async def test_nodes_partitions_and_ping_are_observed(
