@@ -109,7 +109,10 @@ async def test_scheduled_update_reserves_the_nodes_and_replaces_pods_inside_the_
     ensured = [
         r for r in await stack.action_records() if isinstance(r.action, EnsureSlurmReservation)
     ]
-    assert ensured and ensured[0].outcome == "ok"
+    # The stamp and finalizer are written with the NodeSet's resourceVersion: a status write
+    # in between is a 409, retried (outcome "retry"), never a failure.
+    assert any(r.outcome == "ok" for r in ensured), ensured
+    assert {r.outcome for r in ensured} <= {"ok", "retry", "noop"}, ensured
 
     stack.kube.patch("nodesets", "gpu", {"spec": {"updateStrategy": {"type": "RollingUpdate"}}}, NS)
     await stack.wait_for(lambda: NAME not in stack.slurm.reservations, what="reservation deleted")

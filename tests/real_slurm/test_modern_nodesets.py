@@ -372,7 +372,10 @@ async def test_scheduled_update_creates_a_maint_reservation_on_the_nodesets_node
     ensured = [
         r for r in await stack.action_records() if isinstance(r.action, EnsureSlurmReservation)
     ]
-    assert ensured and ensured[0].outcome == "ok", ensured
+    # The stamp and finalizer are written with the NodeSet's resourceVersion: a status write
+    # in between is a 409, retried (outcome "retry"), never a failure.
+    assert any(r.outcome == "ok" for r in ensured), ensured
+    assert {r.outcome for r in ensured} <= {"ok", "retry", "noop"}, ensured
 
     stack.kube.patch("nodesets", "rs", {"spec": {"updateStrategy": {"type": "RollingUpdate"}}}, NS)
     await stack.wait_for(
