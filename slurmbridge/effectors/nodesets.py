@@ -117,82 +117,14 @@ class NodeSetEffector(Effector):
         )
         if isinstance(obj, EffectResult):
             return obj
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        template = spec.get("template") or {}
-        tmeta = template.get("metadata") or {}
-        pod_spec = dict(template.get("spec") or {})
         daemon = bool(action.hostname)
         hostname = action.hostname or action.pod_name
-        pod_spec["hostname"] = hostname
-        if action.node:
-            pod_spec["affinity"] = _pin_affinity(pod_spec.get("affinity"), action.node)
-        slurmd = spec.get("slurmd") or {}
-        if slurmd:
-            # v1beta1 (slurm-operator 1.x) gives the slurmd container apart from the
-            # template: it is merged over the template's container of that name, or added.
-            cname = slurmd.get("name") or "slurmd"
-            containers = list(pod_spec.get("containers") or [])
-            at = next((i for i, c in enumerate(containers) if c.get("name") == cname), None)
-            merged = {**(containers[at] if at is not None else {}), **slurmd, "name": cname}
-            if at is None:
-                containers.insert(0, merged)
-            else:
-                containers[at] = merged
-            pod_spec["containers"] = containers
-        if spec.get("extraConf"):
-            pod_spec["containers"] = _with_conf(
-                list(pod_spec.get("containers") or []),
-                slurmd.get("name") or "slurmd",
-                ref.name,
-                str(spec["extraConf"]),
-            )
-        if spec.get("serviceName"):
-            pod_spec["subdomain"] = spec["serviceName"]
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                **({"generateName": f"{ref.name}-"} if daemon else {"name": action.pod_name}),
-                "namespace": ref.namespace,
-                "labels": {
-                    **(tmeta.get("labels") or {}),
-                    "app.kubernetes.io/name": "slurmd",
-                    "app.kubernetes.io/instance": ref.name,
-                    wellknown.LABEL_REVISION_HASH: _revision_hash(obj),
-                    # utils.go initIdentity: the Slurm node name and the scaling mode.
-                    wellknown.LABEL_POD_HOSTNAME: hostname,
-                    wellknown.LABEL_SCALING_MODE: "DaemonSet" if daemon else "StatefulSet",
-                },
-                "annotations": dict(tmeta.get("annotations") or {}),
-                "ownerReferences": [
-                    {
-                        "apiVersion": "/".join(NODESET_API),
-                        "kind": "NodeSet",
-                        "name": ref.name,
-                        "uid": meta.get("uid", ref.uid),
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": pod_spec,
-        }
         if daemon and await self._daemon_pod_exists(ref, hostname):
             return EffectResult("noop", f"a pod for {action.node} exists")
-        claims = claims_for(obj, daemon, hostname if daemon else action.pod_name)
+        pod, claims = nodeset_pod(obj, action)
         if claims:
-            # utils.go UpdateStorage: one volume per claim template, named after it, replacing
-            # a template volume of that name; podcontrol.go creates the claims first.
-            volumes = [
-                {"name": tname, "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
-                for tname, claim in claims
-            ]
-            names = {tname for tname, _ in claims}
-            pod_spec["volumes"] = volumes + [
-                v for v in pod_spec.get("volumes") or [] if v.get("name") not in names
-            ]
-            await self._create_claims(ref.namespace, [c for _, c in claims])
+            # podcontrol.go creates the claims before the pod.
+            await self._create_claims(ref.namespace, claims)
         create: Any = self.core.create_namespaced_pod
         return await create_unless_exists(
             create(ref.namespace, pod, _preload_content=False),
@@ -997,6 +929,95 @@ class NodeSetEffector(Effector):
                 raise Transient(f"pod {pod.key} changed meanwhile ({field})", 0.1) from exc
             raise
         return EffectResult("ok")
+
+
+def nodeset_pod(
+    nodeset: dict[str, Any], action: CreateNodeSetPod
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The slurmd pod ``action`` asks for, built from NodeSet ``nodeset`` as read (decoded
+    JSON), and the PersistentVolumeClaims to create before it: ``(pod, claims)``.
+
+    The pod is ``spec.template`` with, as slurm-operator 1.x builds it
+    (``internal/controller/nodeset/utils.go`` ``newNodeSetPod``, ``initIdentity``,
+    ``UpdateStorage``): name ``<nodeset>-<ordinal>`` (DaemonSet mode: ``generateName``
+    ``<nodeset>-`` and the node's hostname), ``hostname``, the pin to ``action.node`` as
+    required node affinity, the v1beta1 ``spec.slurmd`` container merged over the template's
+    container of that name (or added first), ``extraConf`` as slurmd's ``--conf``,
+    ``serviceName`` as ``subdomain``, the slurmd/instance/revision/hostname/scaling-mode
+    labels, the NodeSet as controller owner, and one volume per claim template. Pure: no I/O.
+    """
+    ref = action.nodeset
+    meta = nodeset.get("metadata") or {}
+    spec = nodeset.get("spec") or {}
+    template = spec.get("template") or {}
+    tmeta = template.get("metadata") or {}
+    pod_spec = dict(template.get("spec") or {})
+    daemon = bool(action.hostname)
+    hostname = action.hostname or action.pod_name
+    pod_spec["hostname"] = hostname
+    if action.node:
+        pod_spec["affinity"] = _pin_affinity(pod_spec.get("affinity"), action.node)
+    slurmd = spec.get("slurmd") or {}
+    if slurmd:
+        # v1beta1 (slurm-operator 1.x) gives the slurmd container apart from the
+        # template: it is merged over the template's container of that name, or added.
+        cname = slurmd.get("name") or "slurmd"
+        containers = list(pod_spec.get("containers") or [])
+        at = next((i for i, c in enumerate(containers) if c.get("name") == cname), None)
+        merged = {**(containers[at] if at is not None else {}), **slurmd, "name": cname}
+        if at is None:
+            containers.insert(0, merged)
+        else:
+            containers[at] = merged
+        pod_spec["containers"] = containers
+    if spec.get("extraConf"):
+        pod_spec["containers"] = _with_conf(
+            list(pod_spec.get("containers") or []),
+            slurmd.get("name") or "slurmd",
+            ref.name,
+            str(spec["extraConf"]),
+        )
+    if spec.get("serviceName"):
+        pod_spec["subdomain"] = spec["serviceName"]
+    claims = claims_for(nodeset, daemon, hostname if daemon else action.pod_name)
+    if claims:
+        # utils.go UpdateStorage: one volume per claim template, named after it, replacing
+        # a template volume of that name.
+        names = {tname for tname, _ in claims}
+        pod_spec["volumes"] = [
+            {"name": tname, "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+            for tname, claim in claims
+        ] + [v for v in pod_spec.get("volumes") or [] if v.get("name") not in names]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            **({"generateName": f"{ref.name}-"} if daemon else {"name": action.pod_name}),
+            "namespace": ref.namespace,
+            "labels": {
+                **(tmeta.get("labels") or {}),
+                "app.kubernetes.io/name": "slurmd",
+                "app.kubernetes.io/instance": ref.name,
+                wellknown.LABEL_REVISION_HASH: _revision_hash(nodeset),
+                # utils.go initIdentity: the Slurm node name and the scaling mode.
+                wellknown.LABEL_POD_HOSTNAME: hostname,
+                wellknown.LABEL_SCALING_MODE: "DaemonSet" if daemon else "StatefulSet",
+            },
+            "annotations": dict(tmeta.get("annotations") or {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": "/".join(NODESET_API),
+                    "kind": "NodeSet",
+                    "name": ref.name,
+                    "uid": meta.get("uid", ref.uid),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": pod_spec,
+    }
+    return pod, [claim for _, claim in claims]
 
 
 def _revision_hash(nodeset: dict[str, Any]) -> str:

@@ -11,7 +11,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from schemas.actions import CreateNodeSetPod, NodeSetRef
 from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES
+from slurmbridge.effectors.nodesets import nodeset_pod
 
 CRDS = Path(__file__).parents[2] / "deploy" / "crds"
 K8S_VERSIONS = ("1.29.0", "1.33.0")
@@ -208,15 +210,99 @@ def test_there_are_nodeset_examples() -> None:
     }
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("nodeset-*.yaml")), ids=lambda p: p.name)
+def strict(schema: Any) -> Any:
+    """``schema`` as the API server applies it under strict field validation: every object
+    schema that lists ``properties`` and neither ``additionalProperties`` nor
+    ``x-kubernetes-preserve-unknown-fields`` refuses other fields. (A structural schema prunes
+    unknown fields; with ``fieldValidation=Strict`` — ``kubectl --validate=strict``, the
+    default since kubectl 1.27 — the server answers them as errors instead: Kubernetes docs
+    "Custom Resources", "Field pruning" and "Field validation".)"""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict(v) for k, v in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def example(path: Path) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load(path.read_text())
+    return obj
+
+
+NODESET_EXAMPLES = sorted(EXAMPLES.glob("nodeset-*.yaml"))
+
+
+@pytest.mark.parametrize("path", NODESET_EXAMPLES, ids=lambda p: p.name)
 def test_nodeset_examples_validate_against_the_crd(path: Path) -> None:
-    """Each slurm-operator 1.x example is a v1beta1 NodeSet our CRD's schema accepts."""
-    obj = yaml.safe_load(path.read_text())
+    """Each slurm-operator 1.x example is a v1beta1 NodeSet our CRD's schema accepts under
+    strict field validation (an unknown field is an error, not pruned)."""
+    obj = example(path)
     assert obj["apiVersion"] == "slinky.slurm.net/v1beta1"
     assert obj["kind"] == "NodeSet"
-    schema = schema_of("nodesets.slinky.slurm.net", "v1beta1")
+    schema = strict(schema_of("nodesets.slinky.slurm.net", "v1beta1"))
     errors = [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(obj)]
     assert errors == []
+
+
+def test_strict_validation_names_an_unknown_field() -> None:
+    """The strict check is not vacuous: a misspelt field of the spec, of the partition or of
+    the slurmd container's neighbours is refused; the pod template's spec is not checked
+    here (it is kept whole, ``x-kubernetes-preserve-unknown-fields``, and checked as a Pod)."""
+    schema = strict(schema_of("nodesets.slinky.slurm.net", "v1beta1"))
+    base = example(EXAMPLES / "nodeset-partition.yaml")
+    for path in (("spec", "replica"), ("spec", "partition", "enable")):
+        errors = list(jsonschema.Draft7Validator(schema).iter_errors(_with(base, path, 1)))
+        assert errors, f"{'.'.join(path)}: accepted"
+    kept = _with(base, ("spec", "template"), {"spec": {"anything": 1}})
+    assert list(jsonschema.Draft7Validator(schema).iter_errors(kept)) == []
+
+
+@pytest.mark.parametrize("k8s", K8S_VERSIONS)
+@pytest.mark.parametrize("path", NODESET_EXAMPLES, ids=lambda p: p.name)
+def test_the_pods_and_claims_made_from_each_example_are_valid(path: Path, k8s: str) -> None:
+    """What slurmbridge creates from each 1.x example — the slurmd pod (``spec.slurmd``
+    merged into the template, ``extraConf`` as ``--conf``, pinning, claim volumes) and its
+    PersistentVolumeClaims — passes kubernetes-validate, strict, for each Kubernetes
+    version we support: the API server would create them."""
+    obj = example(path)
+    obj["metadata"]["uid"] = "0b7c6f2e-1d1a-4a47-9a55-3a4e8f8c9b10"
+    ref = NodeSetRef(namespace="slurm", name=obj["metadata"]["name"], uid="")
+    daemon = obj["spec"].get("scalingMode") == "DaemonSet"
+    action = CreateNodeSetPod(
+        nodeset=ref,
+        pod_name="" if daemon else f"{ref.name}-0",
+        ordinal=0,
+        node="worker-1" if daemon or obj["spec"].get("pinToNode") else "",
+        hostname="worker-1" if daemon else "",
+    )
+    pod, claims = nodeset_pod(obj, action)
+    assert pod["spec"]["containers"], "no container"
+    kubernetes_validate.validate(pod, k8s, strict=True)
+    for claim in claims:
+        kubernetes_validate.validate(claim, k8s, strict=True)
+    if obj["spec"].get("volumeClaimTemplates"):
+        assert claims, "no claim made from volumeClaimTemplates"
+
+
+def test_a_pod_with_a_misspelt_field_is_refused() -> None:
+    """kubernetes-validate strict is not vacuous on pods: a misspelt container field fails."""
+    obj = example(EXAMPLES / "nodeset-statefulset.yaml")
+    obj["spec"]["slurmd"]["imagee"] = obj["spec"]["slurmd"].pop("image")
+    action = CreateNodeSetPod(
+        nodeset=NodeSetRef(namespace="slurm", name="gpu-workers", uid=""),
+        pod_name="gpu-workers-0",
+        ordinal=0,
+    )
+    pod, _ = nodeset_pod(obj, action)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(pod, K8S_VERSIONS[-1], strict=True)
 
 
 def test_v1beta1_schema_refuses_what_1x_refuses() -> None:
