@@ -282,6 +282,15 @@ def _check_capability(codec: Codec, operation: str) -> None:
         raise Unsupported(codec.version, operation)
 
 
+def _require(codec: Codec, path: str, operation: str, what: str) -> None:
+    """Raise :class:`Unsupported` for ``operation`` when ``codec``'s version has no ``path``
+    for it; ``what`` completes "slurmrestd API <version> cannot …" in the message."""
+    if not path:
+        raise Unsupported(
+            codec.version, operation, f"{operation}: slurmrestd API {codec.version} cannot {what}"
+        )
+
+
 def _quiet_answer(codec: Codec, result: NodeList | PartitionList | JobList) -> bool:
     """A data_parser answer to a conditional listing that says "nothing changed": no items
     and no ``last_update`` (a listing that really became empty carries the time it changed).
@@ -612,6 +621,33 @@ class SlurmClient:
             err = Rejected(message, status=status, error_number=report.error_number, errors=texts)
         raise err
 
+    async def _write(
+        self,
+        method: str,
+        path: str,
+        operation: str,
+        codec: Codec,
+        *,
+        content: bytes | None = None,
+        permanent: frozenset[int] = frozenset(),
+        missing: int | None = None,
+    ) -> bool:
+        """Send one write (POST or DELETE) and raise the typed error of a failed answer
+        (status ≥ 300, or an answer whose body reports errors: slurmrestd answers some
+        refusals with 200 and ``errors[]``). ``missing``: the Slurm errno that means "there
+        was nothing to delete"; it makes the call return False instead of raising.
+
+        Returns:
+            True when Slurm did it; False when it answered ``missing``.
+        """
+        resp = await self._send(method, path, operation=operation, content=content)
+        report = error_report(resp.content)
+        if missing is not None and report.error_number == missing:
+            return False
+        if resp.status_code >= 300 or report.texts:
+            self._raise(resp, operation, codec, permanent=permanent)
+        return True
+
     async def _get(
         self, codec: Codec, path: str, operation: str, params: dict[str, str] | None = None
     ) -> httpx.Response | None:
@@ -800,9 +836,7 @@ class SlurmClient:
         _check_capability(codec, "update_node")
         body = codec.encode_node_update(update)
         path = codec.paths.node.format(node_name=quote(name, safe=""))
-        resp = await self._send("POST", path, operation=operation, content=body)
-        if resp.status_code >= 300 or error_report(resp.content).texts:
-            self._raise(resp, operation, codec)
+        await self._write("POST", path, operation, codec, content=body)
 
     async def create_node(self, node_conf: str) -> None:
         """Create a dynamic node from a slurm.conf ``NodeName`` line (``scontrol create``).
@@ -833,9 +867,14 @@ class SlurmClient:
         name = line.split(None, 1)[0].partition("=")[2]
         operation = f"create_node {name}"
         body = codec.encode_create_node(line)
-        resp = await self._send("POST", codec.paths.new_node, operation=operation, content=body)
-        if resp.status_code >= 300 or error_report(resp.content).texts:
-            self._raise(resp, operation, codec, permanent=frozenset({_INVALID_NODE_STATE}))
+        await self._write(
+            "POST",
+            codec.paths.new_node,
+            operation,
+            codec,
+            content=body,
+            permanent=frozenset({_INVALID_NODE_STATE}),
+        )
 
     async def delete_node(self, name: str) -> None:
         """Delete node ``name`` (``scontrol delete nodename=…``): ``DELETE …/node/{name}``.
@@ -861,9 +900,9 @@ class SlurmClient:
         _check_capability(codec, "delete_node")
         operation = f"delete_node {name}"
         path = codec.paths.node.format(node_name=quote(name, safe=""))
-        resp = await self._send("DELETE", path, operation=operation)
-        if resp.status_code >= 300 or error_report(resp.content).texts:
-            self._raise(resp, operation, codec, permanent=frozenset({_INVALID_NODE_STATE}))
+        await self._write(
+            "DELETE", path, operation, codec, permanent=frozenset({_INVALID_NODE_STATE})
+        )
 
     # --- reservations --------------------------------------------------------------------------
 
@@ -899,20 +938,16 @@ class SlurmClient:
                 sent to an active one). Unavailable / Unauthorized.
         """
         codec = await self._get_codec()
-        if not codec.paths.reservation_new:
-            raise Unsupported(
-                codec.version,
-                "create_reservation",
-                f"create_reservation: slurmrestd API {codec.version} cannot create "
-                "reservations (POST reservation is v0.0.43+, Slurm 25.05+)",
-            )
-        operation = f"put_reservation {desc.name}"
-        body = codec.encode_reservation(desc)
-        resp = await self._send(
-            "POST", codec.paths.reservation_new, operation=operation, content=body
+        _require(
+            codec,
+            codec.paths.reservation_new,
+            "create_reservation",
+            "create reservations (POST reservation is v0.0.43+, Slurm 25.05+)",
         )
-        if resp.status_code >= 300 or error_report(resp.content).texts:
-            self._raise(resp, operation, codec)
+        body = codec.encode_reservation(desc)
+        await self._write(
+            "POST", codec.paths.reservation_new, f"put_reservation {desc.name}", codec, content=body
+        )
 
     async def delete_reservation(self, name: str) -> bool:
         """Delete reservation ``name`` (``DELETE reservation/{name}``, v0.0.43+); False when
@@ -923,22 +958,16 @@ class SlurmClient:
             Unavailable / Unauthorized / Rejected.
         """
         codec = await self._get_codec()
-        if not codec.paths.reservation_new:
-            raise Unsupported(
-                codec.version,
-                "delete_reservation",
-                f"delete_reservation: slurmrestd API {codec.version} cannot delete "
-                "reservations (DELETE reservation/{name} is v0.0.43+, Slurm 25.05+)",
-            )
-        operation = f"delete_reservation {name}"
+        _require(
+            codec,
+            codec.paths.reservation_new,
+            "delete_reservation",
+            "delete reservations (DELETE reservation/{name} is v0.0.43+, Slurm 25.05+)",
+        )
         path = codec.paths.reservation.format(reservation_name=quote(name, safe=""))
-        resp = await self._send("DELETE", path, operation=operation)
-        report = error_report(resp.content)
-        if report.error_number == _RESERVATION_INVALID:
-            return False
-        if resp.status_code >= 300 or report.texts:
-            self._raise(resp, operation, codec)
-        return True
+        return await self._write(
+            "DELETE", path, f"delete_reservation {name}", codec, missing=_RESERVATION_INVALID
+        )
 
     # --- partitions (a NodeSet's spec.partition) ------------------------------------------------
 
@@ -953,20 +982,16 @@ class SlurmClient:
                 know). Unavailable / Unauthorized.
         """
         codec = await self._get_codec()
-        if not codec.paths.partition_new:
-            raise Unsupported(
-                codec.version,
-                "create_partition",
-                f"create_partition: slurmrestd API {codec.version} cannot create "
-                "partitions (POST partitions/ is v0.0.45+, Slurm 26.05+)",
-            )
-        operation = f"put_partition {desc.name}"
-        body = codec.encode_partition(desc)
-        resp = await self._send(
-            "POST", codec.paths.partition_new, operation=operation, content=body
+        _require(
+            codec,
+            codec.paths.partition_new,
+            "create_partition",
+            "create partitions (POST partitions/ is v0.0.45+, Slurm 26.05+)",
         )
-        if resp.status_code >= 300 or error_report(resp.content).texts:
-            self._raise(resp, operation, codec)
+        body = codec.encode_partition(desc)
+        await self._write(
+            "POST", codec.paths.partition_new, f"put_partition {desc.name}", codec, content=body
+        )
 
     async def delete_partition(self, name: str) -> bool:
         """Delete partition ``name`` (``DELETE partition/{name}``, v0.0.45+); False when
@@ -977,22 +1002,16 @@ class SlurmClient:
             Unavailable / Unauthorized / Rejected.
         """
         codec = await self._get_codec()
-        if not codec.paths.partition_new:
-            raise Unsupported(
-                codec.version,
-                "delete_partition",
-                f"delete_partition: slurmrestd API {codec.version} cannot delete "
-                "partitions (DELETE partition/{name} is v0.0.45+, Slurm 26.05+)",
-            )
-        operation = f"delete_partition {name}"
+        _require(
+            codec,
+            codec.paths.partition_new,
+            "delete_partition",
+            "delete partitions (DELETE partition/{name} is v0.0.45+, Slurm 26.05+)",
+        )
         path = codec.paths.partition.format(partition_name=quote(name, safe=""))
-        resp = await self._send("DELETE", path, operation=operation)
-        report = error_report(resp.content)
-        if report.error_number == _INVALID_PARTITION_NAME:
-            return False
-        if resp.status_code >= 300 or report.texts:
-            self._raise(resp, operation, codec)
-        return True
+        return await self._write(
+            "DELETE", path, f"delete_partition {name}", codec, missing=_INVALID_PARTITION_NAME
+        )
 
     # --- jobs ----------------------------------------------------------------------------------
 
