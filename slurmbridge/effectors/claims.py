@@ -38,7 +38,7 @@ from schemas.actions import (
     ReleaseResourceClaim,
 )
 from schemas.events import AllocatedDevice
-from slurmbridge.effectors.common import MERGE, SMP, read_pod
+from slurmbridge.effectors.common import MERGE, SMP, read_pod, read_unless_gone
 from slurmbridge.kube.api import read_raw
 from slurmbridge.runtime.outcomes import EffectResult, Transient
 
@@ -84,14 +84,13 @@ class ClaimEffects:
 
     async def _read_claim(self, ref: ClaimRef) -> dict[str, Any] | None:
         """The claim, or None when it is gone or re-created under its name."""
-        try:
-            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+        obj = await read_unless_gone(
+            self.custom.get_namespaced_custom_object(
                 *RESOURCE_API, ref.namespace, "resourceclaims", ref.name
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        )
+        if obj is None:
+            return None
         if ref.uid and (obj.get("metadata") or {}).get("uid") != ref.uid:
             return None
         return obj

@@ -176,6 +176,21 @@ async def create_unless_exists(call: Any, what: str) -> EffectResult:
     return EffectResult("ok", f"{what} created")
 
 
+async def read_unless_gone(read: Awaitable[Any]) -> dict[str, Any] | None:
+    """The object a Kubernetes read answers (decoded JSON), or None when it is gone (404).
+
+    Raises:
+        ApiException: any other non-2xx answer.
+    """
+    try:
+        obj: dict[str, Any] = await read
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return obj
+
+
 async def read_slinky(
     custom: client.CustomObjectsApi, plural: str, kind: str, namespace: str, name: str, uid: str
 ) -> dict[str, Any] | EffectResult:
@@ -186,14 +201,11 @@ async def read_slinky(
     Raises:
         ApiStatusError: any other non-2xx answer.
     """
-    try:
-        obj: dict[str, Any] = await custom.get_namespaced_custom_object(
-            *slinky_api(plural), namespace, plural, name
-        )
-    except ApiException as exc:
-        if exc.status == 404:
-            return EffectResult("noop", f"{kind} is gone")
-        raise
+    obj = await read_unless_gone(
+        custom.get_namespaced_custom_object(*slinky_api(plural), namespace, plural, name)
+    )
+    if obj is None:
+        return EffectResult("noop", f"{kind} is gone")
     if uid and (obj.get("metadata") or {}).get("uid") != uid:
         return EffectResult("noop", f"{kind} was re-created")
     return obj

@@ -45,6 +45,7 @@ from slurmbridge.effectors.common import (
     patch_pod,
     read_pod,
     read_slinky,
+    read_unless_gone,
 )
 from slurmbridge.kube import revisions
 from slurmbridge.kube.api import read_raw
@@ -584,14 +585,13 @@ class NodeSetEffector(Effector):
 
     async def _read_nodeset(self, ref: NodeSetRef) -> dict[str, Any] | None:
         """NodeSet ``ref``'s metadata; None when it is gone or re-created (another uid)."""
-        try:
-            obj: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+        obj = await read_unless_gone(
+            self.custom.get_namespaced_custom_object(
                 *NODESET_API, ref.namespace, "nodesets", ref.name
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        )
+        if obj is None:
+            return None
         meta: dict[str, Any] = obj.get("metadata") or {}
         if ref.uid and meta.get("uid") != ref.uid:
             return None
@@ -867,15 +867,11 @@ class NodeSetEffector(Effector):
 
     async def _read_scale(self, ref: NodeSetRef) -> dict[str, Any] | None:
         """NodeSet ``ref``'s Scale, or None when the NodeSet is gone."""
-        try:
-            scale: dict[str, Any] = await self.custom.get_namespaced_custom_object_scale(
+        return await read_unless_gone(
+            self.custom.get_namespaced_custom_object_scale(
                 *NODESET_API, ref.namespace, "nodesets", ref.name
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return scale
+        )
 
     async def _label(self, action: SetPodLabel) -> EffectResult:
         """Read the pod (gone, or another pod of that name now ⇒ noop), skip when the label is
