@@ -83,6 +83,16 @@ hostname, as slurmd registers it).
     affinity); the pods on a node where they may no longer continue (a label removed, an
     untolerated ``NoExecute`` taint) are condemned as in rule 2 — drained, deleted only
     once their Slurm node is drained and idle. ``desired`` is the number of eligible nodes.
+    A Failed or Succeeded pod is deleted as in rule 5, its failure counted under
+    ``node/<node>`` (the back-off is the node's, as 1.x's ``failedPodsBackoffKey``); a node
+    gets no new pod while a pod of the NodeSet on it is ending (terminal or terminating: 1.x
+    ``getNodesToDaemonPods`` still counts it) or while that back-off runs (1.x holds the
+    failed pod's deletion for the back-off instead; either way the node waits, and no pod
+    churns against a kubelet that keeps rejecting it). A live pod whose
+    hostname label is no longer the node's hostname (the ``hostname-override`` annotation
+    changed) is condemned as in rule 2 and re-created under the new name once it is gone
+    (``podsShouldBeOnNode``, "hostname mismatch"); its Slurm node is the old name, so the
+    drain never touches the new one.
     A KubeNode change triggers every DaemonSet-mode NodeSet (as Kubernetes' DaemonSet
     controller, pkg/controller/daemon/daemon_controller.go ``updateNode``; 1.x's
     eventhandler_node.go only enqueues the NodeSets with a pod on the node).
@@ -526,7 +536,9 @@ def decide(v: View | None) -> Decision:
             actions += [prune, _event(ns, "DefunctSlurmNodePruned", message)]
         prune_note = "; ".join([*(f"pruning {prune.node}" for prune, _ in pruned), *notes])
         pins = {}  # 1.x keeps no pins in DaemonSet mode (calculateOrdinalToNode)
-        want, daemon_gone, daemon_note = _daemon_pods(v, live, ref, actions)
+        want, daemon_gone, daemon_note, daemon_wait = _daemon_pods(v, live, ref, actions)
+        if daemon_wait is not None:
+            requeue = daemon_wait
     else:
         pins = _daemon.pins(
             ns,
@@ -539,11 +551,20 @@ def decide(v: View | None) -> Decision:
     failures = failures_of(ns)
     for p in v.pods:
         if p.terminal and not p.deleting:
-            count, at, uid = failures.get(p.name, (0, 0, ""))
+            key = failure_key(p)
+            count, at, uid = failures.get(key, (0, 0, ""))
             if uid != p.uid:  # this failure is not counted yet
                 count = (count if v.now - at < FORGET_FAILURE_S else 0) + 1
                 at = int(v.now)
-            actions.append(DeleteFailedNodeSetPod(nodeset=ref, pod=_ref(p), failures=count, at=at))
+            actions.append(
+                DeleteFailedNodeSetPod(
+                    nodeset=ref,
+                    pod=_ref(p),
+                    failures=count,
+                    at=at,
+                    key="" if key == p.name else key,
+                )
+            )
             actions.append(
                 _event(
                     ns,
@@ -745,23 +766,49 @@ def decide(v: View | None) -> Decision:
     )
 
 
+def failure_key(p: KubePod) -> str:
+    """The name pod ``p``'s failures are counted under (rules 5 and 12): its own name (the
+    ordinal's), or for a DaemonSet-mode pod ``node/<its node>``."""
+    if _daemon.mode_of(p) == _daemon.DAEMONSET:
+        return f"node/{_daemon.target_node(p) or p.name}"
+    return p.name
+
+
 def _daemon_pods(
     v: View, live: list[KubePod], ref: NodeSetRef, actions: list[AnyAction]
-) -> tuple[int, list[KubePod], str]:
+) -> tuple[int, list[KubePod], str, float | None]:
     """DaemonSet mode (rule 12): append the creations (and their ``ScalingUp`` Event) to
-    ``actions``; return ``(desired, pods to condemn, note)``. ``desired`` counts the nodes
-    the template may run on (nodeset_sync_status.go, DaemonSet mode)."""
+    ``actions``; return ``(desired, pods to condemn, note, seconds until a node's back-off
+    ends or None)``. ``desired`` counts the nodes the template may run on
+    (nodeset_sync_status.go, DaemonSet mode)."""
     ns = v.nodeset
     assert ns is not None
     on_node = _daemon.by_node(live)
+    # A node whose pod ended or is terminating gets its new pod once that one is gone from
+    # the log (1.x: such a pod still "exists" on its node, getNodesToDaemonPods).
+    ending = _daemon.by_node(
+        p for p in v.pods if (p.terminal or p.deleting) and _daemon.mode_of(p) == _daemon.DAEMONSET
+    )
+    failures = failures_of(ns)
     desired = 0
     creates: list[CreateNodeSetPod] = []
     gone: list[KubePod] = []
+    held: list[str] = []
+    wait: float | None = None
     for name, node in sorted(v.kube_nodes.items()):
         run, keep = _daemon.should_run(ns, node)
         desired += run
         pods = on_node.get(name, [])
         if run and not pods:
+            count, at, _ = failures.get(f"node/{name}", (0, 0, ""))
+            left = at + backoff_s(count) - v.now
+            if ending.get(name):
+                held.append(name)
+                continue
+            if count and left > 0 and v.now - at < FORGET_FAILURE_S:
+                held.append(name)
+                wait = left if wait is None else min(wait, left)
+                continue
             creates.append(
                 CreateNodeSetPod(
                     nodeset=ref,
@@ -773,9 +820,12 @@ def _daemon_pods(
             )
         elif not keep and pods:
             gone += pods
+        elif pods:
+            hostname = _daemon.hostname(node)
+            gone += [p for p in pods if p.labels.get(wellknown.LABEL_POD_HOSTNAME) != hostname]
     if not v.nodes_listed:
         # Without the complete node listing an unseen node may be eligible or not: wait.
-        return desired, [], "waiting for the Kubernetes node listing"
+        return desired, [], "waiting for the Kubernetes node listing", None
     if creates:
         actions += creates
         actions.append(
@@ -785,7 +835,10 @@ def _daemon_pods(
                 f"Creating {len(creates)} daemon pod(s) on {', '.join(c.node for c in creates)}",
             )
         )
-    return desired, gone, f"{desired} eligible node(s)"
+    note = f"{desired} eligible node(s)"
+    if held:
+        note += f"; {', '.join(held)} waiting for a pod to go or a failed pod's back-off"
+    return desired, gone, note, wait
 
 
 def _condemn(

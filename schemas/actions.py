@@ -501,6 +501,9 @@ class DeleteFailedNodeSetPod(Action, frozen=True, kw_only=True, tag="DeleteFaile
     pod: PodRef
     failures: int
     at: int
+    #: The name the failure is counted under: ``""`` the pod's own name (StatefulSet mode:
+    #: the ordinal's); DaemonSet mode ``node/<node>`` (the back-off is the node's).
+    key: str = ""
 
     @property
     def destructive(self) -> bool:

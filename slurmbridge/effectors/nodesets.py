@@ -695,7 +695,7 @@ class NodeSetEffector(Effector):
                 for k, v in failures.items()
                 if isinstance(v, list) and len(v) == 3 and isinstance(v[1], int) and v[1] > horizon
             }
-            failures[pod.name] = [action.failures, action.at, pod.uid]
+            failures[action.key or pod.name] = [action.failures, action.at, pod.uid]
             body = {
                 "metadata": {
                     "resourceVersion": meta.get("resourceVersion", ""),

@@ -591,6 +591,20 @@ async def test_delete_failed_pod_records_the_failure_then_deletes_it(
     assert (result.outcome, result.detail) == ("noop", "pod is gone")
 
 
+async def test_delete_failed_daemon_pod_records_the_failure_under_its_node(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    """DaemonSet mode counts a failure under ``node/<node>`` (the action's ``key``)."""
+    ns = add_nodeset(sim, "df-k")
+    pod = sim.add_pod("df-k-x7q2p", phase="Failed", node_name="kn-1")
+    action = DeleteFailedNodeSetPod(
+        nodeset=ns, pod=ref(pod), failures=1, at=10_000, key="node/kn-1"
+    )
+    assert (await effector.apply(action)).outcome == "ok"
+    assert failures(sim, "df-k") == {"node/kn-1": [1, 10_000, pod["metadata"]["uid"]]}
+    assert pod_or_none(sim, "df-k-x7q2p") is None
+
+
 async def test_delete_failed_pod_forgets_old_failures_and_keeps_recent_ones(
     sim: KubeSim, effector: NodeSetEffector
 ) -> None:

@@ -486,7 +486,8 @@ async def test_daemonset_mode_follows_node_labels(stack: Stack) -> None:
     labelling a node adds a slurmd pod pinned to it, its hostname the node's (here its
     hostname-override annotation, as the Kubernetes nodes are Slurm nodes of the static
     cluster already) and extraConf on its ``--conf``; removing the label drains its Slurm
-    node and deletes the pod only once no job runs there."""
+    node and deletes the pod only once no job runs there; a failed pod is replaced after its
+    node's back-off; a changed hostname override re-creates the pod under the new name."""
     for i in (1, 2, 3):
         stack.kube.patch(
             "nodes",
@@ -571,3 +572,39 @@ async def test_daemonset_mode_follows_node_labels(stack: Stack) -> None:
     # n3 labelled: a pod for it.
     stack.kube.patch("nodes", "n3", {"metadata": {"labels": {"slurmd": "yes"}}})
     await stack.wait_for(lambda: set(ds_pods()) == {"n2", "n3"}, timeout=15, what="pod on n3")
+
+    # n2's slurmd pod fails: it is deleted, the failure is n2's, and n2 gets its next pod
+    # only after the back-off (10 s), never two at once.
+    failed = ds_pods()["n2"]["metadata"]
+    failed_at = time.time()
+    stack.kube.patch(
+        "pods", failed["name"], {"status": {"phase": "Failed"}}, NS, subresource="status"
+    )
+    await stack.wait_for(
+        lambda: failed["name"] not in {p["metadata"]["name"] for p in stack.kube.list("pods", NS)},
+        what="failed daemon pod deleted",
+    )
+    ann = stack.kube.get("nodesets", "ds", NS)["metadata"]["annotations"]
+    count, _, uid = json.loads(ann[wellknown.ANNOTATION_NODESET_POD_FAILURES])["node/n2"]
+    assert (count, uid) == (1, failed["uid"])
+    await stack.wait_for(lambda: "n2" in ds_pods(), timeout=20, what="n2's pod re-created")
+    assert time.time() - failed_at >= 10.0 - 1.0  # the first back-off, whole seconds
+    assert ds_pods()["n2"]["metadata"]["uid"] != failed["uid"]
+
+    # n3's hostname override changes: its pod (Slurm node sd3) is drained and replaced by
+    # one named sd3b; sd3b registers, sd3 leaves.
+    old3 = ds_pods()["n3"]["metadata"]["name"]
+    await stack.wait_for(lambda: "sd3" in stack.slurm.nodes, timeout=15, what="sd3 registered")
+    stack.kube.patch(
+        "nodes",
+        "n3",
+        {"metadata": {"annotations": {wellknown.ANNOTATION_NODE_HOSTNAME_OVERRIDE: "sd3b"}}},
+    )
+    await stack.wait_for(
+        lambda: "n3" in ds_pods() and ds_pods()["n3"]["spec"]["hostname"] == "sd3b",
+        timeout=20,
+        what="n3's pod re-created as sd3b",
+    )
+    assert old3 not in {p["metadata"]["name"] for p in stack.kube.list("pods", NS)}
+    await stack.wait_for(lambda: "sd3b" in stack.slurm.nodes, timeout=15, what="sd3b registered")
+    assert stack.sims.slurmd.removed_busy == []

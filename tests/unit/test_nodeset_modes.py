@@ -12,6 +12,7 @@ from reconcilers.base import Context
 from schemas import wellknown
 from schemas.actions import (
     CreateNodeSetPod,
+    DeleteFailedNodeSetPod,
     DeleteNodeSetPod,
     DrainSlurmNode,
     SetNodeSetStatus,
@@ -230,6 +231,109 @@ def test_pods_of_the_other_mode_are_condemned() -> None:
     d = decide(knode("a", {"slurm": "yes"}), dpod("gpu-abcde", "a"), sn("a"), ns=ss)
     (delete,) = [a for a in d.actions if isinstance(a, DeleteNodeSetPod)]
     assert delete.pod.name == "gpu-abcde"
+
+
+def decide_at(now: float, *objs: object, ns: KubeNodeSet = DS):  # type: ignore[no-untyped-def]
+    p = Projection()
+    for i, o in enumerate((*LISTED, ns, *objs), 1):
+        p.apply(o, i)  # type: ignore[arg-type]
+    return nodeset.decide(
+        nodeset.view(p, ns.key, Context(scheduler_name="s", cluster="c1", now=now))
+    )
+
+
+def with_failures(**entries: tuple[int, int, str]) -> KubeNodeSet:
+    return msgspec.structs.replace(
+        DS,
+        annotations={
+            wellknown.ANNOTATION_NODESET_POD_FAILURES: msgspec.json.encode(entries).decode()
+        },
+    )
+
+
+def test_a_failed_daemon_pod_is_deleted_and_its_node_waits_out_the_backoff() -> None:
+    """Rule 12 with rule 5 (1.x podsShouldBeOnNode, failedPodsBackoffKey): the failure is
+    the node's, and the node gets its next pod only once the failed one is gone and the
+    back-off has run."""
+    a = knode("a", {"slurm": "yes"})
+    failed = dpod("gpu-abcde", "a", phase="Failed", ready=False)
+    d = decide_at(1000.0, a, failed)
+    (dead,) = [x for x in d.actions if isinstance(x, DeleteFailedNodeSetPod)]
+    assert (dead.pod.name, dead.key, dead.failures, dead.at) == ("gpu-abcde", "node/a", 1, 1000)
+    assert not [x for x in d.actions if isinstance(x, CreateNodeSetPod)], "failed pod still there"
+    # Redelivered once the failure is recorded: counted once, not twice.
+    recorded = with_failures(**{"node/a": (1, 1000, "gpu-abcde")})
+    (dead,) = [
+        x
+        for x in decide_at(1003.0, a, failed, ns=recorded).actions
+        if isinstance(x, DeleteFailedNodeSetPod)
+    ]
+    assert (dead.failures, dead.key) == (1, "node/a")
+    # Deleting: still no second pod on the node.
+    going = msgspec.structs.replace(failed, deletion_timestamp=1004)
+    d = decide_at(1004.0, a, going, ns=recorded)
+    assert not [x for x in d.actions if isinstance(x, CreateNodeSetPod)]
+    # Gone, back-off running: none yet, and a look again when it ends.
+    d = decide_at(1005.0, a, ns=recorded)
+    assert not [x for x in d.actions if isinstance(x, CreateNodeSetPod)]
+    assert d.requeue_after == pytest.approx(5.0)
+    assert "back-off" in d.reason
+    # Back-off over: the node gets its pod.
+    (create,) = [
+        x for x in decide_at(1010.0, a, ns=recorded).actions if isinstance(x, CreateNodeSetPod)
+    ]
+    assert create.node == "a"
+    # Another node is not held by a's back-off.
+    b = knode("b", {"slurm": "yes"})
+    creates = [
+        x for x in decide_at(1005.0, a, b, ns=recorded).actions if isinstance(x, CreateNodeSetPod)
+    ]
+    assert [c.node for c in creates] == ["b"]
+
+
+def test_a_second_failure_on_the_node_doubles_its_backoff() -> None:
+    a = knode("a", {"slurm": "yes"})
+    again = dpod("gpu-fghij", "a", phase="Failed", ready=False)
+    recorded = with_failures(**{"node/a": (1, 1000, "gpu-abcde")})
+    (dead,) = [
+        x
+        for x in decide_at(1100.0, a, again, ns=recorded).actions
+        if isinstance(x, DeleteFailedNodeSetPod)
+    ]
+    assert (dead.failures, dead.at) == (2, 1100)
+    twice = with_failures(**{"node/a": (2, 1100, "gpu-fghij")})
+    assert not [
+        x for x in decide_at(1119.0, a, ns=twice).actions if isinstance(x, CreateNodeSetPod)
+    ]
+    assert [x for x in decide_at(1120.0, a, ns=twice).actions if isinstance(x, CreateNodeSetPod)]
+
+
+def test_a_terminating_daemon_pod_gets_no_successor_until_it_is_gone() -> None:
+    a = knode("a", {"slurm": "yes"})
+    going = dpod("gpu-abcde", "a", deletion_timestamp=999)
+    assert not [x for x in decide_at(1000.0, a, going).actions if isinstance(x, CreateNodeSetPod)]
+
+
+def test_a_hostname_override_change_replaces_the_pod_after_draining_its_old_node() -> None:
+    """1.x podsShouldBeOnNode "hostname mismatch": the pod named for the old hostname is
+    condemned (its Slurm node is the old name: the drain never touches the new one), and the
+    node's new pod comes once it is gone."""
+    renamed = knode(
+        "a", {"slurm": "yes"}, annotations={wellknown.ANNOTATION_NODE_HOSTNAME_OVERRIDE: "big-a"}
+    )
+    busy = decide_at(1000.0, renamed, dpod("gpu-abcde", "a"), sn("a", "ALLOCATED"))
+    (drain,) = [x for x in busy.actions if isinstance(x, DrainSlurmNode)]
+    assert drain.node == "a" and "gpu-abcde" in drain.reason
+    assert not [x for x in busy.actions if isinstance(x, (DeleteNodeSetPod, CreateNodeSetPod))]
+    idle = decide_at(1001.0, renamed, dpod("gpu-abcde", "a"), sn("a", "IDLE", "DRAIN"))
+    (delete,) = [x for x in idle.actions if isinstance(x, DeleteNodeSetPod)]
+    assert delete.slurm_node == "a"
+    assert not [x for x in idle.actions if isinstance(x, CreateNodeSetPod)]
+    (create,) = [x for x in decide_at(1002.0, renamed).actions if isinstance(x, CreateNodeSetPod)]
+    assert (create.node, create.hostname) == ("a", "big-a")
+    # The pod already named for the override is kept.
+    kept = decide_at(1003.0, renamed, dpod("gpu-klmno", "a", hostname="big-a"), sn("big-a"))
+    assert not [x for x in kept.actions if isinstance(x, (DrainSlurmNode, DeleteNodeSetPod))]
 
 
 def test_a_kube_node_change_triggers_daemonset_nodesets() -> None:
