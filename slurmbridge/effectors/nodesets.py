@@ -239,14 +239,9 @@ class NodeSetEffector(Effector):
                         wellknown.LABEL_REVISION_HASH: hash_,
                     },
                     "ownerReferences": [
-                        {
-                            "apiVersion": "/".join(NODESET_API),
-                            "kind": "NodeSet",
-                            "name": ref.name,
-                            "uid": meta.get("uid", ref.uid),
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
+                        _owner_ref(
+                            "/".join(NODESET_API), "NodeSet", ref.name, meta.get("uid", ref.uid)
+                        )
                     ],
                 },
                 "data": wanted,
@@ -1001,14 +996,7 @@ def nodeset_pod(
             },
             "annotations": dict(tmeta.get("annotations") or {}),
             "ownerReferences": [
-                {
-                    "apiVersion": "/".join(NODESET_API),
-                    "kind": "NodeSet",
-                    "name": ref.name,
-                    "uid": meta.get("uid", ref.uid),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
+                _owner_ref("/".join(NODESET_API), "NodeSet", ref.name, meta.get("uid", ref.uid))
             ],
         },
         "spec": pod_spec,
