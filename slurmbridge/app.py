@@ -293,7 +293,7 @@ class App:
                 self.slurm_client.api_version,
             )
 
-        publish = ObservationPublisher(self.bus)
+        publish = ObservationPublisher(self.bus, ack_timeout=s.nats.ack_timeout)
         self._publish = publish
         if s.leases.enabled:
             self.lease_kv = await open_bucket(self.bus.js, replicas=s.nats.replicas)

@@ -95,6 +95,11 @@ class NatsSettings(_Base):
     command stops with exit status 2 and says so, instead of hanging on a wrong URL. 10 s:
     longer than a local nats-server takes to start, short enough for a person to wait. Once
     connected, lost connections are re-established forever (a NATS restart is survived).
+    ``ack_timeout``: seconds a watch event's publish may wait for the stream's
+    acknowledgement before it counts as lost and the watcher re-lists and republishes (a
+    server that died with the message unread never answers, and nats-py's ``publish_async``
+    waits forever). 5 s: nats-py's own request timeout; a replicated stream electing a leader
+    may take longer, which costs one deduplicated relist, never a lost observation.
     """
 
     url: str | None = None
@@ -109,6 +114,7 @@ class NatsSettings(_Base):
     replicas: int = 1
     store_dir: str | None = None
     connect_timeout: Seconds = 10.0
+    ack_timeout: Seconds = 5.0
     # Observation history per object: enough to explain recent changes, while the
     # projection itself only needs the last message of each subject.
     obs_max_msgs_per_subject: int = 32

@@ -160,6 +160,17 @@ class NatsServer:
             proc.kill()
             await proc.wait()
 
+    def pause(self) -> None:
+        """Stop the process (SIGSTOP): it keeps its connections open and answers nothing — a
+        hung server, for chaos tests; :meth:`resume` lets it go on."""
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused server go on (SIGCONT)."""
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.send_signal(signal.SIGCONT)
+
     def cleanup(self) -> None:
         """Remove the store directory when this object created it."""
         if self._own_dir:

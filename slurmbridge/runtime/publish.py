@@ -16,20 +16,37 @@ class PublishError(RuntimeError):
     """Some observations were not stored (the producer retries its cycle)."""
 
 
-class ObservationPublisher:
-    """Publishes batches of ``(event, msg_id)`` and raises unless every one was stored."""
+class AckTimeoutError(TimeoutError):
+    """No acknowledgement arrived in time: the observation may not be in the log."""
 
-    def __init__(self, bus: Bus) -> None:
+
+class ObservationPublisher:
+    """Publishes batches of ``(event, msg_id)`` and raises unless every one was stored.
+
+    ``ack_timeout``: seconds :meth:`send`'s future waits for the stream's acknowledgement
+    (``nats.ackTimeout``).
+    """
+
+    def __init__(self, bus: Bus, ack_timeout: float = 5.0) -> None:
         self.bus = bus
+        self.ack_timeout = ack_timeout
 
     async def send(self, event: Event, msg_id: str) -> asyncio.Future[Any]:
         """Publish one observation without waiting for the stream's acknowledgement.
 
-        The returned future resolves to the PubAck (or the error). Messages are sent in call
-        order on one connection, so the stream stores them in that order.
+        The returned future resolves to the PubAck, or to the error — :class:`AckTimeoutError`
+        when no acknowledgement came within ``ack_timeout`` seconds. Messages are sent in
+        call order on one connection, so the stream stores them in that order.
         """
         subject, data = _frame(event)
-        return await self.bus.js.publish_async(subject, data, headers={MSG_ID: msg_id})
+        fut = await self.bus.js.publish_async(subject, data, headers={MSG_ID: msg_id})
+        # nats-py gives these futures no deadline, and a publish the server never read (it
+        # died with the message in its socket) is never answered: the future would stay
+        # pending for good, and the producer would never learn that the log lacks it (the
+        # chaos test's pods whose binding never reached the log). A timer, not a task per
+        # message: a watch publishes thousands.
+        asyncio.get_running_loop().call_later(self.ack_timeout, _expire, fut, self.ack_timeout)
+        return fut
 
     async def __call__(self, batch: Sequence[tuple[Event, str]]) -> list[Published]:
         """Publish and wait for every acknowledgement; results in order.
@@ -48,6 +65,13 @@ class ObservationPublisher:
                 f"{failed[0].subject}: {failed[0].error!r}"
             )
         return results
+
+
+def _expire(fut: asyncio.Future[Any], timeout: float) -> None:
+    """Fail ``fut`` with :class:`AckTimeoutError` unless it is done (nats-py then releases its
+    slot in the publish window, and ignores a late acknowledgement)."""
+    if not fut.done():
+        fut.set_exception(AckTimeoutError(f"no acknowledgement within {timeout:g} s"))
 
 
 def _frame(event: Event) -> tuple[str, bytes]:
