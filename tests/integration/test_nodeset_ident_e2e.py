@@ -7,6 +7,7 @@ re-created, and a DaemonSet NodeSet's defunct Slurm node record is pruned
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -146,6 +147,11 @@ async def test_a_pod_whose_slurm_node_disappears_is_recreated(stack: Stack) -> N
     old_uid = pods(stack)["gpu-1"]["metadata"]["uid"]
     # Slurm loses gpu-1's record while its pod stays Running and Ready (scontrol delete).
     stack.slurm.remove_node("gpu-1")
+    # A write to the pod does not bring the record back: slurmd registers at start-up only
+    # (the simulator re-registered at any write, and raced this test in CI).
+    stack.kube.patch("pods", "gpu-1", {"metadata": {"annotations": {"touched": "yes"}}}, NS)
+    await asyncio.sleep(0)  # the simulators act on the next loop turn
+    assert "gpu-1" not in stack.slurm.nodes
     await stack.wait_for(
         lambda: (
             "gpu-1" in pods(stack)

@@ -12,8 +12,12 @@
   slurm.conf with a partition per NodeSet has it; :attr:`SlurmdRegistrar.nodeset_partitions`
   False leaves that partition to whoever makes it: a NodeSet's ``spec.partition``), with the
   NodeSet's name as a feature; when the pod is gone, the node
-  leaves Slurm. :attr:`SlurmdRegistrar.removed_busy` lists nodes that left while running a
-  job — a pod deleted under a running job, which slurmbridge must never cause.
+  leaves Slurm. A slurmd registers once, when its pod starts running: a dynamic slurmd
+  (``slurmd -Z``) registers at start-up, so a node record deleted while the pod runs
+  (``scontrol delete``, a prune) stays gone until a new pod starts — not back at the pod's
+  next write, which would hide from a test what slurmbridge must do about it.
+  :attr:`SlurmdRegistrar.removed_busy` lists nodes that left while running a job — a pod
+  deleted under a running job, which slurmbridge must never cause.
 
 Both react to the Kubernetes simulator's writes and act on the next loop turn.
 """
@@ -165,6 +169,8 @@ class SlurmdRegistrar:
         self.memory = memory
         self.registered: list[str] = []
         self.removed_busy: list[str] = []
+        #: uids of the pods whose slurmd has registered (once per pod).
+        self._started: set[str] = set()
         #: Other Slurm clusters by name: a NodeSet whose ``spec.clusterName`` is one of them
         #: registers its nodes there (as its slurmd would, configured for that cluster).
         self.clusters: dict[str, SlurmSim] = {}
@@ -204,7 +210,9 @@ class SlurmdRegistrar:
         name = str((change.object.get("spec") or {}).get("hostname") or meta.get("name"))
         phase = (change.object.get("status") or {}).get("phase")
         sim = self._sim_for(str(meta.get("namespace")), labels, name)
+        uid = str(meta.get("uid") or name)
         if change.type == "DELETED":
+            self._started.discard(uid)
             node = sim.nodes.get(name)
             if node is not None:
                 if node.alloc_cpus:
@@ -212,7 +220,13 @@ class SlurmdRegistrar:
                     log.error("slurmd pod %s deleted while its node runs a job", name)
                 sim.remove_node(name)
             return
-        if phase == "Running" and not meta.get("deletionTimestamp") and name not in sim.nodes:
+        if (
+            phase == "Running"
+            and not meta.get("deletionTimestamp")
+            and uid not in self._started
+            and name not in sim.nodes
+        ):
+            self._started.add(uid)
             nodeset = labels.get(INSTANCE_LABEL, "")
             # As Slinky's NodeSets do: the nodes join a partition named after their NodeSet
             # (and the cluster-wide one), with the NodeSet's name as a feature.
