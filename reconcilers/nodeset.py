@@ -601,7 +601,8 @@ def decide(v: View | None) -> Decision:
             _event(ns, "ScalingUp", f"Scaling up to {want}: creating {', '.join(names)}")
         )
     if waiting_out:
-        requeue = min(waiting_out.values())
+        soonest = min(waiting_out.values())
+        requeue = soonest if requeue is None else min(requeue, soonest)
 
     deadlines = v.deadlines if v.slurm_listed else None
     condemned: list[KubePod] = []

@@ -308,6 +308,14 @@ def test_a_second_failure_on_the_node_doubles_its_backoff() -> None:
     assert [x for x in decide_at(1120.0, a, ns=twice).actions if isinstance(x, CreateNodeSetPod)]
 
 
+def test_the_soonest_backoff_sets_the_requeue() -> None:
+    """A node's back-off ending in 5 s is looked at in 5 s, whatever an ordinal's older
+    back-off from StatefulSet mode (ending in 15 s) says."""
+    mixed = with_failures(**{"node/a": (1, 1000, "p1"), "gpu-0": (2, 1000, "p0")})
+    d = decide_at(1005.0, knode("a", {"slurm": "yes"}), ns=mixed)
+    assert d.requeue_after == pytest.approx(5.0)
+
+
 def test_a_terminating_daemon_pod_gets_no_successor_until_it_is_gone() -> None:
     a = knode("a", {"slurm": "yes"})
     going = dpod("gpu-abcde", "a", deletion_timestamp=999)
