@@ -52,6 +52,10 @@ class UntaintNode(Action, frozen=True, kw_only=True, tag="UntaintNode"):
     key: str
     effect: str
 
+    @property
+    def destructive(self) -> bool:
+        return True
+
 
 class DrainSlurmNode(Action, frozen=True, kw_only=True, tag="DrainSlurmNode"):
     """Ensure Slurm node ``node`` of ``cluster`` is DRAIN with ``reason``."""
@@ -644,6 +648,10 @@ class DeleteSlurmReservation(Action, frozen=True, kw_only=True, tag="DeleteSlurm
     cluster: str
     name: str
 
+    @property
+    def destructive(self) -> bool:
+        return True
+
 
 class EnsureSlurmPartition(Action, frozen=True, kw_only=True, tag="EnsureSlurmPartition"):
     """Ensure Slurm partition ``name`` of ``cluster`` holds exactly ``nodes`` with
@@ -674,6 +682,10 @@ class DeleteSlurmPartition(Action, frozen=True, kw_only=True, tag="DeleteSlurmPa
     nodeset: NodeSetRef
     cluster: str
     name: str
+
+    @property
+    def destructive(self) -> bool:
+        return True
 
 
 class ReleaseNodeSetFinalizer(Action, frozen=True, kw_only=True, tag="ReleaseNodeSetFinalizer"):
@@ -728,7 +740,7 @@ AnyAction = (
     | ReleaseNodeSetFinalizer
 )
 
-Outcome = Literal["ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]
+Outcome = Literal["intended", "ok", "noop", "retry", "failed", "unsupported", "skipped", "rejected"]
 
 
 class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"):
@@ -736,7 +748,9 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"
 
     ``cause_seq`` is the BRIDGE_OBS stream sequence of the trigger whose reconcile produced
     the action (0 for a resync), ``duration_s`` the effector's wall time in seconds,
-    ``at`` UTC nanoseconds. ``outcome``: ``ok`` (changed the world), ``noop`` (already as
+    ``at`` UTC nanoseconds. ``outcome``: ``intended`` (the write-ahead record, stored
+    before the effector runs: an effect never happens without it; its outcome record
+    follows with the same ``op_id``), ``ok`` (changed the world), ``noop`` (already as
     wanted), ``retry`` (transient failure, will be retried), ``failed`` (gave up),
     ``unsupported`` (the Slurm API version lacks the operation; recorded once),
     ``skipped`` (a precondition no longer held, e.g. an administrator's drain),
@@ -745,6 +759,10 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"
     ``view_seq``: the last BRIDGE_OBS sequence the worker's projection had applied when it
     decided, and ``decided_at`` the clock (epoch seconds) the decision saw: together they let
     ``slurmbridge replay`` rebuild the exact view and decide again (0: not recorded).
+    ``op_id``: one effect's id, shared by its ``intended`` record and its outcome record
+    (``""`` in records written before write-ahead records existed). An ``intended`` record
+    without an outcome record names an effect that may or may not have happened (the worker
+    stopped in between); the next reconcile of the key finds out, level-based.
     """
 
     reconciler: str
@@ -761,6 +779,7 @@ class ActionRecord(msgspec.Struct, frozen=True, kw_only=True, tag="ActionRecord"
     lease_revision: int = 0
     view_seq: int = 0
     decided_at: float = 0.0
+    op_id: str = ""
 
 
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, tag="DeadLetter"):

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import shutil
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
@@ -49,6 +50,7 @@ from slurmbridge.observability.health import HealthServer
 from slurmbridge.observability.partition_metrics import PartitionMetrics
 from slurmbridge.observability.pending_metrics import PendingPodMetrics
 from slurmbridge.runtime import bus as busmod
+from slurmbridge.runtime.gate import ListingGate
 from slurmbridge.runtime.gcpause import collector_paused, freeze_startup
 from slurmbridge.runtime.leases import Lease, open_bucket, reconciler_lease
 from slurmbridge.runtime.natsserver import NatsServer
@@ -218,6 +220,33 @@ class App:
             mcs_label=settings.mcs_label or "",
             propagated_node_conditions=tuple(settings.propagated_node_conditions),
         )
+        #: No destructive action for a cluster before the log holds complete listings of
+        #: both sides (runtime.gate): the core Kubernetes listings this deployment watches.
+        self.gate = ListingGate(
+            self.projection,
+            kube_listings=(
+                "nodes",
+                *(("pods",) if settings.kube.watch_pods else ()),
+                *(("slurmd-pods",) if settings.kube.watch_node_sets else ()),
+            ),
+            default_cluster=settings.slurm.cluster,
+        )
+
+    def describe_store(self) -> str:
+        """Where the log is stored, for errors about it: the embedded server's store
+        directory and its free space (``ENOSPC`` when none is left), or the NATS server's
+        address (its store is the server's; never the URL's credentials)."""
+        if self.nats_server is not None:
+            store = self.nats_server.store_dir
+            try:
+                free = shutil.disk_usage(store).free
+            except OSError as exc:
+                return f"store {store}: {exc.strerror}"
+            full = ", ENOSPC" if free < 64 * 1024 else ""
+            return f"store {store}, {free // 1024} KiB free{full}"
+        url = self.settings.nats.url or ""
+        servers = ",".join(u.rsplit("@", 1)[-1] for u in url.split(","))
+        return f"the store of NATS server {servers}"
 
     @property
     def nats_url(self) -> str:
@@ -495,6 +524,8 @@ class App:
             instance_id=s.instance_id,
             partition=(index, s.worker.partitions),
             fence=lease.token if lease is not None else None,
+            gate=self.gate,
+            describe_store=self.describe_store,
         )
         key = (
             spec.name if s.worker.partitions == 1 else f"{spec.name}[{index}/{s.worker.partitions}]"

@@ -212,6 +212,10 @@ class WorkerSettings(_Base):
     modulo N), each with its own durable consumer and lease, so N replicas share the work and
     no key is ever handled in two places. ``partition_indices``: the partitions this process
     competes for (empty: all of them).
+    ``intent_timeout``: seconds the worker waits for the stream to store an action's
+    write-ahead ``intended`` record before it performs nothing and tries the key again with
+    back-off (5 s: nats-py's request timeout; a nats-server whose store cannot be written,
+    e.g. ENOSPC, answers no publish at all).
     """
 
     concurrency: AtLeastOne = 32
@@ -220,6 +224,7 @@ class WorkerSettings(_Base):
     fetch_batch: AtLeastOne = 256
     max_ack_pending: int = 10_000
     trigger_wait: float = 10.0
+    intent_timeout: Seconds = 5.0
     partitions: AtLeastOne = 1
     partition_indices: list[int] = []
 

@@ -100,6 +100,8 @@ async def demo(
             print(f"# undecodable message on {msg.subject}: {exc}", file=sys.stderr)
             return
         if isinstance(value, ActionRecord):
+            if value.outcome == "intended" and fmt != "jsonl":
+                return  # the write-ahead record; its outcome line follows
             counts[f"{type(value.action).__name__}:{value.outcome}"] += 1
         line = render.jsonl(value, subject=msg.subject) if fmt == "jsonl" else render.pretty(value)
         print(line, flush=True)

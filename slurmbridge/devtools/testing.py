@@ -356,12 +356,14 @@ class Stack:
         raw JSON published (decode with :func:`schemas.events.decode` when needed)."""
         return await self._read_all(streams.OBS_STREAM, subject)
 
-    async def action_records(self) -> list[ActionRecord]:
-        """Every action record in BRIDGE_ACT, oldest first."""
-        return [
+    async def action_records(self, *, intents: bool = False) -> list[ActionRecord]:
+        """Every action record in BRIDGE_ACT, oldest first: the outcome records, and with
+        ``intents`` the write-ahead ``intended`` records too."""
+        records = [
             actions.decode_record(d)
             for d in await self._read_all(streams.ACT_STREAM, "bridge.act.>")
         ]
+        return [r for r in records if intents or r.outcome != "intended"]
 
     async def dead_letters(self) -> list[DeadLetter]:
         """Every dead-letter record in BRIDGE_DLQ, oldest first."""

@@ -135,6 +135,10 @@ async def explain(bus: Bus, kind: str, key: str) -> list[Line]:
             records.append((raw.seq, r))
             if r.cause_seq:
                 causes[r.cause_seq] = ""
+    # A write-ahead ``intended`` record is told only when no outcome record followed it
+    # (the worker stopped in between: the effect may or may not have happened).
+    done_ops = {r.op_id for _, r in records if r.op_id and r.outcome != "intended"}
+    records = [(s, r) for s, r in records if r.outcome != "intended" or r.op_id not in done_ops]
     for seq in sorted(causes):
         causes[seq] = await _cause(bus, seq)
     # What each decision saw of the object it reconciled: that key's observations (any kind
@@ -245,6 +249,8 @@ async def pod_steps(bus: Bus, key: str) -> PodStory:
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
         a = r.action
+        if r.outcome == "intended":
+            continue
         if isinstance(a, SubmitSlurmJob) and any(p.key == key for p in a.pods):
             decided = r.decided_at or r.at / 1e9
             pods = f"{len(a.pods)} pod{'' if len(a.pods) == 1 else 's'}"

@@ -158,6 +158,8 @@ async def replay(
             r = act.decode_record(raw.data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
+        if r.outcome == "intended":
+            continue  # the write-ahead record: its outcome record stands for the effect
         history[(r.worker, r.reconciler, r.key)].append(r)
         if isinstance(r.action, RecordEvent) or r not in wanted:
             continue

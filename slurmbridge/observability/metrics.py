@@ -26,6 +26,16 @@ ACTIONS = Counter(
     "Actions performed by effectors",
     ["reconciler", "action", "outcome"],
 )
+HELD_KEYS = Gauge(
+    "slurmbridge_held_keys",
+    "Keys whose destructive decision waits for a complete listing of both sides in the log",
+    ["reconciler"],
+)
+LOG_REFUSALS = Counter(
+    "slurmbridge_log_refusals_total",
+    "Write-ahead action records the stream refused or did not acknowledge (nothing performed)",
+    ["reconciler"],
+)
 DEAD_LETTERS = Counter("slurmbridge_dead_letters_total", "Dead-letter records", ["reconciler"])
 CONSUMER_PENDING = Gauge(
     "slurmbridge_consumer_pending", "Triggers not yet delivered to a reconciler", ["reconciler"]

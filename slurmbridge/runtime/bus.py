@@ -362,18 +362,24 @@ class BatchPublisher:
         results: dict[int, Published] = {}
         todo = list(enumerate(pending))
         while True:
-            done = await asyncio.wait_for(
-                asyncio.gather(*(q.fut for _, q in todo), return_exceptions=True),
-                timeout,
-            )
+            # asyncio.wait, not wait_for(gather(...)): a gather cancelled at the timeout
+            # keeps a CancelledError nobody retrieves ("_GatheringFuture exception was never
+            # retrieved", once per flush while a server with a full store stays silent).
+            _, late = await asyncio.wait([q.fut for _, q in todo], timeout=timeout)
+            if late:
+                for fut in late:
+                    fut.cancel()
+                raise TimeoutError(f"{len(late)} publish(es) not acknowledged in {timeout:g} s")
             retry: list[tuple[int, _Queued]] = []
-            for (i, q), res in zip(todo, done, strict=True):
-                if isinstance(res, BaseException):
+            for i, q in todo:
+                res = asyncio.CancelledError() if q.fut.cancelled() else q.fut.exception()
+                if res is not None:
                     results[i] = Published(q.subject, 0, False, res)
                     if q.msg_id:
                         retry.append((i, q))
                 else:
-                    results[i] = Published(q.subject, res.seq, bool(res.duplicate))
+                    ack = q.fut.result()
+                    results[i] = Published(q.subject, ack.seq, bool(ack.duplicate))
             if not retry or time.monotonic() + delay > deadline:
                 break
             first = results[retry[0][0]].error

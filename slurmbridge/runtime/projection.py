@@ -32,6 +32,7 @@ decimal are never compared.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 import time
@@ -171,6 +172,11 @@ class Projection:
     def add_listener(self, fn: Callable[[Event, int], None]) -> None:
         """Call ``fn(event, seq)`` after each applied observation (cheap, synchronous)."""
         self._listeners.append(fn)
+
+    def remove_listener(self, fn: Callable[[Event, int], None]) -> None:
+        """Stop calling ``fn`` (absent: nothing to do)."""
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(fn)
 
     def apply(self, event: Event, seq: int) -> None:
         """Apply one observation carried at stream sequence ``seq``."""

@@ -15,7 +15,15 @@ Per reconciler::
   reconciled once (controller-runtime's initial list), so a requeue lost in a crash or an
   action that failed before the last restart is picked up again.
 * **Fail closed**: actions marked destructive wait until the projection and this consumer have
-  caught up with the log (DESIGN §6) — until then the reconcile is retried later.
+  caught up with the log (DESIGN §6) — until then the reconcile is retried later — and until
+  the log holds a complete listing of both sides of their cluster
+  (:class:`~slurmbridge.runtime.gate.ListingGate`): such a decision is *parked* (its trigger
+  acknowledged) and decided again when a listing marker arrives.
+* **The log before the effect**: before an effector runs, the worker stores an ``intended``
+  action record and waits for the stream's acknowledgement; a refused or unanswered publish
+  (a full store, no quorum) performs nothing — the key is parked and tried again with
+  back-off, without spending the trigger's deliveries — and the outcome record follows the
+  effect. The refusal is logged once per back-off step, naming the stream and the error.
 * A ``RecordEvent`` that follows an action runs only when that action's outcome is in its
   ``on`` (default: it changed something), so redelivery does not repeat Kubernetes Events; an
   ``unsupported`` outcome is recorded, and announced, once per worker.
@@ -33,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
+import nats.errors
 
 from reconcilers.base import Context, Decision, ReconcilerSpec
 from schemas import actions as act
@@ -40,7 +49,8 @@ from schemas import events, streams, subjects
 from schemas.actions import ActionRecord, AnyAction, DeadLetter, RecordEvent
 from slurmbridge.config import WorkerSettings
 from slurmbridge.observability import metrics
-from slurmbridge.runtime.bus import BatchPublisher, Bus
+from slurmbridge.runtime.bus import MSG_ID, BatchPublisher, Bus
+from slurmbridge.runtime.gate import ListingGate
 from slurmbridge.runtime.leases import partition_of
 from slurmbridge.runtime.outcomes import (
     OK,
@@ -69,6 +79,10 @@ class Effector(Protocol):
     async def apply(self, action: AnyAction) -> EffectResult:
         """Perform one action."""
         ...
+
+
+class _LogRefused(Exception):  # noqa: N818 - a signal inside the worker, not an error type
+    """The stream did not store an action's ``intended`` record: perform nothing."""
 
 
 class NoopEffector:
@@ -144,6 +158,8 @@ class Worker:
         may_destroy: Callable[[], bool] | None = None,
         partition: tuple[int, int] = (0, 1),
         fence: Callable[[], int | None] | None = None,
+        gate: ListingGate | None = None,
+        describe_store: Callable[[], str] | None = None,
     ) -> None:
         self.spec = spec
         self.bus = bus
@@ -155,6 +171,14 @@ class Worker:
         self._may_destroy_extra = may_destroy
         self.partition, self.partitions = partition
         self.fence = fence
+        self.gate = gate
+        self._describe_store = describe_store
+        #: Keys parked by the gate (key → why): decided again at the next listing marker.
+        self._parked: dict[str, str] = {}
+        #: Why the log refused this worker's last write-ahead record (None: it stores them),
+        #: and the consecutive refusals (the back-off step).
+        self.log_refusal: str | None = None
+        self._refusals = 0
         self.trigger_kinds = frozenset(str(t.__struct_config__.tag) for t in spec.triggers)
         # One filter subject, always: nats-server 2.15 delivers far slower from a consumer
         # with several filter subjects (bench/filters.py: 7.2k msg/s for two kinds vs 97k for
@@ -184,6 +208,8 @@ class Worker:
         self._events: set[asyncio.Task[None]] = set()
         self._recent: dict[str, dict[bytes, float]] = {}
         self._unsupported_seen: set[tuple[str, str]] = set()
+        #: Encoded actions an effector answered ``unsupported``: never sent again.
+        self._unsupported: set[bytes] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.caught_up = False
         self.reconciles = 0
@@ -207,6 +233,8 @@ class Worker:
             batch=self.settings.fetch_batch,
         )
         await self._puller.start()
+        if self.gate is not None:
+            self.projection.add_listener(self._on_applied)
         name = self.spec.name
         self._tasks.append(asyncio.create_task(self._consume_loop(), name=f"{name}-consume"))
         for i in range(self.settings.concurrency):
@@ -217,6 +245,7 @@ class Worker:
     async def stop(self) -> None:
         """Stop pulling and reconciling. Unacknowledged triggers are redelivered later."""
         self._stopping = True
+        self.projection.remove_listener(self._on_applied)
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
@@ -233,6 +262,21 @@ class Worker:
         if not (self.caught_up and self.projection.caught_up):
             return False
         return self._may_destroy_extra() if self._may_destroy_extra is not None else True
+
+    def _on_applied(self, event: events.Event, seq: int) -> None:
+        """Projection listener: a listing marker may open the gate for parked keys."""
+        del seq
+        if self._parked and not self._stopping and ListingGate.may_open(event):
+            parked, self._parked = self._parked, {}
+            for key in parked:
+                self._queue.add(key, None)
+            metrics.HELD_KEYS.labels(self.spec.name).set(0)
+
+    def _park(self, key: str, why: str) -> None:
+        if key not in self._parked:
+            log.info("%s %s: destructive action held: %s", self.spec.name, key, why)
+        self._parked[key] = why
+        metrics.HELD_KEYS.labels(self.spec.name).set(len(self._parked))
 
     def _mine(self, key: str) -> bool:
         return self.partitions == 1 or partition_of(key, self.partitions) == self.partition
@@ -393,7 +437,17 @@ class Worker:
                     started,
                     RetryLater(1.0, "not caught up with the log yet; destructive action held"),
                 )
-            result = await self._perform(key, cause, decision, seen)
+            held = self.gate.holds(decision.actions) if self.gate is not None else None
+            if held is not None:
+                # Level-based: the key is decided again, on the then-current view, when a
+                # listing marker arrives (a crash loses nothing: the start-up resync).
+                self._park(key, held)
+                return self._observe(started, OK)
+            try:
+                result = await self._perform(key, cause, decision, seen)
+            except _LogRefused:
+                self._requeue(key, backoff(self._refusals, base=0.5, cap=30.0))
+                return self._observe(started, OK)
         requeue = decision.requeue_after
         if wait is not None:
             requeue = wait if requeue is None else min(requeue, wait)
@@ -496,17 +550,26 @@ class Worker:
             if head.independent:
                 while j < len(units) and type(units[j][0]) is type(head):
                     j += 1
+            if self.fence is not None and self.fence() is None:
+                # The lease may already be someone else's: act no more (DESIGN §6 fencing).
+                return RetryLater(1.0, "lease not held; not acting")
+            ops = await self._intend(key, cause, decision, [u[0] for u in units[i:j]], seen)
             if j - i == 1:
-                results = [await self._perform_unit(key, cause, decision, units[i], records, seen)]
+                results = [
+                    await self._perform_unit(key, cause, decision, units[i], ops[0], records, seen)
+                ]
             else:
-                results = list(
-                    await asyncio.gather(
-                        *(
-                            self._perform_unit(key, cause, decision, u, records, seen)
-                            for u in units[i:j]
+                # A TaskGroup, not gather: a cancelled gather leaves a future whose
+                # CancelledError nobody retrieves ("_GatheringFuture exception was never
+                # retrieved" at every lease loss under load).
+                async with asyncio.TaskGroup() as tg:
+                    tasks = [
+                        tg.create_task(
+                            self._perform_unit(key, cause, decision, u, op, records, seen)
                         )
-                    )
-                )
+                        for u, op in zip(units[i:j], ops, strict=True)
+                    ]
+                results = [t.result() for t in tasks]
             failed = [r for r in results if isinstance(r, GiveUp)]
             if failed:
                 return failed[0]
@@ -516,12 +579,88 @@ class Worker:
             i = j
         return OK
 
+    async def _intend(
+        self, key: str, cause: int, decision: Decision, heads: list[AnyAction], seen: _Seen
+    ) -> list[str]:
+        """Store an ``intended`` record for each action of ``heads`` that will reach an
+        effector, and wait until the stream has stored them all (write-ahead).
+
+        Returns each action's ``op_id`` (``""``: nothing to intend — a Kubernetes Event, an
+        operation known to be unsupported). Raises :class:`_LogRefused` when any record
+        was refused or not acknowledged within ``worker.intentTimeout``.
+        """
+        ops: list[str] = []
+        sends: list[asyncio.Task[Any]] = []
+        subject = subjects.act_subject(self.spec.name, self.spec.key_kind, key)
+        timeout = self.settings.intent_timeout
+        for action in heads:
+            if isinstance(action, RecordEvent) or act.encode(action) in self._unsupported:
+                ops.append("")
+                continue
+            op = uuid.uuid4().hex
+            ops.append(op)
+            record = self._record_of(
+                key, cause, action, "intended", decision.reason, "", 0.0, seen, op
+            )
+            # A request per record, not publish_async: nats-py hands a refused async
+            # publish's error to the connection's error callback and never resolves its
+            # future, so the refusal would only show as a timeout.
+            sends.append(
+                asyncio.ensure_future(
+                    self.bus.js.publish(
+                        subject, act.encode(record), timeout=timeout, headers={MSG_ID: op}
+                    )
+                )
+            )
+        if not sends:
+            return ops
+        await asyncio.wait(sends)
+        error: str | None = None
+        for send in sends:
+            exc = send.exception()
+            if exc is not None and error is None:
+                error = (
+                    f"no acknowledgement within {timeout:g} s (a nats-server that cannot "
+                    "write its store, e.g. ENOSPC, stops answering publishes)"
+                    if isinstance(exc, TimeoutError | nats.errors.TimeoutError)
+                    else _nats_error(exc)
+                )
+        if error is not None:
+            self._refused(key, error)
+            raise _LogRefused(error)
+        if self.log_refusal is not None:
+            log.warning(
+                "%s: stream %s stores action records again; resuming",
+                self.spec.name,
+                streams.ACT_STREAM,
+            )
+            self.log_refusal = None
+            self._refusals = 0
+        return ops
+
+    def _refused(self, key: str, error: str) -> None:
+        """Note a refused write-ahead record; said once per back-off step (1st, 2nd, 4th …
+        refusal in a row), so the warning lasts as long as the refusal does."""
+        self._refusals += 1
+        store = self._describe_store() if self._describe_store is not None else "the NATS server"
+        self.log_refusal = f"stream {streams.ACT_STREAM} ({store}) refuses action records: {error}"
+        metrics.LOG_REFUSALS.labels(self.spec.name).inc()
+        if self._refusals & (self._refusals - 1) == 0:
+            log.error(
+                "%s %s: %s; nothing is performed until it stores them (refusal %d in a row)",
+                self.spec.name,
+                key,
+                self.log_refusal,
+                self._refusals,
+            )
+
     async def _perform_unit(
         self,
         key: str,
         cause: int,
         decision: Decision,
         unit: list[AnyAction],
+        op_id: str,
         records: BatchPublisher,
         seen: _Seen,
     ) -> Result:
@@ -532,40 +671,44 @@ class Worker:
                 if previous is None or previous in action.on or action.once:
                     await self._emit_event(key, cause, decision.reason, action)
                 continue
+            if not op_id:  # an operation this API version lacks: recorded once already
+                previous = "unsupported-again"
+                continue
             if self.fence is not None and self.fence() is None:
-                # The lease may already be someone else's: act no more (DESIGN §6 fencing).
                 return RetryLater(1.0, "lease not held; not acting")
             t0 = time.perf_counter()
+
+            async def record(
+                outcome: act.Outcome, error: str, a: AnyAction = action, t: float = t0
+            ) -> None:
+                await self._record(
+                    records, key, cause, a, outcome, decision.reason, error, t, seen, op_id
+                )
+
             try:
                 res = await self.effector.apply(action)
             except Transient as exc:
-                await self._record(
-                    records, key, cause, action, "retry", decision.reason, str(exc), t0, seen=seen
-                )
+                await record("retry", str(exc))
                 return RetryLater(exc.delay if exc.delay is not None else -1.0, str(exc))
             except Permanent as exc:
-                await self._record(
-                    records, key, cause, action, "failed", decision.reason, str(exc), t0, seen=seen
-                )
+                await record("failed", str(exc))
                 return GiveUp(f"{act.action_name(action)}: {exc}")
             except Exception as exc:
                 log.exception("%s: effector raised on %s", self.spec.name, key)
-                await self._record(
-                    records, key, cause, action, "retry", decision.reason, repr(exc), t0, seen=seen
-                )
+                await record("retry", repr(exc))
                 return RetryLater(-1.0, f"effector raised {exc!r}")
             previous = res.outcome
             if res.outcome in ("ok", "noop"):
                 self._expect(key, action)
             if res.outcome == "unsupported":
+                # Level-based reconciles would ask again at every trigger: the API version
+                # is fixed for the process, so the operation is not sent (nor intended) again.
+                self._unsupported.add(act.encode(action))
                 marker = (act.action_name(action), res.detail)
                 if marker in self._unsupported_seen:
-                    previous = "unsupported-again"  # recorded (and announced) once only
-                    continue
+                    previous = "unsupported-again"  # announced (Event) once per worker
                 self._unsupported_seen.add(marker)
-            await self._record(
-                records, key, cause, action, res.outcome, decision.reason, res.detail, t0, seen=seen
-            )
+            await record(res.outcome, res.detail)
         return OK
 
     async def _emit_event(self, key: str, cause: int, reason: str, action: RecordEvent) -> None:
@@ -595,6 +738,36 @@ class Worker:
         with contextlib.suppress(Exception):
             await records.flush(retry_for=self.RECORD_RETRY_S)
 
+    def _record_of(
+        self,
+        key: str,
+        cause: int,
+        action: AnyAction,
+        outcome: act.Outcome,
+        reason: str,
+        error: str,
+        duration_s: float,
+        seen: _Seen | None,
+        op_id: str = "",
+    ) -> ActionRecord:
+        return ActionRecord(
+            reconciler=self.spec.name,
+            key_kind=self.spec.key_kind,
+            key=key,
+            action=action,
+            outcome=outcome,
+            reason=reason,
+            error=error,
+            cause_seq=cause,
+            duration_s=duration_s,
+            at=time.time_ns(),
+            worker=self.instance_id,
+            lease_revision=(self.fence() or 0) if self.fence is not None else 0,
+            view_seq=seen.view_seq if seen is not None else 0,
+            decided_at=seen.at if seen is not None else 0.0,
+            op_id=op_id,
+        )
+
     async def _record(
         self,
         records: BatchPublisher,
@@ -606,22 +779,10 @@ class Worker:
         error: str,
         t0: float,
         seen: _Seen | None = None,
+        op_id: str = "",
     ) -> None:
-        record = ActionRecord(
-            reconciler=self.spec.name,
-            key_kind=self.spec.key_kind,
-            key=key,
-            action=action,
-            outcome=outcome,
-            reason=reason,
-            error=error,
-            cause_seq=cause,
-            duration_s=time.perf_counter() - t0,
-            at=time.time_ns(),
-            worker=self.instance_id,
-            lease_revision=(self.fence() or 0) if self.fence is not None else 0,
-            view_seq=seen.view_seq if seen is not None else 0,
-            decided_at=seen.at if seen is not None else 0.0,
+        record = self._record_of(
+            key, cause, action, outcome, reason, error, time.perf_counter() - t0, seen, op_id
         )
         metrics.ACTIONS.labels(self.spec.name, act.action_name(action), outcome).inc()
         log.info(
@@ -709,6 +870,18 @@ class Worker:
     def idle(self) -> bool:
         """True when no key is queued or being reconciled."""
         return not self._queue.pending and not self._queue.inflight and not self._events
+
+
+def _nats_error(exc: BaseException) -> str:
+    """A NATS publish error in words: the server's code and description where it gave them
+    (``503 insufficient resources`` …)."""
+    code = getattr(exc, "code", None)
+    description = getattr(exc, "description", None)
+    err_code = getattr(exc, "err_code", None)
+    if code or description:
+        extra = f" (err_code {err_code})" if err_code else ""
+        return f"{type(exc).__name__}: {code or ''} {description or ''}".rstrip() + extra
+    return repr(exc)
 
 
 def _why(exc: BaseException) -> str:
