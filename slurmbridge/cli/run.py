@@ -348,21 +348,21 @@ async def _streams(bus: busmod.Bus, settings: Settings, *, apply: bool) -> int:
     )
     kv: KeyValue | None
     if apply:
-        for plan in await bus.apply_streams(specs):
+
+        def applied(plan: busmod.StreamPlan) -> None:
             if plan.info is None:
-                print(f"created stream {plan.spec.name}")
+                print(f"created stream {plan.spec.name}", flush=True)
             for change in plan.changes:
-                print(f"updated stream {plan.spec.name}: {change.change()}")
-        try:
-            kv = await bus.js.key_value(leases.BUCKET)
-        except BucketNotFoundError:
-            kv = await leases.open_bucket(bus.js, replicas=settings.nats.replicas)
-            print(f"created key-value bucket {leases.BUCKET}")
-    else:
-        try:
-            kv = await bus.js.key_value(leases.BUCKET)
-        except BucketNotFoundError:
-            kv = None
+                print(f"updated stream {plan.spec.name}: {change.change()}", flush=True)
+
+        await bus.apply_streams(specs, applied)
+    try:
+        kv = await bus.js.key_value(leases.BUCKET)
+    except BucketNotFoundError:
+        kv = None
+    if kv is None and apply:
+        kv = await leases.open_bucket(bus.js, replicas=settings.nats.replicas)
+        print(f"created key-value bucket {leases.BUCKET}")
     for plan in await bus.plan_streams(specs):
         name = plan.spec.name
         if plan.info is None:

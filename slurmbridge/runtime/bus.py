@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import nats
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
@@ -218,10 +219,15 @@ class Bus:
                 )
         return plans
 
-    async def apply_streams(self, specs: tuple[StreamSpec, ...]) -> list[StreamPlan]:
+    async def apply_streams(
+        self,
+        specs: tuple[StreamSpec, ...],
+        applied: Callable[[StreamPlan], None] = lambda plan: None,
+    ) -> list[StreamPlan]:
         """``slurmbridge streams --apply``: create each missing stream and update each one
         that differs from its spec, changing only the differing fields of its configuration
-        (whatever else an administrator set stays). The caller prints the returned plans.
+        (whatever else an administrator set stays). ``applied`` is called with each plan once
+        it is carried out (the CLI prints it), so what was done before a refusal is known.
 
         Raises:
             StreamAdminError: a create or update went unanswered (this NATS user may not
@@ -242,6 +248,9 @@ class Bus:
                 await administer(
                     self.js.update_stream(cfg), f"update stream {plan.spec.name} ({names})"
                 )
+            else:
+                continue
+            applied(plan)
         return plans
 
     async def ensure_consumer(self, spec: ConsumerSpec) -> api.ConsumerInfo:
@@ -267,10 +276,15 @@ async def administer(call: Awaitable[T], what: str) -> T:
     """Await a stream or bucket create/update.
 
     Raises:
-        StreamAdminError: no answer (``what`` names the operation in the message).
+        StreamAdminError: no answer, or JetStream refused the change (e.g. 3 replicas on a
+            server that is not clustered); ``what`` names the operation in the message.
     """
     try:
         return await call
+    except nats.js.errors.APIError as exc:
+        raise StreamAdminError(
+            f"could not {what}: JetStream refused it: {exc.description or exc}"
+        ) from None
     except TimeoutError:  # nats.errors.TimeoutError is one
         # A permissions violation is reported to the error callback only; the request
         # itself just goes unanswered.

@@ -177,3 +177,16 @@ async def test_replicas_made_by_an_administrator_are_never_lowered(
     out = capsys.readouterr().out
     assert out.count("replicas=3") == 3 and "replicas=1" not in out
     assert out.count("differs: num_replicas 3 (settings: 1)") == 3
+
+
+async def test_a_change_the_server_refuses_is_one_line_naming_it(
+    bus: busmod.Bus, nats_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """3 replicas asked of one nats-server: the server's reason, not a traceback."""
+    await make_admins_obs_stream(bus)
+    assert await runner.streams_cmd(settings_for(nats_server.url, replicas=3), apply=True) == 1
+    err = capsys.readouterr().err
+    assert f"could not update stream {streams.OBS_STREAM} (" in err and "num_replicas" in err
+    assert "JetStream refused it: " in err and "Traceback" not in err
+    cfg = (await bus.js.stream_info(streams.OBS_STREAM)).config
+    assert (cfg.num_replicas, cfg.max_age) == (1, ADMIN_MAX_AGE)
