@@ -128,15 +128,15 @@ async def test_run_creates_missing_streams_but_never_changes_an_existing_one(
 
     plans = await bus.ensure_streams(specs)
 
+    cfg = (await bus.js.stream_info(streams.OBS_STREAM)).config
+    assert (cfg.max_age, cfg.max_msgs_per_subject) == (ADMIN_MAX_AGE, ADMIN_PER_SUBJECT)
+    for spec in specs[1:]:
+        info = await bus.js.stream_info(spec.name)
+        assert busmod.stream_differences(info.config, busmod.stream_config(spec)) == []
     assert [p.spec.name for p in plans if p.info is None] == [
         streams.ACT_STREAM,
         streams.DLQ_STREAM,
     ]
-    for spec in specs[1:]:
-        info = await bus.js.stream_info(spec.name)
-        assert busmod.stream_differences(info.config, busmod.stream_config(spec)) == []
-    cfg = (await bus.js.stream_info(streams.OBS_STREAM)).config
-    assert (cfg.max_age, cfg.max_msgs_per_subject) == (ADMIN_MAX_AGE, ADMIN_PER_SUBJECT)
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert f"stream {streams.OBS_STREAM} differs" in warning
     assert "max_msgs_per_subject 100 (settings: 32)" in warning
