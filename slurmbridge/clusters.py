@@ -205,7 +205,7 @@ class ClusterSupervisor:
             "Cluster %s: serving Slurm cluster %s at %s%s",
             c.key,
             c.name,
-            c.server,
+            slurm.shown_url,
             " (polling)" if run.poller else "",
         )
 

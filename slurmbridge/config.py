@@ -427,14 +427,14 @@ def _validate(s: Settings) -> None:
         raise bad("kube.kubeconfig", f"no such file: {s.kube.kubeconfig}")
     for path, url in (("slurm.url", s.slurm.url), ("slurmRestApi", s.slurm_rest_api)):
         if url is not None and not _http_url(url):
-            raise bad(path, f"{url!r} is not an http:// or https:// URL with a host")
+            raise bad(path, f"{redact_url(url)!r} is not an http:// or https:// URL with a host")
     if s.nats.url is not None:
         for part in s.nats.url.split(","):
             if not _nats_url(part.strip()):
                 raise bad(
                     "nats.url",
-                    f"{part.strip()!r} is not a NATS URL (nats://, tls://, ws:// or wss:// with "
-                    "a host; several comma-separated)",
+                    f"{redact_url(part.strip())!r} is not a NATS URL (nats://, tls://, ws:// or "
+                    "wss:// with a host; several comma-separated)",
                 )
     if s.observability.log_level.upper() not in LOG_LEVELS:
         raise bad("observability.logLevel", f"must be one of {', '.join(LOG_LEVELS)}")
@@ -479,6 +479,31 @@ def _nats_url(url: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("nats", "tls", "ws", "wss") and bool(parts.hostname)
+
+
+def redact_url(url: str) -> str:
+    """``url`` (one URL or a comma-separated list; with or without a scheme) with the
+    credentials of each replaced: ``nats://user:pass@host:4222`` → ``nats://user:***@host:4222``,
+    ``nats://TOKEN@host`` → ``nats://***@host`` (a user name alone may be a token, as in
+    nats-py and the NATS URL convention). Text without ``@`` is returned unchanged; it never
+    raises, so it can redact a malformed URL in the error that names it.
+
+    The one redaction of the project: every log line, error, banner and command output that
+    shows a NATS or slurmrestd URL passes it through here (docs/security.md).
+    """
+    return ",".join(_redact_one(part) for part in url.split(","))
+
+
+def _redact_one(part: str) -> str:
+    scheme, sep, rest = part.partition("://")
+    if not sep:
+        scheme, rest = "", part
+    userinfo, at, host = rest.rpartition("@")
+    if not at:
+        return part
+    user, colon, _ = userinfo.partition(":")
+    shown = f"{user}:***" if colon and user else "***"
+    return f"{scheme}{sep}{shown}@{host}"
 
 
 def in_pod(env: Mapping[str, str] | None = None, token: Path = SERVICE_ACCOUNT_TOKEN) -> bool:

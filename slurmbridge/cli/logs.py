@@ -30,7 +30,7 @@ from typing import Any
 
 import reconcilers
 from reconcilers.base import Context
-from slurmbridge.config import Settings
+from slurmbridge.config import Settings, redact_url
 from slurmbridge.logview import explain as explain_mod
 from slurmbridge.logview import replay as replay_mod
 from slurmbridge.runtime import bus as busmod
@@ -157,7 +157,7 @@ async def connect(
 def unreachable(settings: Settings, url: str) -> str:
     """The message for a NATS that did not answer in time."""
     return (
-        f"no NATS server answered at {url} within {settings.nats.connect_timeout:g} s "
+        f"no NATS server answered at {redact_url(url)} within {settings.nats.connect_timeout:g} s "
         "($.nats.url, --nats-url; the wait is $.nats.connectTimeout, --nats-connect-timeout)"
     )
 
@@ -194,14 +194,15 @@ def _find_log(settings: Settings, command: str) -> str:
             f"machine (runtime files in {settings.runtime_dir}): {how}"
         )
     if len(found) > 1:
-        listed = "; ".join(f"{r.command} (pid {r.pid}) at {r.nats_url}" for r in found)
+        listed = "; ".join(f"{r.command} (pid {r.pid}) at {redact_url(r.nats_url)}" for r in found)
         raise LogUnavailableError(
             f"slurmbridge {command}: {len(found)} instances are running ({listed}): "
             "pass --nats-url with one of those URLs"
         )
     one = found[0]
     print(
-        f"# {command}: the log of slurmbridge {one.command} (pid {one.pid}) at {one.nats_url}",
+        f"# {command}: the log of slurmbridge {one.command} (pid {one.pid}) at "
+        f"{redact_url(one.nats_url)}",
         file=sys.stderr,
         flush=True,
     )

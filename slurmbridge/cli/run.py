@@ -4,7 +4,8 @@
 for Kubernetes and Slurm only when nothing real is configured — no kubeconfig, no
 ``kube.inCluster``, no Slurm URL, no NATS URL — and the process is not in a pod; that *first
 try* says so in a banner naming the endpoints to look at. Anything real configured, or a pod,
-makes a missing kubeconfig or Slurm URL an error naming the setting.
+makes a missing kubeconfig, Slurm URL or NATS URL an error naming the setting (exit 2): the
+embedded nats-server's log is thrown away at exit, which only a first try may afford.
 
 A start that fails (a port in use, an unreachable or malformed endpoint, an empty token
 file, a NATS that does not answer within ``nats.connectTimeout``) prints one line naming the
@@ -26,11 +27,14 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from nats.js.errors import BucketNotFoundError
+from nats.js.kv import KeyValue
+
 from schemas import streams
 from slurmbridge import config
 from slurmbridge.app import App, UsageError
 from slurmbridge.cli import logs as logcmds
-from slurmbridge.config import Settings
+from slurmbridge.config import Settings, redact_url
 from slurmbridge.kube.client import KubeConfigError
 from slurmbridge.runtime import bus as busmod
 from slurmbridge.runtime import leases
@@ -50,29 +54,40 @@ FIRST_TRY_NODES = 4
 
 
 def _endpoint_problem(settings: Settings, only: Iterable[str] | None) -> str | None:
-    """Why ``run`` may not start with these endpoints (None: it may)."""
+    """Why ``run`` may not start with these endpoints (None: it may).
+
+    Outside the first try every endpoint must be real: a kubeconfig (or ``kube.inCluster``),
+    a Slurm URL and a NATS URL. The embedded nats-server keeps its log in a temporary
+    directory removed at exit; in a pod, or next to a real cluster, that would silently
+    throw away the audit trail and the observation history at every restart, and replicas
+    would each hold a log of their own (leases could not make one of them active).
+    """
     if only is not None and set(only) == {"webhook"}:
         return None  # the webhook needs no Slurm, and Kubernetes only for a namespace selector
     has_kube = bool(settings.kube.kubeconfig or settings.kube.in_cluster)
     has_slurm = bool(settings.slurm_url)
-    if has_kube and has_slurm:
+    has_nats = bool(settings.nats.url)
+    if has_kube and has_slurm and has_nats:
         return None
     kube = "$.kube.kubeconfig (--kubeconfig) or $.kube.inCluster (--in-cluster)"
     slurm = "$.slurm.url (--slurm-url, or slurmRestApi)"
-    missing = " and ".join(m for m, ok in ((kube, has_kube), (slurm, has_slurm)) if not ok)
+    nats = "$.nats.url (--nats-url)"
+    missing = [m for m, ok in ((kube, has_kube), (slurm, has_slurm), (nats, has_nats)) if not ok]
+    what = " and ".join(missing) + " required"
+    throwaway = "nor an embedded NATS whose log is removed at exit"
     if config.in_pod():
-        why = "in a Kubernetes pod the built-in simulators are never used"
-    elif has_kube or has_slurm or settings.nats.url:
+        why = f"in a Kubernetes pod the built-in simulators are never used, {throwaway}"
+    elif has_kube or has_slurm or has_nats:
         given = ", ".join(
             name
             for name, ok in (
                 ("a Kubernetes cluster", has_kube),
                 ("a Slurm URL", has_slurm),
-                ("a NATS URL", bool(settings.nats.url)),
+                ("a NATS URL", has_nats),
             )
             if ok
         )
-        why = f"{given} is configured, so the built-in simulators are not used"
+        why = f"{given} is configured, so the built-in simulators are not used, {throwaway}"
     elif not DEVTOOLS:
         why = (
             "this installation has no built-in simulators (slurmbridge.devtools is left out "
@@ -80,13 +95,13 @@ def _endpoint_problem(settings: Settings, only: Iterable[str] | None) -> str | N
         )
     else:
         return None  # the first try
-    return f"{missing} required: {why}"
+    return f"{what}: {why}"
 
 
 def _banner(app: App, sims: Simulators) -> str:
     """The first try's banner: what runs, and the endpoints to use."""
     rule = "─" * 78
-    nats = app.nats_url
+    nats = redact_url(app.nats_url)
     store = app.nats_server.store_dir if app.nats_server is not None else None
     return "\n".join(
         [
@@ -99,7 +114,7 @@ def _banner(app: App, sims: Simulators) -> str:
             f"  kubectl --kubeconfig {sims.kubeconfig} cordon n1     # slurm_drain drains n1",
             f"  slurmbridge tail --nats-url {nats}     # (or just: slurmbridge tail)",
             "  slurmbridge explain SlurmNode/n1",
-            f"  Slurm: {sims.slurm.url} (token in {sims.token_file})"
+            f"  Slurm: {redact_url(sims.slurm.url)} (token in {sims.token_file})"
             + (f"; NATS store {store}" if store else ""),
             "Against real clusters (never simulated in a pod, or once any of these is set):",
             "  slurmbridge run --kubeconfig FILE --slurm-url URL --slurm-token-file FILE "
@@ -124,6 +139,10 @@ def _port_setting(settings: Settings, port: int) -> str:
 _BIND = re.compile(r"\(\s*'([^']*)',\s*(\d+)\s*\)")
 
 
+def _slurm_url(settings: Settings) -> str:
+    return redact_url(settings.slurm_url or "")
+
+
 def startup_problem(exc: BaseException, settings: Settings) -> str | None:
     """One line naming the cause of a failed start and the setting to change, for the
     failures a person can fix; None for anything else (a bug: its traceback is shown)."""
@@ -144,11 +163,11 @@ def startup_problem(exc: BaseException, settings: Settings) -> str | None:
         return f"$.slurm.tokenFile (--slurm-token-file): {text}"
     if isinstance(exc, Unauthorized):
         return (
-            f"$.slurm.tokenFile (--slurm-token-file): slurmrestd at {settings.slurm_url} "
+            f"$.slurm.tokenFile (--slurm-token-file): slurmrestd at {_slurm_url(settings)} "
             f"refused the token: {text}"
         )
     if isinstance(exc, SlurmError):
-        return f"$.slurm.url (--slurm-url) {settings.slurm_url}: {text}"
+        return f"$.slurm.url (--slurm-url) {_slurm_url(settings)}: {text}"
     if isinstance(exc, KubeConfigError):
         return text
     if isinstance(exc, NatsServerError):
@@ -229,7 +248,8 @@ async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Eve
         app = App(settings, only=only)
         if not await _start(app, settings, stop):
             return 0
-        nats = app.nats_url if app.bus is not None else "not used"  # the webhook alone
+        # The webhook alone uses no NATS.
+        nats = redact_url(app.nats_url) if app.bus is not None else "not used"
         log.info("slurmbridge running: %s (NATS %s)", ", ".join(app.components), nats)
         registered = (
             logcmds.registered(settings, "run", app.nats_url)
@@ -298,13 +318,18 @@ async def run_sim(args: argparse.Namespace, stop: asyncio.Event) -> int:
     return 0
 
 
-async def streams_cmd(settings: Settings, stop: asyncio.Event | None = None) -> int:
-    """``slurmbridge streams``: create/update the streams and the lease bucket, and print
-    their state (the one command that needs stream-administration rights, docs/security.md).
-    The NATS is found as the log commands find it (:func:`slurmbridge.cli.logs.open_log`)."""
+async def streams_cmd(
+    settings: Settings, stop: asyncio.Event | None = None, *, apply: bool = False
+) -> int:
+    """``slurmbridge streams``: print the streams, their consumers and the lease bucket, and
+    how each stream differs from the settings; nothing is changed (a debugging view, needing
+    only stream info). ``apply`` (``--apply``): first create what is missing and update what
+    differs, printing each change (the one use that needs stream-administration rights,
+    docs/security.md). The NATS is found as the log commands find it
+    (:func:`slurmbridge.cli.logs.open_log`)."""
     try:
         async with logcmds.open_log(settings, "streams", stop) as bus:
-            return await _streams(bus, settings)
+            return await _streams(bus, settings, apply=apply)
     except logcmds.LogUnavailableError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -313,29 +338,52 @@ async def streams_cmd(settings: Settings, stop: asyncio.Event | None = None) -> 
         return 1
 
 
-async def _streams(bus: busmod.Bus, settings: Settings) -> int:
-    """Create/update the streams and the bucket, then print their state."""
+async def _streams(bus: busmod.Bus, settings: Settings, *, apply: bool) -> int:
+    """Print (after applying, with ``apply``) the streams' and the bucket's state."""
     specs = streams.stream_specs(
         replicas=settings.nats.replicas,
         obs_max_msgs_per_subject=settings.nats.obs_max_msgs_per_subject,
         obs_max_age_s=settings.nats.obs_max_age,
         act_max_age_s=settings.nats.act_max_age,
     )
-    await bus.ensure_streams(specs)
-    kv = await leases.open_bucket(bus.js, replicas=settings.nats.replicas)
-    for spec in specs:
-        info = await bus.js.stream_info(spec.name)
-        st = info.state
+    kv: KeyValue | None
+    if apply:
+
+        def applied(plan: busmod.StreamPlan) -> None:
+            if plan.info is None:
+                print(f"created stream {plan.spec.name}", flush=True)
+            for change in plan.changes:
+                print(f"updated stream {plan.spec.name}: {change.change()}", flush=True)
+
+        await bus.apply_streams(specs, applied)
+    try:
+        kv = await bus.js.key_value(leases.BUCKET)
+    except BucketNotFoundError:
+        kv = None
+    if kv is None and apply:
+        kv = await leases.open_bucket(bus.js, replicas=settings.nats.replicas)
+        print(f"created key-value bucket {leases.BUCKET}")
+    for plan in await bus.plan_streams(specs):
+        name = plan.spec.name
+        if plan.info is None:
+            print(f"{name:<11} missing (slurmbridge streams --apply creates it)")
+            continue
+        st, cfg = plan.info.state, plan.info.config
         print(
-            f"{spec.name:<11} subjects={','.join(spec.subjects):<14} "
+            f"{name:<11} subjects={','.join(cfg.subjects or ()):<14} "
             f"messages={st.messages:<8} bytes={st.bytes:<10} first_seq={st.first_seq} "
-            f"last_seq={st.last_seq} consumers={st.consumer_count} replicas={spec.replicas}"
+            f"last_seq={st.last_seq} consumers={st.consumer_count} replicas={cfg.num_replicas}"
         )
-        for ci in await bus.js.consumers_info(spec.name):
+        for change in plan.changes:
+            print(f"  differs: {change.found()}  (slurmbridge streams --apply changes it)")
+        for ci in await bus.js.consumers_info(name):
             print(
                 f"  consumer {ci.name:<22} pending={ci.num_pending:<6} "
                 f"ack_pending={ci.num_ack_pending:<6} redelivered={ci.num_redelivered}"
             )
-    status = await kv.status()
-    print(f"{'KV ' + leases.BUCKET:<11} values={status.values} history={status.history}")
+    if kv is None:
+        print(f"{'KV ' + leases.BUCKET:<11} missing (slurmbridge streams --apply creates it)")
+    else:
+        status = await kv.status()
+        print(f"{'KV ' + leases.BUCKET:<11} values={status.values} history={status.history}")
     return 0

@@ -2,9 +2,13 @@
 
 * :func:`connect` opens one connection (URL, user/password, token, creds file, nkey, TLS) that
   reconnects forever; a worker survives a nats-server restart without restarting itself.
-* :meth:`Bus.ensure_streams` / :meth:`Bus.ensure_consumer` create or update idempotently at
-  start-up from the specs in :mod:`schemas.streams` (``add_consumer`` before binding, because
-  nats-py ignores the config of an existing durable when subscribing).
+* :meth:`Bus.ensure_streams` creates the missing streams of :mod:`schemas.streams` at start-up
+  and never changes an existing one (it warns naming how it differs);
+  :meth:`Bus.plan_streams` only reads them (``slurmbridge streams``) and
+  :meth:`Bus.apply_streams` creates and updates them (``slurmbridge streams --apply``).
+  :meth:`Bus.ensure_consumer` creates or updates a durable consumer idempotently
+  (``add_consumer`` before binding, because nats-py ignores the config of an existing durable
+  when subscribing).
 * :class:`BatchPublisher` publishes with ``publish_async`` in bounded windows and a
   deterministic ``Nats-Msg-Id`` per message, so retried publishes and duplicate producers are
   deduplicated by the server inside the stream's duplicate window. A fresh headers dict is built
@@ -15,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import enum
 import logging
 import ssl
 import time
@@ -24,12 +30,13 @@ from typing import Any, TypeVar
 
 import nats
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
 from schemas.streams import ConsumerSpec, StreamSpec
-from slurmbridge.config import NatsSettings
+from slurmbridge.config import NatsSettings, redact_url
 from slurmbridge.runtime.outcomes import backoff
 
 log = logging.getLogger(__name__)
@@ -113,7 +120,7 @@ async def connect(
         await connecting
     exc = refused.result()
     raise NatsRefusedError(
-        f"NATS at {url} refused the connection: {exc or type(exc).__name__} (check "
+        f"NATS at {redact_url(url)} refused the connection: {exc or type(exc).__name__} (check "
         "$.nats.user/password, token, credsFile, nkeySeedFile and the TLS settings tlsCa, "
         "tlsCert, tlsKey)"
     )
@@ -165,28 +172,86 @@ class Bus:
                     # to write what it buffered to the dead socket, which then fails.
                     log.debug("NATS close after a lost connection: %s", exc)
 
-    async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
-        """Create each missing stream and update one whose configuration differs from its
-        spec; a stream as specified is left alone, so a component whose NATS user may only
-        read stream info (docs/security.md) starts against streams an administrator made.
-
-        Raises:
-            StreamAdminError: a create or update went unanswered (the usual sign of a NATS
-                user without ``$JS.API.STREAM.CREATE``/``UPDATE`` permission).
-        """
+    async def plan_streams(self, specs: tuple[StreamSpec, ...]) -> list[StreamPlan]:
+        """How each stream differs from its spec, read with ``stream_info`` only (nothing is
+        changed: ``slurmbridge streams`` without ``--apply``)."""
+        plans = []
         for spec in specs:
-            cfg = stream_config(spec)
             try:
                 info = await self.js.stream_info(spec.name)
             except NotFoundError:
-                await administer(self.js.add_stream(cfg), f"create stream {spec.name}")
-                log.info("created stream %s", spec.name)
+                plans.append(StreamPlan(spec, None, ()))
                 continue
-            changed = stream_differences(info.config, cfg)
-            if changed:
-                what = f"update stream {spec.name} ({', '.join(changed)})"
-                await administer(self.js.update_stream(cfg), what)
-                log.info("updated stream %s: %s", spec.name, ", ".join(changed))
+            plans.append(StreamPlan(spec, info, stream_changes(info.config, stream_config(spec))))
+        return plans
+
+    async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> list[StreamPlan]:
+        """Start-up (``slurmbridge run``): create each missing stream; leave every existing
+        one as it is, with one warning per stream naming how it differs from its spec.
+
+        An existing stream's configuration is an administrator's (``slurmbridge streams
+        --apply``, or their own tooling): a process started with other settings (the
+        defaults: 1 replica, 7 days) must not lower its replicas or retention, nor undo a
+        deliberate choice, so nothing of it is changed here — a component whose NATS user
+        may only read stream info (docs/security.md) starts the same way.
+
+        Returns:
+            The plan of each stream as found (``created`` for those this call made).
+
+        Raises:
+            StreamAdminError: a create went unanswered (the usual sign of a NATS user without
+                ``$JS.API.STREAM.CREATE`` permission).
+        """
+        plans = await self.plan_streams(specs)
+        for plan in plans:
+            if plan.info is None:
+                await administer(
+                    self.js.add_stream(stream_config(plan.spec)), f"create stream {plan.spec.name}"
+                )
+                log.info("created stream %s", plan.spec.name)
+            elif plan.changes:
+                log.warning(
+                    "stream %s differs from this process's settings: %s; left as it is "
+                    "(slurmbridge run never changes an existing stream; `slurmbridge streams "
+                    "--apply` applies the settings)",
+                    plan.spec.name,
+                    "; ".join(c.found() for c in plan.changes),
+                )
+        return plans
+
+    async def apply_streams(
+        self,
+        specs: tuple[StreamSpec, ...],
+        applied: Callable[[StreamPlan], None] = lambda plan: None,
+    ) -> list[StreamPlan]:
+        """``slurmbridge streams --apply``: create each missing stream and update each one
+        that differs from its spec, changing only the differing fields of its configuration
+        (whatever else an administrator set stays). ``applied`` is called with each plan once
+        it is carried out (the CLI prints it), so what was done before a refusal is known.
+
+        Raises:
+            StreamAdminError: a create or update went unanswered (this NATS user may not
+                administer streams).
+        """
+        plans = await self.plan_streams(specs)
+        for plan in plans:
+            if plan.info is None:
+                await administer(
+                    self.js.add_stream(stream_config(plan.spec)), f"create stream {plan.spec.name}"
+                )
+            elif plan.changes:
+                want = stream_config(plan.spec)
+                cfg = dataclasses.replace(
+                    plan.info.config, **{c.field: getattr(want, c.field) for c in plan.changes}
+                )
+                names = ", ".join(c.field for c in plan.changes)
+                await administer(
+                    self.js.update_stream(cfg), f"update stream {plan.spec.name} ({names})"
+                )
+            else:
+                continue
+            applied(plan)
+        return plans
 
     async def ensure_consumer(self, spec: ConsumerSpec) -> api.ConsumerInfo:
         """Create or update a durable pull consumer from ``spec`` (idempotent)."""
@@ -211,17 +276,22 @@ async def administer(call: Awaitable[T], what: str) -> T:
     """Await a stream or bucket create/update.
 
     Raises:
-        StreamAdminError: no answer (``what`` names the operation in the message).
+        StreamAdminError: no answer, or JetStream refused the change (e.g. 3 replicas on a
+            server that is not clustered); ``what`` names the operation in the message.
     """
     try:
         return await call
+    except nats.js.errors.APIError as exc:
+        raise StreamAdminError(
+            f"could not {what}: JetStream refused it: {exc.description or exc}"
+        ) from None
     except TimeoutError:  # nats.errors.TimeoutError is one
         # A permissions violation is reported to the error callback only; the request
         # itself just goes unanswered.
         raise StreamAdminError(
             f"could not {what}: JetStream did not answer. If this NATS user has per-component "
             "permissions (docs/security.md), create the streams once with an account that may "
-            "administer them: slurmbridge streams --nats-url URL"
+            "administer them: slurmbridge streams --apply --nats-url URL"
         ) from None
 
 
@@ -249,14 +319,83 @@ def _unset(value: object) -> object:
 def stream_differences(have: api.StreamConfig, want: api.StreamConfig) -> list[str]:
     """Names of the fields of ``want`` (a :func:`stream_config`) that ``have`` (the server's
     configuration) does not match; empty when the stream is as specified."""
+    return [c.field for c in stream_changes(have, want)]
+
+
+#: Fields whose larger value keeps more (None: unlimited, the most): retention and replicas.
+_MORE_IS_MORE = ("max_msgs_per_subject", "max_age", "max_bytes", "duplicate_window", "num_replicas")
+#: Units of the fields shown with one (nats-py reads and writes these two in seconds).
+_UNITS = {"max_age": " s", "duplicate_window": " s"}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """One field of a stream's configuration that differs from its spec.
+
+    ``have``/``want``: the server's value and the spec's, normalised (None: unset, i.e.
+    unlimited for a limit). ``lowers``: the spec's value keeps less (retention: fewer
+    messages, bytes or seconds; fewer replicas) — the direction that deletes messages or
+    loses redundancy when applied.
+    """
+
+    field: str
+    have: object
+    want: object
+
+    @property
+    def lowers(self) -> bool:
+        if self.field not in _MORE_IS_MORE:
+            return False
+        if self.want is None:  # unlimited
+            return False
+        if self.have is None:
+            return True
+        have, want = self.have, self.want
+        return isinstance(have, int | float) and isinstance(want, int | float) and want < have
+
+    def _shown(self, value: object) -> str:
+        if value is None:
+            return "unlimited" if self.field in _MORE_IS_MORE else "unset"
+        if isinstance(value, enum.Enum):
+            value = value.value
+        if isinstance(value, list):
+            return ",".join(map(str, value))
+        if isinstance(value, float):
+            return f"{value:g}{_UNITS.get(self.field, '')}"
+        return f"{value}{_UNITS.get(self.field, '')}"
+
+    def found(self) -> str:
+        """``max_age 3600 s (settings: 604800 s)``: what the server has, then the spec."""
+        return f"{self.field} {self._shown(self.have)} (settings: {self._shown(self.want)})"
+
+    def change(self) -> str:
+        """``max_age 3600 s → 604800 s``, with ``(lowers)`` when applying it keeps less."""
+        arrow = f"{self.field} {self._shown(self.have)} → {self._shown(self.want)}"
+        return arrow + (" (lowers)" if self.lowers else "")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPlan:
+    """A stream as found against its spec: ``info`` None when it does not exist; ``changes``
+    the fields that differ (empty: as specified)."""
+
+    spec: StreamSpec
+    info: api.StreamInfo | None
+    changes: tuple[FieldChange, ...]
+
+
+def stream_changes(have: api.StreamConfig, want: api.StreamConfig) -> tuple[FieldChange, ...]:
+    """The fields of ``want`` (a :func:`stream_config`) that ``have`` (the server's
+    configuration) does not match, in :data:`_SPEC_FIELDS` order; empty when the stream is
+    as specified."""
     out = []
     for name in _SPEC_FIELDS:
         a, b = _unset(getattr(have, name)), _unset(getattr(want, name))
         if isinstance(a, list) and isinstance(b, list):
             a, b = sorted(a), sorted(b)
         if a != b:
-            out.append(name)
-    return out
+            out.append(FieldChange(name, a, b))
+    return tuple(out)
 
 
 def stream_config(spec: StreamSpec) -> api.StreamConfig:

@@ -72,6 +72,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
+from slurmbridge.config import redact_url
 from slurmbridge.runtime.gcpause import collector_paused
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm.codecs._common import Codec, ItemMemo, JobStateMemo, error_report
@@ -349,6 +350,8 @@ class SlurmClient:
         if token is not None and token_file is not None:
             raise ValueError("SlurmClient: give token_file or token, not both")
         self.base_url = base_url.rstrip("/")
+        #: ``base_url`` as messages and logs show it (credentials in it redacted).
+        self.shown_url = redact_url(self.base_url)
         self.clock_skew = clock_skew
         self._clock = clock
         self.user_name = user_name or None
@@ -396,7 +399,7 @@ class SlurmClient:
     def __repr__(self) -> str:
         token = self._token.describe() if self._token else "token=None"
         return (
-            f"SlurmClient(base_url={self.base_url!r}, api_version={self.api_version!r}, "
+            f"SlurmClient(base_url={self.shown_url!r}, api_version={self.api_version!r}, "
             f"user_name={self.user_name!r}, {token})"
         )
 
@@ -430,13 +433,13 @@ class SlurmClient:
                     raise Unsupported(
                         "",
                         "negotiate",
-                        f"slurmrestd at {self.base_url} offers {', '.join(self.offered) or 'no'} "
+                        f"slurmrestd at {self.shown_url} offers {', '.join(self.offered) or 'no'} "
                         f"API versions; this client speaks {', '.join(codecs.SUPPORTED)}",
                     )
             else:
                 chosen = await self._probe_versions()
             self._codec = codecs.get(chosen)
-            log.info("slurmrestd at %s: using API %s", self.base_url, chosen)
+            log.info("slurmrestd at %s: using API %s", self.shown_url, chosen)
             return chosen
 
     async def _offered_versions(self) -> set[str] | None:
@@ -467,7 +470,7 @@ class SlurmClient:
         raise Unsupported(
             "",
             "negotiate",
-            f"slurmrestd at {self.base_url} serves none of {', '.join(codecs.SUPPORTED)}",
+            f"slurmrestd at {self.shown_url} serves none of {', '.join(codecs.SUPPORTED)}",
         )
 
     async def _get_codec(self) -> Codec:
@@ -568,12 +571,12 @@ class SlurmClient:
             )
         except httpx.TimeoutException as exc:
             err: SlurmError = Unavailable(
-                f"{operation}: slurmrestd at {self.base_url} timed out after {self.timeout:g} s "
+                f"{operation}: slurmrestd at {self.shown_url} timed out after {self.timeout:g} s "
                 f"({type(exc).__name__})"
             )
         except httpx.TransportError as exc:
             detail = self._scrub(str(exc)) or type(exc).__name__
-            err = Unavailable(f"{operation}: cannot reach slurmrestd at {self.base_url}: {detail}")
+            err = Unavailable(f"{operation}: cannot reach slurmrestd at {self.shown_url}: {detail}")
         raise err
 
     def _raise(
@@ -1108,7 +1111,7 @@ class SlurmClient:
         log.warning(
             "slurmrestd at %s refused admin_comment (the token's user is not a Slurm operator):"
             " placeholder jobs are submitted without Slinky's pod list in admin_comment",
-            self.base_url,
+            self.shown_url,
         )
         return await self._submit(codec, operation, msgspec.structs.replace(job, admin_comment=""))
 

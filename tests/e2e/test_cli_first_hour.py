@@ -6,6 +6,7 @@ the setting and leaves nothing behind, and the log tools find the running instan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from slurmbridge import config
-from slurmbridge.runtime.natsserver import NatsServer, free_port
+from slurmbridge.runtime.natsserver import NatsServer, find_binary, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -145,6 +146,61 @@ def test_any_real_endpoint_makes_the_missing_ones_errors(
         assert setting in line, line
     assert "simulators are not used" in line
     assert leftovers(tmp_path) == []
+
+
+@pytest.fixture
+def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A NATS of its own (a nats-server process, store outside the test's directory, so
+    :func:`leftovers` does not count it) for runs that must get past NATS."""
+    store = tmp_path_factory.mktemp("external-nats")
+    port = free_port()
+    server = subprocess.Popen(
+        [str(find_binary()), "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(store)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            assert server.poll() is None and time.monotonic() < deadline, "nats-server down"
+            time.sleep(0.05)
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"),
+    [
+        (["--kubeconfig", "KUBECONFIG", "--slurm-url", "http://127.0.0.1:6820"], {}),
+        (["--slurm-url", "http://127.0.0.1:6820"], {}),
+        ([], {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}),
+        (
+            ["--config", "CONFIG"],
+            {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"},
+        ),
+    ],
+    ids=["a kubeconfig and a Slurm URL", "a Slurm URL", "in a pod", "in a pod, from a file"],
+)
+def test_without_a_nats_url_run_never_keeps_its_log_in_a_throwaway_nats(
+    tmp_path: Path, flags: list[str], env: dict[str, str]
+) -> None:
+    """Item 7 of "Fail closed at every edge": an embedded nats-server's log is removed at
+    exit, so where the log matters (a pod, a real endpoint) a missing nats.url is an error."""
+    kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig"))
+    settings = tmp_path / "config.yaml"
+    settings.write_text(f"slurmRestApi: http://127.0.0.1:6820\nkube:\n  kubeconfig: {kubeconfig}\n")
+    args = [{"KUBECONFIG": kubeconfig, "CONFIG": str(settings)}.get(f, f) for f in flags]
+    proc = cli(tmp_path, "run", *args, "--metrics-port", "0", "--health-port", "0", **env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = last_line(proc.stderr)
+    assert "$.nats.url (--nats-url)" in line and "required" in line, line
+    assert "an embedded NATS whose log is removed at exit" in line
+    assert "Traceback" not in proc.stderr
+    assert leftovers(tmp_path) == []  # nothing was started
 
 
 @pytest.fixture
@@ -304,11 +360,14 @@ def busy_port() -> Iterator[int]:
         yield s.getsockname()[1]
 
 
-def _failure(case: str, tmp_path: Path, busy: int) -> tuple[list[str], str]:
+def _failure(case: str, tmp_path: Path, busy: int, nats: str) -> tuple[list[str], str]:
     kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig"))
     empty = tmp_path / "empty-token"
     empty.write_text("")
-    real = ["--kubeconfig", kubeconfig, "--metrics-port", "0", "--health-port", "0"]
+    real = [
+        *("--kubeconfig", kubeconfig, "--nats-url", nats),
+        *("--metrics-port", "0", "--health-port", "0"),
+    ]
     return {
         "metrics port in use": (
             ["run", "--metrics-port", str(busy), "--health-port", "0"],
@@ -341,9 +400,9 @@ def _failure(case: str, tmp_path: Path, busy: int) -> tuple[list[str], str]:
     ],
 )
 def test_a_failed_start_is_one_line_and_leaves_nothing(
-    tmp_path: Path, busy_port: int, case: str
+    tmp_path: Path, busy_port: int, nats_url: str, case: str
 ) -> None:
-    args, message = _failure(case, tmp_path, busy_port)
+    args, message = _failure(case, tmp_path, busy_port, nats_url)
     proc = cli(tmp_path, *args, timeout=60)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]

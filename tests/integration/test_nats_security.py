@@ -214,7 +214,7 @@ async def test_per_component_permissions(
     await reconciler.close()
 
     admin_settings = config.load(env={}, overrides={"nats": msgspec.to_builtins(as_user("admin"))})
-    assert await runner.streams_cmd(admin_settings) == 0
+    assert await runner.streams_cmd(admin_settings, apply=True) == 0
     admin = await busmod.connect(as_user("admin"), srv.url)
     reader = await busmod.connect(as_user("reader"), srv.url)
 

@@ -233,3 +233,40 @@ def test_range_rules_are_declared_on_the_settings(env: dict[str, str], message: 
     with pytest.raises(config.ConfigError) as err:
         config.load(env=env)
     assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("nats://bridge:s3cret@nats:4222", "nats://bridge:***@nats:4222"),
+        ("nats://s3cret@nats:4222", "nats://***@nats:4222"),  # a token as the user name
+        ("nats://:s3cret@nats:4222", "nats://***@nats:4222"),
+        ("bridge:s3cret@nats:4222", "bridge:***@nats:4222"),  # nats-py adds nats://
+        ("tls://a:s3cret@n1:4222,nats://n2:4222", "tls://a:***@n1:4222,nats://n2:4222"),
+        ("nats://a:s3:cr@t@nats:4222", "nats://a:***@nats:4222"),  # raw ':' and '@' in it
+        ("http://slurm:s3cret@slurmrestd:6820/api", "http://slurm:***@slurmrestd:6820/api"),
+        ("nats://nats:4222", "nats://nats:4222"),
+        (
+            "nats://127.0.0.1:4222,nats://127.0.0.1:4223",
+            "nats://127.0.0.1:4222,nats://127.0.0.1:4223",
+        ),
+        ("", ""),
+    ],
+)
+def test_redact_url_hides_the_credentials_of_every_url(url: str, shown: str) -> None:
+    assert config.redact_url(url) == shown
+    assert "s3cr" not in config.redact_url(url)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SLURMBRIDGE_NATS_URL": "http://bridge:s3cret@nats:4222"},
+        {"SLURMBRIDGE_NATS_URL": "nats://n1:4222,http://bridge:s3cret@n2:4222"},
+        {"SLURMBRIDGE_SLURM_URL": "ftp://slurm:s3cret@slurmrestd:6820"},
+    ],
+)
+def test_a_malformed_url_is_named_without_its_credentials(env: dict[str, str]) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.load(env=env)
+    assert "s3cret" not in str(err.value) and ":***@" in str(err.value)

@@ -619,7 +619,7 @@ def test_the_notes_create_the_streams_the_pods_expect() -> None:
         "slurmbridge/templates/NOTES.txt"
     ]
     env = dict(re.findall(r"--env=(SLURMBRIDGE_\w+)=(\S+)", notes))
-    assert "streams --nats-url nats://nats:4222" in notes
+    assert "streams --apply --nats-url nats://nats:4222" in notes
     cli_side = config.load(env=env).nats
     pod_side = config.load(env={}, overrides={"nats": settings_of(render(values))["nats"]}).nats
     for field in ("replicas", "obs_max_msgs_per_subject", "obs_max_age", "act_max_age"):
