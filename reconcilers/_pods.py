@@ -85,12 +85,14 @@ known name); the pod then stays Pending (see ``placement``).
 **Bounds.** Slurm keeps a job's time limit and priority in 32 bits and reserves the top two
 values: slurmrestd reads any number from ``NO_VAL`` (0xfffffffe) up as ``INFINITE``
 (0xffffffff; data_parser ``PARSE_FUNC(UINT32_NO_VAL)``: ``num >= NO_VAL`` ⇒ ``INFINITE``), so a
-larger ``timelimit`` would silently become UNLIMITED and a larger ``priority`` the top
-priority. Both are refused above :data:`MAX_UINT32_NO_VAL` (4294967293). ``cpu-per-task`` and
-``mem-per-node`` are checked against the largest node of the job's partition
-(:func:`check_node_sizes`, :func:`partition_node_sizes`) once the log holds a complete Slurm
-listing: a task cannot span nodes, so more CPUs than any node has (or more memory per node)
-can never run.
+larger ``timelimit`` would silently become UNLIMITED and a larger ``priority`` is not the one
+asked (real 24.11 and 26.05 give such a job priority 1). Both are refused above
+:data:`MAX_UINT32_NO_VAL` (4294967293, which both releases take as asked).
+``cpu-per-task`` and ``mem-per-node`` are checked against the largest node of the job's
+partition (:func:`check_node_sizes`, :func:`partition_node_sizes`) once the log holds a
+complete Slurm listing: a task cannot span nodes, so more CPUs than any node has (or more
+memory per node) can never run. tests/real_slurm/test_job_bounds.py checks these against
+real Slurm.
 """
 
 from __future__ import annotations
@@ -674,10 +676,11 @@ def partition_node_sizes(store: Store, source: str) -> NodeSizes:
 def check_node_sizes(spec: SlurmJobSpec, annotations: Mapping[str, str], sizes: NodeSizes) -> None:
     """Refuse a ``cpu-per-task`` or ``mem-per-node`` annotation asking more than the largest
     node of the job's partition has (``sizes``: :func:`partition_node_sizes`, from a complete
-    Slurm listing): one task runs on one node, so the job could never start (slurmctld
-    refuses it as "Requested node configuration is not available"). A partition whose size
-    is unknown (no node reports it) bounds nothing. Counts from the pods' own requests are
-    left to Slurm: no annotation would name the cause.
+    Slurm listing): one task runs on one node, so the job could never start. Slurm 24.11
+    refuses such a job (2014, "Requested node configuration is not available"); 26.05 takes
+    one with too many CPUs per task and leaves it PENDING (reason ``PartitionConfig``) for
+    ever. A partition whose size is unknown (no node reports it) bounds nothing. Counts from
+    the pods' own requests are left to Slurm: no annotation would name the cause.
 
     Raises:
         TranslationError: naming the annotation, the count and the largest node's.

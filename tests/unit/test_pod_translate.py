@@ -542,7 +542,7 @@ ERROR_CASES = [
     ("priority", "-1"),
     ("priority", "high"),
     # Slurm keeps priorities in 32 bits with NO_VAL and INFINITE reserved (slurmrestd reads
-    # both, and more, as INFINITE: the top priority).
+    # both, and more, as INFINITE; the job then gets priority 1, not the one asked).
     ("priority", "4294967294"),
     ("priority", "4294967295"),
     ("priority", "18446744073709551616"),
