@@ -46,13 +46,13 @@ licenses,
 constraints
 cpu-per-task   cpus_per_task (≥ 1; an integer or a  the CPUs the group's largest pod may use
                quantity such as ``500m``, rounded   (per container max(request, limit), or
-               up)                                  pod-level ``spec.resources``), rounded up;
-                                                    at least a PodGroup's ``minResources``
+               up; at most the CPUs of the          pod-level ``spec.resources``), rounded up;
+               partition's largest node)            at least a PodGroup's ``minResources``
 min-nodes      min_nodes (≥ 1)                      one node per pod
 max-nodes      max_nodes (≥ min-nodes)              one node per pod
 mem-per-node   memory_per_node (MiB, or a quantity  largest pod memory (max(request, limit) as
-               such as ``4Gi``)                     for CPUs; MiB, rounded up) × pods per node
-                                                    (pods ÷ min-nodes, rounded up); at least a
+               such as ``4Gi``; at most the         for CPUs; MiB, rounded up) × pods per node
+               partition's largest node's)          (pods ÷ min-nodes, rounded up); at least a
                                                     PodGroup's ``minResources``
 gres           tres_per_node ``gres/<value>``       ``gres/gpu=N`` from ``nvidia.com/gpu`` /
                                                      ``amd.com/gpu`` limits, or the GPUs the
@@ -61,9 +61,11 @@ gres           tres_per_node ``gres/<value>``       ``gres/gpu=N`` from ``nvidia
                                                      refused together with a DRA GPU class
 exclusive      exclusive (``true`` / ``false``)     true: whole nodes (``shared: ["none"]``), as
                                                     Slinky
-priority       priority (integer ≥ 0)               unset
+priority       priority (integer, 0 to              unset
+               4294967293)
 timelimit      time limit (sbatch ``--time``: M,   a Job's ``activeDeadlineSeconds`` in
-               M:S, H:M:S, D-H, D-H:M, D-H:M:S)     minutes, rounded up; else the partition's
+               M:S, H:M:S, D-H, D-H:M, D-H:M:S;     minutes, rounded up (at most 4294967293);
+               at most 4294967293 minutes)          else the partition's
 user-id,       user_id, group_id (integers ≥ 0)     slurmrestd's user
 group-id
 ============== =================================== ==============================================
@@ -79,6 +81,18 @@ GPU classes in one pod raise :class:`TranslationError`.
 ``tasks`` is the number of pods. An annotation that cannot be translated, or an unknown key
 under the prefix (a misspelling), raises :class:`TranslationError` naming it (and the nearest
 known name); the pod then stays Pending (see ``placement``).
+
+**Bounds.** Slurm keeps a job's time limit and priority in 32 bits and reserves the top two
+values: slurmrestd reads any number from ``NO_VAL`` (0xfffffffe) up as ``INFINITE``
+(0xffffffff; data_parser ``PARSE_FUNC(UINT32_NO_VAL)``: ``num >= NO_VAL`` ⇒ ``INFINITE``), so a
+larger ``timelimit`` would silently become UNLIMITED and a larger ``priority`` is not the one
+asked (real 24.11 and 26.05 give such a job priority 1). Both are refused above
+:data:`MAX_UINT32_NO_VAL` (4294967293, which both releases take as asked).
+``cpu-per-task`` and ``mem-per-node`` are checked against the largest node of the job's
+partition (:func:`check_node_sizes`, :func:`partition_node_sizes`) once the log holds a
+complete Slurm listing: a task cannot span nodes, so more CPUs than any node has (or more
+memory per node) can never run. tests/real_slurm/test_job_bounds.py checks these against
+real Slurm.
 """
 
 from __future__ import annotations
@@ -95,7 +109,7 @@ from reconcilers import _dra
 from reconcilers.base import Context, Store, kube_listed
 from schemas import wellknown
 from schemas.actions import RecordEvent, SlurmJobSpec
-from schemas.events import KubePod, KubeWorkload, SlurmJob, workload_key
+from schemas.events import KubePod, KubeWorkload, SlurmJob, SlurmNode, SlurmPartition, workload_key
 from schemas.subjects import slurm_source
 
 LABEL_JOBSET: Final = "jobset.sigs.k8s.io/jobset-name"
@@ -114,6 +128,11 @@ KIND_NATIVE_WORKLOAD: Final = wellknown.KIND_NATIVE_WORKLOAD
 GANGS: Final = ("LeaderWorkerSet", "PodGroup", KIND_NATIVE)
 
 MIB: Final = 1024 * 1024
+#: The largest finite value of a Slurm ``uint32_no_val`` field (a job's ``time_limit`` in
+#: minutes, its ``priority``): ``NO_VAL`` (0xfffffffe) and ``INFINITE`` (0xffffffff) are
+#: reserved (slurm.h), and slurmrestd's data_parser turns every number from ``NO_VAL`` up
+#: into ``INFINITE`` (``PARSE_FUNC(UINT32_NO_VAL)``), i.e. UNLIMITED.
+MAX_UINT32_NO_VAL: Final = 0xFFFFFFFD
 #: A CPU quantity: a decimal number with an optional milli or SI suffix (``500m``, ``2``,
 #: ``1.5``, ``1k``).
 _CPU_QTY: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(m|k|M|G|)")
@@ -411,7 +430,9 @@ def _field(name: str) -> str:
     return f"metadata.annotations[{PREFIX}{name}]"
 
 
-def _int(ann: Mapping[str, str], name: str, *, minimum: int) -> int | None:
+def _int(
+    ann: Mapping[str, str], name: str, *, minimum: int, maximum: int | None = None
+) -> int | None:
     raw = ann.get(PREFIX + name)
     if raw is None:
         return None
@@ -421,6 +442,8 @@ def _int(ann: Mapping[str, str], name: str, *, minimum: int) -> int | None:
         raise TranslationError(_field(name), f"{raw!r} is not an integer") from None
     if value < minimum:
         raise TranslationError(_field(name), f"{value} is below the minimum {minimum}")
+    if maximum is not None and value > maximum:
+        raise TranslationError(_field(name), f"{value} is above the maximum {maximum}")
     return value
 
 
@@ -443,7 +466,8 @@ def parse_time_limit(raw: str) -> int:
 
     Raises:
         ValueError: not one of those forms, a minute or second field ≥ 60 where it is not
-            the leading field, or zero.
+            the leading field, zero, or above :data:`MAX_UINT32_NO_VAL` minutes (slurmrestd
+            would read it as UNLIMITED).
     """
     text = raw.strip()
     m = _TIME.match(text)
@@ -464,6 +488,11 @@ def parse_time_limit(raw: str) -> int:
     minutes = days * 1440 + hours * 60 + mins + (1 if secs else 0)
     if minutes <= 0:
         raise ValueError(f"{raw!r} must be at least one minute")
+    if minutes > MAX_UINT32_NO_VAL:
+        raise ValueError(
+            f"{raw!r} is {minutes} minutes, above Slurm's largest time limit "
+            f"{MAX_UINT32_NO_VAL} (more would be UNLIMITED)"
+        )
     return minutes
 
 
@@ -584,6 +613,9 @@ def translate(
         # to whole minutes so the job is never cut short; 0 means none (Slurm's 0 would be
         # "unlimited", the opposite).
         limit = math.ceil(workload.active_deadline_s / 60)
+        # Kubernetes takes any int64; beyond Slurm's largest finite limit (some 8000
+        # years) slurmrestd would read UNLIMITED, so the deadline is capped there.
+        limit = min(limit, MAX_UINT32_NO_VAL)
     partition = _text(ann, "partition")
     if "," in partition:
         raise TranslationError(_field("partition"), f"{partition!r}: name exactly one partition")
@@ -603,12 +635,75 @@ def translate(
         memory_per_node_mib=memory,
         tres_per_node=tres,
         time_limit_minutes=limit,
-        priority=_int(ann, "priority", minimum=0),
+        priority=_int(ann, "priority", minimum=0, maximum=MAX_UINT32_NO_VAL),
         user_id=_int(ann, "user-id", minimum=0),
         group_id=_int(ann, "group-id", minimum=0),
         exclusive=exclusive,
         excluded_nodes=excluded_nodes,
     )
+
+
+#: Partition name → (CPUs, MiB of memory) of its largest nodes; the key ``""`` stands for a
+#: job that names no partition (Slurm's default partition, or every partition when none is
+#: flagged default).
+NodeSizes = dict[str, tuple[int, int]]
+
+
+def partition_node_sizes(store: Store, source: str) -> NodeSizes:
+    """The most CPUs and the most memory (MiB, ``real_memory``) a node of each partition of
+    ``source`` has (each its own maximum; nodes reporting 0 count for nothing), for
+    :func:`check_node_sizes`. Reads every partition and its nodes once."""
+    sizes: NodeSizes = {}
+    default = ""
+    for part in store.values(SlurmPartition, source):
+        if part.deleted:
+            continue
+        cpus = mem = 0
+        for name in part.nodes:
+            node = store.get(SlurmNode, name, source)
+            if node is not None and not node.deleted:
+                cpus, mem = max(cpus, node.cpus), max(mem, node.real_memory)
+        sizes[part.key] = (cpus, mem)
+        if part.is_default and not default:
+            default = part.key
+    if default:
+        sizes[""] = sizes[default]
+    elif sizes:
+        sizes[""] = (max(c for c, _ in sizes.values()), max(m for _, m in sizes.values()))
+    return sizes
+
+
+def check_node_sizes(spec: SlurmJobSpec, annotations: Mapping[str, str], sizes: NodeSizes) -> None:
+    """Refuse a ``cpu-per-task`` or ``mem-per-node`` annotation asking more than the largest
+    node of the job's partition has (``sizes``: :func:`partition_node_sizes`, from a complete
+    Slurm listing): one task runs on one node, so the job could never start. Slurm 24.11
+    refuses such a job (2014, "Requested node configuration is not available"); 26.05 takes
+    one with too many CPUs per task and leaves it PENDING (reason ``PartitionConfig``) for
+    ever. A partition whose size is unknown (no node reports it) bounds nothing. Counts from
+    the pods' own requests are left to Slurm: no annotation would name the cause.
+
+    Raises:
+        TranslationError: naming the annotation, the count and the largest node's.
+    """
+    cpus, mem = sizes.get(spec.partition, (0, 0))
+    where = f"partition {spec.partition!r}" if spec.partition else "Slurm's default partition"
+    if PREFIX + "cpu-per-task" in annotations and cpus and spec.cpus_per_task > cpus:
+        raise TranslationError(
+            _field("cpu-per-task"),
+            f"{spec.cpus_per_task} CPUs per task: the largest node of {where} has {cpus}",
+        )
+    mib = spec.memory_per_node_mib
+    if PREFIX + "mem-per-node" in annotations and mem and mib is not None and mib > mem:
+        raise TranslationError(
+            _field("mem-per-node"),
+            f"{mib} MiB per node: the largest node of {where} has {mem} MiB",
+        )
+
+
+def sized_by_annotation(annotations: Mapping[str, str]) -> bool:
+    """True when ``cpu-per-task`` or ``mem-per-node`` is given (:func:`check_node_sizes`
+    has something to check)."""
+    return PREFIX + "cpu-per-task" in annotations or PREFIX + "mem-per-node" in annotations
 
 
 def annotations_of(

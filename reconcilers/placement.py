@@ -21,9 +21,12 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   finalizer ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration;
 * nodes would be excluded but the log holds no Slurm node of the cluster yet (its first
   listing is on its way) ⇒ no submit yet: every exclusion would be dropped as unknown;
-* the group cannot be translated, or names a partition Slurm does not have ⇒ no job; each
-  pod gets ``PodScheduled=False`` (reason ``SlurmJobInvalid``) and a Warning Event naming the
-  annotation and the reason — fixing the annotation re-triggers the group;
+* the group cannot be translated, names a partition Slurm does not have, or asks (through
+  ``cpu-per-task`` or ``mem-per-node``) more CPUs or memory than the largest node of its
+  partition has — checked only once the log holds a complete Slurm listing, the submit
+  waits for it — ⇒ no job; each pod gets ``PodScheduled=False`` (reason
+  ``SlurmJobInvalid``) and a Warning Event naming the annotation and the reason — fixing the
+  annotation re-triggers the group;
 * Slurm refused the submit for good (the effector wrote ``PodScheduled=False``, reason
   ``SlurmJobRejected``, with Slurm's error and a Warning Event) ⇒ no new submit until
   :data:`RESUBMIT_AFTER_S` after that condition's ``lastTransitionTime``;
@@ -196,6 +199,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     kube_nodes: dict[str, KubeNode] = {}
     #: Kubernetes node name → what its pods request, for the nodes of :attr:`node_map`.
     usage: dict[str, KubeNodeUsage] = {}
+    #: The largest node of each partition (:func:`reconcilers._pods.partition_node_sizes`),
+    #: read before a submit from a complete listing: bounds ``cpu-per-task``/``mem-per-node``.
+    node_sizes: _pods.NodeSizes = {}
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -318,8 +324,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         and job.base_state == "PENDING"
         and _pods.group_key_of_marker(job.comment) == group.key
     )
+    node_sizes: _pods.NodeSizes = {}
     if (job_id is None or pending_ours) and any(_live(p) for p in pods):
         partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
+        if job_id is None and listed:
+            node_sizes = _pods.partition_node_sizes(store, source)
         # Only names Slurm knows: slurmctld rejects a job whose excluded list names an
         # unknown node (ESLURM_INVALID_NODE_NAME), and Kubernetes nodes outside Slurm are
         # never allocated anyway.
@@ -369,6 +378,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         kube_nodes=kube_nodes,
         usage=usage,
         unverified=unverified,
+        node_sizes=node_sizes,
     )
 
 
@@ -869,17 +879,14 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             named.append(claim)
         if p.claims or p.dra_requests:
             dra_gpus[p.key] = _dra.gpus_asked(p, named)
+    annotations = _pods.annotations_of(
+        v.group, live, v.workload, controller=v.controller, template_owner=v.template_owner
+    )
     try:
         spec = _pods.translate(
             v.group,
             live,
-            _pods.annotations_of(
-                v.group,
-                live,
-                v.workload,
-                controller=v.controller,
-                template_owner=v.template_owner,
-            ),
+            annotations,
             excluded_nodes=v.excluded,
             workload=v.workload,
             dra_gpus=dra_gpus,
@@ -896,6 +903,18 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             f"cannot become a Slurm job: metadata.annotations["
             f"{_pods.PREFIX}partition]: Slurm has no partition {spec.partition!r}",
         )
+    if _pods.sized_by_annotation(annotations):
+        # Refuse a task larger than any node, but only from a complete listing: before it,
+        # a partition's largest node may simply not be seen yet.
+        if not v.listed:
+            return Decision(
+                requeue_after=LISTING_RECHECK_S,
+                reason="waiting for a complete Slurm listing to check the job's size",
+            )
+        try:
+            _pods.check_node_sizes(spec, annotations, v.node_sizes)
+        except _pods.TranslationError as exc:
+            return _reject(live, f"cannot become a Slurm job: {exc}")
     marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))
     first = live[0]
     missing = tuple(

@@ -361,9 +361,7 @@ class App:
             self._spawn(self.clusters.run(), "clusters")
 
         self.effector = self.effector_override or Router(
-            KubeEffector(self.kube_api, events_namespace=s.kube.namespace)
-            if self.kube_api
-            else None,
+            KubeEffector(self.kube_api) if self.kube_api else None,
             SlurmEffector(self.clients),
             self._pod_effector(),
             NodeSetEffector(self.kube_api, self.clients) if self.kube_api else None,

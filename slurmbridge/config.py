@@ -145,6 +145,10 @@ class KubeSettings(_Base):
     what they request per node (``KubeNodeUsage``), so ``placement`` keeps our pods off nodes
     whose allocatable they no longer fit; only while ``watch_pods`` is on (see
     :attr:`node_usage`).
+    ``namespace``: the namespace slurmbridge runs in (the Helm chart sets its release's). It
+    does not place Events: an Event goes to its object's namespace, and one about a Node to
+    ``default``, as client-go's recorder puts it, since the API server refuses it anywhere
+    else (422; kubernetes pkg/apis/core/validation/events.go).
     ``stuck_pod_grace``: seconds a pod may stay Terminating past its grace period on a node
     whose kubelet does not answer before slurmbridge removes its finalizer (slurm-bridge #49).
     ``preemption_grace``: seconds a pod whose Slurm job was preempted gets to stop (its

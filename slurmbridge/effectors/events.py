@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Any, Final
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -15,15 +15,27 @@ from schemas.actions import (
 from slurmbridge.kube.api import read_raw
 from slurmbridge.runtime.outcomes import EffectResult
 
+#: Where an Event about a cluster-scoped object (a Node) goes: client-go's recorder puts it
+#: in ``metav1.NamespaceDefault`` (tools/record/event.go ``makeEvent``), and the API server
+#: refuses it anywhere else but ``""`` (pkg/apis/core/validation/events.go
+#: ``legacyValidateEvent``: 422 ``involvedObject.namespace … does not match
+#: event.namespace``), whatever namespace slurmbridge itself runs in.
+CLUSTER_SCOPED_EVENTS_NAMESPACE: Final = "default"
+
 
 async def record_event(
-    core: client.CoreV1Api, action: RecordEvent, *, component: str, events_namespace: str
+    core: client.CoreV1Api, action: RecordEvent, *, component: str
 ) -> EffectResult:
-    """Create a core/v1 Event on the action's object (``events_namespace`` for an object
-    without a namespace, such as a Node), reported by ``component``; an Event with
-    ``action.once`` that exists already is a ``noop`` (409 AlreadyExists)."""
+    """Create a core/v1 Event on the action's object, in the object's namespace (``default``
+    for an object without one, such as a Node: :data:`CLUSTER_SCOPED_EVENTS_NAMESPACE`),
+    reported by ``component``; an Event with ``action.once`` that exists already is a
+    ``noop`` (409 AlreadyExists).
+
+    Raises:
+        ApiException: any other refusal (the caller's error map classifies it).
+    """
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    namespace = action.namespace or events_namespace
+    namespace = action.namespace or CLUSTER_SCOPED_EVENTS_NAMESPACE
     involved: dict[str, str] = {
         "apiVersion": action.api_version,
         "kind": action.object_kind,

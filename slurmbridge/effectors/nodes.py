@@ -52,12 +52,10 @@ class KubeEffector(Effector):
         api: client.ApiClient,
         *,
         component: str = "slurmbridge",
-        events_namespace: str = "default",
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.component = component
-        self.events_namespace = events_namespace
 
     async def _cluster_status(self, action: SetClusterStatus) -> EffectResult:
         return await set_cluster_status(self.custom, action)
@@ -66,9 +64,7 @@ class KubeEffector(Effector):
         return await set_pod_group_scheduled(self.custom, action)
 
     async def _event(self, action: RecordEvent) -> EffectResult:
-        return await record_event(
-            self.core, action, component=self.component, events_namespace=self.events_namespace
-        )
+        return await record_event(self.core, action, component=self.component)
 
     async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
         try:

@@ -31,6 +31,35 @@ async def test_managed_nodes_are_tainted(stack: Stack) -> None:
     assert stack.taints("k8s-only") == []
 
 
+async def test_node_events_land_in_default_whatever_namespace_slurmbridge_runs_in() -> None:
+    # A Helm release runs in its own namespace (kube.namespace); an Event about a Node there
+    # is refused by the API server (422, kubernetes pkg/apis/core/validation/events.go), so
+    # it goes to "default", where client-go's recorder puts it.
+    def release_namespace(s: Stack) -> None:
+        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "slurm"}})
+
+    def managed_events(namespace: str) -> list[str]:
+        return [
+            e["involvedObject"]["name"]
+            for e in stack.kube.list("events", namespace)
+            if e["reason"] == "ManagedBySlurm"
+        ]
+
+    async with Stack(
+        nodes=2,
+        poll_interval=0.1,
+        components=["kube-watcher", "slurm-poller", "node_taint"],
+        settings={"kube": {"namespace": "slurm"}},
+        setup=release_namespace,
+    ) as stack:
+        await stack.wait_for(
+            lambda: sorted(managed_events("default")) == ["n1", "n2"],
+            what="a ManagedBySlurm Event on n1 and n2 in default",
+        )
+        await stack.settled()
+        assert managed_events("slurm") == []
+
+
 async def test_start_freezes_what_outlives_it() -> None:
     # App.start moves the rebuilt projection and the imports out of the collector's scans.
     gc.unfreeze()

@@ -140,14 +140,23 @@ async def test_a_job_group_becomes_one_slurm_job_and_scancel_deletes_its_pods(
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("timelimit", "soon"),
+        # Bounds (issue "Fail closed at every edge", 10): 10^12 minutes became UNLIMITED, a
+        # priority past 32 bits priority 1, and the simulated nodes have 2 CPUs and 1000 MiB.
+        ("timelimit", "1000000000000"),
+        ("priority", "4294967296"),
+        ("cpu-per-task", "3"),
+        ("mem-per-node", "1001"),
+    ],
+)
 async def test_an_untranslatable_pod_stays_pending_with_a_condition_and_an_event(
-    stack: Stack,
+    stack: Stack, name: str, value: str
 ) -> None:
-    stack.kube.add_pod(
-        "bad",
-        scheduler_name=SCHED,
-        annotations={wellknown.ANNOTATION_SLURMJOB_PREFIX + "timelimit": "soon"},
-    )
+    annotation = wellknown.ANNOTATION_SLURMJOB_PREFIX + name
+    stack.kube.add_pod("bad", scheduler_name=SCHED, annotations={annotation: value})
 
     def condition() -> dict[str, Any] | None:
         p = pod(stack, "bad") or {}
@@ -158,7 +167,7 @@ async def test_an_untranslatable_pod_stays_pending_with_a_condition_and_an_event
     cond = condition()
     assert cond is not None
     assert (cond["status"], cond["reason"]) == ("False", "SlurmJobInvalid")
-    assert "slurmjob.slinky.slurm.net/timelimit" in cond["message"]
+    assert f"metadata.annotations[{annotation}]" in cond["message"]
 
     def warned() -> bool:
         return any(

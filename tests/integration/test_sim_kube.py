@@ -918,3 +918,69 @@ async def test_bearer_token(tmp_path: Path) -> None:
             assert node_names(listing.items) == ["n1"]
         async with aiohttp.ClientSession() as http, http.get(f"{sim.url}/api/v1/nodes") as r:
             assert r.status == 401
+
+
+# --- Events: the namespace must agree with the involved object's ----------------------------
+
+# (event namespace, involvedObject namespace, eventTime set, created?) — kubernetes
+# pkg/apis/core/validation/events.go legacyValidateEvent, for a core/v1 request.
+EVENT_NAMESPACE_RULES = [
+    ("default", "", False, True),  # a Node's Event where client-go's recorder puts it
+    ("kube-system", "", False, False),  # a Node's Event in slurmbridge's own namespace
+    ("kube-public", "kube-public", False, True),  # a Pod's Event in the Pod's namespace
+    ("default", "kube-public", False, False),  # ... and not in another one
+    ("kube-system", "", True, True),  # the eventTime form also allows kube-system
+    ("kube-public", "", True, False),
+]
+
+
+@pytest.mark.parametrize(("event_ns", "object_ns", "event_time", "created"), EVENT_NAMESPACE_RULES)
+async def test_an_event_outside_its_objects_namespace_is_invalid(
+    core: client.CoreV1Api, event_ns: str, object_ns: str, event_time: bool, created: bool
+) -> None:
+    involved = {"apiVersion": "v1", "kind": "Pod" if object_ns else "Node", "name": "obj"}
+    if object_ns:
+        involved["namespace"] = object_ns
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "obj.1", "namespace": event_ns},
+        "involvedObject": involved,
+        "reason": "Tested",
+        "message": "m",
+        "type": "Normal",
+    }
+    if event_time:
+        body["eventTime"] = "2026-01-01T00:00:00.000000Z"
+    create: Any = core.create_namespaced_event
+    if created:
+        await create(event_ns, body)
+        got = await core.read_namespaced_event("obj.1", event_ns)
+        assert got.involved_object.name == "obj"
+        return
+    with pytest.raises(ApiException) as exc:
+        await create(event_ns, body)
+    assert exc.value.status == 422
+    quoted = json.dumps(object_ns)
+    assert body_of(exc.value) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'Event "obj.1" is invalid: involvedObject.namespace: Invalid value: '
+        f"{quoted}: does not match event.namespace",
+        "reason": "Invalid",
+        "details": {
+            "name": "obj.1",
+            "kind": "Event",
+            "causes": [
+                {
+                    "reason": "FieldValueInvalid",
+                    "message": f"Invalid value: {quoted}: does not match event.namespace",
+                    "field": "involvedObject.namespace",
+                }
+            ],
+        },
+        "code": 422,
+    }
+    assert (await core.list_namespaced_event(event_ns)).items == []

@@ -774,6 +774,23 @@ def _auth(s: Stack) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(("asked", "stored"), [(4294967293, 4294967293), (10**12, None)])
+async def test_a_time_limit_from_no_val_up_is_no_limit(
+    tmp_path: Path, version: str, asked: int, stored: int | None
+) -> None:
+    """slurmrestd reads a uint32_no_val number from NO_VAL (0xfffffffe) up as INFINITE
+    (data_parser PARSE_FUNC(UINT32_NO_VAL)), and v0.0.38 one past 32 bits as NO_VAL: the
+    job has no limit, not 10^12 minutes (slurmbridge refuses such annotations)."""
+    async with running(tmp_path, (version,)) as s:
+        await s.client.negotiate()
+        job_id = await s.client.submit_job(
+            JobSubmit(name="t", partition="batch", time_limit_minutes=asked, comment="c")
+        )
+        job = await s.client.get_job(job_id)
+        assert job is not None and job.time_limit_minutes == stored
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 async def test_jobs_submit_get_list_update_cancel(tmp_path: Path, version: str) -> None:
     """Every job endpoint's requests and answers validate against the real document."""
     async with running(tmp_path, (version,)) as s:

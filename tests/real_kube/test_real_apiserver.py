@@ -7,7 +7,8 @@ there is recorded as "up"; ``metadata.uid`` in a merge patch is an immutable fie
 main resource and ``pods/status`` and is ignored on a custom resource's ``/status`` and
 ``/scale``, while resourceVersion, a JSON-patch test, DeleteOptions and Binding uids are real
 preconditions; a new Node carries the not-ready taint from admission, and our taint writes keep
-it and every foreign taint. (No controller manager runs here, so that taint stays.)
+it and every foreign taint. (No controller manager runs here, so that taint stays.) An Event
+about a Node outside ``default`` is refused (422), and the effector puts it in ``default``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from schemas import wellknown
 from schemas.actions import (
     NodeSetRef,
     PodRef,
+    RecordEvent,
     ScaleNodeSet,
     SetNodeSetStatus,
     SetPodLabel,
@@ -251,3 +253,39 @@ async def test_finding_4_the_admission_taint_and_our_taint_writes(api: client.Ap
     assert result.outcome == "ok"
     assert await taints() == [OTHER, NOT_READY]
     await core.delete_node(name)
+
+
+async def test_an_event_about_a_node_belongs_in_default(
+    api: client.ApiClient, namespace: str
+) -> None:
+    """Issue "Fail closed at every edge" (9): the simulator's 422 (test_sim_kube.py), asked of
+    the real server, and the effector's Node Event landing where the server takes it."""
+    core = client.CoreV1Api(api)
+    create: Any = core.create_namespaced_event
+    body = {
+        "metadata": {"name": "rk-node.1", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": "rk-node"},
+        "reason": "Tested",
+        "message": "m",
+        "type": "Normal",
+    }
+    with pytest.raises(ApiException) as exc:
+        await create(namespace, body)
+    assert exc.value.status == 422
+    answer = json.loads(exc.value.body)
+    assert answer["reason"] == "Invalid"
+    assert answer["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "": does not match event.namespace',
+            "field": "involvedObject.namespace",
+        }
+    ]
+    result = await KubeEffector(api).apply(
+        RecordEvent(
+            api_version="v1", object_kind="Node", name="rk-node", reason="Tested", message="m"
+        )
+    )
+    assert result.outcome == "ok"
+    events = (await core.list_namespaced_event("default")).items
+    assert [e.involved_object.name for e in events if e.reason == "Tested"] == ["rk-node"]

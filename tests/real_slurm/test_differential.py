@@ -1,8 +1,9 @@
 """Differential test: the same REST exchange against the slurmrestd simulator and real Slurm.
 
 One sequence of requests (listings, a quiet conditional job listing, a held EXTERNAL_JOB and
-its excluded nodes, cancels, a drain and undrain, an external node's features, an unknown
-node, a plain user's admin_comment, a rejected token) is sent to :class:`SlurmSim`
+its excluded nodes, cancels, a time limit past 32 bits, a drain and undrain, an external
+node's features, an unknown node, a plain user's admin_comment, a rejected token) is sent to
+:class:`SlurmSim`
 (``slurm_release`` as the real one) and to a real slurmrestd of that release, through the same
 code. Each answer is normalised — HTTP status, the top-level keys, Slurm's error numbers, the
 warnings' sources, and the facts the bridge reads (node states, reasons, features, partitions,
@@ -78,6 +79,7 @@ def _norm(status: int, body: dict[str, Any]) -> dict[str, Any]:
                 "state": j.get("job_state"),
                 "excluded_nodes": j.get("excluded_nodes") or "",
                 "flags_external": "EXTERNAL_JOB" in (j.get("flags") or []),
+                "time_limit": j.get("time_limit"),
             }
             for j in body["jobs"]
         ]
@@ -159,6 +161,11 @@ async def _exchange(t: Target) -> list[dict[str, Any]]:
         await call("DELETE", f"/job/{job_id}")  # finding 5
         await call("DELETE", f"/job/{job_id}")
         await call("DELETE", "/job/999999")
+        # A time limit past 32 bits is no limit at all (data_parser: NO_VAL and up ⇒ INFINITE).
+        endless = {**job, "name": "diff-endless", "time_limit": {"set": True, "number": 10**12}}
+        job_id = (await call("POST", "/job/submit", {"job": endless}))["job_id"]
+        await call("GET", f"/job/{job_id}")
+        await call("DELETE", f"/job/{job_id}")
         await call("POST", "/node/n2", {"state": ["DRAIN"], "reason": "diff: test"})
         await call("GET", "/node/n2")
         await call("POST", "/node/n2", {"state": ["UNDRAIN"]})
@@ -223,6 +230,10 @@ async def test_the_simulator_answers_as_real_slurm_26_05(
         slurm_2605.run("scontrol", "delete", "nodename=dx1", check=False)
         slurm_2605.run("scancel", "--user", PLAIN_USER, check=False)
         slurm_2605.run("scancel", "--name", "diff", check=False)
+        slurm_2605.run("scancel", "--name", "diff-endless", check=False)
+    # 10^12 minutes became UNLIMITED (why slurmbridge refuses such a timelimit annotation).
+    endless = [a for a in real_answers if a["request"] == "GET /job/{job_id}"][-1]
+    assert endless["jobs"][0]["time_limit"] == {"set": False, "infinite": True, "number": 0}
     sim_answers = await _exchange(sim_target)
     assert len(sim_answers) == len(real_answers)
     for real_answer, sim_answer in zip(real_answers, sim_answers, strict=True):

@@ -580,7 +580,7 @@ def test_the_configmap_is_a_valid_configuration_with_slinky_keys(tmp_path: Path)
     assert s.nats.url == "nats://a:4222,nats://b:4222"
     assert s.nats.creds_file == f"{tmp_path}/nats/creds"
     assert s.slurm.token_file == f"{tmp_path}/slurm/token" and s.kube.in_cluster
-    assert s.kube.namespace == "slurm"  # Events about nodes go to the release's namespace
+    assert s.kube.namespace == "slurm"
     assert s.webhook.cert_file == f"{tmp_path}/webhook/tls.crt"
     assert s.slurm.poll_interval == 5.0, "the environment overrides the file"
     assert (s.observability.metrics_port, s.observability.health_port) == (8080, 8081)

@@ -302,14 +302,56 @@ def test_finished_and_deleting_pods_do_not_count_as_present() -> None:
 
 # --- translation errors and unknown partitions -----------------------------------------------
 
+
+def sized(name: str, cpus: int, mib: int) -> SlurmNode:
+    return msgspec.structs.replace(sn(name), cpus=cpus, real_memory=mib)
+
+
+#: Partition batch of a 16-CPU/64 GiB and a 32-CPU/32 GiB node, gpu of one 8-CPU/512 GiB node
+#: (flagged Slurm's default), in a complete listing.
+SIZED = (
+    SlurmPartition(source=SRC, key="batch", cluster="c1", nodes=("s1", "s2")),
+    SlurmPartition(source=SRC, key="gpu", cluster="c1", nodes=("g1",), is_default=True),
+    sized("s1", 16, 65536),
+    sized("s2", 32, 32768),
+    sized("g1", 8, 524288),
+    SlurmPing(source=SRC, key="c1", cluster="c1", responding=True),
+)
 REJECTS = [
     ("bad annotation", {P + "cpu-per-task": "zero"}, (), f"{P}cpu-per-task"),
     ("unknown partition", {P + "partition": "gpu"}, (), f"{P}partition"),
     ("partition of another cluster", {P + "partition": "gpu"}, (part("gpu", "c2"),), "'gpu'"),
+    # Issue "Fail closed at every edge" (10): bounds. 10^12 minutes became UNLIMITED.
+    ("time limit past Slurm's", {P + "timelimit": "1000000000000"}, (), f"{P}timelimit"),
+    ("time limit NO_VAL", {P + "timelimit": "4294967294"}, (), "above Slurm's largest"),
+    ("priority past 2^32-1", {P + "priority": "4294967296"}, (), f"{P}priority"),
+    ("priority INFINITE", {P + "priority": "4294967295"}, (), "above the maximum 4294967293"),
+    ("priority NO_VAL", {P + "priority": "4294967294"}, (), f"{P}priority"),
+    (
+        "more CPUs than any node of the partition",
+        {P + "partition": "batch", P + "cpu-per-task": "33"},
+        SIZED,
+        f"{P}cpu-per-task]: 33 CPUs per task: the largest node of partition 'batch' has 32",
+    ),
+    (
+        "more memory than any node of the partition",
+        {P + "partition": "batch", P + "mem-per-node": "65537"},
+        SIZED,
+        f"{P}mem-per-node]: 65537 MiB per node: the largest node of partition 'batch' has "
+        "65536 MiB",
+    ),
+    (
+        "more CPUs than any node of Slurm's default partition",
+        {P + "cpu-per-task": "9"},
+        SIZED,
+        "the largest node of Slurm's default partition has 8",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "ann", "extra", "names"), REJECTS, ids=lambda x: str(x))
+@pytest.mark.parametrize(
+    ("name", "ann", "extra", "names"), REJECTS, ids=lambda x: x if isinstance(x, str) else "_"
+)
 def test_an_untranslatable_group_is_rejected_once(
     name: str, ann: dict[str, str], extra: tuple[Event, ...], names: str
 ) -> None:
@@ -337,6 +379,65 @@ def test_an_untranslatable_group_is_rejected_once(
     # One pod still without it gets it (only that one).
     partly = decide("ns/Job:train", root, marked[0], pods[1], BATCH, *extra)
     assert [c.pod for c in of(partly, SetPodCondition)] == [ref("t-1")]
+
+
+# (case, annotations, extra objects, submitted?) — the node bound holds only from a complete
+# listing.
+NODE_BOUNDS = [
+    ("the largest node's CPUs", {P + "partition": "batch", P + "cpu-per-task": "32"}, SIZED, True),
+    ("its memory", {P + "partition": "batch", P + "mem-per-node": "64Gi"}, SIZED, True),
+    ("another partition", {P + "partition": "gpu", P + "mem-per-node": "512Gi"}, SIZED, True),
+    ("Slurm's default partition", {P + "cpu-per-task": "8"}, SIZED, True),
+    (
+        "no listing: too many CPUs wait",
+        {P + "partition": "batch", P + "cpu-per-task": "33"},
+        SIZED[:-1],
+        False,
+    ),
+    (
+        "no listing: too much memory waits",
+        {P + "partition": "batch", P + "mem-per-node": "1Ti"},
+        SIZED[:-1],
+        False,
+    ),
+    (
+        "no listing: a fitting task waits",
+        {P + "partition": "batch", P + "cpu-per-task": "2"},
+        SIZED[:-1],
+        False,
+    ),
+    # Nodes that report no size bound nothing; without the annotations nothing waits.
+    ("sizes unknown", {P + "partition": "batch", P + "cpu-per-task": "99"}, SIZED[::5], True),
+    ("no size annotation", {P + "partition": "batch"}, SIZED[:-1], True),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "ann", "extra", "submitted"),
+    NODE_BOUNDS,
+    ids=lambda x: x if isinstance(x, str) else "_",
+)
+def test_a_task_size_is_checked_against_the_largest_node_of_a_complete_listing(
+    name: str, ann: dict[str, str], extra: tuple[Event, ...], submitted: bool
+) -> None:
+    del name
+    root = workload("Job", "train", 1, ann)
+    d = decide("ns/Job:train", root, job_pod("t-0"), *extra)
+    assert not of(d, SetPodCondition)
+    if submitted:
+        assert kinds(d) == ["SubmitSlurmJob", "RecordEvent"]
+    else:
+        assert d.actions == ()
+        assert d.requeue_after == placement.LISTING_RECHECK_S
+        assert "complete Slurm listing" in d.reason
+
+
+def test_partition_node_sizes_take_each_partitions_largest_node() -> None:
+    sizes = _pods.partition_node_sizes(store(*SIZED), SRC)
+    assert sizes == {"batch": (32, 65536), "gpu": (8, 524288), "": (8, 524288)}
+    # With no partition flagged default, a job naming none may run in any of them.
+    plain = (msgspec.structs.replace(SIZED[1], is_default=False), *SIZED[2:])
+    assert _pods.partition_node_sizes(store(SIZED[0], *plain), SRC)[""] == (32, 524288)
 
 
 def test_a_stale_condition_message_is_replaced() -> None:

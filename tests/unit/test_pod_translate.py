@@ -405,6 +405,7 @@ ANN_CASES = [
     AnnCase("partition", "gpu", "partition", "gpu"),
     AnnCase("priority", "0", "priority", 0),
     AnnCase("priority", "4294", "priority", 4294),
+    AnnCase("priority", "4294967293", "priority", 4294967293),  # the largest Slurm takes
     AnnCase("qos", "high", "qos", "high"),
     AnnCase("reservation", "maint", "reservation", "maint"),
     AnnCase("timelimit", "90", "time_limit_minutes", 90),
@@ -415,6 +416,7 @@ ANN_CASES = [
     AnnCase("timelimit", "90:00", "time_limit_minutes", 90),
     AnnCase("timelimit", "2-12", "time_limit_minutes", 3600),
     AnnCase("timelimit", "1-2:30:15", "time_limit_minutes", 1591),
+    AnnCase("timelimit", "4294967293", "time_limit_minutes", 4294967293),
     AnnCase("user-id", "1000", "user_id", 1000),
     AnnCase("user-id", "0", "user_id", 0),
     AnnCase("wckey", "proj-42", "wckey", "proj-42"),
@@ -539,6 +541,11 @@ ERROR_CASES = [
     ("partition", ""),
     ("priority", "-1"),
     ("priority", "high"),
+    # Slurm keeps priorities in 32 bits with NO_VAL and INFINITE reserved (slurmrestd reads
+    # both, and more, as INFINITE; the job then gets priority 1, not the one asked).
+    ("priority", "4294967294"),
+    ("priority", "4294967295"),
+    ("priority", "18446744073709551616"),
     ("qos", ""),
     ("reservation", "\t"),
     ("timelimit", "0"),
@@ -548,6 +555,8 @@ ERROR_CASES = [
     ("timelimit", "1-2:75"),
     ("timelimit", "0:00"),
     ("timelimit", "-5"),
+    ("timelimit", "1000000000000"),  # 10^12 minutes became UNLIMITED
+    ("timelimit", "4294967294"),
     ("user-id", "root"),
     ("user-id", "-2"),
     ("wckey", " "),
@@ -747,6 +756,10 @@ def test_max_nodes_below_the_pods_packs_them() -> None:
         ("1-02:03:04", 1440 + 120 + 3 + 1),
         ("100:00", 100),
         ("3-4", 3 * 1440 + 240),  # D-H
+        # Slurm's largest finite time limit (NO_VAL - 1), in minutes and as D-H:M:S.
+        ("4294967293", 4294967293),
+        ("2982616-04:13:00", 4294967293),
+        ("2982616-04:12:01", 4294967293),  # seconds round up onto the largest
     ],
 )
 def test_parse_time_limit(raw: str, minutes: int) -> None:
@@ -760,6 +773,30 @@ def test_parse_time_limit(raw: str, minutes: int) -> None:
 def test_parse_time_limit_rejects(raw: str) -> None:
     with pytest.raises(ValueError, match=r"minute|Slurm time|below 60"):
         parse_time_limit(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "4294967294",  # NO_VAL: slurmrestd reads it, and anything above, as INFINITE
+        "4294967295",  # INFINITE
+        "4294967296",
+        "1000000000000",  # the issue's 10^12, which became UNLIMITED
+        "2982616-04:13:01",  # one second past the largest: rounds up to NO_VAL
+        "9999999-00:00",
+        "9" * 400,
+    ],
+)
+def test_parse_time_limit_refuses_what_slurm_would_read_as_unlimited(raw: str) -> None:
+    with pytest.raises(ValueError, match="above Slurm's largest time limit 4294967293"):
+        parse_time_limit(raw)
+
+
+def test_a_jobs_active_deadline_beyond_slurms_largest_limit_is_capped() -> None:
+    """Kubernetes takes any int64 ``activeDeadlineSeconds``; Slurm would read more than its
+    largest finite limit as UNLIMITED, the opposite of a deadline."""
+    wl = _workload(workload_kind="Job", active_deadline_s=2**62)
+    assert translate(JOB, [job_pod("a")], {}, workload=wl).time_limit_minutes == 4294967293
 
 
 @pytest.mark.parametrize(

@@ -89,6 +89,8 @@ pods = st.lists(
 @given(slurmjob_annotations(), pods)
 @example({_pods.PREFIX + "mem-per-node": "1" * 400}, [pod(0, 0, 0, 0)])
 @example({_pods.PREFIX + "timelimit": "9" * 5000}, [pod(0, 0, 0, 0)])
+@example({_pods.PREFIX + "timelimit": "1000000000000"}, [pod(0, 0, 0, 0)])
+@example({_pods.PREFIX + "priority": "4294967296"}, [pod(0, 0, 0, 0)])
 def test_translate_gives_a_sane_job_or_names_the_annotation(
     annotations: dict[str, str], group: list[KubePod]
 ) -> None:
@@ -102,7 +104,9 @@ def test_translate_gives_a_sane_job_or_names_the_annotation(
     assert spec.cpus_per_task >= 1
     assert 1 <= spec.min_nodes <= (spec.max_nodes or spec.min_nodes)
     assert spec.memory_per_node_mib is None or spec.memory_per_node_mib > 0
-    assert spec.time_limit_minutes is None or spec.time_limit_minutes > 0
+    # Slurm's uint32_no_val bound: from NO_VAL up, slurmrestd reads INFINITE.
+    assert spec.time_limit_minutes is None or 0 < spec.time_limit_minutes <= _pods.MAX_UINT32_NO_VAL
+    assert spec.priority is None or 0 <= spec.priority <= _pods.MAX_UINT32_NO_VAL
     assert "," not in spec.partition
     for text in (spec.name, spec.partition, spec.account, spec.qos, spec.licenses):
         assert not any(c in text for c in "\n\r\t"), text

@@ -79,6 +79,10 @@ What it models, and where it follows the real server (checked against the Kubern
   answers 422 ``field is immutable`` (pkg/apis/apps/validation
   ``ValidateControllerRevision``/``ValidateControllerRevisionUpdate``); no garbage collector
   removes them with their owner.
+* **Events** (core/v1): an Event whose namespace does not agree with its ``involvedObject``'s
+  answers 422 ``involvedObject.namespace … does not match event.namespace``; an Event about a
+  cluster-scoped object (a Node) belongs in ``default`` (``_validate_event``; kubernetes
+  pkg/apis/core/validation/events.go ``legacyValidateEvent``).
 * **Nodes**: TaintNodesByCondition admission puts ``node.kubernetes.io/not-ready:NoSchedule``
   on a new Node that is not Ready; the node lifecycle controller's part that removes it once
   Ready is True runs here too (a Node created Ready is created without it: see
@@ -264,6 +268,41 @@ def _validate_claim(obj: Obj, name: str) -> None:
     if causes:
         raise _invalid("PersistentVolumeClaim", name, "", causes)
     obj["status"] = {}
+
+
+def _validate_event(obj: Obj, name: str) -> None:
+    """A core/v1 Event's namespace must agree with its ``involvedObject``'s, on create and
+    update (kubernetes ``pkg/apis/core/validation/events.go``: ``ValidateEventCreate`` and
+    ``ValidateEventUpdate`` both run ``legacyValidateEvent``, which a core/v1 request gets
+    alone):
+
+    * without ``eventTime`` (the legacy form client-go's ``tools/record`` writes): an object
+      with a namespace ⇒ the Event must be in that namespace; an object without one (a Node)
+      ⇒ the Event must be in ``""`` or ``default`` (client-go's ``makeEvent`` puts such Events
+      in ``metav1.NamespaceDefault``);
+    * with ``eventTime``: an object without a namespace ⇒ ``default`` or ``kube-system``.
+
+    Anything else answers 422 ``involvedObject.namespace: Invalid value: "<its namespace>":
+    does not match event.namespace``. The other rules of the ``eventTime`` form
+    (``reportingController``, ``action`` … required) are not modelled.
+    """
+    involved = obj.get("involvedObject")
+    involved_ns = involved.get("namespace") if isinstance(involved, dict) else None
+    involved_ns = involved_ns if isinstance(involved_ns, str) else ""
+    event_ns = str(_meta(obj).get("namespace") or "")
+    if obj.get("eventTime"):
+        ok = bool(involved_ns) or event_ns in ("default", "kube-system")
+    elif involved_ns:
+        ok = event_ns == involved_ns
+    else:
+        ok = event_ns in ("", "default")
+    if not ok:
+        detail = (
+            f"Invalid value: {orjson.dumps(involved_ns).decode()}: does not match event.namespace"
+        )
+        raise _invalid(
+            "Event", name, "", [("involvedObject.namespace", "FieldValueInvalid", detail)]
+        )
 
 
 def _invalid(kind: str, name: str, group: str, causes: list[tuple[str, str, str]]) -> ApiError:
@@ -2045,6 +2084,8 @@ class _Store:
             _validate_controller_revision(obj, name)
         elif spec.name == "persistentvolumeclaims":
             _validate_claim(obj, name)
+        elif spec.name == "events":
+            _validate_event(obj, name)
         elif spec.name == "pods":
             pod_spec = obj.get("spec")
             containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
@@ -2294,6 +2335,8 @@ class _Store:
                 )
         if spec.group == SCHEDULING_GROUP:
             validate_workload_api(spec, new, current)
+        if spec.name == "events":
+            _validate_event(new, name)
         # ValidateResourceClaimUpdate / ValidateResourceClaimTemplateUpdate: the spec is
         # immutable.
         if spec.name in (_RESOURCE_CLAIMS, _CLAIM_TEMPLATES) and _canon(

@@ -216,6 +216,23 @@ def _number(value: Any) -> int | None:
     return int(value)
 
 
+#: slurm.h ``NO_VAL``: the first of the two values a uint32 field reserves (``INFINITE`` is
+#: 0xffffffff).
+NO_VAL = 0xFFFFFFFE
+
+
+def _time_limit(value: int | None) -> int | None:
+    """A submitted time limit (minutes) as slurmctld stores it, ``None`` for no
+    limit. slurmrestd's data_parser (v0.0.40+) turns every number from ``NO_VAL`` up into
+    ``INFINITE`` (``PARSE_FUNC(UINT32_NO_VAL)`` in src/plugins/data_parser/*/parsers.c:
+    ``num >= NO_VAL`` ⇒ ``INFINITE``); v0.0.38's parser reads a number with any of its upper
+    32 bits set as ``NO_VAL`` (unset): either way no finite limit, so 10^12 minutes is
+    UNLIMITED, not 10^12."""
+    if value is None or value >= NO_VAL:
+        return None
+    return value
+
+
 def parse_tres_gres(tres: str) -> tuple[str, str, int] | None:
     """The GRES of a ``tres_per_node`` (``gres/gpu=2``, ``gres/gpu:nvidia=2``, possibly among
     other comma-separated TRES): (name, type, count), None when it names no GRES.
@@ -598,7 +615,8 @@ class JobsMixin:
             nodes = job.get("nodes") or [1]
             desc["min_nodes"] = int(nodes[0])
             desc["memory_per_node"] = job.get("memory_per_node")
-            desc["time_limit"] = job.get("time_limit")
+            raw_limit = job.get("time_limit")
+            desc["time_limit"] = _time_limit(raw_limit if isinstance(raw_limit, int) else None)
             # recorded from Slurm 22.05.8: "exclusive" (or user/mcs) is taken; the
             # document's "true" is refused
             if job.get("exclusive") == "true":
@@ -608,7 +626,7 @@ class JobsMixin:
         else:
             desc["min_nodes"] = job.get("minimum_nodes")
             desc["memory_per_node"] = _number(job.get("memory_per_node"))
-            desc["time_limit"] = _number(job.get("time_limit"))
+            desc["time_limit"] = _time_limit(_number(job.get("time_limit")))
             desc["excluded_nodes"] = job.get("excluded_nodes") or []
             desc["exclusive"] = "none" in (job.get("shared") or [])
             desc["hold"] = job.get("hold") is True
