@@ -38,7 +38,7 @@ from schemas.events import (
 )
 from slurmbridge.clusters import ClusterSupervisor, slurm_seed
 from slurmbridge.components import component_names, default_components
-from slurmbridge.config import Settings
+from slurmbridge.config import Settings, redact_url
 from slurmbridge.effectors.nodes import KubeEffector
 from slurmbridge.effectors.nodesets import NodeSetEffector
 from slurmbridge.effectors.pods import PodEffector
@@ -244,9 +244,7 @@ class App:
                 return f"store {store}: {exc.strerror}"
             full = ", ENOSPC" if free < 64 * 1024 else ""
             return f"store {store}, {free // 1024} KiB free{full}"
-        url = self.settings.nats.url or ""
-        servers = ",".join(u.rsplit("@", 1)[-1] for u in url.split(","))
-        return f"the store of NATS server {servers}"
+        return f"the store of NATS server {redact_url(self.settings.nats.url or '')}"
 
     @property
     def nats_url(self) -> str:
