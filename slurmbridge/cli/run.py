@@ -11,6 +11,9 @@ file, a NATS that does not answer within ``nats.connectTimeout``) prints one lin
 cause and the setting and exits with status 2, as a configuration error does; whatever the
 start had begun — the embedded nats-server and its temporary store, the simulators and their
 directory — is stopped and removed first, as it is at every exit.
+
+A running process whose embedded nats-server died and could not be started again
+(``nats.embeddedRestarts``) prints one line saying so and exits with status 1.
 """
 
 from __future__ import annotations
@@ -239,7 +242,12 @@ async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Eve
         with registered:
             if sims is not None:
                 print(_banner(app, sims), file=sys.stderr, flush=True)
-            await stop.wait()
+            failure = await app.run_until(stop)
+            if failure is not None:
+                # Alive but without its log, the process would do nothing: exit, so whatever
+                # supervises it (the kubelet, systemd) starts it afresh.
+                print(f"slurmbridge run: {failure}; exiting", file=sys.stderr)
+                return 1
             log.info("stopping")
         return 0
     finally:
