@@ -203,6 +203,10 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
     if problem is None:
         try:
             return await _run(settings, only, stop)
+        except _Failed as exc:
+            # After everything started was stopped: the cause is the last line.
+            print(f"slurmbridge run: {exc}; exiting", file=sys.stderr)
+            return 1
         except Exception as exc:
             problem = startup_problem(exc, settings)
             if problem is None:
@@ -210,6 +214,10 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
     # After everything started was stopped: the cause is the last line.
     print(f"slurmbridge run: {problem}", file=sys.stderr)
     return 2
+
+
+class _Failed(Exception):  # noqa: N818 - a reason to stop, not an error of this module
+    """The running process cannot go on (:meth:`App.run_until`); the message says why."""
 
 
 async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Event) -> int:
@@ -246,8 +254,7 @@ async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Eve
             if failure is not None:
                 # Alive but without its log, the process would do nothing: exit, so whatever
                 # supervises it (the kubelet, systemd) starts it afresh.
-                print(f"slurmbridge run: {failure}; exiting", file=sys.stderr)
-                return 1
+                raise _Failed(failure)
             log.info("stopping")
         return 0
     finally:
