@@ -13,6 +13,9 @@ A failed poll publishes a ``SlurmPing`` with ``responding=False`` and the error,
 tombstones anything (a Slurm outage must not look like every node vanished). A good poll's
 ``SlurmPing`` comes last in its batch, so a consumer that has applied it has applied the
 listings of that poll too (the marker reconcilers check before acting on an absence).
+What the polls said lately is kept in memory (:class:`PollHealth`: the last answered poll,
+since when the token is rejected) for the process's readiness check, and a failure that lasts
+is warned about again with back-off (:class:`~slurmbridge.observability.outage.OutageLog`).
 
 ``version`` is a content hash of the snapshot; ``Nats-Msg-Id`` is
 ``<kind>:<key>:<hash>:<seq of the previous observation of the key>``, so two pollers of one
@@ -79,8 +82,10 @@ class PollHealth:
     #: rejection, or the last poll was answered). A failure that says nothing of the token
     #: (slurmrestd unreachable) leaves it as it was.
     rejected_since: float | None = None
-    #: The rejection, e.g. ``token rejected (HTTP 401)`` or ``no token`` ("" when none).
+    #: The rejection, e.g. ``token rejected (HTTP 401)`` or ``no token`` ("" when none),
+    #: and the error that said so (as :attr:`error`).
     rejection: str = ""
+    rejection_error: str = ""
     #: The last poll's error, at most :attr:`ERROR_CHARS` of it ("" when it was answered);
     #: never holds the token.
     error: str = ""
@@ -89,7 +94,8 @@ class PollHealth:
 
     def answered(self, now: float) -> None:
         """A poll was answered at ``now``."""
-        self.answered_at, self.rejected_since, self.rejection, self.error = now, None, "", ""
+        self.answered_at, self.rejected_since, self.error = now, None, ""
+        self.rejection = self.rejection_error = ""
 
     def failed(self, exc: slurm_errors.SlurmError, now: float) -> None:
         """A poll failed at ``now`` with ``exc``."""
@@ -110,7 +116,7 @@ class PollHealth:
             return
         if self.rejected_since is None:
             self.rejected_since = now
-        self.rejection = rejection
+        self.rejection, self.rejection_error = rejection, self.error
 
     def problem(self, *, now: float, grace: float) -> str | None:
         """Why this cluster makes the process not ready, or None: no poll answered yet, or
@@ -120,7 +126,8 @@ class PollHealth:
         if self.rejected_since is not None and (
             self.answered_at is None or now - self.rejected_since > grace
         ):
-            return f"{self.rejection} for {now - self.rejected_since:.1f} s ({self.error})"
+            lasted = now - self.rejected_since
+            return f"{self.rejection} for {lasted:.1f} s ({self.rejection_error})"
         if self.answered_at is None:
             return "no poll answered yet" + (f" (last: {self.error})" if self.error else "")
         return None
