@@ -473,7 +473,9 @@ class App:
             await server.supervise(restarts=self.settings.nats.embedded_restarts)
         except NatsServerError as exc:
             log.error("embedded %s", exc)
-            self._fail(f"embedded {str(exc).splitlines()[0]}")
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            last = f" (its log: {lines[-1]})" if len(lines) > 1 else ""
+            self._fail(f"embedded {lines[0]}{last}")
 
     def _fail(self, reason: str) -> None:
         if self.failure is None:

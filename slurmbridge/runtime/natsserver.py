@@ -177,6 +177,7 @@ class NatsServer:
             log.error(
                 "embedded nats-server %s (store %s):\n%s", why, self.store_dir, self.log_tail(5)
             )
+            previous = ""
             while True:
                 failures += 1
                 if failures > restarts:
@@ -186,7 +187,7 @@ class NatsServer:
                         f"{self.store_dir} did not keep it up:\n{self.log_tail(5)}"
                     )
                 delay = backoff(failures, base=0.5, cap=8.0)
-                self.down = f"{why}; restart {failures} of {restarts} in {delay:.1f} s"
+                self.down = f"{why}; restart {failures} of {restarts} in {delay:.1f} s{previous}"
                 log.warning(
                     "embedded nats-server: restart %d of %d in %.1f s", failures, restarts, delay
                 )
@@ -194,7 +195,8 @@ class NatsServer:
                 try:
                     await self.start()
                 except NatsServerError as exc:
-                    why = " ".join(str(exc).split("\n", 1)[:1])
+                    log.error("embedded nats-server: restart %d failed: %s", failures, exc)
+                    previous = " (the previous one failed)"
                     continue
                 break
             self.restarts += 1
