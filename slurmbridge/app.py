@@ -6,7 +6,16 @@ reconciler (``node_taint``, ``slurm_drain`` …). Every process keeps its own pr
 
 Start-up order matters: streams exist before anything publishes; the projection has caught up
 with the log before producers seed their "last published" state from it and before workers
-make decisions; the health endpoints report ready only after that.
+make decisions. The health endpoints come first, so ``/readyz`` says what a start waits for.
+
+Readiness (``/readyz``, :meth:`App.not_ready`) is the truth about this process's own parts,
+each a named check that reads state already in memory: ``nats`` (connected; the embedded
+server running), ``projection`` (caught up with the log), ``watch`` (every Kubernetes watcher
+listed once, and alive), ``slurm`` (every Slurm cluster this process polls answered a poll
+with its token accepted, and no token rejected for more than three poll intervals). A
+component whose lease another process holds is not this process's part: a standby is ready
+as long as the rest is. The embedded nats-server is restarted when it dies; when it cannot be,
+:meth:`App.run_until` returns the reason and ``run`` exits non-zero.
 """
 
 from __future__ import annotations
@@ -46,14 +55,14 @@ from slurmbridge.effectors.router import Router
 from slurmbridge.effectors.slurm_nodes import SlurmEffector
 from slurmbridge.kube import client as kube
 from slurmbridge.kube.watch import Watcher, seed_from
-from slurmbridge.observability.health import HealthServer
+from slurmbridge.observability.health import HealthServer, Readiness
 from slurmbridge.observability.partition_metrics import PartitionMetrics
 from slurmbridge.observability.pending_metrics import PendingPodMetrics
 from slurmbridge.runtime import bus as busmod
 from slurmbridge.runtime.gate import ListingGate
 from slurmbridge.runtime.gcpause import collector_paused, freeze_startup
 from slurmbridge.runtime.leases import Lease, open_bucket, reconciler_lease
-from slurmbridge.runtime.natsserver import NatsServer
+from slurmbridge.runtime.natsserver import NatsServer, NatsServerError
 from slurmbridge.runtime.projection import Projection
 from slurmbridge.runtime.publish import ObservationPublisher
 from slurmbridge.runtime.tasks import cancel_and_wait
@@ -209,6 +218,13 @@ class App:
         self._publish: ObservationPublisher | None = None
         self.kube_api: kclient.ApiClient | None = None
         self.health: HealthServer | None = None
+        #: The readiness checks (module doc); ``/readyz`` answers from them.
+        self.readiness = Readiness()
+        #: Why this process cannot go on (set once; :meth:`run_until` returns it).
+        self.failure: str | None = None
+        self._failed = asyncio.Event()
+        #: When the NATS connection was lost (monotonic; None while connected).
+        self._nats_lost_at: float | None = None
         self.webhook: WebhookServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.ctx = Context(
@@ -262,6 +278,15 @@ class App:
             await self._start_webhook()
             if self.components == ("webhook",):
                 return  # the webhook alone needs neither NATS nor Slurm
+        self._add_checks()
+        if self.with_health and (s.observability.metrics_port or s.observability.health_port):
+            self.health = HealthServer(
+                bind=s.observability.bind,
+                metrics_port=s.observability.metrics_port,
+                health_port=s.observability.health_port,
+                readiness=self.readiness,
+            )
+            await self.health.start()
         if not s.nats.url:
             store = Path(s.nats.store_dir) if s.nats.store_dir else None
             self.nats_server = NatsServer(store_dir=store)
@@ -271,7 +296,13 @@ class App:
                 self.nats_server.url,
                 self.nats_server.store_dir,
             )
-        self.bus = await busmod.connect(s.nats, self.nats_url, name=f"slurmbridge {s.instance_id}")
+            self._spawn(self._keep_nats(self.nats_server), "nats-server")
+        self.bus = await busmod.connect(
+            s.nats,
+            self.nats_url,
+            name=f"slurmbridge {s.instance_id}",
+            on_state=self._on_nats_state,
+        )
         await self.bus.ensure_streams(
             streams.stream_specs(
                 replicas=s.nats.replicas,
@@ -382,21 +413,113 @@ class App:
             # active elsewhere.
             await asyncio.wait_for(asyncio.gather(*(r.wait() for r in ready)), timeout=60)
 
-        if self.with_health and (s.observability.metrics_port or s.observability.health_port):
-            self.health = HealthServer(
-                bind=s.observability.bind,
-                metrics_port=s.observability.metrics_port,
-                health_port=s.observability.health_port,
+    # --- readiness and failure -----------------------------------------------------------
+
+    def _add_checks(self) -> None:
+        """Register the readiness checks of the components this process runs (module doc)."""
+        add = self.readiness.add_check
+        add("nats", self._nats_problem)
+        add("projection", self._projection_problem)
+        if "kube-watcher" in self.components:
+            add("watch", self._watch_problem)
+        if "slurm-poller" in self.components:
+            add("slurm", self._slurm_problem)
+
+    def not_ready(self) -> dict[str, str]:
+        """The failing readiness checks with their reasons (empty: ready)."""
+        return self.readiness.failing()
+
+    def _standby(self, lease: str) -> bool:
+        """True when this process competes for ``lease`` without holding it: the component
+        runs elsewhere (or will here at the next attempt), so it is not this process's part
+        to be ready in. A lease not tried yet is not standby: the component is starting."""
+        if self.lease_kv is None:
+            return False
+        held = self.leases.get(lease)
+        return held is not None and not held.held
+
+    def _nats_problem(self) -> str | None:
+        server = self.nats_server
+        if server is not None and server.down is not None:
+            return f"embedded nats-server {server.down}"
+        if self.bus is None:
+            return "connecting to NATS"
+        if not self.bus.nc.is_connected:
+            lost = self._nats_lost_at
+            return "not connected to NATS" + (
+                f" for {time.monotonic() - lost:.1f} s (reconnecting)" if lost else ""
             )
-            self.health.add_check("nats", lambda: self.bus is not None and self.bus.nc.is_connected)
-            self.health.add_check("projection", lambda: self.projection.caught_up)
-            if "kube-watcher" in self.components:
-                limit = s.kube.watch_timeout + 60
-                # A standby (the watchers run elsewhere) is healthy.
-                self.health.add_check(
-                    "watch", lambda: self.watcher is None or self.watcher.age() < limit
-                )
-            await self.health.start()
+        return None
+
+    def _projection_problem(self) -> str | None:
+        if self.projection.caught_up:
+            return None
+        return f"catching up with the log (applied up to seq {self.projection.applied_seq})"
+
+    def _watch_problem(self) -> str | None:
+        if self._standby("kube-watchers"):
+            return None
+        if self.watcher is None:
+            return "watchers not started yet"
+        limit = self.settings.kube.watch_timeout + 60
+        problems = [w.problem(max_age=limit) for w in (self.watcher, *self.extra_watchers)]
+        return "; ".join(p for p in problems if p) or None
+
+    def _slurm_problem(self) -> str | None:
+        s = self.settings
+        polled: list[tuple[str, SlurmPoller | None]] = []
+        if self.slurm_client is not None:
+            polled.append((s.slurm.cluster, self.poller))
+        if self.clusters is not None and self.clusters.publish is not None:
+            polled.extend((name, run.poller) for name, run in sorted(self.clusters.running.items()))
+        now, grace = time.monotonic(), 3 * s.slurm.poll_interval
+        problems = []
+        for name, poller in polled:
+            if self._standby(f"poller.{name}"):
+                continue
+            if poller is None:
+                problems.append(f'cluster "{name}": poller not started yet')
+                continue
+            problem = poller.health.problem(now=now, grace=grace)
+            if problem is not None:
+                problems.append(f'cluster "{name}": {problem}')
+        return "; ".join(problems) or None
+
+    async def _on_nats_state(self, state: str) -> None:
+        if state == "disconnected":
+            self._nats_lost_at = self._nats_lost_at or time.monotonic()
+        elif state == "reconnected":
+            self._nats_lost_at = None
+
+    async def _keep_nats(self, server: NatsServer) -> None:
+        """Restart the embedded nats-server when it dies (:meth:`NatsServer.supervise`);
+        when it cannot be, this process fails (:meth:`run_until`)."""
+        try:
+            await server.supervise(restarts=self.settings.nats.embedded_restarts)
+        except NatsServerError as exc:
+            log.error("embedded %s", exc)
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            last = f" (its log: {lines[-1]})" if len(lines) > 1 else ""
+            self._fail(f"embedded {lines[0]}{last}")
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+        self._failed.set()
+
+    async def run_until(self, stop: asyncio.Event) -> str | None:
+        """Run until ``stop`` is set (returns None) or this process cannot go on (returns
+        why: its embedded nats-server could not be restarted)."""
+        waits = {
+            asyncio.ensure_future(stop.wait()),
+            asyncio.ensure_future(self._failed.wait()),
+        }
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return None if stop.is_set() else self.failure
 
     # --- leased components ----------------------------------------------------------------
 

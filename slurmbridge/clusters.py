@@ -252,8 +252,9 @@ class ClusterSupervisor:
         """List + watch the one Secret; keep the client's token equal to it (supervised).
 
         Failures back off as the Kubernetes watchers do (honouring ``Retry-After``, e.g. the
-        429 "storage is (re)initializing" of a restarting API server) and are logged once per
-        outage: a warning when it starts failing, an info line when a watch is open again."""
+        429 "storage is (re)initializing" of a restarting API server) and are logged as they
+        are (:class:`~slurmbridge.kube.watch.Outage`): a warning when it starts failing,
+        repeated with back-off while it lasts, an info line when a watch is open again."""
         holder = run.holder
         outage = Outage(
             f"Cluster {c.key}: watching Secret {c.namespace}/{c.secret_name}", logger=log

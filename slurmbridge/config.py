@@ -100,6 +100,11 @@ class NatsSettings(_Base):
     server that died with the message unread never answers, and nats-py's ``publish_async``
     waits forever). 5 s: nats-py's own request timeout; a replicated stream electing a leader
     may take longer, which costs one deduplicated relist, never a lost observation.
+    ``embedded_restarts``: how many times in a row ``run`` starts its embedded nats-server
+    again on the same store after it exited on its own (killed, crashed), 0.5 s doubling to
+    8 s apart; then ``run`` exits with status 1 so whatever supervises it restarts the whole
+    process. 5: about 15 s of attempts — a server that cannot start for that long on its own
+    store will not by waiting longer.
     """
 
     url: str | None = None
@@ -115,6 +120,7 @@ class NatsSettings(_Base):
     store_dir: str | None = None
     connect_timeout: Seconds = 10.0
     ack_timeout: Seconds = 5.0
+    embedded_restarts: Annotated[int, msgspec.Meta(ge=0, description="restarts, >= 0")] = 5
     # Observation history per object: enough to explain recent changes, while the
     # projection itself only needs the last message of each subject.
     obs_max_msgs_per_subject: int = 32

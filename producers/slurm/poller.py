@@ -13,6 +13,9 @@ A failed poll publishes a ``SlurmPing`` with ``responding=False`` and the error,
 tombstones anything (a Slurm outage must not look like every node vanished). A good poll's
 ``SlurmPing`` comes last in its batch, so a consumer that has applied it has applied the
 listings of that poll too (the marker reconcilers check before acting on an absence).
+What the polls said lately is kept in memory (:class:`PollHealth`: the last answered poll,
+since when the token is rejected) for the process's readiness check, and a failure that lasts
+is warned about again with back-off (:class:`~slurmbridge.observability.outage.OutageLog`).
 
 ``version`` is a content hash of the snapshot; ``Nats-Msg-Id`` is
 ``<kind>:<key>:<hash>:<seq of the previous observation of the key>``, so two pollers of one
@@ -40,12 +43,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
 
 from producers.slurm.translate import job_to_event, node_to_event, partition_to_event, ping_to_event
 from schemas import events
 from schemas.events import Event, SlurmJob
 from slurmbridge.observability import metrics
+from slurmbridge.observability.outage import OutageLog
 from slurmbridge.runtime.bus import Published
 from slurmbridge.runtime.gcpause import collector_paused
 from slurmbridge.slurm import errors as slurm_errors
@@ -59,6 +64,73 @@ M = TypeVar("M")
 
 
 Publish = Callable[[Sequence[tuple[Event, str]]], Awaitable[list[Published]]]
+
+
+@dataclass(slots=True)
+class PollHealth:
+    """What the polls of one cluster said lately, for readiness checks (read without I/O).
+
+    Times are ``time.monotonic()`` seconds. A poll is *answered* when every request of it
+    succeeded (so slurmrestd and slurmctld accepted the token); *rejected* when it failed
+    with :class:`~slurmbridge.slurm.errors.Unauthorized` (a token refused by slurmrestd or
+    slurmctld, or none to send: :class:`~slurmbridge.slurm.errors.MissingToken`).
+    """
+
+    #: The last answered poll (None: none yet).
+    answered_at: float | None = None
+    #: Since when the polls have had their token rejected (None: the last failure was not a
+    #: rejection, or the last poll was answered). A failure that says nothing of the token
+    #: (slurmrestd unreachable) leaves it as it was.
+    rejected_since: float | None = None
+    #: The rejection, e.g. ``token rejected (HTTP 401)`` or ``no token`` ("" when none),
+    #: and the error that said so (as :attr:`error`).
+    rejection: str = ""
+    rejection_error: str = ""
+    #: The last poll's error, at most :attr:`ERROR_CHARS` of it ("" when it was answered);
+    #: never holds the token.
+    error: str = ""
+
+    ERROR_CHARS: ClassVar[int] = 160
+
+    def answered(self, now: float) -> None:
+        """A poll was answered at ``now``."""
+        self.answered_at, self.rejected_since, self.error = now, None, ""
+        self.rejection = self.rejection_error = ""
+
+    def failed(self, exc: slurm_errors.SlurmError, now: float) -> None:
+        """A poll failed at ``now`` with ``exc``."""
+        error = " ".join(f"{type(exc).__name__}: {exc}".split())
+        # slurmrestd's answer may be quoted whole in the message: a reason is one short line.
+        self.error = error if len(error) <= self.ERROR_CHARS else error[: self.ERROR_CHARS] + "…"
+        if isinstance(exc, slurm_errors.MissingToken):
+            rejection = "no token"
+        elif isinstance(exc, slurm_errors.Unauthorized):
+            code = f"HTTP {exc.status}" if exc.status >= 300 else ""
+            if exc.error_number:
+                code += (", " if code else "") + f"Slurm error {exc.error_number}"
+            rejection = f"token rejected ({code})" if code else "token rejected"
+        elif isinstance(exc, slurm_errors.Unavailable):
+            return
+        else:
+            self.rejected_since, self.rejection = None, ""
+            return
+        if self.rejected_since is None:
+            self.rejected_since = now
+        self.rejection, self.rejection_error = rejection, self.error
+
+    def problem(self, *, now: float, grace: float) -> str | None:
+        """Why this cluster makes the process not ready, or None: no poll answered yet, or
+        the token rejected for more than ``grace`` seconds (at once when no poll was ever
+        answered). Another failure after an answered poll (slurmctld down) is Slurm's outage,
+        not this process's: the pings in the log and the Cluster's status carry it."""
+        if self.rejected_since is not None and (
+            self.answered_at is None or now - self.rejected_since > grace
+        ):
+            lasted = now - self.rejected_since
+            return f"{self.rejection} for {lasted:.1f} s ({self.rejection_error})"
+        if self.answered_at is None:
+            return "no poll answered yet" + (f" (last: {self.error})" if self.error else "")
+        return None
 
 
 class SlurmPoller:
@@ -138,7 +210,14 @@ class SlurmPoller:
         self.polled = asyncio.Event()
         self._wake = asyncio.Event()
         self._poll_now = asyncio.Event()
-        self._last_error = ""
+        #: What the polls said lately (readiness reads it).
+        self.health = PollHealth()
+        # A failure that lasts is said again after 3 poll intervals (when readiness turns on
+        # a rejected token), 6, 12 … (the pings in the log and the error counter carry the
+        # rest).
+        self.outage = OutageLog(
+            f"poll of Slurm cluster {cluster}", logger=log, repeat=max(3 * poll_interval, 0.1)
+        )
         # kind → key → (model, its event) of the last full listing (see _translate).
         self._models: dict[str, dict[str, tuple[object, Event]]] = {}
         self._pending_models: dict[str, dict[str, tuple[object, Event]]] = {}
@@ -289,11 +368,8 @@ class SlurmPoller:
             self._pending_models.clear()
             self._job_check = None  # what it examined stays to recheck
             metrics.POLL_ERRORS.labels(self.cluster).inc()
-            # Once per distinct failure, not every poll interval (the ping in the log and the
-            # error counter carry the rest).
-            level = logging.DEBUG if str(exc) == self._last_error else logging.WARNING
-            log.log(level, "poll of Slurm cluster %s failed: %s", self.cluster, exc)
-            self._last_error = str(exc)
+            self.health.failed(exc, time.monotonic())
+            self.outage.failed(f"{type(exc).__name__}: {exc}")
             batch = [
                 ping_to_event(
                     None,
@@ -305,9 +381,8 @@ class SlurmPoller:
                 )
             ]
         else:
-            if self._last_error:
-                log.info("poll of Slurm cluster %s succeeds again", self.cluster)
-                self._last_error = ""
+            self.health.answered(time.monotonic())
+            self.outage.recovered()
         async with self._lock:
             changed: list[Event] = []
             for ev in batch:

@@ -12,6 +12,9 @@ file, a NATS that does not answer within ``nats.connectTimeout``) prints one lin
 cause and the setting and exits with status 2, as a configuration error does; whatever the
 start had begun — the embedded nats-server and its temporary store, the simulators and their
 directory — is stopped and removed first, as it is at every exit.
+
+A running process whose embedded nats-server died and could not be started again
+(``nats.embeddedRestarts``) prints one line saying so and exits with status 1.
 """
 
 from __future__ import annotations
@@ -219,6 +222,10 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
     if problem is None:
         try:
             return await _run(settings, only, stop)
+        except _Failed as exc:
+            # After everything started was stopped: the cause is the last line.
+            print(f"slurmbridge run: {exc}; exiting", file=sys.stderr)
+            return 1
         except Exception as exc:
             problem = startup_problem(exc, settings)
             if problem is None:
@@ -226,6 +233,10 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
     # After everything started was stopped: the cause is the last line.
     print(f"slurmbridge run: {problem}", file=sys.stderr)
     return 2
+
+
+class _Failed(Exception):  # noqa: N818 - a reason to stop, not an error of this module
+    """The running process cannot go on (:meth:`App.run_until`); the message says why."""
 
 
 async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Event) -> int:
@@ -259,7 +270,11 @@ async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Eve
         with registered:
             if sims is not None:
                 print(_banner(app, sims), file=sys.stderr, flush=True)
-            await stop.wait()
+            failure = await app.run_until(stop)
+            if failure is not None:
+                # Alive but without its log, the process would do nothing: exit, so whatever
+                # supervises it (the kubelet, systemd) starts it afresh.
+                raise _Failed(failure)
             log.info("stopping")
         return 0
     finally:

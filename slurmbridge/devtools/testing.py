@@ -172,7 +172,8 @@ class Stack:
     (default: everything); ``effector`` replaces the real effectors; ``settings`` are extra
     overrides in the YAML shape (e.g. ``{"worker": {"maxDeliver": 3}}``); ``setup`` is called
     with the stack once the simulators run, before the app starts; ``kubelet`` as in
-    :class:`Simulators`; ``nats_url`` uses an external NATS instead of starting one.
+    :class:`Simulators`; ``nats_url`` uses an external NATS instead of starting one;
+    ``health_port`` serves ``/healthz`` and ``/readyz`` there (0: no health endpoints).
     """
 
     def __init__(
@@ -189,6 +190,7 @@ class Stack:
         kubelet: bool = True,
         nats_url: str | None = None,
         setup: Callable[[Stack], Awaitable[None] | None] | None = None,
+        health_port: int = 0,
     ) -> None:
         #: Called once the simulators run and before the app starts (seed a world that the
         #: app then finds at its first start).
@@ -207,6 +209,7 @@ class Stack:
         )
         self.nats = NatsServer(store_dir=self.workdir / "nats")
         self.poll_interval = poll_interval
+        self.health_port = health_port
         self.components = tuple(components) if components else None
         self.effector = effector
         self.extra = settings or {}
@@ -240,7 +243,11 @@ class Stack:
             {
                 "nats": {"url": self.nats_url or self.nats.url},
                 "slurm": {"pollInterval": self.poll_interval},
-                "observability": {"metricsPort": 0, "healthPort": 0, "logFormat": "text"},
+                "observability": {
+                    "metricsPort": 0,
+                    "healthPort": self.health_port,
+                    "logFormat": "text",
+                },
                 "instanceId": "stack",
             },
         )
@@ -255,7 +262,10 @@ class Stack:
         """(Re)start the slurmbridge process part; NATS and the simulators keep running."""
         assert self.settings is not None
         self.app = App(
-            self.settings, only=self.components, effector=self.effector, with_health=False
+            self.settings,
+            only=self.components,
+            effector=self.effector,
+            with_health=bool(self.health_port),
         )
         await self.app.start()
         return self.app

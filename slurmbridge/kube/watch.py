@@ -20,7 +20,8 @@ Failures back off quietly (:class:`Backoff`: exponential with jitter, capped, ne
 the server's ``Retry-After``): an API server that restarts answers 503 on custom resources
 until their paths are installed, then 429 "storage is (re)initializing" for several seconds,
 and eleven watchers retrying at once used to log a warning per attempt. :class:`Outage` logs
-one warning when a watcher starts failing and one info line, with the outage's length, once
+one warning when a watcher starts failing (repeated with back-off while the outage lasts:
+:mod:`slurmbridge.observability.outage`) and one info line, with the outage's length, once
 its watch stream delivers again.
 
 Liveness is exported per watcher (``slurmbridge_watch_seconds_since_alive``,
@@ -59,6 +60,7 @@ from schemas.events import (
 from slurmbridge.kube.api import ApiStatusError, check_status, describe, read_raw, retry_after
 from slurmbridge.kube.wire import DECODE_LIST_PAGE, DECODE_STATUS, DECODE_WATCH
 from slurmbridge.observability import metrics
+from slurmbridge.observability.outage import OutageLog
 from slurmbridge.runtime.gcpause import collector_paused
 from slurmbridge.runtime.outcomes import backoff
 
@@ -120,9 +122,10 @@ class Backoff:
 
 
 class Outage:
-    """The log of one thing that retries (a watcher, a Secret's watch): ONE warning when it
-    starts failing, debug lines while it keeps failing, ONE info line with the outage's length
-    and attempts when it works again; and the :class:`Backoff` between attempts.
+    """The back-off (:class:`Backoff`) and the log lines (:class:`OutageLog`: a warning when
+    it starts failing, repeated with back-off while it lasts, one info line with the outage's
+    length and attempts when it works again) of one thing that retries (a watcher, a
+    Secret's watch).
 
     ``what`` names it in every line (``"watch nodes"``); ``logger`` is the caller's module
     logger, ``clock`` a monotonic clock (injectable for tests).
@@ -136,60 +139,50 @@ class Outage:
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.what = what
-        self.logger = logger or log
+        self.log = OutageLog(what, logger=logger or log, clock=clock)
         self.backoff = backoff or Backoff()
-        self.clock = clock
-        #: When the current outage began (``clock``), None while working.
-        self.since: float | None = None
-        self.attempts = 0
+
+    @property
+    def what(self) -> str:
+        """What fails, as every line names it."""
+        return self.log.what
+
+    @what.setter
+    def what(self, value: str) -> None:
+        self.log.what = value
+
+    @property
+    def since(self) -> float | None:
+        """When the current outage began (the clock's time), None while working."""
+        return self.log.since
+
+    @property
+    def attempts(self) -> int:
+        """Failed attempts in the current outage."""
+        return self.log.attempts
 
     @property
     def failing(self) -> bool:
         """True from the first failure until :meth:`recovered`."""
-        return self.since is not None
+        return self.log.failing
 
     def failed(self, exc: BaseException, *, crash: bool = False) -> float:
         """Record a failed attempt; returns the seconds to wait before the next one.
 
         The first failure of an outage is a warning (``crash``: an error with the traceback,
-        as it is a bug rather than the server); later ones are debug lines."""
+        as it is a bug rather than the server), repeated with back-off while it lasts; the
+        others are debug lines."""
         delay = self.backoff.next_delay(retry_after(exc))
-        self.attempts += 1
-        if self.since is None:
-            self.since = self.clock()
-            if crash:
-                self.logger.error(
-                    "%s crashed (%s); retrying with back-off",
-                    self.what,
-                    describe(exc),
-                    exc_info=exc,
-                )
-            else:
-                self.logger.warning(
-                    "%s failing (%s); retrying with back-off, quietly until it recovers",
-                    self.what,
-                    describe(exc),
-                )
+        if crash:
+            self.log.failed(describe(exc), level=logging.ERROR, exc_info=exc, first="crashed")
         else:
-            self.logger.debug(
-                "%s still failing (%s); next try in %.1f s", self.what, describe(exc), delay
-            )
+            self.log.failed(describe(exc))
         return delay
 
     def recovered(self) -> None:
         """It works again: log the outage once (when there was one) and reset the back-off."""
         self.backoff.reset()
-        if self.since is None:
-            return
-        self.logger.info(
-            "%s recovered after %.1f s (%d failed attempts)",
-            self.what,
-            self.clock() - self.since,
-            self.attempts,
-        )
-        self.since = None
-        self.attempts = 0
+        self.log.recovered()
 
 
 class Expired(Exception):  # noqa: N818 - mirrors the API server's reason
@@ -305,6 +298,23 @@ class Watcher(Generic[E]):
         stuck or the watcher keeps failing.
         """
         return time.monotonic() - max(self.last_event_at, self.alive_at)
+
+    def problem(self, *, max_age: float) -> str | None:
+        """Why this watcher keeps its process from being ready, or None (no I/O): its first
+        list is not complete yet (the log lacks a complete listing of the resource), or it
+        was last known alive more than ``max_age`` seconds ago (:meth:`age`). A resource
+        the API server does not serve is fine: "none of them" is a complete answer."""
+        if self.missing:
+            return None
+        if not self.listed.is_set():
+            why = f"{self.resource}: not listed yet"
+            if self.outage.failing:
+                why += f" (failing for {self.outage.log.lasted():.1f} s: {self.outage.log.reason})"
+            return why
+        age = self.age()
+        if age > max_age:
+            return f"{self.resource}: no sign of life for {age:.0f} s"
+        return None
 
     async def run(self) -> None:
         """Run forever: list, watch, re-watch or re-list as needed (supervised).

@@ -5,6 +5,12 @@ test harness and by the benchmarks. The server gets JetStream with a file store 
 we own, a port chosen by the kernel, and is waited for by connecting to it (no fixed sleeps).
 ``kill()`` sends SIGKILL, so chaos tests can crash it and ``start()`` it again on the same
 port and store to exercise recovery from the file store.
+
+:meth:`NatsServer.supervise` does that for the embedded default: a server that exits on its
+own (killed, crashed, out of memory) is started again on the same port and store, a bounded
+number of times, so ``slurmbridge run`` never lives on without its log (alive, connected to
+nothing, doing nothing) — when the restarts fail it raises, and ``run`` exits non-zero so
+whatever supervises the process restarts it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+
+from slurmbridge.runtime.outcomes import backoff
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +86,11 @@ class NatsServer:
         self.name = name
         self._proc: asyncio.subprocess.Process | None = None
         self._log_path = self.store_dir / "nats-server.log"
+        #: Why the supervised server is not running now (None while it runs), e.g.
+        #: ``"exited with status -9; restart 1 of 5 in 0.5 s"`` (:meth:`supervise`).
+        self.down: str | None = None
+        #: Times :meth:`supervise` found the server gone and started it again.
+        self.restarts = 0
 
     @property
     def url(self) -> str:
@@ -133,6 +146,64 @@ class NatsServer:
         tail = self.log_tail()
         await self.stop()
         raise NatsServerError(f"nats-server did not start on {self.url}:\n{tail}")
+
+    async def supervise(self, *, restarts: int = 5, stable_after: float = 60.0) -> None:
+        """Watch the started server; when it exits on its own, start it again on the same
+        port and store (JetStream recovers its file store), waiting 0.5 s, 1 s, 2 s … (at
+        most 8 s) before each attempt. Returns when the server is stopped or killed through
+        :meth:`stop` / :meth:`kill` (the owner meant it).
+
+        ``restarts``: attempts in a row before giving up; a server that stayed up for
+        ``stable_after`` seconds before it exited starts a new row (a crash a day is not a
+        crash loop). :attr:`down` says why the server is not running meanwhile.
+
+        Raises:
+            NatsServerError: ``restarts`` attempts in a row did not bring it back for
+                ``stable_after`` seconds (message: the exit status and the log's tail).
+        """
+        failures = 0
+        while True:
+            proc = self._proc
+            if proc is None:
+                return
+            up_at = time.monotonic()
+            status = await proc.wait()
+            if self._proc is not proc:
+                return  # stop() or kill(): on purpose
+            self._proc = None
+            if time.monotonic() - up_at >= stable_after:
+                failures = 0
+            why = f"exited with status {status}"
+            log.error(
+                "embedded nats-server %s (store %s):\n%s", why, self.store_dir, self.log_tail(5)
+            )
+            previous = ""
+            while True:
+                failures += 1
+                if failures > restarts:
+                    self.down = f"{why}; gave up after {restarts} restarts"
+                    raise NatsServerError(
+                        f"nats-server on {self.url} {why}, and {restarts} restarts on its store "
+                        f"{self.store_dir} did not keep it up:\n{self.log_tail(5)}"
+                    )
+                delay = backoff(failures, base=0.5, cap=8.0)
+                self.down = f"{why}; restart {failures} of {restarts} in {delay:.1f} s{previous}"
+                log.warning(
+                    "embedded nats-server: restart %d of %d in %.1f s", failures, restarts, delay
+                )
+                await asyncio.sleep(delay)
+                try:
+                    await self.start()
+                except NatsServerError as exc:
+                    log.error("embedded nats-server: restart %d failed: %s", failures, exc)
+                    previous = " (the previous one failed)"
+                    continue
+                break
+            self.restarts += 1
+            self.down = None
+            log.warning(
+                "embedded nats-server running again on %s (store %s)", self.url, self.store_dir
+            )
 
     def log_tail(self, lines: int = 20) -> str:
         """The last ``lines`` lines of the server log."""

@@ -3308,6 +3308,10 @@ class KubeSim:
         """
         self._faults.append(_Fault(n, status, verb, resource, message))
 
+    def clear_faults(self) -> None:
+        """Forget the failures :meth:`fail_next` queued that have not happened yet."""
+        self._faults.clear()
+
     def restart_window(
         self, seconds_503: float, seconds_429: float, *, restart: bool = True
     ) -> None:
