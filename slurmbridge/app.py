@@ -424,6 +424,8 @@ class App:
             add("watch", self._watch_problem)
         if "slurm-poller" in self.components:
             add("slurm", self._slurm_problem)
+        if any(c in reconcilers.ALL for c in self.components):
+            add("log", self._log_problem)
 
     def not_ready(self) -> dict[str, str]:
         """The failing readiness checks with their reasons (empty: ready)."""
@@ -450,6 +452,14 @@ class App:
                 f" for {time.monotonic() - lost:.1f} s (reconnecting)" if lost else ""
             )
         return None
+
+    def _log_problem(self) -> str | None:
+        """A worker's last write-ahead record was refused (runtime.worker): it performs
+        nothing until the stream stores them again."""
+        refused = sorted(
+            f"{name}: {w.log_refusal}" for name, w in self.workers.items() if w.log_refusal
+        )
+        return "; ".join(refused) or None
 
     def _projection_problem(self) -> str | None:
         if self.projection.caught_up:

@@ -24,19 +24,27 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import nats.js.api
 import pytest
 
 from schemas import streams, wellknown
 from schemas.actions import DrainSlurmNode, SubmitSlurmJob
 from slurmbridge.devtools.testing import Stack
-from slurmbridge.runtime.natsserver import NatsServer
+from slurmbridge.runtime.natsserver import NatsServer, free_port
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 
 
+async def _readyz(port: int) -> tuple[int, str]:
+    async with httpx.AsyncClient() as http:
+        resp = await http.get(f"http://127.0.0.1:{port}/readyz")
+    return resp.status_code, resp.text
+
+
 async def test_no_drain_without_its_intent_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
-    async with Stack(nodes=3, poll_interval=0.1) as stack:
+    port = free_port()
+    async with Stack(nodes=3, poll_interval=0.1, health_port=port) as stack:
         assert stack.app is not None and stack.app.bus is not None
         js = stack.app.bus.js
         await stack.settled()
@@ -65,6 +73,9 @@ async def test_no_drain_without_its_intent_in_the_log(caplog: pytest.LogCaptureF
         said = [m for r in caplog.records if "refuses action records" in (m := r.getMessage())]
         assert len(said) >= 2
         assert streams.ACT_STREAM in said[0] and "maximum bytes" in said[0].lower()
+        status, body = await _readyz(port)
+        assert status == 503, body
+        assert "log: slurm_drain: stream BRIDGE_ACT" in body and "maximum bytes" in body, body
 
         full.max_bytes = -1
         await js.update_stream(full)
@@ -73,6 +84,7 @@ async def test_no_drain_without_its_intent_in_the_log(caplog: pytest.LogCaptureF
         )
         await stack.settled()
         assert worker.log_refusal is None
+        await stack.wait_for(lambda: not stack.app.not_ready(), what="ready again")  # type: ignore[union-attr]
         records = [
             r
             for r in await stack.action_records(intents=True)
