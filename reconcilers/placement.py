@@ -71,6 +71,17 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   When the job starts, the bind's Normal Event ``Scheduled`` says the job started, where,
   and after how long in the queue.
 
+* the pods' label names a job a complete listing lacks, or one whose ``comment`` is not the
+  group's marker (:func:`reconcilers._pods.is_groups_job`: a user's job, or another group's
+  after slurmctld restarted from older state and handed the id out again) ⇒ no job: unbound
+  pods are submitted again at once (the submit replaces the label; the other job is never
+  adopted nor cancelled); pods already **running** are re-backed — a new placeholder job
+  asking for exactly the Slurm nodes they run on (``required_nodes``, min = max nodes, no
+  exclusions, the only ``required_nodes`` ever sent), with a Warning Event
+  :data:`LOST` — unless a job of ours already holds or asks for those nodes, which the pods
+  are relabelled to. ``workload`` deletes them only if that job has not started
+  ``kube.lostJobGrace`` after its submit (docs/slurm.md, "When Slurm loses state").
+
 The group's job is the one named by its *live* pods' ``slurm-jobid`` label: when every pod
 that named a job has finished (a Job's failed pod) and a new pod appears (its retry), the new
 pod gets a new job instead of joining the ended one.
