@@ -1,4 +1,5 @@
-"""Real Slurm 26.05 forgets jobs (issue "Fail closed at every edge", 3).
+"""Real Slurm 26.05 (and 24.11, whose placeholders are batch jobs) forgets jobs (issue "Fail
+closed at every edge", 3).
 
 slurmctld is killed (``kill -9``) right after some submits and restarted from a copy of its
 StateSaveLocation taken before them (:meth:`ModernSlurm.save_state`,
@@ -31,9 +32,9 @@ JOBID = wellknown.LABEL_SLURM_JOBID
 PREFIX = wellknown.ANNOTATION_SLURMJOB_PREFIX
 
 
-@pytest.fixture
-def slurm(real_slurm_available: None) -> Iterator[ModernSlurm]:
-    yield from modern_cluster("26.05")
+@pytest.fixture(params=["26.05", "24.11"], ids=["slurm26.05", "slurm24.11"])
+def slurm(real_slurm_available: None, request: pytest.FixtureRequest) -> Iterator[ModernSlurm]:
+    yield from modern_cluster(request.param)
 
 
 @pytest.fixture
