@@ -211,6 +211,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: Slurm lost the job of the group's running pods and no job of ours backs them: the
     #: Slurm nodes they run on, which a new job must ask for exactly (``()``: not so).
     reback: tuple[str, ...] = ()
+    #: Seconds running pods whose job Slurm lost may stay after Slurm refused their re-back
+    #: job (Context.lost_job_grace_s).
+    lost_job_grace_s: float = 60.0
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -428,6 +431,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         usage=usage,
         unverified=unverified,
         reback=reback,
+        lost_job_grace_s=ctx.lost_job_grace_s,
     )
 
 
@@ -889,8 +893,31 @@ def _reback(v: View, live: list[KubePod], bound: list[KubePod]) -> Decision:
     nodes to no one else; the submit relabels the pods. ``workload`` deletes them only if
     that job has not started ``kube.lostJobGrace`` after its submit. Nothing else about the
     pods changes; the job is sized as the group's job would be (its annotations), or by
-    the pods alone when the annotations no longer translate."""
+    the pods alone when the annotations no longer translate.
+
+    Slurm refused the re-back job for good (the effector wrote ``PodScheduled=False``, reason
+    :data:`REJECTED`, on the pods — after their bind, which set it True): it can never start,
+    so no new submit; ``lost_job_grace_s`` after the refusal the pods are deleted (job id 0:
+    no job of theirs to re-read), as when the job did not start in time."""
     nodes = v.reback
+    refused = _refused_until(v, bound) - RESUBMIT_AFTER_S
+    if refused > 0:
+        due = refused + v.lost_job_grace_s
+        if v.now < due:
+            return Decision(
+                requeue_after=due - v.now,
+                reason=f"Slurm refused the job re-backing pods on {','.join(nodes)}; "
+                f"deleting them in {due - v.now:.0f} s",
+            )
+        why = (
+            f"Slurm lost job {_old_id(bound)} and refused the job that was to re-back the "
+            f"pod on its node"
+        )
+        deletes: list[AnyAction] = []
+        for p in bound:
+            deletes.append(DeletePod(pod=ref(p), cluster=v.cluster, job_id=0, why=why))
+            deletes.append(_pods.pod_event(p, LOST, f"Deleting pod: {why}", warning=True))
+        return Decision(actions=tuple(deletes), reason=why)
     try:
         spec = _pods.translate(
             v.group,

@@ -1477,3 +1477,24 @@ def test_the_job_trigger_reaches_the_group_whose_label_names_a_lost_job() -> Non
     assert list(placement.SPEC.keys_of(gone, s, CTX)) == ["ns/Job:train"]
     reused = sjob(5, "PENDING", comment=FOREIGN)
     assert list(placement.SPEC.keys_of(reused, s, CTX)) == ["ns/Job:other", "ns/Job:train"]
+
+
+def test_running_pods_whose_re_back_slurm_refused_are_deleted_after_the_grace() -> None:
+    """Slurm refused the re-back job for good (the effector's SlurmJobRejected condition,
+    written after the bind set PodScheduled True): no new submit; the pods wait
+    ``lost_job_grace_s`` from the refusal, then are deleted as when the job did not start."""
+    refused = pending_cond("boom")
+    refused = msgspec.structs.replace(
+        refused, reason=placement.REJECTED, last_transition=int(NOW_REFUSED)
+    )
+    pods = tuple(msgspec.structs.replace(p, conditions=(refused,)) for p in RUNNING_TRAIN)
+    objs = (TRAIN, *pods, *NODES, BATCH, LISTED)
+    ctx = msgspec.structs.replace(CTX, now=NOW_REFUSED + 30, lost_job_grace_s=60.0)
+    early = decide("ns/Job:train", *objs, ctx=ctx)
+    assert early.actions == () and early.requeue_after == pytest.approx(30.0)
+    late = decide("ns/Job:train", *objs, ctx=msgspec.structs.replace(ctx, now=NOW_REFUSED + 61))
+    assert kinds(late) == ["DeletePod", "RecordEvent", "DeletePod", "RecordEvent"]
+    assert {(d.pod.name, d.job_id) for d in of(late, DeletePod)} == {("t-0", 0), ("t-1", 0)}
+
+
+NOW_REFUSED = 50_000.0
