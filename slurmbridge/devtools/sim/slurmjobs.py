@@ -45,8 +45,9 @@ raises ``min_nodes`` to their count: ``_job_create`` in src/slurmctld/job_mgr.c)
 Slurm does not know is refused with 2018 (ESLURM_INVALID_NODE_NAME). While a required node
 cannot take it, the job waits with reason ``ReqNodeNotAvail`` when that node is drained,
 down or failing (WAIT_NODE_NOT_AVAIL, src/slurmctld/job_scheduler.c), ``Resources`` when it
-is merely busy. Slurm knows nothing of Kubernetes: a node whose pods run without a job is
-IDLE to it and a required-node job starts there.
+is merely busy (all three recorded from 26.05.5: ``sbatch -w``). Slurm knows nothing of
+Kubernetes: a node whose pods run without a job is IDLE to it and a required-node job starts
+there.
 
 Losing state (:meth:`JobsMixin.save_state` / :meth:`JobsMixin.restore_state`): slurmctld
 killed and restarted from a StateSaveLocation written before the latest submits. The jobs of
