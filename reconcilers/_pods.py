@@ -342,13 +342,34 @@ def group_key_of_marker(comment: str) -> str | None:
     return key if sep and parse_group_key(key) is not None else None
 
 
-def group_of_job(event: SlurmJob, _store: Store, ctx: Context) -> list[str]:
-    """The group a job of ``ctx.cluster`` is the placeholder of (its marker), if ours: the
-    SlurmJob trigger of ``placement`` and ``workload``."""
+def group_of_job(event: SlurmJob, store: Store, ctx: Context) -> list[str]:
+    """The group a job of ``ctx.cluster`` is the placeholder of (its marker), if ours, and
+    the groups of the pods whose job-id label names it: the SlurmJob trigger of
+    ``placement`` and ``workload``. A tombstone keeps no marker, and an id slurmctld handed
+    out again (it restarted from older state) carries another group's marker, so only the
+    label reaches the group whose job Slurm lost."""
     if event.cluster and event.cluster != ctx.cluster:
         return []
+    keys = set()
     key = group_key_of_marker(event.comment)
-    return [key] if key is not None else []
+    if key is not None:
+        keys.add(key)
+    keys.update(
+        resolve_group(p, store, ctx.cluster).key
+        for p in store.by_label(KubePod, wellknown.LABEL_SLURM_JOBID, event.key)
+    )
+    return sorted(keys)
+
+
+def is_groups_job(comment: str, group: Group, root_uid: str) -> bool:
+    """A job whose ``comment`` is ``comment`` is ``group``'s placeholder: its marker names
+    the group and, when the root's uid is known (``root_uid`` not ``""``), this incarnation
+    of it (:func:`marker`). Any other job — a user's, another group's, an id slurmctld
+    handed out again after it lost state — is "no job" for the group: never adopted, never
+    cancelled."""
+    if group_key_of_marker(comment) != group.key:
+        return False
+    return not root_uid or comment == marker(group, root_uid)
 
 
 def root_uid(group: Group, pods: list[KubePod], workload: KubeWorkload | None) -> str:

@@ -60,6 +60,8 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     cordoned node's slurmd drain reason (slurm-operator ``propagatedNodeConditions``).
     ``preemption_grace_s``: whole seconds a pod whose Slurm job was preempted gets between
     SIGTERM and SIGKILL (its deletion's ``gracePeriodSeconds``).
+    ``lost_job_grace_s``: seconds after its submit a job re-backing running pods whose job
+    Slurm lost may stay pending before those pods are deleted (``kube.lostJobGrace``).
     """
 
     scheduler_name: str
@@ -70,6 +72,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     mcs_label: str = ""
     propagated_node_conditions: tuple[str, ...] = ()
     preemption_grace_s: int = 30
+    lost_job_grace_s: float = 60.0
 
 
 def kube_listed(store: Store, *listings: str) -> bool:

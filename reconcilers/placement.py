@@ -74,6 +74,17 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   When the job starts, the bind's Normal Event ``Scheduled`` says the job started, where,
   and after how long in the queue.
 
+* the pods' label names a job a complete listing lacks, or one whose ``comment`` is not the
+  group's marker (:func:`reconcilers._pods.is_groups_job`: a user's job, or another group's
+  after slurmctld restarted from older state and handed the id out again) ⇒ no job: unbound
+  pods are submitted again at once (the submit replaces the label; the other job is never
+  adopted nor cancelled); pods already **running** are re-backed — a new placeholder job
+  asking for exactly the Slurm nodes they run on (``required_nodes``, min = max nodes, no
+  exclusions, the only ``required_nodes`` ever sent), with a Warning Event
+  :data:`LOST` — unless a job of ours already holds or asks for those nodes, which the pods
+  are relabelled to. ``workload`` deletes them only if that job has not started
+  ``kube.lostJobGrace`` after its submit (docs/slurm.md, "When Slurm loses state").
+
 The group's job is the one named by its *live* pods' ``slurm-jobid`` label: when every pod
 that named a job has finished (a Job's failed pod) and a new pod appears (its retry), the new
 pod gets a new job instead of joining the ended one.
@@ -110,6 +121,7 @@ from schemas.actions import (
     SetJobExcludedNodes,
     SetPodCondition,
     SetPodGroupScheduled,
+    SlurmJobSpec,
     SubmitSlurmJob,
 )
 from schemas.events import (
@@ -202,6 +214,12 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The largest node of each partition (:func:`reconcilers._pods.partition_node_sizes`),
     #: read before a submit from a complete listing: bounds ``cpu-per-task``/``mem-per-node``.
     node_sizes: _pods.NodeSizes = {}
+    #: Slurm lost the job of the group's running pods and no job of ours backs them: the
+    #: Slurm nodes they run on, which a new job must ask for exactly (``()``: not so).
+    reback: tuple[str, ...] = ()
+    #: Seconds running pods whose job Slurm lost may stay after Slurm refused their re-back
+    #: job (Context.lost_job_grace_s).
+    lost_job_grace_s: float = 60.0
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -223,15 +241,37 @@ def _live(p: KubePod) -> bool:
     return not p.terminal and not p.deleting
 
 
-def _stale(job: SlurmJob | None, job_id: int, store: Store, source: str, listed: bool) -> bool:
-    """The pods' label names a job that can never place them: it ended, or a complete
-    listing lacks it while it holds a newer job (Slurm's ids grow, so the named job is not
-    merely too new to be listed yet)."""
-    if job is not None:
-        return job.base_state in ENDED
-    if not listed:
-        return False
-    return any(j.job_id > job_id for j in store.values(SlurmJob, source) if not j.deleted)
+def _slurm_nodes_of(pods: Iterable[KubePod], store: Store) -> tuple[str, ...]:
+    """The Slurm nodes bound ``pods`` run on, sorted: the ``slinky.slurm.net/slurm-node``
+    annotation written at bind time, else the Slurm name of the pod's Kubernetes node."""
+    names = set()
+    for p in pods:
+        name = p.annotations.get(wellknown.ANNOTATION_SLURM_NODE, "")
+        if not name:
+            node = store.get(KubeNode, p.node_name)
+            name = _nodes.slurm_name_of(node) if node is not None else p.node_name
+        names.add(name)
+    return tuple(sorted(names))
+
+
+def _backs(job: SlurmJob, nodes: tuple[str, ...]) -> bool:
+    """``job`` holds (RUNNING) or asks for every one of (PENDING, ``required_nodes``) the
+    Slurm nodes ``nodes``: it backs pods running there."""
+    want = set(nodes)
+    if job.base_state == "RUNNING":
+        return want <= set(job.nodes)
+    return job.base_state == "PENDING" and want <= set(job.required_nodes)
+
+
+def _backing_job(store: Store, marker: str, source: str, nodes: tuple[str, ...]) -> SlurmJob | None:
+    """The newest live job of ours (``comment`` = ``marker``) that backs ``nodes``
+    (:func:`_backs`): a re-back job submitted before the pods' label names it."""
+    jobs = [
+        j
+        for j in store.by_field(SlurmJob, "comment", marker)
+        if j.source == source and not j.deleted and _backs(j, nodes)
+    ]
+    return max(jobs, key=lambda j: j.job_id) if jobs else None
 
 
 def _job_of_marker(store: Store, marker: str, source: str) -> SlurmJob | None:
@@ -292,14 +332,33 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     job_id = job_id_of(live)
     job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
     listed = slurm_listed(store, ctx.cluster)
-    unbound = not any(p.node_name for p in live)
-    if job_id is not None and unbound and _stale(job, job_id, store, source, listed):
+    marker = _pods.marker(group, _pods.root_uid(group, live, workload))
+    if job is not None and not _pods.is_groups_job(
+        job.comment, group, _pods.root_uid(group, live, workload)
+    ):
+        # The id names someone else's job (a user's, or another group's after slurmctld
+        # restarted from older state and handed the id out again): "no job" for the group,
+        # never adopted.
+        job = None
+    bound = [p for p in live if p.node_name]
+    reback: tuple[str, ...] = ()
+    if job_id is not None and job is None and listed and bound:
+        # Slurm lost the job of running pods (a complete listing lacks it, or the id is
+        # another's): a job of ours that already backs their nodes, else a new one asking
+        # for exactly those nodes (decide: _reback).
+        reback = _slurm_nodes_of(bound, store)
+        job = _backing_job(store, marker, source, reback)
+        job_id = job.job_id if job is not None else None
+        if job is not None:
+            reback = ()
+    elif job_id is not None and not bound and ((job is None and listed) or _ended(job)):
         # Slinky treats a label naming a job that ended or that Slurm no longer has as no
-        # job (an administrator scancel-ed the pending placeholder): take the live job of
-        # ours whose marker names the group, if any, else submit again.
+        # job (an administrator scancel-ed the pending placeholder, slurmctld lost it): take
+        # the live job of ours whose marker names the group, if any, else submit again at
+        # once. A job merely too new to be listed yet is found again by the submit, which
+        # looks in Slurm for the marker first.
         job_id, job = None, None
-    if job_id is None and listed and live:
-        marker = _pods.marker(group, _pods.root_uid(group, live, workload))
+    if job_id is None and listed and live and not reback:
         job = _job_of_marker(store, marker, source)
         job_id = job.job_id if job is not None else None
     node_map: dict[str, str] = {}
@@ -325,7 +384,9 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         and _pods.group_key_of_marker(job.comment) == group.key
     )
     node_sizes: _pods.NodeSizes = {}
-    if (job_id is None or pending_ours) and any(_live(p) for p in pods):
+    if reback:
+        partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
+    elif (job_id is None or pending_ours) and any(_live(p) for p in pods):
         partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
         if job_id is None and listed:
             node_sizes = _pods.partition_node_sizes(store, source)
@@ -379,7 +440,13 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         usage=usage,
         unverified=unverified,
         node_sizes=node_sizes,
+        reback=reback,
+        lost_job_grace_s=ctx.lost_job_grace_s,
     )
+
+
+def _ended(job: SlurmJob | None) -> bool:
+    return job is not None and job.base_state in ENDED
 
 
 def _dra_view(
@@ -478,6 +545,8 @@ def decide(v: View | None) -> Decision:
         return NOTHING
     if v.job_id is None:
         bound = [p for p in live if p.node_name]
+        if bound and v.reback:
+            return _reback(v, live, bound)
         if bound:
             return _orphans(v, bound)
         return _submit(v, live)
@@ -492,6 +561,7 @@ def decide(v: View | None) -> Decision:
         job is not None
         and job.base_state == "PENDING"
         and _pods.group_key_of_marker(job.comment) == v.group.key
+        and not job.required_nodes
         and sorted(job.excluded_nodes) != list(v.excluded)
     ):
         # Nodes cordoned or uncordoned since the submit: a pending job keeps the exclusions
@@ -820,6 +890,96 @@ def _orphans(v: View, bound: list[KubePod]) -> Decision:
         actions.append(DeletePod(pod=ref(p), cluster=v.cluster, job_id=0, why=why))
         actions.append(_pods.pod_event(p, "SlurmJobMissing", f"Deleting pod: {why}", warning=True))
     return Decision(actions=tuple(actions), reason=f"{len(bound)} orphan pod(s) deleted")
+
+
+#: Warning Event reason on the pods of a group whose job Slurm lost.
+LOST = "SlurmJobLost"
+
+
+def _reback(v: View, live: list[KubePod], bound: list[KubePod]) -> Decision:
+    """Slurm lost the job of pods already running (slurmctld restarted from older state): a
+    new placeholder job asking for exactly the Slurm nodes they run on
+    (``required_nodes``, min = max = their number, no exclusions), so Slurm gives those
+    nodes to no one else; the submit relabels the pods. ``workload`` deletes them only if
+    that job has not started ``kube.lostJobGrace`` after its submit. Nothing else about the
+    pods changes; the job is sized as the group's job would be (its annotations), or by
+    the pods alone when the annotations no longer translate.
+
+    Slurm refused the re-back job for good (the effector wrote ``PodScheduled=False``, reason
+    :data:`REJECTED`, on the pods — after their bind, which set it True): it can never start,
+    so no new submit; ``lost_job_grace_s`` after the refusal the pods are deleted (job id 0:
+    no job of theirs to re-read), as when the job did not start in time."""
+    nodes = v.reback
+    refused = _refused_until(v, bound) - RESUBMIT_AFTER_S
+    if refused > 0:
+        due = refused + v.lost_job_grace_s
+        if v.now < due:
+            return Decision(
+                requeue_after=due - v.now,
+                reason=f"Slurm refused the job re-backing pods on {','.join(nodes)}; "
+                f"deleting them in {due - v.now:.0f} s",
+            )
+        why = (
+            f"Slurm lost job {_old_id(bound)} and refused the job that was to re-back the "
+            f"pod on its node"
+        )
+        deletes: list[AnyAction] = []
+        for p in bound:
+            deletes.append(DeletePod(pod=ref(p), cluster=v.cluster, job_id=0, why=why))
+            deletes.append(_pods.pod_event(p, LOST, f"Deleting pod: {why}", warning=True))
+        return Decision(actions=tuple(deletes), reason=why)
+    try:
+        spec = _pods.translate(
+            v.group,
+            live,
+            _pods.annotations_of(
+                v.group,
+                live,
+                v.workload,
+                controller=v.controller,
+                template_owner=v.template_owner,
+            ),
+            workload=v.workload,
+        )
+    except _pods.TranslationError:
+        # The pods run already: a job that holds their nodes matters more than its details.
+        spec = SlurmJobSpec(name=_pods.default_job_name(v.group), tasks=len(live), exclusive=True)
+    if not spec.partition and v.default_partition:
+        spec = msgspec.structs.replace(spec, partition=v.default_partition)
+    if spec.partition and spec.partition not in v.partitions:
+        spec = msgspec.structs.replace(spec, partition="")
+    spec = msgspec.structs.replace(
+        spec,
+        min_nodes=len(nodes),
+        max_nodes=len(nodes),
+        tasks=max(spec.tasks, len(nodes)),
+        required_nodes=nodes,
+        excluded_nodes=(),
+        mcs_label=v.mcs_label or spec.mcs_label,
+    )
+    marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))
+    why = (
+        f"Slurm no longer has job {_old_id(bound)} of pods running on {','.join(nodes)}: "
+        f"a new placeholder job asks for exactly those nodes"
+    )
+    return Decision(
+        actions=(
+            SubmitSlurmJob(
+                cluster=v.cluster,
+                group=v.group.key,
+                marker=marker,
+                pods=tuple(ref(p) for p in live),
+                spec=spec,
+                scheduler_name=v.scheduler_name,
+            ),
+            _pods.pod_event(bound[0], LOST, why, warning=True),
+        ),
+        reason=why,
+    )
+
+
+def _old_id(pods: list[KubePod]) -> str:
+    return str(job_id_of(pods) or "?")
 
 
 def _submit(v: View, live: list[KubePod]) -> Decision:

@@ -5,9 +5,12 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
 
 1. **Pods whose job stopped.** A pod bound to a node, not finished and not being deleted,
    whose job is not RUNNING — the job completed, was cancelled (``scancel``), preempted, timed
-   out, failed, was requeued, or vanished from Slurm after we bound the pod — is deleted
-   (slurm-bridge #6, #36: bound-but-not-ready pods count). The effector re-reads the job from
-   Slurm first and skips when it runs or Slurm cannot be asked (fail closed).
+   out, failed or was requeued — is deleted (slurm-bridge #6, #36: bound-but-not-ready pods
+   count). The effector re-reads the job from Slurm first and skips when it runs (and, with
+   the action's marker, is ours) or Slurm cannot be asked (fail closed). A job that
+   *vanished* from Slurm after we bound the pod (slurmctld restarted from older state), or
+   whose id now names someone else's job, is **lost**, not stopped: ``placement`` re-backs
+   the pods with a new job on their nodes, and rule 9 decides.
    A pod whose job was **preempted** is told so as kube-scheduler tells the pods it preempts
    (pkg/scheduler/framework/preemption, prepareCandidate): condition
    ``DisruptionTarget=True``, reason ``PreemptionByScheduler``, then the delete — here with
@@ -44,9 +47,18 @@ Rules, per pod group (key ``namespace/Kind:name``, see :mod:`reconcilers._pods`)
    releases none). A pod still running, or being deleted but not yet stopped on its node,
    keeps them: its containers may still use the devices.
 
-A job is "gone" only when the pods say we bound them (``slinky.slurm.net/slurm-node``, so the
+9. **Pods re-backed after Slurm lost their job.** While the group's job is a re-back job of
+   ours (it has ``required_nodes``: ``placement`` asks for them only then) that is still
+   PENDING, its pods stay until ``Context.lost_job_grace_s`` (``kube.lostJobGrace``, 60 s)
+   after the job's submit; then they are deleted as in rule 1 and the job is cancelled if
+   it is still pending (it held only their nodes). Rule 7 never cancels such a job.
+
+A job is "lost" only when the pods say we bound them (``slinky.slurm.net/slurm-node``, so the
 job was seen RUNNING) and Slurm no longer lists it; a job never seen is *not* gone.
-Cancelling only touches jobs whose ``comment`` is our group marker. Triggers: KubePod,
+A job is the group's only when its ``comment`` is the group's marker (with the root's uid,
+when the root is observed: :func:`reconcilers._pods.is_groups_job`); any other job the pods'
+label names is no job of theirs. Cancelling only touches jobs whose ``comment`` is our group
+marker. Triggers: KubePod,
 KubeNode (a node going NotReady), SlurmJob.
 """
 
@@ -123,6 +135,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The DRA ResourceClaims the group's finished pods name (``spec.resourceClaims``, the
     #: claim of their extended resources): rule 8.
     claims: tuple[KubeResourceClaim, ...] = ()
+    #: Seconds a job re-backing running pods whose job Slurm lost may stay pending after
+    #: its submit (Context.lost_job_grace_s): rule 9.
+    lost_job_grace_s: float = 60.0
 
 
 def _ours(p: KubePod, ctx: Context) -> bool:
@@ -145,6 +160,14 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     ]
     job_id = max(ids) if ids else None
     job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
+    root = store.get(KubeWorkload, group.root_key) if group.root_key else None
+    if job is not None and not _pods.is_groups_job(
+        job.comment, group, _pods.root_uid(group, list(pods), root)
+    ):
+        # Someone else's job under the id the pods name (a user's, or another group's after
+        # slurmctld restarted from older state and handed the id out again): no job of the
+        # group — never cancelled, never a reason to keep or delete the pods.
+        job = None
     if job is None and job_id is None:
         # No pod names the job: find a job of ours that names this group (rule 5).
         job = next(
@@ -185,6 +208,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         pods_listed=kube_listed(store, PODS_LISTING),
         gang_size=_gang_size(store, group),
         claims=_claims_of(store, pods),
+        lost_job_grace_s=ctx.lost_job_grace_s,
     )
 
 
@@ -237,9 +261,10 @@ def _done(p: KubePod) -> bool:
 
 
 def job_status(v: View) -> str:
-    """``running``, ``ended`` (finished, or missing from a complete listing after we bound a
-    pod), ``pending``, or ``unknown`` (never seen, or missing while the log holds no current
-    listing: treated as possibly alive)."""
+    """``running``, ``ended`` (finished), ``pending``, ``lost`` (missing from a complete
+    listing after we bound a pod, or the id names someone else's job: ``placement``
+    re-backs the pods), or ``unknown`` (never seen, or missing while the log holds no
+    current listing: treated as possibly alive)."""
     job = v.job
     if job is not None:
         if job.base_state == "RUNNING":
@@ -248,8 +273,22 @@ def job_status(v: View) -> str:
             return "ended"
         return "pending"
     if v.slurm_listed and _bound(v):
-        return "ended"
+        return "lost"
     return "unknown"
+
+
+def _reback_left(v: View) -> float | None:
+    """Rule 9: seconds the group's pending re-back job (ours, with ``required_nodes``: only
+    ``placement``'s re-back asks for them) has left to start before its pods are deleted;
+    ``None`` when the job is not one. An unknown submit time never runs out (fail closed)."""
+    job = v.job
+    if job is None or job.base_state != "PENDING" or not job.required_nodes:
+        return None
+    if not _cancellable(v):
+        return None
+    if not job.submit_time:
+        return LISTING_RECHECK_S
+    return job.submit_time + v.lost_job_grace_s - v.now
 
 
 def _bound(v: View) -> bool:
@@ -310,6 +349,7 @@ def decide(v: View | None) -> Decision:
         and status == "pending"
         and v.job is not None
         and v.job_id is not None
+        and not v.job.required_nodes
         and _cancellable(v)
     ):
         why = (
@@ -341,17 +381,50 @@ def decide(v: View | None) -> Decision:
         for d in v.duplicates
     )
 
-    # Rule 1: pods whose job stopped.
-    if v.job_id is not None and status in ("ended", "pending"):
+    # Rule 9: a re-back job still within its grace keeps its pods.
+    left = _reback_left(v)
+    if left is not None and left > 0:
+        requeue = left
+        status = f"pending (re-backing pods whose job Slurm lost; {left:.0f} s left to start)"
+    # Rule 1: pods whose job stopped (a lost job's pods are re-backed by placement).
+    elif v.job_id is not None and status in ("ended", "pending"):
         state = v.job.base_state if v.job is not None else "gone from Slurm"
+        marker = v.job.comment if v.job is not None else ""
+        why_extra = ""
+        if left is not None:
+            why_extra = (
+                f" {v.lost_job_grace_s:.0f} s after its submit: it re-backed pods whose job "
+                "Slurm lost, and could not start on their nodes"
+            )
         for p in v.pods:
             if p.node_name and not p.terminal and not p.deleting:
                 if state == "PREEMPTED":
                     actions.extend(_preempted(v, p, v.job_id))
                     continue
-                why = f"Slurm {job_label} is {state}"
-                actions.append(DeletePod(pod=_ref(p), cluster=v.cluster, job_id=v.job_id, why=why))
+                why = f"Slurm {job_label} is {state}{why_extra}"
+                actions.append(
+                    DeletePod(
+                        pod=_ref(p), cluster=v.cluster, job_id=v.job_id, why=why, marker=marker
+                    )
+                )
                 actions.append(_pods.pod_event(p, "SlurmJobStopped", f"Deleting pod: {why}"))
+        if (
+            left is not None
+            and v.job is not None
+            and any(isinstance(a, DeletePod) for a in actions)
+        ):
+            # The re-back job only held its pods' nodes: once they go it would start there
+            # for nobody. Only while still pending — one that started meanwhile keeps them
+            # (the deletes are skipped by the effector then, too).
+            actions.append(
+                CancelSlurmJob(
+                    cluster=v.cluster,
+                    job_id=v.job_id,
+                    marker=v.job.comment,
+                    why=f"re-back {job_label} did not start within {v.lost_job_grace_s:.0f} s",
+                    pending_only=True,
+                )
+            )
 
     # Rule 8: the claims of pods that ended, before the group's finalizers go (rule 2).
     releases = _releases(v)
@@ -378,8 +451,8 @@ def decide(v: View | None) -> Decision:
     for p in v.pods:
         if FINALIZER not in p.finalizers or not p.deleting or _done(p):
             continue
-        # Rule 3: deleted after the job ended.
-        if status == "ended":
+        # Rule 3: deleted after the job ended (or Slurm lost it).
+        if status in ("ended", "lost"):
             actions.append(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="job ended"))
             continue
         # Rule 4: stuck Terminating on a node without a kubelet.

@@ -184,6 +184,9 @@ class SlurmJobSpec(msgspec.Struct, frozen=True, kw_only=True):
     ``user_id`` / ``group_id``: numeric ids to submit as (``None`` = slurmrestd's user).
     ``excluded_nodes``: Slurm nodes the group's pods cannot use (never ``required_nodes``:
     slurm-bridge issue #43). ``mcs_label``: the job's MCS label (``""`` = none).
+    ``required_nodes``: only for a job that re-backs pods already running on those nodes
+    after Slurm lost their job (``placement``): every one is required, so Slurm gives those
+    nodes to no one else; ``()`` for every other job (never to place pods: #43).
     """
 
     name: str
@@ -207,6 +210,7 @@ class SlurmJobSpec(msgspec.Struct, frozen=True, kw_only=True):
     exclusive: bool = False
     excluded_nodes: tuple[str, ...] = ()
     mcs_label: str = ""
+    required_nodes: tuple[str, ...] = ()
 
 
 class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
@@ -318,12 +322,14 @@ class ReleaseResourceClaim(Action, frozen=True, kw_only=True, tag="ReleaseResour
 class CancelSlurmJob(Action, frozen=True, kw_only=True, tag="CancelSlurmJob"):
     """Cancel Slurm job ``job_id`` of ``cluster`` — only while its ``comment`` is ``marker``
     (ours); the effector re-reads the job, does nothing for a finished or foreign job and
-    treats "no such job" as done."""
+    treats "no such job" as done. ``pending_only``: cancel only while the job is PENDING (a
+    re-back job that started meanwhile backs its pods and stays)."""
 
     cluster: str
     job_id: int
     marker: str
     why: str = ""
+    pending_only: bool = False
 
     @property
     def destructive(self) -> bool:
@@ -347,13 +353,17 @@ class DeletePod(Action, frozen=True, kw_only=True, tag="DeletePod"):
     runs (``0``: an orphan, bound with no job of ours). Fail closed: the effector re-reads
     the job from Slurm and skips when it is RUNNING or when Slurm cannot be asked.
     ``grace_period_s``: DeleteOptions ``gracePeriodSeconds`` (seconds the containers get
-    between SIGTERM and SIGKILL; ``None``: the pod's own ``terminationGracePeriodSeconds``)."""
+    between SIGTERM and SIGKILL; ``None``: the pod's own ``terminationGracePeriodSeconds``).
+    ``marker``: the group's marker (``""``: any RUNNING job blocks the delete): only a
+    RUNNING job whose ``comment`` is this marker keeps the pod — after slurmctld lost state
+    and handed the id out again, the id names another group's job."""
 
     pod: PodRef
     cluster: str
     job_id: int
     why: str
     grace_period_s: int | None = None
+    marker: str = ""
 
     @property
     def destructive(self) -> bool:

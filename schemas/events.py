@@ -685,8 +685,10 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     ``COMPLETING``, upper case. ``nodes``: the expanded node list. Times are epoch seconds
     (``0`` = unset); ``time_limit_minutes`` is ``None`` for INFINITE or unset. ``node_count``:
     the nodes it holds, or asks for while pending (``0`` = unknown). ``excluded_nodes``: the
-    nodes it may not use (expanded). ``priority``: Slurm's job priority (higher starts
-    first; ``None`` when the answer has none or it is unset).
+    nodes it may not use (expanded). ``required_nodes``: the nodes it must get, every one
+    (expanded; slurmbridge asks for them only to re-back pods whose job Slurm lost).
+    ``priority``: Slurm's job priority (higher starts first; ``None`` when the answer has
+    none or it is unset).
     ``state_reason``: why a pending job waits (squeue's JOB REASON CODES: ``Priority``,
     ``Resources``, ``None`` …).
     ``admin_comment``: on placeholder jobs, ``{"pods":["ns/name",…]}``; ``comment`` carries
@@ -714,6 +716,7 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     excluded_nodes: tuple[str, ...] = ()
     priority: int | None = None
     allocation: tuple[NodeAlloc, ...] = ()
+    required_nodes: tuple[str, ...] = ()
 
     def allocation_on(self, node: str) -> NodeAlloc | None:
         """What the job holds on Slurm node ``node`` (None: not reported)."""

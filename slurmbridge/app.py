@@ -232,6 +232,7 @@ class App:
             cluster=settings.slurm.cluster,
             stuck_pod_grace_s=settings.kube.stuck_pod_grace,
             preemption_grace_s=settings.kube.preemption_grace,
+            lost_job_grace_s=settings.kube.lost_job_grace,
             default_partition=settings.partition or "",
             mcs_label=settings.mcs_label or "",
             propagated_node_conditions=tuple(settings.propagated_node_conditions),

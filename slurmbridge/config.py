@@ -162,6 +162,13 @@ class KubeSettings(_Base):
     grace CoreWeave SUNK gives the pods of preempted jobs and Kubernetes' default
     ``terminationGracePeriodSeconds``: enough to checkpoint or flush, short enough that the
     preempting job, which already holds the nodes in Slurm, is not kept waiting long.
+    ``lost_job_grace``: seconds Slurm gets to start the job that re-backs running pods whose
+    job it lost (slurmctld restarted from older state): a new placeholder job asking for
+    exactly the pods' nodes; only if it has not started this long after its submit are the
+    pods deleted, as Slinky deletes pods whose job is not running. 60 s: several scheduler
+    passes of slurmctld (its main scheduler runs at least every minute, and at once on a
+    submit) and a few polls, while a node Slurm already calls IDLE is not left unreserved
+    for long; ``0`` deletes as soon as the re-back job is seen not running.
     """
 
     kubeconfig: str | None = None
@@ -179,6 +186,7 @@ class KubeSettings(_Base):
     stuck_pod_grace: float = 300.0
     preemption_grace: WholeSecondsOrZero = 30
     watch_node_usage: bool = True
+    lost_job_grace: SecondsOrZero = 60.0
 
     @property
     def node_usage(self) -> bool:

@@ -363,7 +363,12 @@ class SlurmPoller:
             batch.append(ping_ev)
         except slurm_errors.SlurmError as exc:
             node_mark, part_mark = self._node_update, self._part_update
-            job_mark = self._job_update
+            # The next good poll lists the jobs whole, unconditionally: the failure may be
+            # slurmctld restarting from older state, which forgets the latest jobs and hands
+            # their ids out again — a reused id in the state its lost job had looks unchanged
+            # to ``jobs/state`` until the next relist (up to job_relist_interval).
+            job_mark = None
+            self._jobs_listed_at = None
             jobs_listed = False
             self._pending_models.clear()
             self._job_check = None  # what it examined stays to recheck

@@ -95,6 +95,7 @@ def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int
         time_limit_minutes=job.time_limit_minutes,
         node_count=job.node_count,
         excluded_nodes=job.excluded_nodes,
+        required_nodes=job.required_nodes,
         priority=job.priority,
         allocation=tuple(
             NodeAlloc(

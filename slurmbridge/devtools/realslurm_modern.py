@@ -68,6 +68,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Self
@@ -631,6 +632,69 @@ class ModernSlurm(SlurmRig):
                 f"useradd {name} (uid {uid}) in {self.rootfs} failed (exit {done.returncode}): "
                 f"{done.stderr.strip()}"
             )
+
+    # ----------------------------------------------------------------- losing state
+
+    def save_state(self) -> Path:
+        """Copy slurmctld's StateSaveLocation (``DIR/state``) as it is now, for
+        :meth:`restart_slurmctld`; returns the copy's directory (``DIR/state.saved-<n>``).
+        slurmctld writes its state files whole and renames them into place, so a copy taken
+        while it runs holds complete files (possibly a few seconds older than its memory).
+
+        Raises:
+            RealSlurmError: no cluster in the work directory.
+        """
+        src = self.workdir / "state"
+        if not src.is_dir():
+            raise RealSlurmError(f"no state directory {src}")
+        n = 1
+        while (self.workdir / f"state.saved-{n}").exists():
+            n += 1
+        dst = self.workdir / f"state.saved-{n}"
+        shutil.copytree(src, dst, symlinks=True)
+        return dst
+
+    def restart_slurmctld(self, state: Path | None = None, timeout: float = 30.0) -> None:
+        """``kill -9`` slurmctld and start it again (``slurmctld -i``, as ``up.sh`` does),
+        from ``state`` (a :meth:`save_state` copy) instead of what it saved last when given:
+        the jobs submitted since the copy are forgotten and their ids handed out again.
+        slurmd and slurmrestd keep running; returns once slurmctld answers ``sinfo``.
+
+        Raises:
+            RootRequiredError: not root.
+            RealSlurmError: slurmctld did not die, or did not come back within ``timeout``.
+        """
+        _require_root("restart slurmctld")
+        pid_file = self.workdir / "run" / "slurmctld.pid"
+        pid = int(pid_file.read_text().strip())
+        if pid in self.cluster_processes():
+            os.kill(pid, 9)
+        deadline = time.monotonic() + timeout
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                raise RealSlurmError(f"slurmctld (pid {pid}) did not die")
+            time.sleep(0.02)
+        if state is not None:
+            live = self.workdir / "state"
+            shutil.rmtree(live)
+            shutil.copytree(state, live, symlinks=True)
+        log = self.workdir / "log" / "slurmctld.out"
+        with log.open("a") as out:
+            done = subprocess.run(
+                ["bash", str(self.workdir / "bin" / "slurm"), "slurmctld", "-i"],
+                env=_script_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                check=False,
+                timeout=timeout,
+            )
+        if done.returncode != 0:
+            raise RealSlurmError(f"slurmctld did not start again (exit {done.returncode})")
+        while self.run("sinfo", "-h", check=False, timeout=timeout).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RealSlurmError(f"slurmctld did not answer within {timeout:g} s")
+            time.sleep(0.05)
 
     def __repr__(self) -> str:
         where = self._workdir or "(no workdir)"

@@ -54,8 +54,9 @@ class PodEffector(ClaimEffects, Effector):
     """Pod placement and workload actions: they touch both sides, so this effector holds a
     Kubernetes ApiClient and the Slurm clients.
 
-    * submit: look in Slurm for a live job whose ``comment`` is the action's marker first, so
-      a redelivered or retried submit never makes a second job; then mark the pods;
+    * submit: look in Slurm for a live job whose ``comment`` is the action's marker first (for
+      a re-back, one that holds or requires every node the spec requires), so a redelivered
+      or retried submit never makes a second job; then mark the pods;
     * mark: read each pod (uid precondition: a re-created pod is left alone), then one JSON
       patch that tests ``metadata.resourceVersion`` (the pod changed meanwhile ⇒ Transient)
       and sets the job-id label, adds our finalizer and the managed-node toleration; the
@@ -67,8 +68,10 @@ class PodEffector(ClaimEffects, Effector):
     * cancel: re-read the job; only ours (comment = marker) and only while it can still run;
       "no such job" ⇒ noop;
     * delete pod: re-read the job first and skip while it RUNNING (fail closed: a Slurm
-      error is retried, never read as "job gone"); delete with a uid precondition and the
-      action's grace period (``gracePeriodSeconds``) when it has one;
+      error is retried, never read as "job gone") — when the action names the group's
+      marker, only while that RUNNING job carries it (a reused id is another group's job);
+      delete with a uid precondition and the action's grace period
+      (``gracePeriodSeconds``) when it has one;
     * finalizer removal and pod conditions: read, then patch with resourceVersion;
     * DRA ResourceClaims: allocate, make for extended resources, release
       (:mod:`slurmbridge.effectors.claims`).
@@ -117,8 +120,15 @@ class PodEffector(ClaimEffects, Effector):
         c = self._client(action.cluster)
         existing = None
         listing = await c.list_jobs()
+        need = set(action.spec.required_nodes)
         for job in listing.jobs if listing is not None else ():
-            if job.comment == action.marker and job.base_state not in JOB_ENDED:
+            if job.comment != action.marker or job.base_state in JOB_ENDED:
+                continue
+            # A re-back (required nodes) is satisfied only by a job of ours on, or asking
+            # for, every one of those nodes: an older job of the group that slurmctld
+            # restored from its state could start anywhere.
+            held = set(job.nodes) if job.base_state == "RUNNING" else set(job.required_nodes)
+            if need <= held:
                 existing = job.job_id
                 break
         outcome = "noop"
@@ -148,6 +158,7 @@ class PodEffector(ClaimEffects, Effector):
                     group_id=spec.group_id,
                     exclusive=spec.exclusive,
                     excluded_nodes=spec.excluded_nodes,
+                    required_nodes=spec.required_nodes,
                     mcs_label=spec.mcs_label,
                     admin_comment=admin,
                     comment=action.marker,
@@ -372,6 +383,8 @@ class PodEffector(ClaimEffects, Effector):
             return EffectResult("skipped", f"job {action.job_id} is not ours")
         if job.base_state in JOB_ENDED:
             return EffectResult("noop", f"job already {job.base_state}")
+        if action.pending_only and job.base_state != "PENDING":
+            return EffectResult("skipped", f"job {action.job_id} is {job.base_state}")
         if not c.may_cancel(job):
             # A user who is not an administrator cancelling someone else's job over REST
             # deadlocks slurmctld (24.11.5 and 26.05.5); such a job was not submitted by us
@@ -413,7 +426,11 @@ class PodEffector(ClaimEffects, Effector):
             c.get_job(action.job_id) if action.job_id else nothing(),
             read_pod(self.core, action.pod),
         )
-        if job is not None and job.base_state == "RUNNING":
+        if (
+            job is not None
+            and job.base_state == "RUNNING"
+            and (not action.marker or job.comment == action.marker)
+        ):
             return EffectResult("skipped", f"job {action.job_id} is RUNNING")
         if raw is None:
             return EffectResult("noop", "pod is gone")

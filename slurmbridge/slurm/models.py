@@ -232,6 +232,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     Times are epoch seconds (``0`` = unset); ``time_limit_minutes`` is minutes, ``None`` for
     INFINITE or unset. ``node_count``: nodes allocated, or asked for while pending (0 = unknown).
     ``excluded_nodes``: the nodes the job may not use (``ExcNodeList``), expanded.
+    ``required_nodes``: the nodes the job must run on (``ReqNodeList``), expanded.
     ``allocation``: per allocated node (in ``nodes`` order), what the job holds there, from
     ``gres_detail`` and ``job_resources`` (``()`` while pending or when not reported).
     """
@@ -254,6 +255,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     time_limit_minutes: int | None = None
     node_count: int = 0
     excluded_nodes: tuple[str, ...] = ()
+    required_nodes: tuple[str, ...] = ()
     #: Slurm's job priority (higher is tried first); None when unset (NoVal) or not sent.
     priority: int | None = None
     allocation: tuple[JobNodeResources, ...] = ()
@@ -307,11 +309,14 @@ class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
     (``None`` = the partition's default). ``tres_per_node``: e.g. ``gres/gpu=2``.
     ``external``: a placeholder for pods — ``EXTERNAL_JOB`` (Slurm runs nothing; v0.0.43+)
     or, on older versions, a batch job running :data:`PLACEHOLDER_SCRIPT`; ``external=False``
-    runs ``script``. ``excluded_nodes``: nodes the job must not use.
+    runs ``script``. ``excluded_nodes``: nodes the job must not use. ``required_nodes``:
+    nodes the job must get, every one of them (``ReqNodeList``, sbatch ``--nodelist``; only
+    for a job that re-backs pods already running there: slurm-bridge #43).
 
     Raises (on construction):
-        ValueError: a count below 1, ``min_nodes > max_nodes``, an empty excluded node name,
-            or neither ``external`` nor a ``script``; the message names the field.
+        ValueError: a count below 1, ``min_nodes > max_nodes``, an empty excluded or required
+            node name, a node both required and excluded, or neither ``external`` nor a
+            ``script``; the message names the field.
     """
 
     name: str
@@ -334,6 +339,7 @@ class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
     group_id: int | None = None
     exclusive: bool = False
     excluded_nodes: tuple[str, ...] = ()
+    required_nodes: tuple[str, ...] = ()
     mcs_label: str = ""
     admin_comment: str = ""
     comment: str = ""
@@ -351,6 +357,10 @@ class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"max_nodes: {self.max_nodes} is below min_nodes {self.min_nodes}")
         if any(not n.strip() for n in self.excluded_nodes):
             raise ValueError("excluded_nodes: a node name is empty")
+        if any(not n.strip() for n in self.required_nodes):
+            raise ValueError("required_nodes: a node name is empty")
+        if both := sorted(set(self.required_nodes) & set(self.excluded_nodes)):
+            raise ValueError(f"required_nodes: {','.join(both)} also excluded")
         if not self.external and not self.script:
             raise ValueError("script: a non-external job needs a script")
 

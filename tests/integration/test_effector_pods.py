@@ -233,6 +233,26 @@ async def test_submit_again_after_the_markers_job_ended(w: World) -> None:
     assert is_marked(w, "sub-d", live[0].job_id)
 
 
+async def test_a_re_back_submit_takes_only_a_job_on_or_for_its_nodes(w: World) -> None:
+    """Issue "Fail closed at every edge" (3): running pods whose job Slurm lost are re-backed
+    by a job requiring exactly their nodes. A job of ours that slurmctld restored from older
+    state (RUNNING elsewhere) does not back them: a new job is submitted, asking for the
+    nodes (``required_nodes``), and Slurm starts it there."""
+    pod = w.kube.add_pod("sub-rb")
+    elsewhere = job_of(w, "slurmbridge:rb")
+    held = w.slurm.job(elsewhere).nodes
+    free = next(n for n in sorted(w.slurm.nodes) if n not in held)
+    action = submit("slurmbridge:rb", ref(pod), required_nodes=(free,), min_nodes=1, max_nodes=1)
+    result = await w.effector.apply(action)
+    assert result.outcome == "ok"
+    [new] = [j for j in w.ours("slurmbridge:rb") if j.job_id != elsewhere]
+    assert (new.required_nodes, new.nodes, new.state) == ((free,), (free,), ("RUNNING",))
+    assert is_marked(w, "sub-rb", new.job_id)
+    # Redelivered: that job backs the nodes now.
+    result = await w.effector.apply(action)
+    assert (result.outcome, result.detail) == ("noop", f"Slurm job {new.job_id}")
+
+
 async def test_submit_leaves_a_replaced_pod_alone(w: World) -> None:
     kept, old = w.kube.add_pod("sub-e"), w.kube.add_pod("sub-f")
     replace(w.kube, "sub-f")
@@ -542,6 +562,17 @@ async def test_cancel_never_touches_a_job_that_is_not_ours(w: World) -> None:
     assert w.slurm.counters["DELETE job"] == 0
 
 
+async def test_a_pending_only_cancel_leaves_a_job_that_started(w: World) -> None:
+    """A re-back job that started between the decision and the cancel backs its pods."""
+    job_id = job_of(w, "slurmbridge:cp")
+    action = CancelSlurmJob(
+        cluster=CLUSTER, job_id=job_id, marker="slurmbridge:cp", why="late", pending_only=True
+    )
+    result = await w.effector.apply(action)
+    assert (result.outcome, result.detail) == ("skipped", f"job {job_id} is RUNNING")
+    assert w.slurm.job(job_id).state == ("RUNNING",)
+
+
 async def test_cancel_of_an_unknown_job_is_a_noop(w: World) -> None:
     result = await w.effector.apply(
         CancelSlurmJob(cluster=CLUSTER, job_id=999_999, marker="slurmbridge:cz")
@@ -638,6 +669,24 @@ async def test_delete_pod_of_a_running_job_is_skipped(w: World) -> None:
     assert result.outcome == "skipped"
     assert w.pod("dp-a") is not None
     assert not w.meta("dp-a").get("deletionTimestamp")
+
+
+async def test_delete_pod_with_a_marker_is_not_held_by_another_groups_job(w: World) -> None:
+    """The id the pod's label names was handed to another group's job (slurmctld restarted
+    from older state): that job RUNNING keeps nothing; our own RUNNING job still does."""
+    foreign = job_of(w, "slurmbridge:other-group")
+    pod = w.kube.add_pod("dp-m", finalizers=[FIN], labels={JOBID: str(foreign)})
+    action = DeletePod(
+        pod=ref(pod), cluster=CLUSTER, job_id=foreign, why="lost", marker="slurmbridge:dm"
+    )
+    assert (await w.effector.apply(action)).outcome == "ok"
+    assert w.meta("dp-m")["deletionTimestamp"]
+    ours = job_of(w, "slurmbridge:dm2")
+    kept = w.kube.add_pod("dp-n", labels={JOBID: str(ours)})
+    action = DeletePod(
+        pod=ref(kept), cluster=CLUSTER, job_id=ours, why="x", marker="slurmbridge:dm2"
+    )
+    assert (await w.effector.apply(action)).outcome == "skipped"
 
 
 @pytest.mark.parametrize("job", ["ended", "unknown to Slurm"])

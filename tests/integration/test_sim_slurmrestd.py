@@ -949,3 +949,38 @@ async def test_v0042_reads_reservations_but_cannot_create_them(tmp_path: Path) -
         async with httpx.AsyncClient(base_url=s.sim.url) as raw:
             resp = await raw.post("/slurm/v0.0.42/reservation", json={}, headers=_auth(s))
         assert resp.status_code in (404, 405)
+
+
+@pytest.mark.parametrize("version", ["v0.0.42", "v0.0.45"])
+async def test_required_nodes_and_a_restart_from_older_state(tmp_path: Path, version: str) -> None:
+    """A job with ``required_nodes`` starts on every one of them or waits (``Resources``
+    while one is busy, ``ReqNodeNotAvail`` while one is drained), an unknown name is
+    refused with 2018; restoring saved state (slurmctld restarted from an older
+    StateSaveLocation) forgets later jobs, frees their nodes and hands their ids out again.
+    The answers validate against the real documents."""
+    async with running(tmp_path, (version,)) as s:
+        await s.client.negotiate()
+        saved = s.sim.save_state()
+        first = await s.client.submit_job(
+            JobSubmit(name="a", partition="batch", exclusive=True, required_nodes=("n3",))
+        )
+        job = await s.client.get_job(first)
+        assert job is not None
+        assert (job.base_state, job.nodes, job.required_nodes) == ("RUNNING", ("n3",), ("n3",))
+        busy = await s.client.submit_job(
+            JobSubmit(name="b", partition="batch", exclusive=True, required_nodes=("n3",))
+        )
+        assert s.sim.job(busy).state_reason == "Resources"
+        s.sim.admin_drain("n4", "maintenance")
+        drained = await s.client.submit_job(
+            JobSubmit(name="c", partition="batch", required_nodes=("n4",))
+        )
+        assert s.sim.job(drained).state_reason == "ReqNodeNotAvail"
+        with pytest.raises(NotFound) as info:
+            await s.client.submit_job(JobSubmit(name="d", required_nodes=("n9",)))
+        assert info.value.error_number == 2018
+        s.sim.restore_state(saved)
+        assert s.sim.jobs == []
+        assert s.sim.nodes["n3"].alloc_cpus == 0
+        again = await s.client.submit_job(JobSubmit(name="e", partition="batch"))
+        assert again == first

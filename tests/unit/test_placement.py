@@ -138,11 +138,23 @@ def part(name: str, cluster: str = "c1") -> SlurmPartition:
     return SlurmPartition(source=f"slurm:{cluster}", key=name, cluster=cluster)
 
 
+#: sjob's default comment: the marker of the group :func:`decide` is asked about (a job is
+#: a group's only when its marker says so: _pods.is_groups_job).
+OURS = "<the decided group's marker>"
+
+
+def _ours(key: str) -> str:
+    group = _pods.parse_group_key(key)
+    assert group is not None
+    uid = f"u-{group.name}" if group.kind == "Pod" else f"uid-{group.name.split('/')[0]}"
+    return _pods.marker(group, uid)
+
+
 def sjob(
     job_id: int,
     state: str,
     nodes: tuple[str, ...] = (),
-    comment: str = "",
+    comment: str = OURS,
     cluster: str = "c1",
 ) -> SlurmJob:
     return SlurmJob(
@@ -164,6 +176,13 @@ def store(*objs: Event) -> Projection:
 
 
 def decide(key: str, *objs: Event, ctx: Context = CTX) -> Decision:
+    mine = _ours(key)
+    objs = tuple(
+        msgspec.structs.replace(o, comment=mine)
+        if isinstance(o, SlurmJob) and o.comment == OURS
+        else o
+        for o in objs
+    )
     return placement.decide(placement.view(store(*objs), key, ctx))
 
 
@@ -586,7 +605,7 @@ def test_a_bound_pod_is_not_bound_again() -> None:
 @pytest.mark.parametrize("state", ["PENDING", "CONFIGURING", "SUSPENDED"])
 def test_a_job_that_is_not_running_binds_nothing(state: str) -> None:
     d = decide("ns/Pod:a", pod("a", job=5), *NODES, sjob(5, state, ("s1",)))
-    assert d.actions == ()
+    assert not of(d, BindPod)
     assert state in d.reason
 
 
@@ -631,7 +650,7 @@ def test_a_pod_joining_after_submit_is_marked_then_bound() -> None:
     assert of(d, MarkPods) == [MarkPods(job_id=5, pods=(ref("t-1"),), scheduler_name=SCHED)]
     assert [(b.pod.name, b.node) for b in of(d, BindPod)] == [("t-1", "s2")]
     pending = decide("ns/Job:train", root, *pods, *NODES, sjob(5, "PENDING"))
-    assert kinds(pending) == ["MarkPods"]
+    assert kinds(pending)[0] == "MarkPods" and not of(pending, BindPod)
 
 
 @pytest.mark.parametrize(
@@ -651,9 +670,9 @@ def test_a_pod_is_marked_until_it_has_label_finalizer_and_toleration(
     p = msgspec.structs.replace(labelled, finalizers=finalizers, tolerations=tolerations)
     d = decide("ns/Pod:a", p, sjob(5, "PENDING"))
     if marked:
-        assert d.actions == ()
+        assert of(d, MarkPods) == []
     else:
-        assert d.actions == (MarkPods(job_id=5, pods=(ref("a"),), scheduler_name=SCHED),)
+        assert of(d, MarkPods) == [MarkPods(job_id=5, pods=(ref("a"),), scheduler_name=SCHED)]
 
 
 def test_the_highest_job_id_names_the_group_job() -> None:
@@ -852,14 +871,21 @@ def test_a_label_naming_an_ended_job_is_no_job(state: str) -> None:
 
 def test_a_label_naming_a_job_slurm_no_longer_has_is_no_job() -> None:
     """Gone from a complete listing that holds a newer job (Slurm's ids grow)."""
-    d = decide("ns/Pod:a", pod("a", job=5), part("batch"), sjob(7, "RUNNING"), LISTED)
+    other = sjob(7, "RUNNING", comment="someone else's")
+    d = decide("ns/Pod:a", pod("a", job=5), part("batch"), other, LISTED)
     assert kinds(d)[0] == "SubmitSlurmJob"
 
 
-def test_a_label_naming_a_job_not_listed_yet_is_waited_for() -> None:
-    """No newer job in the listing: the labelled job may be too new to be listed."""
-    d = decide("ns/Pod:a", pod("a", job=5), part("batch"), sjob(3, "RUNNING"), LISTED)
-    assert d.actions == ()
+def test_a_label_naming_a_job_a_complete_listing_lacks_is_no_job_at_once() -> None:
+    """Issue "Fail closed at every edge" (3): slurmctld restarted from state saved before
+    the submit, so no newer job is listed either, and the pod waited for good. A complete
+    listing without the job means no job: submitted again at once (a job merely too new
+    to be listed is found by the submit, which looks in Slurm for the marker first)."""
+    older = sjob(3, "RUNNING", comment="someone else's")
+    d = decide("ns/Pod:a", pod("a", job=5), part("batch"), older, LISTED)
+    assert kinds(d)[0] == "SubmitSlurmJob"
+    # Without a complete listing, absence proves nothing: the pod waits.
+    assert decide("ns/Pod:a", pod("a", job=5), part("batch"), older).actions == ()
 
 
 def test_the_jobs_word_wins_over_a_stale_label() -> None:
@@ -1161,6 +1187,7 @@ def test_the_start_event_says_the_job_started_where_and_after_how_long() -> None
         partition="gpu",
         submit_time=1000,
         start_time=1042,
+        comment=OURS,
     )
     d = decide("ns/Pod:a", pod("a", job=5), *NODES, running)
     (event,) = of(d, RecordEvent)
@@ -1406,8 +1433,8 @@ def test_with_pods_already_bound_the_job_is_kept_and_only_unfit_pods_wait() -> N
 def test_a_job_that_is_not_ours_is_never_cancelled() -> None:
     job = sjob(5, "RUNNING", ("k2",), comment="someone else's")
     d = decide("ns/Pod:a", feas_pod(job=5), job, *FEAS_NODES)
+    # Not the group's job: never cancelled, and never adopted (nothing bound to it).
     assert not of(d, CancelSlurmJob) and not of(d, BindPod)
-    assert [e.reason for e in of(d, RecordEvent)] == [placement.INFEASIBLE]
 
 
 def test_after_the_cancel_the_stale_label_resubmits_without_the_node() -> None:
@@ -1417,3 +1444,158 @@ def test_after_the_cancel_the_stale_label_resubmits_without_the_node() -> None:
     d = decide("ns/Pod:a", feas_pod(job=5), cancelled, *FEAS_NODES, BATCH, LISTED)
     (submit,) = of(d, SubmitSlurmJob)
     assert submit.spec.excluded_nodes == ("k2",)
+
+
+# --- jobs Slurm lost (issue "Fail closed at every edge", 3) ----------------------------------
+
+SLURM_NODE = wellknown.ANNOTATION_SLURM_NODE
+TRAIN_GROUP = _pods.Group(namespace="ns", kind="Job", name="train")
+#: Two pods of Job train running on k1 (Slurm node s1) and s2, bound under job 5.
+RUNNING_TRAIN = (
+    job_pod("t-0", job=5, node="k1", phase="Running", annotations={SLURM_NODE: "s1"}),
+    job_pod("t-1", job=5, node="s2", phase="Running", annotations={SLURM_NODE: "s2"}),
+)
+TRAIN = workload("Job", "train", 2, {f"{P}partition": "batch"})
+FOREIGN = _pods.marker(_pods.Group(namespace="ns", kind="Job", name="other"), "uid-other")
+
+
+@dataclass(frozen=True)
+class LostCase:
+    name: str
+    objs: tuple[Event, ...]
+
+
+LOST_CASES = [
+    LostCase("the job vanished (slurmctld restarted from older state)", ()),
+    LostCase(
+        "the id names another group's RUNNING job",
+        (sjob(5, "RUNNING", ("s3",), comment=FOREIGN),),
+    ),
+    LostCase("the id names a user's PENDING job", (sjob(5, "PENDING", comment="my analysis"),)),
+    LostCase(
+        "the id names a job of an earlier Job train (same name, another uid)",
+        (sjob(5, "RUNNING", ("s1", "s2"), comment=_pods.marker(TRAIN_GROUP, "uid-old")),),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", LOST_CASES, ids=lambda c: c.name)
+def test_running_pods_whose_job_slurm_lost_are_re_backed_on_their_nodes(case: LostCase) -> None:
+    """A new placeholder job asks for exactly the nodes the pods run on (so Slurm hands them
+    to no one else), sized as the group's job, with no exclusions; the submit relabels the
+    pods. Nothing is deleted, nothing bound, no foreign job touched."""
+    d = decide("ns/Job:train", TRAIN, *RUNNING_TRAIN, *NODES, BATCH, *case.objs, LISTED)
+    assert kinds(d) == ["SubmitSlurmJob", "RecordEvent"]
+    (submit,) = of(d, SubmitSlurmJob)
+    assert submit.marker == MARK_TRAIN
+    assert submit.pods == (ref("t-0"), ref("t-1"))
+    spec = submit.spec
+    assert spec.required_nodes == ("s1", "s2")
+    assert (spec.min_nodes, spec.max_nodes, spec.excluded_nodes) == (2, 2, ())
+    assert spec.partition == "batch"
+    (event,) = of(d, RecordEvent)
+    assert (event.type, event.reason) == ("Warning", placement.LOST)
+    assert "job 5" in event.message and "s1,s2" in event.message
+
+
+def test_running_pods_whose_job_is_missing_wait_for_a_complete_listing() -> None:
+    d = decide("ns/Job:train", TRAIN, *RUNNING_TRAIN, *NODES, BATCH)
+    assert not of(d, SubmitSlurmJob) and not of(d, DeletePod)
+
+
+@pytest.mark.parametrize(
+    "backing",
+    [
+        sjob(9, "RUNNING", ("s1", "s2"), comment=MARK_TRAIN),
+        msgspec.structs.replace(
+            sjob(9, "PENDING", comment=MARK_TRAIN), required_nodes=("s1", "s2")
+        ),
+    ],
+    ids=["running there", "pending for those nodes"],
+)
+def test_a_re_back_job_already_in_slurm_is_adopted(backing: SlurmJob) -> None:
+    d = decide("ns/Job:train", TRAIN, *RUNNING_TRAIN, *NODES, BATCH, backing, LISTED)
+    assert not of(d, SubmitSlurmJob) and not of(d, BindPod)
+    assert of(d, MarkPods) == [
+        MarkPods(job_id=9, pods=(ref("t-0"), ref("t-1")), scheduler_name=SCHED)
+    ]
+    assert not of(d, SetJobExcludedNodes)
+
+
+def test_a_job_of_ours_elsewhere_does_not_back_running_pods() -> None:
+    """An older job of the group slurmctld restored (pending, for any nodes) would leave the
+    pods' nodes free for anyone: a re-back job is submitted (the effector matches only a job
+    holding or requiring those nodes; workload cancels the other as a duplicate)."""
+    older = sjob(3, "PENDING", comment=MARK_TRAIN)
+    d = decide("ns/Job:train", TRAIN, *RUNNING_TRAIN, *NODES, BATCH, older, LISTED)
+    (submit,) = of(d, SubmitSlurmJob)
+    assert submit.spec.required_nodes == ("s1", "s2")
+
+
+def test_a_re_back_job_keeps_no_exclusions() -> None:
+    """A cordoned node of the pods is required, not excluded: Slurm refuses a job that
+    does both."""
+    pending = msgspec.structs.replace(
+        sjob(9, "PENDING", comment=MARK_TRAIN), required_nodes=("s1", "s2")
+    )
+    relabelled = tuple(
+        msgspec.structs.replace(p, labels={**p.labels, JOBID: "9"}) for p in RUNNING_TRAIN
+    )
+    cordoned = (kn("k1", slurm_name="s1", unschedulable=True), kn("s2"), sn("s1"), sn("s2"))
+    d = decide("ns/Job:train", TRAIN, *relabelled, *cordoned, BATCH, pending, LISTED)
+    assert not of(d, SetJobExcludedNodes) and not of(d, SubmitSlurmJob)
+
+
+def test_a_re_back_is_submitted_even_when_the_annotations_no_longer_translate() -> None:
+    bad = workload("Job", "train", 2, {f"{P}min-nodes": "zero"})
+    d = decide("ns/Job:train", bad, *RUNNING_TRAIN, *NODES, BATCH, LISTED)
+    (submit,) = of(d, SubmitSlurmJob)
+    assert submit.spec.required_nodes == ("s1", "s2")
+    assert (submit.spec.min_nodes, submit.spec.tasks) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    "reused",
+    [sjob(5, "RUNNING", ("s1",), comment=FOREIGN), sjob(5, "PENDING", comment="my analysis")],
+    ids=["another group's running job", "a user's pending job"],
+)
+def test_a_pending_pod_whose_id_was_reused_gets_a_new_job_at_once(reused: SlurmJob) -> None:
+    """The restarted slurmctld handed the id out again: the pod is never bound to that job
+    nor told it waits in its queue; it gets a new job of its own (the label is replaced)."""
+    d = decide("ns/Pod:a", pod("a", job=5), *NODES, BATCH, reused, LISTED)
+    assert kinds(d)[0] == "SubmitSlurmJob"
+    assert not of(d, BindPod) and not of(d, CancelSlurmJob) and not of(d, SetPodCondition)
+    assert of(d, SubmitSlurmJob)[0].marker == MARK_A
+
+
+def test_the_job_trigger_reaches_the_group_whose_label_names_a_lost_job() -> None:
+    """A tombstone keeps no marker, and a reused id carries another's: the pods' label is
+    the only way back to the group."""
+    gone = tombstone(
+        sjob(5, "RUNNING", comment=MARK_TRAIN), version="1", producer="p", observed_at=0
+    )
+    s = store(TRAIN, *RUNNING_TRAIN)
+    assert list(placement.SPEC.keys_of(gone, s, CTX)) == ["ns/Job:train"]
+    reused = sjob(5, "PENDING", comment=FOREIGN)
+    assert list(placement.SPEC.keys_of(reused, s, CTX)) == ["ns/Job:other", "ns/Job:train"]
+
+
+def test_running_pods_whose_re_back_slurm_refused_are_deleted_after_the_grace() -> None:
+    """Slurm refused the re-back job for good (the effector's SlurmJobRejected condition,
+    written after the bind set PodScheduled True): no new submit; the pods wait
+    ``lost_job_grace_s`` from the refusal, then are deleted as when the job did not start."""
+    refused = pending_cond("boom")
+    refused = msgspec.structs.replace(
+        refused, reason=placement.REJECTED, last_transition=int(NOW_REFUSED)
+    )
+    pods = tuple(msgspec.structs.replace(p, conditions=(refused,)) for p in RUNNING_TRAIN)
+    objs = (TRAIN, *pods, *NODES, BATCH, LISTED)
+    ctx = msgspec.structs.replace(CTX, now=NOW_REFUSED + 30, lost_job_grace_s=60.0)
+    early = decide("ns/Job:train", *objs, ctx=ctx)
+    assert early.actions == () and early.requeue_after == pytest.approx(30.0)
+    late = decide("ns/Job:train", *objs, ctx=msgspec.structs.replace(ctx, now=NOW_REFUSED + 61))
+    assert kinds(late) == ["DeletePod", "RecordEvent", "DeletePod", "RecordEvent"]
+    assert {(d.pod.name, d.job_id) for d in of(late, DeletePod)} == {("t-0", 0), ("t-1", 0)}
+
+
+NOW_REFUSED = 50_000.0

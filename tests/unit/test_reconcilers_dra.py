@@ -176,6 +176,14 @@ BASE: tuple[Event, ...] = (
 
 
 def place(key: str, *objs: Event) -> Decision:
+    # The running job is the decided group's (its marker): a job is a group's only then.
+    group = _pods.parse_group_key(key)
+    assert group is not None
+    mark = _pods.marker(group, "u-a" if group.kind == "Pod" else f"uid-{group.name}")
+    objs = tuple(
+        msgspec.structs.replace(o, comment=mark) if isinstance(o, SlurmJob) and not o.comment else o
+        for o in objs
+    )
     return placement.decide(placement.view(store(*BASE, *objs), key, CTX))
 
 

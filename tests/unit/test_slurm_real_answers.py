@@ -328,6 +328,28 @@ def test_a_whole_node_job_on_22_05_says_exclusive_not_true() -> None:
     assert "exclusive" not in shared["job"]
 
 
+@pytest.mark.parametrize("version", ["v0.0.42", "v0.0.45"])
+def test_a_re_back_job_asks_for_its_nodes_and_reads_them_back(version: str) -> None:
+    """job_desc_msg ``required_nodes`` (a csv_string) on submit; job_info ``required_nodes``
+    (a hostlist string, ``ReqNodeList``) read back, expanded. v0.0.38's job_properties has
+    no node list: such a job is never sent there (``Unsupported``)."""
+    from slurmbridge.slurm import codecs
+    from slurmbridge.slurm.codecs._dataparser import _Job, job_of
+    from slurmbridge.slurm.errors import Unsupported
+
+    job = JobSubmit(name="g", min_nodes=2, max_nodes=2, required_nodes=("n1", "n3"))
+    body = json.loads(codecs.get(version).encode_submit(job))
+    assert body["job"]["required_nodes"] == ["n1", "n3"]
+    plain = json.loads(codecs.get(version).encode_submit(JobSubmit(name="g")))
+    assert "required_nodes" not in plain["job"]
+    read = job_of(_Job(job_id=7, required_nodes="n[1,3]", excluded_nodes=""))
+    assert (read.required_nodes, read.excluded_nodes) == (("n1", "n3"), ())
+    with pytest.raises(Unsupported):
+        codecs.get("v0.0.38").encode_submit(job)
+    with pytest.raises(ValueError, match="required_nodes"):
+        JobSubmit(name="g", required_nodes=("n1",), excluded_nodes=("n1",))
+
+
 # --- DRA: a GPU job's gres_detail and job_resources (issue 20, item 3) ----------------------
 
 

@@ -245,10 +245,28 @@ def test_nothing_to_do(case: KeepCase) -> None:
     assert d.requeue_after is None
 
 
-def test_a_job_that_vanished_after_bind_is_gone() -> None:
-    d = decide(pod("t-0", node="k1"))
-    assert kinds(d) == ["DeletePod", "RecordEvent"]
-    assert "gone from Slurm" in of(d, DeletePod)[0].why
+def test_a_job_that_vanished_after_bind_is_lost_and_the_pods_stay() -> None:
+    """Issue "Fail closed at every edge" (3): slurmctld restarted from older state and lost
+    the job under running pods. They are not deleted: placement re-backs them (rule 9)."""
+    d = decide(pod("t-0", node="k1"), pod("t-1", node="k2"))
+    assert d.actions == ()
+    assert "lost" in d.reason
+
+
+@pytest.mark.parametrize("state", ["RUNNING", "PENDING", "COMPLETED"])
+def test_a_reused_job_id_with_another_marker_is_no_job(state: str) -> None:
+    """The restarted slurmctld handed the lost job's id to another group's job (or a
+    user's): never the group's job — its state neither deletes nor keeps the pods, and it is
+    never cancelled, even when every pod of the group finished."""
+    other = _pods.marker(_pods.Group(namespace="ns", kind="Job", name="other"), "uid-o")
+    for comment in (other, "", _pods.marker(GROUP, "uid-an-earlier-train")):
+        reused = sjob(state, comment=comment)
+        d = decide(pod("t-0", node="k1"), reused, OWNER_JOB)
+        assert not of(d, DeletePod) and not of(d, CancelSlurmJob), comment
+        assert "lost" in d.reason
+        finished = decide(pod("t-0", node="k1", phase="Succeeded"), reused, OWNER_JOB)
+        assert not of(finished, CancelSlurmJob)
+        assert kinds(finished) == ["RemovePodFinalizer"]
 
 
 def test_a_missing_job_proves_nothing_without_a_current_listing() -> None:
@@ -261,6 +279,70 @@ def test_a_missing_job_proves_nothing_without_a_current_listing() -> None:
     failing = SlurmPing(source="slurm:c1", key="c1", cluster="c1", error="503", error_kind="X")
     held = decide(bound, failing)
     assert held.actions == () and "no current listing" in held.reason
+
+
+#: The group's root, observed: its uid makes the marker exact (_pods.is_groups_job).
+OWNER_JOB = KubeWorkload(
+    source="k8s",
+    key="ns/Job:train",
+    namespace="ns",
+    name="train",
+    uid="uid-train",
+    workload_kind="Job",
+)
+
+
+def reback(submitted_ago: float, nodes: tuple[str, ...] = ("s-k1", "s-k2")) -> SlurmJob:
+    """Placement's re-back job for pods on k1 and k2: PENDING, asking for their nodes."""
+    return msgspec.structs.replace(
+        sjob("PENDING", job_id=5, nodes=""),
+        nodes=(),
+        required_nodes=nodes,
+        submit_time=int(NOW - submitted_ago),
+    )
+
+
+@pytest.mark.parametrize("grace", [60.0, 5.0])
+def test_a_re_back_job_keeps_its_pods_within_the_grace(grace: float) -> None:
+    """Rule 9: the pods stay while Slurm may still start the job on their nodes, and the
+    group is looked at again when the grace runs out."""
+    ctx = msgspec.structs.replace(CTX, lost_job_grace_s=grace)
+    bound = (pod("t-0", node="k1"), pod("t-1", node="k2"))
+    d = decide(*bound, reback(submitted_ago=grace - 2), ctx=ctx)
+    assert d.actions == ()
+    assert d.requeue_after == pytest.approx(2.0)
+    assert "re-backing" in d.reason
+
+
+def test_a_re_back_job_that_did_not_start_in_time_loses_its_pods_and_is_cancelled() -> None:
+    """Rule 9: past the grace the pods are deleted as Slinky would (the effector skips the
+    delete if the job runs by then: the marker names it), and the pending job, which held
+    only their nodes, is cancelled only while still pending."""
+    bound = (pod("t-0", node="k1"), pod("t-1", node="k2"))
+    d = decide(*bound, reback(submitted_ago=61))
+    assert kinds(d) == ["DeletePod", "RecordEvent", "DeletePod", "RecordEvent", "CancelSlurmJob"]
+    deletes = of(d, DeletePod)
+    assert [x.pod for x in deletes] == [ref("t-0"), ref("t-1")]
+    assert all(x.marker == MARK and "could not start" in x.why for x in deletes)
+    (cancel,) = of(d, CancelSlurmJob)
+    assert (cancel.job_id, cancel.marker, cancel.pending_only) == (5, MARK, True)
+
+
+def test_a_re_back_job_without_a_submit_time_never_runs_out() -> None:
+    d = decide(pod("t-0", node="k1"), msgspec.structs.replace(reback(0), submit_time=0))
+    assert d.actions == () and d.requeue_after == workload.LISTING_RECHECK_S
+
+
+def test_the_lost_job_grace_comes_from_the_settings() -> None:
+    default = config.load(env={}, overrides={})
+    assert default.kube.lost_job_grace == 60.0
+    assert context_of(default).lost_job_grace_s == 60.0
+    set_ = config.load(env={}, overrides={"kube": {"lostJobGrace": 5}})
+    assert context_of(set_).lost_job_grace_s == 5
+    env = config.load(env={"SLURMBRIDGE_KUBE_LOST_JOB_GRACE": "7.5"}, overrides={})
+    assert env.kube.lost_job_grace == 7.5
+    with pytest.raises(config.ConfigError, match="lostJobGrace"):
+        config.load(env={}, overrides={"kube": {"lostJobGrace": -1}})
 
 
 def test_a_job_never_seen_fails_closed_even_with_other_jobs_around() -> None:
@@ -340,7 +422,8 @@ def test_a_pod_deleted_after_its_job_ended_loses_the_finalizer(job: SlurmJob | N
     d = decide(*objs, *(() if job is None else (job,)))
     removes = of(d, RemovePodFinalizer)
     assert [(r.pod, r.why) for r in removes] == [(ref("t-0"), "job ended")]
-    assert [x.pod for x in of(d, DeletePod)] == [ref("t-1")]
+    # A job Slurm lost (None) is re-backed by placement: its running pod stays.
+    assert [x.pod for x in of(d, DeletePod)] == ([] if job is None else [ref("t-1")])
 
 
 def test_a_deleted_pod_of_a_running_job_keeps_the_finalizer_on_a_ready_node() -> None:
@@ -578,9 +661,9 @@ SCENARIOS = [
         ["DeletePod", "RecordEvent", "DeletePod", "RecordEvent"],
     ),
     Scenario(
-        "job vanished after bind",
-        (pod("t-0", node="k1"),),
-        ["DeletePod", "RecordEvent"],
+        "re-back job not started within the grace",
+        (pod("t-0", node="k1"), pod("t-1", node="k2"), reback(submitted_ago=120)),
+        ["DeletePod", "RecordEvent", "DeletePod", "RecordEvent", "CancelSlurmJob"],
     ),
     Scenario(
         "group finished, job running",
@@ -685,6 +768,20 @@ KEY_CASES = [
     KeyCase("job with our marker", sjob("RUNNING"), [KEY]),
     KeyCase("job without marker", sjob("RUNNING", comment="hello"), []),
     KeyCase("job of another cluster", sjob("RUNNING", cluster="c2"), []),
+    KeyCase(
+        "tombstone of a job the pods' label names (Slurm lost it)",
+        tombstone(sjob("RUNNING"), version="1", producer="p", observed_at=0),
+        [KEY],
+        (pod("t-0", node="k1"),),
+    ),
+    KeyCase(
+        "a reused id: the marker's group and the group whose label names it",
+        sjob(
+            "PENDING", comment=_pods.marker(_pods.Group(namespace="ns", kind="Pod", name="z"), "u")
+        ),
+        [KEY, "ns/Pod:z"],
+        (pod("t-0", node="k1"),),
+    ),
     KeyCase("NotReady node ⇒ groups deleting on it", kn("k1", False), [KEY, "ns/Pod:b"], DELETING),
     KeyCase(
         "deleted node ⇒ groups deleting on it",
@@ -785,6 +882,24 @@ def test_a_gang_short_of_its_size_while_its_job_waits_gives_the_job_up() -> None
         "RecordEvent",
     ]
     assert all(a.value is None for a in d.actions if isinstance(a, SetPodLabel))
+
+
+def test_a_short_gang_keeps_the_job_that_re_backs_its_running_pods() -> None:
+    """Rule 7 is for gangs still waiting to start: a re-back job holds the nodes of pods
+    that run already, and losing it would orphan them."""
+    job = msgspec.structs.replace(
+        sjob("PENDING", comment=PG_MARK),
+        required_nodes=("s-k1",),
+        submit_time=int(NOW - 1),
+    )
+    d = workload.decide(
+        workload.view(
+            store(pod_group(3), pg_pod("p0", node="k1"), pg_pod("p1", node="k1"), job),
+            "ns/PodGroup:g",
+            CTX,
+        )
+    )
+    assert not any(isinstance(a, CancelSlurmJob | SetPodLabel) for a in d.actions)
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,23 @@ more higher priority jobs exist for the partition"), ``PartitionConfig`` for a j
 than its partition, ``JobHeldUser`` for a held job; ``None`` before the scheduler looked.
 Jobs further back still start when they fit (as Slurm's backfill scheduler starts them).
 
+Required nodes (``required_nodes``, sbatch ``--nodelist``; data_parser versions): the job
+starts only on every one of them, plus others when ``min_nodes`` asks for more (slurmctld
+raises ``min_nodes`` to their count: ``_job_create`` in src/slurmctld/job_mgr.c); a name
+Slurm does not know is refused with 2018 (ESLURM_INVALID_NODE_NAME). While a required node
+cannot take it, the job waits with reason ``ReqNodeNotAvail`` when that node is drained,
+down or failing (WAIT_NODE_NOT_AVAIL, src/slurmctld/job_scheduler.c), ``Resources`` when it
+is merely busy (all three recorded from 26.05.5: ``sbatch -w``). Slurm knows nothing of
+Kubernetes: a node whose pods run without a job is IDLE to it and a required-node job starts
+there.
+
+Losing state (:meth:`JobsMixin.save_state` / :meth:`JobsMixin.restore_state`): slurmctld
+killed and restarted from a StateSaveLocation written before the latest submits. The jobs of
+the saved state come back as they were (a RUNNING one holds its nodes again), every later
+job is gone without a trace (no ended record), and the job id counter is the saved one, so
+the next submits get the lost jobs' ids again — as a real slurmctld recovering
+``job_state`` does (its ``last_job_id`` is part of that file).
+
 Job updates read ``excluded_nodes`` as slurmrestd's ``csv_string``: ``[]`` leaves it as it
 was, ``[""]`` clears it (recorded from 24.11.5 and 26.05.5).
 
@@ -58,6 +75,7 @@ A running job reports them as Slurm does: ``gres_detail`` (one string per node, 
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -93,6 +111,8 @@ class SimJob:
     min_nodes: int = 1
     memory_per_node: int = 0
     excluded: frozenset[str] = frozenset()
+    #: ``required_nodes``: the job runs on every one of them (module docstring).
+    required: tuple[str, ...] = ()
     exclusive: bool = False
     flags: list[str] = field(default_factory=list)
     admin_comment: str = ""
@@ -137,6 +157,7 @@ class SimJob:
             time_limit_minutes=self.time_limit,
             node_count=len(self.nodes) or self.min_nodes,
             excluded_nodes=tuple(sorted(self.excluded)),
+            required_nodes=self.required,
             priority=self.priority,
             allocation=tuple(
                 JobNodeResources(
@@ -176,6 +197,16 @@ class SimJob:
         """slurmctld's job queue order (``sort_job_queue2``): priority descending, then
         submit time, then job id."""
         return (-self.priority, self.submit_time, self.job_id)
+
+
+@dataclass(frozen=True)
+class SavedJobs:
+    """slurmctld's saved job state (:meth:`JobsMixin.save_state`): the jobs by id, the next
+    job id's predecessor and the last priority handed out."""
+
+    jobs: dict[int, SimJob]
+    next_job_id: int
+    last_priority: int
 
 
 def _csv_string(value: Any) -> list[str] | None:
@@ -349,6 +380,27 @@ class JobsMixin:
         """One job. Raises KeyError: unknown."""
         return self.jobs_by_id[job_id].model()
 
+    def save_state(self) -> SavedJobs:
+        """What slurmctld's StateSaveLocation holds now (jobs and the job id counter), for
+        :meth:`restore_state`."""
+        self._purge()
+        return SavedJobs(copy.deepcopy(self.jobs_by_id), self.next_job_id, self.last_priority)
+
+    def restore_state(self, saved: SavedJobs) -> None:
+        """slurmctld killed and restarted from ``saved`` (:meth:`save_state`; module
+        docstring): later jobs vanish, saved RUNNING jobs hold their nodes again, and job
+        ids handed out since are handed out again."""
+        for job in self.jobs_by_id.values():
+            if job.state == "RUNNING":
+                self._release_alloc(job)
+        self.jobs_by_id = copy.deepcopy(saved.jobs)
+        self.next_job_id, self.last_priority = saved.next_job_id, saved.last_priority
+        for job in self.jobs_by_id.values():
+            if job.state == "RUNNING":
+                self._hold_alloc(job)
+        self._jobs_touched()
+        self.schedule()
+
     def submit(self, desc: Json, *, external: bool, user_id: int = 0) -> int:
         """Submit a job from a version-neutral description (see :meth:`_parse_submit`)."""
         job = self._make_job(desc, external=external, user_id=user_id)
@@ -469,7 +521,12 @@ class JobsMixin:
         part = self.partitions.get(partition)
         if part is None:
             raise _SubmitError(2000, f"Invalid partition name specified: {partition!r}")
-        min_nodes = int(desc.get("min_nodes") or 1)
+        required = tuple(desc.get("required_nodes") or ())
+        unknown = [n for n in required if n not in self.nodes]
+        if unknown:
+            raise _SubmitError(2018, "Invalid node name specified")
+        # job_mgr.c _job_create: min_nodes is raised to the number of required nodes.
+        min_nodes = max(int(desc.get("min_nodes") or 1), len(required))
         # An empty partition is one whose (dynamic) nodes are still to come: jobs wait. Else
         # recorded from Slurm 24.11.5: too many nodes is refused at submit (26.05.5 accepts
         # the job and leaves it PENDING, reason PartitionConfig: see _try_start).
@@ -494,6 +551,7 @@ class JobsMixin:
             min_nodes=min_nodes,
             memory_per_node=int(desc.get("memory_per_node") or 0),
             excluded=frozenset(desc.get("excluded_nodes") or ()),
+            required=required,
             exclusive=bool(desc.get("exclusive")),
             flags=flags,
             admin_comment=str(desc.get("admin_comment") or ""),
@@ -531,30 +589,41 @@ class JobsMixin:
         if part is None or job.held:
             return False
         per_node = job.cpus_per_task * math.ceil(job.tasks / job.min_nodes)
-        chosen = [
-            n
-            for n in sorted(part.nodes)
-            if n in self.nodes and self._usable(self.nodes[n], job, per_node)
-        ][: job.min_nodes]
+        if job.required:
+            blocked = [n for n in job.required if not self._usable(self.nodes[n], job, per_node)]
+            if blocked:
+                unavailable = [
+                    n
+                    for n in blocked
+                    if self.nodes[n].base is not None
+                    or any(f in self.nodes[n].flags for f in ("DRAIN", "FAIL", "NOT_RESPONDING"))
+                ]
+                job.reason = "ReqNodeNotAvail" if unavailable else "Resources"
+                return False
+        chosen = (
+            list(job.required)
+            + [
+                n
+                for n in sorted(part.nodes)
+                if n in self.nodes
+                and n not in job.required
+                and self._usable(self.nodes[n], job, per_node)
+            ][: max(0, job.min_nodes - len(job.required))]
+        )
         if len(chosen) < job.min_nodes:
             # recorded from Slurm 26.05.5: more nodes than the partition has
             too_many = bool(part.nodes) and job.min_nodes > len(part.nodes)
             job.reason = "PartitionConfig" if too_many else "Resources"
             return False
-        external = "EXTERNAL_JOB" in job.flags
         for name in chosen:
             node = self.nodes[name]
             cpus = node.cpus if job.exclusive else per_node
-            self.allocate(name, cpus, job.memory_per_node)
             job.alloc[name] = cpus
             job.core_alloc[name] = self._take_cores(node, cpus)
-            node.cores_held.update(job.core_alloc[name])
             if job.gres is not None:
                 job.gres_alloc[name] = self._free_gres(node, job.gres)[: job.gres[2]]
                 job.gres_types[name] = gres_type_of(node.gres, job.gres[0])
-                node.gres_held.update(job.gres_alloc[name])
-            if external and "EXTERNAL" in node.flags:
-                node.external_cpus += cpus
+        self._hold_alloc(job)
         job.nodes = chosen
         job.state, job.reason = "RUNNING", "None"
         job.start_time = self._now()
@@ -563,10 +632,19 @@ class JobsMixin:
         self._notify_job(job)
         return True
 
-    def _end(self, job_id: int, state: str) -> None:
-        job = self.jobs_by_id.get(job_id)
-        if job is None or job.state in ENDED:
-            return
+    def _hold_alloc(self, job: SimJob) -> None:
+        """Take on the nodes what ``job`` holds (its ``alloc``, cores and GRES)."""
+        external = "EXTERNAL_JOB" in job.flags
+        for name, cpus in job.alloc.items():
+            node = self.nodes[name]
+            self.allocate(name, cpus, job.memory_per_node)
+            node.cores_held.update(job.core_alloc.get(name, ()))
+            node.gres_held.update(job.gres_alloc.get(name, ()))
+            if external and "EXTERNAL" in node.flags:
+                node.external_cpus += cpus
+
+    def _release_alloc(self, job: SimJob) -> None:
+        """Give back on the nodes what ``job`` holds (its records stay as they are)."""
         for name, cpus in job.alloc.items():
             node = self.nodes.get(name)
             if node is not None:
@@ -575,6 +653,12 @@ class JobsMixin:
                 if "EXTERNAL_JOB" in job.flags:
                     node.external_cpus = max(0, node.external_cpus - cpus)
                 self.release(name, cpus, job.memory_per_node)
+
+    def _end(self, job_id: int, state: str) -> None:
+        job = self.jobs_by_id.get(job_id)
+        if job is None or job.state in ENDED:
+            return
+        self._release_alloc(job)
         job.alloc.clear()
         job.gres_alloc.clear()
         job.gres_types.clear()
@@ -628,6 +712,7 @@ class JobsMixin:
             desc["memory_per_node"] = _number(job.get("memory_per_node"))
             desc["time_limit"] = _time_limit(_number(job.get("time_limit")))
             desc["excluded_nodes"] = job.get("excluded_nodes") or []
+            desc["required_nodes"] = _csv_string(job.get("required_nodes")) or []
             desc["exclusive"] = "none" in (job.get("shared") or [])
             desc["hold"] = job.get("hold") is True
             external = "EXTERNAL_JOB" in (job.get("flags") or [])
@@ -769,6 +854,7 @@ class JobsMixin:
             "time_limit": nv(j.time_limit),
             "node_count": nv(len(j.nodes) or j.min_nodes),
             "excluded_nodes": hostlist.compress(sorted(j.excluded)),
+            "required_nodes": hostlist.compress(sorted(j.required)),
             # openapi job_info: uint32_no_val on data_parser versions, an integer on v0.0.38
             "priority": nv(j.priority),
         }

@@ -165,6 +165,7 @@ class _JobRes(msgspec.Struct, frozen=True):
 class _Job(msgspec.Struct, frozen=True):
     job_id: int
     excluded_nodes: str | None = None
+    required_nodes: str | None = None
     name: str | None = None
     job_state: list[str] | str | None = None
     state_reason: str | None = None
@@ -360,14 +361,15 @@ def job_of(j: _Job) -> Job:
     """A version-neutral Job from a data_parser (or v0.0.38) job entry.
 
     Raises:
-        BadResponse: ``nodes`` or ``excluded_nodes`` is not a hostlist, or ``gres_detail``
-            does not parse.
+        BadResponse: ``nodes``, ``excluded_nodes`` or ``required_nodes`` is not a hostlist,
+            or ``gres_detail`` does not parse.
     """
     raw_state = j.job_state or []
     states = [raw_state] if isinstance(raw_state, str) else raw_state
     try:
         nodes = hostlist.expand(j.nodes)
         excluded = hostlist.expand(j.excluded_nodes) if j.excluded_nodes else ()
+        required = hostlist.expand(j.required_nodes) if j.required_nodes else ()
     except hostlist.HostlistError as exc:
         raise BadResponse(f"job {j.job_id}: {exc}") from None
     return Job(
@@ -388,6 +390,7 @@ def job_of(j: _Job) -> Job:
         time_limit_minutes=noval(j.time_limit),
         node_count=noval(j.node_count) or 0,
         excluded_nodes=excluded,
+        required_nodes=required,
         priority=noval(j.priority),
         allocation=_allocation(j, nodes),
     )
@@ -704,6 +707,8 @@ class DataParserCodec(Codec):
             "user_id": None if job.user_id is None else str(job.user_id),
             "group_id": None if job.group_id is None else str(job.group_id),
             "excluded_nodes": list(job.excluded_nodes) or None,
+            # job_desc_msg ``required_nodes`` (csv_string): the job gets every one of them.
+            "required_nodes": list(job.required_nodes) or None,
             "shared": ["none"] if job.exclusive else None,
         }
         desc.update({k: v for k, v in optional.items() if v not in (None, "")})

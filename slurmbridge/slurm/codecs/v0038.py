@@ -199,7 +199,14 @@ class V0038(Codec):
         are not listed in Slurm, excluded nodes and GPUs are not sent (``gres``/``exclude``
         are missing from the 22.05 document), and ``comment`` carries slurmbridge's marker.
         ``environment`` is an object there, ``nodes`` a ``[min, max]`` pair.
+
+        Raises:
+            Unsupported: ``required_nodes`` (``job_properties`` has no node list: a job that
+                must re-back pods on their nodes cannot be asked for, and one that could land
+                elsewhere is never sent instead).
         """
+        if job.required_nodes:
+            raise Unsupported(self.version, "submit_job with required_nodes")
         env = dict(e.split("=", 1) for e in job.environment if "=" in e)
         props: dict[str, object] = {
             "name": job.name,
