@@ -63,13 +63,16 @@ def _endpoint_problem(settings: Settings, only: Iterable[str] | None) -> str | N
     a Slurm URL and a NATS URL. The embedded nats-server keeps its log in a temporary
     directory removed at exit; in a pod, or next to a real cluster, that would silently
     throw away the audit trail and the observation history at every restart, and replicas
-    would each hold a log of their own (leases could not make one of them active).
+    would each hold a log of their own (leases could not make one of them active). A kept
+    store (``nats.storeDir``, ``--nats-store``) is not thrown away: on a machine (a small
+    site's one process, under systemd) it stands for a NATS URL; in a pod it does not (the
+    pod's file system, and a second replica's, are its own).
     """
     if only is not None and set(only) == {"webhook"}:
         return None  # the webhook needs no Slurm, and Kubernetes only for a namespace selector
     has_kube = bool(settings.kube.kubeconfig or settings.kube.in_cluster)
     has_slurm = bool(settings.slurm_url)
-    has_nats = bool(settings.nats.url)
+    has_nats = bool(settings.nats.url) or (bool(settings.nats.store_dir) and not config.in_pod())
     if has_kube and has_slurm and has_nats:
         return None
     kube = "$.kube.kubeconfig (--kubeconfig) or $.kube.inCluster (--in-cluster)"
