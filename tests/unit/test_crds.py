@@ -328,3 +328,48 @@ def test_v1alpha1_objects_keep_their_cluster_in_v1beta1() -> None:
     beta = schema_of("nodesets.slinky.slurm.net", "v1beta1")["properties"]["spec"]["properties"]
     alpha = schema_of("nodesets.slinky.slurm.net", "v1alpha1")["properties"]["spec"]["properties"]
     assert set(alpha) <= set(beta)
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha1"])
+def test_replicas_is_bounded_at_the_reconcilers_maximum(version: str) -> None:
+    """The CRD's ``replicas`` maximum is the bound the nodeset reconciler holds NodeSets at
+    (reconcilers.nodeset.MAX_REPLICAS): one number, checked in two places."""
+    from reconcilers.nodeset import MAX_REPLICAS
+
+    replicas = schema_of("nodesets.slinky.slurm.net", version)["properties"]["spec"]["properties"][
+        "replicas"
+    ]
+    assert replicas["maximum"] == MAX_REPLICAS
+    obj = _with(NODESET, ("spec", "replicas"), 10**9)
+    obj["apiVersion"] = f"slinky.slurm.net/{version}"
+    if version == "v1beta1":
+        obj = _with(example(EXAMPLES / "nodeset-statefulset.yaml"), ("spec", "replicas"), 10**9)
+    errors = list(
+        jsonschema.Draft7Validator(schema_of("nodesets.slinky.slurm.net", version)).iter_errors(obj)
+    )
+    assert [list(e.absolute_path) for e in errors] == [["spec", "replicas"]]
+
+
+def _strings_without_max_length(schema: Any, path: str = "") -> list[str]:
+    """Paths of string fields without ``maxLength`` or ``enum`` (the status is written by
+    slurmbridge, the pod template is checked as a Pod, conditions carry their own bounds)."""
+    out: list[str] = []
+    if not isinstance(schema, dict):
+        return out
+    bounded = "maxLength" in schema or "enum" in schema or schema.get("format") == "date-time"
+    if schema.get("type") == "string" and not bounded:
+        out.append(path)
+    for name, sub in (schema.get("properties") or {}).items():
+        out += _strings_without_max_length(sub, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        out += _strings_without_max_length(schema["items"], f"{path}[]")
+    return out
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha1"])
+def test_every_spec_string_has_a_length_bound(version: str) -> None:
+    spec = schema_of("nodesets.slinky.slurm.net", version)["properties"]["spec"]
+    # Label maps are bounded by Kubernetes' own label rules when the pods are created.
+    assert _strings_without_max_length(spec) == []
+    cluster = schema_of("clusters.slinky.slurm.net")["properties"]["spec"]
+    assert _strings_without_max_length(cluster) == []
