@@ -57,8 +57,10 @@ SCALE_IN = wellknown.scale_in_drain_reason(NS, "x")
 
 
 def nodeset(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
+    # v1beta1: the 1.x fields (scalingMode, volumeClaimTemplates …) are pruned at v1alpha1,
+    # as the API server prunes to the schema of the version written at.
     return {
-        "apiVersion": "slinky.slurm.net/v1alpha1",
+        "apiVersion": "slinky.slurm.net/v1beta1",
         "kind": "NodeSet",
         "metadata": {"name": name, "namespace": NS, "annotations": {"keep": "me"}},
         "spec": {

@@ -373,3 +373,37 @@ def test_every_spec_string_has_a_length_bound(version: str) -> None:
     assert _strings_without_max_length(spec) == []
     cluster = schema_of("clusters.slinky.slurm.net")["properties"]["spec"]
     assert _strings_without_max_length(cluster) == []
+
+
+SIM_CRDS = Path(__file__).parents[2] / "slurmbridge" / "devtools" / "sim" / "crds"
+
+
+def test_the_simulator_packages_the_deploy_crds() -> None:
+    """The simulator reads its CRDs from its package (deploy/ is not in the wheel): byte for
+    byte deploy/crds, and each served version's schema is what the simulator enforces."""
+    ours = sorted(p.name for p in CRDS.glob("*.yaml"))
+    assert sorted(p.name for p in SIM_CRDS.glob("*.yaml")) == ours
+    for name in ours:
+        assert (SIM_CRDS / name).read_bytes() == (CRDS / name).read_bytes(), name
+    for name in ("nodesets.slinky.slurm.net", "clusters.slinky.slurm.net"):
+        spec = next(s for s in DEFAULT_RESOURCES if s.name == name)
+        assert dict(spec.schemas) == {
+            version: v["schema"]["openAPIV3Schema"] for version, v in versions_of(name).items()
+        }
+
+
+def test_an_update_is_not_blamed_for_what_it_did_not_change() -> None:
+    """Ratcheting (CRDValidationRatcheting): an object stored before a tighter schema can
+    still be written when the update leaves the bad field as it was; changing it is refused."""
+    from slurmbridge.devtools.sim import crdschema
+
+    schema = schema_of("nodesets.slinky.slurm.net", "v1beta1")
+    old = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": {}}
+    old["spec"] = {"replicas": 10**9}
+    same = yaml.safe_load(yaml.safe_dump(old))
+    same["status"] = {"replicas": 3}
+    assert crdschema.admit(same, schema, old) == []
+    worse = yaml.safe_load(yaml.safe_dump(old))
+    worse["spec"]["replicas"] = 10**9 + 1
+    assert [c[0] for c in crdschema.admit(worse, schema, old)] == ["spec.replicas"]
+    assert [c[0] for c in crdschema.admit(worse, schema)] == ["spec.replicas"]

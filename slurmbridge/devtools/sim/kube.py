@@ -121,6 +121,8 @@ import jsonpointer
 import orjson
 from aiohttp import web
 
+from slurmbridge.devtools.sim import crdschema
+
 if TYPE_CHECKING:
     from slurmbridge.devtools.sim.kubelet import Kubelet
     from slurmbridge.devtools.sim.resourceclaim import ResourceClaimController
@@ -331,8 +333,11 @@ class ResourceSpec:
     changes. ``served_versions``: further versions served from the same storage, as a CRD
     with ``conversion: strategy: None`` serves them — only ``apiVersion`` differs between the
     versions' answers (apiextensions-apiserver pkg/apiserver/conversion/nop_converter.go).
-    The simulator holds no schemas, so it does not prune the fields a version lacks as a
-    real API server does when it converts.
+    ``schemas``: a CRD-served kind's ``openAPIV3Schema`` by version; writes at a version with
+    a schema are pruned, defaulted and validated as apiextensions-apiserver does
+    (:mod:`slurmbridge.devtools.sim.crdschema`: 422 with a cause per field). Reading at
+    another served version does not prune the fields that version lacks (a real API server
+    does when it converts).
     """
 
     group: str
@@ -349,6 +354,7 @@ class ResourceSpec:
     merge_keys: Mapping[tuple[str, ...], str] = field(default_factory=dict)
     field_labels: Mapping[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     served_versions: tuple[str, ...] = ()
+    schemas: Mapping[str, Obj] = field(default_factory=dict)
 
     @property
     def api_version(self) -> str:
@@ -558,7 +564,8 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         generation=True,
         custom=True,
     ),
-    # deploy/crds/nodesets.slinky.slurm.net.yaml: v1beta1 stored, v1alpha1 served beside it.
+    # deploy/crds/nodesets.slinky.slurm.net.yaml: v1beta1 stored, v1alpha1 served beside it,
+    # each version's schema enforced (crdschema; the CRD packaged in sim/crds).
     ResourceSpec(
         group=SLINKY_GROUP,
         version="v1beta1",
@@ -570,6 +577,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         generation=True,
         custom=True,
         return_deleted=True,
+        schemas=crdschema.crd_schemas("nodesets.slinky.slurm.net"),
     ),
     ResourceSpec(
         group="autoscaling",
@@ -599,6 +607,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         generation=True,
         custom=True,
         return_deleted=True,
+        schemas=crdschema.crd_schemas("clusters.slinky.slurm.net"),
     ),
     # Dynamic Resource Allocation, resource.k8s.io/v1 (GA in Kubernetes 1.34; API reference
     # "Workload Resources": DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice).
@@ -1937,7 +1946,9 @@ class _Store:
                 new["spec"].pop("taints", None)
         self._commit(spec, new, node, "MODIFIED", "patch")
 
-    def create(self, spec: ResourceSpec, namespace: str | None, body: Any) -> Obj:
+    def create(
+        self, spec: ResourceSpec, namespace: str | None, body: Any, *, version: str = ""
+    ) -> Obj:
         if not isinstance(body, dict):
             raise _bad_request("the body of the request is not a JSON object")
         obj: Obj = _clone(body)
@@ -1998,7 +2009,31 @@ class _Store:
         else:
             meta.pop("generation", None)
         self._prepare_create(spec, obj)
+        self._admit(spec, version, obj, None)
         return self._commit(spec, obj, None, "ADDED", "create")
+
+    def _as_read(self, spec: ResourceSpec, version: str, obj: Obj) -> Obj:
+        """``obj`` as a request at ``version`` sees it: pruned and defaulted to that version's
+        schema (conversion None reads the stored object at the request's version), so a
+        write at v1alpha1 that drops v1beta1-only fields is not a spec change to it."""
+        schema = spec.schemas.get(version or spec.version)
+        if not schema or not version or version == spec.version:
+            return obj
+        seen = _clone(obj)
+        crdschema.prune(seen, schema, root=True)
+        crdschema.default(seen, schema)
+        return seen
+
+    def _admit(self, spec: ResourceSpec, version: str, obj: Obj, old: Obj | None) -> None:
+        """A custom resource's schema at the request's ``version`` (default: the storage
+        one): prune, default and validate ``obj`` in place; 422 with every cause
+        (:func:`crdschema.admit`; apiextensions-apiserver's customResourceStrategy)."""
+        schema = spec.schemas.get(version or spec.version)
+        if not schema:
+            return
+        causes = crdschema.admit(obj, schema, old)
+        if causes:
+            raise _invalid(spec.kind, str(_meta(obj).get("name", "")), spec.group, causes)
 
     def _check_type(self, spec: ResourceSpec, obj: Obj) -> None:
         if obj.get("apiVersion") not in (None, spec.api_version):
@@ -2116,6 +2151,7 @@ class _Store:
         *,
         subresource: str | None = None,
         verb: str = "update",
+        version: str = "",
     ) -> Obj:
         current = self.get(spec, namespace, name)
         if not isinstance(body, dict):
@@ -2133,7 +2169,9 @@ class _Store:
                 "the namespace of the provided object does not match the namespace sent on the "
                 "request"
             )
-        return self._replace(spec, current, candidate, verb=verb, subresource=subresource)
+        return self._replace(
+            spec, current, candidate, verb=verb, subresource=subresource, version=version
+        )
 
     def patch(
         self,
@@ -2144,6 +2182,7 @@ class _Store:
         body: Any,
         *,
         subresource: str | None = None,
+        version: str = "",
     ) -> Obj:
         current = self.get(spec, namespace, name)
         patched = self._apply_patch(spec, current, content_type, body)
@@ -2151,7 +2190,9 @@ class _Store:
             raise _patch_failed()
         candidate: Obj = _clone(patched)
         candidate["apiVersion"], candidate["kind"] = spec.api_version, spec.kind
-        return self._replace(spec, current, candidate, verb="patch", subresource=subresource)
+        return self._replace(
+            spec, current, candidate, verb="patch", subresource=subresource, version=version
+        )
 
     def _apply_patch(self, spec: ResourceSpec, doc: Obj, content_type: str, body: Any) -> Any:
         if content_type == _MERGE_PATCH:
@@ -2180,6 +2221,7 @@ class _Store:
         *,
         verb: str,
         subresource: str | None,
+        version: str = "",
     ) -> Obj:
         """Common tail of update and patch: preconditions, subresource rules, no-op, commit.
 
@@ -2252,9 +2294,12 @@ class _Store:
                 else:
                     meta.pop(key, None)
             self._validate_update(spec, current, new)
+        # The whole new object meets the schema, whatever the subresource (a /scale write
+        # past ``maximum`` is refused by the custom resource's validation too).
+        self._admit(spec, version, new, current)
         new_meta = _meta(new)
         if spec.generation and _canon(_generation_view(spec, new)) != _canon(
-            _generation_view(spec, current)
+            _generation_view(spec, self._as_read(spec, version, current))
         ):
             new_meta["generation"] = int(cur_meta.get("generation", 0)) + 1
         new_meta["resourceVersion"] = cur_meta["resourceVersion"]
@@ -2973,6 +3018,7 @@ class KubeSim:
         ``served_versions`` is stored at its storage version, conversion None); raises
         :class:`ApiError`."""
         spec = self._store.spec_for(obj)
+        version = str(obj.get("apiVersion", "")).rpartition("/")[2]
         if obj.get("apiVersion") != spec.api_version:
             obj = {**obj, "apiVersion": spec.api_version}
         ns = None
@@ -2980,7 +3026,7 @@ class KubeSim:
             body_meta = obj.get("metadata")
             body_ns = body_meta.get("namespace") if isinstance(body_meta, dict) else None
             ns = namespace or body_ns or "default"
-        return _clone_obj(self._store.create(spec, ns, obj))
+        return _clone_obj(self._store.create(spec, ns, obj, version=version))
 
     def get(self, resource: str, name: str, namespace: str | None = None) -> Obj:
         """One object (a copy); raises :class:`ApiError` 404."""
@@ -3629,7 +3675,7 @@ class KubeSim:
             if name is None:
                 if spec.namespaced and ns is None:
                     raise _method_not_allowed()
-                return _json_response(store.create(spec, ns, body), 201)
+                return _json_response(store.create(spec, ns, body, version=route.version), 201)
             assert ns is not None
             if sub == "binding":
                 return _json_response(store.bind(ns, name, body), 201)
@@ -3642,12 +3688,18 @@ class KubeSim:
         if verb == "update":
             if sub == "scale":
                 return _json_response(store.update_scale(spec, ns, name, body, "update"))
-            return _json_response(store.update(spec, ns, name, body, subresource=sub))
+            return _json_response(
+                store.update(spec, ns, name, body, subresource=sub, version=route.version)
+            )
         if verb == "patch":
             content_type = request.content_type
             if sub == "scale":
                 return _json_response(store.patch_scale(spec, ns, name, content_type, body))
-            return _json_response(store.patch(spec, ns, name, content_type, body, subresource=sub))
+            return _json_response(
+                store.patch(
+                    spec, ns, name, content_type, body, subresource=sub, version=route.version
+                )
+            )
         if sub is not None:
             raise _method_not_allowed()
         options = body if isinstance(body, dict) else {}
