@@ -2019,7 +2019,7 @@ class _Store:
         schema = spec.schemas.get(version or spec.version)
         if not schema or not version or version == spec.version:
             return obj
-        seen = _clone(obj)
+        seen: Obj = _clone(obj)
         crdschema.prune(seen, schema, root=True)
         crdschema.default(seen, schema)
         return seen
