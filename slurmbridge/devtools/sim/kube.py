@@ -51,6 +51,11 @@ What it models, and where it follows the real server (checked against the Kubern
   ``$deleteFromPrimitiveList`` and ``$setElementOrder`` directives). Custom resources reject
   strategic merge with 415, as CRD-served resources do. A ``metadata.resourceVersion`` inside any
   patch is a precondition (409 when stale), because the patched object is then updated with it.
+* **Custom resources' schemas**: NodeSets and Clusters are served with the project's CRDs
+  (``sim/crds``, copies of ``deploy/crds``); every create, update and patch, ``/status`` and
+  ``/scale`` included, is pruned, defaulted and validated against the schema of the version
+  it is written at, CEL rules included, with update ratcheting — 422 ``Invalid`` with a cause
+  per field, as apiextensions-apiserver answers (:mod:`slurmbridge.devtools.sim.crdschema`).
 * **Subresources**: ``/status`` writes only status and the main resource ignores status for kinds
   that have one; ``/scale`` (autoscaling/v1) for NodeSets; ``pods/binding`` (409 once bound) and
   ``pods/eviction`` (policy/v1).
