@@ -1087,3 +1087,20 @@ async def test_a_cluster_is_held_to_its_schema(api: client.ApiClient) -> None:
         GROUP, "v1alpha1", "default", "clusters", body
     )
     assert created["spec"]["token"]["secretRef"]["key"] == "auth-token"
+
+
+async def test_a_read_at_v1alpha1_is_pruned_to_v1alpha1s_schema(api: client.ApiClient) -> None:
+    """conversion None: the API server prunes an object to the schema of the version it is
+    read at (deploy/crds header), so v1beta1-only fields do not show at v1alpha1, and come
+    back at v1beta1 (they are stored)."""
+    custom = client.CustomObjectsApi(api)
+    await custom.create_namespaced_custom_object(
+        GROUP, BETA, "default", "nodesets", _beta_nodeset("r", scalingMode="StatefulSet")
+    )
+    alpha = await custom.get_namespaced_custom_object(GROUP, VERSION, "default", "nodesets", "r")
+    assert alpha["apiVersion"] == f"{GROUP}/{VERSION}"
+    assert "scalingMode" not in alpha["spec"]
+    listed = await custom.list_namespaced_custom_object(GROUP, VERSION, "default", "nodesets")
+    assert "scalingMode" not in listed["items"][0]["spec"]
+    beta = await custom.get_namespaced_custom_object(GROUP, BETA, "default", "nodesets", "r")
+    assert beta["spec"]["scalingMode"] == "StatefulSet"

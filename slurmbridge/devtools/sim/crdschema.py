@@ -35,7 +35,8 @@ apiextensions-apiserver uses (k8s.io/apiextensions-apiserver):
 
 Not modelled: ``x-kubernetes-list-type`` uniqueness, ``x-kubernetes-embedded-resource``,
 formats other than ``date-time``, ``messageExpression``, CEL cost limits, ``oldSelf``
-(transition rules are skipped, as on a create), pruning on read at another served version.
+(transition rules are skipped, as on a create). The simulator also prunes and defaults an
+object read at another served version than the stored one (``kube._to_version``).
 """
 
 from __future__ import annotations

@@ -340,9 +340,8 @@ class ResourceSpec:
     versions' answers (apiextensions-apiserver pkg/apiserver/conversion/nop_converter.go).
     ``schemas``: a CRD-served kind's ``openAPIV3Schema`` by version; writes at a version with
     a schema are pruned, defaulted and validated as apiextensions-apiserver does
-    (:mod:`slurmbridge.devtools.sim.crdschema`: 422 with a cause per field). Reading at
-    another served version does not prune the fields that version lacks (a real API server
-    does when it converts).
+    (:mod:`slurmbridge.devtools.sim.crdschema`: 422 with a cause per field), and an object
+    read at another served version is pruned and defaulted to that version's schema.
     """
 
     group: str
@@ -2780,22 +2779,28 @@ def _int_query(value: str | None, name: str) -> int:
         raise _bad_request(f"invalid {name}: {value!r}") from exc
 
 
-def _to_version(payload: Any, stored: str, target: str) -> None:
+def _to_version(payload: Any, stored: str, target: str, schema: Obj | None = None) -> None:
     """Rewrite ``apiVersion`` ``stored`` → ``target`` in an object or a list and its items,
-    in place (a CRD's ``conversion: None``; Status and Scale answers keep theirs)."""
+    in place (a CRD's ``conversion: None``; Status and Scale answers keep theirs). With the
+    target version's ``schema``, each object is also pruned and defaulted to it, as the
+    API server's converting codec does on read (apiextensions-apiserver crdConversionRESTOptions
+    / schemaCoercingConverter): a v1alpha1 read does not show v1beta1-only fields."""
     if not isinstance(payload, dict):
         return
-    if payload.get("apiVersion") == stored:
-        payload["apiVersion"] = target
-    for item in payload.get("items") or ():
-        if isinstance(item, dict) and item.get("apiVersion") == stored:
-            item["apiVersion"] = target
+    objects = [payload, *(i for i in payload.get("items") or () if isinstance(i, dict))]
+    for obj in objects:
+        if obj.get("apiVersion") != stored:
+            continue
+        obj["apiVersion"] = target
+        if schema and not str(obj.get("kind", "")).endswith("List"):
+            crdschema.prune(obj, schema, root=True)
+            crdschema.default(obj, schema)
 
 
-def _line_to_version(line: bytes, stored: str, target: str) -> bytes:
+def _line_to_version(line: bytes, stored: str, target: str, schema: Obj | None = None) -> bytes:
     """A watch line's object at ``target`` (see :func:`_to_version`)."""
     event = orjson.loads(line)
-    _to_version(event.get("object"), stored, target)
+    _to_version(event.get("object"), stored, target, schema)
     return orjson.dumps(event) + b"\n"
 
 
@@ -3608,7 +3613,7 @@ class KubeSim:
             return response
         # conversion None: the object is the stored one with only apiVersion changed.
         payload = orjson.loads(bytes(response.body))  # type: ignore[arg-type]
-        _to_version(payload, route.spec.api_version, target)
+        _to_version(payload, route.spec.api_version, target, route.spec.schemas.get(route.version))
         response.body = orjson.dumps(payload)
         return response
 
@@ -3818,7 +3823,7 @@ class KubeSim:
             stored = spec.api_version
 
             def convert(line: bytes) -> bytes:
-                return _line_to_version(line, stored, target)
+                return _line_to_version(line, stored, target, spec.schemas.get(route.version))
 
             initial = [convert(line) for line in initial]
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
