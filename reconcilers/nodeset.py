@@ -7,8 +7,12 @@ reason), with its PR #79 (a failed Slurm lookup means *not* drained). A NodeSet'
 ``app.kubernetes.io/instance=<nodeset>``, and each pod's Slurm node has the pod's name (its
 hostname, as slurmd registers it).
 
-1. **Scale-out.** Fewer live pods than ``replicas`` ⇒ create the missing ones at the lowest
-   free ordinals (a name still terminating is not free). One ``ScalingUp`` Event.
+1. **Scale-out.** Fewer live pods than ``replicas`` ⇒ create missing ones at the lowest
+   free ordinals (a name still terminating is not free), in slow-start batches
+   (:func:`slow_start_batch`, after Kubernetes' ReplicaSet ``slowStartBatch``): a decision
+   creates at most as many pods as are live (at least 1, at most 500), so the set at most
+   doubles per pass and a decision never holds more than 500 creates; the pods that appear
+   trigger the next pass. One ``ScalingUp`` Event. Nothing here is sized by ``replicas``.
 2. **Scale-in.** More live pods than ``replicas`` ⇒ condemn the surplus in this order, first
    condemned first: not yet on a node; Pending before Unknown before Running; not ready
    before ready; lower ``nodeset.slinky.slurm.net/pod-deletion-cost`` first; earlier
@@ -163,6 +167,13 @@ each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
     finalizer); our finalizer without a stamp is released (:class:`ReleaseNodeSetFinalizer`).
     Nothing else is decided for a NodeSet being deleted (its pods go with it).
 
+21. **Bounded replicas.** ``replicas`` above :data:`MAX_REPLICAS` (the CRD's ``maximum``;
+    only a NodeSet stored under an older CRD, or with validation bypassed, can hold it) is
+    not acted on: the set is held at its live pods (no scale-out, no scale-in), the status
+    carries condition ``ReplicaFailure`` (True, reason ``ReplicasAboveMaximum``, the field
+    and the bound in the message) and a Warning Event says the same once; the other rules
+    go on. Fixing ``replicas`` removes the condition.
+
 Not yet: in DaemonSet mode the failed-pod back-off (rule 5), the removal of duplicate pods on one
 node and the re-creation on a hostname-override change.
 """
@@ -212,6 +223,7 @@ from schemas.events import (
     KubeNode,
     KubeNodeSet,
     KubePod,
+    NodeSetCondition,
     NodeSetStatus,
     SlurmCluster,
     SlurmJob,
@@ -251,6 +263,24 @@ RESERVATION_PREFIX: Final = "SlurmOperatorMaint-"
 RESERVATION_FLAGS: Final = ("IGNORE_JOBS", "MAINT")
 #: Go's strconv.ParseBool spellings of true (structutils.GetBoolFromAnnotations).
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+#: The largest ``spec.replicas`` acted on (rule 21), the CRD's ``maximum``
+#: (deploy/crds/nodesets.slinky.slurm.net.yaml; tests/unit/test_crds.py keeps them equal).
+#: Twice the 5,000 nodes Kubernetes supports in one cluster ("Considerations for large
+#: clusters"): one slurmd pod per node, or a few with ``oversubscribeNode``. A NodeSet
+#: asking for more is a typo (``replicas: 1000000000``), not a plan.
+MAX_REPLICAS: Final = 10_000
+#: Scale-out slow start (rule 1), after Kubernetes' ReplicaSet controller
+#: (pkg/controller/replicaset/replica_set.go): ``slowStartBatch`` starts with
+#: ``SlowStartInitialBatchSize`` (1) creates and doubles the batch while the creates succeed,
+#: and one sync creates at most ``BurstReplicas`` (500) pods.
+SLOW_START_INITIAL: Final = 1
+BURST_REPLICAS: Final = 500
+#: Rule 21's condition (Kubernetes' ReplicaSet ``ReplicaFailure`` condition type: "one of
+#: its pods fails to be created"), with this reason; no condition when replicas is sane.
+CONDITION_REPLICA_FAILURE: Final = wellknown.NODESET_CONDITION_REPLICA_FAILURE
+REASON_REPLICAS_TOO_MANY: Final = "ReplicasAboveMaximum"
+#: Pod names listed in full in a ScalingUp Event; more are summarised.
+_NAMES_SHOWN: Final = 10
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -283,6 +313,76 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     deadlines: dict[str, int] = {}
     #: Rule 19: the cluster's Slurm partition named as the NodeSet (None: Slurm lists none).
     partition: SlurmPartition | None = None
+
+
+def slow_start_batch(created: int, missing: int) -> int:
+    """How many of ``missing`` pods one decision creates when ``created`` live pods exist.
+
+    Kubernetes' ``slowStartBatch`` creates 1, then 2, 4 … while the creates succeed. A
+    decision here cannot see its own creates succeed (the effector performs them after it),
+    so each pass takes the pods that exist — creates that succeeded — as the measure: it
+    creates as many again (at least :data:`SLOW_START_INITIAL`), so the set at most doubles
+    per pass, never more than :data:`BURST_REPLICAS`. Creates that fail (quota, admission)
+    add no pods, so the next pass does not grow. Bounded by ``BURST_REPLICAS`` whatever
+    ``missing`` is."""
+    if missing <= 0:
+        return 0
+    return min(missing, BURST_REPLICAS, max(SLOW_START_INITIAL, created))
+
+
+def lowest_free(count: int, taken: set[int] | frozenset[int]) -> list[int]:
+    """The ``count`` lowest ordinals not in ``taken``: O(count + len(taken)), never more."""
+    free: list[int] = []
+    ordinal = 0
+    while len(free) < count:
+        if ordinal not in taken:
+            free.append(ordinal)
+        ordinal += 1
+    return free
+
+
+def _some(names: list[str]) -> str:
+    """``a, b, c``, or the first few and a count when there are many."""
+    if len(names) <= _NAMES_SHOWN:
+        return ", ".join(names)
+    return f"{', '.join(names[:_NAMES_SHOWN])} and {len(names) - _NAMES_SHOWN} more"
+
+
+def replicas_message(replicas: int) -> str:
+    """Rule 21's condition message, in the API server's words for a field over its
+    ``maximum`` (apiextensions-apiserver, kube-openapi ``ExceedsMaximum``)."""
+    return (
+        f"spec.replicas: Invalid value: {replicas}: spec.replicas in body should be less than "
+        f"or equal to {MAX_REPLICAS}; the NodeSet is held at its current pods until it is"
+        " fixed"
+    )
+
+
+def replica_conditions(
+    ns: KubeNodeSet, bad: bool, now: float
+) -> tuple[tuple[NodeSetCondition, ...], bool]:
+    """Rule 21: the NodeSet's ``ReplicaFailure`` condition (none when ``bad`` is False), and
+    whether it is new or changed (then a Warning Event goes with it). An unchanged
+    condition keeps its ``lastTransitionTime``."""
+    if not bad:
+        return (), False
+    message = replicas_message(ns.replicas)
+    old = next((c for c in ns.status.conditions if c.type == CONDITION_REPLICA_FAILURE), None)
+    if (
+        old is not None
+        and old.status == "True"
+        and old.reason == REASON_REPLICAS_TOO_MANY
+        and old.message == message
+    ):
+        return (old,), False
+    cond = NodeSetCondition(
+        type=CONDITION_REPLICA_FAILURE,
+        status="True",
+        reason=REASON_REPLICAS_TOO_MANY,
+        message=message,
+        last_transition=int(now),
+    )
+    return (cond,), True
 
 
 def pod_name(nodeset: str, ordinal: int, padding: int) -> str:
@@ -518,6 +618,11 @@ def decide(v: View | None) -> Decision:
     actions: list[AnyAction] = []
     requeue: float | None = None
     want = max(0, ns.replicas)
+    # Rule 21: replicas above the bound (a NodeSet written under an older CRD without the
+    # maximum) is not acted on: the set is held at its live pods, and the condition says why.
+    bad_replicas = not daemon and ns.replicas > MAX_REPLICAS
+    if bad_replicas:
+        want = len(live)
     pins: dict[str, str] | None = None
     daemon_gone: list[KubePod] = []
     daemon_note = ""
@@ -586,19 +691,23 @@ def decide(v: View | None) -> Decision:
     replacing = sum(1 for p in v.pods if p.terminal and not p.deleting)
     replacing += sum(1 for o in waiting_out if o not in used)
     if not daemon and len(live) + replacing < want:
-        free: list[int] = []
-        ordinal = 0
-        while len(free) < want - len(live) - replacing:
-            if ordinal not in used and ordinal not in waiting_out:
-                free.append(ordinal)
-            ordinal += 1
+        missing = want - len(live) - replacing
+        batch = slow_start_batch(len(live), missing)
+        # Only the batch's ordinals are looked for: the walk passes at most the taken ones
+        # (pods and back-offs), never ``replicas`` ordinals.
+        free = lowest_free(batch, used | waiting_out.keys())
         names = [pod_name(ns.name, o, ns.ordinal_padding) for o in free]
         actions += [
             CreateNodeSetPod(nodeset=ref, pod_name=n, ordinal=o, node=(pins or {}).get(str(o), ""))
             for n, o in zip(names, free, strict=True)
         ]
         actions.append(
-            _event(ns, "ScalingUp", f"Scaling up to {want}: creating {', '.join(names)}")
+            _event(
+                ns,
+                "ScalingUp",
+                f"Scaling up to {want}: creating {_some(names)}"
+                + (f" ({batch} of {missing} missing: slow start)" if batch < missing else ""),
+            )
         )
     if waiting_out:
         soonest = min(waiting_out.values())
@@ -719,6 +828,12 @@ def decide(v: View | None) -> Decision:
     if deadlines is not None:
         actions += deadline_actions(live, deadlines)
     status = _status(ns, live, v.slurm, v.now, desired=want, pins=pins)
+    conditions, changed = replica_conditions(ns, bad_replicas, v.now)
+    status = msgspec.structs.replace(status, conditions=conditions)
+    if changed:
+        actions.append(
+            _event(ns, REASON_REPLICAS_TOO_MANY, replicas_message(ns.replicas), warning=True)
+        )
     reserving, reserve_note = reservation_actions(v, ref, live, status)
     actions += reserving
     if reserve_note:
@@ -760,6 +875,11 @@ def decide(v: View | None) -> Decision:
         actions=tuple(actions),
         requeue_after=requeue,
         reason=f"{len(live)} live pod(s), {want} wanted"
+        + (
+            f"; spec.replicas {ns.replicas} is above {MAX_REPLICAS}: held at the live pods"
+            if bad_replicas
+            else ""
+        )
         + (f"; {daemon_note}" if daemon_note else "")
         + (f"; {prune_note}" if prune_note else "")
         + (f"; {update_note}" if update_note else "")

@@ -454,6 +454,17 @@ class KubeResourceClaim(Event, frozen=True, kw_only=True, tag="KubeResourceClaim
 # --- Slurm -----------------------------------------------------------------------------------
 
 
+class NodeSetCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A NodeSet status condition slurmbridge writes (only ``ReplicaFailure`` is carried,
+    see NodeSetStatus). ``last_transition``: ``lastTransitionTime`` as epoch seconds."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: int = 0
+
+
 class NodeSetStatus(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A NodeSet's ``status`` as last written (so a reconcile writes only what changed)."""
 
@@ -476,6 +487,9 @@ class NodeSetStatus(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     #: ``status.ordinalToNode`` (pinToNode, StatefulSet mode): ordinal (decimal text) → the
     #: Kubernetes node its pod is pinned to (nodeset_sync_status.go ``calculateOrdinalToNode``).
     ordinal_to_node: dict[str, str] = {}
+    #: ``status.conditions`` of the types slurmbridge writes (``ReplicaFailure``,
+    #: reconcilers.nodeset rule 21); others' conditions are not carried and never written.
+    conditions: tuple[NodeSetCondition, ...] = ()
 
 
 class KubeNodeSet(Event, frozen=True, kw_only=True, tag="KubeNodeSet"):

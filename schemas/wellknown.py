@@ -230,3 +230,11 @@ def is_our_reason(reason: str) -> bool:
     An empty reason is *not* ours: callers decide separately what an empty reason means.
     """
     return reason.startswith(OUR_REASON_PREFIXES)
+
+
+#: The NodeSet status condition slurmbridge writes when it will not act on ``spec.replicas``
+#: (reconcilers.nodeset rule 21): Kubernetes' ReplicaSet condition type ``ReplicaFailure``.
+NODESET_CONDITION_REPLICA_FAILURE: Final = "ReplicaFailure"
+#: Every NodeSet condition type slurmbridge owns: observations carry only these, and the
+#: status write replaces only these (others' conditions stay).
+NODESET_CONDITIONS: Final = frozenset({NODESET_CONDITION_REPLICA_FAILURE})

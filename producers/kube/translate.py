@@ -33,6 +33,7 @@ from schemas.events import (
     NodeCondition,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    NodeSetCondition,
     NodeSetStatus,
     OwnerRef,
     PodClaim,
@@ -551,6 +552,17 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
             desired=st.desired,
             node_set_hash=st.nodeSetHash,
             ordinal_to_node=dict(st.ordinalToNode or {}),
+            conditions=tuple(
+                NodeSetCondition(
+                    type=c.type,
+                    status=c.status,
+                    reason=c.reason,
+                    message=c.message,
+                    last_transition=_epoch(c.lastTransitionTime),
+                )
+                for c in st.conditions or []
+                if c.type in wellknown.NODESET_CONDITIONS
+            ),
         ),
         scaling_mode=spec.scalingMode or "StatefulSet",
         partition_enabled=spec.partition.enabled,

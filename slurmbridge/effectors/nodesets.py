@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Final
 
 import msgspec
@@ -32,6 +33,7 @@ from schemas.actions import (
     SetPodLabel,
     SetSlurmNodeConditions,
 )
+from schemas.events import NodeSetStatus
 from slurmbridge.effectors.common import (
     JSON_PATCH,
     MERGE,
@@ -784,6 +786,9 @@ class NodeSetEffector(Effector):
                 or None,
             },
         }
+        conditions = _conditions(obj, st)
+        if conditions is not None:
+            body["status"]["conditions"] = conditions
         if not await self._merge(self.custom.patch_namespaced_custom_object_status, ref, body):
             return EffectResult("noop", "NodeSet is gone")
         return EffectResult("ok")
@@ -1204,3 +1209,29 @@ def claim_owners(
     ]:
         return refs
     return others + ours
+
+
+def _conditions(obj: dict[str, Any], st: NodeSetStatus) -> list[dict[str, Any]] | None:
+    """``status.conditions`` to write: the NodeSet's as read, with the types slurmbridge owns
+    (:data:`schemas.wellknown.NODESET_CONDITIONS`) replaced by the action's — others'
+    conditions stay as they are (a merge patch replaces a list whole; the read's
+    resourceVersion guards the write). None: nothing to change."""
+    read = (obj.get("status") or {}).get("conditions") or []
+    kept = [
+        c for c in read if isinstance(c, dict) and c.get("type") not in wellknown.NODESET_CONDITIONS
+    ]
+    ours = [
+        {
+            "type": c.type,
+            "status": c.status,
+            "reason": c.reason,
+            "message": c.message,
+            "lastTransitionTime": datetime.fromtimestamp(c.last_transition, UTC).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"
+            ),
+        }
+        for c in st.conditions
+    ]
+    if not ours and len(kept) == len(read):
+        return None
+    return kept + ours

@@ -394,6 +394,7 @@ class RawNodeSetStatus(msgspec.Struct, kw_only=True):
     nodeSetHash: str = ""  # noqa: N815
     collisionCount: int | None = None  # noqa: N815
     ordinalToNode: dict[str, str] | None = None  # noqa: N815
+    conditions: list[RawCondition] | None = None
 
 
 class RawNodeSetMeta(RawObjMeta, kw_only=True):

@@ -59,7 +59,8 @@ def cluster(name: str) -> dict[str, Any]:
         "apiVersion": "slinky.slurm.net/v1alpha1",
         "kind": "Cluster",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {"server": "http://slurmrestd:6820"},
+        # The CRD requires the token's Secret (the simulator enforces the schema).
+        "spec": {"server": "http://slurmrestd:6820", "token": {"secretRef": {"name": "t"}}},
     }
 
 

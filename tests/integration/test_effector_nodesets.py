@@ -37,7 +37,7 @@ from schemas.actions import (
     SetPodAnnotation,
     SetPodLabel,
 )
-from schemas.events import NodeSetStatus
+from schemas.events import NodeSetCondition, NodeSetStatus
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors.nodesets import NodeSetEffector
@@ -57,8 +57,10 @@ SCALE_IN = wellknown.scale_in_drain_reason(NS, "x")
 
 
 def nodeset(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
+    # v1beta1: the 1.x fields (scalingMode, volumeClaimTemplates …) are pruned at v1alpha1,
+    # as the API server prunes to the schema of the version written at.
     return {
-        "apiVersion": "slinky.slurm.net/v1alpha1",
+        "apiVersion": "slinky.slurm.net/v1beta1",
         "kind": "NodeSet",
         "metadata": {"name": name, "namespace": NS, "annotations": {"keep": "me"}},
         "spec": {
@@ -775,6 +777,47 @@ async def test_set_status_writes_every_field(sim: KubeSim, effector: NodeSetEffe
         "nodeSetHash": "",
     }
     assert obj["spec"]["replicas"] == 3  # the status subresource only
+
+
+async def test_set_status_writes_our_condition_and_keeps_others(
+    sim: KubeSim, effector: NodeSetEffector
+) -> None:
+    """The ReplicaFailure condition (nodeset rule 21) is written beside the conditions
+    others wrote, which stay; a status without it removes only ours."""
+    ns = add_nodeset(sim, "st-c")
+    theirs = {
+        "type": "Available",
+        "status": "True",
+        "reason": "Theirs",
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    sim.patch_merge(
+        "nodesets", "st-c", {"status": {"conditions": [theirs]}}, NS, subresource="status"
+    )
+    ours = NodeSetCondition(
+        type="ReplicaFailure",
+        status="True",
+        reason="ReplicasAboveMaximum",
+        message="spec.replicas: too many",
+        last_transition=1_767_225_600,
+    )
+    status = NodeSetStatus(replicas=1, conditions=(ours,))
+    assert (await effector.apply(SetNodeSetStatus(nodeset=ns, status=status))).outcome == "ok"
+    conditions = sim.get("nodesets", "st-c", NS)["status"]["conditions"]
+    assert conditions == [
+        theirs,
+        {
+            "type": "ReplicaFailure",
+            "status": "True",
+            "reason": "ReplicasAboveMaximum",
+            "message": "spec.replicas: too many",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        },
+    ]
+    cleared = NodeSetStatus(replicas=1)
+    assert (await effector.apply(SetNodeSetStatus(nodeset=ns, status=cleared))).outcome == "ok"
+    assert sim.get("nodesets", "st-c", NS)["status"]["conditions"] == [theirs]
 
 
 async def test_set_status_of_a_gone_nodeset_is_a_noop(effector: NodeSetEffector) -> None:

@@ -4,6 +4,8 @@ rolling update of the template, one pod at a time."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -608,3 +610,57 @@ async def test_daemonset_mode_follows_node_labels(stack: Stack) -> None:
     assert old3 not in {p["metadata"]["name"] for p in stack.kube.list("pods", NS)}
     await stack.wait_for(lambda: "sd3b" in stack.slurm.nodes, timeout=15, what="sd3b registered")
     assert stack.sims.slurmd.removed_busy == []
+
+
+def _older_crd(stack: Stack) -> None:
+    """Serve NodeSets as an older CRD did, without ``replicas``' maximum (a cluster upgraded
+    without its CRDs): only then can a NodeSet hold replicas: 1000000000."""
+    spec = stack.kube.resource("nodesets.slinky.slurm.net")
+    schemas = copy.deepcopy(dict(spec.schemas))
+    for schema in schemas.values():
+        schema["properties"]["spec"]["properties"]["replicas"].pop("maximum")
+    stack.kube.register(dataclasses.replace(spec, schemas=schemas))
+
+
+async def test_a_nodeset_with_absurd_replicas_stalls_no_other_key(stack: Stack) -> None:
+    """Bad input is bounded: a NodeSet asking for 10^9 pods (stored under an older CRD) gets
+    no pod, a ReplicaFailure condition and one Warning Event naming spec.replicas, while
+    another NodeSet made after it scales out as usual — one bad key never stalls the
+    others."""
+    _older_crd(stack)
+    stack.kube.create(
+        {
+            "apiVersion": "slinky.slurm.net/v1beta1",
+            "kind": "NodeSet",
+            "metadata": {"name": "huge", "namespace": NS},
+            "spec": {
+                "replicas": 10**9,
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "slurmd", "image": "slurmd:25.05"}],
+                        "tolerations": [MANAGED_NODE_TOLERATION],
+                    }
+                },
+            },
+        }
+    )
+
+    def condition() -> dict[str, Any]:
+        st = stack.kube.get("nodesets", "huge", NS).get("status") or {}
+        return next((c for c in st.get("conditions") or [] if c["type"] == "ReplicaFailure"), {})
+
+    await stack.wait_for(lambda: condition(), timeout=20, what="huge's ReplicaFailure condition")
+    assert condition()["reason"] == "ReplicasAboveMaximum"
+    assert "spec.replicas" in condition()["message"]
+    scale(stack, 3)
+    want = {f"gpu-{i}" for i in range(3)}
+    await stack.wait_for(lambda: running(stack) == want, timeout=30, what="gpu's 3 pods Running")
+    assert not [n for n in pods(stack) if n.startswith("huge-")]
+    warnings = [
+        e
+        for e in stack.kube.list("events", NS)
+        if e["reason"] == "ReplicasAboveMaximum" and e["involvedObject"]["name"] == "huge"
+    ]
+    assert warnings, "no ReplicasAboveMaximum Event on huge"
+    assert warnings[0]["type"] == "Warning"
+    assert "should be less than or equal to 10000" in warnings[0]["message"]

@@ -807,7 +807,8 @@ async def test_nodeset_status_and_scale(sim: KubeSim, api: client.ApiClient) -> 
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "NodeSet",
         "metadata": {"name": "ns1"},
-        "spec": {"replicas": 2},
+        # v1alpha1 requires spec.template (the CRD's schema, enforced as a real server does).
+        "spec": {"replicas": 2, "template": {}},
         "status": {"replicas": 99},
     }
     created = await custom.create_namespaced_custom_object(
@@ -984,3 +985,188 @@ async def test_an_event_outside_its_objects_namespace_is_invalid(
         "code": 422,
     }
     assert (await core.list_namespaced_event(event_ns)).items == []
+
+
+# --- CRD schemas: the simulator enforces them as kube-apiserver does -------------------------
+
+BETA = "v1beta1"
+
+
+def _beta_nodeset(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{BETA}",
+        "kind": "NodeSet",
+        "metadata": {"name": name},
+        "spec": {"template": {"spec": {"containers": [{"name": "slurmd", "image": "s"}]}}, **spec},
+    }
+
+
+async def _refused(call: Any) -> dict[str, Any]:
+    with pytest.raises(ApiException) as exc:
+        await call
+    assert exc.value.status == 422
+    status: dict[str, Any] = json.loads(exc.value.body)
+    assert status["reason"] == "Invalid"
+    return status
+
+
+async def test_a_bad_enum_is_refused_naming_the_field(api: client.ApiClient) -> None:
+    """apiextensions-apiserver: an enum violation is 422 with a FieldValueNotSupported
+    cause at the field's path and the supported values in the CRD's order."""
+    custom = client.CustomObjectsApi(api)
+    status = await _refused(
+        custom.create_namespaced_custom_object(
+            GROUP, BETA, "default", "nodesets", _beta_nodeset("bad", scalingMode="bogus")
+        )
+    )
+    # The NodeSet schema has CEL rules, which a blocking error keeps from running: the
+    # server says so in a second cause (customresource strategy.go hasBlockingErr).
+    assert status["message"] == (
+        'NodeSet.slinky.slurm.net "bad" is invalid: [spec.scalingMode: Unsupported value: '
+        '"bogus": supported values: "DaemonSet", "StatefulSet", <nil>: Invalid value: "null": '
+        "some validation rules were not checked because the object was invalid; correct the "
+        "existing errors to complete validation]"
+    )
+    assert status["details"]["causes"][0] == {
+        "reason": "FieldValueNotSupported",
+        "message": 'Unsupported value: "bogus": supported values: "DaemonSet", "StatefulSet"',
+        "field": "spec.scalingMode",
+    }
+    assert [c["field"] for c in status["details"]["causes"]] == ["spec.scalingMode", "<nil>"]
+
+
+async def test_replicas_above_the_maximum_is_refused_on_create_patch_and_scale(
+    sim: KubeSim, api: client.ApiClient
+) -> None:
+    custom = client.CustomObjectsApi(api)
+    status = await _refused(
+        custom.create_namespaced_custom_object(
+            GROUP, BETA, "default", "nodesets", _beta_nodeset("big", replicas=10**9)
+        )
+    )
+    (cause,) = [c for c in status["details"]["causes"] if c["field"] == "spec.replicas"]
+    assert cause["message"] == (
+        "Invalid value: 1000000000: spec.replicas in body should be less than or equal to 10000"
+    )
+    await custom.create_namespaced_custom_object(
+        GROUP, BETA, "default", "nodesets", _beta_nodeset("ok", replicas=2)
+    )
+    await _refused(
+        custom.patch_namespaced_custom_object(
+            GROUP,
+            BETA,
+            "default",
+            "nodesets",
+            "ok",
+            {"spec": {"replicas": 10**9}},
+            _content_type=MERGE,
+        )
+    )
+    await _refused(
+        custom.patch_namespaced_custom_object_scale(
+            GROUP,
+            BETA,
+            "default",
+            "nodesets",
+            "ok",
+            {"spec": {"replicas": 10**9}},
+            _content_type=MERGE,
+        )
+    )
+    assert sim.get("nodesets", "ok", "default")["spec"]["replicas"] == 2
+
+
+async def test_defaults_are_applied_and_unknown_fields_pruned(api: client.ApiClient) -> None:
+    """Absent fields get the schema's defaults (at every object that exists); fields the
+    schema does not name are dropped, except under x-kubernetes-preserve-unknown-fields."""
+    custom = client.CustomObjectsApi(api)
+    body = _beta_nodeset("d", bogus=1, partition={"enabled": True, "typo": "x"})
+    body["spec"]["template"]["spec"]["anything"] = "kept"
+    body["metadata"]["labels"] = {"a": "b"}
+    created = await custom.create_namespaced_custom_object(GROUP, BETA, "default", "nodesets", body)
+    spec = created["spec"]
+    assert (spec["replicas"], spec["scalingMode"], spec["pruneSlurmNodeRecords"]) == (
+        1,
+        "StatefulSet",
+        "Never",
+    )
+    assert spec["workloadDisruptionProtection"] is True
+    assert "bogus" not in spec
+    assert spec["partition"] == {"enabled": True}
+    assert spec["template"]["spec"]["anything"] == "kept"
+    assert created["metadata"]["labels"] == {"a": "b"}
+    assert "updateStrategy" not in spec  # an absent object gets no defaults inside
+
+
+async def test_v1alpha1_writes_are_held_to_v1alpha1s_schema(api: client.ApiClient) -> None:
+    """Each served version validates with its own schema: v1alpha1 requires spec.template
+    and knows no ScheduledUpdate."""
+    custom = client.CustomObjectsApi(api)
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeSet", "metadata": {"name": "a"}}
+    body["spec"] = {"replicas": 1}
+    status = await _refused(
+        custom.create_namespaced_custom_object(GROUP, VERSION, "default", "nodesets", body)
+    )
+    assert [c["field"] for c in status["details"]["causes"]] == ["spec.template"]
+    body["spec"] = {"template": {}, "updateStrategy": {"type": "ScheduledUpdate"}}
+    status = await _refused(
+        custom.create_namespaced_custom_object(GROUP, VERSION, "default", "nodesets", body)
+    )
+    assert [c["field"] for c in status["details"]["causes"]] == ["spec.updateStrategy.type"]
+
+
+async def test_cel_rules_are_evaluated(api: client.ApiClient) -> None:
+    """x-kubernetes-validations: a ScheduledUpdate without its window is refused with the
+    rule's message at the rule's node (pkg/apiserver/schema/cel/validation.go)."""
+    custom = client.CustomObjectsApi(api)
+    body = _beta_nodeset("s", updateStrategy={"type": "ScheduledUpdate"})
+    status = await _refused(
+        custom.create_namespaced_custom_object(GROUP, BETA, "default", "nodesets", body)
+    )
+    assert status["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: a ScheduledUpdate needs scheduledUpdate.startTime and "
+            "duration",
+            "field": "spec.updateStrategy",
+        }
+    ]
+    body["spec"]["updateStrategy"]["scheduledUpdate"] = {"startTime": "2026-01-01T00:00:00Z"}
+    created = await custom.create_namespaced_custom_object(GROUP, BETA, "default", "nodesets", body)
+    assert created["spec"]["updateStrategy"]["scheduledUpdate"]["duration"] == "30m"
+
+
+async def test_a_cluster_is_held_to_its_schema(api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(api)
+    body = {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "Cluster",
+        "metadata": {"name": "c"},
+        "spec": {"server": "ftp://x", "token": {"secretRef": {"name": "t"}}},
+    }
+    status = await _refused(
+        custom.create_namespaced_custom_object(GROUP, "v1alpha1", "default", "clusters", body)
+    )
+    assert [c["field"] for c in status["details"]["causes"]] == ["spec.server"]
+    body["spec"]["server"] = "http://x"
+    created = await custom.create_namespaced_custom_object(
+        GROUP, "v1alpha1", "default", "clusters", body
+    )
+    assert created["spec"]["token"]["secretRef"]["key"] == "auth-token"
+
+
+async def test_a_read_at_v1alpha1_is_pruned_to_v1alpha1s_schema(api: client.ApiClient) -> None:
+    """conversion None: the API server prunes an object to the schema of the version it is
+    read at (deploy/crds header), so v1beta1-only fields do not show at v1alpha1, and come
+    back at v1beta1 (they are stored)."""
+    custom = client.CustomObjectsApi(api)
+    await custom.create_namespaced_custom_object(
+        GROUP, BETA, "default", "nodesets", _beta_nodeset("r", scalingMode="StatefulSet")
+    )
+    alpha = await custom.get_namespaced_custom_object(GROUP, VERSION, "default", "nodesets", "r")
+    assert alpha["apiVersion"] == f"{GROUP}/{VERSION}"
+    assert "scalingMode" not in alpha["spec"]
+    listed = await custom.list_namespaced_custom_object(GROUP, VERSION, "default", "nodesets")
+    assert "scalingMode" not in listed["items"][0]["spec"]
+    beta = await custom.get_namespaced_custom_object(GROUP, BETA, "default", "nodesets", "r")
+    assert beta["spec"]["scalingMode"] == "StatefulSet"

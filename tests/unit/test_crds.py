@@ -328,3 +328,82 @@ def test_v1alpha1_objects_keep_their_cluster_in_v1beta1() -> None:
     beta = schema_of("nodesets.slinky.slurm.net", "v1beta1")["properties"]["spec"]["properties"]
     alpha = schema_of("nodesets.slinky.slurm.net", "v1alpha1")["properties"]["spec"]["properties"]
     assert set(alpha) <= set(beta)
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha1"])
+def test_replicas_is_bounded_at_the_reconcilers_maximum(version: str) -> None:
+    """The CRD's ``replicas`` maximum is the bound the nodeset reconciler holds NodeSets at
+    (reconcilers.nodeset.MAX_REPLICAS): one number, checked in two places."""
+    from reconcilers.nodeset import MAX_REPLICAS
+
+    replicas = schema_of("nodesets.slinky.slurm.net", version)["properties"]["spec"]["properties"][
+        "replicas"
+    ]
+    assert replicas["maximum"] == MAX_REPLICAS
+    obj = _with(NODESET, ("spec", "replicas"), 10**9)
+    obj["apiVersion"] = f"slinky.slurm.net/{version}"
+    if version == "v1beta1":
+        obj = _with(example(EXAMPLES / "nodeset-statefulset.yaml"), ("spec", "replicas"), 10**9)
+    errors = list(
+        jsonschema.Draft7Validator(schema_of("nodesets.slinky.slurm.net", version)).iter_errors(obj)
+    )
+    assert [list(e.absolute_path) for e in errors] == [["spec", "replicas"]]
+
+
+def _strings_without_max_length(schema: Any, path: str = "") -> list[str]:
+    """Paths of string fields without ``maxLength`` or ``enum`` (the status is written by
+    slurmbridge, the pod template is checked as a Pod, conditions carry their own bounds)."""
+    out: list[str] = []
+    if not isinstance(schema, dict):
+        return out
+    bounded = "maxLength" in schema or "enum" in schema or schema.get("format") == "date-time"
+    if schema.get("type") == "string" and not bounded:
+        out.append(path)
+    for name, sub in (schema.get("properties") or {}).items():
+        out += _strings_without_max_length(sub, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        out += _strings_without_max_length(schema["items"], f"{path}[]")
+    return out
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha1"])
+def test_every_spec_string_has_a_length_bound(version: str) -> None:
+    spec = schema_of("nodesets.slinky.slurm.net", version)["properties"]["spec"]
+    # Label maps are bounded by Kubernetes' own label rules when the pods are created.
+    assert _strings_without_max_length(spec) == []
+    cluster = schema_of("clusters.slinky.slurm.net")["properties"]["spec"]
+    assert _strings_without_max_length(cluster) == []
+
+
+SIM_CRDS = Path(__file__).parents[2] / "slurmbridge" / "devtools" / "sim" / "crds"
+
+
+def test_the_simulator_packages_the_deploy_crds() -> None:
+    """The simulator reads its CRDs from its package (deploy/ is not in the wheel): byte for
+    byte deploy/crds, and each served version's schema is what the simulator enforces."""
+    ours = sorted(p.name for p in CRDS.glob("*.yaml"))
+    assert sorted(p.name for p in SIM_CRDS.glob("*.yaml")) == ours
+    for name in ours:
+        assert (SIM_CRDS / name).read_bytes() == (CRDS / name).read_bytes(), name
+    for name in ("nodesets.slinky.slurm.net", "clusters.slinky.slurm.net"):
+        spec = next(s for s in DEFAULT_RESOURCES if s.name == name)
+        assert dict(spec.schemas) == {
+            version: v["schema"]["openAPIV3Schema"] for version, v in versions_of(name).items()
+        }
+
+
+def test_an_update_is_not_blamed_for_what_it_did_not_change() -> None:
+    """Ratcheting (CRDValidationRatcheting): an object stored before a tighter schema can
+    still be written when the update leaves the bad field as it was; changing it is refused."""
+    from slurmbridge.devtools.sim import crdschema
+
+    schema = schema_of("nodesets.slinky.slurm.net", "v1beta1")
+    old = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": {}}
+    old["spec"] = {"replicas": 10**9}
+    same = yaml.safe_load(yaml.safe_dump(old))
+    same["status"] = {"replicas": 3}
+    assert crdschema.admit(same, schema, old) == []
+    worse = yaml.safe_load(yaml.safe_dump(old))
+    worse["spec"]["replicas"] = 10**9 + 1
+    assert [c[0] for c in crdschema.admit(worse, schema, old)] == ["spec.replicas"]
+    assert [c[0] for c in crdschema.admit(worse, schema)] == ["spec.replicas"]

@@ -131,7 +131,14 @@ class Case:
 
 
 CASES = [
-    Case("0 → 3 creates the lowest ordinals", (ns(3),), creates=["gpu-0", "gpu-1", "gpu-2"]),
+    # Slow start (rule 1): as many creates as live pods, at least one.
+    Case("0 → 3 creates the lowest ordinal first", (ns(3),), creates=["gpu-0"]),
+    Case("1 → 3 creates one more", (ns(3), pod(0), sn(0)), creates=["gpu-1"]),
+    Case(
+        "2 → 5 creates two more, the lowest ordinals",
+        (ns(5), pod(0), sn(0), pod(1), sn(1)),
+        creates=["gpu-2", "gpu-3"],
+    ),
     Case(
         "a gap is filled first",
         (ns(3), pod(0), sn(0), pod(2), sn(2)),
@@ -283,8 +290,8 @@ def test_scale_events_name_the_pods() -> None:
 
 
 def test_padding_names_pods() -> None:
-    acts = decide(ns(2, ordinal_padding=3))
-    assert [a.pod_name for a in of(CreateNodeSetPod, acts)] == ["gpu-000", "gpu-001"]  # type: ignore[attr-defined]
+    acts = decide(ns(3, ordinal_padding=3), pod(0), sn(0))
+    assert [a.pod_name for a in of(CreateNodeSetPod, acts)] == ["gpu-001"]  # type: ignore[attr-defined]
     assert nodeset.ordinal_of("gpu", "gpu-007") == 7
     assert nodeset.ordinal_of("gpu", "gpux-1") is None
 

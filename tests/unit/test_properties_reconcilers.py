@@ -68,7 +68,8 @@ ROUNDS = {
     "placement": 2,
     # Rule 5 cancels one orphaned job per decision: the generated pool has three job ids.
     "workload": 4,
-    "nodeset": 3,
+    # Scale-out slow start (rule 1): up to 6 replicas from none is 1 + 1 + 2 + 2 creates.
+    "nodeset": 5,
     "node_register": 4,
 }
 

@@ -51,6 +51,11 @@ What it models, and where it follows the real server (checked against the Kubern
   ``$deleteFromPrimitiveList`` and ``$setElementOrder`` directives). Custom resources reject
   strategic merge with 415, as CRD-served resources do. A ``metadata.resourceVersion`` inside any
   patch is a precondition (409 when stale), because the patched object is then updated with it.
+* **Custom resources' schemas**: NodeSets and Clusters are served with the project's CRDs
+  (``sim/crds``, copies of ``deploy/crds``); every create, update and patch, ``/status`` and
+  ``/scale`` included, is pruned, defaulted and validated against the schema of the version
+  it is written at, CEL rules included, with update ratcheting — 422 ``Invalid`` with a cause
+  per field, as apiextensions-apiserver answers (:mod:`slurmbridge.devtools.sim.crdschema`).
 * **Subresources**: ``/status`` writes only status and the main resource ignores status for kinds
   that have one; ``/scale`` (autoscaling/v1) for NodeSets; ``pods/binding`` (409 once bound) and
   ``pods/eviction`` (policy/v1).
@@ -124,6 +129,8 @@ import jsonpatch
 import jsonpointer
 import orjson
 from aiohttp import web
+
+from slurmbridge.devtools.sim import crdschema
 
 if TYPE_CHECKING:
     from slurmbridge.devtools.sim.kubelet import Kubelet
@@ -370,8 +377,10 @@ class ResourceSpec:
     changes. ``served_versions``: further versions served from the same storage, as a CRD
     with ``conversion: strategy: None`` serves them — only ``apiVersion`` differs between the
     versions' answers (apiextensions-apiserver pkg/apiserver/conversion/nop_converter.go).
-    The simulator holds no schemas, so it does not prune the fields a version lacks as a
-    real API server does when it converts.
+    ``schemas``: a CRD-served kind's ``openAPIV3Schema`` by version; writes at a version with
+    a schema are pruned, defaulted and validated as apiextensions-apiserver does
+    (:mod:`slurmbridge.devtools.sim.crdschema`: 422 with a cause per field), and an object
+    read at another served version is pruned and defaulted to that version's schema.
     """
 
     group: str
@@ -388,6 +397,7 @@ class ResourceSpec:
     merge_keys: Mapping[tuple[str, ...], str] = field(default_factory=dict)
     field_labels: Mapping[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     served_versions: tuple[str, ...] = ()
+    schemas: Mapping[str, Obj] = field(default_factory=dict)
 
     @property
     def api_version(self) -> str:
@@ -597,7 +607,8 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         generation=True,
         custom=True,
     ),
-    # deploy/crds/nodesets.slinky.slurm.net.yaml: v1beta1 stored, v1alpha1 served beside it.
+    # deploy/crds/nodesets.slinky.slurm.net.yaml: v1beta1 stored, v1alpha1 served beside it,
+    # each version's schema enforced (crdschema; the CRD packaged in sim/crds).
     ResourceSpec(
         group=SLINKY_GROUP,
         version="v1beta1",
@@ -609,6 +620,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         generation=True,
         custom=True,
         return_deleted=True,
+        schemas=crdschema.crd_schemas("nodesets.slinky.slurm.net"),
     ),
     ResourceSpec(
         group="autoscaling",
@@ -638,6 +650,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         generation=True,
         custom=True,
         return_deleted=True,
+        schemas=crdschema.crd_schemas("clusters.slinky.slurm.net"),
     ),
     # Dynamic Resource Allocation, resource.k8s.io/v1 (GA in Kubernetes 1.34; API reference
     # "Workload Resources": DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice).
@@ -1976,7 +1989,9 @@ class _Store:
                 new["spec"].pop("taints", None)
         self._commit(spec, new, node, "MODIFIED", "patch")
 
-    def create(self, spec: ResourceSpec, namespace: str | None, body: Any) -> Obj:
+    def create(
+        self, spec: ResourceSpec, namespace: str | None, body: Any, *, version: str = ""
+    ) -> Obj:
         if not isinstance(body, dict):
             raise _bad_request("the body of the request is not a JSON object")
         obj: Obj = _clone(body)
@@ -2037,7 +2052,31 @@ class _Store:
         else:
             meta.pop("generation", None)
         self._prepare_create(spec, obj)
+        self._admit(spec, version, obj, None)
         return self._commit(spec, obj, None, "ADDED", "create")
+
+    def _as_read(self, spec: ResourceSpec, version: str, obj: Obj) -> Obj:
+        """``obj`` as a request at ``version`` sees it: pruned and defaulted to that version's
+        schema (conversion None reads the stored object at the request's version), so a
+        write at v1alpha1 that drops v1beta1-only fields is not a spec change to it."""
+        schema = spec.schemas.get(version or spec.version)
+        if not schema or not version or version == spec.version:
+            return obj
+        seen: Obj = _clone(obj)
+        crdschema.prune(seen, schema, root=True)
+        crdschema.default(seen, schema)
+        return seen
+
+    def _admit(self, spec: ResourceSpec, version: str, obj: Obj, old: Obj | None) -> None:
+        """A custom resource's schema at the request's ``version`` (default: the storage
+        one): prune, default and validate ``obj`` in place; 422 with every cause
+        (:func:`crdschema.admit`; apiextensions-apiserver's customResourceStrategy)."""
+        schema = spec.schemas.get(version or spec.version)
+        if not schema:
+            return
+        causes = crdschema.admit(obj, schema, old)
+        if causes:
+            raise _invalid(spec.kind, str(_meta(obj).get("name", "")), spec.group, causes)
 
     def _check_type(self, spec: ResourceSpec, obj: Obj) -> None:
         if obj.get("apiVersion") not in (None, spec.api_version):
@@ -2157,6 +2196,7 @@ class _Store:
         *,
         subresource: str | None = None,
         verb: str = "update",
+        version: str = "",
     ) -> Obj:
         current = self.get(spec, namespace, name)
         if not isinstance(body, dict):
@@ -2174,7 +2214,9 @@ class _Store:
                 "the namespace of the provided object does not match the namespace sent on the "
                 "request"
             )
-        return self._replace(spec, current, candidate, verb=verb, subresource=subresource)
+        return self._replace(
+            spec, current, candidate, verb=verb, subresource=subresource, version=version
+        )
 
     def patch(
         self,
@@ -2185,6 +2227,7 @@ class _Store:
         body: Any,
         *,
         subresource: str | None = None,
+        version: str = "",
     ) -> Obj:
         current = self.get(spec, namespace, name)
         patched = self._apply_patch(spec, current, content_type, body)
@@ -2192,7 +2235,9 @@ class _Store:
             raise _patch_failed()
         candidate: Obj = _clone(patched)
         candidate["apiVersion"], candidate["kind"] = spec.api_version, spec.kind
-        return self._replace(spec, current, candidate, verb="patch", subresource=subresource)
+        return self._replace(
+            spec, current, candidate, verb="patch", subresource=subresource, version=version
+        )
 
     def _apply_patch(self, spec: ResourceSpec, doc: Obj, content_type: str, body: Any) -> Any:
         if content_type == _MERGE_PATCH:
@@ -2221,6 +2266,7 @@ class _Store:
         *,
         verb: str,
         subresource: str | None,
+        version: str = "",
     ) -> Obj:
         """Common tail of update and patch: preconditions, subresource rules, no-op, commit.
 
@@ -2293,9 +2339,12 @@ class _Store:
                 else:
                     meta.pop(key, None)
             self._validate_update(spec, current, new)
+        # The whole new object meets the schema, whatever the subresource (a /scale write
+        # past ``maximum`` is refused by the custom resource's validation too).
+        self._admit(spec, version, new, current)
         new_meta = _meta(new)
         if spec.generation and _canon(_generation_view(spec, new)) != _canon(
-            _generation_view(spec, current)
+            _generation_view(spec, self._as_read(spec, version, current))
         ):
             new_meta["generation"] = int(cur_meta.get("generation", 0)) + 1
         new_meta["resourceVersion"] = cur_meta["resourceVersion"]
@@ -2773,22 +2822,28 @@ def _int_query(value: str | None, name: str) -> int:
         raise _bad_request(f"invalid {name}: {value!r}") from exc
 
 
-def _to_version(payload: Any, stored: str, target: str) -> None:
+def _to_version(payload: Any, stored: str, target: str, schema: Obj | None = None) -> None:
     """Rewrite ``apiVersion`` ``stored`` → ``target`` in an object or a list and its items,
-    in place (a CRD's ``conversion: None``; Status and Scale answers keep theirs)."""
+    in place (a CRD's ``conversion: None``; Status and Scale answers keep theirs). With the
+    target version's ``schema``, each object is also pruned and defaulted to it, as the
+    API server's converting codec does on read (apiextensions-apiserver crdConversionRESTOptions
+    / schemaCoercingConverter): a v1alpha1 read does not show v1beta1-only fields."""
     if not isinstance(payload, dict):
         return
-    if payload.get("apiVersion") == stored:
-        payload["apiVersion"] = target
-    for item in payload.get("items") or ():
-        if isinstance(item, dict) and item.get("apiVersion") == stored:
-            item["apiVersion"] = target
+    objects = [payload, *(i for i in payload.get("items") or () if isinstance(i, dict))]
+    for obj in objects:
+        if obj.get("apiVersion") != stored:
+            continue
+        obj["apiVersion"] = target
+        if schema and not str(obj.get("kind", "")).endswith("List"):
+            crdschema.prune(obj, schema, root=True)
+            crdschema.default(obj, schema)
 
 
-def _line_to_version(line: bytes, stored: str, target: str) -> bytes:
+def _line_to_version(line: bytes, stored: str, target: str, schema: Obj | None = None) -> bytes:
     """A watch line's object at ``target`` (see :func:`_to_version`)."""
     event = orjson.loads(line)
-    _to_version(event.get("object"), stored, target)
+    _to_version(event.get("object"), stored, target, schema)
     return orjson.dumps(event) + b"\n"
 
 
@@ -3016,6 +3071,7 @@ class KubeSim:
         ``served_versions`` is stored at its storage version, conversion None); raises
         :class:`ApiError`."""
         spec = self._store.spec_for(obj)
+        version = str(obj.get("apiVersion", "")).rpartition("/")[2]
         if obj.get("apiVersion") != spec.api_version:
             obj = {**obj, "apiVersion": spec.api_version}
         ns = None
@@ -3023,7 +3079,7 @@ class KubeSim:
             body_meta = obj.get("metadata")
             body_ns = body_meta.get("namespace") if isinstance(body_meta, dict) else None
             ns = namespace or body_ns or "default"
-        return _clone_obj(self._store.create(spec, ns, obj))
+        return _clone_obj(self._store.create(spec, ns, obj, version=version))
 
     def get(self, resource: str, name: str, namespace: str | None = None) -> Obj:
         """One object (a copy); raises :class:`ApiError` 404."""
@@ -3604,7 +3660,7 @@ class KubeSim:
             return response
         # conversion None: the object is the stored one with only apiVersion changed.
         payload = orjson.loads(bytes(response.body))  # type: ignore[arg-type]
-        _to_version(payload, route.spec.api_version, target)
+        _to_version(payload, route.spec.api_version, target, route.spec.schemas.get(route.version))
         response.body = orjson.dumps(payload)
         return response
 
@@ -3676,7 +3732,7 @@ class KubeSim:
             if name is None:
                 if spec.namespaced and ns is None:
                     raise _method_not_allowed()
-                return _json_response(store.create(spec, ns, body), 201)
+                return _json_response(store.create(spec, ns, body, version=route.version), 201)
             assert ns is not None
             if sub == "binding":
                 return _json_response(store.bind(ns, name, body), 201)
@@ -3689,12 +3745,18 @@ class KubeSim:
         if verb == "update":
             if sub == "scale":
                 return _json_response(store.update_scale(spec, ns, name, body, "update"))
-            return _json_response(store.update(spec, ns, name, body, subresource=sub))
+            return _json_response(
+                store.update(spec, ns, name, body, subresource=sub, version=route.version)
+            )
         if verb == "patch":
             content_type = request.content_type
             if sub == "scale":
                 return _json_response(store.patch_scale(spec, ns, name, content_type, body))
-            return _json_response(store.patch(spec, ns, name, content_type, body, subresource=sub))
+            return _json_response(
+                store.patch(
+                    spec, ns, name, content_type, body, subresource=sub, version=route.version
+                )
+            )
         if sub is not None:
             raise _method_not_allowed()
         options = body if isinstance(body, dict) else {}
@@ -3808,7 +3870,7 @@ class KubeSim:
             stored = spec.api_version
 
             def convert(line: bytes) -> bytes:
-                return _line_to_version(line, stored, target)
+                return _line_to_version(line, stored, target, spec.schemas.get(route.version))
 
             initial = [convert(line) for line in initial]
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
