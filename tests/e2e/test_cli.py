@@ -41,7 +41,12 @@ def test_demo_jsonl_tells_the_story(tmp_path: Path) -> None:
     objs = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert objs, "demo printed nothing"
     assert all("kind" in o or "type" in o for o in objs)  # every object carries its tag
-    records = [o for o in objs if o.get("type") == "ActionRecord"]
+    every = [o for o in objs if o.get("type") == "ActionRecord"]
+    # Each effect's write-ahead record comes first, with the same op_id as its outcome's.
+    intents = {r["op_id"] for r in every if r["outcome"] == "intended"}
+    records = [r for r in every if r["outcome"] != "intended"]
+    effects = [r for r in records if r["action"]["action"] != "RecordEvent"]
+    assert effects and all(r["op_id"] in intents for r in effects)
     by_action = {(r["action"]["action"], r["key"], r["outcome"]) for r in records}
     assert ("TaintNode", "n1", "ok") in by_action
     assert ("DrainSlurmNode", "n1", "ok") in by_action

@@ -241,12 +241,12 @@ async def test_nodeset_of_a_cluster_object_scales_through_its_client(
             if not p["metadata"].get("deletionTimestamp")
         }
 
-    await stack.wait_for(lambda: live() == {"gpu-0", "gpu-2"}, timeout=15, what="gpu-1 deleted")
+    await stack.wait_for(lambda: live() == {"gpu-0", "gpu-2"}, timeout=60, what="gpu-1 deleted")
     await stack.wait_for(lambda: alpha.node("gpu-2").has("DRAIN"), what="gpu-2 drained in alpha")
     await stack.settled()
     assert "gpu-2" in live(), "a pod whose node runs a job was deleted"
     alpha.cancel_job(job)
-    await stack.wait_for(lambda: live() == {"gpu-0"}, timeout=15, what="gpu-2 deleted once idle")
+    await stack.wait_for(lambda: live() == {"gpu-0"}, timeout=60, what="gpu-2 deleted once idle")
     assert stack.sims.slurmd.removed_busy == []
 
 
