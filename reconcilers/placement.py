@@ -184,6 +184,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: the Workload it was made from (None: not that kind of group, or not observed).
     controller: KubeWorkload | None = None
     template_owner: KubeWorkload | None = None
+    #: A ``basic`` Workload API PodGroup the pods name (its annotations configure the job).
+    pod_group: KubeWorkload | None = None
     #: The job's 1-based place among the pending jobs of its partition (0: not pending, not
     #: ours, or no partition): :func:`queue_position`.
     queue_position: int = 0
@@ -316,6 +318,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             if (used := store.get(KubeNodeUsage, name)) is not None:
                 usage[name] = used
     claims, slices = _dra_view(store, pods, node_map, job)
+    configuring = _pods.configuring_pod_group(group, pods, workload, store)
     excluded: tuple[str, ...] = ()
     unverified: tuple[str, ...] = ()
     partitions: frozenset[str] = frozenset()
@@ -371,7 +374,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         now=ctx.now,
         listed=listed,
         controller=_pods.controller_of(group, list(pods), store),
-        template_owner=_pods.template_owner_of(workload, store),
+        template_owner=configuring[1],
+        pod_group=configuring[0],
         queue_position=queue_position(store, job) if job is not None and pending_ours else 0,
         claims=claims,
         slices=slices,
@@ -880,7 +884,12 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         if p.claims or p.dra_requests:
             dra_gpus[p.key] = _dra.gpus_asked(p, named)
     annotations = _pods.annotations_of(
-        v.group, live, v.workload, controller=v.controller, template_owner=v.template_owner
+        v.group,
+        live,
+        v.workload,
+        controller=v.controller,
+        template_owner=v.template_owner,
+        pod_group=v.pod_group,
     )
     try:
         spec = _pods.translate(
