@@ -123,6 +123,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The DRA ResourceClaims the group's finished pods name (``spec.resourceClaims``, the
     #: claim of their extended resources): rule 8.
     claims: tuple[KubeResourceClaim, ...] = ()
+    #: The components of the group's job when it is a heterogeneous job, in offset order
+    #: (None: not seen).
+    het_jobs: tuple[SlurmJob | None, ...] = ()
 
 
 def _ours(p: KubePod, ctx: Context) -> bool:
@@ -159,11 +162,21 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     duplicates: tuple[SlurmJob, ...] = ()
     if job is not None and ids and _pods.group_key_of_marker(job.comment) == group.key:
         named = set(ids)
+        # The components of a heterogeneous job share its marker: the pods name the het job
+        # (its leader), and a component is no duplicate.
         duplicates = tuple(
             j
             for j in store.by_field(SlurmJob, "comment", job.comment)
-            if j.source == source and j.job_id not in named and j.base_state not in ENDED
+            if j.source == source
+            and j.job_id not in named
+            and j.het_job_id not in named
+            and j.base_state not in ENDED
         )
+    het = (
+        tuple(store.get(SlurmJob, str(i), source) for i in job.het_job_ids)
+        if job is not None and len(job.het_job_ids) > 1
+        else ()
+    )
     node_ready: dict[str, bool] = {}
     for p in pods:
         if p.deleting and p.node_name and p.node_name not in node_ready:
@@ -185,6 +198,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         pods_listed=kube_listed(store, PODS_LISTING),
         gang_size=_gang_size(store, group),
         claims=_claims_of(store, pods),
+        het_jobs=het,
     )
 
 
@@ -241,6 +255,15 @@ def job_status(v: View) -> str:
     pod), ``pending``, or ``unknown`` (never seen, or missing while the log holds no current
     listing: treated as possibly alive)."""
     job = v.job
+    if job is not None and v.het_jobs:
+        # A heterogeneous job lives while any component does: a leader that ended never
+        # releases a component that still runs (reconcilers._hetjob).
+        states = [j.base_state if j is not None else "" for j in v.het_jobs]
+        if "RUNNING" in states:
+            return "running"
+        if all(s in ENDED for s in states):
+            return "ended"
+        return "pending"
     if job is not None:
         if job.base_state == "RUNNING":
             return "running"

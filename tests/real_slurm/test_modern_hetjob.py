@@ -31,8 +31,12 @@ from typing import Any
 import httpx
 import pytest
 
+from schemas import wellknown
 from slurmbridge.devtools.realslurm_modern import ModernSlurm
+from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
+from slurmbridge.devtools.sim.workloads import create_group
+from slurmbridge.devtools.testing import Stack
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.errors import NotFound
 from slurmbridge.slurm.models import JobSubmit
@@ -293,3 +297,108 @@ async def test_the_simulator_answers_het_submits_as_real_slurm_26_05(
         assert sim_answer == real_answer, real_answer["request"]
     sim_ids = await _client_ids(*sim, tmp_path)
     assert sim_ids[1] == sim_ids[0] + 1 and len(sim_ids) == 2
+
+
+# --- the pipeline against real Slurm 26.05 ---------------------------------------------------
+
+
+def _state(slurm: ModernSlurm, job_id: int) -> str:
+    out = slurm.run("scontrol", "-o", "show", "job", str(job_id), check=False).stdout
+    for field in out.split():
+        if field.startswith("JobState="):
+            return field.partition("=")[2]
+    return ""
+
+
+async def test_a_leader_and_workers_run_as_one_het_job_on_real_slurm(
+    slurm_2605: ModernSlurm,
+) -> None:
+    """A LeaderWorkerSet whose leader asks 2 CPUs and whose workers ask 1: real Slurm gets
+    one het job (``HetJobId``/``HetJobOffset`` in scontrol), every pod names the het job and
+    runs on a node of its own component; the leader finishing first releases nothing; once
+    the workers finish every component ends and no finalizer of ours is left."""
+
+    def pod(stack: Stack, name: str) -> dict[str, Any]:
+        try:
+            return stack.kube.get("pods", name, "default")
+        except ApiError:
+            return {}
+
+    def phase(p: dict[str, Any]) -> str:
+        return str((p.get("status") or {}).get("phase") or "")
+
+    try:
+        async with Stack(nodes=4, real_slurm=slurm_2605, poll_interval=0.2) as stack:
+            names = create_group(
+                stack.kube,
+                "LeaderWorkerSet",
+                "real-het",
+                3,
+                requests={"cpu": "1", "memory": "100Mi"},
+                leader_requests={"cpu": "2", "memory": "200Mi"},
+                run_seconds=6.0,
+                leader_run_seconds=1.0,
+            )
+            leader, workers = names[0], names[1:]
+            await stack.wait_for(
+                lambda: all(pod(stack, n).get("spec", {}).get("nodeName") for n in names),
+                timeout=60,
+                what="every pod bound",
+            )
+            ids = {pod(stack, n)["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID] for n in names}
+            assert len(ids) == 1
+            het_id = int(ids.pop())
+            shown = slurm_2605.scontrol("-o", "show", "job", str(het_id))
+            lines = [ln for ln in shown.splitlines() if ln.strip()]
+            assert len(lines) == 2, "scontrol shows both components of the het job"
+            assert all(f"HetJobId={het_id}" in ln for ln in lines)
+            offsets = sorted(
+                int(f.partition("=")[2])
+                for ln in lines
+                for f in ln.split()
+                if f.startswith("HetJobOffset=")
+            )
+            assert offsets == [0, 1]
+            nodes_of = {
+                int(
+                    next(f for f in ln.split() if f.startswith("HetJobOffset=")).partition("=")[2]
+                ): next(f for f in ln.split() if f.startswith("NodeList=")).partition("=")[2]
+                for ln in lines
+            }
+            assert pod(stack, leader)["spec"]["nodeName"] in nodes_of[0]
+            for n in workers:
+                assert pod(stack, n)["spec"]["nodeName"] != pod(stack, leader)["spec"]["nodeName"]
+            component = het_id + 1
+            await stack.wait_for(
+                lambda: phase(pod(stack, leader)) == "Succeeded", timeout=60, what="leader done"
+            )
+            await stack.settled(timeout=30)
+            assert all(phase(pod(stack, n)) == "Running" for n in workers)
+            assert _state(slurm_2605, component) == "RUNNING", "a finished leader releases nothing"
+            await stack.wait_for(
+                lambda: all(phase(pod(stack, n)) == "Succeeded" for n in names),
+                timeout=60,
+                what="every pod Succeeded",
+            )
+            await stack.wait_for(
+                lambda: (
+                    _state(slurm_2605, het_id) in ("CANCELLED", "COMPLETED", "")
+                    and _state(slurm_2605, component) in ("CANCELLED", "COMPLETED", "")
+                ),
+                timeout=60,
+                what="every component ended",
+            )
+            await stack.wait_for(
+                lambda: (
+                    not any(
+                        wellknown.FINALIZER_SCHEDULER
+                        in pod(stack, n).get("metadata", {}).get("finalizers", [])
+                        for n in names
+                    )
+                ),
+                timeout=30,
+                what="finalizers removed",
+            )
+            assert await stack.dead_letters() == []
+    finally:
+        slurm_2605.run("scancel", "--user", "root", check=False)

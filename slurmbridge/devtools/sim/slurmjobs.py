@@ -163,6 +163,9 @@ class SimJob:
             node_count=len(self.nodes) or self.min_nodes,
             excluded_nodes=tuple(sorted(self.excluded)),
             priority=self.priority,
+            het_job_id=self.het_job_id,
+            het_job_offset=self.het_offset,
+            het_job_ids=self.het_ids,
             allocation=tuple(
                 JobNodeResources(
                     node=n,
