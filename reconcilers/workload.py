@@ -293,6 +293,20 @@ def _cancellable(v: View) -> bool:
     )
 
 
+def _cancels(v: View, why: str) -> tuple[CancelSlurmJob, ...]:
+    """Cancel the group's job: its id (a het job's leader: Slurm then ends every component),
+    or — when that leader has ended but components still run — each live component, which
+    cancelling the ended leader would not reach."""
+    assert v.job is not None and v.job_id is not None
+    if v.het_jobs and v.job.base_state in ENDED:
+        return tuple(
+            CancelSlurmJob(cluster=v.cluster, job_id=j.job_id, marker=j.comment, why=why)
+            for j in v.het_jobs
+            if j is not None and j.base_state not in ENDED
+        )
+    return (CancelSlurmJob(cluster=v.cluster, job_id=v.job_id, marker=v.job.comment, why=why),)
+
+
 def decide(v: View | None) -> Decision:
     """Delete pods of stopped jobs, cancel jobs of finished groups, release finalizers."""
     if v is None:
@@ -313,14 +327,7 @@ def decide(v: View | None) -> Decision:
                     reason=f"{job_label}: no pod seen, but the pods are not listed yet",
                 )
             return Decision(
-                actions=(
-                    CancelSlurmJob(
-                        cluster=v.cluster,
-                        job_id=v.job_id,
-                        marker=v.job.comment,
-                        why=f"every pod of {v.group.key} is gone",
-                    ),
-                ),
+                actions=_cancels(v, f"every pod of {v.group.key} is gone"),
                 reason=f"{job_label}: every pod of the group is gone",
             )
         return NOTHING
@@ -383,14 +390,7 @@ def decide(v: View | None) -> Decision:
     # Rule 2: the whole group finished.
     if all(_done(p) for p in v.pods):
         if v.job is not None and v.job_id is not None and _cancellable(v):
-            actions.append(
-                CancelSlurmJob(
-                    cluster=v.cluster,
-                    job_id=v.job_id,
-                    marker=v.job.comment,
-                    why=f"every pod of {v.group.key} has finished",
-                )
-            )
+            actions.extend(_cancels(v, f"every pod of {v.group.key} has finished"))
         actions.extend(
             RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="group finished")
             for p in v.pods

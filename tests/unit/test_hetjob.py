@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 
 from reconcilers import _hetjob, _pods, placement, workload
@@ -206,3 +207,14 @@ def test_the_workers_go_when_every_component_has_ended() -> None:
     s = store(LWS, *BOUND, *jobs, PING, PODS_LISTED)
     d = workload.decide(workload.view(s, KEY, CTX))
     assert sorted(a.pod.name for a in of(d, DeletePod)) == ["lws-0-1", "lws-0-2"]
+
+
+def test_a_finished_group_cancels_the_components_its_ended_leader_cannot_reach() -> None:
+    done = tuple(msgspec.structs.replace(p, phase="Succeeded") for p in BOUND)
+    jobs = (sjob(7, "COMPLETED", ("n1",), 0), sjob(8, "RUNNING", ("n2", "n3"), 1))
+    s = store(LWS, *done, *jobs, PING, PODS_LISTED)
+    d = workload.decide(workload.view(s, KEY, CTX))
+    assert [c.job_id for c in of(d, CancelSlurmJob)] == [8]
+    running = (sjob(7, "RUNNING", ("n1",), 0), sjob(8, "RUNNING", ("n2", "n3"), 1))
+    d = workload.decide(workload.view(store(LWS, *done, *running, PING, PODS_LISTED), KEY, CTX))
+    assert [c.job_id for c in of(d, CancelSlurmJob)] == [7], "the leader takes every component"
