@@ -311,9 +311,10 @@ def _state(slurm: ModernSlurm, job_id: int) -> str:
 
 
 async def test_a_leader_and_workers_run_as_one_het_job_on_real_slurm(
-    slurm_2605: ModernSlurm,
+    modern_slurm: ModernSlurm,
 ) -> None:
-    """A LeaderWorkerSet whose leader asks 2 CPUs and whose workers ask 1: real Slurm gets
+    """26.05 (EXTERNAL_JOB components) and 24.11 (REST v0.0.42: sleeping batch components).
+    A LeaderWorkerSet whose leader asks 2 CPUs and whose workers ask 1: real Slurm gets
     one het job (``HetJobId``/``HetJobOffset`` in scontrol), every pod names the het job and
     runs on a node of its own component; the leader finishing first releases nothing; once
     the workers finish every component ends and no finalizer of ours is left."""
@@ -328,7 +329,7 @@ async def test_a_leader_and_workers_run_as_one_het_job_on_real_slurm(
         return str((p.get("status") or {}).get("phase") or "")
 
     try:
-        async with Stack(nodes=4, real_slurm=slurm_2605, poll_interval=0.2) as stack:
+        async with Stack(nodes=4, real_slurm=modern_slurm, poll_interval=0.2) as stack:
             names = create_group(
                 stack.kube,
                 "LeaderWorkerSet",
@@ -348,7 +349,7 @@ async def test_a_leader_and_workers_run_as_one_het_job_on_real_slurm(
             ids = {pod(stack, n)["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID] for n in names}
             assert len(ids) == 1
             het_id = int(ids.pop())
-            shown = slurm_2605.scontrol("-o", "show", "job", str(het_id))
+            shown = modern_slurm.scontrol("-o", "show", "job", str(het_id))
             lines = [ln for ln in shown.splitlines() if ln.strip()]
             assert len(lines) == 2, "scontrol shows both components of the het job"
             assert all(f"HetJobId={het_id}" in ln for ln in lines)
@@ -374,7 +375,9 @@ async def test_a_leader_and_workers_run_as_one_het_job_on_real_slurm(
             )
             await stack.settled(timeout=30)
             assert all(phase(pod(stack, n)) == "Running" for n in workers)
-            assert _state(slurm_2605, component) == "RUNNING", "a finished leader releases nothing"
+            assert _state(modern_slurm, component) == "RUNNING", (
+                "a finished leader releases nothing"
+            )
             await stack.wait_for(
                 lambda: all(phase(pod(stack, n)) == "Succeeded" for n in names),
                 timeout=60,
@@ -382,8 +385,8 @@ async def test_a_leader_and_workers_run_as_one_het_job_on_real_slurm(
             )
             await stack.wait_for(
                 lambda: (
-                    _state(slurm_2605, het_id) in ("CANCELLED", "COMPLETED", "")
-                    and _state(slurm_2605, component) in ("CANCELLED", "COMPLETED", "")
+                    _state(modern_slurm, het_id) in ("CANCELLED", "COMPLETED", "")
+                    and _state(modern_slurm, component) in ("CANCELLED", "COMPLETED", "")
                 ),
                 timeout=60,
                 what="every component ended",
@@ -401,4 +404,4 @@ async def test_a_leader_and_workers_run_as_one_het_job_on_real_slurm(
             )
             assert await stack.dead_letters() == []
     finally:
-        slurm_2605.run("scancel", "--user", "root", check=False)
+        modern_slurm.run("scancel", "--user", "root", check=False)
