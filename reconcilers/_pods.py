@@ -23,21 +23,26 @@ A group key is ``namespace/Kind:name`` (``default/Job:train``; a LeaderWorkerSet
 ``default/PodGroup.scheduling.k8s.io:train-workers``). The job's settings come from the
 annotations ``slurmjob.slinky.slurm.net/<name>`` of the group's *root* object (the JobSet, the
 LeaderWorkerSet, the PodGroup, the Job, or the bare pod itself). A Workload API PodGroup's
-are merged from three objects, the root-most winning a conflict: the PodGroup, then the pods'
-controlling batch/v1 Job, then the Workload the PodGroup was made from (Slinky slurm-bridge
-``parsePodGroupSlurmAnnotations``, podgroup.go; Slinky follows the pods' owner chain to its
-root, here only the Job is read). Its gang waits until ``minCount`` pods exist
-(``spec.schedulingPolicy.gang.minCount``, or the Workload template's when the PodGroup gives
-no policy; a ``basic`` policy is no gang) and the job is sized by the pods present (Slinky
-``fromPodGroup`` and ``PreFilterPodGroup``).
+are merged from three objects, a later one winning a conflict: the PodGroup, then its first
+pod's root controller (a JobSet above the Job, a LeaderWorkerSet, the Job, or a bare pod's own
+annotations), then the Workload the PodGroup was made from (Slinky slurm-bridge 1.3
+``applySlurmAnnotations`` / ``parsePodGroupSlurmAnnotations``, annotations.go, podgroup.go).
+Its gang waits until ``minCount`` pods exist (``spec.schedulingPolicy.gang.minCount``, or the
+Workload template's when the PodGroup gives no policy) and the job is sized by the pods
+present (Slinky ``fromPodGroup`` and ``PreFilterPodGroup``). A ``basic`` PodGroup is no group
+(:func:`is_basic`, :func:`basic_group`): each pod keeps its controller's grouping — a Job's
+pods one by one (``Job:<job>/<pod>``), a LeaderWorkerSet its replica, a bare pod alone — and
+the PodGroup and its Workload only add annotations around the group's root (Slinky 1.3
+slurmjobir.go, basic_podgroup_test.go). docs/slinky-1.3.md lists what is kept different.
 
 **Translation** (:func:`translate`), with the defaults used when an annotation is absent:
 
 ============== =================================== ==============================================
 annotation     Slurm field                          default
 ============== =================================== ==============================================
-job-name       name                                 the group key; ``<lws>-<index>`` for a
-                                                    LeaderWorkerSet replica
+job-name       name                                 the group's name; ``<lws>-<index>`` for a
+                                                    LeaderWorkerSet replica, the pod's for a
+                                                    Job's pod placed alone
 partition      partition                            Slurm's default partition
 account, qos,  account, qos, reservation, wckey,    unset
 reservation,   licenses, constraints
@@ -234,6 +239,8 @@ def resolve_group(pod: KubePod, store: Store, cluster: str) -> Group:
     group = group_of(pod)
     if group.kind not in ("PodGroup", KIND_NATIVE):
         return group
+    if group.kind == KIND_NATIVE and is_basic(store.get(KubeWorkload, group.root_key or ""), store):
+        return basic_group(pod)
     alone = group_of(pod, pod_group=False, native=False)
     raw = pod.labels.get(wellknown.LABEL_SLURM_JOBID, "")
     if raw.isdigit():
@@ -249,6 +256,47 @@ def resolve_group(pod: KubePod, store: Store, cluster: str) -> Group:
     if root is not None and store.get(KubeWorkload, root) is None and kube_listed(store, PODGROUPS):
         return alone
     return group
+
+
+def is_basic(pod_group: KubeWorkload | None, store: Store) -> bool:
+    """A Workload API PodGroup (observed) whose scheduling policy is ``basic``, or that gives
+    none and whose Workload template (observed) is basic. Such a PodGroup is no gang: its pods
+    keep their own controller's grouping and the PodGroup only adds annotations (Slinky
+    slurm-bridge 1.3 slurmjobir.go ``TranslateToSlurmJobIR``: only a Gang PodGroup replaces
+    the workload root; basic_podgroup_test.go). A PodGroup not observed yet, or giving no
+    policy while its Workload is not observed, is not known to be basic: its pods wait."""
+    if pod_group is None or pod_group.workload_kind != KIND_NATIVE:
+        return False
+    if pod_group.policy == "basic":
+        return True
+    if pod_group.policy:
+        return False
+    owner = template_owner_of(pod_group, store)
+    return owner is not None and owner.templates.get(pod_group.template_name, -1) == 0
+
+
+def basic_group(pod: KubePod) -> Group:
+    """The group of a pod whose Workload API PodGroup is ``basic`` (:func:`is_basic`): its
+    controller's (a JobSet, a LeaderWorkerSet replica, or the pod alone), except that a
+    batch/v1 Job's pods are placed one by one — ``Job:<job>/<pod>``, the Job still the root
+    (its annotations, its ``activeDeadlineSeconds``) — as Slinky's ``fromJob`` translates
+    only the pod at hand (basic_podgroup_test.go ``TranslateToSlurmJobIR_BasicPodGroupJobs``:
+    a sibling pod, running or ended, is never part of the allocation)."""
+    group = group_of(pod, pod_group=False, native=False)
+    if group.kind == "Job":
+        return Group(namespace=group.namespace, kind="Job", name=f"{group.name}/{pod.name}")
+    return group
+
+
+def pod_group_of(pods: Iterable[KubePod], store: Store) -> KubeWorkload | None:
+    """The observed Workload API PodGroup the first of ``pods`` (by name) names in
+    ``spec.schedulingGroup``, if any."""
+    for p in sorted(pods, key=lambda p: p.name):
+        if p.scheduling_group:
+            return store.get(
+                KubeWorkload, workload_key(p.namespace, KIND_NATIVE, p.scheduling_group)
+            )
+    return None
 
 
 def parse_group_key(key: str) -> Group | None:
@@ -276,7 +324,7 @@ def pods_of(group: Group, store: Store, cluster: str) -> list[KubePod]:
         # The projection's field index (built on first use, kept up to date on every apply).
         found = store.by_field(KubePod, "scheduling_group", group.name)
     elif group.kind == "Job":
-        found = store.by_label(KubePod, LABEL_JOB_NAME, group.name)
+        found = store.by_label(KubePod, LABEL_JOB_NAME, group.name.split("/", 1)[0])
     else:
         return []
     out = [
@@ -294,18 +342,20 @@ def groups_under(workload: KubeWorkload, store: Store, cluster: str) -> list[str
     PodGroups of a Job's pods (their annotations merge, see :func:`annotations_of`)."""
     ns = workload.namespace
     if workload.workload_kind == KIND_NATIVE_WORKLOAD:
-        return sorted(
-            Group(namespace=ns, kind=KIND_NATIVE, name=pg.name).key
-            for pg in store.by_field(KubeWorkload, "workload_name", workload.name)
-            if pg.namespace == ns and pg.workload_kind == KIND_NATIVE
-        )
+        keys = set()
+        for pg in store.by_field(KubeWorkload, "workload_name", workload.name):
+            if pg.namespace == ns and pg.workload_kind == KIND_NATIVE:
+                keys.update(_native_groups(pg, store, cluster))
+        return sorted(keys)
+    if workload.workload_kind == KIND_NATIVE:
+        return sorted(_native_groups(workload, store, cluster))
     if workload.workload_kind == "Job":
         keys = {Group(namespace=ns, kind="Job", name=workload.name).key}
-        keys.update(
-            Group(namespace=ns, kind=KIND_NATIVE, name=p.scheduling_group).key
-            for p in store.by_label(KubePod, LABEL_JOB_NAME, workload.name)
-            if p.namespace == ns and p.scheduling_group
-        )
+        for p in store.by_label(KubePod, LABEL_JOB_NAME, workload.name):
+            if p.namespace == ns:
+                keys.add(resolve_group(p, store, cluster).key)
+                if p.scheduling_group:
+                    keys.add(Group(namespace=ns, kind=KIND_NATIVE, name=p.scheduling_group).key)
         return sorted(keys)
     if workload.workload_kind == "LeaderWorkerSet":
         return sorted(
@@ -325,6 +375,19 @@ def groups_under(workload: KubeWorkload, store: Store, cluster: str) -> list[str
         if p.namespace == workload.namespace
     )
     return sorted(keys)
+
+
+def _native_groups(pod_group: KubeWorkload, store: Store, cluster: str) -> set[str]:
+    """The PodGroup's own group key and the groups its pods are in (a ``basic`` PodGroup's
+    pods keep their controller's groups, whose job its annotations configure)."""
+    ns = pod_group.namespace
+    keys = {Group(namespace=ns, kind=KIND_NATIVE, name=pod_group.name).key}
+    keys.update(
+        resolve_group(p, store, cluster).key
+        for p in store.by_field(KubePod, "scheduling_group", pod_group.name)
+        if p.namespace == ns
+    )
+    return keys
 
 
 def marker(group: Group, root_uid: str) -> str:
@@ -397,13 +460,17 @@ _QTY_BYTES: Final = {
 
 
 def default_job_name(group: Group) -> str:
-    """The job's name without a ``job-name`` annotation: the group key, except a
-    LeaderWorkerSet replica's ``<lws>-<group index>`` (Slinky slurm-bridge,
-    slurmjobir leaderworkerset.go)."""
-    if group.kind == "LeaderWorkerSet" and "/" in group.name:
-        lws, _, index = group.name.partition("/")
-        return f"{lws}-{index}"
-    return group.key
+    """The job's name without a ``job-name`` annotation: the group's name (a Workload API
+    PodGroup's name, as Slinky slurm-bridge 1.3 podgroup.go ``fromPodGroup`` names its job
+    after the PodGroup; a Job's, JobSet's, coscheduling PodGroup's or bare pod's name), except
+    a LeaderWorkerSet replica's ``<lws>-<group index>`` (slurmjobir leaderworkerset.go) and a
+    pod of a Job placed alone (:func:`basic_group`), named after the pod. Never the
+    kind-qualified key: Slurm shows the name in ``squeue``, where Slinky's jobs show the
+    object's name."""
+    if "/" in group.name:
+        parent, _, rest = group.name.partition("/")
+        return f"{parent}-{rest}" if group.kind == "LeaderWorkerSet" else rest
+    return group.name
 
 
 def _cpu_quantity(ann: Mapping[str, str]) -> int | None:
@@ -734,21 +801,55 @@ def annotations_of(
     *,
     controller: KubeWorkload | None = None,
     template_owner: KubeWorkload | None = None,
+    pod_group: KubeWorkload | None = None,
 ) -> Mapping[str, str]:
-    """The annotations that configure the job: the root object's, the bare pod's own. For a
-    Workload API PodGroup (``workload``), merged from it, its pods' ``controller`` Job and
-    the Workload (``template_owner``) in that order, so a key the Workload sets wins over the
-    Job's, and the Job's over the PodGroup's (Slinky slurm-bridge
-    ``parsePodGroupSlurmAnnotations``, podgroup.go: root-most wins)."""
+    """The annotations that configure the job: the root object's, the bare pod's own.
+
+    Merged, a later source winning a key (Slinky slurm-bridge 1.3 annotations.go
+    ``applySlurmAnnotations`` and podgroup.go ``parsePodGroupSlurmAnnotations``; order as
+    basic_podgroup_test.go checks it: PodGroup, then controller, then Workload):
+
+    * a Workload API gang (``workload`` is the PodGroup): the PodGroup, its first pod's root
+      ``controller`` (:func:`controller_of`; a pod with no owner: its own annotations), the
+      Workload (``template_owner``);
+    * a pod group of a ``basic`` PodGroup (``pod_group``): the PodGroup, the group's own root
+      (``workload``, or the bare pod), the PodGroup's Workload (``template_owner``).
+    """
+    own: Mapping[str, str] = {}
     if group.kind == "Pod":
-        return pods[0].annotations if pods else {}
+        own = pods[0].annotations if pods else {}
+    elif workload is not None:
+        own = workload.annotations
     if group.kind == KIND_NATIVE:
-        merged: dict[str, str] = {}
-        for source in (workload, controller, template_owner):
-            if source is not None:
-                merged.update(source.annotations)
-        return merged
-    return workload.annotations if workload is not None else {}
+        first = min(pods, key=lambda p: p.name) if pods else None
+        middle: Mapping[str, str] = {}
+        if controller is not None:
+            middle = controller.annotations
+        elif first is not None and first.owner is None:
+            middle = first.annotations
+        return {**own, **middle, **(template_owner.annotations if template_owner else {})}
+    if pod_group is not None:
+        return {
+            **pod_group.annotations,
+            **own,
+            **(template_owner.annotations if template_owner else {}),
+        }
+    return own
+
+
+def configuring_pod_group(
+    group: Group, pods: Iterable[KubePod], workload: KubeWorkload | None, store: Store
+) -> tuple[KubeWorkload | None, KubeWorkload | None]:
+    """(``basic`` PodGroup, Workload) whose annotations configure a group's job besides its
+    root (:func:`annotations_of`): for a Workload API gang (None, its Workload); for a group
+    whose pods name a ``basic`` PodGroup (:func:`is_basic`) that PodGroup and its Workload;
+    otherwise (None, None)."""
+    if group.kind == KIND_NATIVE:
+        return None, template_owner_of(workload, store)
+    pg = pod_group_of(pods, store)
+    if pg is None or not is_basic(pg, store):
+        return None, None
+    return pg, template_owner_of(pg, store)
 
 
 def template_owner_of(root: KubeWorkload | None, store: Store) -> KubeWorkload | None:
@@ -762,15 +863,25 @@ def template_owner_of(root: KubeWorkload | None, store: Store) -> KubeWorkload |
 
 
 def controller_of(group: Group, pods: list[KubePod], store: Store) -> KubeWorkload | None:
-    """The batch/v1 Job controlling a Workload API PodGroup's pods (the first pod by name
-    that has one), when observed; None for other groups."""
-    if group.kind != KIND_NATIVE:
+    """The root controller of a Workload API PodGroup's first pod (by name), when observed:
+    its JobSet (label, or its Job's owner), its LeaderWorkerSet, or its batch/v1 Job (Slinky
+    slurm-bridge 1.3 annotations.go: ``getRootOwnerMetadata`` of the first pod); None for
+    other groups and for a pod with no such controller."""
+    if group.kind != KIND_NATIVE or not pods:
         return None
-    for p in sorted(pods, key=lambda p: p.name):
-        owner = p.owner
-        if owner is not None and owner.kind == "Job" and owner.api_version.startswith("batch/"):
-            return store.get(KubeWorkload, workload_key(p.namespace, "Job", owner.name))
-    return None
+    p = min(pods, key=lambda p: p.name)
+    ns = p.namespace
+    if name := p.labels.get(LABEL_JOBSET):
+        return store.get(KubeWorkload, workload_key(ns, "JobSet", name))
+    if name := p.labels.get(LABEL_LWS_NAME):
+        return store.get(KubeWorkload, workload_key(ns, "LeaderWorkerSet", name))
+    owner = p.owner
+    if owner is None or owner.kind != "Job" or not owner.api_version.startswith("batch/"):
+        return None
+    job = store.get(KubeWorkload, workload_key(ns, "Job", owner.name))
+    if job is not None and job.owner is not None and job.owner.kind == "JobSet":
+        return store.get(KubeWorkload, workload_key(ns, "JobSet", job.owner.name)) or job
+    return job
 
 
 def expected_size(
@@ -779,8 +890,8 @@ def expected_size(
     """Pods the group waits for before its job is submitted (0: no minimum): the root's
     ``size``; for a Workload API PodGroup its gang ``minCount``, 0 for a ``basic`` policy,
     and the Workload template's ``minCount`` when the PodGroup gives no policy."""
-    if root is None:
-        return 0
+    if root is None or (group.kind == "Job" and "/" in group.name):
+        return 0  # a Job's pod placed alone (basic_group) waits for no sibling
     if group.kind == KIND_NATIVE and root.policy == "":
         if template_owner is None:
             return 0

@@ -101,11 +101,11 @@ jobs wait in that partition, so their queue place stays current.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from reconcilers import _dra, _feasible, _nodes, _pods
+from reconcilers import _dra, _feasible, _hetjob, _nodes, _pods
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
@@ -116,6 +116,7 @@ from schemas.actions import (
     ClaimRef,
     CreateExtendedResourceClaim,
     DeletePod,
+    HetComponent,
     MarkPods,
     PodRef,
     SetJobExcludedNodes,
@@ -196,6 +197,10 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: the Workload it was made from (None: not that kind of group, or not observed).
     controller: KubeWorkload | None = None
     template_owner: KubeWorkload | None = None
+    #: A ``basic`` Workload API PodGroup the pods name (its annotations configure the job).
+    pod_group: KubeWorkload | None = None
+    #: The components of the group's job when it is a heterogeneous job (None: not seen).
+    het_jobs: tuple[SlurmJob | None, ...] = ()
     #: The job's 1-based place among the pending jobs of its partition (0: not pending, not
     #: ours, or no partition): :func:`queue_position`.
     queue_position: int = 0
@@ -235,6 +240,13 @@ def job_id_of(pods: Iterable[KubePod]) -> int | None:
         if raw.isdigit():
             ids.append(int(raw))
     return max(ids) if ids else None
+
+
+def _het_jobs(job: SlurmJob | None, store: Store, source: str) -> tuple[SlurmJob | None, ...]:
+    """The components of a heterogeneous job, in offset order (``()`` for a plain job)."""
+    if job is None or len(job.het_job_ids) < 2:
+        return ()
+    return tuple(store.get(SlurmJob, str(i), source) for i in job.het_job_ids)
 
 
 def _live(p: KubePod) -> bool:
@@ -340,6 +352,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         # restarted from older state and handed the id out again): "no job" for the group,
         # never adopted.
         job = None
+    het_jobs = _het_jobs(job, store, source)
     bound = [p for p in live if p.node_name]
     reback: tuple[str, ...] = ()
     if job_id is not None and job is None and listed and bound:
@@ -351,7 +364,13 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         job_id = job.job_id if job is not None else None
         if job is not None:
             reback = ()
-    elif job_id is not None and not bound and ((job is None and listed) or _ended(job)):
+    elif (
+        job_id is not None
+        and not bound
+        and ((job is None and listed) or _ended(job))
+        # A heterogeneous job whose leader ended lives on while a component does.
+        and not (het_jobs and _hetjob.live(het_jobs))
+    ):
         # Slinky treats a label naming a job that ended or that Slurm no longer has as no
         # job (an administrator scancel-ed the pending placeholder, slurmctld lost it): take
         # the live job of ours whose marker names the group, if any, else submit again at
@@ -361,11 +380,12 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     if job_id is None and listed and live and not reback:
         job = _job_of_marker(store, marker, source)
         job_id = job.job_id if job is not None else None
+    het_jobs = _het_jobs(job, store, source)
     node_map: dict[str, str] = {}
     kube_nodes: dict[str, KubeNode] = {}
     usage: dict[str, KubeNodeUsage] = {}
     if job is not None:
-        for slurm_name in job.nodes:
+        for slurm_name in [n for j in het_jobs or (job,) if j is not None for n in j.nodes]:
             keys = _nodes.kube_keys_for_slurm(slurm_name, store)
             if keys:
                 node_map[slurm_name] = min(keys)
@@ -375,6 +395,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             if (used := store.get(KubeNodeUsage, name)) is not None:
                 usage[name] = used
     claims, slices = _dra_view(store, pods, node_map, job)
+    configuring = _pods.configuring_pod_group(group, pods, workload, store)
     excluded: tuple[str, ...] = ()
     unverified: tuple[str, ...] = ()
     partitions: frozenset[str] = frozenset()
@@ -432,7 +453,9 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         now=ctx.now,
         listed=listed,
         controller=_pods.controller_of(group, list(pods), store),
-        template_owner=_pods.template_owner_of(workload, store),
+        template_owner=configuring[1],
+        pod_group=configuring[0],
+        het_jobs=het_jobs,
         queue_position=queue_position(store, job) if job is not None and pending_ours else 0,
         claims=claims,
         slices=slices,
@@ -589,6 +612,13 @@ def decide(v: View | None) -> Decision:
         return Decision(actions=tuple(actions), reason=reason)
     unbound = [p for p in live if not p.node_name]
     nodes = job.nodes
+    targets: dict[str, tuple[int, str]] = {}
+    if v.het_jobs:
+        if not _hetjob.running(v.het_jobs):
+            return Decision(actions=tuple(actions), reason=f"job {v.job_id}: components start")
+        comps = _hetjob.components(v.group, live, {}) or [live]
+        targets = _hetjob.bind_targets(comps, v.het_jobs)
+        by_id = {j.job_id: j for j in v.het_jobs if j is not None}
     held: dict[str, set[_dra.DeviceId]] = {}
     waits: list[str] = []
     binds: list[AnyAction] = []
@@ -598,6 +628,14 @@ def decide(v: View | None) -> Decision:
         if p.node_name:
             continue
         slurm_node = nodes[i % len(nodes)]
+        placed = job
+        if v.het_jobs:
+            # A heterogeneous job: the pod goes to a node of its own component's job.
+            if p.key not in targets:
+                waits.append(f"{p.name}: in no component of job {v.job_id}")
+                continue
+            component_id, slurm_node = targets[p.key]
+            placed = by_id[component_id]
         kube_node = v.node_map.get(slurm_node)
         if kube_node is None:
             msg = f"Slurm node {slurm_node} of job {v.job_id} has no Kubernetes node"
@@ -614,7 +652,7 @@ def decide(v: View | None) -> Decision:
         if _dra.needs_dra(p):
             taken = held.setdefault(kube_node, set(_dra.taken_on(kube_node, v.claims.values())))
             try:
-                claim_actions, wait = _claim_actions(v, job, p, slurm_node, kube_node, taken)
+                claim_actions, wait = _claim_actions(v, placed, p, slurm_node, kube_node, taken)
             except _dra.DraError as exc:
                 actions.extend(_device_problem(p, f"cannot allocate DRA devices: {exc}"))
                 continue
@@ -625,7 +663,7 @@ def decide(v: View | None) -> Decision:
         if node is not None:
             usage[kube_node] = _feasible.plus(usage.get(kube_node), p, kube_node)
         binds.append(BindPod(pod=ref(p), node=kube_node, slurm_node=slurm_node, job_id=v.job_id))
-        binds.append(_pods.pod_event(p, "Scheduled", _started(job, slurm_node, kube_node)))
+        binds.append(_pods.pod_event(p, "Scheduled", _started(placed, slurm_node, kube_node)))
     if unfit:
         return _infeasible_allocation(v, job, live, actions, binds, unfit)
     actions.extend(binds)
@@ -1040,7 +1078,12 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         if p.claims or p.dra_requests:
             dra_gpus[p.key] = _dra.gpus_asked(p, named)
     annotations = _pods.annotations_of(
-        v.group, live, v.workload, controller=v.controller, template_owner=v.template_owner
+        v.group,
+        live,
+        v.workload,
+        controller=v.controller,
+        template_owner=v.template_owner,
+        pod_group=v.pod_group,
     )
     try:
         spec = _pods.translate(
@@ -1075,6 +1118,10 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             _pods.check_node_sizes(spec, annotations, v.node_sizes)
         except _pods.TranslationError as exc:
             return _reject(live, f"cannot become a Slurm job: {exc}")
+    try:
+        het = _het_components(v, live, annotations, spec)
+    except _pods.TranslationError as exc:
+        return _reject(live, f"cannot become a Slurm job: {exc}")
     marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))
     first = live[0]
     missing = tuple(
@@ -1094,8 +1141,9 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
                 group=v.group.key,
                 marker=marker,
                 pods=tuple(ref(p) for p in live),
-                spec=spec,
+                spec=het[0].spec if het else spec,
                 scheduler_name=v.scheduler_name,
+                components=het,
             ),
             _pods.pod_event(
                 first,
@@ -1105,6 +1153,32 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         ),
         reason=f"submit placeholder job for {len(live)} pods",
     )
+
+
+def _het_components(
+    v: View, live: list[KubePod], annotations: Mapping[str, str], whole: SlurmJobSpec
+) -> tuple[HetComponent, ...]:
+    """The components of a heterogeneous job for a group whose pods have different shapes
+    (:mod:`reconcilers._hetjob`), ``()`` for a plain job. Each is translated from its own
+    pods under the group's annotations, with the whole job's partition, MCS label and
+    exclusions.
+
+    Raises:
+        _pods.TranslationError: too many shapes, or a component cannot be translated.
+    """
+    comps = _hetjob.components(v.group, live, annotations)
+    if comps is None:
+        return ()
+    out = []
+    for comp in comps:
+        spec = _pods.translate(
+            v.group, comp, annotations, excluded_nodes=v.excluded, workload=v.workload
+        )
+        spec = msgspec.structs.replace(
+            spec, partition=whole.partition, mcs_label=whole.mcs_label, name=whole.name
+        )
+        out.append(HetComponent(spec=spec, pods=tuple(ref(p) for p in comp)))
+    return tuple(out)
 
 
 def _group_of_pod(event: KubePod, store: Store, ctx: Context) -> Iterable[str]:

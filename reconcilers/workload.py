@@ -138,6 +138,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: Seconds a job re-backing running pods whose job Slurm lost may stay pending after
     #: its submit (Context.lost_job_grace_s): rule 9.
     lost_job_grace_s: float = 60.0
+    #: The components of the group's job when it is a heterogeneous job, in offset order
+    #: (None: not seen).
+    het_jobs: tuple[SlurmJob | None, ...] = ()
 
 
 def _ours(p: KubePod, ctx: Context) -> bool:
@@ -182,11 +185,21 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     duplicates: tuple[SlurmJob, ...] = ()
     if job is not None and ids and _pods.group_key_of_marker(job.comment) == group.key:
         named = set(ids)
+        # The components of a heterogeneous job share its marker: the pods name the het job
+        # (its leader), and a component is no duplicate.
         duplicates = tuple(
             j
             for j in store.by_field(SlurmJob, "comment", job.comment)
-            if j.source == source and j.job_id not in named and j.base_state not in ENDED
+            if j.source == source
+            and j.job_id not in named
+            and j.het_job_id not in named
+            and j.base_state not in ENDED
         )
+    het = (
+        tuple(store.get(SlurmJob, str(i), source) for i in job.het_job_ids)
+        if job is not None and len(job.het_job_ids) > 1
+        else ()
+    )
     node_ready: dict[str, bool] = {}
     for p in pods:
         if p.deleting and p.node_name and p.node_name not in node_ready:
@@ -209,6 +222,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         gang_size=_gang_size(store, group),
         claims=_claims_of(store, pods),
         lost_job_grace_s=ctx.lost_job_grace_s,
+        het_jobs=het,
     )
 
 
@@ -266,6 +280,15 @@ def job_status(v: View) -> str:
     re-backs the pods), or ``unknown`` (never seen, or missing while the log holds no
     current listing: treated as possibly alive)."""
     job = v.job
+    if job is not None and v.het_jobs:
+        # A heterogeneous job lives while any component does: a leader that ended never
+        # releases a component that still runs (reconcilers._hetjob).
+        states = [j.base_state if j is not None else "" for j in v.het_jobs]
+        if "RUNNING" in states:
+            return "running"
+        if all(s in ENDED for s in states):
+            return "ended"
+        return "pending"
     if job is not None:
         if job.base_state == "RUNNING":
             return "running"
@@ -309,6 +332,20 @@ def _cancellable(v: View) -> bool:
     )
 
 
+def _cancels(v: View, why: str) -> tuple[CancelSlurmJob, ...]:
+    """Cancel the group's job: its id (a het job's leader: Slurm then ends every component),
+    or — when that leader has ended but components still run — each live component, which
+    cancelling the ended leader would not reach."""
+    assert v.job is not None and v.job_id is not None
+    if v.het_jobs and v.job.base_state in ENDED:
+        return tuple(
+            CancelSlurmJob(cluster=v.cluster, job_id=j.job_id, marker=j.comment, why=why)
+            for j in v.het_jobs
+            if j is not None and j.base_state not in ENDED
+        )
+    return (CancelSlurmJob(cluster=v.cluster, job_id=v.job_id, marker=v.job.comment, why=why),)
+
+
 def decide(v: View | None) -> Decision:
     """Delete pods of stopped jobs, cancel jobs of finished groups, release finalizers."""
     if v is None:
@@ -329,14 +366,7 @@ def decide(v: View | None) -> Decision:
                     reason=f"{job_label}: no pod seen, but the pods are not listed yet",
                 )
             return Decision(
-                actions=(
-                    CancelSlurmJob(
-                        cluster=v.cluster,
-                        job_id=v.job_id,
-                        marker=v.job.comment,
-                        why=f"every pod of {v.group.key} is gone",
-                    ),
-                ),
+                actions=_cancels(v, f"every pod of {v.group.key} is gone"),
                 reason=f"{job_label}: every pod of the group is gone",
             )
         return NOTHING
@@ -433,14 +463,7 @@ def decide(v: View | None) -> Decision:
     # Rule 2: the whole group finished.
     if all(_done(p) for p in v.pods):
         if v.job is not None and v.job_id is not None and _cancellable(v):
-            actions.append(
-                CancelSlurmJob(
-                    cluster=v.cluster,
-                    job_id=v.job_id,
-                    marker=v.job.comment,
-                    why=f"every pod of {v.group.key} has finished",
-                )
-            )
+            actions.extend(_cancels(v, f"every pod of {v.group.key} has finished"))
         actions.extend(
             RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="group finished")
             for p in v.pods

@@ -213,6 +213,13 @@ class SlurmJobSpec(msgspec.Struct, frozen=True, kw_only=True):
     required_nodes: tuple[str, ...] = ()
 
 
+class HetComponent(msgspec.Struct, frozen=True, kw_only=True):
+    """One component of a heterogeneous placeholder job: its job and the pods it places."""
+
+    spec: SlurmJobSpec
+    pods: tuple[PodRef, ...]
+
+
 class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
     """Ensure pod group ``group`` has a placeholder job in Slurm, then mark its pods.
 
@@ -222,6 +229,12 @@ class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
     in ``pods`` gets label ``scheduler.slinky.slurm.net/slurm-jobid``, finalizer
     ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration
     (value ``scheduler_name``).
+
+    ``components`` (a group whose pods have different shapes): submitted as one Slurm
+    heterogeneous job, one component per entry (each with ``comment`` ``marker`` and its own
+    pods in ``admin_comment``; ``spec`` is then the first component's); every pod is labelled
+    with the het job's id (the leader's). An existing live job with the marker counts by its
+    het job id.
     """
 
     cluster: str
@@ -230,6 +243,7 @@ class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
     pods: tuple[PodRef, ...]
     spec: SlurmJobSpec
     scheduler_name: str
+    components: tuple[HetComponent, ...] = ()
 
 
 class MarkPods(Action, frozen=True, kw_only=True, tag="MarkPods"):

@@ -709,6 +709,9 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     slurmbridge's group marker (see :mod:`reconcilers.placement`).
     ``allocation``: per node of a running job (in ``nodes`` order), the GRES and cores it
     holds there (``()`` while pending, or from versions that do not report it).
+    ``het_job_id`` / ``het_job_offset`` / ``het_job_ids``: a heterogeneous job's leader id,
+    this component's offset and every component's id in offset order (``0`` / ``0`` /
+    ``()`` for a plain job).
     """
 
     cluster: str = ""
@@ -731,6 +734,9 @@ class SlurmJob(Event, frozen=True, kw_only=True, tag="SlurmJob"):
     priority: int | None = None
     allocation: tuple[NodeAlloc, ...] = ()
     required_nodes: tuple[str, ...] = ()
+    het_job_id: int = 0
+    het_job_offset: int = 0
+    het_job_ids: tuple[int, ...] = ()
 
     def allocation_on(self, node: str) -> NodeAlloc | None:
         """What the job holds on Slurm node ``node`` (None: not reported)."""

@@ -18,6 +18,12 @@
   ``gres`` annotation beside a GPU class, ``cpu-per-task`` beside ``dra.cpu``, and one GPU
   class asked for by two containers are denied. Each denial is 403 with a message naming
   the field.
+  On CREATE and UPDATE the answer also carries ``warnings`` (never a denial;
+  :func:`warnings`): a pod of ours, or any pod in a managed namespace, whose
+  ``scheduling.x-k8s.io/pod-group`` label names a coscheduling PodGroup is told that support
+  is deprecated and to use a Kubernetes Workload API PodGroup
+  (``spec.schedulingGroup.podGroupName``) — Slinky slurm-bridge 1.3 admission.go
+  ``podGroupDeprecationWarnings``, admission/podgroup_test.go.
 * ``GET /healthz``.
 
 Requests for anything but ``pods`` (a webhook configuration that also matches other
@@ -418,9 +424,58 @@ def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = 
     return None
 
 
-def response(uid: str, *, denied: str | None = None, patch: Sequence[Any] = ()) -> bytes:
-    """An AdmissionReview v1 answer (allowed, with an optional JSONPatch, or 403 denied)."""
+#: The coscheduling PodGroup label (scheduler-plugins ``scheduling.x-k8s.io/v1alpha1``).
+LABEL_COSCHEDULING_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+#: The warning for a pod naming a coscheduling PodGroup (our words; the facts of Slinky
+#: slurm-bridge 1.3 admission.go: deprecated, to be removed, use the native PodGroup).
+POD_GROUP_DEPRECATED: Final = (
+    "scheduling.x-k8s.io/v1alpha1 PodGroups support is deprecated in slurm-bridge and will be "
+    "removed in a future release: use Kubernetes native PodGroups (scheduling.k8s.io) with "
+    "the pod's spec.schedulingGroup.podGroupName instead of the label "
+    f"{LABEL_COSCHEDULING_POD_GROUP}"
+)
+
+
+def warns_about(pod: Pod | None) -> bool:
+    """``pod`` names a coscheduling PodGroup (its label is set and not empty)."""
+    return pod is not None and bool((pod.metadata.labels or {}).get(LABEL_COSCHEDULING_POD_GROUP))
+
+
+def warnings(req: Request, policy: Policy, ns_labels: Mapping[str, str]) -> list[str]:
+    """The admission warnings for a pod request (``[]`` for none; never a denial).
+
+    Slinky slurm-bridge 1.3 (admission/podgroup_test.go
+    ``TestPodAdmission_PodGroupDeprecation``): on CREATE and UPDATE of a pod that carries a
+    non-empty ``scheduling.x-k8s.io/pod-group`` label — also when a Workload API scheduling
+    group is set beside it — and is ours (its ``schedulerName``) or lives in a managed
+    namespace (``ns_labels``: its Namespace's labels, for the selector), one deprecation
+    warning. An UPDATE removing the label, a DELETE, a subresource and other pods: none.
+    """
+    pod = req.object
+    if not req.is_pod or req.subResource or req.operation not in ("CREATE", "UPDATE"):
+        return []
+    if not warns_about(pod):
+        return []
+    assert pod is not None
+    namespace = req.namespace or pod.metadata.namespace
+    if not (_ours(pod, policy) or managed(policy, namespace, ns_labels)):
+        return []
+    return [POD_GROUP_DEPRECATED]
+
+
+def response(
+    uid: str,
+    *,
+    denied: str | None = None,
+    patch: Sequence[Any] = (),
+    warnings: Sequence[str] = (),
+) -> bytes:
+    """An AdmissionReview v1 answer (allowed, with an optional JSONPatch, or 403 denied),
+    with ``response.warnings`` when there are any (the API server relays them to the client
+    as ``Warning`` headers)."""
     resp: dict[str, Any] = {"uid": uid, "allowed": denied is None}
+    if warnings:
+        resp["warnings"] = list(warnings)
     if denied is not None:
         resp["status"] = {"code": 403, "reason": "Forbidden", "message": denied}
     elif patch:
@@ -628,7 +683,18 @@ class WebhookServer:
         denied = validate(req, self.policy, await self._claim_classes(req))
         if denied is not None:
             log.info("webhook: denied %s %s/%s: %s", req.operation, req.namespace, req.name, denied)
-        return web.Response(body=response(req.uid, denied=denied), content_type="application/json")
+        labels: Mapping[str, str] = {}
+        pod = req.object
+        if (
+            warns_about(pod)
+            and not _ours(pod, self.policy)
+            and self.policy.managed_namespace_selector is not None
+        ):
+            ns = req.namespace or (pod.metadata.namespace if pod is not None else "")
+            labels = await self.namespace_labels(ns) if ns else {}
+        said = warnings(req, self.policy, labels)
+        body = response(req.uid, denied=denied, warnings=said)
+        return web.Response(body=body, content_type="application/json")
 
     async def _claim_classes(self, req: Request) -> ClaimClasses | None:
         """The device classes of the pod's ``spec.resourceClaims`` (entries that cannot be

@@ -97,6 +97,9 @@ def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int
         excluded_nodes=job.excluded_nodes,
         required_nodes=job.required_nodes,
         priority=job.priority,
+        het_job_id=job.het_job_id,
+        het_job_offset=job.het_job_offset,
+        het_job_ids=job.het_job_ids,
         allocation=tuple(
             NodeAlloc(
                 node=a.node,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -25,6 +25,7 @@ from schemas.actions import (
     RemovePodFinalizer,
     SetJobExcludedNodes,
     SetPodCondition,
+    SlurmJobSpec,
     SubmitSlurmJob,
 )
 from slurmbridge.effectors.claims import ClaimEffects
@@ -129,42 +130,18 @@ class PodEffector(ClaimEffects, Effector):
             # restored from its state could start anywhere.
             held = set(job.nodes) if job.base_state == "RUNNING" else set(job.required_nodes)
             if need <= held:
-                existing = job.job_id
+                # A heterogeneous job's pods carry its id (the leader's), whichever
+                # component is found first.
+                existing = job.het_job_id or job.job_id
                 break
         outcome = "noop"
         raws: list[RawPod | None] | None = None
         if existing is None:
-            spec = action.spec
-            admin = msgspec.json.encode({"pods": [p.key for p in action.pods]}).decode()
-            submit = c.submit_job(
-                JobSubmit(
-                    name=spec.name,
-                    partition=spec.partition,
-                    account=spec.account,
-                    qos=spec.qos,
-                    reservation=spec.reservation,
-                    wckey=spec.wckey,
-                    constraints=spec.constraints,
-                    licenses=spec.licenses,
-                    cpus_per_task=spec.cpus_per_task,
-                    tasks=spec.tasks,
-                    min_nodes=spec.min_nodes,
-                    max_nodes=spec.max_nodes,
-                    memory_per_node_mib=spec.memory_per_node_mib,
-                    tres_per_node=spec.tres_per_node,
-                    time_limit_minutes=spec.time_limit_minutes,
-                    priority=spec.priority,
-                    user_id=spec.user_id,
-                    group_id=spec.group_id,
-                    exclusive=spec.exclusive,
-                    excluded_nodes=spec.excluded_nodes,
-                    required_nodes=spec.required_nodes,
-                    mcs_label=spec.mcs_label,
-                    admin_comment=admin,
-                    comment=action.marker,
-                    external=True,
-                )
-            )
+            submit: Awaitable[int]
+            if action.components:
+                submit = self._submit_het(c, action)
+            else:
+                submit = c.submit_job(_job_submit(action.spec, action.pods, action.marker))
             # The pods are read while Slurm takes the job, so once it exists (and may
             # already run) marking them costs one request each, not two.
             try:
@@ -181,6 +158,17 @@ class PodEffector(ClaimEffects, Effector):
         return EffectResult(
             "ok" if "ok" in (outcome, marked.outcome) else "noop", f"Slurm job {existing}"
         )
+
+    async def _submit_het(self, c: SlurmClient, action: SubmitSlurmJob) -> int:
+        """Submit ``action``'s components as one heterogeneous job; its id (the leader's).
+        Every component's job is announced (``on_job_changed``) so the log hears of each."""
+        ids = await c.submit_het_job(
+            tuple(_job_submit(h.spec, h.pods, action.marker) for h in action.components)
+        )
+        if self.on_job_changed is not None:
+            for job_id in ids[1:]:
+                self.on_job_changed(action.cluster, job_id)
+        return ids[0]
 
     async def _refused(self, action: SubmitSlurmJob, exc: slurm_errors.Rejected) -> EffectResult:
         """Slurm refused the submit for good (a role the token lacks, a job Slurm cannot
@@ -515,3 +503,36 @@ class PodEffector(ClaimEffects, Effector):
             ),
             "pod",
         )
+
+
+def _job_submit(spec: SlurmJobSpec, pods: tuple[PodRef, ...], marker: str) -> JobSubmit:
+    """The placeholder job (``EXTERNAL_JOB``) for ``spec``: ``comment`` the group's marker,
+    ``admin_comment`` Slinky's ``{"pods": [...]}`` of the pods it places."""
+    admin = msgspec.json.encode({"pods": [p.key for p in pods]}).decode()
+    return JobSubmit(
+        name=spec.name,
+        partition=spec.partition,
+        account=spec.account,
+        qos=spec.qos,
+        reservation=spec.reservation,
+        wckey=spec.wckey,
+        constraints=spec.constraints,
+        licenses=spec.licenses,
+        cpus_per_task=spec.cpus_per_task,
+        tasks=spec.tasks,
+        min_nodes=spec.min_nodes,
+        max_nodes=spec.max_nodes,
+        memory_per_node_mib=spec.memory_per_node_mib,
+        tres_per_node=spec.tres_per_node,
+        time_limit_minutes=spec.time_limit_minutes,
+        priority=spec.priority,
+        user_id=spec.user_id,
+        group_id=spec.group_id,
+        exclusive=spec.exclusive,
+        excluded_nodes=spec.excluded_nodes,
+        required_nodes=spec.required_nodes,
+        mcs_label=spec.mcs_label,
+        admin_comment=admin,
+        comment=marker,
+        external=True,
+    )

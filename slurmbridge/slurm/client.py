@@ -1115,6 +1115,45 @@ class SlurmClient:
         )
         return await self._submit(codec, operation, msgspec.structs.replace(job, admin_comment=""))
 
+    async def submit_het_job(self, components: tuple[JobSubmit, ...]) -> tuple[int, ...]:
+        """Submit a heterogeneous job, one component per entry (``POST job/submit`` with
+        ``jobs``); returns every component's job id in offset order, the leader's first.
+
+        slurmrestd answers only the leader's id, so the ids are read back from ``GET
+        job/{leader}``, which lists every component with its ``het_job_offset`` (Slinky
+        slurm-bridge 1.3 slurmcontrol.go ``submitJob`` reads ``het_job_id_set`` the same
+        way; answers recorded from Slurm 26.05.5, tests/real_slurm/test_modern_hetjob.py).
+        A component Slurm refuses fails the whole job (the components made before it are
+        left CANCELLED by slurmctld).
+
+        Raises:
+            ValueError: no component. NotFound (2000: a component's partition does not
+            exist, as for :meth:`submit_job`), Rejected, Forbidden, Unavailable,
+            Unauthorized, Unsupported (v0.0.38),
+            BadResponse (no leader id, or the read-back does not list the job).
+        """
+        if not components:
+            raise ValueError("components: a heterogeneous job needs at least one")
+        codec = await self._get_codec()
+        operation = f"submit_het_job {components[0].name}"
+        if not self.admin_comment_allowed:
+            components = tuple(msgspec.structs.replace(c, admin_comment="") for c in components)
+        body = codec.encode_het_submit(components)
+        resp = await self._send("POST", codec.paths.job_submit, operation=operation, content=body)
+        if resp.status_code >= 300 or error_report(resp.content).error_number:
+            self._raise(resp, operation, codec)
+        leader = codec.decode_submit(resp.content)
+        path = codec.paths.job.format(job_id=int(leader))
+        got = await self._get(codec, path, f"get_job {leader}")
+        listing = codec.decode_jobs(got.content) if got is not None else None
+        parts = sorted(
+            (j for j in (listing.jobs if listing else ()) if j.het_job_id == leader),
+            key=lambda j: j.het_job_offset,
+        )
+        if not parts:
+            raise BadResponse(f"{operation}: job {leader} does not list its components")
+        return tuple(j.job_id for j in parts)
+
     async def _submit(self, codec: Codec, operation: str, job: JobSubmit) -> int:
         body = codec.encode_submit(job)
         resp = await self._send("POST", codec.paths.job_submit, operation=operation, content=body)

@@ -235,6 +235,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     ``required_nodes``: the nodes the job must run on (``ReqNodeList``), expanded.
     ``allocation``: per allocated node (in ``nodes`` order), what the job holds there, from
     ``gres_detail`` and ``job_resources`` (``()`` while pending or when not reported).
+    ``het_job_id`` / ``het_job_offset``: a heterogeneous job's leader id and this component's
+    offset (0 / 0 for a plain job); ``het_job_ids``: every component's id, in offset order,
+    from ``het_job_id_set`` (``()`` for a plain job).
     """
 
     job_id: int
@@ -259,6 +262,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     #: Slurm's job priority (higher is tried first); None when unset (NoVal) or not sent.
     priority: int | None = None
     allocation: tuple[JobNodeResources, ...] = ()
+    het_job_id: int = 0
+    het_job_offset: int = 0
+    het_job_ids: tuple[int, ...] = ()
 
     @property
     def base_state(self) -> str:

@@ -213,8 +213,9 @@ def test_a_bare_pod_is_submitted() -> None:
     assert submit.marker == "slurmbridge:ns/Pod:a:u-a"
     assert _pods.group_key_of_marker(submit.marker) == "ns/Pod:a"
     assert submit.pods == (ref("a"),)
+    # Slinky 1.3: the group's name, not its kind-qualified key.
     assert (submit.spec.name, submit.spec.tasks, submit.spec.memory_per_node_mib) == (
-        "ns/Pod:a",
+        "a",
         1,
         256,
     )

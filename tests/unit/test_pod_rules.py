@@ -72,7 +72,7 @@ def test_defaults_one_node_per_pod_with_the_largest_request() -> None:
     assert spec.cpus_per_task == 3  # 2.1 CPUs rounded up
     assert spec.memory_per_node_mib == 101  # 100 MiB + 1 byte rounded up
     assert spec.tres_per_node == "gres/gpu=1"
-    assert spec.name == "ns/Job:j"
+    assert spec.name == "j"  # the group's name (Slinky 1.3)
 
 
 def test_every_annotation_is_translated() -> None:

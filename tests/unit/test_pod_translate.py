@@ -310,7 +310,7 @@ def test_root_uid_and_annotations_of() -> None:
 
 def test_defaults_for_a_bare_pod() -> None:
     s = translate(BARE, [pod(cpu=1500, mem=100 * MIB + 1)], {})
-    assert s.name == "ns/Pod:a"
+    assert s.name == "a"  # the group's name (Slinky 1.3)
     assert (s.tasks, s.min_nodes, s.max_nodes, s.cpus_per_task) == (1, 1, 1, 2)
     assert s.memory_per_node_mib == 101
     assert (s.partition, s.account, s.qos, s.reservation, s.wckey) == ("", "", "", "", "")

@@ -382,7 +382,8 @@ WAITS = [
     WaitCase("3 of minCount 4 wait", (pod_group(), *PODS4[:3]), None),
     WaitCase("4 of minCount 4 run", (pod_group(), *PODS4), 4),
     WaitCase("5 pods: sized by the pods present", (pod_group(), *PODS4, pod("train-4")), 5),
-    WaitCase("basic policy: no wait", (pod_group(policy="basic"), PODS4[0]), 1),
+    # A basic policy is no gang and its pods keep their own grouping:
+    # tests/unit/test_slinky13_workload_api.py.
     WaitCase(
         "no policy: the Workload template's minCount",
         (pod_group(policy="", size=0), wl({"workers": 3}), *PODS4[:2]),
@@ -407,7 +408,7 @@ def test_the_gang_waits_for_min_count_pods(case: WaitCase) -> None:
     (submit,) = submits
     assert (submit.group, submit.spec.tasks, submit.spec.min_nodes) == (KEY, case.tasks, case.tasks)
     assert submit.marker == f"slurmbridge:{KEY}:uid-pg"
-    assert submit.spec.name == KEY
+    assert submit.spec.name == "train-workers"  # the PodGroup's name (Slinky fromPodGroup)
 
 
 def test_the_job_is_configured_by_the_merged_annotations() -> None:

@@ -56,6 +56,18 @@ job is gone without a trace (no ended record), and the job id counter is the sav
 the next submits get the lost jobs' ids again — as a real slurmctld recovering
 ``job_state`` does (its ``last_job_id`` is part of that file).
 
+Heterogeneous jobs (``POST job/submit`` with ``jobs: [...]``; recorded from Slurm 26.05.5 on
+the rig, tests/real_slurm/test_modern_hetjob.py): the components get consecutive job ids, the
+first is the leader (``het_job_id`` = its id, ``het_job_offset`` 0, 1, …, every component's
+``het_job_id_set`` ``"<first>-<last>"``); a job of one component is a het job too
+(``het_job_id_set`` ``"<id>"``); a plain job reads ``het_job_id`` 0, ``het_job_id_set`` ``""``.
+The components start together or not at all (each waits with the same reason), each on its
+own nodes with its own comment; ``GET job/{leader}`` lists every component, ``GET
+job/{component}`` that one; ``jobs/state`` names them ``"<id>+<offset>"``. Cancelling the
+leader ends every component, cancelling another component ends only it. A component Slurm
+refuses (an unknown partition) fails the whole submit, and the components made before it are
+left CANCELLED (their ids used up), as slurmctld leaves them.
+
 Job updates read ``excluded_nodes`` as slurmrestd's ``csv_string``: ``[]`` leaves it as it
 was, ``[""]`` clears it (recorded from 24.11.5 and 26.05.5).
 
@@ -137,6 +149,19 @@ class SimJob:
     core_alloc: dict[str, list[int]] = field(default_factory=dict)
     ended_mono: float = 0.0
     start_mono: float = 0.0
+    #: Heterogeneous job: the leader's id (0: a plain job), this component's offset, and
+    #: every component's id in offset order.
+    het_job_id: int = 0
+    het_offset: int = 0
+    het_ids: tuple[int, ...] = ()
+
+    @property
+    def het_id_set(self) -> str:
+        """``het_job_id_set`` as slurmctld renders it: ``""`` (plain), ``"5"``, ``"5-7"``."""
+        if not self.het_ids:
+            return ""
+        first, last = self.het_ids[0], self.het_ids[-1]
+        return str(first) if first == last else f"{first}-{last}"
 
     def model(self) -> Job:
         """The version-neutral view (what the client decodes)."""
@@ -159,6 +184,9 @@ class SimJob:
             excluded_nodes=tuple(sorted(self.excluded)),
             required_nodes=self.required,
             priority=self.priority,
+            het_job_id=self.het_job_id,
+            het_job_offset=self.het_offset,
+            het_job_ids=self.het_ids,
             allocation=tuple(
                 JobNodeResources(
                     node=n,
@@ -409,6 +437,44 @@ class JobsMixin:
         self.schedule()
         return job.job_id
 
+    def submit_het(self, descs: list[tuple[Json, bool]], *, user_id: int = 0) -> int:
+        """Submit a heterogeneous job (one description and its ``external`` per component);
+        returns the leader's id (module docstring).
+
+        Raises:
+            _SubmitError: a component is refused (its errno); the components made before it
+                are left CANCELLED, as slurmctld leaves them (recorded from 26.05.5).
+        """
+        made: list[SimJob] = []
+        try:
+            for desc, external in descs:
+                made.append(self._make_job(desc, external=external, user_id=user_id))
+        except _SubmitError:
+            for job in made:
+                self._join_het(job, made)
+                job.state, job.end_time, job.ended_mono = "CANCELLED", self._now(), time.monotonic()
+                self.jobs_by_id[job.job_id] = job
+            self._jobs_touched()
+            raise
+        for job in made:
+            self._join_het(job, made)
+            self.jobs_by_id[job.job_id] = job
+        self._jobs_touched()
+        self.schedule()
+        return made[0].job_id
+
+    @staticmethod
+    def _join_het(job: SimJob, made: list[SimJob]) -> None:
+        job.het_job_id = made[0].job_id
+        job.het_offset = made.index(job)
+        job.het_ids = tuple(j.job_id for j in made)
+
+    def components(self, job: SimJob) -> list[SimJob]:
+        """A het leader's components (itself first); any other job alone."""
+        if job.het_ids and job.het_offset == 0:
+            return [self.jobs_by_id[i] for i in job.het_ids if i in self.jobs_by_id]
+        return [job]
+
     def update_job(
         self,
         job_id: int,
@@ -445,8 +511,11 @@ class JobsMixin:
             self.schedule()
 
     def cancel_job(self, job_id: int) -> None:
-        """``scancel``: the job ends CANCELLED (a finished job is left alone)."""
-        self._end(job_id, "CANCELLED")
+        """``scancel``: the job ends CANCELLED (a finished job is left alone); a het leader
+        takes every component with it, another component goes alone (recorded from 26.05.5)."""
+        job = self.jobs_by_id.get(job_id)
+        for part in self.components(job) if job is not None else []:
+            self._end(part.job_id, "CANCELLED")
 
     def complete_job(self, job_id: int, state: str = "COMPLETED") -> None:
         """The job's script ended (COMPLETED, or FAILED …)."""
@@ -469,8 +538,10 @@ class JobsMixin:
         for job in sorted(self.jobs_by_id.values(), key=SimJob.queue_order):
             if job.state != "PENDING":
                 continue
+            if job.het_ids and job.het_offset:
+                continue  # a component starts with its leader
             before = job.reason
-            if self._try_start(job):
+            if self._try_start_all(job):
                 started += 1
                 continue
             if job.reason == "Resources":
@@ -584,7 +655,7 @@ class JobsMixin:
         free = [c for c in range(sockets * cores) if c not in node.cores_held]
         return free[: math.ceil(cpus / threads)]
 
-    def _try_start(self, job: SimJob) -> bool:
+    def _try_start(self, job: SimJob, *, announce: bool = True) -> bool:
         part = self.partitions.get(job.partition)
         if part is None or job.held:
             return False
@@ -629,7 +700,8 @@ class JobsMixin:
         job.start_time = self._now()
         job.start_mono = time.monotonic()
         self._jobs_touched()
-        self._notify_job(job)
+        if announce:
+            self._notify_job(job)
         return True
 
     def _hold_alloc(self, job: SimJob) -> None:
@@ -654,15 +726,39 @@ class JobsMixin:
                     node.external_cpus = max(0, node.external_cpus - cpus)
                 self.release(name, cpus, job.memory_per_node)
 
-    def _end(self, job_id: int, state: str) -> None:
-        job = self.jobs_by_id.get(job_id)
-        if job is None or job.state in ENDED:
-            return
+    def _try_start_all(self, job: SimJob) -> bool:
+        """Start ``job`` — a het leader with every pending component, all or none; a
+        component that cannot start leaves the others unstarted, each with its reason."""
+        parts = [j for j in self.components(job) if j.state == "PENDING"]
+        if len(parts) == 1:
+            return self._try_start(job)
+        started: list[SimJob] = []
+        for part in parts:
+            if not self._try_start(part, announce=False):
+                for done in started:
+                    self._release(done)
+                    done.state, done.nodes = "PENDING", []
+                for other in parts:
+                    other.reason = part.reason
+                return False
+            started.append(part)
+        for part in started:
+            self._notify_job(part)
+        return True
+
+    def _release(self, job: SimJob) -> None:
+        """Give back what ``job`` holds on its nodes, and forget it."""
         self._release_alloc(job)
         job.alloc.clear()
         job.gres_alloc.clear()
         job.gres_types.clear()
         job.core_alloc.clear()
+
+    def _end(self, job_id: int, state: str) -> None:
+        job = self.jobs_by_id.get(job_id)
+        if job is None or job.state in ENDED:
+            return
+        self._release(job)
         job.state = state
         job.end_time = self._now()
         job.ended_mono = time.monotonic()
@@ -857,4 +953,14 @@ class JobsMixin:
             "required_nodes": hostlist.compress(sorted(j.required)),
             # openapi job_info: uint32_no_val on data_parser versions, an integer on v0.0.38
             "priority": nv(j.priority),
+            **(
+                {}
+                if version == "v0.0.38"
+                else {
+                    # recorded from 26.05.5: a plain job reads 0 / "" / 0, all "set"
+                    "het_job_id": {"set": True, "infinite": False, "number": j.het_job_id},
+                    "het_job_id_set": j.het_id_set,
+                    "het_job_offset": {"set": True, "infinite": False, "number": j.het_offset},
+                }
+            ),
         }

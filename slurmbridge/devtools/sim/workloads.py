@@ -52,6 +52,8 @@ def create_group(
     scheduler_name: str = wellknown.DEFAULT_SCHEDULER_NAME,
     run_seconds: float | None = None,
     exit_code: int = 0,
+    leader_requests: Mapping[str, str] | None = None,
+    leader_run_seconds: float | None = None,
 ) -> list[str]:
     """Create a ``kind`` group ``name`` of ``size`` pods; returns the pod names.
 
@@ -59,6 +61,9 @@ def create_group(
     ``size`` 1) — that is where ``slurmjob.slinky.slurm.net/*`` are read. ``requests`` /
     ``limits`` are one container's (``{"cpu": "1", "memory": "100Mi"}``). ``run_seconds``
     makes the simulated kubelet end each pod that long after it starts, with ``exit_code``.
+    ``leader_requests`` / ``leader_run_seconds`` (LeaderWorkerSet only): the leader's own
+    container requests and run time, from ``leaderWorkerTemplate.leaderTemplate`` as the
+    LeaderWorkerSet controller makes the leader pod (a leader shaped apart from its workers).
 
     Raises:
         ValueError: unknown ``kind``, ``size`` < 1, or a bare ``Pod`` group of size ≠ 1.
@@ -88,16 +93,22 @@ def create_group(
         pod_annotations[ANNOTATION_RUN_SECONDS] = str(run_seconds)
         pod_annotations[ANNOTATION_EXIT_CODE] = str(exit_code)
 
-    def make_pod(pod_name: str, labels: Mapping[str, str], owner: Obj | None) -> str:
+    def make_pod(
+        pod_name: str,
+        labels: Mapping[str, str],
+        owner: Obj | None,
+        spec: Obj | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> str:
         meta: Obj = {
             "name": pod_name,
             "namespace": namespace,
             "labels": dict(labels),
-            "annotations": dict(pod_annotations),
+            "annotations": {**pod_annotations, **(extra or {})},
         }
         if owner is not None:
             meta["ownerReferences"] = [_ref(owner)]
-        sim.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec})
+        sim.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec or pod_spec})
         return pod_name
 
     if kind == "Pod":
@@ -155,14 +166,32 @@ def create_group(
         }
         return [make_pod(f"{child_name}-{i}", labels, child) for i in range(size)]
     if kind == "LeaderWorkerSet":
-        body["spec"] = {"replicas": 1, "leaderWorkerTemplate": {"size": size}}
+        lwt: Obj = {"size": size, "workerTemplate": template}
+        leader_spec: Obj | None = None
+        leader_extra: dict[str, str] = {}
+        if leader_requests is not None:
+            leader_container = {**container, "resources": {"requests": dict(leader_requests)}}
+            leader_spec = {**pod_spec, "containers": [leader_container]}
+            lwt["leaderTemplate"] = {"metadata": {}, "spec": leader_spec}
+        if leader_run_seconds is not None:
+            leader_extra = {
+                ANNOTATION_RUN_SECONDS: str(leader_run_seconds),
+                ANNOTATION_EXIT_CODE: str(exit_code),
+            }
+        body["spec"] = {"replicas": 1, "leaderWorkerTemplate": lwt}
         lws = sim.create(body)
         labels = {
             "leaderworkerset.sigs.k8s.io/name": name,
             "leaderworkerset.sigs.k8s.io/group-index": "0",
         }
         names = [
-            make_pod(f"{name}-0", {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"}, lws)
+            make_pod(
+                f"{name}-0",
+                {**labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"},
+                lws,
+                leader_spec,
+                leader_extra,
+            )
         ]
         names += [
             make_pod(

@@ -420,6 +420,15 @@ class Codec(abc.ABC):
         del job
         raise Unsupported(self.version, "submit_job")
 
+    def encode_het_submit(self, components: tuple[JobSubmit, ...]) -> bytes:
+        """The JSON body of ``POST job/submit`` for a heterogeneous job.
+
+        Raises:
+            Unsupported: the version cannot (the default; data_parser versions can).
+        """
+        del components
+        raise Unsupported(self.version, "submit_het_job")
+
     def decode_submit(self, body: bytes) -> int:
         """The job id of a ``POST job/submit`` answer. Raises BadResponse."""
 
