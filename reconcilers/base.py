@@ -20,6 +20,7 @@ import msgspec
 from schemas.actions import AnyAction
 from schemas.events import Event, KubeListed, SlurmPing
 from schemas.subjects import KUBE_SOURCE, slurm_source
+from schemas.tenancy import Tenancy
 
 E = TypeVar("E", bound=Event)
 
@@ -60,6 +61,10 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     cordoned node's slurmd drain reason (slurm-operator ``propagatedNodeConditions``).
     ``preemption_grace_s``: whole seconds a pod whose Slurm job was preempted gets between
     SIGTERM and SIGKILL (its deletion's ``gracePeriodSeconds``).
+    ``tenancy``: the Slurm identity and allowed names of each tenant's namespaces
+    (reconcilers._tenancy). ``managed_namespaces`` / ``namespace_selector``: the namespaces
+    the bridge serves (Slinky's ``managedNamespaces``; whether a ``managedNamespaceSelector``
+    is set, which only the webhook can evaluate).
     """
 
     scheduler_name: str
@@ -70,6 +75,9 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     mcs_label: str = ""
     propagated_node_conditions: tuple[str, ...] = ()
     preemption_grace_s: int = 30
+    tenancy: Tenancy = Tenancy()
+    managed_namespaces: tuple[str, ...] = ()
+    namespace_selector: bool = False
 
 
 def kube_listed(store: Store, *listings: str) -> bool:

@@ -217,7 +217,8 @@ class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
     ``admin_comment={"pods":[…]}`` on v0.0.43+, a sleeping batch job before). Then each pod
     in ``pods`` gets label ``scheduler.slinky.slurm.net/slurm-jobid``, finalizer
     ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration
-    (value ``scheduler_name``).
+    (value ``scheduler_name``). ``tenant``: the tenancy policy whose identity and defaults
+    the spec carries (``""``: the namespace has none; the job runs as slurmrestd's user).
     """
 
     cluster: str
@@ -226,6 +227,7 @@ class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
     pods: tuple[PodRef, ...]
     spec: SlurmJobSpec
     scheduler_name: str
+    tenant: str = ""
 
 
 class MarkPods(Action, frozen=True, kw_only=True, tag="MarkPods"):

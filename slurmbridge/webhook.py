@@ -42,9 +42,12 @@ import msgspec
 import orjson
 from aiohttp import web
 
+from reconcilers import _tenancy
 from schemas import dra, wellknown
+from schemas.tenancy import Tenancy
 from slurmbridge.config import ConfigError
 from slurmbridge.kube.labelselector import selector_matches
+from slurmbridge.observability import metrics
 from slurmbridge.paths import path_message
 
 log = logging.getLogger(__name__)
@@ -234,18 +237,20 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
 
     ``managed_namespaces``: names; ``managed_namespace_selector``: a Kubernetes
     LabelSelector (``matchLabels`` / ``matchExpressions``) over Namespace labels;
-    ``service_account``: the username slurmbridge's own requests carry.
+    ``service_account``: the username slurmbridge's own requests carry; ``tenancy``: the
+    tenancy policy (a tenant's namespaces are managed too; :func:`tenancy_denial`).
     """
 
     scheduler_name: str = wellknown.DEFAULT_SCHEDULER_NAME
     managed_namespaces: frozenset[str] = frozenset()
     managed_namespace_selector: dict[str, Any] | None = None
     service_account: str = ""
+    tenancy: Tenancy = Tenancy()
 
 
 def managed(policy: Policy, namespace: str, ns_labels: Mapping[str, str]) -> bool:
-    """Is ``namespace`` managed: listed, or its labels match the selector."""
-    if namespace in policy.managed_namespaces:
+    """Is ``namespace`` managed: listed (or a tenant's), or its labels match the selector."""
+    if namespace in policy.managed_namespaces or namespace in policy.tenancy.namespaces:
         return True
     selector = policy.managed_namespace_selector
     return selector is not None and selector_matches(selector, ns_labels)
@@ -366,6 +371,14 @@ def dra_denial(pod: Pod, claim_classes: ClaimClasses | None = None) -> str | Non
     return None
 
 
+def tenancy_denial(policy: Policy, namespace: str, pod: Pod) -> _tenancy.Denial | None:
+    """The tenancy rules (:mod:`reconcilers._tenancy`) on a pod of ours' own
+    ``slurmjob.slinky.slurm.net/*`` annotations: a user, group, account, QOS, partition or
+    reservation its namespace may not use. (Annotations on a Job, JobSet or PodGroup are not
+    seen here — the webhook is for pods — and placement checks them again before any job.)"""
+    return _tenancy.check(policy.tenancy, namespace, pod.metadata.annotations or {})
+
+
 def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = None) -> str | None:
     """The denial message for a pod request, or None to allow it (also for non-pods);
     ``claim_classes``: see :func:`dra_denial`."""
@@ -396,12 +409,18 @@ def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = 
                 "spec.topologySpreadConstraints: not supported for pods scheduled by Slurm "
                 "(Slurm chooses the nodes)"
             )
+        tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
+        if tenancy is not None:
+            return tenancy.message
         return dra_denial(pod, claim_classes)
     old = req.oldObject
     if req.operation != "UPDATE" or old is None:
         return None
     if policy.service_account and req.userInfo.username == policy.service_account:
         return None
+    tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
+    if tenancy is not None:
+        return tenancy.message
     denied = dra_denial(pod, claim_classes)
     if denied is not None:
         return denied
@@ -626,6 +645,8 @@ class WebhookServer:
         if isinstance(req, web.Response):
             return req
         denied = validate(req, self.policy, await self._claim_classes(req))
+        if denied is not None and (rule := _tenancy.rule_of(denied)) in _tenancy.RULES:
+            metrics.TENANCY_DENIALS.labels("admission", rule).inc()
         if denied is not None:
             log.info("webhook: denied %s %s/%s: %s", req.operation, req.namespace, req.name, denied)
         return web.Response(body=response(req.uid, denied=denied), content_type="application/json")
