@@ -37,7 +37,7 @@ from slurmbridge.slurm.codecs._common import (
     state_tuple,
 )
 from slurmbridge.slurm.codecs._dataparser import decode_job_list
-from slurmbridge.slurm.errors import BadResponse, Unsupported
+from slurmbridge.slurm.errors import BadResponse, Rejected, Unsupported
 from slurmbridge.slurm.models import (
     PLACEHOLDER_OUTPUT,
     PLACEHOLDER_SCRIPT,
@@ -200,6 +200,14 @@ class V0038(Codec):
         are missing from the 22.05 document), and ``comment`` carries slurmbridge's marker.
         ``environment`` is an object there, ``nodes`` a ``[min, max]`` pair.
         """
+        if job.user_id is not None or job.group_id is not None:
+            # v0.0.38's job_properties has no user_id/group_id: leaving them out would run
+            # the job as the token's user (root) instead of the tenant's. Fail closed.
+            raise Rejected(
+                "slurmrestd API v0.0.38 (Slurm 22.05) cannot submit a job as another user "
+                "(job_properties has no user_id/group_id): a tenancy policy needs Slurm "
+                "23.02+ (v0.0.39+)"
+            )
         env = dict(e.split("=", 1) for e in job.environment if "=" in e)
         props: dict[str, object] = {
             "name": job.name,
