@@ -421,3 +421,21 @@ def test_webhook_gives_a_tenants_pods_our_scheduler() -> None:
     patch = webhook.mutate(req, WEBHOOK, {})
     assert patch == [{"op": "add", "path": "/spec/schedulerName", "value": SCHED}]
     assert base64  # (the answer's encoding is covered in test_webhook.py)
+
+
+# --- the submit's encoding -------------------------------------------------------------------
+
+
+def test_v0038_refuses_to_submit_as_another_user_instead_of_dropping_the_ids() -> None:
+    from slurmbridge.slurm import codecs
+    from slurmbridge.slurm.errors import Rejected
+    from slurmbridge.slurm.models import JobSubmit
+
+    as_alice = JobSubmit(name="j", user_id=43001, group_id=43001, external=True)
+    with pytest.raises(Rejected, match="cannot submit a job as another user"):
+        codecs.get("v0.0.38").encode_submit(as_alice)
+    # The token's own user needs no ids: unchanged.
+    assert codecs.get("v0.0.38").encode_submit(JobSubmit(name="j", external=True))
+    for version in ("v0.0.42", "v0.0.44", "v0.0.45"):
+        job = msgspec.json.decode(codecs.get(version).encode_submit(as_alice))["job"]
+        assert (job["user_id"], job["group_id"]) == ("43001", "43001")

@@ -341,9 +341,10 @@ class JobsMixin:
         #: The last priority priority/basic handed out (the next job gets one less).
         self.last_priority = TOP_PRIORITY
         #: The passwd and group databases slurmctld resolves ids with: user name → (uid,
-        #: primary gid), gid → group name. Only ``root`` at first; :meth:`add_user` adds the
-        #: users a test creates (the real rigs' ``useradd``). A request by a user not listed
-        #: here acts as uid 0 (the harness's token users are operators).
+        #: primary gid), gid → group name. ``root`` at first; :meth:`add_user` adds the users
+        #: a test creates (the real rigs' ``useradd``), and a token's user the database lacks
+        #: is added with the next free uid from 60000 at its first submit (a real token's user
+        #: exists: Slurm resolves it), so each job's user is the token's, as in Slurm.
         self.users: dict[str, tuple[int, int]] = {"root": (0, 0)}
         self.groups: dict[int, str] = {0: "root"}
 
@@ -379,6 +380,8 @@ class JobsMixin:
         Raises:
             _SubmitError: 2166, 2010 or 2113 as above.
         """
+        if user and user not in self.users:
+            self.add_user(user, max([60000, *(u + 1 for u, _ in self.users.values())]))
         own_uid, own_gid = self.users.get(user, (0, 0))
         uid = self._resolve_id(desc.get("user_id"), user=True)
         gid = self._resolve_id(desc.get("group_id"), user=False)
