@@ -27,6 +27,7 @@ from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.slurmreservations import SimReservation
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
+from slurmbridge.logview import explain
 from slurmbridge.webhook import Policy, WebhookServer
 from tests.integration.certs import make_certs, trusting
 
@@ -168,6 +169,22 @@ async def test_a_tenant_runs_as_its_user_and_is_refused_the_rest_in_the_simulato
 
     before = {rule: _denials("placement", rule) for _, _, _, rule in DENIED}
     await scenario(stack, read_job)
+    # explain pod/NS/NAME names the identity and the policy each decision applied.
+    assert stack.app is not None
+    story = await explain.pod_steps(stack.app.bus, f"{TENANT_NS}/plain")
+    steps = [st.what for st in story.steps]
+    assert any(
+        st.startswith(
+            "placeholder job submitted as uid 43001, gid 43001, account a, partition batch "
+            "(tenancy policy 'team-a')"
+        )
+        for st in steps
+    ), steps
+    story = await explain.pod_steps(stack.app.bus, f"{TENANT_NS}/account-b")
+    assert [st.what for st in story.steps] == [
+        f"denied by tenancy: metadata.annotations[{P}account]: 'b' is not allowed for "
+        "namespace tenant-a (tenancy policy 'team-a'); allowed: a"
+    ]
     job = next(j for j in stack.slurm.jobs_by_id.values() if j.user_name == ALICE)
     assert (job.user_id, job.group_id) == (ALICE_UID, ALICE_UID)
     # The denial metric counts each refused pod once, by the annotation that broke the rule.

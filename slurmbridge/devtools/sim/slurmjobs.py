@@ -62,7 +62,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.models import Job, JobGres, JobNodeResources
@@ -321,6 +321,10 @@ def core_layout(node: SimNode) -> tuple[int, int, int]:
     return (node.sockets or node.cpus, node.cores or 1, node.threads or 1)
 
 
+#: The user the harness's token names (``SlurmSim.write_token``'s default): the bridge's.
+HARNESS_USER: Final = "slurmrest"
+
+
 class JobsMixin:
     """Job state and REST handlers; needs the host's nodes, partitions, allocate/release."""
 
@@ -380,9 +384,7 @@ class JobsMixin:
         Raises:
             _SubmitError: 2166, 2010 or 2113 as above.
         """
-        if user and user not in self.users:
-            self.add_user(user, max([60000, *(u + 1 for u, _ in self.users.values())]))
-        own_uid, own_gid = self.users.get(user, (0, 0))
+        own_uid, own_gid = self._ensure_user(user) if user else (0, 0)
         uid = self._resolve_id(desc.get("user_id"), user=True)
         gid = self._resolve_id(desc.get("group_id"), user=False)
         if uid is None:
@@ -395,6 +397,12 @@ class JobsMixin:
         elif gid is None and uid != own_uid:
             gid = own_gid
         return uid, gid
+
+    def _ensure_user(self, name: str) -> tuple[int, int]:
+        """``name``'s (uid, gid), adding it with the next free uid from 60000 if missing."""
+        if name not in self.users:
+            self.add_user(name, max([60000, *(u + 1 for u, _ in self.users.values())]))
+        return self.users[name]
 
     def _resolve_id(self, raw: Any, *, user: bool) -> int | None:
         if raw is None or raw == "":
@@ -431,14 +439,23 @@ class JobsMixin:
         return self.jobs_by_id[job_id].model()
 
     def submit(
-        self, desc: Json, *, external: bool, user_id: int = 0, group_id: int | None = None
+        self,
+        desc: Json,
+        *,
+        external: bool,
+        user_id: int | None = None,
+        group_id: int | None = None,
     ) -> int:
         """Submit a job from a version-neutral description (see :meth:`_parse_submit`) as
-        ``user_id`` / ``group_id`` (None: the user's primary group, else 0); the REST
-        handler first applies slurmctld's identity rules (``SlurmSim.submit_identity``).
+        ``user_id`` / ``group_id`` (None: the harness's token user :data:`HARNESS_USER`, as
+        a test's "job submitted straight to Slurm" is one of the bridge's; the user's primary
+        group); the REST handler first applies slurmctld's identity rules
+        (``SlurmSim.submit_identity``).
         A ``user_id`` no known user has is accepted as it is (recorded from Slurm 26.05.5: uid
         99999 without a passwd entry; real Slurm holds it later, ``JobHeldAdmin``, when its
         batch script fails to start on a node — not modelled: jobs run nothing here)."""
+        if user_id is None:
+            user_id = self._ensure_user(HARNESS_USER)[0]
         job = self._make_job(desc, external=external, user_id=user_id)
         job.group_id = self._primary_gid(user_id) if group_id is None else group_id
         job.user_name = self._user_name(user_id)
