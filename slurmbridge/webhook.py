@@ -2,10 +2,11 @@
 
 ``slurmbridge run --only webhook`` serves, over TLS only:
 
-* ``POST /mutate`` — on pod CREATE in a managed namespace (``managedNamespaces``, or a
-  Namespace matching ``managedNamespaceSelector``), a pod that asks for the default scheduler
-  (``spec.schedulerName`` empty or ``default-scheduler``) gets ours; a pod that ends up with
-  our scheduler loses ``spec.nodeName`` (it would bypass Slurm). The answer is a JSONPatch.
+* ``POST /mutate`` — on pod CREATE in a managed namespace (``managedNamespaces`` or a
+  tenant's, or a Namespace matching ``managedNamespaceSelector``), a pod that asks for the
+  default scheduler (``spec.schedulerName`` empty or ``default-scheduler``) gets ours; a pod
+  that ends up with our scheduler loses ``spec.nodeName`` (it would bypass Slurm). The answer
+  is a JSONPatch.
 * ``POST /validate`` — for pods with our scheduler: on CREATE, deny a user-set
   ``scheduler.slinky.slurm.net/slurm-jobid`` label or ``slinky.slurm.net/slurm-node``
   annotation (slurmbridge sets them) and ``spec.topologySpreadConstraints`` (Slurm places
@@ -17,7 +18,10 @@
   Slurm (``schemas.dra.SUPPORTED``); another class, native ``cpu`` beside ``dra.cpu``, the
   ``gres`` annotation beside a GPU class, ``cpu-per-task`` beside ``dra.cpu``, and one GPU
   class asked for by two containers are denied. Each denial is 403 with a message naming
-  the field.
+  the field. Tenancy (:func:`tenancy_denial`, rules in :mod:`reconcilers._tenancy`): on
+  CREATE and UPDATE, an annotation naming a Slurm user, group, account, QOS, partition or
+  reservation the namespace's policy does not allow is denied, naming the annotation and the
+  policy (each denial counts in ``slurmbridge_tenancy_denials_total{where="admission"}``).
 * ``GET /healthz``.
 
 Requests for anything but ``pods`` (a webhook configuration that also matches other

@@ -1012,3 +1012,17 @@ def test_the_tenancy_policy_reaches_both_settings_files(tmp_path: Path) -> None:
         path.write_text(yaml.safe_dump({"tenancy": rendered["tenancy"]}))
         t = config.load(path=path, env={}).tenancy.tenant_of("tenant-a")
         assert t is not None and (t.user_id, t.default_account) == (43001, "a")
+
+
+def test_a_tenants_namespaces_reach_the_mutating_webhook() -> None:
+    """Issue 27: the webhook gives a tenant's pods our scheduler (webhook.managed counts a
+    tenant's namespaces as managed), so the chart sends it their CREATEs too."""
+    tenant = {"name": "t", "namespaces": ["tenant-a", "hpc"], "userId": 7, "groupId": 7}
+    docs = render({"config": {"managedNamespaces": ["hpc"], "tenancy": {"tenants": [tenant]}}})
+    (mutating,) = of_kind(docs, "MutatingWebhookConfiguration")
+    managed = next(w for w in mutating["webhooks"] if w["name"].startswith("managed."))
+    (in_,) = [e for e in managed["namespaceSelector"]["matchExpressions"] if e["operator"] == "In"]
+    assert in_["values"] == ["hpc", "tenant-a"]
+    docs = render({"config": {"tenancy": {"tenants": [tenant]}}})
+    (mutating,) = of_kind(docs, "MutatingWebhookConfiguration")
+    assert any(w["name"].startswith("managed.") for w in mutating["webhooks"])
