@@ -267,3 +267,53 @@ async def test_the_webhook_denies_what_placement_refuses(certs: dict[str, Path])
             assert _denials("admission", "user-id") - before == 2
     finally:
         await srv.stop()
+
+
+# --- served namespaces -----------------------------------------------------------------------
+
+
+async def test_pods_outside_the_served_namespaces_and_slurmd_pods_are_left_alone() -> None:
+    """Item 4: with ``managedNamespaces`` set, a pod of ours elsewhere gets one Warning Event
+    and no job; a NodeSet's slurmd pod with our schedulerName never gets a job either."""
+    settings = {"managedNamespaces": ["hpc"]}
+    async with Stack(nodes=4, poll_interval=0.2, settings=settings) as s:
+        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hpc"}})
+        (served,) = create_group(s.kube, "Pod", "served", 1, namespace="hpc", requests={"cpu": "1"})
+        (elsewhere,) = create_group(s.kube, "Pod", "elsewhere", 1, requests={"cpu": "1"})
+        s.kube.add_pod(
+            "slurmd-0",
+            "hpc",
+            labels={"app.kubernetes.io/name": "slurmd"},
+            scheduler_name=wellknown.DEFAULT_SCHEDULER_NAME,
+            requests={"cpu": "1"},
+        )
+
+        def warned(ns: str, name: str) -> list[dict[str, Any]]:
+            return [
+                e
+                for e in s.kube.list("events", ns)
+                if (e.get("involvedObject") or {}).get("name") == name
+                and e.get("reason") == wellknown.REASON_NOT_SERVED
+            ]
+
+        await s.wait_for(lambda: bool(warned("default", elsewhere)), what="elsewhere warned")
+        await s.wait_for(lambda: bool(warned("hpc", "slurmd-0")), what="slurmd pod warned")
+        await s.wait_for(
+            lambda: bool(((_pod(s, "hpc", served) or {}).get("spec") or {}).get("nodeName")),
+            timeout=30,
+            what="the served pod bound",
+        )
+        await s.settled()
+        assert warned("default", elsewhere)[0]["type"] == "Warning"
+        assert "namespace default is not served" in warned("default", elsewhere)[0]["message"]
+        submitted = [
+            r.action.group
+            for r in await s.action_records()
+            if isinstance(r.action, SubmitSlurmJob) and r.outcome != "intended"
+        ]
+        assert submitted == [f"hpc/Pod:{served}"], submitted
+        for ns, name in (("default", elsewhere), ("hpc", "slurmd-0")):
+            assert len(warned(ns, name)) == 1, "one Event, not one per reconcile"
+            p = _pod(s, ns, name) or {}
+            assert JOBID not in ((p.get("metadata") or {}).get("labels") or {})
+            assert not (p.get("spec") or {}).get("nodeName")
