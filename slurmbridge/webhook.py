@@ -74,12 +74,18 @@ class WebhookError(ValueError):
 # --- the request, decoded once ----------------------------------------------------------------
 
 
+class _Owner(msgspec.Struct, frozen=True):
+    kind: str = ""
+    controller: bool | None = None
+
+
 class _Meta(msgspec.Struct, frozen=True):
     name: str = ""
     generateName: str = ""  # noqa: N815 - Kubernetes field name
     namespace: str = ""
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+    ownerReferences: list[_Owner] | None = None  # noqa: N815
 
 
 class _Resources(msgspec.Struct, frozen=True):
@@ -260,12 +266,25 @@ def managed(policy: Policy, namespace: str, ns_labels: Mapping[str, str]) -> boo
     return selector is not None and selector_matches(selector, ns_labels)
 
 
+def slurmd_pod(pod: Pod) -> bool:
+    """A NodeSet's slurmd pod (its controller is a ``NodeSet``, or it is labelled
+    ``app.kubernetes.io/name: slurmd``), as :func:`reconcilers._tenancy.slurmd_pod`."""
+    owners = pod.metadata.ownerReferences or []
+    if any(o.kind == "NodeSet" and o.controller for o in owners):
+        return True
+    return (pod.metadata.labels or {}).get("app.kubernetes.io/name") == "slurmd"
+
+
 def mutate(req: Request, policy: Policy, ns_labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """The JSONPatch for a pod CREATE (``[]``: nothing to change)."""
     pod = req.object
     if not req.is_pod or req.operation != "CREATE" or pod is None or req.subResource:
         return []
     namespace = req.namespace or pod.metadata.namespace
+    if slurmd_pod(pod):
+        # A NodeSet's slurmd pod is a Slurm node: never placed through a Slurm job, so it
+        # never gets our scheduler (it would stay Pending).
+        return []
     ops: list[dict[str, Any]] = []
     scheduler = pod.spec.schedulerName
     if scheduler in ("", DEFAULT_SCHEDULER) and managed(policy, namespace, ns_labels):

@@ -439,3 +439,25 @@ def test_v0038_refuses_to_submit_as_another_user_instead_of_dropping_the_ids() -
     for version in ("v0.0.42", "v0.0.44", "v0.0.45"):
         job = msgspec.json.decode(codecs.get(version).encode_submit(as_alice))["job"]
         assert (job["user_id"], job["group_id"]) == ("43001", "43001")
+
+
+def test_webhook_never_gives_a_slurmd_pod_our_scheduler() -> None:
+    def create(meta: dict[str, Any]) -> webhook.Request:
+        body = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "1",
+                "operation": "CREATE",
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": "tenant-a",
+                "object": {"metadata": {"name": "p", **meta}, "spec": {}},
+            },
+        }
+        return webhook.decode_review(msgspec.json.encode(body))
+
+    owner = {"ownerReferences": [{"kind": "NodeSet", "name": "n", "controller": True}]}
+    assert webhook.mutate(create(owner), WEBHOOK, {}) == []
+    labelled = {"labels": {"app.kubernetes.io/name": "slurmd"}}
+    assert webhook.mutate(create(labelled), WEBHOOK, {}) == []
+    assert webhook.mutate(create({}), WEBHOOK, {}) != []
