@@ -27,6 +27,14 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   waits for it — ⇒ no job; each pod gets ``PodScheduled=False`` (reason
   ``SlurmJobInvalid``) and a Warning Event naming the annotation and the reason — fixing the
   annotation re-triggers the group;
+* tenancy (:mod:`reconcilers._tenancy`, settings ``$.tenancy``): the group's annotations
+  name a Slurm user, group, account, QOS, partition or reservation its namespace's policy
+  does not allow (or ``user-id``/``group-id`` without a policy) ⇒ no job; each pod gets
+  ``PodScheduled=False``, reason ``SlurmPolicyDenied``, and a Warning Event naming the
+  annotation and the policy. Otherwise a tenant's job carries its ``user_id``/``group_id``
+  and its default account and partition. A pod of a namespace the bridge does not serve
+  (``managedNamespaces``), and a NodeSet's slurmd pod, are left alone with one Warning
+  Event (``SlurmBridgeNotServed``);
 * Slurm refused the submit for good (the effector wrote ``PodScheduled=False``, reason
   ``SlurmJobRejected``, with Slurm's error and a Warning Event) ⇒ no new submit until
   :data:`RESUBMIT_AFTER_S` after that condition's ``lastTransitionTime``;
