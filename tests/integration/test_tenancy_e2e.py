@@ -11,6 +11,7 @@ with the same settings (:func:`test_the_webhook_denies_what_placement_refuses`).
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from prometheus_client import REGISTRY
 from schemas import wellknown
 from schemas.actions import SubmitSlurmJob
 from slurmbridge import config
+from slurmbridge.cli import logs
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.slurmreservations import SimReservation
 from slurmbridge.devtools.sim.workloads import create_group
@@ -161,7 +163,7 @@ async def stack() -> AsyncIterator[Stack]:
 
 
 async def test_a_tenant_runs_as_its_user_and_is_refused_the_rest_in_the_simulators(
-    stack: Stack,
+    stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def read_job(job_id: int) -> tuple[str, str, str, str]:
         j = stack.slurm.jobs_by_id[job_id]
@@ -187,6 +189,15 @@ async def test_a_tenant_runs_as_its_user_and_is_refused_the_rest_in_the_simulato
     ]
     job = next(j for j in stack.slurm.jobs_by_id.values() if j.user_name == ALICE)
     assert (job.user_id, job.group_id) == (ALICE_UID, ALICE_UID)
+    # The command prints the steps, then the policy the settings give the namespace now.
+    assert stack.settings is not None
+    code = await logs.explain_cmd(stack.settings, argparse.Namespace(ref=f"pod/{TENANT_NS}/plain"))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (
+        "  policy now: tenancy policy 'team-a': namespace tenant-a runs as alice (uid 43001, "
+        "gid 43001); accounts a (default a)"
+    ) in out, out
     # The denial metric counts each refused pod once, by the annotation that broke the rule.
     wanted: dict[str, int] = {}
     for _, _, _, rule in DENIED:
