@@ -20,6 +20,7 @@ import msgspec
 from schemas.actions import AnyAction
 from schemas.events import Event, KubeListed, SlurmPing
 from schemas.subjects import KUBE_SOURCE, slurm_source
+from schemas.tenancy import Tenancy
 
 E = TypeVar("E", bound=Event)
 
@@ -62,6 +63,10 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     SIGTERM and SIGKILL (its deletion's ``gracePeriodSeconds``).
     ``lost_job_grace_s``: seconds after its submit a job re-backing running pods whose job
     Slurm lost may stay pending before those pods are deleted (``kube.lostJobGrace``).
+    ``tenancy``: the Slurm identity and allowed names of each tenant's namespaces
+    (reconcilers._tenancy). ``managed_namespaces`` / ``namespace_selector``: the namespaces
+    the bridge serves (Slinky's ``managedNamespaces``; whether a ``managedNamespaceSelector``
+    is set, which only the webhook can evaluate).
     """
 
     scheduler_name: str
@@ -73,6 +78,9 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     propagated_node_conditions: tuple[str, ...] = ()
     preemption_grace_s: int = 30
     lost_job_grace_s: float = 60.0
+    tenancy: Tenancy = Tenancy()
+    managed_namespaces: tuple[str, ...] = ()
+    namespace_selector: bool = False
 
 
 def kube_listed(store: Store, *listings: str) -> bool:

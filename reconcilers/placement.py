@@ -27,6 +27,14 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   waits for it — ⇒ no job; each pod gets ``PodScheduled=False`` (reason
   ``SlurmJobInvalid``) and a Warning Event naming the annotation and the reason — fixing the
   annotation re-triggers the group;
+* tenancy (:mod:`reconcilers._tenancy`, settings ``$.tenancy``): the group's annotations
+  name a Slurm user, group, account, QOS, partition or reservation its namespace's policy
+  does not allow (or ``user-id``/``group-id`` without a policy) ⇒ no job; each pod gets
+  ``PodScheduled=False``, reason ``SlurmPolicyDenied``, and a Warning Event naming the
+  annotation and the policy. Otherwise a tenant's job carries its ``user_id``/``group_id``
+  and its default account and partition. A pod of a namespace the bridge does not serve
+  (``managedNamespaces``), and a NodeSet's slurmd pod, are left alone with one Warning
+  Event (``SlurmBridgeNotServed``);
 * Slurm refused the submit for good (the effector wrote ``PodScheduled=False``, reason
   ``SlurmJobRejected``, with Slurm's error and a Warning Event) ⇒ no new submit until
   :data:`RESUBMIT_AFTER_S` after that condition's ``lastTransitionTime``;
@@ -105,7 +113,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from reconcilers import _dra, _feasible, _hetjob, _nodes, _pods
+from reconcilers import _dra, _feasible, _hetjob, _nodes, _pods, _tenancy
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
@@ -138,6 +146,7 @@ from schemas.events import (
     SlurmPartition,
 )
 from schemas.subjects import slurm_source
+from schemas.tenancy import Tenancy
 
 NAME = "placement"
 ENDED = wellknown.JOB_ENDED_STATES
@@ -225,6 +234,11 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: Seconds running pods whose job Slurm lost may stay after Slurm refused their re-back
     #: job (Context.lost_job_grace_s).
     lost_job_grace_s: float = 60.0
+    #: Tenancy (reconcilers._tenancy): the policy, whether the group's namespace is served,
+    #: and the NodeSet slurmd pods with our schedulerName (never placed; left out of ``pods``).
+    tenancy: Tenancy = Tenancy()
+    served: bool = True
+    slurmd: tuple[KubePod, ...] = ()
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -332,11 +346,13 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     if group is None:
         return None
     source = slurm_source(ctx.cluster)
-    pods = tuple(
+    ours = [
         p
         for p in _pods.pods_of(group, store, ctx.cluster)
         if p.scheduler_name == ctx.scheduler_name
-    )
+    ]
+    pods = tuple(p for p in ours if not _tenancy.slurmd_pod(p))
+    slurmd = tuple(p for p in ours if _tenancy.slurmd_pod(p))
     workload = store.get(KubeWorkload, group.root_key) if group.root_key else None
     # Only live pods name the group's job: a finished pod's label names a job that ended with
     # it, and a pod created after it (a Job's retry) needs a new job, not that one.
@@ -465,6 +481,14 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         node_sizes=node_sizes,
         reback=reback,
         lost_job_grace_s=ctx.lost_job_grace_s,
+        tenancy=ctx.tenancy,
+        served=_tenancy.served(
+            group.namespace,
+            ctx.tenancy,
+            ctx.managed_namespaces,
+            selector=ctx.namespace_selector,
+        ),
+        slurmd=slurmd,
     )
 
 
@@ -559,11 +583,38 @@ def _marked(p: KubePod, job_id: int) -> bool:
     )
 
 
+def _warn_once(p: KubePod, message: str, occasion: str) -> AnyAction:
+    event = _pods.pod_event(p, wellknown.REASON_NOT_SERVED, message, warning=True)
+    return msgspec.structs.replace(event, once=occasion)
+
+
+def _left_alone(v: View, live: list[KubePod]) -> Decision | None:
+    """Pods placement never touches (reconcilers._tenancy): NodeSet slurmd pods with our
+    schedulerName, and every pod of a namespace the bridge does not serve. Each gets one
+    Warning Event (``once``), nothing else — not even on a namespace dropped from the
+    settings after its pods got a job (never undo what was done)."""
+    slurmd = (
+        "a NodeSet slurmd pod (a Slurm node itself) is never placed through a Slurm job: "
+        "the pod is left alone"
+    )
+    warned = [_warn_once(p, slurmd, "slurmd") for p in v.slurmd if _live(p)]
+    if not v.served and live:
+        message = _tenancy.not_served_message(v.group.namespace)
+        warned.extend(_warn_once(p, message, "not-served") for p in live)
+        return Decision(actions=tuple(warned), reason=message)
+    if warned and not live:
+        return Decision(actions=tuple(warned), reason="NodeSet slurmd pods are left alone")
+    return None
+
+
 def decide(v: View | None) -> Decision:
     """Submit, label, or bind (module docstring)."""
     if v is None:
         return Decision(reason="not a pod group key")
     live = [p for p in v.pods if _live(p)]
+    left_alone = _left_alone(v, live)
+    if left_alone is not None:
+        return left_alone
     if not live:
         return NOTHING
     if v.job_id is None:
@@ -1085,6 +1136,11 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         template_owner=v.template_owner,
         pod_group=v.pod_group,
     )
+    denial = _tenancy.check(v.tenancy, v.group.namespace, annotations)
+    if denial is not None:
+        # Defense in depth: the webhook denies such pods, but a pod admitted before the
+        # policy changed (or past the webhook) must never get a job.
+        return _reject(live, denial.message, reason=_tenancy.DENIED)
     try:
         spec = _pods.translate(
             v.group,
@@ -1096,6 +1152,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         )
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
+    spec = _tenancy.apply(v.tenancy, v.group.namespace, spec)
     if not spec.partition and v.default_partition:
         spec = msgspec.structs.replace(spec, partition=v.default_partition)
     if v.mcs_label:
@@ -1144,6 +1201,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
                 spec=het[0].spec if het else spec,
                 scheduler_name=v.scheduler_name,
                 components=het,
+                tenant=tenant.name if (tenant := v.tenancy.tenant_of(v.group.namespace)) else "",
             ),
             _pods.pod_event(
                 first,

@@ -235,6 +235,8 @@ class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
     pods in ``admin_comment``; ``spec`` is then the first component's); every pod is labelled
     with the het job's id (the leader's). An existing live job with the marker counts by its
     het job id.
+    ``tenant``: the tenancy policy whose identity and defaults
+    the spec carries (``""``: the namespace has none; the job runs as slurmrestd's user).
     """
 
     cluster: str
@@ -244,6 +246,7 @@ class SubmitSlurmJob(Action, frozen=True, kw_only=True, tag="SubmitSlurmJob"):
     spec: SlurmJobSpec
     scheduler_name: str
     components: tuple[HetComponent, ...] = ()
+    tenant: str = ""
 
 
 class MarkPods(Action, frozen=True, kw_only=True, tag="MarkPods"):

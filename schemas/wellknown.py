@@ -124,6 +124,13 @@ CONDITION_POD_SCHEDULED: Final = "PodScheduled"
 REASON_SLURM_JOB_REJECTED: Final = "SlurmJobRejected"
 #: ``PodScheduled=False`` reason: the group cannot become a Slurm job (an annotation).
 REASON_SLURM_JOB_INVALID: Final = "SlurmJobInvalid"
+#: ``PodScheduled=False`` reason (and Warning Event reason): an annotation names a Slurm
+#: user, group, account, QOS, partition or reservation the pod's namespace may not use
+#: (the tenancy policy, ``$.tenancy``); the message starts with the annotation's field.
+REASON_SLURM_POLICY_DENIED: Final = "SlurmPolicyDenied"
+#: Warning Event reason on a pod with our schedulerName that placement leaves alone: its
+#: namespace is not served (``managedNamespaces``), or it is a NodeSet's slurmd pod.
+REASON_NOT_SERVED: Final = "SlurmBridgeNotServed"
 #: ``PodScheduled=False`` reason: the group's placeholder job waits in Slurm's queue; the
 #: message starts with Slurm's own reason, then a comma (see :func:`pending_message`).
 REASON_SLURM_JOB_PENDING: Final = "SlurmJobPending"

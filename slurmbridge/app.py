@@ -236,6 +236,9 @@ class App:
             default_partition=settings.partition or "",
             mcs_label=settings.mcs_label or "",
             propagated_node_conditions=tuple(settings.propagated_node_conditions),
+            tenancy=settings.tenancy,
+            managed_namespaces=tuple(settings.managed_namespaces),
+            namespace_selector=settings.managed_namespace_selector is not None,
         )
         #: No destructive action for a cluster before the log holds complete listings of
         #: both sides (runtime.gate): the core Kubernetes listings this deployment watches.
@@ -697,6 +700,7 @@ class App:
                 managed_namespaces=frozenset(s.managed_namespaces),
                 managed_namespace_selector=s.managed_namespace_selector,
                 service_account=s.webhook.service_account,
+                tenancy=s.tenancy,
             ),
             bind=s.webhook.bind,
             port=s.webhook.port,

@@ -45,6 +45,7 @@ import msgspec.inspect
 import yaml
 
 from schemas import wellknown
+from schemas.tenancy import Tenancy
 from slurmbridge.kube.labelselector import check_selector
 from slurmbridge.paths import path_message
 
@@ -298,6 +299,12 @@ class Settings(_Base):
     ``propagated_node_conditions``: Kubernetes node condition types whose True conditions
     become the drain reason of a cordoned node's slurmd pods (slurm-operator's Helm value
     ``propagatedNodeConditions``; empty: its default reason).
+    ``managed_namespaces``: the namespaces the bridge serves (Slinky's key): the webhook gives
+    their pods our scheduler, and placement leaves a pod with our schedulerName in any other
+    namespace alone, with a Warning Event. Empty, with no tenant and no
+    ``managed_namespace_selector``: every namespace. A tenant's namespaces are served too.
+    ``tenancy``: the Slurm identity and the allowed accounts, QOS, partitions and
+    reservations of each tenant's namespaces (:mod:`schemas.tenancy`, docs/security.md).
     """
 
     scheduler_name: str = wellknown.DEFAULT_SCHEDULER_NAME
@@ -316,6 +323,7 @@ class Settings(_Base):
     instance_id: str = ""
     runtime_dir: str | None = None
     propagated_node_conditions: list[str] = []
+    tenancy: Tenancy = msgspec.field(default_factory=Tenancy)
 
     @property
     def slurm_url(self) -> str | None:
@@ -477,6 +485,39 @@ def _validate(s: Settings) -> None:
             check_selector(s.managed_namespace_selector, "managedNamespaceSelector")
         except ValueError as exc:
             raise ConfigError(f"$.{exc}") from None
+    _validate_tenancy(s.tenancy)
+
+
+def _validate_tenancy(tenancy: Tenancy) -> None:
+    """What the types cannot say: one tenant per namespace, unique tenant names, a tenant
+    with a namespace, and defaults that are in their tenant's lists.
+
+    Raises:
+        ConfigError: naming the path, e.g. ``$.tenancy.tenants[1].namespaces[0]``.
+    """
+    owner: dict[str, str] = {}
+    names: set[str] = set()
+    for i, t in enumerate(tenancy.tenants):
+        at = f"$.tenancy.tenants[{i}]"
+        if t.name in names:
+            raise ConfigError(f"{at}.name: tenant {t.name!r} is named twice")
+        names.add(t.name)
+        if not t.namespaces:
+            raise ConfigError(f"{at}.namespaces: a tenant needs at least one namespace")
+        for j, ns in enumerate(t.namespaces):
+            if ns in owner:
+                raise ConfigError(
+                    f"{at}.namespaces[{j}]: namespace {ns!r} already belongs to tenant "
+                    f"{owner[ns]!r} (one tenant per namespace)"
+                )
+            owner[ns] = t.name
+        for key, default, allowed in (
+            ("defaultAccount", t.default_account, t.accounts),
+            ("defaultPartition", t.default_partition, t.partitions),
+        ):
+            if default and default not in allowed:
+                listed = "accounts" if key == "defaultAccount" else "partitions"
+                raise ConfigError(f"{at}.{key}: {default!r} is not in {listed}")
 
 
 def _http_url(url: str) -> bool:

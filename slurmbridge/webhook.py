@@ -2,10 +2,11 @@
 
 ``slurmbridge run --only webhook`` serves, over TLS only:
 
-* ``POST /mutate`` — on pod CREATE in a managed namespace (``managedNamespaces``, or a
-  Namespace matching ``managedNamespaceSelector``), a pod that asks for the default scheduler
-  (``spec.schedulerName`` empty or ``default-scheduler``) gets ours; a pod that ends up with
-  our scheduler loses ``spec.nodeName`` (it would bypass Slurm). The answer is a JSONPatch.
+* ``POST /mutate`` — on pod CREATE in a managed namespace (``managedNamespaces`` or a
+  tenant's, or a Namespace matching ``managedNamespaceSelector``), a pod that asks for the
+  default scheduler (``spec.schedulerName`` empty or ``default-scheduler``) gets ours; a pod
+  that ends up with our scheduler loses ``spec.nodeName`` (it would bypass Slurm). The answer
+  is a JSONPatch.
 * ``POST /validate`` — for pods with our scheduler: on CREATE, deny a user-set
   ``scheduler.slinky.slurm.net/slurm-jobid`` label or ``slinky.slurm.net/slurm-node``
   annotation (slurmbridge sets them) and ``spec.topologySpreadConstraints`` (Slurm places
@@ -17,7 +18,10 @@
   Slurm (``schemas.dra.SUPPORTED``); another class, native ``cpu`` beside ``dra.cpu``, the
   ``gres`` annotation beside a GPU class, ``cpu-per-task`` beside ``dra.cpu``, and one GPU
   class asked for by two containers are denied. Each denial is 403 with a message naming
-  the field.
+  the field. Tenancy (:func:`tenancy_denial`, rules in :mod:`reconcilers._tenancy`): on
+  CREATE and UPDATE, an annotation naming a Slurm user, group, account, QOS, partition or
+  reservation the namespace's policy does not allow is denied, naming the annotation and the
+  policy (each denial counts in ``slurmbridge_tenancy_denials_total{where="admission"}``).
   On CREATE and UPDATE the answer also carries ``warnings`` (never a denial;
   :func:`warnings`): a pod of ours, or any pod in a managed namespace, whose
   ``scheduling.x-k8s.io/pod-group`` label names a coscheduling PodGroup is told that support
@@ -48,9 +52,12 @@ import msgspec
 import orjson
 from aiohttp import web
 
+from reconcilers import _tenancy
 from schemas import dra, wellknown
+from schemas.tenancy import Tenancy
 from slurmbridge.config import ConfigError
 from slurmbridge.kube.labelselector import selector_matches
+from slurmbridge.observability import metrics
 from slurmbridge.paths import path_message
 
 log = logging.getLogger(__name__)
@@ -73,12 +80,18 @@ class WebhookError(ValueError):
 # --- the request, decoded once ----------------------------------------------------------------
 
 
+class _Owner(msgspec.Struct, frozen=True):
+    kind: str = ""
+    controller: bool | None = None
+
+
 class _Meta(msgspec.Struct, frozen=True):
     name: str = ""
     generateName: str = ""  # noqa: N815 - Kubernetes field name
     namespace: str = ""
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+    ownerReferences: list[_Owner] | None = None  # noqa: N815
 
 
 class _Resources(msgspec.Struct, frozen=True):
@@ -240,21 +253,32 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
 
     ``managed_namespaces``: names; ``managed_namespace_selector``: a Kubernetes
     LabelSelector (``matchLabels`` / ``matchExpressions``) over Namespace labels;
-    ``service_account``: the username slurmbridge's own requests carry.
+    ``service_account``: the username slurmbridge's own requests carry; ``tenancy``: the
+    tenancy policy (a tenant's namespaces are managed too; :func:`tenancy_denial`).
     """
 
     scheduler_name: str = wellknown.DEFAULT_SCHEDULER_NAME
     managed_namespaces: frozenset[str] = frozenset()
     managed_namespace_selector: dict[str, Any] | None = None
     service_account: str = ""
+    tenancy: Tenancy = Tenancy()
 
 
 def managed(policy: Policy, namespace: str, ns_labels: Mapping[str, str]) -> bool:
-    """Is ``namespace`` managed: listed, or its labels match the selector."""
-    if namespace in policy.managed_namespaces:
+    """Is ``namespace`` managed: listed (or a tenant's), or its labels match the selector."""
+    if namespace in policy.managed_namespaces or namespace in policy.tenancy.namespaces:
         return True
     selector = policy.managed_namespace_selector
     return selector is not None and selector_matches(selector, ns_labels)
+
+
+def slurmd_pod(pod: Pod) -> bool:
+    """A NodeSet's slurmd pod (its controller is a ``NodeSet``, or it is labelled
+    ``app.kubernetes.io/name: slurmd``), as :func:`reconcilers._tenancy.slurmd_pod`."""
+    owners = pod.metadata.ownerReferences or []
+    if any(o.kind == "NodeSet" and o.controller for o in owners):
+        return True
+    return (pod.metadata.labels or {}).get("app.kubernetes.io/name") == "slurmd"
 
 
 def mutate(req: Request, policy: Policy, ns_labels: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -263,6 +287,10 @@ def mutate(req: Request, policy: Policy, ns_labels: Mapping[str, str]) -> list[d
     if not req.is_pod or req.operation != "CREATE" or pod is None or req.subResource:
         return []
     namespace = req.namespace or pod.metadata.namespace
+    if slurmd_pod(pod):
+        # A NodeSet's slurmd pod is a Slurm node: never placed through a Slurm job, so it
+        # never gets our scheduler (it would stay Pending).
+        return []
     ops: list[dict[str, Any]] = []
     scheduler = pod.spec.schedulerName
     if scheduler in ("", DEFAULT_SCHEDULER) and managed(policy, namespace, ns_labels):
@@ -372,6 +400,14 @@ def dra_denial(pod: Pod, claim_classes: ClaimClasses | None = None) -> str | Non
     return None
 
 
+def tenancy_denial(policy: Policy, namespace: str, pod: Pod) -> _tenancy.Denial | None:
+    """The tenancy rules (:mod:`reconcilers._tenancy`) on a pod of ours' own
+    ``slurmjob.slinky.slurm.net/*`` annotations: a user, group, account, QOS, partition or
+    reservation its namespace may not use. (Annotations on a Job, JobSet or PodGroup are not
+    seen here — the webhook is for pods — and placement checks them again before any job.)"""
+    return _tenancy.check(policy.tenancy, namespace, pod.metadata.annotations or {})
+
+
 def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = None) -> str | None:
     """The denial message for a pod request, or None to allow it (also for non-pods);
     ``claim_classes``: see :func:`dra_denial`."""
@@ -402,12 +438,18 @@ def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = 
                 "spec.topologySpreadConstraints: not supported for pods scheduled by Slurm "
                 "(Slurm chooses the nodes)"
             )
+        tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
+        if tenancy is not None:
+            return tenancy.message
         return dra_denial(pod, claim_classes)
     old = req.oldObject
     if req.operation != "UPDATE" or old is None:
         return None
     if policy.service_account and req.userInfo.username == policy.service_account:
         return None
+    tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
+    if tenancy is not None:
+        return tenancy.message
     denied = dra_denial(pod, claim_classes)
     if denied is not None:
         return denied
@@ -681,6 +723,8 @@ class WebhookServer:
         if isinstance(req, web.Response):
             return req
         denied = validate(req, self.policy, await self._claim_classes(req))
+        if denied is not None and (rule := _tenancy.rule_of(denied)) in _tenancy.RULES:
+            metrics.TENANCY_DENIALS.labels("admission", rule).inc()
         if denied is not None:
             log.info("webhook: denied %s %s/%s: %s", req.operation, req.namespace, req.name, denied)
         labels: Mapping[str, str] = {}

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import reconcilers
+from reconcilers import _tenancy
 from reconcilers.base import Context
 from slurmbridge.config import Settings, redact_url
 from slurmbridge.logview import explain as explain_mod
@@ -257,6 +258,9 @@ def context_of(settings: Settings) -> Context:
         default_partition=settings.partition or "",
         mcs_label=settings.mcs_label or "",
         propagated_node_conditions=tuple(settings.propagated_node_conditions),
+        tenancy=settings.tenancy,
+        managed_namespaces=tuple(settings.managed_namespaces),
+        namespace_selector=settings.managed_namespace_selector is not None,
     )
 
 
@@ -309,6 +313,9 @@ async def explain_cmd(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     if story is not None:
         explain_mod.print_steps(story)
+        # The policy as the settings given to this command say; the steps above name the
+        # policy each decision applied (it may have changed since).
+        print(f"  policy now: {_tenancy.describe(settings.tenancy, key.partition('/')[0])}")
         print()
     explain_mod.print_timeline(lines, kind, key)
     return 0

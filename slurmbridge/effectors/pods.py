@@ -10,6 +10,7 @@ import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from reconcilers import _tenancy
 from schemas import wellknown
 from schemas.actions import (
     Action,
@@ -45,6 +46,7 @@ from slurmbridge.effectors.common import (
 from slurmbridge.effectors.nodes import KubeEffector
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.wire import RawPod
+from slurmbridge.observability import metrics
 from slurmbridge.runtime.outcomes import EffectResult, Transient
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
@@ -491,7 +493,7 @@ class PodEffector(ClaimEffects, Effector):
             },
         }
         patch_status: Any = self.core.patch_namespaced_pod_status
-        return await ok_unless_gone(
+        result = await ok_unless_gone(
             read_raw(
                 patch_status(
                     action.pod.name,
@@ -503,6 +505,10 @@ class PodEffector(ClaimEffects, Effector):
             ),
             "pod",
         )
+        if action.reason == wellknown.REASON_SLURM_POLICY_DENIED and result.outcome == "ok":
+            # One count per pod and refusal: the condition is written once per new message.
+            metrics.TENANCY_DENIALS.labels("placement", _tenancy.rule_of(action.message)).inc()
+        return result
 
 
 def _job_submit(spec: SlurmJobSpec, pods: tuple[PodRef, ...], marker: str) -> JobSubmit:

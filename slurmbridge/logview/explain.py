@@ -27,7 +27,7 @@ import msgspec
 
 from schemas import actions as act
 from schemas import events, streams, subjects, wellknown
-from schemas.actions import ActionRecord, AnyAction, BindPod, SubmitSlurmJob
+from schemas.actions import ActionRecord, AnyAction, BindPod, SetPodCondition, SubmitSlurmJob
 from schemas.events import Event, KubePod, SlurmJob
 from slurmbridge.logview import logread, render
 from slurmbridge.runtime.bus import Bus
@@ -255,12 +255,20 @@ async def pod_steps(bus: Bus, key: str) -> PodStory:
             decided = r.decided_at or r.at / 1e9
             pods = f"{len(a.pods)} pod{'' if len(a.pods) == 1 else 's'}"
             steps.append(Step(decided, f"group complete: {a.group} ({pods}), submit decided"))
-            done = "submitted" if r.outcome in ("ok", "noop") else r.outcome
+            done: str = "submitted" if r.outcome in ("ok", "noop") else r.outcome
             detail = f": {r.error}" if r.error else ""
+            done += f" {_identity(a)}"
             # The effect's start: the submit request goes out within it, and the record is
             # written only after the pods are marked, when Slurm may have shown the job.
             sent = r.at / 1e9 - r.duration_s
             steps.append(Step(sent, f"placeholder job {done}{detail}"))
+        elif (
+            isinstance(a, SetPodCondition)
+            and a.reason == wellknown.REASON_SLURM_POLICY_DENIED
+            and (a.pod.namespace, a.pod.name) == (namespace, name)
+            and r.outcome in ("ok", "noop")
+        ):
+            steps.append(Step(r.decided_at or r.at / 1e9, f"denied by tenancy: {a.message}"))
         elif (
             isinstance(a, BindPod)
             and (a.pod.namespace, a.pod.name) == (namespace, name)
@@ -285,6 +293,22 @@ async def pod_steps(bus: Bus, key: str) -> PodStory:
                 steps.append(Step(at, f"job {job_id} RUNNING on {','.join(job.nodes) or '?'}"))
     steps.sort(key=lambda s: s.at)
     return PodStory(key=key, created=created, steps=steps)
+
+
+def _identity(a: SubmitSlurmJob) -> str:
+    """Who the job was submitted as, and the tenancy policy that said so."""
+    spec = a.spec
+    if spec.user_id is None:
+        who = "as slurmrestd's user"
+    else:
+        who = f"as uid {spec.user_id}, gid {spec.group_id}"
+    policy = f"tenancy policy {a.tenant!r}" if a.tenant else "no tenancy policy"
+    extras = [
+        f"account {spec.account}" if spec.account else "",
+        f"partition {spec.partition}" if spec.partition else "",
+    ]
+    where = "".join(f", {e}" for e in extras if e)
+    return f"{who}{where} ({policy})"
 
 
 def print_steps(story: PodStory, out: TextIO = sys.stdout) -> None:

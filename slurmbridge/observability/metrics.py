@@ -82,3 +82,10 @@ WATCH_CONNECTED = Gauge(
 WATCH_RESTARTS = Counter(
     "slurmbridge_watch_restarts_total", "Watch re-opens and re-lists", ["resource", "why"]
 )
+TENANCY_DENIALS = Counter(
+    "slurmbridge_tenancy_denials_total",
+    "Pods refused by the tenancy policy: where (admission: the webhook's 403; placement: "
+    "PodScheduled=False SlurmPolicyDenied, one per pod and refusal) and rule (the annotation: "
+    "user-id, group-id, account, qos, partition, reservation)",
+    ["where", "rule"],
+)

@@ -990,3 +990,39 @@ def test_grafana_dashboard_queries_only_metrics_and_labels_we_export() -> None:
     assert not ours - families, f"metrics without a panel: {sorted(ours - families)}"
     for p in dash["panels"]:
         assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+
+
+def test_the_tenancy_policy_reaches_both_settings_files(tmp_path: Path) -> None:
+    """Issue 27: values.config.tenancy is rendered into config.yaml and webhook.yaml and
+    loads as the typed policy (placement and the webhook read the same one)."""
+    tenant = {
+        "name": "team-a",
+        "namespaces": ["tenant-a"],
+        "userId": 43001,
+        "groupId": 43001,
+        "accounts": ["a"],
+        "defaultAccount": "a",
+    }
+    docs = render({"config": {"tenancy": {"tenants": [tenant]}}})
+    assert settings_of(render({}))["tenancy"] == {"tenants": []}
+    for key in ("config.yaml", "webhook.yaml"):
+        rendered = settings_of(docs, key)
+        assert rendered["tenancy"]["tenants"] == [tenant]
+        path = tmp_path / key
+        path.write_text(yaml.safe_dump({"tenancy": rendered["tenancy"]}))
+        t = config.load(path=path, env={}).tenancy.tenant_of("tenant-a")
+        assert t is not None and (t.user_id, t.default_account) == (43001, "a")
+
+
+def test_a_tenants_namespaces_reach_the_mutating_webhook() -> None:
+    """Issue 27: the webhook gives a tenant's pods our scheduler (webhook.managed counts a
+    tenant's namespaces as managed), so the chart sends it their CREATEs too."""
+    tenant = {"name": "t", "namespaces": ["tenant-a", "hpc"], "userId": 7, "groupId": 7}
+    docs = render({"config": {"managedNamespaces": ["hpc"], "tenancy": {"tenants": [tenant]}}})
+    (mutating,) = of_kind(docs, "MutatingWebhookConfiguration")
+    managed = next(w for w in mutating["webhooks"] if w["name"].startswith("managed."))
+    (in_,) = [e for e in managed["namespaceSelector"]["matchExpressions"] if e["operator"] == "In"]
+    assert in_["values"] == ["hpc", "tenant-a"]
+    docs = render({"config": {"tenancy": {"tenants": [tenant]}}})
+    (mutating,) = of_kind(docs, "MutatingWebhookConfiguration")
+    assert any(w["name"].startswith("managed.") for w in mutating["webhooks"])

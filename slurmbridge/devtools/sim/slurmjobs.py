@@ -92,7 +92,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.models import Job, JobGres, JobNodeResources
@@ -130,6 +130,14 @@ class SimJob:
     admin_comment: str = ""
     comment: str = ""
     user_id: int = 0
+    #: The job's group (``group_id``, else the submitting user's primary group), and the
+    #: names Slurm resolves for both ("" when the id has no name), as they are recorded.
+    group_id: int = 0
+    user_name: str = ""
+    group_name: str = ""
+    account: str = ""
+    qos: str = ""
+    reservation: str = ""
     submit_time: int = 0
     start_time: int = 0
     end_time: int = 0
@@ -258,10 +266,12 @@ def _csv_string(value: Any) -> list[str] | None:
 
 
 class _SubmitError(Exception):
-    def __init__(self, errno: int, description: str) -> None:
+    def __init__(self, errno: int, description: str, source: str = "") -> None:
         super().__init__(description)
         self.errno = errno
         self.description = description
+        #: The ``errors[].source`` when it is not the handler's (a data_parser path).
+        self.source = source
 
 
 def _number(value: Any) -> int | None:
@@ -370,6 +380,10 @@ def core_layout(node: SimNode) -> tuple[int, int, int]:
     return (node.sockets or node.cpus, node.cores or 1, node.threads or 1)
 
 
+#: The user the harness's token names (``SlurmSim.write_token``'s default): the bridge's.
+HARNESS_USER: Final = "slurmrest"
+
+
 class JobsMixin:
     """Job state and REST handlers; needs the host's nodes, partitions, allocate/release."""
 
@@ -389,6 +403,13 @@ class JobsMixin:
         self.jobs_changed_at = int(time.time())
         #: The last priority priority/basic handed out (the next job gets one less).
         self.last_priority = TOP_PRIORITY
+        #: The passwd and group databases slurmctld resolves ids with: user name → (uid,
+        #: primary gid), gid → group name. ``root`` at first; :meth:`add_user` adds the users
+        #: a test creates (the real rigs' ``useradd``), and a token's user the database lacks
+        #: is added with the next free uid from 60000 at its first submit (a real token's user
+        #: exists: Slurm resolves it), so each job's user is the token's, as in Slurm.
+        self.users: dict[str, tuple[int, int]] = {"root": (0, 0)}
+        self.groups: dict[int, str] = {0: "root"}
 
     if TYPE_CHECKING:  # provided by SlurmSim
 
@@ -397,6 +418,74 @@ class JobsMixin:
         def _now(self) -> int: ...
 
     # --- public -------------------------------------------------------------------------------
+
+    def add_user(self, name: str, uid: int, gid: int | None = None) -> None:
+        """Create user ``name`` with ``uid`` and a primary group of its own name (``gid``,
+        default ``uid``), as ``useradd`` does on the real rigs."""
+        gid = uid if gid is None else gid
+        self.users[name] = (uid, gid)
+        self.groups.setdefault(gid, name)
+
+    def submit_identity(self, user: str, operator: bool, desc: Json) -> tuple[int, int | None]:
+        """The uid and gid a submit by ``user`` (the token's) runs as, by slurmctld's rules
+        as recorded from Slurm 26.05.5 (tests/real_slurm/test_modern_tenancy.py):
+
+        * no ``user_id``: the token's user; no ``group_id``: the job's user's primary group
+          for a plain user, and *the token user's* group for an operator submitting for
+          another user (root's token, ``user_id`` alice, no ``group_id`` ⇒ gid 0);
+        * ``user_id`` / ``group_id`` as digits, or a name slurmrestd resolves (an unknown
+          name: 2166 "Unable to resolve user ID to user name");
+        * an operator (root, SlurmUser) may submit for any uid (one no user has too:
+          :meth:`submit`); a plain user only for its own uid (else 2010 "Invalid
+          user id") and its own primary group (else 2113 "Invalid group id"; Slurm also
+          accepts the user's supplementary groups, which this database does not hold).
+
+        Raises:
+            _SubmitError: 2166, 2010 or 2113 as above.
+        """
+        own_uid, own_gid = self._ensure_user(user) if user else (0, 0)
+        uid = self._resolve_id(desc.get("user_id"), user=True)
+        gid = self._resolve_id(desc.get("group_id"), user=False)
+        if uid is None:
+            uid = own_uid
+        if not operator:
+            if uid != own_uid:
+                raise _SubmitError(2010, "Batch job submission failed")
+            if gid is not None and gid != own_gid:
+                raise _SubmitError(2113, "Batch job submission failed")
+        elif gid is None and uid != own_uid:
+            gid = own_gid
+        return uid, gid
+
+    def _ensure_user(self, name: str) -> tuple[int, int]:
+        """``name``'s (uid, gid), adding it with the next free uid from 60000 if missing."""
+        if name not in self.users:
+            self.add_user(name, max([60000, *(u + 1 for u, _ in self.users.values())]))
+        return self.users[name]
+
+    def _resolve_id(self, raw: Any, *, user: bool) -> int | None:
+        if raw is None or raw == "":
+            return None
+        text = str(raw).strip()
+        if text.isdigit():
+            return int(text)
+        if user:
+            if text in self.users:
+                return self.users[text][0]
+            raise _SubmitError(2166, f"Unable to resolve user: {text}", source="#/job/user_id/")
+        for gid, name in self.groups.items():
+            if name == text:
+                return gid
+        raise _SubmitError(2166, f"Unable to resolve group: {text}", source="#/job/group_id/")
+
+    def _primary_gid(self, uid: int) -> int:
+        return next((g for u, g in self.users.values() if u == uid), 0)
+
+    def _user_name(self, uid: int) -> str:
+        return next((n for n, (u, _) in self.users.items() if u == uid), "")
+
+    def _group_name(self, gid: int) -> str:
+        return self.groups.get(gid, "")
 
     @property
     def jobs(self) -> list[Job]:
@@ -429,26 +518,58 @@ class JobsMixin:
         self._jobs_touched()
         self.schedule()
 
-    def submit(self, desc: Json, *, external: bool, user_id: int = 0) -> int:
-        """Submit a job from a version-neutral description (see :meth:`_parse_submit`)."""
+    def submit(
+        self,
+        desc: Json,
+        *,
+        external: bool,
+        user_id: int | None = None,
+        group_id: int | None = None,
+    ) -> int:
+        """Submit a job from a version-neutral description (see :meth:`_parse_submit`) as
+        ``user_id`` / ``group_id`` (None: the harness's token user :data:`HARNESS_USER`, as
+        a test's "job submitted straight to Slurm" is one of the bridge's; the user's primary
+        group); the REST handler first applies slurmctld's identity rules
+        (``SlurmSim.submit_identity``).
+        A ``user_id`` no known user has is accepted as it is (recorded from Slurm 26.05.5: uid
+        99999 without a passwd entry; real Slurm holds it later, ``JobHeldAdmin``, when its
+        batch script fails to start on a node — not modelled: jobs run nothing here)."""
+        if user_id is None:
+            user_id = self._ensure_user(HARNESS_USER)[0]
         job = self._make_job(desc, external=external, user_id=user_id)
+        job.group_id = self._primary_gid(user_id) if group_id is None else group_id
+        job.user_name = self._user_name(user_id)
+        job.group_name = self._group_name(job.group_id)
         self.jobs_by_id[job.job_id] = job
         self._jobs_touched()
         self.schedule()
         return job.job_id
 
-    def submit_het(self, descs: list[tuple[Json, bool]], *, user_id: int = 0) -> int:
+    def submit_het(
+        self,
+        descs: list[tuple[Json, bool]],
+        *,
+        user_id: int | None = None,
+        group_id: int | None = None,
+    ) -> int:
         """Submit a heterogeneous job (one description and its ``external`` per component);
-        returns the leader's id (module docstring).
+        returns the leader's id (module docstring). ``user_id`` / ``group_id`` as for
+        :meth:`submit` (every component runs as the leader's identity).
 
         Raises:
             _SubmitError: a component is refused (its errno); the components made before it
                 are left CANCELLED, as slurmctld leaves them (recorded from 26.05.5).
         """
+        if user_id is None:
+            user_id = self._ensure_user(HARNESS_USER)[0]
         made: list[SimJob] = []
         try:
             for desc, external in descs:
-                made.append(self._make_job(desc, external=external, user_id=user_id))
+                job = self._make_job(desc, external=external, user_id=user_id)
+                job.group_id = self._primary_gid(user_id) if group_id is None else group_id
+                job.user_name = self._user_name(user_id)
+                job.group_name = self._group_name(job.group_id)
+                made.append(job)
         except _SubmitError:
             for job in made:
                 self._join_het(job, made)
@@ -627,6 +748,9 @@ class JobsMixin:
             flags=flags,
             admin_comment=str(desc.get("admin_comment") or ""),
             comment=str(desc.get("comment") or ""),
+            account=str(desc.get("account") or ""),
+            qos=str(desc.get("qos") or ""),
+            reservation=str(desc.get("reservation") or ""),
             user_id=user_id,
             submit_time=self._now(),
             time_limit=desc.get("time_limit"),
@@ -784,6 +908,11 @@ class JobsMixin:
                 "admin_comment",
                 "comment",
                 "tres_per_node",
+                "user_id",
+                "group_id",
+                "account",
+                "qos",
+                "reservation",
             )
         }
         # v0.0.38: a string of digits (job_properties); data_parser: uint32_no_val.
@@ -944,6 +1073,11 @@ class JobsMixin:
             "comment": j.comment,
             "flags": list(j.flags),
             "user_id": j.user_id,
+            "user_name": j.user_name,
+            "group_id": j.group_id,
+            "group_name": j.group_name,
+            "account": j.account,
+            "qos": j.qos,
             "submit_time": nv(j.submit_time),
             "start_time": nv(j.start_time),
             "end_time": nv(j.end_time),

@@ -72,6 +72,15 @@ user is the token's, or ``X-SLURM-USER-NAME`` when a root/slurm token names anot
 ``slurmrest``, the user :meth:`SlurmSim.write_token` issues tokens for, so the harness acts as
 an administrator as the real rigs' root token does.
 
+Identity (recorded from Slurm 26.05.5, tests/real_slurm/test_modern_tenancy.py): a submit's
+``user_id`` / ``group_id`` (digits or a name) are recorded on the job (``user_id``,
+``user_name``, ``group_id``, ``group_name`` in listings; :meth:`SlurmSim.add_user` fills the
+passwd database, which holds only ``root`` at first). An operator may submit for any user; a
+plain user's submit for another uid is refused with 2010, for another group with 2113; an
+unknown name is 2166; a reservation whose ``Users=`` lacks the job's user is 2052. Accounts and
+QOS are recorded, not enforced: real Slurm without accounting (the rigs have no slurmdbd) takes
+any account, even one a partition's ``AllowAccounts`` excludes, and any QOS.
+
 Nodes after RESUME/UNDRAIN. A drained node that is resumed or undrained reads
 ``IDLE+NOT_RESPONDING`` for :attr:`SlurmSim.not_responding_after_resume_s` seconds of the
 simulator's clock (1 s; until slurmctld's next ping on a real cluster, 24.11.5 and 26.05.5);
@@ -202,7 +211,10 @@ _ERRNO_TEXT: Final[Mapping[int, str]] = {
     2021: "Job/step already completing or completed",
     2028: "Invalid node state specified",
     2031: "Active features not subset of available features",
+    2052: "Access denied to requested reservation",
     2053: "Requested reservation is invalid",
+    2113: "Invalid group id",
+    2166: "Unable to resolve user ID to user name",
     2075: "Partition is in use",
     2104: "Reservation already started",
     2168: "Node already exists in the node table",
@@ -229,6 +241,11 @@ _ACCESS_DENIED: Final = 2002
 _NOT_ADMIN: Final = 2010
 #: ESLURM_ACTIVE_FEATURE_NOT_SUBSET (recorded from 26.05.5).
 _NOT_SUBSET: Final = 2031
+#: slurmctld's refusals of a submit that slurmrestd reports as "Batch job submission failed"
+#: from ``slurm_submit_batch_job()`` (recorded from 26.05.5): another user's uid (2010) or a
+#: group not the user's (2113) by a plain user, a reservation whose ``Users=`` lacks the
+#: job's user (2052).
+_SUBMIT_REFUSALS: Final = frozenset({2010, 2113, 2052, 2053})
 
 #: Node state flags in the order data_parser (v0.0.42-45) lists them after the base state
 #: (``PARSER_FLAG_ARRAY(NODE_STATES)`` in ``src/plugins/data_parser/v0.0.44/parsers.c``).
@@ -2192,6 +2209,23 @@ class SlurmSim(JobsMixin, ReservationsMixin):
         entry = {"job_id": job.job_id, "step_id": "", "error_code": 0, "error": "", "why": ""}
         return self._ok(v, request, {"results": [entry]})
 
+    def _check_reservation(self, desc: Json, uid: int) -> None:
+        """A submit naming reservations: each must exist (2053 "Requested reservation is
+        invalid": slurmctld ``validate_job_resv``, src/slurmctld/reservation.c) and, when it
+        has ``Users=``, list the job's user (2052 "Access denied to requested reservation",
+        recorded from Slurm 26.05.5 with ``Users=root`` and a job for alice). Accounts and
+        QOS are not checked: without accounting (no slurmdbd) real 26.05.5 takes any
+        ``account`` — one outside a partition's ``AllowAccounts`` too — and any ``qos``, and
+        this simulator, like the rigs, has no accounting. (Only the access check: jobs are
+        not scheduled into reservations here.)"""
+        raw = str(desc.get("reservation") or "")
+        for name in (n.strip() for n in raw.split(",") if n.strip()):
+            resv = self.reservations.get(name)
+            if resv is None:
+                raise _SubmitError(2053, "Batch job submission failed")
+            if resv.users and self._user_name(uid) not in resv.users:
+                raise _SubmitError(2052, "Batch job submission failed")
+
     async def _submit_job(self, request: web.Request) -> web.Response:
         v = self._request_version(request)
         fail = self._fail_status(v)
@@ -2218,11 +2252,20 @@ class SlurmSim(JobsMixin, ReservationsMixin):
                 request,
             )
         try:
-            job_id = self.submit(desc, external=external)
-        except _SubmitError as exc:
-            return self._error(
-                v, "jobs", fail, exc.errno, exc.description, "_handle_job_submit", request
+            uid, gid = self.submit_identity(
+                request.get(_USER, ""), self._is_operator(request), desc
             )
+            self._check_reservation(desc, uid)
+            job_id = self.submit(desc, external=external, user_id=uid, group_id=gid)
+        except _SubmitError as exc:
+            # recorded from Slurm 26.05.5 (identity, reservation): the submit's own source,
+            # or the data_parser path of a name it cannot resolve
+            source = exc.source or (
+                "slurm_submit_batch_job()"
+                if exc.errno in _SUBMIT_REFUSALS
+                else "_handle_job_submit"
+            )
+            return self._error(v, "jobs", fail, exc.errno, exc.description, source, request)
         payload: Json = {"job_id": job_id, "step_id": "batch"}
         if v != "v0.0.38":
             # recorded from Slurm 24.11.5/26.05.5: always there (empty without a
@@ -2294,7 +2337,14 @@ class SlurmSim(JobsMixin, ReservationsMixin):
                 request,
             )
         try:
-            job_id = self.submit_het(descs)
+            # Every component runs as the identity slurmctld gives the first (the same
+            # rules as a single submit's: submit_identity).
+            uid, gid = self.submit_identity(
+                request.get(_USER, ""), self._is_operator(request), descs[0][0]
+            )
+            for desc, _external in descs:
+                self._check_reservation(desc, uid)
+            job_id = self.submit_het(descs, user_id=uid, group_id=gid)
         except _SubmitError as exc:
             return self._error(
                 v,

@@ -37,7 +37,7 @@ from slurmbridge.slurm.codecs._common import (
     state_tuple,
 )
 from slurmbridge.slurm.codecs._dataparser import decode_job_list
-from slurmbridge.slurm.errors import BadResponse, Unsupported
+from slurmbridge.slurm.errors import BadResponse, Rejected, Unsupported
 from slurmbridge.slurm.models import (
     PLACEHOLDER_OUTPUT,
     PLACEHOLDER_SCRIPT,
@@ -207,6 +207,14 @@ class V0038(Codec):
         """
         if job.required_nodes:
             raise Unsupported(self.version, "submit_job with required_nodes")
+        if job.user_id is not None or job.group_id is not None:
+            # v0.0.38's job_properties has no user_id/group_id: leaving them out would run
+            # the job as the token's user (root) instead of the tenant's. Fail closed.
+            raise Rejected(
+                "slurmrestd API v0.0.38 (Slurm 22.05) cannot submit a job as another user "
+                "(job_properties has no user_id/group_id): a tenancy policy needs Slurm "
+                "23.02+ (v0.0.39+)"
+            )
         env = dict(e.split("=", 1) for e in job.environment if "=" in e)
         props: dict[str, object] = {
             "name": job.name,
