@@ -83,7 +83,8 @@ API Workload or a Job also reaches the PodGroups whose annotations they carry), 
 SlurmPartition (a partition appearing may unblock a group), KubeNode (the exclusions of pending
 jobs), KubeNodeUsage (the exclusions of pending jobs: a node filling up or freeing),
 KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone),
-KubeResourceClaim (its pod's group), KubeResourceSlice (groups with pods waiting for devices);
+KubeResourceClaim (its pod's group), KubeResourceSlice and KubeDeviceClass (groups with pods
+waiting for devices);
 a job of a partition leaving the queue (started or ended) also re-triggers the groups whose
 jobs wait in that partition, so their queue place stays current.
 """
@@ -113,6 +114,7 @@ from schemas.actions import (
     SubmitSlurmJob,
 )
 from schemas.events import (
+    KubeDeviceClass,
     KubeListed,
     KubeNode,
     KubeNodeUsage,
@@ -192,6 +194,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     claims: dict[str, KubeResourceClaim] = {}
     #: DRA: Kubernetes node → its ResourceSlices, for the job's nodes (pods asking for DRA).
     slices: dict[str, tuple[KubeResourceSlice, ...]] = {}
+    #: DRA: the DeviceClasses the group's pods ask for (name → class), matched to device
+    #: profiles by selector (:mod:`reconcilers._devprofile`).
+    device_classes: dict[str, KubeDeviceClass] = {}
     #: Nodes to exclude while the log holds no Slurm node of the cluster at all (before its
     #: first listing): a submit waits for the listing instead of dropping every exclusion.
     unverified: tuple[str, ...] = ()
@@ -375,6 +380,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         queue_position=queue_position(store, job) if job is not None and pending_ours else 0,
         claims=claims,
         slices=slices,
+        device_classes=_device_classes(store, pods, claims),
         kube_nodes=kube_nodes,
         usage=usage,
         unverified=unverified,
@@ -420,6 +426,16 @@ def _dra_view(
         for n in sorted(nodes)
     }
     return claims, slices
+
+
+def _device_classes(
+    store: Store, pods: tuple[KubePod, ...], claims: dict[str, KubeResourceClaim]
+) -> dict[str, KubeDeviceClass]:
+    """The DeviceClasses the pods' extended resources and named claims ask for."""
+    names = {r.device_class for p in pods for r in p.dra_requests}
+    names.update(r.device_class for c in claims.values() for r in c.requests if r.device_class)
+    found = {n: store.get(KubeDeviceClass, n) for n in sorted(names)}
+    return {n: dc for n, dc in found.items() if dc is not None and not dc.deleted}
 
 
 def _infeasible(node: KubeNode, live: list[KubePod], store: Store) -> bool:
@@ -699,6 +715,7 @@ def _claim_actions(
                 slices,
                 taken=frozenset(taken),
                 field=f"ResourceClaim {pc.claim}: spec.devices.requests",
+                classes=v.device_classes,
             )
             taken.update((d.driver, d.pool, d.device) for d in devices)
         out.append(
@@ -711,7 +728,7 @@ def _claim_actions(
         )
     counts = _dra.extended_counts(p)
     if counts:
-        _dra.check_extended(p)
+        _dra.check_extended(p, v.device_classes)
         existing = v.claims.get(f"{p.namespace}/{p.extended_claim}") if p.extended_claim else None
         if existing is None:
             existing = next(
@@ -725,12 +742,17 @@ def _claim_actions(
         if p.extended_claim and existing is None:
             return [], f"waiting for ResourceClaim {p.extended_claim}"
         if existing is None or not existing.reserved_for_pod(p.uid):
-            requests, mappings = _dra.extended_claim(p)
+            requests, mappings = _dra.extended_claim(p, v.device_classes)
             if existing is not None and existing.allocated:
                 devices = existing.results
             else:
                 devices = _dra.devices_for(
-                    requests, alloc, slices, taken=frozenset(taken), field="extended resources"
+                    requests,
+                    alloc,
+                    slices,
+                    taken=frozenset(taken),
+                    field="extended resources",
+                    classes=v.device_classes,
                 )
                 taken.update((d.driver, d.pool, d.device) for d in devices)
             out.append(
@@ -878,7 +900,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
                 )
             named.append(claim)
         if p.claims or p.dra_requests:
-            dra_gpus[p.key] = _dra.gpus_asked(p, named)
+            dra_gpus[p.key] = _dra.gpus_asked(p, named, v.device_classes)
     annotations = _pods.annotations_of(
         v.group, live, v.workload, controller=v.controller, template_owner=v.template_owner
     )
@@ -890,6 +912,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             excluded_nodes=v.excluded,
             workload=v.workload,
             dra_gpus=dra_gpus,
+            device_classes=v.device_classes,
         )
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
@@ -1007,7 +1030,9 @@ def _after_claim(event: KubeResourceClaim, store: Store, ctx: Context) -> Iterab
     return sorted(keys)
 
 
-def _after_slice(_event: KubeResourceSlice, store: Store, ctx: Context) -> Iterable[str]:
+def _after_slice(
+    _event: KubeResourceSlice | KubeDeviceClass, store: Store, ctx: Context
+) -> Iterable[str]:
     # A node's devices appearing may let pods waiting for DRA devices bind.
     keys = {
         _pods.resolve_group(p, store, ctx.cluster).key
@@ -1067,6 +1092,8 @@ SPEC = ReconcilerSpec(
         KubeListed: _after_listing,
         KubeResourceClaim: _after_claim,
         KubeResourceSlice: _after_slice,
+        # A DeviceClass's selector decides what its devices are: pods waiting may now fit.
+        KubeDeviceClass: _after_slice,
     },
     key_kind="PodGroup",
     all_keys=all_keys,
