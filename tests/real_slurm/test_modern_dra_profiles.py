@@ -1,0 +1,211 @@
+"""DRA by device profile, not class name (issue 28, item 6), against real Slurm 26.05.
+
+Slurm is real (:class:`~slurmbridge.devtools.realslurm_modern.ModernSlurm` with ``gpus=4``:
+n1..n4 ``Gres=gpu:nvidia:4`` from ``gres.conf`` with dummy ``File=`` devices); Kubernetes is
+the simulator. The NVIDIA driver publishes n1's four whole GPUs (``type: gpu``) and one MIG
+slice (``type: mig``).
+
+* A DeviceClass called ``accel`` — a name slurmbridge does not know — whose one CEL selector is
+  exactly the ``gpu-nvidia`` profile's (Slinky slurm-bridge 1.3 ``internal/dra/registry.go``):
+  a pod asking for two ``accel`` devices runs on n1 and its claim names the GPUs of exactly
+  the indices real Slurm gave its job (a foreign job holds one GPU first).
+* n1 is a slurmd node (gres.conf), so its GRES are checked against its DRA inventory (Slinky
+  ``validateHybridNodeGRES``): real Slurm reports ``gpu:nvidia:4``, which is not the
+  profile's ``gpu:gpu-nvidia:4`` ⇒ ``SlinkySlurmGRESCompatible=False``
+  (``IncompatibleSlurmGRES``) naming the gres.conf line it needs, with a Warning Event.
+* An external node with two whole GPUs is registered with the profile's GRES: real 26.05
+  accepts ``Gres=gpu:gpu-nvidia:2`` and ``GresConf=`` one ``file=/dra/<driver>/<pool>/<device>``
+  record per GPU joined by ``+`` (Slinky ``buildNodeGRESConfig``) and shows the node with
+  ``Gres=gpu:gpu-nvidia:2`` and the ``slurm_bridge_gres_compatible`` feature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from schemas import wellknown
+from slurmbridge.devtools.realslurm_modern import ModernSlurm
+from slurmbridge.devtools.sim.kube import ApiError
+from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
+from slurmbridge.devtools.testing import Stack
+from tests.real_slurm.conftest import modern_cluster
+from tests.real_slurm.test_modern_dra import _gres
+
+NS = "default"
+CLASS = "accel"
+RES = f"deviceclass.resource.kubernetes.io/{CLASS}"
+PREFIX = wellknown.ANNOTATION_SLURMJOB_PREFIX
+NVIDIA_PROFILE = (
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+)
+
+
+@pytest.fixture(scope="module")
+def slurm_gpus(real_slurm_available: None) -> Iterator[ModernSlurm]:
+    """A 4-node Slurm 26.05 cluster whose nodes have 4 NVIDIA GPUs each."""
+    yield from modern_cluster("26.05", gpus=4)
+
+
+def _slice(node: str, gpus: int, *, mig: bool = False) -> dict[str, Any]:
+    devices: list[dict[str, Any]] = [
+        {"name": f"gpu-{i}", "attributes": {"index": {"int": i}, "type": {"string": "gpu"}}}
+        for i in range(gpus)
+    ]
+    if mig:
+        devices.append({"name": "gpu-0-mig-1g-10gb-0", "attributes": {"type": {"string": "mig"}}})
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-gpu.nvidia.com"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def seed(stack: Stack) -> None:
+    stack.kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": CLASS},
+            "spec": {"selectors": [{"cel": {"expression": NVIDIA_PROFILE}}]},
+        }
+    )
+    stack.kube.create(_slice("n1", 4, mig=True))
+
+
+@pytest.fixture
+async def stack(slurm_gpus: ModernSlurm) -> AsyncIterator[Stack]:
+    out = slurm_gpus.run(
+        "sbatch", "--parsable", "-p", "gpu", "-w", "n1", "--gres=gpu:1", "-o", "/dev/null",
+        "-J", "someone-else", "--wrap", "sleep 600",
+    ).stdout  # fmt: skip
+    foreign = int(out.strip().split(";")[0])
+    try:
+        async with Stack(nodes=4, real_slurm=slurm_gpus, poll_interval=0.2, setup=seed) as s:
+            await s.wait_for(
+                lambda: _gres(slurm_gpus, foreign) is not None, timeout=30, what="foreign job"
+            )
+            yield s
+    finally:
+        slurm_gpus.run("scancel", "--user", "root", check=False)
+        slurm_gpus.run("scontrol", "delete", "nodename=ext-gpu", check=False)
+
+
+def _get(stack: Stack, resource: str, name: str, ns: str | None = NS) -> dict[str, Any] | None:
+    try:
+        return stack.kube.get(resource, name, ns)
+    except ApiError:
+        return None
+
+
+def _phase(p: dict[str, Any] | None) -> str:
+    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
+
+
+def _gres_condition(stack: Stack, node: str) -> dict[str, Any] | None:
+    obj = _get(stack, "nodes", node, None)
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "SlinkySlurmGRESCompatible"), None)
+
+
+async def test_a_class_of_any_name_gets_the_gpus_real_slurm_gave(
+    stack: Stack, slurm_gpus: ModernSlurm
+) -> None:
+    stack.kube.add_pod(
+        "trainer",
+        NS,
+        scheduler_name=wellknown.DEFAULT_SCHEDULER_NAME,
+        annotations={
+            PREFIX + "partition": "gpu",
+            PREFIX + "exclusive": "false",
+            ANNOTATION_RUN_SECONDS: "60",
+        },
+        requests={"cpu": "1", "memory": "100Mi", RES: "2"},
+    )
+    await stack.wait_for(
+        lambda: _phase(_get(stack, "pods", "trainer")) == "Running", timeout=60, what="running"
+    )
+    pod = _get(stack, "pods", "trainer")
+    assert pod is not None and pod["spec"]["nodeName"] == "n1"
+    gres = _gres(slurm_gpus, int(pod["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID]))
+    assert gres is not None and gres[0] == "n1" and len(gres[1]) == 2
+    foreign = slurm_gpus.run("squeue", "-h", "-n", "someone-else", "-o", "%i").stdout.split()
+    (held,) = [_gres(slurm_gpus, int(j)) for j in foreign]
+    assert held is not None and not set(held[1]) & set(gres[1])
+    claim = _get(
+        stack, "resourceclaims", pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    )
+    assert claim is not None
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert sorted((r["driver"], r["pool"], r["device"]) for r in results) == [
+        ("gpu.nvidia.com", "n1", f"gpu-{i}") for i in sorted(gres[1])
+    ]
+    assert [r["exactly"]["deviceClassName"] for r in claim["spec"]["devices"]["requests"]] == [
+        CLASS
+    ]
+    assert not await stack.dead_letters()
+
+
+async def test_a_slurmd_nodes_gres_checked_against_its_dra_inventory(stack: Stack) -> None:
+    await stack.wait_for(
+        lambda: _gres_condition(stack, "n1") is not None, timeout=30, what="GRES condition"
+    )
+    cond = _gres_condition(stack, "n1")
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "IncompatibleSlurmGRES"), cond
+    # What real Slurm reports for the node; the MIG slice adds nothing to the inventory.
+    assert "has GRES 'gpu:nvidia:4" in cond["message"], cond["message"]
+    assert "required DRA GRES 'gpu:gpu-nvidia:4'" in cond["message"]
+    assert "NodeName=n1 Name=gpu Type=gpu-nvidia Count=4" in cond["message"]
+    await stack.wait_for(
+        lambda: any(
+            e.get("reason") == "IncompatibleSlurmGRES" and e.get("type") == "Warning"
+            for e in stack.kube.list("events", NS)
+        ),
+        timeout=30,
+        what="the Warning Event",
+    )
+
+
+async def test_an_external_node_registers_the_profiles_gres(
+    stack: Stack, slurm_gpus: ModernSlurm
+) -> None:
+    stack.kube.create(_slice("ext-gpu", 2, mig=True))
+    stack.kube.add_node(
+        "ext-gpu",
+        cpu="2",
+        memory="1000Mi",
+        labels={wellknown.LABEL_EXTERNAL_NODE: "true"},
+        annotations={wellknown.ANNOTATION_EXTERNAL_NODE_PARTITIONS: "gpu"},
+    )
+
+    def shown() -> str:
+        return slurm_gpus.run("scontrol", "-o", "show", "node", "ext-gpu", check=False).stdout
+
+    await stack.wait_for(lambda: "NodeName=ext-gpu" in shown(), timeout=30, what="registered")
+    line = shown()
+    assert "Gres=gpu:gpu-nvidia:2" in line, line
+    assert "AvailableFeatures=slurm_bridge_gres_compatible,gpu " in line, line
+    await stack.wait_for(
+        lambda: (_gres_condition(stack, "ext-gpu") or {}).get("status") == "True",
+        timeout=30,
+        what="compatible",
+    )
+    # Registered once: real Slurm's Gres equals what was sent (no re-registration).
+    await stack.settled()
+    recs = [
+        (type(r.action).__name__, r.outcome)
+        for r in await stack.action_records()
+        if r.key == "ext-gpu" and type(r.action).__name__ != "RecordEvent"
+    ]
+    assert recs.count(("CreateSlurmNode", "ok")) == 1, recs
+    assert ("DrainSlurmNode", "ok") not in recs, recs
+    assert await stack.dead_letters() == []
