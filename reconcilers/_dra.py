@@ -8,8 +8,13 @@ devices of those very GPUs and CPUs, so that the pod's ResourceClaim allocation
 **What a pod asks for.** DRA extended resources in its containers —
 ``deviceclass.resource.kubernetes.io/<class>`` (:data:`DEVICE_CLASS_PREFIX`) — and/or the
 device requests (``spec.devices.requests[].exactly.deviceClassName``) of the ResourceClaims
-its ``spec.resourceClaims`` name. Only the device classes Slinky allocates are supported
-(:data:`SUPPORTED`, Slinky ``nodeinfo.go`` ``supportedDRADeviceClasses``):
+its ``spec.resourceClaims`` name. A class is what its DeviceClass's selector says
+(:func:`class_kind`, :mod:`reconcilers._devprofile`; Slinky slurm-bridge 1.3
+``internal/dra``): any class whose one CEL selector is a device profile's is that profile's
+CPU or GPU class, whatever its name, and a Slurm GRES typed with the profile's name maps back
+to devices through the node's applied inventory. A class whose DeviceClass matches no profile,
+or that has none in the log, keeps the class-name rule of :data:`SUPPORTED` (Slinky
+``nodeinfo.go`` ``supportedDRADeviceClasses``):
 
 ============== ======= ====================================================================
 class          kind    devices, from the node's ResourceSlices of driver = the class name
