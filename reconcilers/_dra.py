@@ -376,10 +376,12 @@ def devices_for(
     taken: frozenset[DeviceId] = frozenset(),
     field: str = "spec.devices.requests",
     classes: Classes = NO_CLASSES,
+    applied: str = "",
 ) -> tuple[AllocatedDevice, ...]:
     """The devices for a claim's ``requests`` from the job's allocation ``alloc`` on one
     node and that node's ``slices``, skipping devices in ``taken`` (held by other claims on
-    the node). Rules: module docstring.
+    the node). ``applied``: the Slurm node's ``Extra`` when it holds slurmbridge's applied
+    device inventory (a profile-typed GRES maps back through it). Rules: module docstring.
 
     Raises:
         DraError: an unsupported class or allocation mode; no allocation reported by Slurm
@@ -408,7 +410,7 @@ def devices_for(
             candidates = _cpu_candidates(alloc, slices, where)
             what = "CPUs"
         elif ck.profile is not None and (indices := profile_indices(alloc, ck.profile)):
-            candidates = _profile_candidates(ck.profile, indices, alloc, slices, where)
+            candidates = _profile_candidates(ck.profile, indices, alloc, slices, where, applied)
             what = f"{kind.upper()}s"
         else:
             candidates = _gpu_candidates(req, ck.driver, alloc, slices, where)
@@ -453,13 +455,18 @@ def _profile_candidates(
     alloc: NodeAlloc,
     slices: Sequence[KubeResourceSlice],
     where: str,
+    extra: str = "",
 ) -> list[DeviceId]:
     """Slurm's indices of a profile-typed GRES mapped back to the exact devices through the
-    node's applied inventory (:func:`reconcilers._devprofile.applied_of`; Slinky
-    ``indexedGRESAllocationResults``)."""
+    node's applied inventory — the Slurm node's ``Extra`` (``extra``) when slurmbridge wrote
+    it there, else the one its current ResourceSlices give
+    (:func:`reconcilers._devprofile.applied_of`; Slinky ``indexedGRESAllocationResults``)."""
     node = next((s.node for s in slices if s.node), "")
     try:
-        applied = _devprofile.applied_of(_devprofile.node_inventory(node, slices))
+        if extra:
+            applied = _devprofile.decode_applied(extra)
+        else:
+            applied = _devprofile.applied_of(_devprofile.node_inventory(node, slices))
         return list(applied.devices(profile.name, indices))
     except _devprofile.ProfileError as exc:
         raise DraError(where, f"node {alloc.node}: {exc}") from None

@@ -72,6 +72,7 @@ from schemas.actions import (
     DrainSlurmNode,
     RecordEvent,
     SetNodeCondition,
+    SetSlurmNodeExtra,
     UndrainSlurmNode,
     UpdateSlurmNodeTopology,
 )
@@ -271,6 +272,47 @@ def _gres_condition(
     return tuple(out)
 
 
+def _extra(v: View, slurm: SlurmNode, d: Desired) -> tuple[AnyAction, ...] | str:
+    """The write of the applied inventory to the Slurm node's ``Extra`` (Slinky
+    ``updateNodeExtra``): none when it is there; ``""`` cleared when the node has no indexed
+    GRES left but ours is there; the reason it cannot be written when someone else's value
+    is there (never overwritten)."""
+    want, have = d.dra.extra, slurm.extra
+    if have == want or (not want and not have.startswith(_devprofile.APPLIED_PREFIX)):
+        return ()
+    if have and not have.startswith(_devprofile.APPLIED_PREFIX):
+        return (
+            f"cannot record applied DRA inventory on Slurm node {slurm.key!r}: Extra field is "
+            "already in use"
+        )
+    return (
+        SetSlurmNodeExtra(
+            cluster=v.cluster,
+            node=slurm.key,
+            extra=want,
+            owned_prefix=_devprofile.APPLIED_PREFIX,
+        ),
+    )
+
+
+def _compatible(v: View, node: KubeNode, slurm: SlurmNode, d: Desired) -> tuple[AnyAction, ...]:
+    """The applied inventory written and the condition True — or Unknown when the node's
+    ``Extra`` is someone else's."""
+    extra = _extra(v, slurm, d)
+    if isinstance(extra, str):
+        msg = f"Could not verify Slurm GRES compatibility: {extra}"
+        return _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
+    return (
+        *extra,
+        *_gres_condition(
+            node,
+            "True",
+            wellknown.REASON_GRES_COMPATIBLE,
+            "Slurm GRES configuration is compatible with the Kubernetes DRA inventory.",
+        ),
+    )
+
+
 def _hybrid(v: View, node: KubeNode, slurm: SlurmNode) -> Decision:
     """A slurmd-registered node's GRES against its DRA inventory (module docstring)."""
     d = desired(node, v.slices)
@@ -279,6 +321,9 @@ def _hybrid(v: View, node: KubeNode, slurm: SlurmNode) -> Decision:
         acts = _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
         return Decision(actions=acts, reason=msg) if acts else NOTHING
     if not d.dra.gres:
+        clear = _extra(v, slurm, d)
+        if isinstance(clear, tuple) and clear:
+            return Decision(actions=clear, reason="no indexed GRES left: our Extra cleared")
         return NOTHING
     missing = _devprofile.missing_gres(slurm.gres, d.dra.gres)
     if missing:
@@ -291,12 +336,7 @@ def _hybrid(v: View, node: KubeNode, slurm: SlurmNode) -> Decision:
         )
         acts = _gres_condition(node, "False", wellknown.REASON_GRES_INCOMPATIBLE, msg)
     else:
-        acts = _gres_condition(
-            node,
-            "True",
-            wellknown.REASON_GRES_COMPATIBLE,
-            "Slurm GRES configuration is compatible with the Kubernetes DRA inventory.",
-        )
+        acts = _compatible(v, node, slurm, d)
     return Decision(actions=acts, reason="hybrid node GRES checked") if acts else NOTHING
 
 
@@ -465,14 +505,11 @@ def decide(v: View) -> Decision:
         actions.append(_event(node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"))
     actions.extend(_condition(node, "True", "Registered", f"Slurm node {slurm.key} is registered"))
     if d.dra.gres:
-        actions.extend(
-            _gres_condition(
-                node,
-                "True",
-                wellknown.REASON_GRES_COMPATIBLE,
-                "Slurm GRES configuration is compatible with the Kubernetes DRA inventory.",
-            )
-        )
+        actions.extend(_compatible(v, node, slurm, d))
+    else:
+        clear = _extra(v, slurm, d)
+        if isinstance(clear, tuple):
+            actions.extend(clear)
     if not actions:
         return NOTHING
     return Decision(actions=tuple(actions), reason="external node in step")

@@ -95,7 +95,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from reconcilers import _dra, _feasible, _nodes, _pods
+from reconcilers import _devprofile, _dra, _feasible, _nodes, _pods
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
@@ -197,6 +197,10 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: DRA: the DeviceClasses the group's pods ask for (name → class), matched to device
     #: profiles by selector (:mod:`reconcilers._devprofile`).
     device_classes: dict[str, KubeDeviceClass] = {}
+    #: DRA: Slurm node → its applied device inventory (its ``Extra``, when slurmbridge wrote
+    #: one), for the job's nodes: Slurm's GRES indices of a device profile map back to the
+    #: devices through it (:func:`reconcilers._dra.devices_for`).
+    applied: dict[str, str] = {}
     #: Nodes to exclude while the log holds no Slurm node of the cluster at all (before its
     #: first listing): a submit waits for the listing instead of dropping every exclusion.
     unverified: tuple[str, ...] = ()
@@ -381,6 +385,12 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         claims=claims,
         slices=slices,
         device_classes=_device_classes(store, pods, claims),
+        applied={
+            n: sn.extra
+            for n in (node_map if slices else ())
+            if (sn := store.get(SlurmNode, n, source)) is not None
+            and sn.extra.startswith(_devprofile.APPLIED_PREFIX)
+        },
         kube_nodes=kube_nodes,
         usage=usage,
         unverified=unverified,
@@ -716,6 +726,7 @@ def _claim_actions(
                 taken=frozenset(taken),
                 field=f"ResourceClaim {pc.claim}: spec.devices.requests",
                 classes=v.device_classes,
+                applied=v.applied.get(slurm_node, ""),
             )
             taken.update((d.driver, d.pool, d.device) for d in devices)
         out.append(
@@ -753,6 +764,7 @@ def _claim_actions(
                     taken=frozenset(taken),
                     field="extended resources",
                     classes=v.device_classes,
+                    applied=v.applied.get(slurm_node, ""),
                 )
                 taken.update((d.driver, d.pool, d.device) for d in devices)
             out.append(

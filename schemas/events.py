@@ -594,6 +594,9 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     topology: str | None = None
     #: The active reservation the node is in (REST ``node.reservation``; ``""`` none).
     reservation: str = ""
+    #: The node's ``Extra`` string (REST ``node.extra``; ``""`` none): slurmbridge's applied
+    #: DRA inventory lives there (``slurm-bridge.dra-gres-map=…``, Slinky slurm-bridge 1.3).
+    extra: str = ""
 
     @property
     def base_state(self) -> str:

@@ -16,11 +16,15 @@ slice (``type: mig``).
 * An external node with two whole GPUs is registered with the profile's GRES: real 26.05
   accepts ``Gres=gpu:gpu-nvidia:2`` and ``GresConf=`` one ``file=/dra/<driver>/<pool>/<device>``
   record per GPU joined by ``+`` (Slinky ``buildNodeGRESConfig``) and shows the node with
-  ``Gres=gpu:gpu-nvidia:2`` and the ``slurm_bridge_gres_compatible`` feature.
+  ``Gres=gpu:gpu-nvidia:2`` and the ``slurm_bridge_gres_compatible`` feature; the applied
+  inventory is written to the node's ``Extra`` over REST and read back as it was sent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -199,6 +203,43 @@ async def test_an_external_node_registers_the_profiles_gres(
         timeout=30,
         what="compatible",
     )
+    # The applied inventory, as Slinky writes it, in the node's Extra (update_node_msg.extra):
+    # index 0 and 1 of gpu:gpu-nvidia are gpu-0 and gpu-1; the MIG slice is no GPU.
+    await stack.wait_for(
+        lambda: "Extra=slurm-bridge.dra-gres-map=" in shown(), timeout=30, what="Extra written"
+    )
+    extra = shown().split("Extra=", 1)[1].split(" ", 1)[0].strip()
+    assert json.loads(extra.removeprefix("slurm-bridge.dra-gres-map=")) == {
+        "v": 2,
+        "profiles": {
+            "gpu-nvidia": {
+                "firstIndex": 0,
+                "devices": [
+                    "/dra/gpu.nvidia.com/ext-gpu/gpu-0",
+                    "/dra/gpu.nvidia.com/ext-gpu/gpu-1",
+                ],
+            }
+        },
+    }
+
+    async def observed() -> bool:
+        for raw in await stack.observations():
+            obs = json.loads(raw)
+            if (obs.get("kind"), obs.get("key"), obs.get("extra")) == (
+                "SlurmNode",
+                "ext-gpu",
+                extra,
+            ):
+                return True
+        return False
+
+    # The Slurm poller reads it back (REST node.extra) exactly as it was written.
+    deadline = time.monotonic() + 30
+    while not await observed():
+        assert time.monotonic() < deadline, (
+            f"no SlurmNode observation of ext-gpu with Extra {extra!r}"
+        )
+        await asyncio.sleep(0.2)
     # Registered once: real Slurm's Gres equals what was sent (no re-registration).
     await stack.settled()
     recs = [

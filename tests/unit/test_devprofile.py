@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
 
 from reconcilers import _constraint, _devprofile, _dra, node_register
 from reconcilers._devprofile import ProfileError
 from schemas import wellknown
-from schemas.actions import RecordEvent, SetNodeCondition
+from schemas.actions import RecordEvent, SetNodeCondition, SetSlurmNodeExtra
 from schemas.events import (
     ClaimRequest,
     DraRequest,
@@ -747,3 +748,92 @@ def test_registered_external_node_is_gres_compatible() -> None:
     d = node_register.decide(v)
     assert _conds(d.actions) == [("True", "SlurmGRESCompatible")]
     assert not [a for a in d.actions if type(a).__name__ in ("DrainSlurmNode", "CreateSlurmNode")]
+
+
+def _extras(actions: tuple[object, ...]) -> list[str]:
+    return [a.extra for a in actions if isinstance(a, SetSlurmNodeExtra)]
+
+
+@pytest.mark.parametrize(
+    ("external", "have", "want_extra", "cond"),
+    [
+        # slurmcontrol.go AddNode / reconcileHybridNode: the applied inventory goes to Extra.
+        (True, "", True, ("True", "SlurmGRESCompatible")),
+        (False, "", True, ("True", "SlurmGRESCompatible")),
+        # Already there: nothing written.
+        (True, "same", False, ("True", "SlurmGRESCompatible")),
+        # An older inventory of ours is replaced.
+        (False, "slurm-bridge.dra-gres-map={}", True, ("True", "SlurmGRESCompatible")),
+        # updateNodeExtra: someone else's Extra is never overwritten.
+        (False, "rack=7", False, ("Unknown", "SlurmGRESVerificationError")),
+        (True, "rack=7", False, ("Unknown", "SlurmGRESVerificationError")),
+    ],
+    ids=["external", "hybrid", "in step", "ours replaced", "admin's hybrid", "admin's external"],
+)
+def test_applied_inventory_written_to_extra(
+    external: bool, have: str, want_extra: bool, cond: tuple[str, str]
+) -> None:
+    want = _devprofile.gres_config(_devprofile.node_inventory("k1", GPUS4)).extra
+    sn = slurm_node("gpu:gpu-nvidia:4", external=external)
+    sn = SlurmNode(**{**msgspec.structs.asdict(sn), "extra": want if have == "same" else have})
+    v = node_register.View(
+        node=knode(external=external),
+        slurm=sn,
+        partitions=frozenset(),
+        cluster="c1",
+        slices=GPUS4,
+    )
+    d = node_register.decide(v)
+    assert _extras(d.actions) == ([want] if want_extra else [])
+    assert _conds(d.actions) == [cond]
+    if cond[0] == "Unknown":
+        msg = next(
+            a.message
+            for a in d.actions
+            if isinstance(a, SetNodeCondition) and a.type == "SlinkySlurmGRESCompatible"
+        )
+        assert "Extra field is already in use" in msg
+
+
+def test_our_extra_is_cleared_when_no_indexed_gres_is_left() -> None:
+    sn = SlurmNode(
+        **{
+            **msgspec.structs.asdict(slurm_node("gpu:nvidia:4")),
+            "extra": "slurm-bridge.dra-gres-map={}",
+        }
+    )
+    v = node_register.View(
+        node=knode(external=False),
+        slurm=sn,
+        partitions=frozenset(),
+        cluster="c1",
+        slices=(rslice("k1", "dra.cpu", "k1", "cpu0", key="c"),),
+    )
+    assert _extras(node_register.decide(v).actions) == [""]
+    admin = SlurmNode(**{**msgspec.structs.asdict(sn), "extra": "rack=7"})
+    v2 = node_register.View(
+        node=knode(external=False), slurm=admin, partitions=frozenset(), cluster="c1", slices=()
+    )
+    assert _extras(node_register.decide(v2).actions) == []
+
+
+def test_bind_reads_the_applied_inventory_in_extra() -> None:
+    """deviceprofile.go ``indexedGRESAllocationResults``: the indices map back through the
+    inventory applied to Slurm (the node's Extra), not through today's slices — here the
+    Extra recorded gpu-3 as index 0 and gpu-2 as index 1."""
+    classes = {"accel": dclass("accel", NVIDIA_SEL)}
+    extra = (
+        'slurm-bridge.dra-gres-map={"v":2,"profiles":{"gpu-nvidia":{"firstIndex":0,'
+        '"devices":["/dra/gpu.nvidia.com/k1/gpu-3","/dra/gpu.nvidia.com/k1/gpu-2"]}}}'
+    )
+    alloc = NodeAlloc(
+        node="k1", gres=(GresAlloc(name="gpu", type="gpu-nvidia", count=1, indices=(0,)),)
+    )
+    req = (ClaimRequest(name="gpu", device_class="accel"),)
+    got = _dra.devices_for(req, alloc, GPUS4, classes=classes, applied=extra)
+    assert [d.device for d in got] == ["gpu-3"]
+    assert [d.device for d in _dra.devices_for(req, alloc, GPUS4, classes=classes)] == ["gpu-0"]
+    with pytest.raises(_dra.DraError, match="unsupported applied inventory version 9"):
+        _dra.devices_for(
+            req, alloc, GPUS4, classes=classes, applied='slurm-bridge.dra-gres-map={"v":9}'
+        )
