@@ -17,7 +17,8 @@ slice (``type: mig``).
   accepts ``Gres=gpu:gpu-nvidia:2`` and ``GresConf=`` one ``file=/dra/<driver>/<pool>/<device>``
   record per GPU joined by ``+`` (Slinky ``buildNodeGRESConfig``) and shows the node with
   ``Gres=gpu:gpu-nvidia:2`` and the ``slurm_bridge_gres_compatible`` feature; the applied
-  inventory is written to the node's ``Extra`` over REST and read back as it was sent.
+  inventory is written to the node's ``Extra`` over REST and read back as it was sent; its
+  CPU topology is that of its ``dra.cpu`` devices (4 CPUs on 2 cores: ``ThreadsPerCore=2``).
 """
 
 from __future__ import annotations
@@ -183,6 +184,30 @@ async def test_an_external_node_registers_the_profiles_gres(
     stack: Stack, slurm_gpus: ModernSlurm
 ) -> None:
     stack.kube.create(_slice("ext-gpu", 2, mig=True))
+    # dra-driver-cpu's devices: 4 CPUs on 2 cores (2 threads each) of socket 0.
+    stack.kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "ext-gpu-dra.cpu"},
+            "spec": {
+                "driver": "dra.cpu",
+                "nodeName": "ext-gpu",
+                "pool": {"name": "ext-gpu", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": f"cpudev{i:03}",
+                        "attributes": {
+                            "dra.cpu/cpuID": {"int": i},
+                            "dra.cpu/coreID": {"int": i // 2},
+                            "dra.cpu/socketID": {"int": 0},
+                        },
+                    }
+                    for i in range(4)
+                ],
+            },
+        }
+    )
     stack.kube.add_node(
         "ext-gpu",
         cpu="2",
@@ -197,6 +222,10 @@ async def test_an_external_node_registers_the_profiles_gres(
     await stack.wait_for(lambda: "NodeName=ext-gpu" in shown(), timeout=30, what="registered")
     line = shown()
     assert "Gres=gpu:gpu-nvidia:2" in line, line
+    # The CPU topology of its dra.cpu devices, not its capacity's 2 CPUs (Slinky
+    # desiredNodeCPUConfig).
+    for field in ("CPUTot=4 ", "CoresPerSocket=2 ", "ThreadsPerCore=2 ", "Sockets=1 "):
+        assert field in line, (field, line)
     assert "AvailableFeatures=slurm_bridge_gres_compatible,gpu " in line, line
     await stack.wait_for(
         lambda: (_gres_condition(stack, "ext-gpu") or {}).get("status") == "True",
