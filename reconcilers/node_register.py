@@ -22,12 +22,17 @@ Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Ass
   not registered (nor re-registered), and the Node condition ``SlinkySlurmGRESCompatible`` is
   ``Unknown`` (reason ``SlurmGRESVerificationError``); registered from its inventory ⇒
   ``True`` (``SlurmGRESCompatible``);
-* a node Slurm knows from slurm.conf or its own slurmd (a *hybrid* node, never registered
+* once the log holds a complete ResourceSlice listing, a node Slurm knows from slurm.conf
+  or its own slurmd (a *hybrid* node, never registered
   here) whose DRA inventory has indexed GRES ⇒ the same condition says whether its Slurm
   ``Gres`` holds every ``<gres>:<profile>:<n>`` entry exactly (other entries are the
   administrator's): ``False`` (``IncompatibleSlurmGRES``, naming the ``gres.conf`` lines it
   needs) with a Warning Event when it turns so, else ``True`` (Slinky
   ``validateHybridNodeGRES``, ``node_condition.go``);
+* a registered external node, or a compatible slurmd node, gets the applied inventory in its
+  Slurm ``Extra`` (:func:`reconcilers._devprofile.gres_config`; Slinky ``updateNodeExtra``):
+  written when it differs, cleared when no indexed GRES is left, never over a value that is
+  not ours (then the condition is ``Unknown``, "Extra field is already in use");
 * every partition named must exist in Slurm first; otherwise nothing is sent to Slurm, a
   Warning Event and the node condition ``SlurmNodeRegistered=False`` name the missing
   partitions, and the node is reconsidered whenever partitions change;
@@ -63,7 +68,15 @@ from collections.abc import Iterable
 import msgspec
 
 from reconcilers import _devprofile, _dra, _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
+from reconcilers.base import (
+    NOTHING,
+    Context,
+    Decision,
+    ReconcilerSpec,
+    Store,
+    kube_listed,
+    slurm_listed,
+)
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,
@@ -133,6 +146,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     listed: bool = True
     #: The node's DRA ResourceSlices.
     slices: tuple[KubeResourceSlice, ...] = ()
+    #: The log holds a complete ResourceSlice listing (``reconcilers.base.kube_listed``):
+    #: before it, a slurmd node's GRES are not judged and no Extra of ours is cleared.
+    slices_listed: bool = True
 
 
 def is_external(node: KubeNode) -> bool:
@@ -219,6 +235,7 @@ def view(store: Store, key: str, ctx: Context) -> View:
         cluster=ctx.cluster,
         listed=slurm_listed(store, ctx.cluster),
         slices=_slices_of(store, key),
+        slices_listed=kube_listed(store, "resourceslices"),
     )
 
 
@@ -314,7 +331,10 @@ def _compatible(v: View, node: KubeNode, slurm: SlurmNode, d: Desired) -> tuple[
 
 
 def _hybrid(v: View, node: KubeNode, slurm: SlurmNode) -> Decision:
-    """A slurmd-registered node's GRES against its DRA inventory (module docstring)."""
+    """A slurmd-registered node's GRES against its DRA inventory (module docstring); not
+    before the log holds every ResourceSlice (half a list would judge half an inventory)."""
+    if not v.slices_listed:
+        return NOTHING
     d = desired(node, v.slices)
     if d.inventory_error:
         msg = f"Could not verify Slurm GRES compatibility: {d.inventory_error}"
@@ -506,7 +526,7 @@ def decide(v: View) -> Decision:
     actions.extend(_condition(node, "True", "Registered", f"Slurm node {slurm.key} is registered"))
     if d.dra.gres:
         actions.extend(_compatible(v, node, slurm, d))
-    else:
+    elif v.slices_listed:
         clear = _extra(v, slurm, d)
         if isinstance(clear, tuple):
             actions.extend(clear)

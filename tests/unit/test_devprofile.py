@@ -837,3 +837,24 @@ def test_bind_reads_the_applied_inventory_in_extra() -> None:
         _dra.devices_for(
             req, alloc, GPUS4, classes=classes, applied='slurm-bridge.dra-gres-map={"v":9}'
         )
+
+
+def test_nothing_judged_before_the_slices_are_listed() -> None:
+    """Rule of trust 1: before a complete ResourceSlice listing, a slurmd node's GRES are not
+    judged and no Extra of ours is cleared."""
+    for slices in (GPUS4, ()):
+        sn = SlurmNode(
+            **{
+                **msgspec.structs.asdict(slurm_node("gpu:nvidia:4")),
+                "extra": "slurm-bridge.dra-gres-map={}",
+            }
+        )
+        v = node_register.View(
+            node=knode(external=False),
+            slurm=sn,
+            partitions=frozenset(),
+            cluster="c1",
+            slices=slices,
+            slices_listed=False,
+        )
+        assert node_register.decide(v).actions == ()
