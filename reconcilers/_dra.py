@@ -8,8 +8,13 @@ devices of those very GPUs and CPUs, so that the pod's ResourceClaim allocation
 **What a pod asks for.** DRA extended resources in its containers —
 ``deviceclass.resource.kubernetes.io/<class>`` (:data:`DEVICE_CLASS_PREFIX`) — and/or the
 device requests (``spec.devices.requests[].exactly.deviceClassName``) of the ResourceClaims
-its ``spec.resourceClaims`` name. Only the device classes Slinky allocates are supported
-(:data:`SUPPORTED`, Slinky ``nodeinfo.go`` ``supportedDRADeviceClasses``):
+its ``spec.resourceClaims`` name. A class is what its DeviceClass's selector says
+(:func:`class_kind`, :mod:`reconcilers._devprofile`; Slinky slurm-bridge 1.3
+``internal/dra``): any class whose one CEL selector is a device profile's is that profile's
+CPU or GPU class, whatever its name, and a Slurm GRES typed with the profile's name maps back
+to devices through the node's applied inventory. A class whose DeviceClass matches no profile,
+or that has none in the log, keeps the class-name rule of :data:`SUPPORTED` (Slinky
+``nodeinfo.go`` ``supportedDRADeviceClasses``):
 
 ============== ======= ====================================================================
 class          kind    devices, from the node's ResourceSlices of driver = the class name
@@ -42,9 +47,12 @@ Errors (:class:`DraError`) name the field and the reason; placement reports them
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
+import msgspec
+
+from reconcilers import _devprofile
 from schemas.actions import ExtendedResourceMapping
 from schemas.dra import (
     CPU_CLASS,
@@ -59,6 +67,7 @@ from schemas.dra import (
 from schemas.events import (
     AllocatedDevice,
     ClaimRequest,
+    KubeDeviceClass,
     KubePod,
     KubeResourceClaim,
     KubeResourceSlice,
@@ -104,9 +113,55 @@ class DraError(ValueError):
         self.reason = reason
 
 
-def is_gpu_class(device_class: str) -> bool:
-    """A supported GPU device class."""
-    return SUPPORTED.get(device_class) == "gpu"
+Classes = Mapping[str, KubeDeviceClass]
+"""DeviceClass name → its observation (the log's DeviceClasses)."""
+NO_CLASSES: Final[Classes] = {}
+
+
+class ClassKind(msgspec.Struct, frozen=True, kw_only=True):
+    """What a device class stands for: ``kind`` (``cpu``, ``gpu``, ``nic``), the ``driver``
+    of its devices and its device ``profile`` (None: the class-name rule of
+    :data:`SUPPORTED`, for a class whose DeviceClass matches no profile or is not in the log
+    — Slinky keeps that driver-specific path for such classes, ``deviceprofile.go``)."""
+
+    kind: str
+    driver: str
+    profile: _devprofile.DeviceProfile | None = None
+
+
+def class_kind(device_class: str, classes: Classes = NO_CLASSES) -> ClassKind:
+    """Resolve a device class: by its DeviceClass's selector first (any class name works:
+    :func:`reconcilers._devprofile.match_device_class`), else by the class name.
+
+    Raises:
+        DraError: neither its DeviceClass nor its name names a supported device (the reason
+            says why the DeviceClass matched no profile).
+    """
+    resolved = _devprofile.resolve(device_class, classes)
+    if isinstance(resolved, _devprofile.DeviceProfile):
+        return ClassKind(kind=resolved.kind, driver=resolved.driver, profile=resolved)
+    legacy = SUPPORTED.get(device_class)
+    if legacy is not None:
+        return ClassKind(kind=legacy, driver=device_class)
+    why = str(resolved) if resolved is not None else f"no DeviceClass {device_class!r}"
+    raise DraError(
+        "deviceClassName",
+        f"{device_class or 'no device class'!r} is not supported: {why} (supported: the device "
+        f"profiles {', '.join(p.name for p in _devprofile.PROFILES)} by their selector, or "
+        f"the classes {_supported_text()})",
+    )
+
+
+def _kind_or_none(device_class: str, classes: Classes) -> str | None:
+    try:
+        return class_kind(device_class, classes).kind
+    except DraError:
+        return None
+
+
+def is_gpu_class(device_class: str, classes: Classes = NO_CLASSES) -> bool:
+    """A supported GPU device class (by its DeviceClass's profile, else by name)."""
+    return _kind_or_none(device_class, classes) == "gpu"
 
 
 def _supported_text() -> str:
@@ -131,7 +186,7 @@ def needs_dra(pod: KubePod) -> bool:
     return bool(pod.claims) or any(r.count > 0 for r in pod.dra_requests)
 
 
-def check_extended(pod: KubePod) -> None:
+def check_extended(pod: KubePod, classes: Classes = NO_CLASSES) -> None:
     """The pod-level rules on its DRA extended resources (Slinky admission and
     ``validateDeviceClassRequests``).
 
@@ -142,22 +197,28 @@ def check_extended(pod: KubePod) -> None:
     by_class: dict[str, str] = {}
     for r in pod.dra_requests:
         field = f"spec.containers[{r.container}].resources[{r.resource}]"
-        if r.device_class not in SUPPORTED:
+        try:
+            kind = class_kind(r.device_class, classes).kind
+        except DraError as exc:
+            raise DraError(field, f"device class {exc.reason}") from None
+        if kind not in ("cpu", "gpu"):
             raise DraError(
-                field, f"device class {r.device_class!r} is not supported ({_supported_text()})"
+                field,
+                f"device class {r.device_class!r} selects {kind} devices, which slurmbridge "
+                "does not ask Slurm for yet (CPUs and GPUs only)",
             )
         if r.count <= 0:
             continue
         other = by_class.get(r.device_class)
-        # Slinky (validateDeviceClassRequests) lets several containers share dra.cpu.
-        if other is not None and other != r.container and r.device_class != CPU_CLASS:
+        # Slinky (validateDeviceClassRequests) lets several containers share the CPU class.
+        if other is not None and other != r.container and kind != "cpu":
             raise DraError(
                 field,
                 f"device class {r.device_class!r} is requested by containers {other!r} and "
                 f"{r.container!r}; one container per device class is supported",
             )
         by_class[r.device_class] = r.container
-    gpu = sorted(c for c in by_class if is_gpu_class(c))
+    gpu = sorted(c for c in by_class if is_gpu_class(c, classes))
     if len(gpu) > 1:
         raise DraError(
             "spec.containers[*].resources",
@@ -166,7 +227,7 @@ def check_extended(pod: KubePod) -> None:
 
 
 def extended_claim(
-    pod: KubePod,
+    pod: KubePod, classes: Classes = NO_CLASSES
 ) -> tuple[tuple[ClaimRequest, ...], tuple[ExtendedResourceMapping, ...]]:
     """The requests of the claim for the pod's extended resources and the pod's
     ``extendedResourceClaimStatus.requestMappings`` (Slinky ``createRequestsAndMappings`` /
@@ -175,7 +236,11 @@ def extended_claim(
     container order (init containers first), resources sorted."""
     counts = extended_counts(pod)
     requests = tuple(
-        ClaimRequest(name=CPU_REQUEST if c == CPU_CLASS else GPU_REQUEST, device_class=c, count=n)
+        ClaimRequest(
+            name=CPU_REQUEST if _kind_or_none(c, classes) == "cpu" else GPU_REQUEST,
+            device_class=c,
+            count=n,
+        )
         for c, n in sorted(counts.items())
     )
     names = {r.device_class: r.name for r in requests}
@@ -193,41 +258,44 @@ def extended_claim(
     return requests, tuple(mappings)
 
 
-def gpus_asked(pod: KubePod, claims: Iterable[KubeResourceClaim] = ()) -> int:
+def gpus_asked(
+    pod: KubePod, claims: Iterable[KubeResourceClaim] = (), classes: Classes = NO_CLASSES
+) -> int:
     """GPUs the pod asks for through DRA: its GPU-class extended resources and the GPU
     requests of ``claims`` (the claims its ``spec.resourceClaims`` name)."""
-    n = sum(c for cls, c in extended_counts(pod).items() if is_gpu_class(cls))
+    n = sum(c for cls, c in extended_counts(pod).items() if is_gpu_class(cls, classes))
     for claim in claims:
-        n += sum(r.count for r in claim.requests if is_gpu_class(r.device_class))
+        n += sum(r.count for r in claim.requests if is_gpu_class(r.device_class, classes))
     return n
 
 
-def cpus_asked(pod: KubePod) -> int:
-    """CPUs the pod asks for through the ``dra.cpu`` extended resource (Slinky: the
-    quantity is the Slurm CPU count)."""
-    return extended_counts(pod).get(CPU_CLASS, 0)
+def cpus_asked(pod: KubePod, classes: Classes = NO_CLASSES) -> int:
+    """CPUs the pod asks for through the extended resource of a CPU class (``dra.cpu``, or
+    any class whose DeviceClass selects the ``cpu`` profile; Slinky: the quantity is the
+    Slurm CPU count)."""
+    return sum(c for cls, c in extended_counts(pod).items() if _kind_or_none(cls, classes) == "cpu")
 
 
 # --- what the node has -----------------------------------------------------------------------
 
 
-def _gpu_index(device_class: str, name: str, attributes: dict[str, int | bool | str]) -> int:
+def _gpu_index(driver: str, name: str, attributes: dict[str, int | bool | str]) -> int:
     """A GPU device's index (Slinky ``gpuinfo.go``), -1 when it has none."""
-    if device_class == NVIDIA_CLASS:
+    if driver == NVIDIA_CLASS:
         digits = name.removeprefix("gpu-")
         return int(digits) if digits != name and digits.isdigit() else -1
     value = attributes.get(INDEX)
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
-def gpu_map(slices: Iterable[KubeResourceSlice], device_class: str) -> dict[int, DeviceId]:
-    """GPU index → device, over the node's slices of the class's driver."""
+def gpu_map(slices: Iterable[KubeResourceSlice], driver: str) -> dict[int, DeviceId]:
+    """GPU index → device, over the node's slices of ``driver`` (the class-name rule)."""
     out: dict[int, DeviceId] = {}
     for s in slices:
-        if s.driver != device_class:
+        if s.driver != driver:
             continue
         for d in s.devices:
-            index = _gpu_index(device_class, d.name, d.attributes)
+            index = _gpu_index(driver, d.name, d.attributes)
             if index >= 0:
                 out[index] = (s.driver, s.pool, d.name)
     return out
@@ -265,11 +333,36 @@ def cpu_cores(slices: Iterable[KubeResourceSlice]) -> list[list[tuple[int, Devic
     return list(cores.values())
 
 
-def slurm_gpu_indices(alloc: NodeAlloc, device_class: str) -> tuple[int, ...]:
-    """The GPU indices the job holds on the node (module docstring, GPU rule)."""
-    gpus = [g for g in alloc.gres if g.name == "gpu"]
-    typed = [g for g in gpus if g.type == device_class]
+def slurm_gpu_indices(alloc: NodeAlloc, device_class: str, driver: str = "") -> tuple[int, ...]:
+    """The GPU indices the job holds on the node (module docstring, GPU rule): the ``gpu``
+    entries typed with the class or driver name when there are such, else all of them —
+    never an entry typed with a device profile's name, which only that profile's devices
+    stand for."""
+    gpus = [g for g in alloc.gres if g.name == "gpu" and g.type not in _devprofile.BY_NAME]
+    typed = [g for g in gpus if g.type in (device_class, driver or device_class)]
     return tuple(sorted({i for g in typed or gpus for i in g.indices}))
+
+
+def profile_indices(alloc: NodeAlloc, profile: _devprofile.DeviceProfile) -> tuple[int, ...]:
+    """The indices of the job's GRES typed with ``profile``'s name, in Slurm's order
+    (Slinky ``allocateIndexedGRESProfiles``).
+
+    Raises:
+        DraError: an entry of that type under another GRES name (Slinky
+            ``MatchIndexedGRES``: the profile owns the type).
+    """
+    out: list[int] = []
+    for g in alloc.gres:
+        if g.type != profile.name:
+            continue
+        if g.name != profile.gres_name:
+            raise DraError(
+                "gres_detail",
+                f"Slurm GRES type {g.type!r} uses name {g.name!r}, expected "
+                f"{profile.gres_name!r} for device profile {profile.name!r}",
+            )
+        out.extend(g.indices)
+    return tuple(out)
 
 
 # --- the mapping -------------------------------------------------------------------------------
@@ -282,10 +375,13 @@ def devices_for(
     *,
     taken: frozenset[DeviceId] = frozenset(),
     field: str = "spec.devices.requests",
+    classes: Classes = NO_CLASSES,
+    applied: str = "",
 ) -> tuple[AllocatedDevice, ...]:
     """The devices for a claim's ``requests`` from the job's allocation ``alloc`` on one
     node and that node's ``slices``, skipping devices in ``taken`` (held by other claims on
-    the node). Rules: module docstring.
+    the node). ``applied``: the Slurm node's ``Extra`` when it holds slurmbridge's applied
+    device inventory (a profile-typed GRES maps back through it). Rules: module docstring.
 
     Raises:
         DraError: an unsupported class or allocation mode; no allocation reported by Slurm
@@ -296,12 +392,11 @@ def devices_for(
     used = set(taken)
     for i, req in enumerate(requests):
         where = f"{field}[{i}]"
-        kind = SUPPORTED.get(req.device_class)
-        if kind is None:
-            raise DraError(
-                f"{where}.exactly.deviceClassName",
-                f"{req.device_class or 'no device class'!r} is not supported ({_supported_text()})",
-            )
+        try:
+            ck = class_kind(req.device_class, classes)
+        except DraError as exc:
+            raise DraError(f"{where}.exactly.deviceClassName", exc.reason) from None
+        kind = ck.kind
         if req.mode != "ExactCount":
             raise DraError(
                 f"{where}.exactly.allocationMode",
@@ -311,12 +406,15 @@ def devices_for(
             raise DraError(
                 where, "Slurm reported no allocation for the node (gres_detail, job_resources)"
             )
-        if kind == "gpu":
-            candidates = _gpu_candidates(req, alloc, slices, where)
-            what = "GPUs"
-        else:
+        if kind == "cpu":
             candidates = _cpu_candidates(alloc, slices, where)
             what = "CPUs"
+        elif ck.profile is not None and (indices := profile_indices(alloc, ck.profile)):
+            candidates = _profile_candidates(ck.profile, indices, alloc, slices, where, applied)
+            what = f"{kind.upper()}s"
+        else:
+            candidates = _gpu_candidates(req, ck.driver, alloc, slices, where)
+            what = "GPUs"
         free = [d for d in candidates if d not in used]
         if len(free) < req.count:
             raise DraError(
@@ -331,20 +429,47 @@ def devices_for(
 
 
 def _gpu_candidates(
-    req: ClaimRequest, alloc: NodeAlloc, slices: Sequence[KubeResourceSlice], where: str
+    req: ClaimRequest,
+    driver: str,
+    alloc: NodeAlloc,
+    slices: Sequence[KubeResourceSlice],
+    where: str,
 ) -> list[DeviceId]:
-    devices = gpu_map(slices, req.device_class)
+    devices = gpu_map(slices, driver)
     out = []
-    for index in slurm_gpu_indices(alloc, req.device_class):
+    for index in slurm_gpu_indices(alloc, req.device_class, driver):
         dev = devices.get(index)
         if dev is None:
             raise DraError(
                 where,
                 f"GPU index {index} of the Slurm allocation on node {alloc.node} has no "
-                f"device of driver {req.device_class} in the node's ResourceSlices",
+                f"device of driver {driver} in the node's ResourceSlices",
             )
         out.append(dev)
     return out
+
+
+def _profile_candidates(
+    profile: _devprofile.DeviceProfile,
+    indices: Sequence[int],
+    alloc: NodeAlloc,
+    slices: Sequence[KubeResourceSlice],
+    where: str,
+    extra: str = "",
+) -> list[DeviceId]:
+    """Slurm's indices of a profile-typed GRES mapped back to the exact devices through the
+    node's applied inventory — the Slurm node's ``Extra`` (``extra``) when slurmbridge wrote
+    it there, else the one its current ResourceSlices give
+    (:func:`reconcilers._devprofile.applied_of`; Slinky ``indexedGRESAllocationResults``)."""
+    node = next((s.node for s in slices if s.node), "")
+    try:
+        if extra:
+            applied = _devprofile.decode_applied(extra)
+        else:
+            applied = _devprofile.applied_of(_devprofile.node_inventory(node, slices))
+        return list(applied.devices(profile.name, indices))
+    except _devprofile.ProfileError as exc:
+        raise DraError(where, f"node {alloc.node}: {exc}") from None
 
 
 def _cpu_candidates(

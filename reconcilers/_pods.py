@@ -610,11 +610,14 @@ def translate(
     excluded_nodes: tuple[str, ...] = (),
     workload: KubeWorkload | None = None,
     dra_gpus: Mapping[str, int] | None = None,
+    device_classes: _dra.Classes = _dra.NO_CLASSES,
 ) -> SlurmJobSpec:
     """The Slurm job for ``pods`` (a group's live pods) under its root's ``annotations``;
     ``workload`` is the group's root object when it has one (a Job's deadline, a PodGroup's
     minResources); ``dra_gpus``: pod key → GPUs it asks for through DRA (its extended
-    resources and its ResourceClaims; pods absent: from its extended resources alone).
+    resources and its ResourceClaims; pods absent: from its extended resources alone);
+    ``device_classes``: the DeviceClasses the pods name (a class is a CPU or GPU class by its
+    device profile, whatever its name: :func:`reconcilers._dra.class_kind`).
 
     Rules and defaults: module docstring.
 
@@ -629,11 +632,11 @@ def translate(
     ann = annotations
     for p in pods:
         try:
-            _dra.check_extended(p)
+            _dra.check_extended(p, device_classes)
         except _dra.DraError as exc:
             raise TranslationError(f"pod {p.name}: {exc.field}", exc.reason) from None
     cpu = _cpu_quantity(ann)
-    if cpu is not None and any(_dra.cpus_asked(p) for p in pods):
+    if cpu is not None and any(_dra.cpus_asked(p, device_classes) for p in pods):
         # Slinky admission (validateAnnotationConflicts): the dra.cpu request is authoritative.
         raise TranslationError(
             _field("cpu-per-task"),
@@ -642,7 +645,10 @@ def translate(
     if cpu is None:
         # Slinky: what a pod may use, not only what it requests (max of request and limit);
         # a dra.cpu count is a CPU count.
-        most = max(max(p.cpu_millis_max, p.cpu_millis, 1000 * _dra.cpus_asked(p)) for p in pods)
+        most = max(
+            max(p.cpu_millis_max, p.cpu_millis, 1000 * _dra.cpus_asked(p, device_classes))
+            for p in pods
+        )
         if workload is not None:
             most = max(most, workload.min_cpu_millis)
         cpu = max(1, math.ceil(most / 1000))
@@ -668,7 +674,9 @@ def translate(
             memory = max(memory or 0, math.ceil(workload.min_memory_bytes / MIB))
     gres = _text(ann, "gres")
     dra = dict(dra_gpus or {})
-    dra_gpus_max = max((dra.get(p.key, _dra.gpus_asked(p)) for p in pods), default=0)
+    dra_gpus_max = max(
+        (dra.get(p.key, _dra.gpus_asked(p, classes=device_classes)) for p in pods), default=0
+    )
     if gres:
         if dra_gpus_max:
             # Slinky admission (validateAnnotationConflicts): explicit DRA requests are

@@ -5,16 +5,34 @@ Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Ass
 * label ``scheduler.slinky.slurm.net/external-node`` present (any value but ``false``) and no
   Slurm node ⇒ create it (``POST /new/node/``, Slurm REST v0.0.44+) from a ``node_conf`` line:
   ``NodeName`` (label ``slinky.slurm.net/slurm-nodename`` or the node name), ``CPUs``
-  (capacity.cpu, whole CPUs), ``Sockets=1``, ``CoresPerSocket=CPUs``, ``ThreadsPerCore=1``,
-  ``RealMemory`` (capacity.memory in MiB, rounded down), ``State=External``, ``Feature=`` the
-  partitions of annotation ``scheduler.slinky.slurm.net/external-node-partitions``
-  (comma-separated, trimmed, empties dropped), ``Topology=`` from annotation
-  ``topology.slinky.slurm.net/spec``, ``Gres=gpu:<n>`` from GPU capacity — or, when the
-  node has ResourceSlices of a supported DRA GPU driver (``gpu.nvidia.com``,
-  ``gpu.example.com``), ``Gres=gpu:<driver>:<n>`` and ``GresConf=count=<n>,name=gpu,
-  type=<driver>,file=<device>,…`` over those devices in index order (Slinky slurm-bridge
-  ``nodeinfo.GetGresAndGresConf``: the GRES type is the driver's name, so Slurm's GPU index
-  ``i`` is the device of index ``i``);
+  (capacity.cpu, whole CPUs), ``Sockets=1``, ``CoresPerSocket=CPUs``, ``ThreadsPerCore=1``
+  — or, when the node publishes ``dra.cpu`` devices, its topology from them (CPUs = the
+  devices, cores = distinct (socket, core) ids, ``ThreadsPerCore`` = CPUs / cores; Slinky
+  slurmcontrol ``desiredNodeCPUConfig``) —, ``RealMemory`` (capacity.memory in MiB, rounded
+  down), ``State=External``, ``Feature=`` the partitions of annotation
+  ``scheduler.slinky.slurm.net/external-node-partitions`` (comma-separated, trimmed, empties
+  dropped) after ``slurm_bridge_gres_compatible`` (Slinky ``AddNode``), ``Topology=`` from
+  annotation ``topology.slinky.slurm.net/spec``, ``Gres=gpu:<n>`` from GPU capacity — or,
+  when the node's ResourceSlices hold devices of an indexed-GRES device profile
+  (:mod:`reconcilers._devprofile`: ``gpu-nvidia`` whole GPUs, ``gpu-example``,
+  ``dranet-rdma``), ``Gres=<gres>:<profile>:<n>,…`` and ``GresConf=`` one
+  ``count=1,name=<gres>,type=<profile>,file=/dra/<driver>/<pool>/<device>`` record per
+  device joined by ``+`` (Slinky ``buildNodeGRESConfig``);
+* the node's DRA inventory cannot be read (an inconsistent or incomplete pool) ⇒ the node is
+  not registered (nor re-registered), and the Node condition ``SlinkySlurmGRESCompatible`` is
+  ``Unknown`` (reason ``SlurmGRESVerificationError``); registered from its inventory ⇒
+  ``True`` (``SlurmGRESCompatible``);
+* once the log holds a complete ResourceSlice listing, a node Slurm knows from slurm.conf
+  or its own slurmd (a *hybrid* node, never registered
+  here) whose DRA inventory has indexed GRES ⇒ the same condition says whether its Slurm
+  ``Gres`` holds every ``<gres>:<profile>:<n>`` entry exactly (other entries are the
+  administrator's): ``False`` (``IncompatibleSlurmGRES``, naming the ``gres.conf`` lines it
+  needs) with a Warning Event when it turns so, else ``True`` (Slinky
+  ``validateHybridNodeGRES``, ``node_condition.go``);
+* a registered external node, or a compatible slurmd node, gets the applied inventory in its
+  Slurm ``Extra`` (:func:`reconcilers._devprofile.gres_config`; Slinky ``updateNodeExtra``):
+  written when it differs, cleared when no indexed GRES is left, never over a value that is
+  not ours (then the condition is ``Unknown``, "Extra field is already in use");
 * every partition named must exist in Slurm first; otherwise nothing is sent to Slurm, a
   Warning Event and the node condition ``SlurmNodeRegistered=False`` name the missing
   partitions, and the node is reconsidered whenever partitions change;
@@ -49,8 +67,16 @@ from collections.abc import Iterable
 
 import msgspec
 
-from reconcilers import _dra, _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
+from reconcilers import _devprofile, _dra, _nodes
+from reconcilers.base import (
+    NOTHING,
+    Context,
+    Decision,
+    ReconcilerSpec,
+    Store,
+    kube_listed,
+    slurm_listed,
+)
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,
@@ -59,6 +85,7 @@ from schemas.actions import (
     DrainSlurmNode,
     RecordEvent,
     SetNodeCondition,
+    SetSlurmNodeExtra,
     UndrainSlurmNode,
     UpdateSlurmNodeTopology,
 )
@@ -82,28 +109,30 @@ class Desired(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     cpus: int
     real_memory: int
+    #: GPU capacity (``nvidia.com/gpu``), used when the DRA inventory has no indexed GRES.
     gpus: int
     partitions: tuple[str, ...]
     topology: str
-    #: The DRA GPU driver whose devices are the GPUs (``""``: GPU capacity, untyped).
-    gres_type: str = ""
-    #: The driver's devices in index order (one ``file=`` each in ``GresConf``).
-    gres_files: tuple[str, ...] = ()
+    #: Cores per socket (one socket) and threads per core: from ``dra.cpu`` devices, else
+    #: one thread per CPU.
+    cores: int = 0
+    threads: int = 1
+    #: ``Gres``/``GresConf``/applied inventory of the node's DRA devices.
+    dra: _devprofile.GresConfig = _devprofile.GresConfig()
+    #: Why the node's DRA inventory cannot be read (``""``: it can).
+    inventory_error: str = ""
 
     @property
     def gres(self) -> str:
-        """``gpu:<n>`` or ``gpu:<driver>:<n>``, or ``""`` without GPUs."""
-        if not self.gpus:
-            return ""
-        return f"gpu:{self.gres_type}:{self.gpus}" if self.gres_type else f"gpu:{self.gpus}"
+        """The DRA inventory's ``Gres``, else ``gpu:<n>`` from capacity, else ``""``."""
+        if self.dra.gres:
+            return self.dra.gres
+        return f"gpu:{self.gpus}" if self.gpus else ""
 
     @property
     def gres_conf(self) -> str:
-        """Slinky's ``GresConf`` for DRA GPUs (``""`` without them)."""
-        if not self.gres_type or not self.gres_files:
-            return ""
-        files = ",".join(f"file={f}" for f in self.gres_files)
-        return f"count={len(self.gres_files)},name=gpu,type={self.gres_type},{files}"
+        """Slinky's ``GresConf`` for the DRA devices (``""`` without them)."""
+        return self.dra.gres_conf
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -117,6 +146,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     listed: bool = True
     #: The node's DRA ResourceSlices.
     slices: tuple[KubeResourceSlice, ...] = ()
+    #: The log holds a complete ResourceSlice listing (``reconcilers.base.kube_listed``):
+    #: before it, a slurmd node's GRES are not judged and no Extra of ours is cleared.
+    slices_listed: bool = True
 
 
 def is_external(node: KubeNode) -> bool:
@@ -131,31 +163,36 @@ def partitions_of(node: KubeNode) -> tuple[str, ...]:
     return tuple(p.strip() for p in raw.split(",") if p.strip())
 
 
-def dra_gpus(slices: Iterable[KubeResourceSlice]) -> tuple[str, tuple[str, ...]]:
-    """The DRA GPU driver of a node's slices and its devices in index order (``("", ())``
-    without one). With several GPU drivers, the one first in name order (Slinky keeps one
-    GPU map per node)."""
-    slices = tuple(slices)
-    for driver in sorted({s.driver for s in slices if _dra.is_gpu_class(s.driver)}):
-        devices = _dra.gpu_map(slices, driver)
-        if devices:
-            return driver, tuple(devices[i][2] for i in sorted(devices))
-    return "", ()
-
-
 def desired(node: KubeNode, slices: Iterable[KubeResourceSlice] = ()) -> Desired:
-    """The Slurm node a Kubernetes node should have (CPUs at least 1, memory in MiB; GPUs
-    from its DRA ResourceSlices when it has some, else from its GPU capacity)."""
-    driver, files = dra_gpus(slices)
+    """The Slurm node a Kubernetes node should have (CPUs at least 1, memory in MiB; CPUs,
+    cores and GRES from its DRA inventory when it has one — module docstring)."""
+    slices = tuple(slices)
+    error = ""
+    try:
+        inventory = _devprofile.node_inventory(node.key, slices)
+    except _devprofile.ProfileError as exc:
+        error = str(exc)
+        inventory = _devprofile.Inventory(node=node.key)
+    cpus = max(1, node.cpu_millis // 1000)
+    cores, threads = cpus, 1
+    if inventory.devices(_devprofile.CPU.name):
+        mine = [s for s in slices if s.node == node.key]
+        topology = _dra.cpu_cores(mine)
+        if topology:
+            cpus = sum(len(c) for c in topology)
+            cores = len(topology)
+            threads = max(1, cpus // cores)
     return Desired(
         name=_nodes.slurm_name_of(node),
-        cpus=max(1, node.cpu_millis // 1000),
+        cpus=cpus,
         real_memory=node.memory_bytes // MIB,
-        gpus=len(files) if driver else node.gpus,
+        gpus=node.gpus,
         partitions=partitions_of(node),
         topology=node.annotations.get(wellknown.ANNOTATION_TOPOLOGY_SPEC, "").strip(),
-        gres_type=driver,
-        gres_files=files,
+        cores=cores,
+        threads=threads,
+        dra=_devprofile.gres_config(inventory),
+        inventory_error=error,
     )
 
 
@@ -165,13 +202,12 @@ def node_conf(d: Desired) -> str:
         f"NodeName={d.name}",
         f"CPUs={d.cpus}",
         "Sockets=1",
-        f"CoresPerSocket={d.cpus}",
-        "ThreadsPerCore=1",
+        f"CoresPerSocket={d.cores or d.cpus}",
+        f"ThreadsPerCore={d.threads}",
         f"RealMemory={d.real_memory}",
         "State=External",
+        "Feature=" + ",".join((wellknown.FEATURE_GRES_COMPATIBLE, *d.partitions)),
     ]
-    if d.partitions:
-        parts.append("Feature=" + ",".join(d.partitions))
     if d.topology:
         parts.append(f"Topology={d.topology}")
     if d.gres:
@@ -179,6 +215,12 @@ def node_conf(d: Desired) -> str:
     if d.gres_conf:
         parts.append(f"GresConf={d.gres_conf}")
     return " ".join(parts)
+
+
+def partition_features(slurm: SlurmNode) -> tuple[str, ...]:
+    """The Slurm node's features less the one slurmbridge owns (the partitions it was
+    registered with), sorted."""
+    return tuple(sorted(f for f in slurm.features if f != wellknown.FEATURE_GRES_COMPATIBLE))
 
 
 def view(store: Store, key: str, ctx: Context) -> View:
@@ -192,13 +234,22 @@ def view(store: Store, key: str, ctx: Context) -> View:
         partitions=parts,
         cluster=ctx.cluster,
         listed=slurm_listed(store, ctx.cluster),
-        slices=tuple(
-            sorted(
-                (s for s in store.by_field(KubeResourceSlice, "node", key) if not s.deleted),
-                key=lambda s: s.key,
-            )
-        ),
+        slices=_slices_of(store, key),
+        slices_listed=kube_listed(store, "resourceslices"),
     )
+
+
+def _slices_of(store: Store, node: str) -> tuple[KubeResourceSlice, ...]:
+    """The node's slices and every other slice of their pools (a pool's slices are counted
+    and must all name one node: :func:`reconcilers._devprofile.node_inventory`)."""
+    mine = [s for s in store.by_field(KubeResourceSlice, "node", node) if not s.deleted]
+    pools = {(s.driver, s.pool) for s in mine}
+    mates = [
+        s
+        for s in store.values(KubeResourceSlice)
+        if not s.deleted and s.node != node and (s.driver, s.pool) in pools
+    ]
+    return tuple(sorted((*mine, *mates), key=lambda s: s.key))
 
 
 def _condition(node: KubeNode, status: str, reason: str, message: str) -> tuple[AnyAction, ...]:
@@ -214,6 +265,99 @@ def _condition(node: KubeNode, status: str, reason: str, message: str) -> tuple[
             message=message,
         ),
     )
+
+
+def _gres_condition(
+    node: KubeNode, status: str, reason: str, message: str
+) -> tuple[AnyAction, ...]:
+    """Set ``SlinkySlurmGRESCompatible`` when it differs; a Warning Event when it turns
+    ``False`` (Slinky ``recordSlurmGRESCompatibilityError``: on a transition only)."""
+    cur = node.condition(wellknown.CONDITION_SLURM_GRES_COMPATIBLE)
+    if cur is not None and (cur.status, cur.reason, cur.message) == (status, reason, message):
+        return ()
+    out: list[AnyAction] = [
+        SetNodeCondition(
+            node=node.key,
+            type=wellknown.CONDITION_SLURM_GRES_COMPATIBLE,
+            status=status,
+            reason=reason,
+            message=message,
+        )
+    ]
+    if status == "False" and (cur is None or cur.status != "False"):
+        out.append(_event(node, reason, message, warning=True))
+    return tuple(out)
+
+
+def _extra(v: View, slurm: SlurmNode, d: Desired) -> tuple[AnyAction, ...] | str:
+    """The write of the applied inventory to the Slurm node's ``Extra`` (Slinky
+    ``updateNodeExtra``): none when it is there; ``""`` cleared when the node has no indexed
+    GRES left but ours is there; the reason it cannot be written when someone else's value
+    is there (never overwritten)."""
+    want, have = d.dra.extra, slurm.extra
+    if have == want or (not want and not have.startswith(_devprofile.APPLIED_PREFIX)):
+        return ()
+    if have and not have.startswith(_devprofile.APPLIED_PREFIX):
+        return (
+            f"cannot record applied DRA inventory on Slurm node {slurm.key!r}: Extra field is "
+            "already in use"
+        )
+    return (
+        SetSlurmNodeExtra(
+            cluster=v.cluster,
+            node=slurm.key,
+            extra=want,
+            owned_prefix=_devprofile.APPLIED_PREFIX,
+        ),
+    )
+
+
+def _compatible(v: View, node: KubeNode, slurm: SlurmNode, d: Desired) -> tuple[AnyAction, ...]:
+    """The applied inventory written and the condition True — or Unknown when the node's
+    ``Extra`` is someone else's."""
+    extra = _extra(v, slurm, d)
+    if isinstance(extra, str):
+        msg = f"Could not verify Slurm GRES compatibility: {extra}"
+        return _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
+    return (
+        *extra,
+        *_gres_condition(
+            node,
+            "True",
+            wellknown.REASON_GRES_COMPATIBLE,
+            "Slurm GRES configuration is compatible with the Kubernetes DRA inventory.",
+        ),
+    )
+
+
+def _hybrid(v: View, node: KubeNode, slurm: SlurmNode) -> Decision:
+    """A slurmd-registered node's GRES against its DRA inventory (module docstring); not
+    before the log holds every ResourceSlice (half a list would judge half an inventory)."""
+    if not v.slices_listed:
+        return NOTHING
+    d = desired(node, v.slices)
+    if d.inventory_error:
+        msg = f"Could not verify Slurm GRES compatibility: {d.inventory_error}"
+        acts = _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
+        return Decision(actions=acts, reason=msg) if acts else NOTHING
+    if not d.dra.gres:
+        clear = _extra(v, slurm, d)
+        if isinstance(clear, tuple) and clear:
+            return Decision(actions=clear, reason="no indexed GRES left: our Extra cleared")
+        return NOTHING
+    missing = _devprofile.missing_gres(slurm.gres, d.dra.gres)
+    if missing:
+        lines = "\n".join(f"NodeName={slurm.key} {line}" for line in d.dra.conf_lines)
+        msg = (
+            f"slurm node {slurm.key!r} has GRES {slurm.gres!r}, which is incompatible with "
+            f"required DRA GRES {d.dra.gres!r}; gres.conf needs equivalent inventory entries "
+            "(include the File, AutoDetect, and Flags settings appropriate for the hardware):"
+            f"\n{lines}"
+        )
+        acts = _gres_condition(node, "False", wellknown.REASON_GRES_INCOMPATIBLE, msg)
+    else:
+        acts = _compatible(v, node, slurm, d)
+    return Decision(actions=acts, reason="hybrid node GRES checked") if acts else NOTHING
 
 
 def _event(
@@ -274,8 +418,10 @@ def decide(v: View) -> Decision:
         # The listing's ping is published last and triggers nothing here: look again soon.
         return Decision(requeue_after=LISTING_WAIT_S, reason="waiting for a complete Slurm listing")
     if not is_external(node):
-        if slurm is None or not (slurm.has("EXTERNAL") or slurm.reason.startswith(OWNED)):
+        if slurm is None:
             return NOTHING
+        if not (slurm.has("EXTERNAL") or slurm.reason.startswith(OWNED)):
+            return _hybrid(v, node, slurm)
         return _leave(
             v,
             node,
@@ -304,6 +450,11 @@ def decide(v: View) -> Decision:
         return Decision(
             actions=(*cond, _event(node, "PartitionNotFound", msg, warning=True)), reason=msg
         )
+    if d.inventory_error:
+        # Slinky: the inventory error is recorded and nothing is sent to Slurm.
+        msg = f"Could not verify Slurm GRES compatibility: {d.inventory_error}"
+        acts = _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
+        return Decision(actions=acts, reason=msg)
     if slurm is None:
         return Decision(
             actions=(
@@ -334,9 +485,11 @@ def decide(v: View) -> Decision:
             return Decision(reason=msg)
         return Decision(actions=(*cond, _event(node, "NotExternal", msg, warning=True)), reason=msg)
     resources_changed = (
-        slurm.cpus != d.cpus or slurm.real_memory != d.real_memory or slurm.gres != d.gres
+        slurm.cpus != d.cpus
+        or slurm.real_memory != d.real_memory
+        or not _devprofile.gres_equal(slurm.gres, d.gres)
     )
-    if tuple(sorted(slurm.features)) != tuple(sorted(d.partitions)):
+    if partition_features(slurm) != tuple(sorted(d.partitions)):
         # Slurm places a dynamic node in the partitions whose NodeSet features it has when
         # it is created; a later feature update leaves its partitions as they were (Slurm
         # 26.05.5, recorded), so only a new node joins the new partitions.
@@ -345,7 +498,7 @@ def decide(v: View) -> Decision:
             node,
             slurm,
             wellknown.external_repartition_reason(node.key),
-            f"partitions changed ({','.join(sorted(slurm.features)) or 'none'}→"
+            f"partitions changed ({','.join(partition_features(slurm)) or 'none'}→"
             f"{','.join(sorted(d.partitions)) or 'none'}): re-registering",
         )
     if resources_changed:
@@ -371,6 +524,12 @@ def decide(v: View) -> Decision:
         )
         actions.append(_event(node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"))
     actions.extend(_condition(node, "True", "Registered", f"Slurm node {slurm.key} is registered"))
+    if d.dra.gres:
+        actions.extend(_compatible(v, node, slurm, d))
+    elif v.slices_listed:
+        clear = _extra(v, slurm, d)
+        if isinstance(clear, tuple):
+            actions.extend(clear)
     if not actions:
         return NOTHING
     return Decision(actions=tuple(actions), reason="external node in step")
@@ -396,10 +555,13 @@ def _node_of_slice(event: KubeResourceSlice, _store: Store, _ctx: Context) -> It
 
 
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
-    """External nodes, and nodes whose Slurm counterpart is EXTERNAL (a removed label)."""
+    """External nodes, nodes with ResourceSlices (a hybrid node's GRES check), and nodes
+    whose Slurm counterpart is EXTERNAL (a removed label)."""
     out = []
     for n in store.values(KubeNode):
-        if is_external(n):
+        if is_external(n) or any(
+            not s.deleted for s in store.by_field(KubeResourceSlice, "node", n.key)
+        ):
             out.append(n.key)
         else:
             s = _nodes.slurm_node_for(n, store, ctx)

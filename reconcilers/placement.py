@@ -102,7 +102,8 @@ API Workload or a Job also reaches the PodGroups whose annotations they carry), 
 SlurmPartition (a partition appearing may unblock a group), KubeNode (the exclusions of pending
 jobs), KubeNodeUsage (the exclusions of pending jobs: a node filling up or freeing),
 KubeListed ``podgroups`` (pods naming a PodGroup that does not exist are placed alone),
-KubeResourceClaim (its pod's group), KubeResourceSlice (groups with pods waiting for devices);
+KubeResourceClaim (its pod's group), KubeResourceSlice and KubeDeviceClass (groups with pods
+waiting for devices);
 a job of a partition leaving the queue (started or ended) also re-triggers the groups whose
 jobs wait in that partition, so their queue place stays current.
 """
@@ -113,7 +114,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from reconcilers import _dra, _feasible, _hetjob, _nodes, _pods, _tenancy
+from reconcilers import _devprofile, _dra, _feasible, _hetjob, _nodes, _pods, _tenancy
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
@@ -134,6 +135,7 @@ from schemas.actions import (
     SubmitSlurmJob,
 )
 from schemas.events import (
+    KubeDeviceClass,
     KubeListed,
     KubeNode,
     KubeNodeUsage,
@@ -218,6 +220,13 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     claims: dict[str, KubeResourceClaim] = {}
     #: DRA: Kubernetes node → its ResourceSlices, for the job's nodes (pods asking for DRA).
     slices: dict[str, tuple[KubeResourceSlice, ...]] = {}
+    #: DRA: the DeviceClasses the group's pods ask for (name → class), matched to device
+    #: profiles by selector (:mod:`reconcilers._devprofile`).
+    device_classes: dict[str, KubeDeviceClass] = {}
+    #: DRA: Slurm node → its applied device inventory (its ``Extra``, when slurmbridge wrote
+    #: one), for the job's nodes: Slurm's GRES indices of a device profile map back to the
+    #: devices through it (:func:`reconcilers._dra.devices_for`).
+    applied: dict[str, str] = {}
     #: Nodes to exclude while the log holds no Slurm node of the cluster at all (before its
     #: first listing): a submit waits for the listing instead of dropping every exclusion.
     unverified: tuple[str, ...] = ()
@@ -475,6 +484,13 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         queue_position=queue_position(store, job) if job is not None and pending_ours else 0,
         claims=claims,
         slices=slices,
+        device_classes=_device_classes(store, pods, claims),
+        applied={
+            n: sn.extra
+            for n in (node_map if slices else ())
+            if (sn := store.get(SlurmNode, n, source)) is not None
+            and sn.extra.startswith(_devprofile.APPLIED_PREFIX)
+        },
         kube_nodes=kube_nodes,
         usage=usage,
         unverified=unverified,
@@ -534,6 +550,16 @@ def _dra_view(
         for n in sorted(nodes)
     }
     return claims, slices
+
+
+def _device_classes(
+    store: Store, pods: tuple[KubePod, ...], claims: dict[str, KubeResourceClaim]
+) -> dict[str, KubeDeviceClass]:
+    """The DeviceClasses the pods' extended resources and named claims ask for."""
+    names = {r.device_class for p in pods for r in p.dra_requests}
+    names.update(r.device_class for c in claims.values() for r in c.requests if r.device_class)
+    found = {n: store.get(KubeDeviceClass, n) for n in sorted(names)}
+    return {n: dc for n, dc in found.items() if dc is not None and not dc.deleted}
 
 
 def _infeasible(node: KubeNode, live: list[KubePod], store: Store) -> bool:
@@ -858,6 +884,8 @@ def _claim_actions(
                 slices,
                 taken=frozenset(taken),
                 field=f"ResourceClaim {pc.claim}: spec.devices.requests",
+                classes=v.device_classes,
+                applied=v.applied.get(slurm_node, ""),
             )
             taken.update((d.driver, d.pool, d.device) for d in devices)
         out.append(
@@ -870,7 +898,7 @@ def _claim_actions(
         )
     counts = _dra.extended_counts(p)
     if counts:
-        _dra.check_extended(p)
+        _dra.check_extended(p, v.device_classes)
         existing = v.claims.get(f"{p.namespace}/{p.extended_claim}") if p.extended_claim else None
         if existing is None:
             existing = next(
@@ -884,12 +912,18 @@ def _claim_actions(
         if p.extended_claim and existing is None:
             return [], f"waiting for ResourceClaim {p.extended_claim}"
         if existing is None or not existing.reserved_for_pod(p.uid):
-            requests, mappings = _dra.extended_claim(p)
+            requests, mappings = _dra.extended_claim(p, v.device_classes)
             if existing is not None and existing.allocated:
                 devices = existing.results
             else:
                 devices = _dra.devices_for(
-                    requests, alloc, slices, taken=frozenset(taken), field="extended resources"
+                    requests,
+                    alloc,
+                    slices,
+                    taken=frozenset(taken),
+                    field="extended resources",
+                    classes=v.device_classes,
+                    applied=v.applied.get(slurm_node, ""),
                 )
                 taken.update((d.driver, d.pool, d.device) for d in devices)
             out.append(
@@ -1127,7 +1161,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
                 )
             named.append(claim)
         if p.claims or p.dra_requests:
-            dra_gpus[p.key] = _dra.gpus_asked(p, named)
+            dra_gpus[p.key] = _dra.gpus_asked(p, named, v.device_classes)
     annotations = _pods.annotations_of(
         v.group,
         live,
@@ -1149,6 +1183,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             excluded_nodes=v.excluded,
             workload=v.workload,
             dra_gpus=dra_gpus,
+            device_classes=v.device_classes,
         )
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
@@ -1299,7 +1334,9 @@ def _after_claim(event: KubeResourceClaim, store: Store, ctx: Context) -> Iterab
     return sorted(keys)
 
 
-def _after_slice(_event: KubeResourceSlice, store: Store, ctx: Context) -> Iterable[str]:
+def _after_slice(
+    _event: KubeResourceSlice | KubeDeviceClass, store: Store, ctx: Context
+) -> Iterable[str]:
     # A node's devices appearing may let pods waiting for DRA devices bind.
     keys = {
         _pods.resolve_group(p, store, ctx.cluster).key
@@ -1359,6 +1396,8 @@ SPEC = ReconcilerSpec(
         KubeListed: _after_listing,
         KubeResourceClaim: _after_claim,
         KubeResourceSlice: _after_slice,
+        # A DeviceClass's selector decides what its devices are: pods waiting may now fit.
+        KubeDeviceClass: _after_slice,
     },
     key_kind="PodGroup",
     all_keys=all_keys,

@@ -122,6 +122,18 @@ class UpdateSlurmNodeTopology(Action, frozen=True, kw_only=True, tag="UpdateSlur
     topology: str
 
 
+class SetSlurmNodeExtra(Action, frozen=True, kw_only=True, tag="SetSlurmNodeExtra"):
+    """Set the ``Extra`` string of Slurm node ``node`` to ``extra`` (``""`` clears it) —
+    ``update_node_msg.extra`` — only while its current value is empty or starts with
+    ``owned_prefix`` (Slinky slurm-bridge 1.3 slurmcontrol ``updateNodeExtra``: an
+    administrator's Extra is never overwritten; the effector re-reads the node)."""
+
+    cluster: str
+    node: str
+    extra: str
+    owned_prefix: str
+
+
 class SetNodeCondition(Action, frozen=True, kw_only=True, tag="SetNodeCondition"):
     """Ensure Kubernetes node ``node`` has condition ``type`` with this status/reason/message
     (``status``: "True" | "False" | "Unknown")."""
@@ -731,6 +743,7 @@ AnyAction = (
     | DeleteSlurmNode
     | UpdateSlurmNodeFeatures
     | UpdateSlurmNodeTopology
+    | SetSlurmNodeExtra
     | SetNodeCondition
     | RecordEvent
     | SubmitSlurmJob

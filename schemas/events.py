@@ -389,6 +389,22 @@ class KubeResourceSlice(Event, frozen=True, kw_only=True, tag="KubeResourceSlice
     devices: tuple[SliceDevice, ...] = ()
 
 
+class KubeDeviceClass(Event, frozen=True, kw_only=True, tag="KubeDeviceClass"):
+    """A ``resource.k8s.io/v1`` DeviceClass (cluster-scoped; ``key`` is its name).
+
+    ``selectors``: ``spec.selectors[]``, each its ``cel.expression`` as written (``None`` for a
+    selector that is not CEL); ``has_config``: ``spec.config`` is not empty;
+    ``extended_resource_name``: ``spec.extendedResourceName`` (``""`` unset). slurmbridge
+    matches the class to a device profile by its selector, not its name
+    (:mod:`reconcilers._devprofile`; Slinky slurm-bridge ``internal/dra/registry.go``).
+    """
+
+    uid: str = ""
+    selectors: tuple[str | None, ...] = ()
+    has_config: bool = False
+    extended_resource_name: str = ""
+
+
 class ClaimRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One ``spec.devices.requests[]`` entry of a ResourceClaim with ``exactly``:
     ``device_class`` (``deviceClassName``), ``mode`` (``allocationMode``: ExactCount | All)
@@ -592,6 +608,9 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     topology: str | None = None
     #: The active reservation the node is in (REST ``node.reservation``; ``""`` none).
     reservation: str = ""
+    #: The node's ``Extra`` string (REST ``node.extra``; ``""`` none): slurmbridge's applied
+    #: DRA inventory lives there (``slurm-bridge.dra-gres-map=…``, Slinky slurm-bridge 1.3).
+    extra: str = ""
 
     @property
     def base_state(self) -> str:
@@ -758,6 +777,7 @@ ObservationEvent = (
     | KubeListed
     | KubeResourceSlice
     | KubeResourceClaim
+    | KubeDeviceClass
     | SlurmCluster
     | SlurmNode
     | SlurmPartition
@@ -782,6 +802,7 @@ TOMBSTONE_KEEPS: Final[dict[type[Event], tuple[str, ...]]] = {
     KubeListed: (),
     KubeResourceSlice: ("uid", "node", "driver"),
     KubeResourceClaim: ("uid", "namespace", "name", "owner"),
+    KubeDeviceClass: ("uid",),
     SlurmNode: ("cluster",),
     SlurmPartition: ("cluster",),
     SlurmJob: ("cluster",),

@@ -118,6 +118,16 @@ OUR_REASON_PREFIXES: Final = (BRIDGE_REASON_PREFIX, OPERATOR_REASON_PREFIX)
 EXTERNAL_REASON_PREFIX: Final = BRIDGE_REASON_PREFIX + "External node ("
 #: Node condition slurmbridge sets on external nodes.
 CONDITION_SLURM_REGISTERED: Final = "SlurmNodeRegistered"
+#: Node condition: the Slurm node's GRES can represent the node's DRA device inventory
+#: (Slinky slurm-bridge ``internal/wellknown`` ``NodeConditionSlurmGRESCompatible``), and its
+#: reasons (``internal/controller/node/node_condition.go``).
+CONDITION_SLURM_GRES_COMPATIBLE: Final = "SlinkySlurmGRESCompatible"
+REASON_GRES_COMPATIBLE: Final = "SlurmGRESCompatible"
+REASON_GRES_INCOMPATIBLE: Final = "IncompatibleSlurmGRES"
+REASON_GRES_VERIFICATION_ERROR: Final = "SlurmGRESVerificationError"
+#: Slurm node feature slurmbridge adds to nodes whose GRES match their DRA inventory (Slinky
+#: ``wellknown.SlurmFeatureGRESCompatible``); the feature a bridge job's constraints require.
+FEATURE_GRES_COMPATIBLE: Final = "slurm_bridge_gres_compatible"
 #: The pod condition placement reports on (Kubernetes' own, as kube-scheduler writes it).
 CONDITION_POD_SCHEDULED: Final = "PodScheduled"
 #: ``PodScheduled=False`` reason: slurmrestd refused the group's placeholder job for good.

@@ -41,6 +41,7 @@ from reconcilers.base import Context, ReconcilerSpec
 from schemas import streams, subjects, wellknown
 from schemas.events import (
     Event,
+    KubeDeviceClass,
     KubeNode,
     KubePod,
     SlurmJob,
@@ -102,6 +103,33 @@ def _claim_lookup(
             str((r.get("exactly") or {}).get("deviceClassName") or "")
             for r in requests
             if r.get("exactly")
+        )
+
+    return read
+
+
+def _class_lookup(
+    custom: kclient.CustomObjectsApi,
+) -> Callable[[str], Awaitable[KubeDeviceClass | None]]:
+    """The webhook's reader of a DeviceClass (resource.k8s.io/v1, cluster-scoped): its
+    selectors' CEL expressions and whether it has ``config``; None when absent (404)."""
+
+    async def read(name: str) -> KubeDeviceClass | None:
+        try:
+            obj = await custom.get_cluster_custom_object(
+                "resource.k8s.io", "v1", "deviceclasses", name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        spec = obj.get("spec") or {}
+        selectors = tuple(
+            (s.get("cel") or {}).get("expression") if s.get("cel") is not None else None
+            for s in spec.get("selectors") or []
+        )
+        return KubeDeviceClass(
+            source="k8s", key=name, selectors=selectors, has_config=bool(spec.get("config"))
         )
 
     return read
@@ -691,9 +719,10 @@ class App:
             )
         # The webhook reads claims only where it has API access anyway (the chart mounts a
         # token only with a managedNamespaceSelector); without, placement checks the classes.
-        claim_lookup = None
+        claim_lookup = class_lookup = None
         if self.kube_api is not None:
             claim_lookup = _claim_lookup(kclient.CustomObjectsApi(self.kube_api))
+            class_lookup = _class_lookup(kclient.CustomObjectsApi(self.kube_api))
         self.webhook = WebhookServer(
             Policy(
                 scheduler_name=s.scheduler_name,
@@ -708,6 +737,7 @@ class App:
             key_file=s.webhook.key_file,
             namespace_labels=namespace_labels,
             claim_lookup=claim_lookup,
+            class_lookup=class_lookup,
         )
         try:
             await self.webhook.start()

@@ -52,8 +52,9 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from reconcilers import _tenancy
+from reconcilers import _devprofile, _tenancy
 from schemas import dra, wellknown
+from schemas.events import KubeDeviceClass
 from schemas.tenancy import Tenancy
 from slurmbridge.config import ConfigError
 from slurmbridge.kube.labelselector import selector_matches
@@ -71,6 +72,11 @@ NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
 #: resourceClaimTemplateName) → the ``deviceClassName`` of each request; None when the
 #: object cannot be read.
 ClaimLookup = Callable[[str, str, str], Awaitable[tuple[str, ...] | None]]
+#: Reads one DeviceClass by name (None: there is none).
+ClassLookup = Callable[[str], Awaitable[KubeDeviceClass | None]]
+#: Device class name → what it selects (``cpu``, ``gpu``, ``nic``) by its DeviceClass's device
+#: profile, or ``""`` when its DeviceClass matches no profile.
+ClassKinds = Mapping[str, str]
 
 
 class WebhookError(ValueError):
@@ -322,7 +328,30 @@ def _positive(value: str) -> bool:
     return bool(text) and text.lstrip("+0.") != "" and not text.startswith("-")
 
 
-def dra_denial(pod: Pod, claim_classes: ClaimClasses | None = None) -> str | None:
+def class_kind(cls: str, class_kinds: ClassKinds | None) -> str | None:
+    """What a device class selects: its DeviceClass's device profile (``class_kinds``, read
+    by the server; any class name works, Slinky slurm-bridge 1.3 ``internal/dra``), else the
+    class-name rule of ``schemas.dra.SUPPORTED``; None when neither says."""
+    kind = (class_kinds or {}).get(cls)
+    return kind or dra.SUPPORTED.get(cls)
+
+
+def _unsupported(where: str, cls: str, class_kinds: ClassKinds | None) -> str:
+    why = (
+        "its DeviceClass's selector is not exactly one of the device profiles' "
+        f"({', '.join(p.name for p in _devprofile.PROFILES)})"
+        if (class_kinds or {}).get(cls) == ""
+        else "no DeviceClass of that name selects a supported device profile"
+    )
+    return (
+        f"{where}device class {cls!r} is not supported for pods scheduled by Slurm: {why} "
+        f"(or a class named {', '.join(sorted(dra.SUPPORTED))})"
+    )
+
+
+def dra_denial(
+    pod: Pod, claim_classes: ClaimClasses | None = None, class_kinds: ClassKinds | None = None
+) -> str | None:
     """The DRA rules of a pod of ours (Slinky slurm-bridge ``internal/admission``:
     ``validateCPUResources``, ``validateDRADeviceClasses``, ``validateAnnotationConflicts``;
     ``dra.go`` ``validateDeviceClassRequests``), or None when they hold.
@@ -330,7 +359,9 @@ def dra_denial(pod: Pod, claim_classes: ClaimClasses | None = None) -> str | Non
     ``claim_classes``: the device classes of the pod's ``spec.resourceClaims`` (by entry
     name) as the server read them from the claims and templates; a name it lacks (not
     readable) is not checked here — placement refuses an unsupported class again.
-    Slinky denies ``spec.resourceClaims`` outright; slurmbridge allocates them from Slurm.
+    ``class_kinds``: the kinds of the DeviceClasses the server could read
+    (:func:`class_kind`). Slinky denies ``spec.resourceClaims`` outright; slurmbridge
+    allocates them from Slurm.
     """
     containers = [
         *(("initContainers", c) for c in pod.spec.initContainers or []),
@@ -350,12 +381,10 @@ def dra_denial(pod: Pod, claim_classes: ClaimClasses | None = None) -> str | Non
                 if cls is None:
                     continue
                 field = f"spec.{kind}[{c.name}].resources.{source}[{name}]"
-                if cls not in dra.SUPPORTED:
-                    return (
-                        f"{field}: device class {cls!r} is not supported for pods scheduled "
-                        f"by Slurm (supported: {', '.join(sorted(dra.SUPPORTED))})"
-                    )
-                if cls == dra.CPU_CLASS:
+                what = class_kind(cls, class_kinds)
+                if what not in ("cpu", "gpu"):
+                    return _unsupported(f"{field}: ", cls, class_kinds)
+                if what == "cpu":
                     cpu_dra = True
                     continue
                 gpu_classes.add(cls)
@@ -369,13 +398,10 @@ def dra_denial(pod: Pod, claim_classes: ClaimClasses | None = None) -> str | Non
                     )
     for i, pc in enumerate(pod.spec.resourceClaims or []):
         for cls in (claim_classes or {}).get(pc.name, ()):
-            if cls not in dra.SUPPORTED:
-                return (
-                    f"spec.resourceClaims[{i}] ({pc.name}): device class {cls!r} is not "
-                    "supported for pods scheduled by Slurm (supported: "
-                    f"{', '.join(sorted(dra.SUPPORTED))})"
-                )
-            if dra.SUPPORTED[cls] == "gpu":
+            what = class_kind(cls, class_kinds)
+            if what not in ("cpu", "gpu"):
+                return _unsupported(f"spec.resourceClaims[{i}] ({pc.name}): ", cls, class_kinds)
+            if what == "gpu":
                 gpu_classes.add(cls)
             else:
                 cpu_dra = True
@@ -408,9 +434,14 @@ def tenancy_denial(policy: Policy, namespace: str, pod: Pod) -> _tenancy.Denial 
     return _tenancy.check(policy.tenancy, namespace, pod.metadata.annotations or {})
 
 
-def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = None) -> str | None:
+def validate(
+    req: Request,
+    policy: Policy,
+    claim_classes: ClaimClasses | None = None,
+    class_kinds: ClassKinds | None = None,
+) -> str | None:
     """The denial message for a pod request, or None to allow it (also for non-pods);
-    ``claim_classes``: see :func:`dra_denial`."""
+    ``claim_classes``, ``class_kinds``: see :func:`dra_denial`."""
     if not req.is_pod:
         return None
     if req.subResource == "resize":
@@ -441,7 +472,7 @@ def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = 
         tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
         if tenancy is not None:
             return tenancy.message
-        return dra_denial(pod, claim_classes)
+        return dra_denial(pod, claim_classes, class_kinds)
     old = req.oldObject
     if req.operation != "UPDATE" or old is None:
         return None
@@ -450,7 +481,7 @@ def validate(req: Request, policy: Policy, claim_classes: ClaimClasses | None = 
     tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
     if tenancy is not None:
         return tenancy.message
-    denied = dra_denial(pod, claim_classes)
+    denied = dra_denial(pod, claim_classes, class_kinds)
     if denied is not None:
         return denied
     if not (old.spec.nodeName or old.status.phase == "Running"):
@@ -642,7 +673,9 @@ class WebhookServer:
     to learn a Namespace's labels (asked only with a ``managed_namespace_selector``; default:
     no labels). ``claim_lookup``: how to read the device classes of a pod's ResourceClaims
     and ResourceClaimTemplates (default: not read; the DRA rules then check the pod's
-    extended resources only). :attr:`port` is the bound port (``port`` 0 picks a free one).
+    extended resources only). ``class_lookup``: how to read a DeviceClass (default: not
+    read; a class is then known by its name only). :attr:`port` is the bound port (``port``
+    0 picks a free one).
 
     Raises (from :meth:`start`):
         ConfigError: no certificate or no key (the webhook is TLS only); names
@@ -660,9 +693,11 @@ class WebhookServer:
         key_file: str | None,
         namespace_labels: NamespaceLabels | None = None,
         claim_lookup: ClaimLookup | None = None,
+        class_lookup: ClassLookup | None = None,
     ) -> None:
         self.policy = policy
         self.claim_lookup = claim_lookup
+        self.class_lookup = class_lookup
         self.bind = bind
         self.port = port
         self.cert_file = cert_file
@@ -722,7 +757,10 @@ class WebhookServer:
         req = await self._decode(request)
         if isinstance(req, web.Response):
             return req
-        denied = validate(req, self.policy, await self._claim_classes(req))
+        claim_classes = await self._claim_classes(req)
+        denied = validate(
+            req, self.policy, claim_classes, await self._class_kinds(req, claim_classes)
+        )
         if denied is not None and (rule := _tenancy.rule_of(denied)) in _tenancy.RULES:
             metrics.TENANCY_DENIALS.labels("admission", rule).inc()
         if denied is not None:
@@ -758,6 +796,39 @@ class WebhookServer:
                 continue
             if classes is not None:
                 out[pc.name] = classes
+        return out
+
+    async def _class_kinds(
+        self, req: Request, claim_classes: ClaimClasses | None
+    ) -> ClassKinds | None:
+        """The kinds of the DeviceClasses the pod names (its extended resources and its
+        claims' requests) that are not class names slurmbridge knows: each read and matched
+        to a device profile (:func:`reconcilers._devprofile.match_device_class`); one that
+        cannot be read is left out (placement checks it again)."""
+        pod = req.object
+        if self.class_lookup is None or pod is None:
+            return None
+        names: set[str] = set()
+        for c in [*(pod.spec.initContainers or []), *(pod.spec.containers or [])]:
+            for values in (c.resources.requests, c.resources.limits):
+                names.update(
+                    cls for n in values or {} if (cls := dra.device_class_of(n)) is not None
+                )
+        for classes in (claim_classes or {}).values():
+            names.update(c for c in classes if c)
+        out: dict[str, str] = {}
+        for name in sorted(names):
+            try:
+                dc = await self.class_lookup(name)
+            except Exception as exc:  # noqa: BLE001 - unreadable: placement checks it again
+                log.warning("webhook: cannot read DeviceClass %s: %s", name, exc)
+                continue
+            if dc is None:
+                continue
+            try:
+                out[name] = _devprofile.match_device_class(dc).kind
+            except _devprofile.ProfileError:
+                out[name] = ""
         return out
 
     async def _healthz(self, _: web.Request) -> web.Response:

@@ -23,6 +23,7 @@ from schemas.events import (
     ClaimRequest,
     DraRequest,
     Event,
+    KubeDeviceClass,
     KubeNode,
     KubeNodeSet,
     KubePod,
@@ -48,6 +49,7 @@ from slurmbridge.kube import revisions
 from slurmbridge.kube.wire import (
     RawCluster,
     RawContainer,
+    RawDeviceClass,
     RawNode,
     RawNodeSelector,
     RawNodeSelectorRequirement,
@@ -725,6 +727,27 @@ def resource_slice_to_event(
         pool_generation=spec.pool.generation,
         slice_count=spec.pool.resourceSliceCount,
         devices=tuple(devices),
+    )
+
+
+def device_class_to_event(
+    raw: RawDeviceClass, *, producer: str, observed_at: int
+) -> KubeDeviceClass:
+    """Translate a DeviceClass (pure): each selector's CEL expression (None for another kind
+    of selector), whether it has ``config``, its ``extendedResourceName``."""
+    md, spec = raw.metadata, raw.spec
+    return KubeDeviceClass(
+        source=subjects.KUBE_SOURCE,
+        key=md.name,
+        observed_at=observed_at,
+        version=md.resourceVersion,
+        producer=producer,
+        uid=md.uid,
+        selectors=tuple(
+            s.cel.expression if s.cel is not None else None for s in spec.selectors or []
+        ),
+        has_config=bool(spec.config),
+        extended_resource_name=spec.extendedResourceName or "",
     )
 
 

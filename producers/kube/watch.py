@@ -18,6 +18,7 @@ from kubernetes_asyncio import client
 
 from producers.kube.translate import (
     cluster_to_event,
+    device_class_to_event,
     node_to_event,
     nodeset_to_event,
     pod_requests,
@@ -32,6 +33,8 @@ from slurmbridge.kube.watch import E, Watcher, same_content
 from slurmbridge.kube.wire import (
     DECODE_CLUSTER,
     DECODE_CLUSTER_LIST,
+    DECODE_DEVICE_CLASS,
+    DECODE_DEVICE_CLASS_LIST,
     DECODE_NODE,
     DECODE_NODE_LIST,
     DECODE_NODESET,
@@ -389,6 +392,18 @@ class ResourceClaimWatcher(_DraWatcher[events.KubeResourceClaim]):
         return resource_claim_to_event(raw, producer=self.producer, observed_at=now)
 
 
+class DeviceClassWatcher(_DraWatcher[events.KubeDeviceClass]):
+    """List + watch DeviceClasses, publishing ``KubeDeviceClass`` observations (a class is
+    matched to a device profile by its selector: :mod:`reconcilers._devprofile`)."""
+
+    resource = "deviceclasses"
+    _list = DECODE_DEVICE_CLASS_LIST
+    _item = DECODE_DEVICE_CLASS
+
+    def _translate(self, raw: Any, now: int) -> events.KubeDeviceClass:
+        return device_class_to_event(raw, producer=self.producer, observed_at=now)
+
+
 #: kube-scheduler's informer of assigned pods (pkg/scheduler/eventhandlers.go and
 #: factory ``NewPodInformer``): bound and not terminal.
 ASSIGNED_PODS: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -570,6 +585,9 @@ RESOURCES: Final[tuple[WatchedResource, ...]] = (
     ),
     WatchedResource(
         watcher=ResourceClaimWatcher, observes=events.KubeResourceClaim, switch="watch_dra"
+    ),
+    WatchedResource(
+        watcher=DeviceClassWatcher, observes=events.KubeDeviceClass, switch="watch_dra"
     ),
     *(
         WatchedResource(watcher=watcher, observes=observes, switch=switch, extra={"kind": kind})

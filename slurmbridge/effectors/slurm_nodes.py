@@ -14,6 +14,7 @@ from schemas.actions import (
     DeleteSlurmNode,
     DrainSlurmNode,
     PruneSlurmNodeRecord,
+    SetSlurmNodeExtra,
     SetSlurmNodeOwnedFeatures,
     SetSlurmNodePodInfo,
     UndrainSlurmNode,
@@ -56,6 +57,7 @@ class SlurmEffector(Effector):
         DeleteSlurmNode: "_delete",
         UpdateSlurmNodeFeatures: "_features",
         UpdateSlurmNodeTopology: "_topology",
+        SetSlurmNodeExtra: "_extra",
         SetSlurmNodePodInfo: "_pod_info",
         SetSlurmNodeOwnedFeatures: "_owned_features",
         PruneSlurmNodeRecord: "_prune",
@@ -141,6 +143,17 @@ class SlurmEffector(Effector):
         if node.topology == action.topology:
             return EffectResult("noop", "topology already set")
         await c.update_node(action.node, NodeUpdate(topology=action.topology))
+        return EffectResult("ok")
+
+    @_gone_is_noop
+    async def _extra(self, action: SetSlurmNodeExtra) -> EffectResult:
+        """Slinky ``updateNodeExtra``: never over someone else's Extra."""
+        c, node = await self._read(action.cluster, action.node, "update_node")
+        if node.extra == action.extra:
+            return EffectResult("noop", "Extra already set")
+        if node.extra and not node.extra.startswith(action.owned_prefix):
+            return EffectResult("skipped", "the node's Extra is already in use")
+        await c.update_node(action.node, NodeUpdate(extra=action.extra))
         return EffectResult("ok")
 
     @_gone_is_noop

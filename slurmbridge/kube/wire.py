@@ -456,6 +456,36 @@ class RawResourceSlice(msgspec.Struct, kw_only=True):
     spec: RawResourceSliceSpec = msgspec.field(default_factory=RawResourceSliceSpec)
 
 
+class RawCELSelector(msgspec.Struct, kw_only=True):
+    """A DeviceClass ``spec.selectors[].cel``."""
+
+    expression: str = ""
+
+
+class RawDeviceSelector(msgspec.Struct, kw_only=True):
+    """A DeviceClass ``spec.selectors[]`` entry (resource.k8s.io/v1 DeviceSelector)."""
+
+    cel: RawCELSelector | None = None
+
+
+class RawDeviceClassSpec(msgspec.Struct, kw_only=True):
+    selectors: list[RawDeviceSelector] | None = None
+    config: list[msgspec.Raw] | None = None
+    extendedResourceName: str | None = None  # noqa: N815
+
+
+class RawDeviceClass(msgspec.Struct, kw_only=True):
+    """The fields of a resource.k8s.io/v1 DeviceClass that slurmbridge reads."""
+
+    metadata: RawObjMeta = msgspec.field(default_factory=RawObjMeta)
+    spec: RawDeviceClassSpec = msgspec.field(default_factory=RawDeviceClassSpec)
+
+
+class RawDeviceClassList(msgspec.Struct, kw_only=True):
+    metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
+    items: list[RawDeviceClass] = []
+
+
 class RawResourceSliceList(msgspec.Struct, kw_only=True):
     metadata: RawListMeta = msgspec.field(default_factory=RawListMeta)
     items: list[RawResourceSlice] = []
@@ -603,6 +633,8 @@ DECODE_RESOURCE_SLICE_LIST = msgspec.json.Decoder(RawResourceSliceList)
 DECODE_RESOURCE_SLICE = msgspec.json.Decoder(RawResourceSlice)
 DECODE_RESOURCE_CLAIM_LIST = msgspec.json.Decoder(RawResourceClaimList)
 DECODE_RESOURCE_CLAIM = msgspec.json.Decoder(RawResourceClaim)
+DECODE_DEVICE_CLASS_LIST = msgspec.json.Decoder(RawDeviceClassList)
+DECODE_DEVICE_CLASS = msgspec.json.Decoder(RawDeviceClass)
 DECODE_SECRET_LIST = msgspec.json.Decoder(RawSecretList)
 DECODE_SECRET = msgspec.json.Decoder(RawSecret)
 DECODE_SCALER_LIST = msgspec.json.Decoder(RawScalerList)

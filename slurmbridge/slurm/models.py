@@ -59,7 +59,9 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     ``gres``: generic resources as Slurm prints them (``gpu:2``). ``address``: NodeAddr.
     ``topology``: a dynamic node's topology spec (``topo1:b1``; ``""`` none); ``None`` when
     the API version does not report it (before v0.0.43). ``reservation``: the active
-    reservation the node is in (``""`` none; always ``""`` on v0.0.38).
+    reservation the node is in (``""`` none; always ``""`` on v0.0.38). ``extra``: the
+    node's free-form ``Extra`` string (slurmbridge keeps its applied DRA inventory there, as
+    Slinky slurm-bridge 1.3 does; ``""`` none).
     """
 
     name: str
@@ -77,6 +79,7 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     comment: str = ""
     topology: str | None = None
     reservation: str = ""
+    extra: str = ""
 
     @property
     def base_state(self) -> str:
@@ -172,6 +175,7 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
     feature name: no empty names, no commas (Slurm joins the list with commas).
     ``comment``: free text. ``topology``: a dynamic node's topology spec
     (``name:unit[,name:unit]``, ``""`` clears it; ``update_node_msg.topology_str``, v0.0.43+).
+    ``extra``: the node's ``Extra`` string (``""`` clears it; ``update_node_msg.extra``).
     """
 
     state: tuple[str, ...] = ()
@@ -179,6 +183,7 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
     features: tuple[str, ...] | None = None
     comment: str | None = None
     topology: str | None = None
+    extra: str | None = None
 
     def __post_init__(self) -> None:
         """Reject lower-case states and empty updates early, before anything is sent.
@@ -195,10 +200,10 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(f"feature {f!r} must be one non-empty name without commas")
         if self.topology is not None and any(c.isspace() for c in self.topology):
             raise ValueError(f"topology {self.topology!r} must not contain whitespace")
-        fields = (self.reason, self.features, self.comment, self.topology)
+        fields = (self.reason, self.features, self.comment, self.topology, self.extra)
         if not self.state and all(f is None for f in fields):
             raise ValueError(
-                "empty NodeUpdate: set one of state, reason, features, comment, topology"
+                "empty NodeUpdate: set one of state, reason, features, comment, topology, extra"
             )
 
 

@@ -58,6 +58,7 @@ from schemas.actions import (
     SetPodGroupScheduled,
     SetPodLabel,
     SetSlurmNodeConditions,
+    SetSlurmNodeExtra,
     SetSlurmNodeOwnedFeatures,
     SetSlurmNodePodInfo,
     SlurmJobSpec,
@@ -142,6 +143,10 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
     ),
     "UpdateSlurmNodeTopology": (
         UpdateSlurmNodeTopology(cluster=CLUSTER, node="rt-gone", topology="tree:s1"),
+        "noop",
+    ),
+    "SetSlurmNodeExtra": (
+        SetSlurmNodeExtra(cluster=CLUSTER, node="rt-gone", extra="x", owned_prefix="x"),
         "noop",
     ),
     "SetSlurmNodePodInfo": (
@@ -278,6 +283,7 @@ NEEDS: dict[str, str] = {
             "DeleteSlurmNode",
             "UpdateSlurmNodeFeatures",
             "UpdateSlurmNodeTopology",
+            "SetSlurmNodeExtra",
             "SetSlurmNodePodInfo",
             "SetSlurmNodeOwnedFeatures",
             "PruneSlurmNodeRecord",

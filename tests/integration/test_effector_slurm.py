@@ -25,6 +25,7 @@ from schemas.actions import (
     DrainSlurmNode,
     NodeSetRef,
     PruneSlurmNodeRecord,
+    SetSlurmNodeExtra,
     SetSlurmNodeOwnedFeatures,
     SetSlurmNodePodInfo,
     TaintNode,
@@ -508,3 +509,26 @@ async def test_a_failure_between_read_and_write_is_retried_and_converges(slurm: 
 async def test_an_action_it_does_not_handle_is_permanent(slurm: Slurm) -> None:
     with pytest.raises(Permanent, match="cannot perform TaintNode"):
         await slurm.effector.apply(TaintNode(node="n1", key="k", value="v", effect="NoSchedule"))
+
+
+# --- Extra: the applied DRA inventory (Slinky slurm-bridge 1.3 updateNodeExtra) -------------
+
+
+async def test_set_extra_writes_ours_and_never_an_administrators(slurm: Slurm) -> None:
+    ours = 'slurm-bridge.dra-gres-map={"v":2,"profiles":{}}'
+    slurm.sim.create_node("NodeName=ext1 CPUs=2 State=EXTERNAL")
+    put = SetSlurmNodeExtra(
+        cluster=CLUSTER, node="ext1", extra=ours, owned_prefix="slurm-bridge.dra-gres-map="
+    )
+    assert (await slurm.effector.apply(put)).outcome == "ok"
+    assert slurm.sim.node("ext1").extra == ours
+    assert (await slurm.effector.apply(put)).outcome == "noop"
+    clear = SetSlurmNodeExtra(
+        cluster=CLUSTER, node="ext1", extra="", owned_prefix="slurm-bridge.dra-gres-map="
+    )
+    assert (await slurm.effector.apply(clear)).outcome == "ok"
+    assert slurm.sim.node("ext1").extra == ""
+    slurm.sim.nodes["ext1"].extra = "rack=7"
+    result = await slurm.effector.apply(put)
+    assert (result.outcome, result.detail) == ("skipped", "the node's Extra is already in use")
+    assert slurm.sim.node("ext1").extra == "rack=7"

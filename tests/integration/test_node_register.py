@@ -46,7 +46,8 @@ async def test_labelled_node_is_registered_with_its_partitions(stack: Stack) -> 
     node = stack.slurm_node("ext-1")
     assert node.has("EXTERNAL")
     assert (node.cpus, node.real_memory, node.gres) == (8, 16384, "gpu:2")
-    assert sorted(node.features) == ["batch", "gpu"]
+    # Slinky 1.3 AddNode: the GRES-compatibility feature beside the partitions.
+    assert sorted(node.features) == ["batch", "gpu", "slurm_bridge_gres_compatible"]
     await stack.wait_for(
         lambda: (c := condition(stack, "ext-1")) is not None and c["status"] == "True",
         what="condition True",
@@ -60,7 +61,7 @@ async def test_labelled_node_is_registered_with_its_partitions(stack: Stack) -> 
         lambda: (
             exists(stack, "ext-1")
             and (stack.slurm_node("ext-1").features, stack.slurm_node("ext-1").partitions)
-            == (("batch",), ("batch",))
+            == (("slurm_bridge_gres_compatible", "batch"), ("batch",))
         ),
         what="ext-1 re-registered in batch only",
     )

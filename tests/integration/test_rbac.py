@@ -91,6 +91,9 @@ NOT_EXERCISED: dict[tuple[str, Grant], str] = {
     ("webhook", ("resource.k8s.io", "resourceclaims", "get")): "the webhook reads a pod's "
     "claims for the DRA rules (tests/unit/test_webhook.py test_dra_rules)",
     ("webhook", ("resource.k8s.io", "resourceclaimtemplates", "get")): "as resourceclaims",
+    ("webhook", ("resource.k8s.io", "deviceclasses", "get")): "the webhook reads the "
+    "DeviceClasses a pod names to match them to device profiles (tests/unit/test_webhook.py "
+    "test_the_server_matches_the_pods_device_classes_to_profiles)",
     **{
         ("nodeset", ("apps", "controllerrevisions", verb)): "a NodeSet's revision history is "
         "read back, renumbered on a rollback and pruned past revisionHistoryLimit only after "
@@ -500,6 +503,7 @@ def test_the_roles_are_read_off_the_bindings() -> None:
         ("", "namespaces", "get"),
         ("resource.k8s.io", "resourceclaims", "get"),
         ("resource.k8s.io", "resourceclaimtemplates", "get"),
+        ("resource.k8s.io", "deviceclasses", "get"),
     }
     without = deployments(render({"layout": "per-component"}))
     (hook,) = [r for name, (_, r) in without.items() if name.endswith("webhook")]

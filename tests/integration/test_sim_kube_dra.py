@@ -188,6 +188,31 @@ async def test_slices_are_validated(sim: KubeSim) -> None:
     ] == ["s1"]
 
 
+async def test_device_classes_are_validated(sim: KubeSim) -> None:
+    """pkg/apis/resource/validation/validation.go ``validateDeviceClassSpec``: each selector
+    needs ``cel`` with an expression that compiles (an empty one does not); at most 32
+    selectors."""
+
+    def dc(name: str, selectors: list[Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": selectors},
+        }
+
+    sim.create(dc("accel", [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]))
+    with pytest.raises(ApiError) as bad:
+        sim.create(dc("no-cel", [{}]))
+    assert bad.value.code == 422 and "spec.selectors[0].cel: Required value" in bad.value.message
+    with pytest.raises(ApiError) as bad:
+        sim.create(dc("empty", [{"cel": {"expression": ""}}]))
+    assert "spec.selectors[0].cel.expression" in bad.value.message
+    with pytest.raises(ApiError) as bad:
+        sim.create(dc("many", [{"cel": {"expression": "true"}}] * 33))
+    assert "spec.selectors: Too many: 33: must have at most 32 items" in bad.value.message
+
+
 async def test_claims_from_templates_and_the_kubelet_waits_for_them(sim: KubeSim) -> None:
     pod = {
         "apiVersion": "v1",

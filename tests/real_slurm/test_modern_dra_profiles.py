@@ -16,11 +16,16 @@ slice (``type: mig``).
 * An external node with two whole GPUs is registered with the profile's GRES: real 26.05
   accepts ``Gres=gpu:gpu-nvidia:2`` and ``GresConf=`` one ``file=/dra/<driver>/<pool>/<device>``
   record per GPU joined by ``+`` (Slinky ``buildNodeGRESConfig``) and shows the node with
-  ``Gres=gpu:gpu-nvidia:2`` and the ``slurm_bridge_gres_compatible`` feature.
+  ``Gres=gpu:gpu-nvidia:2`` and the ``slurm_bridge_gres_compatible`` feature; the applied
+  inventory is written to the node's ``Extra`` over REST and read back as it was sent; its
+  CPU topology is that of its ``dra.cpu`` devices (4 CPUs on 2 cores: ``ThreadsPerCore=2``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -110,6 +115,12 @@ def _phase(p: dict[str, Any] | None) -> str:
     return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
 
 
+def _gres_condition(stack: Stack, node: str) -> dict[str, Any] | None:
+    obj = _get(stack, "nodes", node, None)
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "SlinkySlurmGRESCompatible"), None)
+
+
 async def test_a_class_of_any_name_gets_the_gpus_real_slurm_gave(
     stack: Stack, slurm_gpus: ModernSlurm
 ) -> None:
@@ -148,20 +159,16 @@ async def test_a_class_of_any_name_gets_the_gpus_real_slurm_gave(
     assert not await stack.dead_letters()
 
 
-async def test_a_slurmd_nodes_gres_checked_against_its_dra_inventory(
-    stack: Stack, slurm_gpus: ModernSlurm
-) -> None:
-    def condition() -> dict[str, Any] | None:
-        node = _get(stack, "nodes", "n1", None)
-        conds = ((node or {}).get("status") or {}).get("conditions") or []
-        return next((c for c in conds if c["type"] == "SlinkySlurmGRESCompatible"), None)
-
-    await stack.wait_for(lambda: condition() is not None, timeout=30, what="GRES condition")
-    cond = condition()
+async def test_a_slurmd_nodes_gres_checked_against_its_dra_inventory(stack: Stack) -> None:
+    await stack.wait_for(
+        lambda: _gres_condition(stack, "n1") is not None, timeout=30, what="GRES condition"
+    )
+    cond = _gres_condition(stack, "n1")
     assert cond is not None
     assert (cond["status"], cond["reason"]) == ("False", "IncompatibleSlurmGRES"), cond
-    # What real Slurm reports for the node, and what the MIG slice does not add.
+    # What real Slurm reports for the node; the MIG slice adds nothing to the inventory.
     assert "has GRES 'gpu:nvidia:4" in cond["message"], cond["message"]
+    assert "required DRA GRES 'gpu:gpu-nvidia:4'" in cond["message"]
     assert "NodeName=n1 Name=gpu Type=gpu-nvidia Count=4" in cond["message"]
     await stack.wait_for(
         lambda: any(
@@ -177,6 +184,30 @@ async def test_an_external_node_registers_the_profiles_gres(
     stack: Stack, slurm_gpus: ModernSlurm
 ) -> None:
     stack.kube.create(_slice("ext-gpu", 2, mig=True))
+    # dra-driver-cpu's devices: 4 CPUs on 2 cores (2 threads each) of socket 0.
+    stack.kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "ext-gpu-dra.cpu"},
+            "spec": {
+                "driver": "dra.cpu",
+                "nodeName": "ext-gpu",
+                "pool": {"name": "ext-gpu", "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": f"cpudev{i:03}",
+                        "attributes": {
+                            "dra.cpu/cpuID": {"int": i},
+                            "dra.cpu/coreID": {"int": i // 2},
+                            "dra.cpu/socketID": {"int": 0},
+                        },
+                    }
+                    for i in range(4)
+                ],
+            },
+        }
+    )
     stack.kube.add_node(
         "ext-gpu",
         cpu="2",
@@ -191,17 +222,54 @@ async def test_an_external_node_registers_the_profiles_gres(
     await stack.wait_for(lambda: "NodeName=ext-gpu" in shown(), timeout=30, what="registered")
     line = shown()
     assert "Gres=gpu:gpu-nvidia:2" in line, line
+    # The CPU topology of its dra.cpu devices, not its capacity's 2 CPUs (Slinky
+    # desiredNodeCPUConfig).
+    for field in ("CPUTot=4 ", "CoresPerSocket=2 ", "ThreadsPerCore=2 ", "Sockets=1 "):
+        assert field in line, (field, line)
     assert "AvailableFeatures=slurm_bridge_gres_compatible,gpu " in line, line
-
-    def condition() -> dict[str, Any] | None:
-        node = _get(stack, "nodes", "ext-gpu", None)
-        conds = ((node or {}).get("status") or {}).get("conditions") or []
-        return next((c for c in conds if c["type"] == "SlinkySlurmGRESCompatible"), None)
-
     await stack.wait_for(
-        lambda: (condition() or {}).get("status") == "True", timeout=30, what="compatible"
+        lambda: (_gres_condition(stack, "ext-gpu") or {}).get("status") == "True",
+        timeout=30,
+        what="compatible",
     )
-    # Registered once: real Slurm's answer for Gres equals what was sent (no re-registration).
+    # The applied inventory, as Slinky writes it, in the node's Extra (update_node_msg.extra):
+    # index 0 and 1 of gpu:gpu-nvidia are gpu-0 and gpu-1; the MIG slice is no GPU.
+    await stack.wait_for(
+        lambda: "Extra=slurm-bridge.dra-gres-map=" in shown(), timeout=30, what="Extra written"
+    )
+    extra = shown().split("Extra=", 1)[1].split(" ", 1)[0].strip()
+    assert json.loads(extra.removeprefix("slurm-bridge.dra-gres-map=")) == {
+        "v": 2,
+        "profiles": {
+            "gpu-nvidia": {
+                "firstIndex": 0,
+                "devices": [
+                    "/dra/gpu.nvidia.com/ext-gpu/gpu-0",
+                    "/dra/gpu.nvidia.com/ext-gpu/gpu-1",
+                ],
+            }
+        },
+    }
+
+    async def observed() -> bool:
+        for raw in await stack.observations():
+            obs = json.loads(raw)
+            if (obs.get("kind"), obs.get("key"), obs.get("extra")) == (
+                "SlurmNode",
+                "ext-gpu",
+                extra,
+            ):
+                return True
+        return False
+
+    # The Slurm poller reads it back (REST node.extra) exactly as it was written.
+    deadline = time.monotonic() + 30
+    while not await observed():
+        assert time.monotonic() < deadline, (
+            f"no SlurmNode observation of ext-gpu with Extra {extra!r}"
+        )
+        await asyncio.sleep(0.2)
+    # Registered once: real Slurm's Gres equals what was sent (no re-registration).
     await stack.settled()
     recs = [
         (type(r.action).__name__, r.outcome)

@@ -405,13 +405,14 @@ async def test_an_external_node_is_registered_repartitioned_and_removed(
 
     await stack.wait_for(lambda: "NodeName=ext-a" in shown(), timeout=30, what="ext-a created")
     assert "State=IDLE+DYNAMIC_NORM+EXTERNAL" in shown()
-    assert "AvailableFeatures=batch " in shown()
+    # Slinky 1.3 (AddNode): the GRES-compatibility feature first, then the partitions.
+    assert "AvailableFeatures=slurm_bridge_gres_compatible,batch " in shown()
     assert "Partitions=batch " in shown()
     stack.kube.patch_merge("nodes", "ext-a", {"metadata": {"annotations": {parts: "batch,gpu"}}})
     await stack.wait_for(
         lambda: "Partitions=batch,gpu " in shown(), timeout=60, what="ext-a in gpu too"
     )
-    assert "AvailableFeatures=batch,gpu " in shown()
+    assert "AvailableFeatures=slurm_bridge_gres_compatible,batch,gpu " in shown()
     assert "DRAIN" not in shown().split("State=")[1].split()[0]
     stack.kube.patch_merge(
         "nodes", "ext-a", {"metadata": {"labels": {wellknown.LABEL_EXTERNAL_NODE: None}}}

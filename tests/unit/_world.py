@@ -67,6 +67,7 @@ from schemas.actions import (
     SetPodGroupScheduled,
     SetPodLabel,
     SetSlurmNodeConditions,
+    SetSlurmNodeExtra,
     SetSlurmNodeOwnedFeatures,
     SetSlurmNodePodInfo,
     SubmitSlurmJob,
@@ -324,6 +325,14 @@ class World:
         if node is None or node.topology is None or node.topology == a.topology:
             return False
         return self._put(_replace(node, topology=a.topology))
+
+    def set_slurm_node_extra(self, a: SetSlurmNodeExtra) -> bool:
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None or node.extra == a.extra:
+            return False
+        if node.extra and not node.extra.startswith(a.owned_prefix):
+            return False
+        return self._put(_replace(node, extra=a.extra))
 
     # Pods and jobs
 
@@ -730,6 +739,7 @@ class World:
         DeleteSlurmNode: delete_slurm_node,
         UpdateSlurmNodeFeatures: update_slurm_node_features,
         UpdateSlurmNodeTopology: update_slurm_node_topology,
+        SetSlurmNodeExtra: set_slurm_node_extra,
         SetSlurmNodePodInfo: set_slurm_node_pod_info,
         SetSlurmNodeOwnedFeatures: set_slurm_node_owned_features,
         PruneSlurmNodeRecord: prune_slurm_node_record,

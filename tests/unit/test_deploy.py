@@ -509,6 +509,9 @@ CALLS: dict[tuple[str, str, str], str] = {
         r"self\.custom\.patch_namespaced_custom_object_status"
     ),
     ("resource.k8s.io", "resourceclaimtemplates", "get"): r'"resourceclaimtemplates"',
+    ("resource.k8s.io", "deviceclasses", "list"): r'resource = "deviceclasses"',
+    ("resource.k8s.io", "deviceclasses", "watch"): r'resource = "deviceclasses"',
+    ("resource.k8s.io", "deviceclasses", "get"): r'get_cluster_custom_object\(\s*"resource.k8s.io"',
     ("", "pods/finalizers", "update"): r'"blockOwnerDeletion": True',
     ("apps", "controllerrevisions", "get"): r"read_namespaced_controller_revision\b",
     ("apps", "controllerrevisions", "list"): r"list_namespaced_controller_revision\b",

@@ -111,34 +111,39 @@ REGISTERED = NodeCondition(
         (
             kn(),
             "NodeName=k1 CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16384 "
-            "State=External Feature=batch",
+            "State=External "
+            "Feature=slurm_bridge_gres_compatible,batch",
         ),
         (
             kn(cpu=3500, mem=1000 * 1024**2 + 5),
             "NodeName=k1 CPUs=3 Sockets=1 CoresPerSocket=3 "
-            "ThreadsPerCore=1 RealMemory=1000 State=External Feature=batch",
+            "ThreadsPerCore=1 RealMemory=1000 State=External "
+            "Feature=slurm_bridge_gres_compatible,batch",
         ),
         (
             kn(cpu=500, parts=None),
             "NodeName=k1 CPUs=1 Sockets=1 CoresPerSocket=1 "
-            "ThreadsPerCore=1 RealMemory=16384 State=External",
+            "ThreadsPerCore=1 RealMemory=16384 State=External "
+            "Feature=slurm_bridge_gres_compatible",
         ),
         (
             kn(parts=" gpu , ,batch,, "),
             "NodeName=k1 CPUs=8 Sockets=1 CoresPerSocket=8 "
-            "ThreadsPerCore=1 RealMemory=16384 State=External Feature=gpu,batch",
+            "ThreadsPerCore=1 RealMemory=16384 State=External "
+            "Feature=slurm_bridge_gres_compatible,gpu,batch",
         ),
         (
             kn(gpus=4, topo="switch:s1"),
             "NodeName=k1 CPUs=8 Sockets=1 CoresPerSocket=8 "
-            "ThreadsPerCore=1 RealMemory=16384 State=External Feature=batch Topology=switch:s1 "
+            "ThreadsPerCore=1 RealMemory=16384 State=External "
+            "Feature=slurm_bridge_gres_compatible,batch Topology=switch:s1 "
             "Gres=gpu:4",
         ),
         (
             kn(labels={**EXT, wellknown.LABEL_SLURM_NODENAME: "slurm-7"}),
             "NodeName=slurm-7 CPUs=8 "
             "Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16384 State=External "
-            "Feature=batch",
+            "Feature=slurm_bridge_gres_compatible,batch",
         ),
     ],
 )

@@ -24,6 +24,7 @@ from schemas.actions import (
 )
 from schemas.events import (
     Event,
+    KubeDeviceClass,
     KubeListed,
     KubeNode,
     KubeNodeUsage,
@@ -823,6 +824,7 @@ def test_spec_lists_the_triggers() -> None:
         KubeListed,
         KubeResourceClaim,
         KubeResourceSlice,
+        KubeDeviceClass,
     }
     assert placement.SPEC.key_kind == "PodGroup"
 

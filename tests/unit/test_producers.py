@@ -614,7 +614,7 @@ def test_every_slurm_node_field_reaches_the_observation() -> None:
         b'{"name": "n", "state": ["IDLE", "DRAIN"], "reason": "r", "reason_set_by_user": "u",'
         b' "reason_changed_at": 5, "cpus": 4, "alloc_cpus": 1, "real_memory": 100,'
         b' "features": ["f"], "partitions": ["p"], "gres": "gpu:1", "address": "a",'
-        b' "comment": "c", "topology": "t:b", "reservation": "maint"}',
+        b' "comment": "c", "topology": "t:b", "reservation": "maint", "extra": "x=1"}',
         type=Node,
     )
     assert all(getattr(full, name) != getattr(Node(name="n"), name) for name in node_fields)

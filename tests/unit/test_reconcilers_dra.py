@@ -637,19 +637,46 @@ def ext_node(gpus: int = 0) -> KubeNode:
     )
 
 
+def typed_gpu_slice(node: str = "k1", n: int = 4) -> KubeResourceSlice:
+    """The NVIDIA driver's slice as it publishes it: each whole GPU with ``type: gpu``."""
+    return KubeResourceSlice(
+        source="k8s",
+        key=f"{node}-gpus",
+        node=node,
+        driver=NV,
+        pool=node,
+        devices=tuple(
+            SliceDevice(name=f"gpu-{i}", attributes={"index": i, "type": "gpu"}) for i in range(n)
+        ),
+    )
+
+
+def _files(driver: str, pool: str, typ: str, *names: str) -> str:
+    return "+".join(f"count=1,name=gpu,type={typ},file=/dra/{driver}/{pool}/{n}" for n in names)
+
+
 @pytest.mark.parametrize(
     ("slices", "capacity", "gres", "conf"),
     [
         ((), 0, "", ""),
         ((), 2, "gpu:2", ""),
+        # Device profiles (Slinky 1.3 internal/dra): the GRES type is the profile's name and
+        # GresConf one record per device, joined by "+".
         (
-            (gpu_slice("k1", 4),),
+            (typed_gpu_slice("k1", 4),),
             0,
-            "gpu:gpu.nvidia.com:4",
-            "count=4,name=gpu,type=gpu.nvidia.com,file=gpu-0,file=gpu-1,file=gpu-2,file=gpu-3",
+            "gpu:gpu-nvidia:4",
+            _files(NV, "k1", "gpu-nvidia", "gpu-0", "gpu-1", "gpu-2", "gpu-3"),
         ),
         # The slices win over the device plugin's capacity (Slinky reads only the slices).
-        ((gpu_slice("k1", 2),), 8, "gpu:gpu.nvidia.com:2", "count=2,name=gpu,"),
+        (
+            (typed_gpu_slice("k1", 2),),
+            8,
+            "gpu:gpu-nvidia:2",
+            _files(NV, "k1", "gpu-nvidia", "gpu-0"),
+        ),
+        # NVIDIA devices that are not whole GPUs (no type "gpu") are not the profile's.
+        ((gpu_slice("k1", 2),), 3, "gpu:3", ""),
         (
             (
                 KubeResourceSlice(
@@ -665,8 +692,8 @@ def ext_node(gpus: int = 0) -> KubeNode:
                 ),
             ),
             0,
-            "gpu:gpu.example.com:2",
-            "count=2,name=gpu,type=gpu.example.com,file=a,file=b",
+            "gpu:gpu-example:2",
+            _files("gpu.example.com", "k1", "gpu-example", "a", "b"),
         ),
         (
             (
@@ -689,7 +716,8 @@ def ext_node(gpus: int = 0) -> KubeNode:
         "capacity",
         "nvidia slice",
         "slice over capacity",
-        "example index order",
+        "untyped nvidia devices",
+        "example name order",
         "cpu only",
     ],
 )

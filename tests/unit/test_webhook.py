@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from schemas import wellknown
+from schemas.events import KubeDeviceClass
 from slurmbridge import config
 from slurmbridge.kube.labelselector import check_selector, selector_matches
 from slurmbridge.webhook import (
@@ -668,3 +669,65 @@ async def test_the_server_reads_claim_classes_and_skips_unreadable_ones() -> Non
         )
         is None
     )
+
+
+# --- DeviceClasses by device profile (issue 28, item 6; Slinky 1.3 internal/dra) -------------
+
+NVIDIA_PROFILE = (
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+)
+ACCEL = "deviceclass.resource.kubernetes.io/accel"
+
+
+@pytest.mark.parametrize(
+    ("kinds", "requests", "denied"),
+    [
+        # registry.go MatchDeviceClass: the class's selector makes it a GPU class, any name.
+        ({"accel": "gpu"}, {ACCEL: "2"}, None),
+        ({"my-cpus": "cpu"}, {"deviceclass.resource.kubernetes.io/my-cpus": "2"}, None),
+        # A CPU profile class still excludes native cpu (admission validateCPUResources).
+        (
+            {"my-cpus": "cpu"},
+            {"deviceclass.resource.kubernetes.io/my-cpus": "2", "cpu": "1"},
+            "resources[cpu]: cannot be set",
+        ),
+        # Its DeviceClass matches no profile, and the name is none slurmbridge knows.
+        ({"accel": ""}, {ACCEL: "1"}, "its DeviceClass's selector is not exactly one of"),
+        # No DeviceClass read at all: the name decides.
+        ({}, {ACCEL: "1"}, "no DeviceClass of that name selects a supported device profile"),
+        # NICs (dranet-rdma) are not asked of Slurm yet.
+        ({"rdma": "nic"}, {"deviceclass.resource.kubernetes.io/rdma": "1"}, "is not supported"),
+    ],
+    ids=["gpu alias", "cpu alias", "cpu alias and cpu", "no profile", "unknown", "nic"],
+)
+def test_dra_rules_by_device_profile(
+    kinds: dict[str, str], requests: dict[str, str], denied: str | None
+) -> None:
+    req = decode_review(review(pod(scheduler=OURS, containers=[ctr("c", requests)])))
+    got = validate(req, BY_LIST, None, kinds)
+    if denied is None:
+        assert got is None
+    else:
+        assert got is not None and denied in got, got
+
+
+async def test_the_server_matches_the_pods_device_classes_to_profiles() -> None:
+    asked: list[str] = []
+
+    async def lookup(name: str) -> KubeDeviceClass | None:
+        asked.append(name)
+        if name == "broken":
+            raise RuntimeError("API down")
+        if name == "gone":
+            return None
+        expr = NVIDIA_PROFILE if name == "accel" else "device.driver == 'x'"
+        return KubeDeviceClass(source="k8s", key=name, selectors=(expr,))
+
+    server = WebhookServer(BY_LIST, bind="127.0.0.1", port=0, cert_file=None, key_file=None)
+    server.class_lookup = lookup
+    res = "deviceclass.resource.kubernetes.io/"
+    containers = [ctr("c", {res + n: "1" for n in ("accel", "odd", "gone", "broken")})]
+    req = decode_review(review(pod(scheduler=OURS, containers=containers)))
+    got = await server._class_kinds(req, {"g": ("accel", "")})
+    assert got == {"accel": "gpu", "odd": ""}
+    assert asked == ["accel", "broken", "gone", "odd"]

@@ -1525,6 +1525,7 @@ def _scaled(value: Any, total: int) -> int:
 _RESOURCE_CLAIMS: Final = f"resourceclaims.{DRA_GROUP}"
 _CLAIM_TEMPLATES: Final = f"resourceclaimtemplates.{DRA_GROUP}"
 _RESOURCE_SLICES: Final = f"resourceslices.{DRA_GROUP}"
+_DEVICE_CLASSES: Final = f"deviceclasses.{DRA_GROUP}"
 
 Cause = tuple[str, str, str]
 
@@ -1625,6 +1626,48 @@ def _default_device_claim(claim: Any) -> None:
             exactly.setdefault("allocationMode", "ExactCount")
             if exactly["allocationMode"] == "ExactCount":
                 exactly.setdefault("count", 1)
+
+
+def _device_class_causes(spec: Any) -> list[Cause]:
+    """``validateDeviceClassSpec`` (pkg/apis/resource/validation/validation.go): at most 32
+    selectors (``DeviceSelectorsMaxSize``), each with ``cel`` (``validateSelector``), whose
+    ``expression`` is at most 10 KiB (``CELSelectorExpressionMaxLength``) and compiles — an
+    empty one does not; CEL compilation itself is not modelled — and at most 32 ``config``
+    entries (``DeviceConfigMaxSize``)."""
+    spec = spec if isinstance(spec, dict) else {}
+    causes: list[Cause] = []
+    selectors = spec.get("selectors") or []
+    if len(selectors) > 32:
+        causes.append(
+            (
+                "spec.selectors",
+                "FieldValueTooMany",
+                f"Too many: {len(selectors)}: must have at most 32 items",
+            )
+        )
+    for i, sel in enumerate(selectors[:32]):
+        cel = sel.get("cel") if isinstance(sel, dict) else None
+        if not isinstance(cel, dict):
+            causes.append(_required(f"spec.selectors[{i}].cel"))
+            continue
+        expr = cel.get("expression")
+        path = f"spec.selectors[{i}].cel.expression"
+        if not isinstance(expr, str) or not expr.strip():
+            causes.append(_invalid_value(path, expr or "", "compilation failed: empty expression"))
+        elif len(expr) > 10 * 1024:
+            causes.append(
+                (path, "FieldValueTooLong", f"Too long: may not be more than {10 * 1024} bytes")
+            )
+    config = spec.get("config") or []
+    if len(config) > 32:
+        causes.append(
+            (
+                "spec.config",
+                "FieldValueTooMany",
+                f"Too many: {len(config)}: must have at most 32 items",
+            )
+        )
+    return causes
 
 
 def _slice_causes(spec: Any) -> list[Cause]:
@@ -2111,7 +2154,7 @@ class _Store:
             taints = list(taints) if isinstance(taints, list) else []
             if not any(_is_not_ready_taint(t) for t in taints):
                 node_spec["taints"] = [*taints, dict(NOT_READY_TAINT)]
-        elif spec.name in (_RESOURCE_CLAIMS, _CLAIM_TEMPLATES, _RESOURCE_SLICES):
+        elif spec.name in (_RESOURCE_CLAIMS, _CLAIM_TEMPLATES, _RESOURCE_SLICES, _DEVICE_CLASSES):
             self._prepare_dra(spec, obj, name)
         elif spec.name == "namespaces":
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
@@ -2182,6 +2225,8 @@ class _Store:
             devices = (inner or {}).get("devices") if isinstance(inner, dict) else None
             _default_device_claim(devices)
             causes = _device_claim_causes(devices, "spec.spec.devices")
+        elif spec.name == _DEVICE_CLASSES:
+            causes = _device_class_causes(body)
         else:
             causes = _slice_causes(body)
         if causes:

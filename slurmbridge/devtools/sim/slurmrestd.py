@@ -360,6 +360,8 @@ class SimNode:
     gres: str = ""
     address: str = "127.0.0.1"
     comment: str = ""
+    #: ``Extra`` (``scontrol update nodename=… extra=…``; REST ``update_node_msg.extra``).
+    extra: str = ""
     base: str | None = None
     flags: list[str] = field(default_factory=list)
     alloc_cpus: int = 0
@@ -478,6 +480,7 @@ class _UpdateBody(msgspec.Struct, frozen=True):
     comment: str | None = None
     #: v0.0.43+ only; v0.0.42 ignores it with a warning (recorded from Slurm 26.05.5).
     topology_str: str | None = None
+    extra: str | None = None
 
 
 _UPDATE_BODY: Final = msgspec.json.Decoder(_UpdateBody)
@@ -1084,6 +1087,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
             comment=n.comment,
             topology=None if version in ("v0.0.38", "v0.0.42") else n.topology,
             reservation="" if version == "v0.0.38" else reservation,
+            extra=n.extra,
         )
 
     def _partitions_of(self, name: str) -> tuple[str, ...]:
@@ -1215,6 +1219,8 @@ class SlurmSim(JobsMixin, ReservationsMixin):
             node.unresponsive_until = self.clock() + self.not_responding_after_resume_s
         if update.comment is not None:
             node.comment = update.comment
+        if update.extra is not None:
+            node.extra = update.extra
         # recorded from Slurm 24.11.5: UNDRAIN leaves the drain reason (26.05.5 clears it)
         keep_reason = self.slurm_release == "24.11" and "UNDRAIN" in update.state
         if (
@@ -1638,7 +1644,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
                 "cores": 1,
                 "cpu_binding": 0,
                 "cpu_load": 0,
-                "extra": "",
+                "extra": n.extra,
                 "free_memory": n.real_memory - n.alloc_memory,
                 "cpus": n.cpus,
                 "last_busy": n.boot_time,
@@ -1693,7 +1699,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
             "cpus": n.cpus,
             "effective_cpus": n.cpus,
             "specialized_cpus": "",
-            "extra": "",
+            "extra": n.extra,
             "features": list(n.features),
             "active_features": list(n.active_features),
             "gpu_spec": "",
@@ -1962,7 +1968,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
                 request,
             )
         topology = body.topology_str if v != "v0.0.42" else None
-        changes = (body.reason, features, body.comment, topology)
+        changes = (body.reason, features, body.comment, topology, body.extra)
         if not states and all(c is None for c in changes):
             if features_act is None:
                 return self._ok(v, request, {})  # nothing to change (e.g. "features": [])
@@ -1974,6 +1980,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
                 features=tuple(features) if features is not None else None,
                 comment=body.comment,
                 topology=topology,
+                extra=body.extra,
             )
         user = body.reason_uid or request.get(_USER, "slurm")
         try:

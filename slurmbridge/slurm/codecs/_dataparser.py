@@ -460,6 +460,7 @@ class _Node(msgspec.Struct, frozen=True):
     comment: str | None = None
     topology: str | None = None
     reservation: str | None = None
+    extra: str | None = None
 
 
 class _Reservation(msgspec.Struct, frozen=True):
@@ -541,6 +542,7 @@ class _UpdateNodeMsg(msgspec.Struct, frozen=True, omit_defaults=True):
     features_act: list[str] | msgspec.UnsetType = msgspec.UNSET
     comment: str | msgspec.UnsetType = msgspec.UNSET
     topology_str: str | msgspec.UnsetType = msgspec.UNSET
+    extra: str | msgspec.UnsetType = msgspec.UNSET
 
 
 def _csv_list(values: tuple[str, ...]) -> list[str]:
@@ -580,6 +582,7 @@ def _node(n: _Node, topology: bool) -> Node:
         comment=n.comment or "",
         topology=(n.topology or "") if topology else None,
         reservation=n.reservation or "",
+        extra=n.extra or "",
     )
 
 
@@ -688,6 +691,7 @@ class DataParserCodec(Codec):
             ),
             comment=update.comment if update.comment is not None else msgspec.UNSET,
             topology_str=update.topology if update.topology is not None else msgspec.UNSET,
+            extra=update.extra if update.extra is not None else msgspec.UNSET,
         )
         return _ENCODER.encode(msg)
 
