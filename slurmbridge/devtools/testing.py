@@ -16,10 +16,12 @@ convergence (conditions with timeouts, never fixed sleeps).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -146,6 +148,33 @@ class Simulators:
             "kube": {"kubeconfig": str(self.kubeconfig)},
             "slurm": {"url": url, "tokenFile": token, "userName": user, "cluster": "default"},
         }
+
+
+class TmpfsError(RuntimeError):
+    """This machine cannot mount a tmpfs here (not root, no mount namespace rights)."""
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``mount -o size=``: ``24m`` …) mounted on ``path`` for the block:
+    a small disk to fill up (a JetStream store that runs out of space). Needs root.
+
+    Raises:
+        TmpfsError: the mount failed.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+            check=True,
+            capture_output=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise TmpfsError(f"cannot mount a tmpfs on {path}: {exc}") from exc
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
 
 
 async def wait_until(

@@ -20,8 +20,6 @@ import contextlib
 import gc
 import logging
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -30,7 +28,7 @@ import pytest
 
 from schemas import streams, wellknown
 from schemas.actions import DrainSlurmNode, SubmitSlurmJob
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import Stack, TmpfsError, tmpfs
 from slurmbridge.runtime.natsserver import NatsServer, free_port
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
@@ -95,26 +93,15 @@ async def test_no_drain_without_its_intent_in_the_log(caplog: pytest.LogCaptureF
         assert records[0].op_id and records[0].op_id == records[1].op_id
 
 
-@contextlib.contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True
-        )
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot mount a tmpfs here ({exc}): needs root")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
 async def test_a_store_filled_mid_placement_records_every_slurm_change(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR)
-    with _tmpfs(tmp_path / "store", "24m") as store:
+    with contextlib.ExitStack() as mounted:
+        try:
+            store = mounted.enter_context(tmpfs(tmp_path / "store", "24m"))
+        except TmpfsError as exc:
+            pytest.skip(f"{exc} (needs root, as CI has)")
         server = NatsServer(store_dir=store)
         await server.start()
         try:

@@ -12,11 +12,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import nats.errors
@@ -27,7 +24,7 @@ from schemas.actions import SubmitSlurmJob, UntaintNode
 from schemas.events import KubeListed, SlurmPing
 from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.sim.workloads import create_group
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import Stack, tmpfs
 from slurmbridge.runtime.natsserver import NatsServer
 
 MANAGED = (wellknown.TAINT_MANAGED_NODE, wellknown.DEFAULT_SCHEDULER_NAME, "NoExecute")
@@ -98,16 +95,6 @@ async def test_a_rejected_token_never_untaints(slurm_2605: ModernSlurm, tmp_path
             assert MANAGED in s.taints(name), name
 
 
-@contextlib.contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
 def _our_jobs(slurm: ModernSlurm) -> dict[int, tuple[str, ...]]:
     """Placeholder jobs in slurmctld (any state it still shows): job id → the pods its
     admin_comment names."""
@@ -128,7 +115,7 @@ def _our_jobs(slurm: ModernSlurm) -> dict[int, tuple[str, ...]]:
 async def test_a_full_store_mid_placement_leaves_no_slurm_job_unrecorded(
     slurm_2605: ModernSlurm, tmp_path: Path
 ) -> None:
-    with _tmpfs(tmp_path / "store", "24m") as store:
+    with tmpfs(tmp_path / "store", "24m") as store:
         server = NatsServer(store_dir=store)
         await server.start()
         try:
