@@ -220,8 +220,9 @@ async def test_an_api_server_restart_is_one_warning_and_one_recovery_per_watcher
 ) -> None:
     await stack.wait_for(lambda: _all_watching(stack), timeout=20, what="every watch open")
     names = {w.resource for w in _watchers(stack) if not w.missing}
-    # nodes, pods, slurmd pods, node usage, NodeSets, Clusters, 2 scalers, 4 kinds, 2 DRA kinds
-    assert len(names) == 14
+    # nodes, pods, slurmd pods, node usage, NodeSets, Clusters, 2 scalers, 4 kinds, 3 DRA kinds
+    # (ResourceSlices, ResourceClaims, DeviceClasses)
+    assert len(names) == 15
     # Not served by this (1.35) simulator: asleep between looks, they miss the window.
     assert {w.resource for w in _watchers(stack) if w.missing} == {
         "podgroups.scheduling.k8s.io",
