@@ -272,6 +272,21 @@ def _het_jobs(job: SlurmJob | None, store: Store, source: str) -> tuple[SlurmJob
     return tuple(store.get(SlurmJob, str(i), source) for i in job.het_job_ids)
 
 
+def _het_component(store: Store, marker: str, source: str, leader: int) -> SlurmJob | None:
+    """A live component of our heterogeneous job ``leader`` (``het_job_id``), found by the
+    group's marker (an index lookup), or None."""
+    for j in store.by_field(SlurmJob, "comment", marker):
+        if (
+            j.source == source
+            and not j.deleted
+            and j.het_job_id == leader
+            and j.job_id != leader
+            and j.base_state not in ENDED
+        ):
+            return j
+    return None
+
+
 def _live(p: KubePod) -> bool:
     return not p.terminal and not p.deleting
 
@@ -370,6 +385,10 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
     listed = slurm_listed(store, ctx.cluster)
     marker = _pods.marker(group, _pods.root_uid(group, live, workload))
+    if job is None and job_id is not None:
+        # A heterogeneous job lives on in its components once its leader (whose id the pods
+        # carry) has ended and left the listing: not a lost job to re-back.
+        job = _het_component(store, marker, source, job_id)
     if job is not None and not _pods.is_groups_job(
         job.comment, group, _pods.root_uid(group, live, workload)
     ):

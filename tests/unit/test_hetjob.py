@@ -17,7 +17,7 @@ import pytest
 from reconcilers import _hetjob, _pods, placement, workload
 from reconcilers.base import Context
 from schemas import wellknown
-from schemas.actions import BindPod, CancelSlurmJob, DeletePod, SubmitSlurmJob
+from schemas.actions import BindPod, CancelSlurmJob, DeletePod, MarkPods, SubmitSlurmJob
 from schemas.events import (
     Event,
     KubeListed,
@@ -218,3 +218,18 @@ def test_a_finished_group_cancels_the_components_its_ended_leader_cannot_reach()
     running = (sjob(7, "RUNNING", ("n1",), 0), sjob(8, "RUNNING", ("n2", "n3"), 1))
     d = workload.decide(workload.view(store(LWS, *done, *running, PING, PODS_LISTED), KEY, CTX))
     assert [c.job_id for c in of(d, CancelSlurmJob)] == [7], "the leader takes every component"
+
+
+def test_a_leader_gone_from_the_listing_is_no_lost_job_while_a_component_runs() -> None:
+    """The leader's component ended and left Slurm's listing (its pods carry its id, 7); the
+    workers' component (8) runs. The het job lives on: placement neither re-backs the pods on
+    their nodes (a "lost job", docs/slurm.md) nor relabels them to the component — found in
+    the simulator e2e, where a worker pod was relabelled to 8 at random."""
+    leader_done = msgspec.structs.replace(BOUND[0], phase="Succeeded")
+    s = store(LWS, leader_done, *BOUND[1:], sjob(8, "RUNNING", ("n2", "n3"), 1), PING, BATCH,
+              *NODES)  # fmt: skip
+    v = placement.view(s, KEY, CTX)
+    assert v is not None and v.job_id == 7 and v.reback == ()
+    d = placement.decide(v)
+    assert of(d, SubmitSlurmJob) == [], d.reason
+    assert {m.job_id for m in of(d, MarkPods)} <= {7}, "the pods keep the het job's id"
