@@ -56,7 +56,7 @@ from slurmbridge.runtime.leases import Lease, open_bucket, reconciler_lease
 from slurmbridge.runtime.natsserver import NatsServer
 from slurmbridge.runtime.projection import Projection
 from slurmbridge.runtime.publish import ObservationPublisher
-from slurmbridge.runtime.tasks import cancel_and_wait
+from slurmbridge.runtime.tasks import cancel_and_wait, wait_all
 from slurmbridge.runtime.worker import Effector, Worker
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.webhook import CachedNamespaceLabels, NamespaceLabels, Policy, WebhookServer
@@ -380,7 +380,7 @@ class App:
         if ready:
             # Every lease was tried once: each component is active here or known to be
             # active elsewhere.
-            await asyncio.wait_for(asyncio.gather(*(r.wait() for r in ready)), timeout=60)
+            await wait_all([r.wait() for r in ready], timeout=60)
 
         if self.with_health and (s.observability.metrics_port or s.observability.health_port):
             self.health = HealthServer(
