@@ -990,3 +990,88 @@ def test_grafana_dashboard_queries_only_metrics_and_labels_we_export() -> None:
     assert not ours - families, f"metrics without a panel: {sorted(ours - families)}"
     for p in dash["panels"]:
         assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+
+
+# --- Coming from Slinky (issue 29 item 3) ------------------------------------------------------
+
+#: The keys and defaults of Slinky slurm-bridge's chart (helm/slurm-bridge/values.yaml, 1.x),
+#: as a Slinky user's values file carries them.
+SLINKY_VALUES: dict[str, Any] = {
+    "nameOverride": "",
+    "fullnameOverride": "",
+    "namespaceOverride": "",
+    "scheduler": {
+        "image": {"repository": "ghcr.io/slinkyproject/slurm-bridge-scheduler", "tag": ""},
+        "replicaCount": 1,
+        "leaderElect": False,
+        "resources": {},
+    },
+    "schedulerConfig": {
+        "schedulerName": "slurm-bridge-scheduler",
+        "mcsLabel": "kubernetes",
+        "partition": "slurm-bridge",
+        "clientQPS": None,
+    },
+    "admission": {
+        "enabled": True,
+        "certManager": {"enabled": True},
+        "replicas": 1,
+        "managedNamespaces": ["slurm-bridge"],
+        "managedNamespaceSelector": {},
+    },
+    "controllers": {"replicas": 1, "leaderElect": False},
+    "sharedConfig": {
+        "slurmRestApi": "http://slurm-restapi.slurm:6820",
+        "deviceProfiles": None,
+        "slurmJwtSecret": {"name": "slurm-bridge-token", "key": "SLURM_JWT"},
+    },
+}
+
+
+def test_slinky_chart_values_are_refused_naming_our_keys() -> None:
+    with pytest.raises(helm.HelmRenderError) as refused:
+        render(SLINKY_VALUES)
+    message = str(refused.value)
+    for theirs, ours in (
+        ("sharedConfig.slurmRestApi", "config.slurmRestApi"),
+        ("sharedConfig.slurmJwtSecret", "slurm.tokenSecret"),
+        ("sharedConfig.deviceProfiles", "nothing: the DRA device classes are fixed"),
+        ("schedulerConfig.schedulerName", "config.schedulerName"),
+        ("schedulerConfig.partition", "config.partition"),
+        ("schedulerConfig.mcsLabel", "config.mcsLabel"),
+        ("schedulerConfig.clientQPS", "nothing: there is no scheduler plugin"),
+        ("admission.enabled", "webhook.enabled"),
+        ("admission.certManager", "webhook.certManager"),
+        ("admission.replicas", "webhook.replicas"),
+        ("admission.managedNamespaces", "config.managedNamespaces"),
+        ("admission.managedNamespaceSelector", "config.managedNamespaceSelector"),
+        ("scheduler.image", "image"),
+        ("scheduler.replicaCount", "allInOne.replicas"),
+        ("controllers.leaderElect", "nothing: replicas always elect"),
+    ):
+        assert f"{theirs} -> {ours}" in message, (theirs, message)
+
+
+@pytest.mark.parametrize("key", ["sharedConfig", "schedulerConfig", "admission"])
+def test_each_slinky_key_alone_is_refused(key: str) -> None:
+    with pytest.raises(helm.HelmRenderError, match=rf"use: {key}\."):
+        render({key: SLINKY_VALUES[key]})
+
+
+def test_an_unknown_top_level_key_is_refused_by_the_schema() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["additionalProperties"] is False
+    # Every key of values.yaml is in the schema (the defaults pass it).
+    assert set(helm.Chart.load(CHART).values) <= set(schema["properties"])
+    with pytest.raises(helm.HelmValuesError, match="additional properties 'replica' not allowed"):
+        render({"replica": 3})
+    with pytest.raises(helm.HelmValuesError, match="'repo' not allowed"):
+        render({"image": {"repo": "x"}})
+
+
+def test_the_docs_map_every_slinky_key_the_chart_names() -> None:
+    template = (CHART / "templates" / "slinky-values.yaml").read_text()
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    section = deploy[deploy.index("## Coming from Slinky") :]
+    for key in re.findall(r'^  "([A-Za-z.]+)" "', template, flags=re.MULTILINE):
+        assert f"`{key}`" in section, key
