@@ -7,6 +7,7 @@ Every command builds the one :class:`~slurmbridge.config.Settings` object here (
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -183,11 +184,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_flags(run)
     _add_cluster_flags(run)
 
-    demo = sub.add_parser(
-        "demo",
-        help="embedded NATS + simulators + a scripted story, printed live",
-        description=DEMO_STORY,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    # The production image leaves the simulators (slurmbridge.devtools) out: its commands
+    # are not offered there (tests/e2e/test_image.py).
+    devtools = importlib.util.find_spec("slurmbridge.devtools") is not None
+    demo = (
+        argparse.ArgumentParser()
+        if not devtools
+        else sub.add_parser(
+            "demo",
+            help="embedded NATS + simulators + a scripted story, printed live",
+            description=DEMO_STORY,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
     )
     demo.add_argument(
         "--duration",
@@ -292,7 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_connection_flags(ex_cmd, log_tool=True)
 
-    sim = sub.add_parser("sim", help="run a simulator standalone")
+    sim = (
+        sub.add_parser("sim", help="run a simulator standalone")
+        if devtools
+        else argparse.ArgumentParser()
+    )
     simsub = sim.add_subparsers(dest="sim", required=True, metavar="SIMULATOR")
     sk = simsub.add_parser("kube", help="Kubernetes API simulator")
     sk.add_argument("--port", type=int, default=6443, help="port to listen on (default 6443)")

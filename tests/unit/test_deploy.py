@@ -14,6 +14,7 @@ import itertools
 import json
 import re
 import shlex
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -815,6 +816,33 @@ def test_dockerfile_is_slim_pinned_and_non_root() -> None:
     assert any(ln.startswith("COPY --from=") for ln in lines), "the venv from the build stage"
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "tests"} <= set(ignored)
+
+
+def test_the_image_pins_its_dependencies_and_checks_its_health() -> None:
+    """Issue 29, 5: requirements.lock pins every dependency (within pyproject's ranges) and
+    the image installs exactly those; a HEALTHCHECK asks /healthz on the health port."""
+    from packaging.requirements import Requirement
+
+    lock = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"not pinned: {line}"
+            lock[name.lower().replace("_", "-")] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for req in map(Requirement, project["dependencies"]):
+        if req.marker is None or req.marker.evaluate():
+            name = req.name.lower().replace("_", "-")
+            assert name in lock, f"{req.name} is not in requirements.lock"
+            assert req.specifier.contains(lock[name]), (req, lock[name])
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "-r requirements.lock" in dockerfile and "--no-deps" in dockerfile
+    assert "pip check" in dockerfile
+    health = [ln for ln in dockerfile.splitlines() if ln.startswith("HEALTHCHECK")]
+    assert health, "HEALTHCHECK"
+    assert "http://127.0.0.1:8081/healthz" in dockerfile
+    bridge = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]["slurmbridge"]
+    assert "http://127.0.0.1:8081/healthz" in " ".join(bridge["healthcheck"]["test"])
 
 
 def test_compose_runs_nats_with_jetstream_then_slurmbridge() -> None:
