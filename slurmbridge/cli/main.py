@@ -293,7 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
         "slurmbridge explain KubePod/default/train-0; "
         "slurmbridge explain pod/default/train-0 (why is it pending: its steps, each timed "
         "from the pod's creation — group complete, job submitted, Slurm's reasons while the "
-        "job waited, RUNNING, bound, Running — then its timeline)",
+        "job waited, RUNNING, bound, Running — then its timeline). KIND may also be a name "
+        "kubectl knows, in any case: pod, node, nodeset (nss), cluster, job, jobset, lws, "
+        "podgroup (NodeSet/slurm/burst is KubeNodeSet/slurm/burst; node is the Kubernetes "
+        "node)",
     )
     ex_cmd.add_argument(
         "ref", metavar="KIND/KEY", help="e.g. SlurmNode/n12, KubeNode/n12, pod/default/train-0"
