@@ -3,7 +3,7 @@
 #   docker run --rm slurmbridge --help
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY schemas ./schemas
 COPY producers ./producers
 COPY reconcilers ./reconcilers
@@ -11,10 +11,13 @@ COPY slurmbridge ./slurmbridge
 # The simulators, test harness, real-Slurm rigs and demo never run in production (DESIGN §1):
 # without them `slurmbridge run` needs real endpoints and says which (tests/e2e/test_image.py).
 RUN rm -rf slurmbridge/devtools
-# A wheel of the project, then the wheel and its dependencies into a venv of their own.
+# A wheel of the project, then its dependencies at the versions of requirements.lock and the
+# wheel into a venv of their own; pip check fails the build if the lock misses a dependency.
 RUN python -m pip wheel --no-cache-dir --disable-pip-version-check --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/slurmbridge \
- && /opt/slurmbridge/bin/pip install --no-cache-dir --disable-pip-version-check /wheels/*.whl
+ && /opt/slurmbridge/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
+      -r requirements.lock /wheels/*.whl \
+ && /opt/slurmbridge/bin/pip check
 
 FROM python:3.11-slim-bookworm
 # The venv only: no compiler, no source tree, no pip cache.
@@ -30,5 +33,9 @@ RUN groupadd --system --gid 65532 slurmbridge \
 USER 65532:65532
 # metrics, health (/healthz, /readyz), admission webhook (TLS)
 EXPOSE 8080 8081 9443
+# Liveness on the health port (observability.healthPort, 8081 by default); Kubernetes uses the
+# chart's probes instead, docker and compose this.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8081/healthz', timeout=2)"]
 ENTRYPOINT ["slurmbridge"]
 CMD ["run"]

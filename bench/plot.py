@@ -9,9 +9,13 @@ the cordon → DRAIN latency percentiles against load.
   each churn rate, 0 = idle) → p50 / p90 / p99 / max against the rate the pipeline settled.
   Figures in ``docs/img/latency_load.json``, plot ``docs/img/latency_load.png``.
 
+* ``areas``: one bar chart per remaining area of docs/benchmarks.md (pipeline, workload,
+  nodeset, register, kube, memory), from the figures the doc reports, kept in
+  ``docs/img/areas.json``; nothing is measured. Plots ``docs/img/<area>.png``.
+
 ``--from-json`` re-plots the saved figures without measuring.
 
-    python bench/plot.py [--only poll,latency] [--sizes 1000,2500,5000,10000]
+    python bench/plot.py [--only poll,latency,areas] [--sizes 1000,2500,5000,10000]
         [--loads 0,250,500,1000,2000] [--trials 200] [--from-json]
 
 Needs matplotlib (``pip install -e '.[bench]'``).
@@ -114,9 +118,36 @@ def plot_latency(result: dict[str, object], path: Path) -> None:
     fig.savefig(path)
 
 
+def plot_area(area: dict[str, object], path: Path) -> None:
+    """Grouped bars: ``series`` (name → one value per label) over ``labels``, with an
+    optional ``target`` line ``[value, text]``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels: list[str] = area["labels"]  # type: ignore[assignment]
+    series: dict[str, list[float]] = area["series"]  # type: ignore[assignment]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    width = 0.8 / len(series)
+    for i, (name, values) in enumerate(series.items()):
+        xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
+        ax.bar(xs, values, width, label=name)
+    target = area.get("target")
+    if isinstance(target, list):
+        ax.axhline(float(target[0]), color="tab:red", lw=1, ls=":", label=str(target[1]))
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel(str(area["ylabel"]))
+    ax.set_title(str(area["title"]))
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="poll,latency", help="comma-separated: poll, latency")
+    ap.add_argument("--only", default="poll,latency", help="comma-separated: poll, latency, areas")
     ap.add_argument("--sizes", default="1000,2500,5000,10000", help="poll: node counts")
     ap.add_argument("--loads", default="0,250,500,1000,2000", help="latency: churn rates")
     ap.add_argument("--trials", type=int, default=200, help="latency: cordons per load")
@@ -125,8 +156,12 @@ def main() -> None:
     )
     args = ap.parse_args()
     parts = {p.strip() for p in args.only.split(",") if p.strip()}
-    if parts - {"poll", "latency"}:
-        raise SystemExit(f"--only: unknown {sorted(parts - {'poll', 'latency'})}")
+    if parts - {"poll", "latency", "areas"}:
+        raise SystemExit(f"--only: unknown {sorted(parts - {'poll', 'latency', 'areas'})}")
+    if "areas" in parts:
+        for name, area in json.loads((OUT / "areas.json").read_text()).items():
+            plot_area(area, OUT / f"{name}.png")
+            print(f"wrote {OUT / name}.png")
     OUT.mkdir(parents=True, exist_ok=True)
     if "poll" in parts:
         saved = OUT / "poll_cost.json"

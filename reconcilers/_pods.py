@@ -143,6 +143,10 @@ MAX_UINT32_NO_VAL: Final = 0xFFFFFFFD
 _CPU_QTY: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(m|k|M|G|)")
 _CPU_SCALE: Final = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
 PREFIX: Final = wellknown.ANNOTATION_SLURMJOB_PREFIX
+#: The prefix of the job annotations' names before Slinky slurm-bridge 1.0 (its
+#: ``internal/wellknown/annotations.go`` then: ``slinky.slurm.net/timelimit`` …): refused with
+#: the name to write (:func:`_check_known`).
+LEGACY_PREFIX: Final = "slinky.slurm.net/"
 #: The annotations :func:`translate` reads (without the prefix).
 ANNOTATIONS: Final = (
     "account",
@@ -498,12 +502,23 @@ def _cpu_quantity(ann: Mapping[str, str]) -> int | None:
 def _check_known(annotations: Mapping[str, str]) -> None:
     """Refuse a key under our prefix that :func:`translate` does not read: a misspelled
     ``slurmjob.slinky.slurm.net/partiton`` would otherwise be ignored and the job run with
-    Slurm's default partition (Slinky ignores it silently).
+    Slurm's default partition (Slinky ignores it silently). Also refuse the job annotations'
+    old names, ``slinky.slurm.net/<name>`` (:data:`LEGACY_PREFIX`), naming the key to write:
+    Slinky's own older quickstart uses them and Slinky 1.x ignores them, so a job would run
+    without its account or time limit (docs/deploy.md, Coming from Slinky, says why they are
+    refused rather than read).
 
     Raises:
-        TranslationError: the first unknown key (sorted), with the nearest known name.
+        TranslationError: the first unknown or old key (sorted), with the key meant.
     """
     for key in sorted(annotations):
+        if key.startswith(LEGACY_PREFIX) and key[len(LEGACY_PREFIX) :] in ANNOTATIONS:
+            name = key[len(LEGACY_PREFIX) :]
+            raise TranslationError(
+                f"metadata.annotations[{key}]",
+                f"Slinky's old name of {PREFIX}{name}, which Slinky 1.x ignores; write "
+                f"{PREFIX}{name}",
+            )
         if not key.startswith(PREFIX) or key[len(PREFIX) :] in ANNOTATIONS:
             continue
         name = key[len(PREFIX) :]

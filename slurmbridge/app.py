@@ -66,7 +66,7 @@ from slurmbridge.runtime.leases import Lease, open_bucket, reconciler_lease
 from slurmbridge.runtime.natsserver import NatsServer, NatsServerError
 from slurmbridge.runtime.projection import Projection
 from slurmbridge.runtime.publish import ObservationPublisher
-from slurmbridge.runtime.tasks import cancel_and_wait
+from slurmbridge.runtime.tasks import cancel_and_wait, wait_all
 from slurmbridge.runtime.worker import Effector, Worker
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.webhook import CachedNamespaceLabels, NamespaceLabels, Policy, WebhookServer
@@ -443,7 +443,7 @@ class App:
         if ready:
             # Every lease was tried once: each component is active here or known to be
             # active elsewhere.
-            await asyncio.wait_for(asyncio.gather(*(r.wait() for r in ready)), timeout=60)
+            await wait_all([r.wait() for r in ready], timeout=60)
 
     # --- readiness and failure -----------------------------------------------------------
 

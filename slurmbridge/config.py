@@ -582,6 +582,32 @@ def default_runtime_dir(env: Mapping[str, str] | None = None) -> str:
     return str(Path(tempfile.gettempdir()) / f"slurmbridge-{uid}")
 
 
+def _from_file(message: str, file_data: Mapping[str, Any]) -> bool:
+    """Whether the setting a ``$.a.b: …`` message names was written in the file (so the
+    message should name the file too); False for one from the environment or a flag."""
+    m = re.match(r"\$((?:\.[A-Za-z0-9_]+)+)", message)
+    if not m:
+        return False
+    node: Any = file_data
+    for key in m.group(1).split(".")[1:]:
+        if not isinstance(node, Mapping) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: where in the file (1-based line and column) and what PyYAML found there
+    (its own message names ``<unicode string>`` rather than the file, and spans lines)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = exc.problem or "invalid"
+        context = f" ({exc.context})" if exc.context else ""
+        return f"{where}not valid YAML: {what}{context}"
+    return "not valid YAML: " + " ".join(str(exc).split())
+
+
 def load(
     *,
     path: str | Path | None = None,
@@ -604,21 +630,27 @@ def load(
         except OSError as exc:
             raise ConfigError(f"config file {path}: {exc.strerror}") from exc
         except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path}: not valid YAML: {exc}") from exc
+            raise ConfigError(f"config file {path}: {_yaml_problem(exc)}") from exc
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: $: expected a mapping at the top level")
         data = loaded
+    file_data = data
     environ = os.environ if env is None else env
     data = _merge(data, _env_overlay(environ))
     if overrides:
         data = _merge(data, overrides)
     try:
-        settings = msgspec.convert(data, Settings, strict=False)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(_explained(path_message(str(exc)))) from exc
-    _validate(settings)
+        try:
+            settings = msgspec.convert(data, Settings, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(_explained(path_message(str(exc)))) from exc
+        _validate(settings)
+    except ConfigError as exc:
+        if path is not None and _from_file(str(exc), file_data):
+            raise ConfigError(f"config file {path}: {exc}") from exc
+        raise
     if not settings.instance_id:
         settings.instance_id = f"{socket.gethostname()}-{os.getpid()}"
     if not settings.runtime_dir:

@@ -302,7 +302,7 @@ async def explain_cmd(settings: Settings, args: argparse.Namespace) -> int:
     try:
         kind, key = explain_mod.parse_ref(args.ref)
         async with open_log(settings, "explain") as bus:
-            if args.ref.startswith(explain_mod.POD_ALIAS + "/"):
+            if explain_mod.is_pod_ref(args.ref):
                 story = await explain_mod.pod_steps(bus, key)
             lines = await explain_mod.explain(bus, kind, key)
     except explain_mod.ExplainError as exc:

@@ -7,18 +7,18 @@ Every command builds the one :class:`~slurmbridge.config.Settings` object here (
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import logging
-import signal
+import importlib.util
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from slurmbridge import config
-from slurmbridge.components import component_names
-from slurmbridge.observability.logs import setup_logging
+# Little at import time: the console script imports this module before main() runs, and a
+# Ctrl-C while the rest loads (asyncio, slurmbridge's own modules) must reach main()'s handler.
+if TYPE_CHECKING:
+    import asyncio
+
+    from slurmbridge import config
 
 EPILOG = """\
 First try: with nothing configured (no kubeconfig, Slurm URL or NATS URL, and not in a pod),
@@ -33,6 +33,40 @@ SLURMBRIDGE_SLURM_URL, SLURMBRIDGE_SLURM_TOKEN_FILE, SLURMBRIDGE_SCHEDULER_NAME.
 
 #: The fewest nodes the demo's story can be told with (it drains n1 and n2, removes n4).
 DEMO_MIN_NODES = 4
+
+#: What ``slurmbridge demo`` plays (slurmbridge/devtools/demo.py, whose docstring tells it in
+#: full; tests/e2e/test_cli.py checks the story happens).
+DEMO_STORY = """\
+Starts an embedded nats-server, the Kubernetes and slurmrestd simulators (nodes n1..nN) and
+every component, then plays this story over --duration seconds, printing every observation and
+action record as it is published:
+
+ 1. every Kubernetes node with a Slurm node gets the managed-node taint; a batch Job "train"
+    of 3 pods is placed through one Slurm job, bound, run and cleaned up;
+ 2. kubectl cordon n1: slurm_drain drains n1 in Slurm;
+ 3. kubectl uncordon n1: n1 is undrained (the drain was ours);
+ 4. an administrator drains n2 in Slurm, then n2 is cordoned and uncordoned: the
+    administrator's drain is left alone;
+ 5. n4 leaves Slurm: node_taint removes its taint;
+ 6. a NodeSet "burst" is autoscaled 0 -> 3 by a wave of jobs on partition burst, scaled in
+    without touching its busy node, and back to 0 when the partition is quiet;
+ 7. Kubernetes node ext-1 is registered in Slurm as an external node, its partitions change,
+    then the label is removed and it leaves Slurm.
+
+Afterwards: slurmbridge explain SlurmNode/n1, or keep the log (--keep-log DIR) and read it
+with slurmbridge replay --nats-store DIR/nats.
+"""
+
+
+def version() -> str:
+    """The installed distribution's version (``pyproject.toml``), or ``unknown`` when run
+    from a source tree that was never installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("slurmbridge")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _add_connection_flags(p: argparse.ArgumentParser, *, log_tool: bool = False) -> None:
@@ -120,11 +154,16 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
+    from slurmbridge.components import component_names
+
     parser = argparse.ArgumentParser(
         prog="slurmbridge",
         description="Slurm and Kubernetes sharing one pool of nodes, event-sourced on JetStream.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"slurmbridge {version()}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -145,12 +184,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_flags(run)
     _add_cluster_flags(run)
 
-    demo = sub.add_parser(
-        "demo",
-        help="embedded NATS + simulators + a scripted story, printed live",
-        description="Start embedded NATS, the Kubernetes and slurmrestd simulators and all "
-        "components, then play a story (cordon, uncordon, an administrator's drain, a node "
-        "leaving Slurm) and print every observation and action record.",
+    # The production image leaves the simulators (slurmbridge.devtools) out: its commands
+    # are not offered there (tests/e2e/test_image.py).
+    devtools = importlib.util.find_spec("slurmbridge.devtools") is not None
+    demo = (
+        argparse.ArgumentParser()
+        if not devtools
+        else sub.add_parser(
+            "demo",
+            help="embedded NATS + simulators + a scripted story, printed live",
+            description=DEMO_STORY,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
     )
     demo.add_argument(
         "--duration",
@@ -163,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=("pretty", "jsonl"),
         default="pretty",
-        help="pretty lines, or one JSON object per event/record (with its tag)",
+        help="pretty lines, or one JSON object per event/record (with its tag; default pretty)",
     )
     demo.add_argument(
         "--api-version",
@@ -194,7 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "subject", nargs="?", default="bridge.>", help="subject filter (default bridge.>)"
     )
-    tail.add_argument("--format", choices=("pretty", "jsonl"), default="pretty")
+    tail.add_argument(
+        "--format",
+        choices=("pretty", "jsonl"),
+        default="pretty",
+        help="pretty lines, or one JSON object per message (default pretty)",
+    )
     tail.add_argument(
         "--kind", help="only this kind (KubeNode, SlurmNode, PodGroup …; unknown ones are refused)"
     )
@@ -204,9 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replay the stored history first (default: new messages only)",
     )
-    tail.add_argument("--count", type=int, default=0, help="exit after N messages (0 = never)")
     tail.add_argument(
-        "--timeout", type=float, default=0.0, help="exit after this many idle seconds (0 = never)"
+        "--count", type=int, default=0, help="exit after N messages (default 0: never)"
+    )
+    tail.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="exit after this many idle seconds (default 0: never)",
     )
     _add_connection_flags(tail, log_tool=True)
 
@@ -238,35 +293,45 @@ def build_parser() -> argparse.ArgumentParser:
         "slurmbridge explain KubePod/default/train-0; "
         "slurmbridge explain pod/default/train-0 (why is it pending: its steps, each timed "
         "from the pod's creation — group complete, job submitted, Slurm's reasons while the "
-        "job waited, RUNNING, bound, Running — then its timeline)",
+        "job waited, RUNNING, bound, Running — then its timeline). KIND may also be a name "
+        "kubectl knows, in any case: pod, node, nodeset (nss), cluster, job, jobset, lws, "
+        "podgroup (NodeSet/slurm/burst is KubeNodeSet/slurm/burst; node is the Kubernetes "
+        "node)",
     )
     ex_cmd.add_argument(
         "ref", metavar="KIND/KEY", help="e.g. SlurmNode/n12, KubeNode/n12, pod/default/train-0"
     )
     _add_connection_flags(ex_cmd, log_tool=True)
 
-    sim = sub.add_parser("sim", help="run a simulator standalone")
+    sim = (
+        sub.add_parser("sim", help="run a simulator standalone")
+        if devtools
+        else argparse.ArgumentParser()
+    )
     simsub = sim.add_subparsers(dest="sim", required=True, metavar="SIMULATOR")
     sk = simsub.add_parser("kube", help="Kubernetes API simulator")
-    sk.add_argument("--port", type=int, default=6443)
-    sk.add_argument("--host", default="127.0.0.1")
+    sk.add_argument("--port", type=int, default=6443, help="port to listen on (default 6443)")
+    sk.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     sk.add_argument(
         "--nodes",
         type=int,
         default=0,
-        help="seed nodes n1..nN (2 CPUs, 1000 MiB: the nodes `sim slurmrestd --nodes N` has)",
+        help="seed nodes n1..nN (2 CPUs, 1000 MiB: the nodes `sim slurmrestd --nodes N` has; "
+        "default 0)",
     )
     sk.add_argument("--kubeconfig-out", metavar="FILE", help="write a kubeconfig pointing at it")
     ss = simsub.add_parser("slurmrestd", help="slurmrestd simulator")
-    ss.add_argument("--port", type=int, default=6820)
-    ss.add_argument("--host", default="127.0.0.1")
+    ss.add_argument("--port", type=int, default=6820, help="port to listen on (default 6820)")
+    ss.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ss.add_argument(
         "--api-version",
         action="append",
         metavar="V",
         help="API version(s) to serve (repeatable; default all supported)",
     )
-    ss.add_argument("--nodes", type=int, default=4, help="seed n1..nN (batch; n1-n2 also gpu)")
+    ss.add_argument(
+        "--nodes", type=int, default=4, help="seed n1..nN (batch; n1-n2 also gpu; default 4)"
+    )
     ss.add_argument("--seed", metavar="YAML", help="seed nodes and partitions from a YAML file")
     ss.add_argument(
         "--token-file",
@@ -334,6 +399,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _settings(args: argparse.Namespace) -> config.Settings:
+    from slurmbridge import config
+
     return config.load(path=getattr(args, "config", None), overrides=_overrides(args))
 
 
@@ -356,6 +423,10 @@ def _run_until_signal(
     command exits with 130. Start-up failures a person can fix end in one line naming the
     cause and the setting, and exit status 2.
     """
+
+    import asyncio
+    import contextlib
+    import signal
 
     async def runner() -> int:
         from slurmbridge.cli import logs as logcmds
@@ -411,9 +482,51 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return factory
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, except that an argument no parser knows is refused by the
+    innermost command's parser, with that command's usage (``run --bogus`` prints ``run``'s
+    usage; argparse's own refusal shows the top-level usage, which lists no flag of ``run``).
+
+    Raises:
+        SystemExit: status 2 after printing usage and error, as argparse does.
+    """
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    command = parser
+    while True:
+        chosen = [
+            a
+            for a in command._actions  # argparse keeps its subcommands only there
+            if isinstance(a, argparse._SubParsersAction) and getattr(args, a.dest, None)
+        ]
+        if not chosen:
+            break
+        command = chosen[0].choices[getattr(args, chosen[0].dest)]
+    command.error(f"unrecognized arguments: {' '.join(extra)}")  # raises SystemExit
+    raise AssertionError("unreachable")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``slurmbridge`` command; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``slurmbridge`` command; returns the exit code: 130 after Ctrl-C
+    (SIGINT) at any moment, without a traceback — also while the command's modules are
+    still being imported, before its own signal handlers are in place (a second or more on
+    a busy machine)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("slurmbridge: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    import contextlib
+    import logging
+
+    from slurmbridge import config
+    from slurmbridge.observability.logs import setup_logging
+
+    args = parse_args(build_parser(), argv)
     try:
         if args.command == "schema":
             return _schema(args)

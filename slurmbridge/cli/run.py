@@ -54,6 +54,8 @@ DEVTOOLS = importlib.util.find_spec("slurmbridge.devtools") is not None
 
 #: Nodes of the first try's simulators (n1..n4 on both sides).
 FIRST_TRY_NODES = 4
+#: Exit status of a run stopped by a signal before it had started (a shell's 128 + SIGINT).
+INTERRUPTED = 130
 
 
 def _endpoint_problem(settings: Settings, only: Iterable[str] | None) -> str | None:
@@ -224,7 +226,7 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
     problem = _endpoint_problem(settings, only)
     if problem is None:
         try:
-            return await _run(settings, only, stop)
+            code = await _run(settings, only, stop)
         except _Failed as exc:
             # After everything started was stopped: the cause is the last line.
             print(f"slurmbridge run: {exc}; exiting", file=sys.stderr)
@@ -233,6 +235,10 @@ async def run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Even
             problem = startup_problem(exc, settings)
             if problem is None:
                 raise
+        else:
+            if code == INTERRUPTED:  # after everything started was stopped: the last line
+                print("slurmbridge run: interrupted during start-up", file=sys.stderr)
+            return code
     # After everything started was stopped: the cause is the last line.
     print(f"slurmbridge run: {problem}", file=sys.stderr)
     return 2
@@ -261,7 +267,7 @@ async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Eve
             settings.slurm.user_name = "slurmrest"
         app = App(settings, only=only)
         if not await _start(app, settings, stop):
-            return 0
+            return INTERRUPTED
         # The webhook alone uses no NATS.
         nats = redact_url(app.nats_url) if app.bus is not None else "not used"
         log.info("slurmbridge running: %s (NATS %s)", ", ".join(app.components), nats)

@@ -47,8 +47,40 @@ def kinds() -> list[str]:
     return sorted(set(events.KINDS) | {spec.key_kind for spec in reconcilers.ALL.values()})
 
 
+def overlap(a: str, b: str) -> bool:
+    """Whether some subject matches both NATS subject filters ``a`` and ``b`` (``*`` one
+    token, ``>`` one or more trailing tokens; NATS subject-based messaging)."""
+    ta, tb = a.split("."), b.split(".")
+    for x, y in zip(ta, tb, strict=False):
+        if ">" in (x, y):
+            return True  # '>' needs at least one token, and the other side has one here
+        if x != y and "*" not in (x, y):
+            return False
+    return len(ta) == len(tb)
+
+
+def stream_holding(subject: str) -> str | None:
+    """The first stream whose subjects overlap ``subject`` (None: no stream holds any of
+    it, so a tail of it would wait forever)."""
+    for spec in streams.stream_specs():
+        if any(overlap(subject, held) for held in spec.subjects):
+            return spec.name
+    return None
+
+
 async def tail(settings: Settings, args: argparse.Namespace, stop: asyncio.Event) -> int:
-    """Run the tail until ``stop``, ``--count`` messages or ``--timeout`` idle seconds."""
+    """Run the tail until ``stop``, ``--count`` messages or ``--timeout`` idle seconds;
+    exit status 2 at once when no stream holds the subject, or ``--kind`` is unknown."""
+    if stream_holding(args.subject) is None:
+        held = ", ".join(
+            f"{spec.name} {' '.join(spec.subjects)}" for spec in streams.stream_specs()
+        )
+        print(
+            f"slurmbridge tail: no stream holds subject {args.subject!r}, so nothing would "
+            f"ever be printed; the streams hold {held} (e.g. bridge.> or bridge.act.>)",
+            file=sys.stderr,
+        )
+        return 2
     if args.kind is not None and args.kind not in kinds():
         print(
             f"slurmbridge tail: --kind {args.kind!r}: unknown kind; one of {', '.join(kinds())}",

@@ -379,6 +379,25 @@ class NodeSetEffector(Effector):
             raise
         return EffectResult("ok", ", ".join(c.type.removeprefix(prefix) for c in action.conditions))
 
+    @staticmethod
+    def _undrainable(
+        c: SlurmClient, action: DeleteNodeSetPod, state: tuple[str, ...]
+    ) -> EffectResult | None:
+        """``unsupported`` when the pod waits for a drain this API version cannot make
+        (v0.0.38, Slurm 22.05, has no node update): the delete would be ``skipped`` at every
+        reconcile of the NodeSet, for ever, each time a record in a stream kept 30 days; the
+        worker sends an ``unsupported`` action once (issue 29 item 8). None: it can drain."""
+        try:
+            c.require("update_node")
+        except slurm_errors.Unsupported as exc:
+            return EffectResult(
+                "unsupported",
+                f"Slurm node {action.slurm_node} is {'+'.join(state)}, not drained, and "
+                f"{exc}: its pod is deleted only once the node is drained (scontrol, or a "
+                "slurmrestd that can drain)",
+            )
+        return None
+
     async def _delete(self, action: DeleteNodeSetPod) -> EffectResult:
         c = self.slurm.get(action.cluster)
         if c is None:
@@ -392,7 +411,7 @@ class NodeSetEffector(Effector):
                 f"DeleteNodeSetPod: cannot tell whether {action.slurm_node} is drained: {exc}"
             ) from exc
         if node is not None and not node.drained:
-            return EffectResult(
+            return self._undrainable(c, action, node.state) or EffectResult(
                 "skipped", f"Slurm node {action.slurm_node} is {'+'.join(node.state)}"
             )
         settled = ""

@@ -40,26 +40,69 @@ class ExplainError(ValueError):
 #: The short form ``pod/NS/NAME`` (its steps, then the timeline of ``KubePod/NS/NAME``).
 POD_ALIAS = "pod"
 
+#: The kind names people type (kubectl's resource names, singular and plural, its short
+#: names, and the Kinds of the objects), lower-cased, → the observed kind. A bare ``node`` is
+#: the Kubernetes node, as in kubectl (``SlurmNode/n1`` for Slurm's).
+KIND_ALIASES: dict[str, str] = {
+    **dict.fromkeys(("pod", "pods", "po"), "KubePod"),
+    **dict.fromkeys(("node", "nodes", "no"), "KubeNode"),
+    **dict.fromkeys(("nodeset", "nodesets", "nss"), "KubeNodeSet"),
+    **dict.fromkeys(("cluster", "clusters"), "SlurmCluster"),
+    **dict.fromkeys(("resourceslice", "resourceslices"), "KubeResourceSlice"),
+    **dict.fromkeys(("resourceclaim", "resourceclaims"), "KubeResourceClaim"),
+    **{kind.lower(): kind for kind in events.KINDS},
+}
+#: Workload kinds typed as ``Job/NS/NAME`` (kubectl's names) → the KubeWorkload kind token;
+#: the key becomes ``NS/Kind:NAME`` (:func:`schemas.events.workload_key`).
+WORKLOAD_ALIASES: dict[str, str] = {
+    **dict.fromkeys(("job", "jobs"), "Job"),
+    **dict.fromkeys(("jobset", "jobsets"), "JobSet"),
+    **dict.fromkeys(("leaderworkerset", "leaderworkersets", "lws"), "LeaderWorkerSet"),
+    **dict.fromkeys(("podgroup", "podgroups"), "PodGroup"),
+}
+
 
 def parse_ref(ref: str) -> tuple[str, str]:
-    """``KIND/KEY`` → ``(kind, key)``; KEY may contain ``/`` (``KubePod/default/train-0``);
-    ``pod/NS/NAME`` is ``KubePod/NS/NAME``.
+    """``KIND/KEY`` → ``(kind, key)``; KEY may contain ``/`` (``KubePod/default/train-0``).
+    KIND is an observed kind or a name people type for it, in any case
+    (:data:`KIND_ALIASES`: ``pod/NS/NAME`` and ``Pod/NS/NAME`` are ``KubePod/NS/NAME``,
+    ``NodeSet/NS/NAME`` and ``nss/NS/NAME`` are ``KubeNodeSet/NS/NAME``); a workload kind
+    (:data:`WORKLOAD_ALIASES`: ``Job/NS/NAME``) is the ``KubeWorkload`` ``NS/Job:NAME``.
 
     Raises:
-        ExplainError: no ``/``, an unknown kind (the message lists the kinds), or a ``pod/``
-            reference that is not ``pod/NS/NAME``.
+        ExplainError: no ``/``, an unknown kind (the message lists the kinds and the names
+            accepted), or a namespaced reference that is not ``KIND/NAMESPACE/NAME``.
     """
-    kind, sep, key = ref.partition("/")
-    if kind == POD_ALIAS:
-        ns, slash, name = key.partition("/")
-        if not (slash and ns and name) or "/" in name:
-            raise ExplainError(f"{ref!r}: expected pod/NAMESPACE/NAME, e.g. pod/default/train-0")
-        return "KubePod", key
+    typed, sep, key = ref.partition("/")
     if not sep or not key:
         raise ExplainError(f"{ref!r}: expected KIND/KEY, e.g. SlurmNode/n12 or KubePod/ns/name")
-    if kind not in events.KINDS:
-        raise ExplainError(f"{ref!r}: unknown kind {kind!r}; one of {', '.join(events.KINDS)}")
+    workload = WORKLOAD_ALIASES.get(typed.lower())
+    kind = "KubeWorkload" if workload else KIND_ALIASES.get(typed.lower())
+    if kind is None:
+        raise ExplainError(
+            f"{ref!r}: unknown kind {typed!r}; one of {', '.join(events.KINDS)} (or pod, node, "
+            "nodeset, cluster, job, jobset, lws, podgroup)"
+        )
+    namespaced = workload is not None or (
+        kind in ("KubePod", "KubeNodeSet", "SlurmCluster") and typed not in events.KINDS
+    )
+    if namespaced:
+        ns, slash, name = key.partition("/")
+        if not (slash and ns and name) or "/" in name:
+            raise ExplainError(
+                f"{ref!r}: expected {typed}/NAMESPACE/NAME, e.g. {typed}/default/train-0"
+            )
+    if workload is not None:
+        ns, _, name = key.partition("/")
+        return kind, events.workload_key(ns, workload, name)
     return kind, key
+
+
+def is_pod_ref(ref: str) -> bool:
+    """Whether ``ref`` names a pod in a short form (``pod/``, ``pods/``, ``po/``, ``Pod/``):
+    explain then prints the pod's steps first."""
+    typed = ref.partition("/")[0]
+    return typed not in events.KINDS and KIND_ALIASES.get(typed.lower()) == "KubePod"
 
 
 def targets(action: AnyAction) -> set[str]:

@@ -70,15 +70,21 @@ async def connect(
             tls.load_cert_chain(settings.tls_cert, settings.tls_key)
 
     refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+    outage = Outage()
 
     async def _err(exc: Exception) -> None:
         if not refused.done() and _is_refusal(exc):
             refused.set_result(exc)
-        log.warning("nats: %s", exc)
+        outage.error(exc)
 
     def _cb(state: str) -> Callable[[], Awaitable[None]]:
         async def cb() -> None:
-            log.info("nats %s", state)
+            if state == "disconnected":
+                outage.disconnected()
+            elif state == "reconnected":
+                outage.reconnected()
+            else:
+                log.info("nats %s", state)
             if on_state is not None:
                 await on_state(state)
 
@@ -124,6 +130,65 @@ async def connect(
         "$.nats.user/password, token, credsFile, nkeySeedFile and the TLS settings tlsCa, "
         "tlsCert, tlsKey)"
     )
+
+
+#: The errors of a connection that is down or cannot be made (what an outage repeats).
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncio.TimeoutError,
+    nats.errors.TimeoutError,
+    nats.errors.NoServersError,
+    nats.errors.UnexpectedEOF,
+    nats.errors.StaleConnectionError,
+    nats.errors.ConnectionClosedError,
+)
+
+
+class Outage:
+    """The log lines of NATS connection trouble: one warning when it starts (the first
+    error, or the disconnection) and one line when the connection is back, with how long it
+    lasted and how many errors it hid. nats-py calls ``error_cb`` at every failed reconnect
+    attempt (``reconnect_time_wait`` 0.25 s: 4 a second), which would otherwise be 4 warning
+    lines a second for as long as NATS is away; the repeats go to DEBUG.
+
+    ``clock``: monotonic seconds (a parameter for tests).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._since: float | None = None
+        self._errors = 0
+
+    def error(self, exc: BaseException) -> None:
+        """An error nats-py reports; those of the connection itself (:data:`CONNECTION_ERRORS`)
+        are the outage's, any other (a slow consumer, a permission) is a warning each time."""
+        text = str(exc).removeprefix("nats: ") or type(exc).__name__
+        if not isinstance(exc, CONNECTION_ERRORS) or _is_refusal(exc):
+            log.warning("nats: %s", text)
+            return
+        if self._since is None:
+            self._since = self._clock()
+            self._errors = 1
+            log.warning("nats: %s (retrying; one line when it is back)", text)
+            return
+        self._errors += 1
+        log.debug("nats: %s", text)
+
+    def disconnected(self) -> None:
+        """nats-py ``disconnected_cb``: also called by a deliberate ``close()``, so not a
+        warning by itself (a lost connection reports its error first)."""
+        log.log(logging.DEBUG if self._since is not None else logging.INFO, "nats disconnected")
+
+    def reconnected(self) -> None:
+        """The connection is back (nats-py ``reconnected_cb``)."""
+        if self._since is None:
+            log.info("nats reconnected")
+            return
+        lasted = self._clock() - self._since
+        log.info("nats reconnected after %.1f s (%d error(s) while away)", lasted, self._errors)
+        self._since = None
+        self._errors = 0
 
 
 class NatsRefusedError(RuntimeError):

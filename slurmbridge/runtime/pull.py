@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 _STATUS = "Status"
 _PENDING_MSGS = "Nats-Pending-Messages"
+#: The ``Description`` of the 409 a stopping server answers every pending pull request with
+#: (nats-server ``consumer.go``, lower-cased here).
+SERVER_SHUTDOWN = "server shutdown"
 
 
 class AckMeta(NamedTuple):
@@ -143,7 +146,14 @@ class PullConsumer:
             elif status == "409":
                 self._pending = 0
             if status == "409":
-                log.warning("pull %s: %s %s", self.subject, status, headers.get("Description", ""))
+                description = headers.get("Description", "")
+                if description.lower() == SERVER_SHUTDOWN:
+                    # The server is stopping (a restart, a rolling update, the pod's own
+                    # SIGTERM): not a fault. Asking it again would only be refused again;
+                    # the watchdog asks once a server answers.
+                    log.debug("pull %s: %s %s", self.subject, status, description)
+                    return
+                log.warning("pull %s: %s %s", self.subject, status, description)
         if self._pending <= self.batch // 2:
             await self._request()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 log = logging.getLogger(__name__)
 
@@ -25,3 +25,36 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[object]], *, rounds: int 
         _, pending = await asyncio.wait(pending, timeout=0.25)
     for t in pending:
         log.warning("task %s did not stop after %d cancellations", t.get_name(), rounds)
+
+
+async def wait_all(aws: Iterable[Awaitable[object]], *, timeout: float | None = None) -> None:
+    """Wait until every awaitable of ``aws`` is done, raising the first exception among them.
+
+    Instead of ``asyncio.wait_for`` of an ``asyncio.gather``: when that is cancelled (a
+    Ctrl-C during start-up) or times out, the gather is cancelled and keeps a CancelledError
+    nobody retrieves, which asyncio reports as "_GatheringFuture exception was never
+    retrieved". Here the awaitables run as tasks that are cancelled and awaited, and every
+    exception is retrieved.
+
+    Raises:
+        TimeoutError: not all done within ``timeout`` seconds (the rest are cancelled).
+        Exception: the first exception one of them raised (the rest are cancelled).
+    """
+    tasks: list[asyncio.Task[object]] = [asyncio.ensure_future(a) for a in aws]
+    if not tasks:
+        return
+    try:
+        done, pending = await asyncio.wait(
+            tasks, timeout=timeout, return_when=asyncio.FIRST_EXCEPTION
+        )
+        errors = [t.exception() for t in done if not t.cancelled()]
+        for exc in errors:
+            if exc is not None:
+                raise exc
+        if pending:
+            raise TimeoutError(f"{len(pending)} of {len(tasks)} not done within {timeout} s")
+    finally:
+        await cancel_and_wait(tasks)
+        for t in tasks:
+            if t.done() and not t.cancelled():
+                t.exception()  # retrieved: nothing is reported at garbage collection

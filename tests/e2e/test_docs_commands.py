@@ -448,6 +448,11 @@ def check_docker(cmd: Command) -> None:
             check=False,
         )
         assert entrypoint.returncode == 0, entrypoint.stderr
+    elif argv[1] == "push":
+        # A tagged image of the registry the chart's image.repository then names.
+        (image,) = argv[2:]
+        repository, _, tag = image.rpartition(":")
+        assert "/" in repository and tag, image
     elif argv[1:] == ["compose", "up"]:
         text = (ROOT / "compose.yaml").read_text()
         doc = yaml.safe_load(text)

@@ -70,6 +70,45 @@ def _image_wheel(tmp_path: Path) -> Path:
     return wheel
 
 
+def _in_image(tmp_path: Path, wheel: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``slurmbridge ARGV`` with only the wheel's packages importable."""
+    site = tmp_path / "site"
+    if not site.is_dir():
+        zipfile.ZipFile(wheel).extractall(site)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURMBRIDGE_", "KUBERNETES_"))}
+    env |= {"PYTHONPATH": str(site), "HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path)}
+    script = (
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+        "import slurmbridge\n"
+        f"assert slurmbridge.__file__.startswith({str(site)!r}), slurmbridge.__file__\n"
+        "from slurmbridge.cli.main import main\n"
+        f"sys.exit(main({argv!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_image_lists_only_the_commands_it_has(tmp_path: Path) -> None:
+    """Issue 29, 5: without the simulators, no ``demo`` and no ``sim`` to try and fail."""
+    wheel = _image_wheel(tmp_path)
+    listed = _in_image(tmp_path, wheel, ["--help"])
+    assert listed.returncode == 0, listed.stderr
+    # argparse lists the commands indented by four spaces under COMMAND.
+    commands = [ln.split()[0] for ln in listed.stdout.splitlines() if ln.startswith("    ")]
+    assert "run" in commands and "tail" in commands
+    assert "demo" not in commands and "sim" not in commands, commands
+    for absent in ("demo", "sim"):
+        proc = _in_image(tmp_path, wheel, [absent])
+        assert proc.returncode == 2 and "invalid choice" in proc.stderr, proc.stderr
+
+
 def test_the_image_leaves_devtools_out_and_run_asks_for_endpoints(tmp_path: Path) -> None:
     wheel = _image_wheel(tmp_path)
     files = zipfile.ZipFile(wheel).namelist()

@@ -100,7 +100,9 @@ async def test_explain_tells_why_a_node_was_drained(recorded: Stack) -> None:
 
 def test_refs_targets_and_times() -> None:
     assert explain.parse_ref("KubePod/default/train-0") == ("KubePod", "default/train-0")
-    with pytest.raises(explain.ExplainError, match="unknown kind 'Pod'"):
+    with pytest.raises(explain.ExplainError, match="unknown kind 'Pd'"):
+        explain.parse_ref("Pd/x")
+    with pytest.raises(explain.ExplainError, match="expected Pod/NAMESPACE/NAME"):
         explain.parse_ref("Pod/x")
     with pytest.raises(explain.ExplainError, match="expected KIND/KEY"):
         explain.parse_ref("SlurmNode")

@@ -14,6 +14,7 @@ import itertools
 import json
 import re
 import shlex
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -820,6 +821,33 @@ def test_dockerfile_is_slim_pinned_and_non_root() -> None:
     assert {".git", ".venv", "tests"} <= set(ignored)
 
 
+def test_the_image_pins_its_dependencies_and_checks_its_health() -> None:
+    """Issue 29, 5: requirements.lock pins every dependency (within pyproject's ranges) and
+    the image installs exactly those; a HEALTHCHECK asks /healthz on the health port."""
+    from packaging.requirements import Requirement
+
+    lock = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"not pinned: {line}"
+            lock[name.lower().replace("_", "-")] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for req in map(Requirement, project["dependencies"]):
+        if req.marker is None or req.marker.evaluate():
+            name = req.name.lower().replace("_", "-")
+            assert name in lock, f"{req.name} is not in requirements.lock"
+            assert req.specifier.contains(lock[name]), (req, lock[name])
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "-r requirements.lock" in dockerfile and "--no-deps" in dockerfile
+    assert "pip check" in dockerfile
+    health = [ln for ln in dockerfile.splitlines() if ln.startswith("HEALTHCHECK")]
+    assert health, "HEALTHCHECK"
+    assert "http://127.0.0.1:8081/healthz" in dockerfile
+    bridge = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]["slurmbridge"]
+    assert "http://127.0.0.1:8081/healthz" in " ".join(bridge["healthcheck"]["test"])
+
+
 def test_compose_runs_nats_with_jetstream_then_slurmbridge() -> None:
     doc = yaml.safe_load((ROOT / "compose.yaml").read_text())
     assert set(doc["services"]) == {"nats", "slurmbridge"}
@@ -1029,3 +1057,88 @@ def test_a_tenants_namespaces_reach_the_mutating_webhook() -> None:
     docs = render({"config": {"tenancy": {"tenants": [tenant]}}})
     (mutating,) = of_kind(docs, "MutatingWebhookConfiguration")
     assert any(w["name"].startswith("managed.") for w in mutating["webhooks"])
+
+
+# --- Coming from Slinky (issue 29 item 3) ------------------------------------------------------
+
+#: The keys and defaults of Slinky slurm-bridge's chart (helm/slurm-bridge/values.yaml, 1.x),
+#: as a Slinky user's values file carries them.
+SLINKY_VALUES: dict[str, Any] = {
+    "nameOverride": "",
+    "fullnameOverride": "",
+    "namespaceOverride": "",
+    "scheduler": {
+        "image": {"repository": "ghcr.io/slinkyproject/slurm-bridge-scheduler", "tag": ""},
+        "replicaCount": 1,
+        "leaderElect": False,
+        "resources": {},
+    },
+    "schedulerConfig": {
+        "schedulerName": "slurm-bridge-scheduler",
+        "mcsLabel": "kubernetes",
+        "partition": "slurm-bridge",
+        "clientQPS": None,
+    },
+    "admission": {
+        "enabled": True,
+        "certManager": {"enabled": True},
+        "replicas": 1,
+        "managedNamespaces": ["slurm-bridge"],
+        "managedNamespaceSelector": {},
+    },
+    "controllers": {"replicas": 1, "leaderElect": False},
+    "sharedConfig": {
+        "slurmRestApi": "http://slurm-restapi.slurm:6820",
+        "deviceProfiles": None,
+        "slurmJwtSecret": {"name": "slurm-bridge-token", "key": "SLURM_JWT"},
+    },
+}
+
+
+def test_slinky_chart_values_are_refused_naming_our_keys() -> None:
+    with pytest.raises(helm.HelmRenderError) as refused:
+        render(SLINKY_VALUES)
+    message = str(refused.value)
+    for theirs, ours in (
+        ("sharedConfig.slurmRestApi", "config.slurmRestApi"),
+        ("sharedConfig.slurmJwtSecret", "slurm.tokenSecret"),
+        ("sharedConfig.deviceProfiles", "nothing: the DRA device classes are fixed"),
+        ("schedulerConfig.schedulerName", "config.schedulerName"),
+        ("schedulerConfig.partition", "config.partition"),
+        ("schedulerConfig.mcsLabel", "config.mcsLabel"),
+        ("schedulerConfig.clientQPS", "nothing: there is no scheduler plugin"),
+        ("admission.enabled", "webhook.enabled"),
+        ("admission.certManager", "webhook.certManager"),
+        ("admission.replicas", "webhook.replicas"),
+        ("admission.managedNamespaces", "config.managedNamespaces"),
+        ("admission.managedNamespaceSelector", "config.managedNamespaceSelector"),
+        ("scheduler.image", "image"),
+        ("scheduler.replicaCount", "allInOne.replicas"),
+        ("controllers.leaderElect", "nothing: replicas always elect"),
+    ):
+        assert f"{theirs} -> {ours}" in message, (theirs, message)
+
+
+@pytest.mark.parametrize("key", ["sharedConfig", "schedulerConfig", "admission"])
+def test_each_slinky_key_alone_is_refused(key: str) -> None:
+    with pytest.raises(helm.HelmRenderError, match=rf"use: {key}\."):
+        render({key: SLINKY_VALUES[key]})
+
+
+def test_an_unknown_top_level_key_is_refused_by_the_schema() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["additionalProperties"] is False
+    # Every key of values.yaml is in the schema (the defaults pass it).
+    assert set(helm.Chart.load(CHART).values) <= set(schema["properties"])
+    with pytest.raises(helm.HelmValuesError, match="additional properties 'replica' not allowed"):
+        render({"replica": 3})
+    with pytest.raises(helm.HelmValuesError, match="'repo' not allowed"):
+        render({"image": {"repo": "x"}})
+
+
+def test_the_docs_map_every_slinky_key_the_chart_names() -> None:
+    template = (CHART / "templates" / "slinky-values.yaml").read_text()
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    section = deploy[deploy.index("## Coming from Slinky") :]
+    for key in re.findall(r'^  "([A-Za-z.]+)" "', template, flags=re.MULTILINE):
+        assert f"`{key}`" in section, key

@@ -15,8 +15,39 @@ def test_the_pod_reference_is_a_kubepod() -> None:
     for bad in ("pod/train-0", "pod/default/", "pod//x", "pod/a/b/c"):
         with pytest.raises(explain.ExplainError, match="pod/NAMESPACE/NAME"):
             explain.parse_ref(bad)
-    with pytest.raises(explain.ExplainError, match="unknown kind 'Pod'"):
-        explain.parse_ref("Pod/default/x")
+    with pytest.raises(explain.ExplainError, match="unknown kind 'Pd'"):
+        explain.parse_ref("Pd/default/x")
+
+
+@pytest.mark.parametrize(
+    ("ref", "kind", "key"),
+    [
+        ("Pod/default/train-0", "KubePod", "default/train-0"),
+        ("pods/default/train-0", "KubePod", "default/train-0"),
+        ("po/default/train-0", "KubePod", "default/train-0"),
+        ("NodeSet/slurm/burst", "KubeNodeSet", "slurm/burst"),
+        ("nodesets/slurm/burst", "KubeNodeSet", "slurm/burst"),
+        ("nss/slurm/burst", "KubeNodeSet", "slurm/burst"),
+        ("KubeNodeSet/slurm/burst", "KubeNodeSet", "slurm/burst"),
+        ("node/n1", "KubeNode", "n1"),
+        ("Node/n1", "KubeNode", "n1"),
+        ("slurmnode/n1", "SlurmNode", "n1"),
+        ("Cluster/slurm/c1", "SlurmCluster", "slurm/c1"),
+        ("Job/default/train", "KubeWorkload", "default/Job:train"),
+        ("jobset/ml/big", "KubeWorkload", "ml/JobSet:big"),
+        ("lws/ml/serve", "KubeWorkload", "ml/LeaderWorkerSet:serve"),
+    ],
+)
+def test_explain_accepts_the_kind_names_people_type(ref: str, kind: str, key: str) -> None:
+    """kubectl's names, short names and the objects' Kinds, in any case (issue 29, 4)."""
+    assert explain.parse_ref(ref) == (kind, key)
+
+
+def test_a_pod_in_any_short_form_gets_its_steps() -> None:
+    assert all(explain.is_pod_ref(r) for r in ("pod/a/b", "Pod/a/b", "pods/a/b", "po/a/b"))
+    assert not explain.is_pod_ref("KubePod/a/b")  # the timeline only, as before
+    with pytest.raises(explain.ExplainError, match="expected NodeSet/NAMESPACE/NAME"):
+        explain.parse_ref("NodeSet/burst")
 
 
 @pytest.mark.parametrize(

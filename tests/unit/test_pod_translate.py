@@ -481,7 +481,8 @@ def test_all_annotations_together() -> None:
 
 
 def test_annotations_without_our_prefix_are_ignored() -> None:
-    ann = {"partition": "gpu", "other.io/qos": "high", "slinky.slurm.net/partition": "x"}
+    # (Slinky's old names, slinky.slurm.net/<name>, are refused: tests/unit/test_slinky_names.py)
+    ann = {"partition": "gpu", "other.io/qos": "high", "slinky.slurm.net/slurm-node": "x"}
     s = translate(BARE, [pod()], ann)
     assert (s.partition, s.qos) == ("", "")
 
