@@ -47,7 +47,8 @@ async def wait_all(aws: Iterable[Awaitable[object]], *, timeout: float | None = 
         done, pending = await asyncio.wait(
             tasks, timeout=timeout, return_when=asyncio.FIRST_EXCEPTION
         )
-        errors = [t.exception() for t in done if not t.cancelled()]
+        # In the order given (``done`` is a set): of two that failed at once, the first.
+        errors = [t.exception() for t in tasks if t in done and not t.cancelled()]
         for exc in errors:
             if exc is not None:
                 raise exc
