@@ -88,6 +88,10 @@ async def test_nodes_partitions_and_ping_are_observed(
     parts = {p.key: p for p in proj.values(SlurmPartition)}
     assert parts["batch"].nodes == ("n1", "n2", "n3", "n4")
     assert parts["gpu"].nodes == ("n1", "n2")
+    # A poll publishes its listings before its ping: the nodes can be in before it.
+    await stack.wait_for(
+        lambda: proj.get(SlurmPing, "default") is not None, what="the ping of cluster default"
+    )
     ping = proj.get(SlurmPing, "default")
     assert ping is not None
     assert ping.responding, ping.error

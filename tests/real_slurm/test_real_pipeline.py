@@ -46,6 +46,10 @@ async def test_nodes_partitions_and_ping_are_observed(stack: Stack) -> None:
     assert parts["batch"].nodes == ("n1", "n2", "n3", "n4")
     assert parts["gpu"].nodes == ("n1", "n2")
     assert parts["batch"].is_default
+    # A poll publishes its listings before its ping: the nodes can be in before it.
+    await stack.wait_for(
+        lambda: proj.get(SlurmPing, "default") is not None, what="the ping of cluster default"
+    )
     ping = proj.get(SlurmPing, "default")
     assert ping is not None
     assert ping.responding
