@@ -37,7 +37,7 @@ are sorted by (driver, pool, device name).
 ``<gres>:<profile>:<n>`` in ``Gres=`` (comma-joined, profiles in name order) and one
 ``GresConf`` record per device, ``count=1,name=<gres>,type=<profile>,file=/dra/<driver>/<pool>/
 <device>``, records joined by ``+`` — so Slurm's GRES index ``i`` of a type is the ``i``-th
-device. The *applied* inventory (:func:`encode_applied`, Slinky ``EncodeAppliedInventory``,
+device. The *applied* inventory (:func:`gres_config`, Slinky ``EncodeAppliedInventory``,
 format version 2) is written to the Slurm node's ``extra`` as
 ``slurm-bridge.dra-gres-map={"v":2,"profiles":{<profile>:{"firstIndex":i,"devices":[paths]}}}``:
 Slurm numbers GRES of one *name* across its types, so ``firstIndex`` is where the profile's

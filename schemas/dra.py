@@ -1,6 +1,7 @@
 """Well-known names of Dynamic Resource Allocation (``resource.k8s.io/v1``) that slurmbridge
 reads and writes, and the device classes it allocates from Slurm (Slinky slurm-bridge
-``internal/nodeinfo``; docs/workload.md "Supported DRA DeviceClasses")."""
+``internal/nodeinfo`` and the section "Supported DRA DeviceClasses" of its workload.md; ours:
+docs/dra.md)."""
 
 from __future__ import annotations
 

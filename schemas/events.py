@@ -11,9 +11,9 @@ the common envelope:
 ``version``     Kubernetes ``resourceVersion`` or a content hash of the Slurm object
 ``producer``    id of the producer instance (host + pid + start generation)
 
-Evolution (DESIGN §2): new fields get defaults; wire fields are never renamed or retyped; a new
-kind lives on its own subject, and consumers decode per kind (:func:`decoder_for`) so an old
-consumer never meets an unknown tag.
+Evolution (docs/architecture.md "The event contract"): new fields get defaults; wire fields
+are never renamed or retyped; a new kind lives on its own subject, and consumers decode per
+kind (:func:`decoder_for`) so an old consumer never meets an unknown tag.
 """
 
 from __future__ import annotations
@@ -839,7 +839,8 @@ _ENCODER: Final = msgspec.json.Encoder()
 
 
 def decoder_for(kind: str) -> msgspec.json.Decoder[Event]:
-    """The JSON decoder for one kind (route by subject, decode per kind: DESIGN §2).
+    """The JSON decoder for one kind (route by subject, decode per kind: docs/architecture.md
+    "The event contract").
 
     Raises:
         KeyError: ``kind`` is not a known observation kind.

@@ -1,4 +1,4 @@
-"""JetStream streams and consumers as data (DESIGN §3).
+"""JetStream streams and consumers as data (docs/architecture.md: "The log").
 
 The runtime turns these specs into nats-py configs and creates or updates them idempotently
 at start-up; keeping them here lets tests, the CLI (``slurmbridge streams``) and other
@@ -61,7 +61,7 @@ def stream_specs(
     dlq_max_age_s: float = 30 * DAY,
     storage: Literal["file", "memory"] = "file",
 ) -> tuple[StreamSpec, ...]:
-    """The three streams of DESIGN §3 with the given replica count and retention.
+    """The three streams (docs/architecture.md "The log") with these replicas and retention.
 
     Defaults: 32 messages per observation subject (enough history to explain a recent change
     while the projection needs only the last) kept 7 days; action records 30 days.

@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 
 class KubeWatcher(Watcher[E]):
-    """A watcher of this producer: its deletions are :func:`~producers.kube.translate.tombstone`
+    """A watcher of this producer: its deletions are :func:`~schemas.events.tombstone`
     markers (one constructor for every kind)."""
 
     def _tombstone(self, last: E, version: str, now: int) -> E:

@@ -528,10 +528,10 @@ class SlurmPoller:
     ) -> tuple[list[Event], Collection[str]]:
         """Events for ``models`` that may have changed, and every key of the listing.
 
-        A model object seen in the previous listing (the client hands back the same object
-        for an unchanged item, :class:`ItemMemo`) keeps its event; when that event is also
-        the one last published, the object is unchanged and left out, so a large, mostly
-        unchanged cluster costs no translation, hashing or comparison per object.
+        A model object seen in the previous listing (the client hands back the same object for an
+        unchanged item, :class:`slurmbridge.slurm.codecs._common.ItemMemo`) keeps its event; when
+        that event is also the one last published, the object is unchanged and left out, so a large,
+        mostly unchanged cluster costs no translation, hashing or comparison per object.
         """
         previous = self._models.get(kind, {})
         last = self.last

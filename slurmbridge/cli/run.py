@@ -1,11 +1,11 @@
 """Long-running commands: ``run``, ``sim kube|slurmrestd`` and ``streams``.
 
-``run`` never drives a fake cluster by accident (DESIGN §1): the built-in simulators stand in
-for Kubernetes and Slurm only when nothing real is configured — no kubeconfig, no
-``kube.inCluster``, no Slurm URL, no NATS URL — and the process is not in a pod; that *first
-try* says so in a banner naming the endpoints to look at. Anything real configured, or a pod,
-makes a missing kubeconfig, Slurm URL or NATS URL an error naming the setting (exit 2): the
-embedded nats-server's log is thrown away at exit, which only a first try may afford.
+``run`` never drives a fake cluster by accident (docs/architecture.md "Packages"): the built-in
+simulators stand in for Kubernetes and Slurm only when nothing real is configured — no kubeconfig,
+no ``kube.inCluster``, no Slurm URL, no NATS URL — and the process is not in a pod; that *first try*
+says so in a banner naming the endpoints to look at. Anything real configured, or a pod, makes a
+missing kubeconfig, Slurm URL or NATS URL an error naming the setting (exit 2): the embedded
+nats-server's log is thrown away at exit, which only a first try may afford.
 
 A start that fails (a port in use, an unreachable or malformed endpoint, an empty token
 file, a NATS that does not answer within ``nats.connectTimeout``) prints one line naming the

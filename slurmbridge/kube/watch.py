@@ -1,9 +1,11 @@
 """The shared list + watch loop (:class:`Watcher`), its back-off (:class:`Backoff`) and outage
 logging (:class:`Outage`).
 
-Translation only — no decisions. :func:`node_to_event`, :func:`pod_to_event` and
-:func:`workload_to_event` are the pure translations; the watchers (:class:`NodeWatcher`,
-:class:`PodWatcher` for pods with our ``schedulerName``, :class:`WorkloadWatcher` for Jobs,
+Translation only — no decisions. :func:`producers.kube.translate.node_to_event`,
+:func:`~producers.kube.translate.pod_to_event` and
+:func:`~producers.kube.translate.workload_to_event` are the pure translations; the watchers
+(:class:`producers.kube.watch.NodeWatcher`, :class:`~producers.kube.watch.PodWatcher` for pods
+with our ``schedulerName``, :class:`~producers.kube.watch.WorkloadWatcher` for Jobs,
 JobSets, LeaderWorkerSets and PodGroups) share :class:`Watcher`, which does the I/O:
 
 1. **list** nodes (raw JSON, decoded straight into msgspec Structs: kubernetes_asyncio's

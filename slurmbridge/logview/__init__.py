@@ -1,3 +1,3 @@
 """Reading the log back: the replay, explain and tail engines and their rendering
-(DESIGN §1, §7).
+(docs/architecture.md: "Packages", "Observability").
 """

@@ -1,1 +1,2 @@
-"""Metrics, health endpoints, logging set-up and partition metrics (DESIGN §1, §8)."""
+"""Metrics, health endpoints, logging set-up and partition metrics (docs/architecture.md:
+"Packages", "Observability")."""

@@ -1,4 +1,4 @@
-"""Prometheus metrics (DESIGN §10), served on ``:8080/metrics`` by
+"""Prometheus metrics (docs/architecture.md: "Observability"), served on ``:8080/metrics`` by
 :mod:`slurmbridge.observability.health`.
 
 Names follow Prometheus conventions (``_total`` counters, ``_seconds`` durations). Label values

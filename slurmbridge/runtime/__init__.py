@@ -1,4 +1,4 @@
 """The event-sourcing machinery: bus, publish, pull, projection, leases, outcomes, worker
-and its key queue, the embedded nats-server (DESIGN §1, §3, §5). Imports schemas and
-reconcilers.base only among the project's packages.
+and its key queue, the embedded nats-server (docs/architecture.md: "Packages", "The log",
+"The reconciler runtime"). Imports schemas and reconcilers.base only among the project's packages.
 """

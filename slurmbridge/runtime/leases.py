@@ -1,4 +1,4 @@
-"""Leases in a JetStream KV bucket, with fencing (DESIGN §6).
+"""Leases in a JetStream KV bucket, with fencing (docs/architecture.md: "Running many workers").
 
 One lease per Slurm poller (``poller.<cluster>``), one for the Kubernetes watcher set
 (``kube-watchers``) and one per reconciler or reconciler partition (``reconciler.<name>`` or

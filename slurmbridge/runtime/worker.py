@@ -1,4 +1,5 @@
-"""The reconciler runtime, the same for every reconciler (DESIGN §5).
+"""The reconciler runtime, the same for every reconciler (docs/architecture.md "The
+reconciler runtime").
 
 Per reconciler::
 
@@ -15,8 +16,8 @@ Per reconciler::
   reconciled once (controller-runtime's initial list), so a requeue lost in a crash or an
   action that failed before the last restart is picked up again.
 * **Fail closed**: actions marked destructive wait until the projection and this consumer have
-  caught up with the log (DESIGN §6) — until then the reconcile is retried later — and until
-  the log holds a complete listing of both sides of their cluster
+  caught up with the log (docs/architecture.md "Running many workers") — until then the reconcile is
+  retried later — and until the log holds a complete listing of both sides of their cluster
   (:class:`~slurmbridge.runtime.gate.ListingGate`): such a decision is *parked* (its trigger
   acknowledged) and decided again when a listing marker arrives.
 * **The log before the effect**: before an effector runs, the worker stores an ``intended``
@@ -551,7 +552,8 @@ class Worker:
                 while j < len(units) and type(units[j][0]) is type(head):
                     j += 1
             if self.fence is not None and self.fence() is None:
-                # The lease may already be someone else's: act no more (DESIGN §6 fencing).
+                # The lease may already be someone else's: act no more (fencing,
+                # docs/architecture.md "Running many workers").
                 return RetryLater(1.0, "lease not held; not acting")
             ops = await self._intend(key, cause, decision, [u[0] for u in units[i:j]], seen)
             if j - i == 1:

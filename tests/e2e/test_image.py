@@ -4,7 +4,7 @@ The build stage copies ``pyproject.toml``, ``README.md`` and the package folders
 its ``RUN rm -rf`` lines name, and builds one wheel: the same is done here into a temporary
 folder (no Docker needed), and the wheel's file list is checked. Then ``slurmbridge run``
 from that wheel alone, with no endpoint configured, must stop with the settings to give
-instead of starting simulators that are not there (DESIGN §1).
+instead of starting simulators that are not there (docs/architecture.md: "Packages").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Two replicas of every component against one NATS (DESIGN §6): one holds every lease and
-acts, the other stands by; killing the holder hands every lease over within the lease TTL,
-and no action is performed twice."""
+"""Two replicas of every component against one NATS (docs/architecture.md "Running many
+workers"): one holds every lease and acts, the other stands by; killing the holder hands
+every lease over within the lease TTL, and no action is performed twice."""
 
 from __future__ import annotations
 
