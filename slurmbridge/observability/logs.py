@@ -35,9 +35,26 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str).decode()
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes each record to ``sys.stderr`` as it is *when the record is emitted*.
+
+    A handler bound to the stream of its creation keeps writing to it after whoever set it
+    (a test harness capturing output, an embedding program) has closed it, and then prints a
+    "--- Logging error ---" traceback for every record instead of the record.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # Called with the handler's lock held (Handler.handle), so the swap is not racy.
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def setup_logging(level: str = "INFO", fmt: str = "json") -> None:
-    """Configure the root logger once (stderr)."""
-    handler = logging.StreamHandler(sys.stderr)
+    """Configure the root logger once (stderr, :class:`StderrHandler`)."""
+    handler = StderrHandler()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

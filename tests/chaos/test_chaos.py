@@ -287,7 +287,14 @@ async def test_chaos_keeps_every_invariant() -> None:
         replicas = int(stack.kube.get("nodesets", "cs", NS)["spec"]["replicas"])
         await stack.wait_for(lambda: drained() == cordoned, timeout=60, what="drains converge")
         try:
-            await stack.wait_for(lambda: not groups_done(), timeout=60, what="every group done")
+            # The groups left when the faults stop run a few at a time on 4 nodes: on a busy
+            # machine that takes longer than any fixed bound, so what must hold is progress —
+            # a group finishes at least every 60 s until none is left.
+            while left := groups_done():
+                n = len(left)
+                await stack.wait_for(
+                    lambda n=n: len(groups_done()) < n, timeout=60, what="a group done"
+                )
         except TimeoutError:
             app = stack.app
             assert app is not None

@@ -13,7 +13,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from schemas import streams
-from schemas.events import SlurmNode
+from schemas.actions import DrainSlurmNode
+from schemas.events import SlurmJob, SlurmNode
 from schemas.subjects import slurm_source
 from slurmbridge.app import App
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
@@ -196,7 +197,9 @@ async def test_nodeset_of_a_cluster_object_scales_through_its_client(
     stack: Stack, sims: dict[str, SlurmSim]
 ) -> None:
     """A NodeSet naming Cluster alpha: its slurmd nodes join alpha (not the static cluster),
-    its status counts alpha's nodes, and scale-in drains and deletes through alpha's client."""
+    its status counts alpha's nodes, and scale-in drains and deletes through alpha's client:
+    the idle pods go first (slurm-operator's order: no pod-deadline before any), and the pod
+    whose node runs a job is drained and deleted only once the job has ended."""
     alpha = sims["alpha"]
     stack.sims.slurmd.clusters["alpha"] = alpha
     stack.kube.create(secret("alpha-token", alpha.mint_token()))
@@ -232,7 +235,17 @@ async def test_nodeset_of_a_cluster_object_scales_through_its_client(
         external=True,
     )
     assert alpha.job(job).nodes == ("gpu-2",)
-    stack.kube.patch("nodesets", "gpu", {"spec": {"replicas": 1}}, NS, subresource="scale")
+    assert stack.app is not None
+    proj = stack.app.projection
+    # The order reads the job from the log: scale only once the bridge has seen it.
+    await stack.wait_for(
+        lambda: (
+            (j := proj.get(SlurmJob, str(job), slurm_source("alpha"))) is not None
+            and j.base_state == "RUNNING"
+        ),
+        timeout=30,
+        what="the job on gpu-2 in the log",
+    )
 
     def live() -> set[str]:
         return {
@@ -241,12 +254,21 @@ async def test_nodeset_of_a_cluster_object_scales_through_its_client(
             if not p["metadata"].get("deletionTimestamp")
         }
 
-    await stack.wait_for(lambda: live() == {"gpu-0", "gpu-2"}, timeout=60, what="gpu-1 deleted")
+    stack.kube.patch("nodesets", "gpu", {"spec": {"replicas": 1}}, NS, subresource="scale")
+    await stack.wait_for(lambda: live() == {"gpu-2"}, timeout=60, what="the idle pods deleted")
+    await stack.settled()
+    drained = {
+        (r.action.cluster, r.action.node)
+        for r in await stack.action_records()
+        if isinstance(r.action, DrainSlurmNode) and r.outcome == "ok"
+    }
+    assert {("alpha", "gpu-0"), ("alpha", "gpu-1")} <= drained, drained
+    stack.kube.patch("nodesets", "gpu", {"spec": {"replicas": 0}}, NS, subresource="scale")
     await stack.wait_for(lambda: alpha.node("gpu-2").has("DRAIN"), what="gpu-2 drained in alpha")
     await stack.settled()
     assert "gpu-2" in live(), "a pod whose node runs a job was deleted"
     alpha.cancel_job(job)
-    await stack.wait_for(lambda: live() == {"gpu-0"}, timeout=60, what="gpu-2 deleted once idle")
+    await stack.wait_for(lambda: live() == set(), timeout=60, what="gpu-2 deleted once idle")
     assert stack.sims.slurmd.removed_busy == []
 
 
