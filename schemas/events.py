@@ -578,6 +578,10 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     topology: str | None = None
     #: The active reservation the node is in (REST ``node.reservation``; ``""`` none).
     reservation: str = ""
+    #: The active features (REST ``active_features``): a NodeFeatures plugin keeps only some
+    #: of the available ``features`` active (``mig=on`` of ``mig=on,mig=off``); ``None`` when
+    #: the REST version does not report them (v0.0.38), or in observations from before.
+    active_features: tuple[str, ...] | None = None
 
     @property
     def base_state(self) -> str:

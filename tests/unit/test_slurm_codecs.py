@@ -392,6 +392,7 @@ def test_data_parser_node_fields(version: str) -> None:
                 comment="rack 3",
                 # node.topology exists from v0.0.43 (None: not reported, never compared)
                 topology=None if version == "v0.0.42" else "topo1:b1",
+                active_features=("fast",),
             ),
         ),
         last_update=5,
@@ -575,6 +576,12 @@ def test_bad_hostlist_is_bad_response() -> None:
         # features without the active ones are refused (2031), so both go together.
         (NodeUpdate(features=()), {"features": [""], "features_act": [""]}),
         (NodeUpdate(reason=""), {"reason": ""}),
+        # the k8s/ feature sync sends each set (slurm-operator slurmcontrol.go
+        # UpdateNodeFeatures): a NodeFeatures plugin's inactive mig=off stays inactive
+        (
+            NodeUpdate(features=("mig=off", "mig=on"), active_features=("mig=on",)),
+            {"features": ["mig=off", "mig=on"], "features_act": ["mig=on"]},
+        ),
     ],
 )
 def test_encode_node_update(version: str, update: NodeUpdate, expected: dict[str, Any]) -> None:
