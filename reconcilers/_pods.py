@@ -361,6 +361,10 @@ def root_uid(group: Group, pods: list[KubePod], workload: KubeWorkload | None) -
 # --- translation ---------------------------------------------------------------------------
 
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+#: A Go duration (``time.ParseDuration``) of whole ``h``/``m``/``s`` parts: ``2h``, ``1h30m``.
+_GO_DURATION = re.compile(r"^(?:\d+[hms])+$")
+_GO_PART = re.compile(r"(\d+)([hms])")
+_GO_UNIT_S = {"h": 3600, "m": 60, "s": 1}
 _QTY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 _QTY_BYTES: Final = {
     None: MIB,  # a bare number is MiB, as Slurm's --mem
@@ -464,15 +468,27 @@ def parse_time_limit(raw: str) -> int:
     ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (so ``10:30`` is ten and a half minutes, as
     in Slurm); seconds are rounded up to a whole minute.
 
+    Also a Go duration of whole hours, minutes and seconds, as Slinky slurm-bridge 1.3
+    reads the ``timelimit`` annotation (``internal/utils/slurmjobir/slurmjobir.go`` through
+    its time-limit parser): ``2h`` is 120 minutes, ``1h30m`` 90, ``30s`` one (rounded up).
+    A fraction (``1.5h``) or a unit below the second (``ms``) is refused: a time limit is
+    whole minutes, and guessing the rounding of a fraction would hide a typo.
+
     Raises:
         ValueError: not one of those forms, a minute or second field ≥ 60 where it is not
             the leading field, zero, or above :data:`MAX_UINT32_NO_VAL` minutes (slurmrestd
             would read it as UNLIMITED).
     """
     text = raw.strip()
+    if _GO_DURATION.match(text):
+        seconds = sum(int(n) * _GO_UNIT_S[u] for n, u in _GO_PART.findall(text))
+        return _bounded_minutes(raw, (seconds + 59) // 60)
     m = _TIME.match(text)
     if not m:
-        raise ValueError(f"{raw!r} is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)")
+        raise ValueError(
+            f"{raw!r} is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) or a Go "
+            "duration of whole h/m/s (2h, 1h30m, 30s)"
+        )
     days_s, a, b, c = m.groups()
     first, second, third = int(a), int(b or 0), int(c or 0)
     if days_s is None and b is None:  # M
@@ -485,7 +501,15 @@ def parse_time_limit(raw: str) -> int:
         days, hours, mins, secs = int(days_s), first, second, third
     if secs >= 60 or (mins >= 60 and (hours or days or c is not None or days_s is not None)):
         raise ValueError(f"{raw!r}: minutes and seconds must be below 60")
-    minutes = days * 1440 + hours * 60 + mins + (1 if secs else 0)
+    return _bounded_minutes(raw, days * 1440 + hours * 60 + mins + (1 if secs else 0))
+
+
+def _bounded_minutes(raw: str, minutes: int) -> int:
+    """``minutes`` when Slurm can take it as a time limit (:func:`parse_time_limit`).
+
+    Raises:
+        ValueError: zero, or above :data:`MAX_UINT32_NO_VAL` minutes.
+    """
     if minutes <= 0:
         raise ValueError(f"{raw!r} must be at least one minute")
     if minutes > MAX_UINT32_NO_VAL:
