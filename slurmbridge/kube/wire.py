@@ -124,9 +124,18 @@ class RawResources(msgspec.Struct, kw_only=True):
     limits: dict[str, str] | None = None
 
 
+class RawContainerPort(msgspec.Struct, kw_only=True):
+    """A container's ``ports[]`` entry: only host ports matter to the scheduler."""
+
+    hostPort: int | None = None  # noqa: N815 - Kubernetes wire name
+    protocol: str | None = None
+    hostIP: str | None = None  # noqa: N815 - Kubernetes wire name
+
+
 class RawContainer(msgspec.Struct, kw_only=True):
     name: str = ""
     resources: RawResources = msgspec.field(default_factory=RawResources)
+    ports: list[RawContainerPort] | None = None
 
 
 class RawToleration(msgspec.Struct, kw_only=True):
