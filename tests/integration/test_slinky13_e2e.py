@@ -1,0 +1,162 @@
+"""Slinky 1.3's eligibility and handoff rules end to end in the simulators (issue 28): a gang
+bigger than the free nodes queues behind our own running jobs and starts when they end; two
+shared gangs that each hold what the other needs both finish; a pod asking a host port in
+use is never bound there. Sources: Slinky slurm-bridge 1.3
+``internal/scheduler/plugins/slurmbridge/eligibility.go`` and its tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas import wellknown
+from schemas.actions import CancelSlurmJob, SubmitSlurmJob
+from schemas.events import KubeNodeUsage
+from slurmbridge.devtools.sim.kube import ApiError
+from slurmbridge.devtools.sim.workloads import create_group
+from slurmbridge.devtools.testing import Stack
+
+JOBID = wellknown.LABEL_SLURM_JOBID
+SCHED = wellknown.DEFAULT_SCHEDULER_NAME
+
+
+def pod(stack: Stack, name: str) -> dict[str, Any]:
+    try:
+        return stack.kube.get("pods", name, "default")
+    except ApiError:
+        return {}
+
+
+def phase(stack: Stack, name: str) -> str:
+    return str((pod(stack, name).get("status") or {}).get("phase") or "")
+
+
+def usage(stack: Stack, node: str) -> KubeNodeUsage | None:
+    assert stack.app is not None
+    return stack.app.projection.get(KubeNodeUsage, node, "k8s")
+
+
+async def test_a_gang_bigger_than_the_free_nodes_queues_behind_our_jobs() -> None:
+    """4 nodes, 2 of them whole-node busy with our running job: a gang of 4 whole-node pods
+    is submitted with no node excluded (Slurm queues it behind ours), and runs on all 4 once
+    our job ends."""
+    async with Stack(nodes=4, poll_interval=0.2) as stack:
+        hog = create_group(stack.kube, "Job", "hog", 2, requests={"cpu": "2"})
+        await stack.wait_for(
+            lambda: all(phase(stack, n) == "Running" for n in hog), timeout=30, what="hog Running"
+        )
+        busy = [str(pod(stack, n)["spec"]["nodeName"]) for n in hog]
+        await stack.wait_for(
+            lambda: all((u := usage(stack, n)) is not None and u.pods == 1 for n in busy),
+            what="the hog's usage observed",
+        )
+        gang = create_group(stack.kube, "Job", "gang", 4, requests={"cpu": "2"})
+
+        await stack.wait_for(
+            lambda: all(JOBID in (pod(stack, n)["metadata"].get("labels") or {}) for n in gang),
+            timeout=30,
+            what="the gang submitted",
+        )
+        await stack.settled()
+        submits = [
+            r.action
+            for r in await stack.action_records()
+            if isinstance(r.action, SubmitSlurmJob)
+            and r.outcome == "ok"
+            and r.action.group == "default/Job:gang"
+        ]
+        (submit,) = submits
+        assert submit.spec.excluded_nodes == ()
+        assert all(phase(stack, n) == "Pending" for n in gang)
+        hog_job = int(pod(stack, hog[0])["metadata"]["labels"][JOBID])
+        stack.slurm.cancel_job(hog_job)
+        await stack.wait_for(
+            lambda: all(phase(stack, n) == "Running" for n in gang),
+            timeout=30,
+            what="the gang Running once our job ended",
+        )
+        assert sorted(str(pod(stack, n)["spec"]["nodeName"]) for n in gang) == [
+            "n1",
+            "n2",
+            "n3",
+            "n4",
+        ]
+        assert stack.kube.kubelet is not None and stack.kube.kubelet.rejected == []
+
+
+async def test_two_shared_gangs_on_the_same_nodes_both_finish() -> None:
+    """2 nodes of 2 Slurm CPUs but 1.5 allocatable CPUs: Slurm runs a second shared gang of
+    two 1-CPU pods beside the first, while Kubernetes fits one pod per node. Its members never
+    wait for the live first gang: its job is cancelled and submitted again until the first
+    gang ends, then it runs — both finish (eligibility.go ``allocatedNodeWaitingForBridge``).
+    The second gang is created once the first runs: binds of two groups at the same instant
+    can race the usage watch (the kubelet would refuse the second)."""
+    async with Stack(nodes=2, poll_interval=0.2) as stack:
+        for n in ("n1", "n2"):
+            stack.kube.patch_merge(
+                "nodes", n, {"status": {"allocatable": {"cpu": "1500m"}}}, subresource="status"
+            )
+        shared = {"slurmjob.slinky.slurm.net/exclusive": "false"}
+        a = create_group(
+            stack.kube, "Job", "a", 2, requests={"cpu": "1"}, annotations=shared, run_seconds=3
+        )
+        await stack.wait_for(
+            lambda: all(phase(stack, n) == "Running" for n in a), timeout=30, what="a Running"
+        )
+        await stack.wait_for(
+            lambda: all((u := usage(stack, n)) is not None and u.pods for n in ("n1", "n2")),
+            what="a's usage observed",
+        )
+        b = create_group(
+            stack.kube, "Job", "b", 2, requests={"cpu": "1"}, annotations=shared, run_seconds=1
+        )
+        await stack.wait_for(
+            lambda: all(phase(stack, n) == "Succeeded" for n in (*a, *b)),
+            timeout=60,
+            what="both gangs finished",
+        )
+        assert stack.kube.kubelet is not None and stack.kube.kubelet.rejected == []
+
+
+async def test_a_pod_asking_a_host_port_in_use_is_never_bound_there() -> None:
+    """Pods that are not ours hold host port 8080 on n1..n3: our pod asking 8080 goes to n4,
+    the others excluded (node_ports.go)."""
+    async with Stack(nodes=4, poll_interval=0.2) as stack:
+        port = [{"containerPort": 80, "hostPort": 8080}]
+        everything = [{"operator": "Exists"}]
+        for n in ("n1", "n2", "n3"):
+            stack.kube.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"web-{n}", "namespace": "default"},
+                    "spec": {
+                        "nodeName": n,
+                        "tolerations": everything,
+                        "containers": [{"name": "web", "image": "nginx", "ports": port}],
+                    },
+                }
+            )
+        await stack.wait_for(
+            lambda: all((u := usage(stack, n)) is not None and u.pods for n in ("n1", "n2", "n3")),
+            what="the web pods observed",
+        )
+        stack.kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "ours", "namespace": "default"},
+                "spec": {
+                    "schedulerName": SCHED,
+                    "containers": [{"name": "main", "image": "pause", "ports": port}],
+                },
+            }
+        )
+        await stack.wait_for(lambda: phase(stack, "ours") == "Running", timeout=30, what="Running")
+        assert pod(stack, "ours")["spec"]["nodeName"] == "n4"
+        submits = [
+            r.action.spec.excluded_nodes
+            for r in await stack.action_records()
+            if isinstance(r.action, SubmitSlurmJob) and r.outcome == "ok"
+        ]
+        assert submits == [("n1", "n2", "n3")]
+        assert not [r for r in await stack.action_records() if isinstance(r.action, CancelSlurmJob)]
