@@ -635,8 +635,9 @@ def test_codec_registry() -> None:
     ("status", "errno", "expected"),
     [
         (500, 2018, NotFound),  # unknown node, as slurmrestd answers it
-        (500, 2017, NotFound),  # unknown job (22.05)
-        (404, 2017, NotFound),  # unknown job (24.11+)
+        # 2017 with a text that is not Slurm's line: not Slurm's word on a job (issue 28)
+        (500, 2017, Rejected),
+        (404, 2017, Rejected),
         (500, 2000, NotFound),  # unknown partition
         (404, 0, NotFound),
         (500, 1800, Unavailable),  # slurmctld unreachable (22.05)
@@ -667,6 +668,23 @@ def test_classify(status: int, errno: int, expected: type[SlurmError]) -> None:
     err = classify(status, errno, "msg", ("text",))
     assert type(err) is expected
     assert (err.status, err.error_number, err.errors) == (status, errno, ("text",))
+
+
+@pytest.mark.parametrize(
+    ("errno", "text", "expected"),
+    [
+        (2017, "Invalid job id specified", NotFound),
+        (2017, " Invalid job id specified ", NotFound),
+        (2017, "Invalid job id specified (cached)", Rejected),
+        (2021, "Job/step already completing or completed", Conflict),
+        (2021, "already completing", Rejected),
+    ],
+)
+def test_a_job_is_gone_only_by_slurms_exact_line(
+    errno: int, text: str, expected: type[SlurmError]
+) -> None:
+    """Slinky slurm-bridge 1.3 slurmcontrol.go ``tolerateError``: the whole text, not a part."""
+    assert type(classify(500, errno, "msg", (text,))) is expected
 
 
 def test_error_report_reads_both_spellings() -> None:
