@@ -54,6 +54,19 @@ reason, in kube-scheduler's words:
   reported) and is not checked; any other resource the node does not list it has none of.
   A pod already bound to the node is in the node's usage already and is not added again.
 
+* **InterPodAffinity** (when the caller gives the cluster's nodes and their pods, as a submit
+  does) — required terms only (``pkg/scheduler/framework/plugins/interpodaffinity/
+  filtering.go``): no existing pod's anti-affinity term may select the pod on a node of the
+  same topology value ("node(s) didn't satisfy existing pods anti-affinity rules"); no pod
+  the pod's anti-affinity selects may run on a node of the node's topology value ("node(s)
+  didn't match pod anti-affinity rules"); for each affinity term the node must carry the
+  topology key and a selected pod run on a node of that value — unless no pod anywhere
+  matches any term and the pod matches all its own (the first pod of a series) ("node(s)
+  didn't match pod affinity rules"). A term selects pods in its namespaces (none listed: the
+  term's pod's own; a ``namespaceSelector``: every namespace) by its label selector (none:
+  no pod). Checked after the other constraints here, so a reason may name it where
+  kube-scheduler would name resources first.
+
 **Eligible for Slurm** (:func:`eligible`; Slinky slurm-bridge 1.3
 ``internal/scheduler/plugins/slurmbridge/eligibility.go`` ``nodeEligibleForSlurm``): what
 a submit offers Slurm. A node whose only misfit is resources requested by pods of our Slurm
@@ -66,7 +79,7 @@ resource failure never hides a taint, an affinity or a port.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from schemas import wellknown
@@ -77,6 +90,8 @@ from schemas.events import (
     KubePod,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    PeerPod,
+    PodAffinityTerm,
     Taint,
     Toleration,
 )
@@ -88,6 +103,11 @@ TOO_MANY_PODS: Final = "Too many pods"
 INSUFFICIENT_CPU: Final = "Insufficient cpu"
 INSUFFICIENT_MEMORY: Final = "Insufficient memory"
 NODE_PORTS: Final = "node(s) didn't have free ports for the requested pod ports"
+POD_AFFINITY: Final = "node(s) didn't match pod affinity rules"
+POD_ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
+#: The cluster as InterPodAffinity reads it: every node with what its pods are.
+World = Sequence[tuple[KubeNode, KubeNodeUsage | None]]
 #: The cordon taint (the node lifecycle controller's ``TaintNodeUnschedulable``).
 TAINT_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
 #: Effects a pod must tolerate to be scheduled (``DoNotScheduleTaintsFilterFunc``).
@@ -208,8 +228,74 @@ def ports_free(pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None) -> boo
     return not any(_port_conflict(p, usage.host_ports) for p in pod.host_ports)
 
 
-def constraints(pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None) -> str | None:
-    """Every filter but NodeResourcesFit, on the node as it is; None when they pass."""
+def _selects(
+    term: PodAffinityTerm, owner_ns: str, namespace: str, labels: Mapping[str, str]
+) -> bool:
+    """``term`` (of a pod in ``owner_ns``) selects a pod in ``namespace`` with ``labels``."""
+    if not term.has_selector:
+        return False
+    if not term.all_namespaces and namespace not in (term.namespaces or (owner_ns,)):
+        return False
+    if any(labels.get(k) != v for k, v in term.match_labels.items()):
+        return False
+    return all(_expression(req, labels) for req in term.match_expressions)
+
+
+def _peers(usage: KubeNodeUsage | None) -> tuple[PeerPod, ...]:
+    return usage.peers if usage is not None else ()
+
+
+def pod_affinity_fits(pod: KubePod, node: KubeNode, world: World) -> str | None:
+    """InterPodAffinity's required rules (module docstring); None when they pass."""
+    for other, used in world:
+        for peer in _peers(used):
+            for t in peer.anti_affinity:
+                value = node.labels.get(t.topology_key)
+                if (
+                    value is not None
+                    and other.labels.get(t.topology_key) == value
+                    and _selects(t, peer.namespace, pod.namespace, pod.labels)
+                ):
+                    return EXISTING_ANTI_AFFINITY
+    for t in pod.pod_anti_affinity:
+        value = node.labels.get(t.topology_key)
+        if value is None:
+            continue
+        for other, used in world:
+            if other.labels.get(t.topology_key) == value and any(
+                _selects(t, pod.namespace, p.namespace, p.labels) for p in _peers(used)
+            ):
+                return POD_ANTI_AFFINITY
+    if not pod.pod_affinity:
+        return None
+    exist = True
+    for t in pod.pod_affinity:
+        value = node.labels.get(t.topology_key)
+        if value is None:
+            return POD_AFFINITY  # every topology key must be on the node
+        if not any(
+            other.labels.get(t.topology_key) == value
+            and any(_selects(t, pod.namespace, p.namespace, p.labels) for p in _peers(used))
+            for other, used in world
+        ):
+            exist = False
+    if exist:
+        return None
+    anywhere = any(
+        _selects(t, pod.namespace, p.namespace, p.labels)
+        for t in pod.pod_affinity
+        for _other, used in world
+        for p in _peers(used)
+    )
+    first = all(_selects(t, pod.namespace, pod.namespace, pod.labels) for t in pod.pod_affinity)
+    return None if not anywhere and first else POD_AFFINITY
+
+
+def constraints(
+    pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None, world: World | None = None
+) -> str | None:
+    """Every filter but NodeResourcesFit, on the node as it is (InterPodAffinity only when
+    ``world`` is given); None when they pass."""
     if pod.node_name and pod.node_name != node.key:
         return NODE_NAME
     taint = untolerated(pod, node.taints, DO_NOT_SCHEDULE)
@@ -219,6 +305,8 @@ def constraints(pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None) -> st
         return NODE_AFFINITY
     if not ports_free(pod, node, usage):
         return NODE_PORTS
+    if world is not None:
+        return pod_affinity_fits(pod, node, world)
     return None
 
 
@@ -251,10 +339,13 @@ def without_bridge(usage: KubeNodeUsage | None) -> KubeNodeUsage | None:
     )
 
 
-def eligible(pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None) -> str | None:
+def eligible(
+    pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None, world: World | None = None
+) -> str | None:
     """Whether a submit may offer ``node`` to Slurm for ``pod`` (module docstring, "Eligible
-    for Slurm"): None when it may, else the reason (kube-scheduler's words)."""
-    return constraints(pod, node, usage) or resources_fit(pod, node, without_bridge(usage))
+    for Slurm"): None when it may, else the reason (kube-scheduler's words). ``world``: the
+    cluster's nodes and their usage, for InterPodAffinity (None: not checked)."""
+    return constraints(pod, node, usage, world) or resources_fit(pod, node, without_bridge(usage))
 
 
 def resources_fit(pod: KubePod, node: KubeNode, usage: KubeNodeUsage | None) -> str | None:

@@ -12,10 +12,11 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   Kubernetes nodes (a pod could never be bound there), and the Slurm nodes whose Kubernetes
   node is not eligible for ANY live unbound pod of the group by Kubernetes' own filters
   (:func:`reconcilers._feasible.eligible`: taints, node selector and required node affinity,
-  host ports, every requested resource against allocatable less what the node's pods
-  request — ``KubeNodeUsage`` — except what pods of our Slurm allocations hold: Slurm
-  accounts for those, so a busy node stays eligible and a gang larger than the free nodes
-  queues behind our running jobs; Slinky slurm-bridge 1.3 eligibility.go). Fail closed:
+  host ports, required pod affinity and anti-affinity, every requested resource against
+  allocatable less what the node's pods request — ``KubeNodeUsage`` — except what pods of
+  our Slurm allocations hold: Slurm accounts for those, so a busy node stays eligible and a
+  gang larger than the free nodes queues behind our running jobs; Slinky slurm-bridge 1.3
+  eligibility.go). Fail closed:
   the pods are spread over the job's nodes by name, so each pod must fit every node it could
   get. (Slinky gets this from kube-scheduler, whose filters run before its plugin; we bind
   directly, so we apply them ourselves.) Each pod is checked alone; pods sharing a node are
@@ -356,10 +357,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         # Only names Slurm knows: slurmctld rejects a job whose excluded list names an
         # unknown node (ESLURM_INVALID_NODE_NAME), and Kubernetes nodes outside Slurm are
         # never allocated anyway.
+        world = _world(store, live)
         unusable = {
             _nodes.slurm_name_of(n)
             for n in store.values(KubeNode)
-            if n.unschedulable or not n.ready or _infeasible(n, live, store)
+            if n.unschedulable or not n.ready or _infeasible(n, live, store, world)
         }
         # Slurm nodes with no Kubernetes node (a NodeSet's slurmd nodes, plain HPC nodes)
         # could be allocated in a partition they share with Kubernetes nodes, and a pod can
@@ -481,7 +483,20 @@ def _dra_view(
     return claims, slices
 
 
-def _infeasible(node: KubeNode, live: list[KubePod], store: Store) -> bool:
+def _world(store: Store, live: list[KubePod]) -> _feasible.World | None:
+    """Every Kubernetes node with its usage, when InterPodAffinity has something to check:
+    an unbound pod of the group with pod (anti-)affinity, or a bound pod anywhere with
+    anti-affinity (None otherwise: nothing to read)."""
+    usages = {u.key: u for u in store.values(KubeNodeUsage)}
+    asks = any(p.pod_affinity or p.pod_anti_affinity for p in live if not p.node_name)
+    if not asks and not any(peer.anti_affinity for u in usages.values() for peer in u.peers):
+        return None
+    return [(n, usages.get(n.key)) for n in sorted(store.values(KubeNode), key=lambda n: n.key)]
+
+
+def _infeasible(
+    node: KubeNode, live: list[KubePod], store: Store, world: _feasible.World | None = None
+) -> bool:
     """True when ``node`` is not eligible for some live unbound pod of the group by
     Kubernetes' filters, resources held by our Slurm allocations aside
     (:func:`reconcilers._feasible.eligible`). Pods alike in what the filters read are
@@ -499,11 +514,19 @@ def _infeasible(node: KubeNode, live: list[KubePod], store: Store) -> bool:
             p.memory_bytes,
             tuple(sorted(p.extended.items())),
             p.host_ports,
+            # InterPodAffinity reads who the pod is, and whom it wants (or not) near it.
+            (
+                p.namespace,
+                tuple(sorted(p.labels.items())),
+                msgspec.json.encode((p.pod_affinity, p.pod_anti_affinity)),
+            )
+            if world is not None
+            else None,
         )
         if shape in seen:
             continue
         seen.add(shape)
-        if _feasible.eligible(p, node, usage) is not None:
+        if _feasible.eligible(p, node, usage, world) is not None:
             return True
     return False
 

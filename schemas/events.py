@@ -141,6 +141,9 @@ class KubeNodeUsage(Event, frozen=True, kw_only=True, tag="KubeNodeUsage"):
     pods: int = 0
     extended: dict[str, int] = {}
     host_ports: tuple[HostPort, ...] = ()
+    #: Every counted pod's namespace, labels and required anti-affinity (InterPodAffinity),
+    #: sorted by namespace and labels.
+    peers: tuple[PeerPod, ...] = ()
     bridge_cpu_millis: int = 0
     bridge_memory_bytes: int = 0
     bridge_pods: int = 0
@@ -226,6 +229,31 @@ class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
+class PodAffinityTerm(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A required pod (anti-)affinity term: the pods its label selector matches
+    (``match_labels`` and ``match_expressions``, ANDed; operators In, NotIn, Exists,
+    DoesNotExist; no selector matches no pod), in ``namespaces`` (empty: the term's own pod's
+    namespace) or every namespace (``all_namespaces``: a ``namespaceSelector`` was given —
+    an empty one is every namespace; a non-empty one is read as every namespace too, as the
+    namespaces' labels are not observed), on nodes sharing the value of ``topology_key``."""
+
+    match_labels: dict[str, str] = {}
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    has_selector: bool = True
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+    topology_key: str = ""
+
+
+class PeerPod(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A pod bound to a node as InterPodAffinity reads it: namespace, labels and its
+    required anti-affinity terms (``KubeNodeUsage.peers``)."""
+
+    namespace: str
+    labels: dict[str, str] = {}
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+
+
 class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     """A Kubernetes Pod that slurmbridge schedules. ``key`` is ``namespace/name``.
 
@@ -265,7 +293,9 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     and memory — ``nvidia.com/gpu``, ``hugepages-2Mi``, ``ephemeral-storage`` … — in whole
     units, rounded up; DRA extended resources (``deviceclass.resource.kubernetes.io/*``) are
     left out (``dra_requests``). ``host_ports``: the containers' host ports (init containers
-    too, as kube-scheduler's NodePorts reads them).
+    too, as kube-scheduler's NodePorts reads them). ``pod_affinity`` /
+    ``pod_anti_affinity``: ``spec.affinity.podAffinity`` / ``podAntiAffinity``
+    ``requiredDuringSchedulingIgnoredDuringExecution`` (preferred terms are not read).
     """
 
     uid: str = ""
@@ -299,6 +329,8 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     toleration_specs: tuple[Toleration, ...] = ()
     extended: dict[str, int] = {}
     host_ports: tuple[HostPort, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
 
     @property
     def terminal(self) -> bool:

@@ -37,6 +37,7 @@ from schemas.events import (
     NodeSelectorTerm,
     NodeSetStatus,
     OwnerRef,
+    PodAffinityTerm,
     PodClaim,
     PodCondition,
     SliceDevice,
@@ -284,6 +285,29 @@ def pod_extended(spec: RawPodSpec) -> dict[str, int]:
     return out
 
 
+def pod_affinity_terms(spec: RawPodSpec, *, anti: bool) -> tuple[PodAffinityTerm, ...]:
+    """The required terms of ``spec.affinity.podAntiAffinity`` (``anti``) or ``podAffinity``
+    (see ``PodAffinityTerm``)."""
+    affinity = spec.affinity
+    side = (
+        None if affinity is None else (affinity.podAntiAffinity if anti else affinity.podAffinity)
+    )
+    terms = side.requiredDuringSchedulingIgnoredDuringExecution if side is not None else None
+    return tuple(
+        PodAffinityTerm(
+            match_labels=dict((t.labelSelector.matchLabels or {}) if t.labelSelector else {}),
+            match_expressions=_requirements(
+                t.labelSelector.matchExpressions if t.labelSelector else None
+            ),
+            has_selector=t.labelSelector is not None,
+            namespaces=tuple(t.namespaces or ()),
+            all_namespaces=t.namespaceSelector is not None,
+            topology_key=t.topologyKey,
+        )
+        for t in terms or ()
+    )
+
+
 def pod_host_ports(spec: RawPodSpec) -> tuple[HostPort, ...]:
     """The host ports of a pod's containers and init containers, sorted (NodePorts'
     ``getContainerPorts``: a port with ``hostPort`` 0 binds nothing on the node)."""
@@ -446,6 +470,8 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         toleration_specs=_tolerations(spec),
         extended=pod_extended(spec),
         host_ports=pod_host_ports(spec),
+        pod_affinity=pod_affinity_terms(spec, anti=False),
+        pod_anti_affinity=pod_affinity_terms(spec, anti=True),
     )
 
 

@@ -20,6 +20,7 @@ from producers.kube.translate import (
     cluster_to_event,
     node_to_event,
     nodeset_to_event,
+    pod_affinity_terms,
     pod_extended,
     pod_host_ports,
     pod_requests,
@@ -404,6 +405,7 @@ class _Counted(msgspec.Struct, frozen=True, kw_only=True):
     memory: int
     extended: dict[str, int]
     ports: tuple[events.HostPort, ...]
+    peer: events.PeerPod
     #: A pod of a Slurm allocation of ours (``KubeNodeUsage.bridge_*``).
     bridge: bool
 
@@ -472,6 +474,11 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
             memory=memory,
             extended=pod_extended(raw.spec),
             ports=pod_host_ports(raw.spec),
+            peer=events.PeerPod(
+                namespace=raw.metadata.namespace,
+                labels=dict(raw.metadata.labels or {}),
+                anti_affinity=pod_affinity_terms(raw.spec, anti=True),
+            ),
             bridge=_bridge_pod(raw, self.scheduler_name),
         )
 
@@ -514,6 +521,12 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
             pods=len(counted),
             extended=dict(sorted(extended.items())),
             host_ports=tuple(ports),
+            peers=tuple(
+                sorted(
+                    (c.peer for c in counted),
+                    key=lambda p: (p.namespace, sorted(p.labels.items())),
+                )
+            ),
             bridge_cpu_millis=sum(c.cpu for c in bridge),
             bridge_memory_bytes=sum(c.memory for c in bridge),
             bridge_pods=len(bridge),

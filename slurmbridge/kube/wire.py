@@ -164,8 +164,26 @@ class RawNodeAffinity(msgspec.Struct, kw_only=True):
     requiredDuringSchedulingIgnoredDuringExecution: RawNodeSelector | None = None  # noqa: N815
 
 
+class RawLabelSelector(msgspec.Struct, kw_only=True):
+    matchLabels: dict[str, str] | None = None  # noqa: N815
+    matchExpressions: list[RawNodeSelectorRequirement] | None = None  # noqa: N815
+
+
+class RawPodAffinityTerm(msgspec.Struct, kw_only=True):
+    labelSelector: RawLabelSelector | None = None  # noqa: N815
+    namespaces: list[str] | None = None
+    namespaceSelector: RawLabelSelector | None = None  # noqa: N815
+    topologyKey: str = ""  # noqa: N815
+
+
+class RawPodAffinity(msgspec.Struct, kw_only=True):
+    requiredDuringSchedulingIgnoredDuringExecution: list[RawPodAffinityTerm] | None = None  # noqa: N815
+
+
 class RawAffinity(msgspec.Struct, kw_only=True):
     nodeAffinity: RawNodeAffinity | None = None  # noqa: N815
+    podAffinity: RawPodAffinity | None = None  # noqa: N815
+    podAntiAffinity: RawPodAffinity | None = None  # noqa: N815
 
 
 class RawSchedulingGroup(msgspec.Struct, kw_only=True):

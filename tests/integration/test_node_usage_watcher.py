@@ -10,7 +10,7 @@ from pathlib import Path
 
 from producers.kube.watch import RESOURCES, NodeUsageWatcher
 from schemas import wellknown
-from schemas.events import Event, HostPort, KubeListed, KubeNodeUsage
+from schemas.events import Event, HostPort, KubeListed, KubeNodeUsage, PeerPod
 from slurmbridge.config import KubeSettings
 from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.devtools.testing import wait_until
@@ -45,7 +45,9 @@ async def test_usage_is_summed_per_node_relisted_and_followed(tmp_path: Path) ->
             published.extend(ev for ev, _ in batch)
 
         stale = KubeNodeUsage(source="k8s", key="gone", cpu_millis=5, pods=1)
-        same = KubeNodeUsage(source="k8s", key="n2", cpu_millis=2000, pods=1)
+        same = KubeNodeUsage(
+            source="k8s", key="n2", cpu_millis=2000, pods=1, peers=(PeerPod(namespace="default"),)
+        )
         watcher = NodeUsageWatcher(api, publish, producer="test", seed={"gone": stale, "n2": same})
         watcher.list_page_size = 2
         task = asyncio.create_task(watcher.run())
@@ -72,7 +74,8 @@ async def test_usage_is_summed_per_node_relisted_and_followed(tmp_path: Path) ->
             await wait_until(lambda: usage(published).get("n2", 0) is None, what="n2 tombstoned")
             assert len(published) == before + 1
             # A change that leaves the requests alone publishes nothing.
-            sim.patch_merge("pods", "a", {"metadata": {"labels": {"x": "y"}}})
+            # (A label is read: InterPodAffinity selects pods by their labels.)
+            sim.patch_merge("pods", "a", {"metadata": {"annotations": {"x": "y"}}})
             sim.add_pod("e", node_name="n3", requests={"cpu": "1"})
             await wait_until(lambda: usage(published)["n3"] == (1250, 0, 2), what="n3 grows")
             assert [ev.key for ev in published[before + 1 :]] == ["n3"]
@@ -122,6 +125,8 @@ async def test_our_allocations_extended_resources_and_host_ports(tmp_path: Path)
             assert (n1.bridge_cpu_millis, n1.bridge_memory_bytes, n1.bridge_pods) == (1000, GI, 1)
             assert n1.bridge_extended == {"nvidia.com/gpu": 8}
             assert n1.host_ports == (HostPort(port=8080),)
+            # Who runs there, for InterPodAffinity.
+            assert sorted(p.labels.get(jobid, "") for p in n1.peers) == ["", "", "7", "7"]
             # The label removed: the pod is no longer Slurm's.
             await wait_until(lambda: watcher.watching, what="watching")
             sim.patch_merge("pods", "ours", {"metadata": {"labels": {jobid: None}}})

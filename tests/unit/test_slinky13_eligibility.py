@@ -24,6 +24,8 @@ from schemas.events import (
     KubeNodeUsage,
     KubePod,
     OwnerRef,
+    PeerPod,
+    PodAffinityTerm,
     SlurmJob,
     SlurmNode,
     SlurmPartition,
@@ -41,6 +43,10 @@ JOBID = wellknown.LABEL_SLURM_JOBID
 LISTED = SlurmPing(source=SRC, key="c1", cluster="c1", responding=True)
 TAINT = Taint(key="dedicated", value="", effect="NoSchedule")
 PORT = HostPort(port=8080, protocol="TCP")
+
+
+def HOSTNAME_TERM(labels: dict[str, str]) -> PodAffinityTerm:  # noqa: N802 - a constant's maker
+    return PodAffinityTerm(match_labels=labels, topology_key="kubernetes.io/hostname")
 
 
 def knode(name: str, *, pods: int = 110, taints: tuple[Taint, ...] = (), **labels: str) -> KubeNode:
@@ -67,6 +73,7 @@ def use(
     bridge: bool = True,
     ports: tuple[HostPort, ...] = (),
     extra: tuple[int, int] = (0, 0),
+    peers: tuple[PeerPod, ...] = (),
 ) -> KubeNodeUsage:
     """What one occupant requests on ``node`` (``bridge``: a pod of one of our Slurm
     allocations), plus ``extra`` (cpu, memory) requested by a pod that is not ours."""
@@ -80,6 +87,7 @@ def use(
         pods=1 + (1 if extra != (0, 0) else 0),
         extended=ext,
         host_ports=ports,
+        peers=peers,
         bridge_cpu_millis=cpu * b,
         bridge_memory_bytes=memory * b,
         bridge_pods=b,
@@ -97,7 +105,11 @@ def member(i: int, cpu: int = 1000, memory: int = GI, gpu: int = 8, **kw: Any) -
         name=f"g-{i}",
         uid=f"u-g-{i}",
         scheduler_name=SCHED,
-        labels={_pods.LABEL_JOB_NAME: "gang", _pods.LABEL_JOB_NAME_LEGACY: "gang"},
+        labels={
+            _pods.LABEL_JOB_NAME: "gang",
+            _pods.LABEL_JOB_NAME_LEGACY: "gang",
+            **kw.pop("labels", {}),
+        },
         owner=owner,
         cpu_millis=cpu,
         memory_bytes=memory,
@@ -188,6 +200,20 @@ BUSY = [
         pending={"node_selector": {"pool": "batch"}},
         submitted=True,
         excluded=("node0",),
+    ),
+    Busy(
+        "a resource failure never hides pod anti-affinity",
+        occupant={"peers": (PeerPod(namespace="ns", labels={JOBID: "1"}),)},
+        pending={"pod_anti_affinity": (HOSTNAME_TERM({JOBID: "1"}),)},
+    ),
+    Busy(
+        "affinity to a pod that is not ours is kept",
+        1,
+        1,
+        1,
+        occupant={"peers": (PeerPod(namespace="ns", labels={"app": "service"}),)},
+        pending={"pod_affinity": (HOSTNAME_TERM({"app": "service"}),)},
+        submitted=True,
     ),
     Busy(
         "a resource failure never hides a host port in use",
@@ -295,6 +321,59 @@ def test_host_ports(want: HostPort, used: HostPort, conflict: bool) -> None:
     p = member(0, host_ports=(want,))
     usage = KubeNodeUsage(source="k8s", key="n", pods=1, host_ports=(used,))
     assert (_feasible.fits(p, knode("n"), usage) == _feasible.NODE_PORTS) is conflict
+
+
+@pytest.mark.parametrize(
+    ("pod_kw", "peers", "want"),
+    [
+        pytest.param({}, (), None, id="nothing asked"),
+        pytest.param(
+            {"pod_anti_affinity": (HOSTNAME_TERM({"app": "db"}),)},
+            (PeerPod(namespace="ns", labels={"app": "db"}),),
+            _feasible.POD_ANTI_AFFINITY,
+            id="anti-affinity to a pod there",
+        ),
+        pytest.param(
+            {"pod_anti_affinity": (HOSTNAME_TERM({"app": "db"}),)},
+            (PeerPod(namespace="other", labels={"app": "db"}),),
+            None,
+            id="anti-affinity: another namespace",
+        ),
+        pytest.param(
+            {"labels": {"app": "web"}},
+            (PeerPod(namespace="ns", anti_affinity=(HOSTNAME_TERM({"app": "web"}),)),),
+            _feasible.EXISTING_ANTI_AFFINITY,
+            id="an existing pod's anti-affinity",
+        ),
+        pytest.param(
+            {"pod_affinity": (HOSTNAME_TERM({"app": "db"}),)},
+            (),
+            _feasible.POD_AFFINITY,
+            id="affinity: nothing to be near",
+        ),
+        pytest.param(
+            {"labels": {"app": "db"}, "pod_affinity": (HOSTNAME_TERM({"app": "db"}),)},
+            (),
+            None,
+            id="affinity: the first pod of a series",
+        ),
+        pytest.param(
+            {"pod_affinity": (PodAffinityTerm(match_labels={"app": "db"}, topology_key="zone"),)},
+            (PeerPod(namespace="ns", labels={"app": "db"}),),
+            _feasible.POD_AFFINITY,
+            id="affinity: the node lacks the topology key",
+        ),
+    ],
+)
+def test_inter_pod_affinity(
+    pod_kw: dict[str, Any], peers: tuple[PeerPod, ...], want: str | None
+) -> None:
+    """kube-scheduler interpodaffinity/filtering.go, required terms (run by Slinky's
+    scheduler profile; eligibility_test.go's anti-affinity and affinity rows)."""
+    node = knode("n")
+    usage = KubeNodeUsage(source="k8s", key="n", pods=len(peers), peers=peers)
+    p = member(0, **pod_kw)
+    assert _feasible.pod_affinity_fits(p, node, [(node, usage)]) == want
 
 
 # --- item 2: gangs never deadlock --------------------------------------------------------------
