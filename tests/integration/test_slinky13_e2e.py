@@ -160,3 +160,60 @@ async def test_a_pod_asking_a_host_port_in_use_is_never_bound_there() -> None:
         ]
         assert submits == [("n1", "n2", "n3")]
         assert not [r for r in await stack.action_records() if isinstance(r.action, CancelSlurmJob)]
+
+
+async def test_a_gpu_a_pod_not_ours_holds_keeps_our_pod_off_the_node() -> None:
+    """Every node has one GPU (Kubernetes allocatable and Slurm GRES); pods that are not ours
+    hold it on n1..n3: our pod asking one GPU goes to n4, the others excluded (fit.go)."""
+    async with Stack(nodes=4, poll_interval=0.2) as stack:
+        for n in ("n1", "n2", "n3", "n4"):
+            stack.slurm.nodes[n].gres = "gpu:1"
+            stack.kube.patch_merge(
+                "nodes",
+                n,
+                {
+                    "status": {
+                        "capacity": {"nvidia.com/gpu": "1"},
+                        "allocatable": {"nvidia.com/gpu": "1"},
+                    }
+                },
+                subresource="status",
+            )
+        gpu = {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+        everything = [{"operator": "Exists"}]
+        for n in ("n1", "n2", "n3"):
+            stack.kube.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"cuda-{n}", "namespace": "default"},
+                    "spec": {
+                        "nodeName": n,
+                        "tolerations": everything,
+                        "containers": [{"name": "cuda", "image": "cuda", "resources": gpu}],
+                    },
+                }
+            )
+        await stack.wait_for(
+            lambda: all((u := usage(stack, n)) is not None and u.pods for n in ("n1", "n2", "n3")),
+            what="the GPU pods observed",
+        )
+        stack.kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "ours", "namespace": "default"},
+                "spec": {
+                    "schedulerName": SCHED,
+                    "containers": [{"name": "main", "image": "pause", "resources": gpu}],
+                },
+            }
+        )
+        await stack.wait_for(lambda: phase(stack, "ours") == "Running", timeout=30, what="Running")
+        assert pod(stack, "ours")["spec"]["nodeName"] == "n4"
+        submits = [
+            r.action.spec.excluded_nodes
+            for r in await stack.action_records()
+            if isinstance(r.action, SubmitSlurmJob) and r.outcome == "ok"
+        ]
+        assert submits == [("n1", "n2", "n3")]
