@@ -16,7 +16,11 @@
   exists (:func:`resolve_group`: a pod naming a PodGroup that a complete Kubernetes list
   lacks is translated from its owner, as Slinky's ``slurmjobir.TranslateToSlurmJobIR`` does);
 * a batch/v1 Job — its controller ``ownerReference``;
-* otherwise the pod alone ("bare" pod, also pods of other controllers).
+* otherwise the pod alone ("bare" pod, also pods of other controllers). A bare pod whose
+  controller is an apps/v1 ReplicaSet takes its job's annotations from the root of its owner
+  chain Pod → ReplicaSet → Deployment (:func:`owner_root`; Slinky slurm-bridge 1.3
+  ``internal/utils/slurmjobir/owner.go``); while a link is not observed the pod stays
+  pending with ``PodScheduled=False`` (reason :data:`OWNER_MISSING`) and a Warning Event.
 
 A group key is ``namespace/Kind:name`` (``default/Job:train``; a LeaderWorkerSet replica is
 ``default/LeaderWorkerSet:lws/<group-index>``; a Workload API PodGroup
@@ -109,7 +113,15 @@ from reconcilers import _dra
 from reconcilers.base import Context, Store, kube_listed
 from schemas import wellknown
 from schemas.actions import RecordEvent, SlurmJobSpec
-from schemas.events import KubePod, KubeWorkload, SlurmJob, SlurmNode, SlurmPartition, workload_key
+from schemas.events import (
+    KubePod,
+    KubeWorkload,
+    OwnerRef,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+    workload_key,
+)
 from schemas.subjects import slurm_source
 
 LABEL_JOBSET: Final = "jobset.sigs.k8s.io/jobset-name"
@@ -315,6 +327,8 @@ def groups_under(workload: KubeWorkload, store: Store, cluster: str) -> list[str
                 if p.namespace == workload.namespace
             }
         )
+    if workload.workload_kind in OWNER_CHAIN:
+        return owned_groups(workload, store)
     own = Group(namespace=workload.namespace, kind=workload.workload_kind, name=workload.name)
     if workload.workload_kind != "PodGroup":
         return [own.key]
@@ -324,6 +338,59 @@ def groups_under(workload: KubeWorkload, store: Store, cluster: str) -> list[str
         for p in store.by_label(KubePod, LABEL_POD_GROUP, workload.name)
         if p.namespace == workload.namespace
     )
+    return sorted(keys)
+
+
+#: The owner kinds (apps/v1) walked from a bare pod to the object whose annotations
+#: configure its job: Pod → ReplicaSet → Deployment (Slinky slurm-bridge 1.3
+#: ``internal/utils/slurmjobir/owner.go`` ``getRootOwnerMetadata``, and ``owner_test.go``).
+OWNER_CHAIN: Final = ("ReplicaSet", "Deployment")
+#: Event and condition reason while a pod's owner chain cannot be read.
+OWNER_MISSING: Final = "SlurmJobOwnerMissing"
+
+
+def _apps_owner(owner: OwnerRef | None, kind: str) -> bool:
+    return owner is not None and owner.kind == kind and owner.api_version.startswith("apps/")
+
+
+def owner_root(pod: KubePod, store: Store) -> tuple[KubeWorkload | None, str]:
+    """The root of a bare pod's owner chain Pod → ReplicaSet → Deployment (module
+    docstring): ``(root, "")``; ``(None, why)`` when a link of the chain is not observed —
+    missing, re-created under another uid, or not served — which keeps the pod pending, as
+    Slinky's translation fails on a missing owner; ``(None, "")`` when the pod has no such
+    owner (its own annotations configure its job)."""
+    if not _apps_owner(pod.owner, "ReplicaSet"):
+        return None, ""
+    link: OwnerRef | None = pod.owner
+    root: KubeWorkload | None = None
+    for kind in OWNER_CHAIN:
+        if link is None or not _apps_owner(link, kind):
+            break
+        found = store.get(KubeWorkload, workload_key(pod.namespace, kind, link.name))
+        if found is None or found.deleted or (link.uid and found.uid and link.uid != found.uid):
+            return None, f"its owner {kind} {pod.namespace}/{link.name} is not observed"
+        root, link = found, found.owner
+    return root, ""
+
+
+def owned_groups(workload: KubeWorkload, store: Store) -> list[str]:
+    """The bare-pod groups whose owner chain passes through ReplicaSet or Deployment
+    ``workload`` (a link appearing may unblock them, its annotations configure them)."""
+    keys = []
+    for p in store.values(KubePod):
+        if p.namespace != workload.namespace or not _apps_owner(p.owner, "ReplicaSet"):
+            continue
+        assert p.owner is not None
+        hit = workload.workload_kind == "ReplicaSet" and p.owner.name == workload.name
+        if not hit and workload.workload_kind == "Deployment":
+            rs = store.get(KubeWorkload, workload_key(p.namespace, "ReplicaSet", p.owner.name))
+            hit = (
+                rs is not None
+                and _apps_owner(rs.owner, "Deployment")
+                and (rs.owner is not None and rs.owner.name == workload.name)
+            )
+        if hit and group_of(p).kind == "Pod":
+            keys.append(Group(namespace=p.namespace, kind="Pod", name=p.name).key)
     return sorted(keys)
 
 

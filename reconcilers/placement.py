@@ -222,6 +222,10 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: id: what a pod that does not fit may wait for (:mod:`reconcilers._handoff`).
     occupants: dict[str, tuple[KubePod, ...]] = {}
     occupant_jobs: dict[int, SlurmJob] = {}
+    #: A bare pod's owner chain root (ReplicaSet → Deployment) and, when a link is not
+    #: observed, why (:func:`reconcilers._pods.owner_root`).
+    owner_root: KubeWorkload | None = None
+    owner_missing: str = ""
     #: Partition → how many of its Slurm nodes are eligible (not excluded), ``""`` the
     #: default partition's; None when not counted (a job exists, or no complete listing).
     eligible: dict[str, int] | None = None
@@ -339,6 +343,10 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             if (used := store.get(KubeNodeUsage, name)) is not None:
                 usage[name] = used
     occupants, occupant_jobs = _occupants(store, ctx, job, node_map, source)
+    owner_root: KubeWorkload | None = None
+    owner_missing = ""
+    if group.kind == "Pod" and job_id is None and live:
+        owner_root, owner_missing = _pods.owner_root(live[0], store)
     claims, slices = _dra_view(store, pods, node_map, job)
     excluded: tuple[str, ...] = ()
     unverified: tuple[str, ...] = ()
@@ -408,6 +416,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         unverified=unverified,
         node_sizes=node_sizes,
         eligible=eligible,
+        owner_root=owner_root,
+        owner_missing=owner_missing,
         occupants=occupants,
         occupant_jobs=occupant_jobs,
     )
@@ -1006,9 +1016,14 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             named.append(claim)
         if p.claims or p.dra_requests:
             dra_gpus[p.key] = _dra.gpus_asked(p, named)
+    if v.owner_missing:
+        return _reject(live, f"not placed: {v.owner_missing}", reason=_pods.OWNER_MISSING)
     annotations = _pods.annotations_of(
         v.group, live, v.workload, controller=v.controller, template_owner=v.template_owner
     )
+    if v.owner_root is not None:
+        # The owner chain's root configures the job (Slinky slurmjobir owner.go).
+        annotations = v.owner_root.annotations
     try:
         spec = _pods.translate(
             v.group,

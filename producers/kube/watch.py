@@ -117,6 +117,10 @@ class PodWatcher(KubeWatcher[events.KubePod]):
 #: Workload kinds that group pods: (kind, group, version, plural); group "batch" = built-in.
 WORKLOAD_KINDS: tuple[tuple[str, str, str, str], ...] = (
     ("Job", "batch", "v1", "jobs"),
+    # A pod's owner chain Pod → ReplicaSet → Deployment (Slinky slurm-bridge 1.3
+    # internal/utils/slurmjobir/owner.go: the root owner carries the job's annotations).
+    ("ReplicaSet", "apps", "v1", "replicasets"),
+    ("Deployment", "apps", "v1", "deployments"),
     ("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
     ("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
     ("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups"),

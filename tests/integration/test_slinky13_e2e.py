@@ -230,3 +230,87 @@ async def test_a_gpu_a_pod_not_ours_holds_keeps_our_pod_off_the_node() -> None:
             if isinstance(r.action, SubmitSlurmJob) and r.outcome == "ok"
         ]
         assert submits == [("n1", "n2", "n3")]
+
+
+async def test_a_deployments_pod_takes_the_deployments_annotations() -> None:
+    """Issue 28 item 9 (Slinky slurmjobir owner.go): a pod of a ReplicaSet of a Deployment is
+    placed with the Deployment's slurmjob annotations; a pod whose ReplicaSet does not exist
+    stays pending with a Warning Event."""
+    async with Stack(nodes=4, poll_interval=0.2) as stack:
+        deploy = stack.kube.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {
+                    "name": "web",
+                    "namespace": "default",
+                    "annotations": {"slurmjob.slinky.slurm.net/partition": "gpu"},
+                },
+                "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {}},
+            }
+        )
+        rs = stack.kube.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": "web-5d8f",
+                    "namespace": "default",
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "Deployment",
+                            "name": "web",
+                            "uid": deploy["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {}},
+            }
+        )
+
+        def owned_pod(name: str, rs_name: str, uid: str) -> None:
+            stack.kube.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": name,
+                        "namespace": "default",
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "apps/v1",
+                                "kind": "ReplicaSet",
+                                "name": rs_name,
+                                "uid": uid,
+                                "controller": True,
+                            }
+                        ],
+                    },
+                    "spec": {
+                        "schedulerName": SCHED,
+                        "containers": [{"name": "main", "image": "pause"}],
+                    },
+                }
+            )
+
+        owned_pod("web-5d8f-a", "web-5d8f", rs["metadata"]["uid"])
+        owned_pod("lost-1", "lost", "uid-lost")
+        await stack.wait_for(
+            lambda: phase(stack, "web-5d8f-a") == "Running", timeout=30, what="Running"
+        )
+        assert pod(stack, "web-5d8f-a")["spec"]["nodeName"] in ("n1", "n2")  # partition gpu
+        submits = [
+            r.action.spec.partition
+            for r in await stack.action_records()
+            if isinstance(r.action, SubmitSlurmJob) and r.outcome == "ok"
+        ]
+        assert submits == ["gpu"]
+
+        def owner_missing() -> bool:
+            conds = (pod(stack, "lost-1").get("status") or {}).get("conditions") or []
+            return any(c.get("reason") == "SlurmJobOwnerMissing" for c in conds)
+
+        await stack.wait_for(owner_missing, timeout=30, what="the lost pod says why it waits")
+        assert phase(stack, "lost-1") == "Pending"
