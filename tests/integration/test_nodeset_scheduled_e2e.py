@@ -99,6 +99,8 @@ async def test_scheduled_update_reserves_the_nodes_and_replaces_pods_inside_the_
         what="both pods replaced inside the window",
     )
     assert stack.sims.slurmd.removed_busy == []
+    # A delete's outcome record is stored after the effect: read them once the workers are idle.
+    await stack.settled()
     deletes = [
         r
         for r in await stack.action_records()
