@@ -359,7 +359,10 @@ def _job_of_marker(store: Store, marker: str, source: str) -> SlurmJob | None:
         for j in store.by_field(SlurmJob, "comment", marker)
         if j.source == source and not j.deleted and j.base_state not in ENDED
     ]
-    return max(jobs, key=lambda j: j.job_id) if jobs else None
+    # A heterogeneous job is its leader (the id its pods carry): a plain job or a leader
+    # first, a component only while its leader is not seen yet.
+    whole = [j for j in jobs if j.het_job_id in (0, j.job_id)]
+    return max(whole or jobs, key=lambda j: j.job_id) if jobs else None
 
 
 def _queue_key(j: SlurmJob) -> tuple[int, int, int]:
@@ -450,7 +453,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         job_id, job = None, None
     if job_id is None and listed and live and not reback:
         job = _job_of_marker(store, marker, source)
-        job_id = job.job_id if job is not None else None
+        # A heterogeneous job's pods carry its leader's id, whichever component is seen.
+        job_id = (job.het_job_id or job.job_id) if job is not None else None
     het_jobs = _het_jobs(job, store, source)
     node_map: dict[str, str] = {}
     kube_nodes: dict[str, KubeNode] = {}

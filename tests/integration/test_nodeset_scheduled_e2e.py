@@ -84,9 +84,15 @@ async def test_scheduled_update_reserves_the_nodes_and_replaces_pods_inside_the_
         timeout=20,
         what="2 slurmd pods Running and in Slurm",
     )
-    await stack.wait_for(lambda: NAME in stack.slurm.reservations, what="the reservation")
+    # Scale-out is a slow start (gpu-0, then gpu-1): the reservation may first hold gpu-0
+    # alone, and is updated to the NodeSet's nodes as they register.
+    await stack.wait_for(
+        lambda: (
+            NAME in stack.slurm.reservations and set(stack.slurm.reservations[NAME].nodes) == both
+        ),
+        what="the reservation on both nodes",
+    )
     res = stack.slurm.reservations[NAME]
-    assert set(res.nodes) == both
     assert res.start == start and res.end == start + 1800
     assert set(res.flags) == {"DAILY", "IGNORE_JOBS", "MAINT"}
     assert res.users == ("root",)
