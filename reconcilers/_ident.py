@@ -13,9 +13,13 @@ internal/controller/nodeset/ unless named otherwise.
    the Kubernetes node's ``features.slinky.slurm.net/spec`` annotation (comma-separated;
    each value trimmed, empties dropped, sorted and de-duplicated: structutils
    ``SortedDedup``) becomes the node's ``k8s/<value>`` features; features without the
-   ``k8s/`` prefix are kept; no annotation clears the ``k8s/`` ones. Sent only when the set
-   changes (nodeset_sync.go ``syncSlurmFeatures``, slurmcontrol.go ``UpdateNodeFeatures``,
-   api/v1beta1/well_known.go ``AnnotationNodeFeaturesSpec`` / ``NodeFeaturePrefix``).
+   ``k8s/`` prefix are kept; no annotation clears the ``k8s/`` ones. The ``k8s/`` members
+   are replaced in the available and, separately, in the active set, each keeping its other
+   members: a NodeFeatures plugin's ``mig=on`` active / ``mig=off`` available stays so (the
+   available set is never written as the active one). Sent only when either set changes
+   (nodeset_sync.go ``syncSlurmFeatures``, slurmcontrol.go ``UpdateNodeFeatures`` and
+   slurmcontrol_test.go ``Test_realSlurmControl_UpdateNodeFeatures``, api/v1beta1/well_known.go
+   ``AnnotationNodeFeaturesSpec`` / ``NodeFeaturePrefix``).
 3. **Topology.** The same pods: the Kubernetes node's ``topology.slinky.slurm.net/spec``
    annotation (``""`` when absent) is copied onto the pod under the same key and becomes the
    Slurm node's topology (``topology_str``) when it differs (nodeset_sync.go
@@ -123,7 +127,11 @@ def feature_actions(
         return []
     prefix = wellknown.NODE_FEATURE_PREFIX
     wanted = wanted_features(kube_node)
-    if set(replace_owned(node.features, prefix, wanted)) == set(node.features):
+    same = set(replace_owned(node.features, prefix, wanted)) == set(node.features)
+    active = node.active_features
+    if active is not None:
+        same = same and set(replace_owned(active, prefix, wanted)) == set(active)
+    if same:
         return []
     return [
         SetSlurmNodeOwnedFeatures(cluster=cluster, node=node.key, prefix=prefix, features=wanted)

@@ -16,7 +16,11 @@
   exists (:func:`resolve_group`: a pod naming a PodGroup that a complete Kubernetes list
   lacks is translated from its owner, as Slinky's ``slurmjobir.TranslateToSlurmJobIR`` does);
 * a batch/v1 Job — its controller ``ownerReference``;
-* otherwise the pod alone ("bare" pod, also pods of other controllers).
+* otherwise the pod alone ("bare" pod, also pods of other controllers). A bare pod whose
+  controller is an apps/v1 ReplicaSet takes its job's annotations from the root of its owner
+  chain Pod → ReplicaSet → Deployment (:func:`owner_root`; Slinky slurm-bridge 1.3
+  ``internal/utils/slurmjobir/owner.go``); while a link is not observed the pod stays
+  pending with ``PodScheduled=False`` (reason :data:`OWNER_MISSING`) and a Warning Event.
 
 A group key is ``namespace/Kind:name`` (``default/Job:train``; a LeaderWorkerSet replica is
 ``default/LeaderWorkerSet:lws/<group-index>``; a Workload API PodGroup
@@ -114,7 +118,15 @@ from reconcilers import _dra
 from reconcilers.base import Context, Store, kube_listed
 from schemas import wellknown
 from schemas.actions import RecordEvent, SlurmJobSpec
-from schemas.events import KubePod, KubeWorkload, SlurmJob, SlurmNode, SlurmPartition, workload_key
+from schemas.events import (
+    KubePod,
+    KubeWorkload,
+    OwnerRef,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+    workload_key,
+)
 from schemas.subjects import slurm_source
 
 LABEL_JOBSET: Final = "jobset.sigs.k8s.io/jobset-name"
@@ -369,6 +381,8 @@ def groups_under(workload: KubeWorkload, store: Store, cluster: str) -> list[str
                 if p.namespace == workload.namespace
             }
         )
+    if workload.workload_kind in OWNER_CHAIN:
+        return owned_groups(workload, store)
     own = Group(namespace=workload.namespace, kind=workload.workload_kind, name=workload.name)
     if workload.workload_kind != "PodGroup":
         return [own.key]
@@ -392,6 +406,59 @@ def _native_groups(pod_group: KubeWorkload, store: Store, cluster: str) -> set[s
         if p.namespace == ns
     )
     return keys
+
+
+#: The owner kinds (apps/v1) walked from a bare pod to the object whose annotations
+#: configure its job: Pod → ReplicaSet → Deployment (Slinky slurm-bridge 1.3
+#: ``internal/utils/slurmjobir/owner.go`` ``getRootOwnerMetadata``, and ``owner_test.go``).
+OWNER_CHAIN: Final = ("ReplicaSet", "Deployment")
+#: Event and condition reason while a pod's owner chain cannot be read.
+OWNER_MISSING: Final = "SlurmJobOwnerMissing"
+
+
+def _apps_owner(owner: OwnerRef | None, kind: str) -> bool:
+    return owner is not None and owner.kind == kind and owner.api_version.startswith("apps/")
+
+
+def owner_root(pod: KubePod, store: Store) -> tuple[KubeWorkload | None, str]:
+    """The root of a bare pod's owner chain Pod → ReplicaSet → Deployment (module
+    docstring): ``(root, "")``; ``(None, why)`` when a link of the chain is not observed —
+    missing, re-created under another uid, or not served — which keeps the pod pending, as
+    Slinky's translation fails on a missing owner; ``(None, "")`` when the pod has no such
+    owner (its own annotations configure its job)."""
+    if not _apps_owner(pod.owner, "ReplicaSet"):
+        return None, ""
+    link: OwnerRef | None = pod.owner
+    root: KubeWorkload | None = None
+    for kind in OWNER_CHAIN:
+        if link is None or not _apps_owner(link, kind):
+            break
+        found = store.get(KubeWorkload, workload_key(pod.namespace, kind, link.name))
+        if found is None or found.deleted or (link.uid and found.uid and link.uid != found.uid):
+            return None, f"its owner {kind} {pod.namespace}/{link.name} is not observed"
+        root, link = found, found.owner
+    return root, ""
+
+
+def owned_groups(workload: KubeWorkload, store: Store) -> list[str]:
+    """The bare-pod groups whose owner chain passes through ReplicaSet or Deployment
+    ``workload`` (a link appearing may unblock them, its annotations configure them)."""
+    keys = []
+    for p in store.values(KubePod):
+        if p.namespace != workload.namespace or not _apps_owner(p.owner, "ReplicaSet"):
+            continue
+        assert p.owner is not None
+        hit = workload.workload_kind == "ReplicaSet" and p.owner.name == workload.name
+        if not hit and workload.workload_kind == "Deployment":
+            rs = store.get(KubeWorkload, workload_key(p.namespace, "ReplicaSet", p.owner.name))
+            hit = (
+                rs is not None
+                and _apps_owner(rs.owner, "Deployment")
+                and (rs.owner is not None and rs.owner.name == workload.name)
+            )
+        if hit and group_of(p).kind == "Pod":
+            keys.append(Group(namespace=p.namespace, kind="Pod", name=p.name).key)
+    return sorted(keys)
 
 
 def marker(group: Group, root_uid: str) -> str:
@@ -449,6 +516,10 @@ def root_uid(group: Group, pods: list[KubePod], workload: KubeWorkload | None) -
 # --- translation ---------------------------------------------------------------------------
 
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+#: A Go duration (``time.ParseDuration``) of whole ``h``/``m``/``s`` parts: ``2h``, ``1h30m``.
+_GO_DURATION = re.compile(r"^(?:\d+[hms])+$")
+_GO_PART = re.compile(r"(\d+)([hms])")
+_GO_UNIT_S = {"h": 3600, "m": 60, "s": 1}
 _QTY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 _QTY_BYTES: Final = {
     None: MIB,  # a bare number is MiB, as Slurm's --mem
@@ -567,15 +638,27 @@ def parse_time_limit(raw: str) -> int:
     ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` (so ``10:30`` is ten and a half minutes, as
     in Slurm); seconds are rounded up to a whole minute.
 
+    Also a Go duration of whole hours, minutes and seconds, as Slinky slurm-bridge 1.3
+    reads the ``timelimit`` annotation (``internal/utils/slurmjobir/slurmjobir.go`` through
+    its time-limit parser): ``2h`` is 120 minutes, ``1h30m`` 90, ``30s`` one (rounded up).
+    A fraction (``1.5h``) or a unit below the second (``ms``) is refused: a time limit is
+    whole minutes, and guessing the rounding of a fraction would hide a typo.
+
     Raises:
         ValueError: not one of those forms, a minute or second field ≥ 60 where it is not
             the leading field, zero, or above :data:`MAX_UINT32_NO_VAL` minutes (slurmrestd
             would read it as UNLIMITED).
     """
     text = raw.strip()
+    if _GO_DURATION.match(text):
+        seconds = sum(int(n) * _GO_UNIT_S[u] for n, u in _GO_PART.findall(text))
+        return _bounded_minutes(raw, (seconds + 59) // 60)
     m = _TIME.match(text)
     if not m:
-        raise ValueError(f"{raw!r} is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)")
+        raise ValueError(
+            f"{raw!r} is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) or a Go "
+            "duration of whole h/m/s (2h, 1h30m, 30s)"
+        )
     days_s, a, b, c = m.groups()
     first, second, third = int(a), int(b or 0), int(c or 0)
     if days_s is None and b is None:  # M
@@ -588,7 +671,15 @@ def parse_time_limit(raw: str) -> int:
         days, hours, mins, secs = int(days_s), first, second, third
     if secs >= 60 or (mins >= 60 and (hours or days or c is not None or days_s is not None)):
         raise ValueError(f"{raw!r}: minutes and seconds must be below 60")
-    minutes = days * 1440 + hours * 60 + mins + (1 if secs else 0)
+    return _bounded_minutes(raw, days * 1440 + hours * 60 + mins + (1 if secs else 0))
+
+
+def _bounded_minutes(raw: str, minutes: int) -> int:
+    """``minutes`` when Slurm can take it as a time limit (:func:`parse_time_limit`).
+
+    Raises:
+        ValueError: zero, or above :data:`MAX_UINT32_NO_VAL` minutes.
+    """
     if minutes <= 0:
         raise ValueError(f"{raw!r} must be at least one minute")
     if minutes > MAX_UINT32_NO_VAL:

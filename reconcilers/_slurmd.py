@@ -23,9 +23,15 @@ A drain keeps an existing reason of ours (slurmcontrol.go ``MakeNodeDrain`` with
 override) and is not re-sent while the node is DRAIN with a reason. A pod bound to a
 Kubernetes node the log does not hold is left alone until the log holds a complete node
 listing (then the node is gone, so not cordoned: the operator's ``isNodeCordoned`` is false
-for a node it cannot get). Unlike the operator, slurmbridge does not write ``pod-cordon``
-onto the pods of a cordoned node: the rule reads the node itself, so ``pod-cordon`` stays
-the tools' own signal and removing it never fights a cordon.
+for a node it cannot get).
+
+**The cordon annotation both ways** (slurm-operator ``makePodCordon`` /
+``makePodUncordon``, issue 28 item 8), so tools built on it see what they see from the
+operator: a pod on a cordoned node gets ``pod-cordon: "true"`` written with the drain; a
+pod carrying it whose node is no longer cordoned, while its Slurm node is drained with one
+of our reasons other than rule 3's (the mark was the node's cordon, not someone's pod
+cordon) has it removed and its node undrained (our reason only). A pod condemned by a
+scale-in is marked too (:mod:`reconcilers.nodeset`).
 
 **Slurm state on the pod** (slurm-operator slurmcontrol.go ``CalculateNodeStatus`` /
 ``nodeState``, nodeset_sync_status.go ``applySlurmPodConditions``, pkg/conditions): one
@@ -46,6 +52,7 @@ from schemas.actions import (
     AnyAction,
     DrainSlurmNode,
     PodRef,
+    SetPodAnnotation,
     SetSlurmNodeConditions,
     SlurmStateCondition,
     UndrainSlurmNode,
@@ -122,6 +129,16 @@ def reason_is_ours(reason: str) -> bool:
     return reason == "" or reason.startswith(OURS)
 
 
+def cordon_mark(pod: KubePod, cordoned: bool) -> SetPodAnnotation:
+    """Write (``True``) or remove the pod's ``nodeset.slinky.slurm.net/pod-cordon=true``
+    (slurm-operator nodeset_sync.go ``makePodCordon`` / ``makePodUncordon``)."""
+    return SetPodAnnotation(
+        pod=PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid),
+        annotation=wellknown.ANNOTATION_POD_CORDON,
+        value="true" if cordoned else None,
+    )
+
+
 def cordon_actions(
     pod: KubePod,
     kube_node: KubeNode | None,
@@ -140,16 +157,27 @@ def cordon_actions(
         return [], f"{slurm.key}: not responding; left alone"
     if pod.node_name and kube_node is None and not nodes_listed:
         return [], ""
+    annotated = pod.annotations.get(wellknown.ANNOTATION_POD_CORDON) == "true"
+    marks: list[AnyAction] = []
     wanted = ""
     if kube_node is not None and kube_node.unschedulable:
         wanted = cordon_reason(kube_node, pod, propagated)
-    elif pod.annotations.get(wellknown.ANNOTATION_POD_CORDON) == "true":
-        wanted = wellknown.pod_cordon_drain_reason(pod.namespace, pod.name)
+        if not annotated:
+            # slurm-operator makePodCordon: the pod says it is cordoned, for tools that read it.
+            marks.append(cordon_mark(pod, True))
+    elif annotated:
+        pod_reason = wellknown.pod_cordon_drain_reason(pod.namespace, pod.name)
+        if kube_node is not None and slurm.has("DRAIN") and slurm.reason not in ("", pod_reason):
+            # The mark was the node's cordon, now lifted: the pod is uncordoned and its
+            # node undrained (makePodUncordonAndUndrain; our reason only, checked above).
+            undrain = UndrainSlurmNode(cluster=cluster, node=slurm.key, owned_prefixes=(OURS,))
+            return [cordon_mark(pod, False), undrain], f"{slurm.key}: uncordoned"
+        wanted = pod_reason
     if wanted:
         if slurm.has("DRAIN") and slurm.reason:
-            return [], ""
+            return marks, ""
         reason = slurm.reason or wanted
-        return [DrainSlurmNode(cluster=cluster, node=slurm.key, reason=reason)], (
+        return [*marks, DrainSlurmNode(cluster=cluster, node=slurm.key, reason=reason)], (
             f"{slurm.key}: cordoned ({reason})"
         )
     if slurm.has("DRAIN") and not slurm.has("UNDRAIN"):

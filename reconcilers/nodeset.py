@@ -1013,6 +1013,12 @@ def _condemn(
                     scaled_from=scaled_from,
                 )
             )
+    if scaled_from is not None:
+        # slurm-operator marks a pod condemned by a scale-in (makePodCordonAndDrain); one
+        # deleted in this very decision is not marked first.
+        actions.extend(
+            _slurmd.cordon_mark(p, True) for p in pods if p.name in waiting and not _cordoned(p)
+        )
     return waiting
 
 

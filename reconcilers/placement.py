@@ -10,15 +10,23 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   Kubernetes node is cordoned or not Ready as ``excluded_nodes`` (never ``required_nodes``:
   slurm-bridge #43), the Slurm nodes with no Kubernetes node that share a partition with
   Kubernetes nodes (a pod could never be bound there), and the Slurm nodes whose Kubernetes
-  node is infeasible for ANY live unbound pod of the group by Kubernetes' own filters
-  (:func:`reconcilers._feasible.fits`: taints, node selector and required node affinity,
-  allocatable less what the node's pods already request — ``KubeNodeUsage``). Fail closed:
+  node is not eligible for ANY live unbound pod of the group by Kubernetes' own filters
+  (:func:`reconcilers._feasible.eligible`: taints, node selector and required node affinity,
+  host ports, required pod affinity and anti-affinity, every requested resource against
+  allocatable less what the node's pods request — ``KubeNodeUsage`` — except what pods of
+  our Slurm allocations hold: Slurm accounts for those, so a busy node stays eligible and a
+  gang larger than the free nodes queues behind our running jobs; Slinky slurm-bridge 1.3
+  eligibility.go). Fail closed:
   the pods are spread over the job's nodes by name, so each pod must fit every node it could
   get. (Slinky gets this from kube-scheduler, whose filters run before its plugin; we bind
   directly, so we apply them ourselves.) Each pod is checked alone; pods sharing a node are
   added up at bind time;
   the same action labels the pods ``scheduler.slinky.slurm.net/slurm-jobid``, adds the
   finalizer ``scheduler.slinky.slurm.net/finalizer`` and the managed-node toleration;
+* fewer Slurm nodes of the job's partition remain eligible than the job needs
+  (``min_nodes``), counted from a complete listing ⇒ nothing is submitted; each pod gets
+  ``PodScheduled=False`` (reason :data:`INELIGIBLE`) and a Warning Event saying so (Slinky
+  slurm-bridge 1.3 slurmbridge.go ``populateComponentWithFeasibleNodes``);
 * nodes would be excluded but the log holds no Slurm node of the cluster yet (its first
   listing is on its way) ⇒ no submit yet: every exclusion would be dropped as unknown;
 * the group cannot be translated, names a partition Slurm does not have, or asks (through
@@ -53,9 +61,13 @@ group (see :mod:`reconcilers._pods`) becomes one Slurm job and Slurm decides whe
   pod of the group is bound, the job is cancelled (``CancelSlurmJob``, only while its
   ``comment`` is the group's marker) and each such pod gets a Warning Event
   (:data:`INFEASIBLE`) naming the node and the reason; the cancelled job makes the pods'
-  label stale, so the group is submitted again with the node excluded. When pods of the
-  group are already bound (never touched), the job is not cancelled — it would stop them —
-  and only the unfit pods stay unbound, with the Warning Event;
+  label stale, so the group is submitted again with the node excluded. The job is
+  cancelled even when pods of the group are already bound: two shared gangs each holding
+  what the other needs would otherwise never run (Slinky slurm-bridge 1.3 eligibility.go
+  ``allocatedNodeWaitingForBridge``). The one wait is a *handoff*
+  (:mod:`reconcilers._handoff`): the pod's only misfit is resources held by our pods of an
+  ended Slurm job naming them, or of pods terminating, Succeeded or Failed — then the pod
+  waits (looked at again every :data:`HANDOFF_RECHECK_S`) and the others are bound;
 * a pod asking for DRA devices (``spec.resourceClaims``, or extended resources
   ``deviceclass.resource.kubernetes.io/<class>``) first gets its claims allocated to the
   devices of the GPUs and cores Slurm gave its job on that node (:mod:`reconcilers._dra`;
@@ -114,7 +126,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from reconcilers import _devprofile, _dra, _feasible, _hetjob, _nodes, _pods, _tenancy
+from reconcilers import _devprofile, _dra, _feasible, _handoff, _hetjob, _nodes, _pods, _tenancy
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store, slurm_listed
 from schemas import wellknown
 from schemas.actions import (
@@ -176,6 +188,10 @@ PODGROUP_GRACE_S = 15.0
 ORPHAN_RECHECK_S = 10.0
 #: Seconds between looks while a submit waits for a complete Slurm listing.
 LISTING_RECHECK_S = 1.0
+#: Seconds between looks while a pod waits for its node's previous job's pods to leave.
+HANDOFF_RECHECK_S = 2.0
+#: Condition (and Warning Event) reason while too few nodes are eligible for the group.
+INELIGIBLE = "SlurmNodesIneligible"
 #: Event reason on a pod whose job's node no longer fits it when it is to be bound.
 INFEASIBLE = "SlurmAllocationInfeasible"
 
@@ -248,6 +264,17 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     tenancy: Tenancy = Tenancy()
     served: bool = True
     slurmd: tuple[KubePod, ...] = ()
+    #: Our pods bound to the job's Kubernetes nodes (node → pods), and their Slurm jobs by
+    #: id: what a pod that does not fit may wait for (:mod:`reconcilers._handoff`).
+    occupants: dict[str, tuple[KubePod, ...]] = {}
+    occupant_jobs: dict[int, SlurmJob] = {}
+    #: A bare pod's owner chain root (ReplicaSet → Deployment) and, when a link is not
+    #: observed, why (:func:`reconcilers._pods.owner_root`).
+    owner_root: KubeWorkload | None = None
+    owner_missing: str = ""
+    #: Partition → how many of its Slurm nodes are eligible (not excluded), ``""`` the
+    #: default partition's; None when not counted (a job exists, or no complete listing).
+    eligible: dict[str, int] | None = None
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -442,6 +469,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
                 kube_nodes[name] = node
             if (used := store.get(KubeNodeUsage, name)) is not None:
                 usage[name] = used
+    occupants, occupant_jobs = _occupants(store, ctx, job, node_map, source)
+    owner_root: KubeWorkload | None = None
+    owner_missing = ""
+    if group.kind == "Pod" and job_id is None and live:
+        owner_root, owner_missing = _pods.owner_root(live[0], store)
     claims, slices = _dra_view(store, pods, node_map, job)
     configuring = _pods.configuring_pod_group(group, pods, workload, store)
     excluded: tuple[str, ...] = ()
@@ -453,6 +485,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         and _pods.group_key_of_marker(job.comment) == group.key
     )
     node_sizes: _pods.NodeSizes = {}
+    eligible: dict[str, int] | None = None
     if reback:
         partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
     elif (job_id is None or pending_ours) and any(_live(p) for p in pods):
@@ -462,10 +495,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         # Only names Slurm knows: slurmctld rejects a job whose excluded list names an
         # unknown node (ESLURM_INVALID_NODE_NAME), and Kubernetes nodes outside Slurm are
         # never allocated anyway.
+        world = _world(store, live)
         unusable = {
             _nodes.slurm_name_of(n)
             for n in store.values(KubeNode)
-            if n.unschedulable or not n.ready or _infeasible(n, live, store)
+            if n.unschedulable or not n.ready or _infeasible(n, live, store, world)
         }
         # Slurm nodes with no Kubernetes node (a NodeSet's slurmd nodes, plain HPC nodes)
         # could be allocated in a partition they share with Kubernetes nodes, and a pod can
@@ -481,6 +515,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         excluded = tuple(
             sorted(name for name in unusable if store.get(SlurmNode, name, source) is not None)
         )
+        if job_id is None and listed:
+            eligible = _eligible_counts(store, source, unusable)
         if unusable and not excluded and not listed and not any(store.values(SlurmNode, source)):
             # No Slurm node seen yet (the first listing is on its way): the names cannot be
             # checked, and dropping them all would submit with no exclusion at all. Wait.
@@ -528,11 +564,46 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             selector=ctx.namespace_selector,
         ),
         slurmd=slurmd,
+        eligible=eligible,
+        owner_root=owner_root,
+        owner_missing=owner_missing,
+        occupants=occupants,
+        occupant_jobs=occupant_jobs,
     )
 
 
 def _ended(job: SlurmJob | None) -> bool:
     return job is not None and job.base_state in ENDED
+
+
+def _occupants(
+    store: Store, ctx: Context, job: SlurmJob | None, node_map: dict[str, str], source: str
+) -> tuple[dict[str, tuple[KubePod, ...]], dict[int, SlurmJob]]:
+    """Our pods bound to the RUNNING job's Kubernetes nodes under another Slurm job, and
+    those jobs (:mod:`reconcilers._handoff`); empty otherwise."""
+    if job is None or job.base_state != "RUNNING":
+        return {}, {}
+    occupants: dict[str, tuple[KubePod, ...]] = {}
+    jobs: dict[int, SlurmJob] = {}
+    for name in sorted(set(node_map.values())):
+        found = tuple(
+            sorted(
+                (
+                    p
+                    for p in store.by_field(KubePod, "node_name", name)
+                    if p.scheduler_name == ctx.scheduler_name
+                    and _handoff.allocation_id(p) not in (0, job.job_id)
+                ),
+                key=lambda p: p.key,
+            )
+        )
+        if found:
+            occupants[name] = found
+        for p in found:
+            other = store.get(SlurmJob, str(_handoff.allocation_id(p)), source)
+            if other is not None:
+                jobs[other.job_id] = other
+    return occupants, jobs
 
 
 def _dra_view(
@@ -585,9 +656,23 @@ def _device_classes(
     return {n: dc for n, dc in found.items() if dc is not None and not dc.deleted}
 
 
-def _infeasible(node: KubeNode, live: list[KubePod], store: Store) -> bool:
-    """True when some live unbound pod of the group does not fit ``node`` by Kubernetes'
-    filters (:func:`reconcilers._feasible.fits`). Pods alike in what the filters read are
+def _world(store: Store, live: list[KubePod]) -> _feasible.World | None:
+    """Every Kubernetes node with its usage, when InterPodAffinity has something to check:
+    an unbound pod of the group with pod (anti-)affinity, or a bound pod anywhere with
+    anti-affinity (None otherwise: nothing to read)."""
+    usages = {u.key: u for u in store.values(KubeNodeUsage)}
+    asks = any(p.pod_affinity or p.pod_anti_affinity for p in live if not p.node_name)
+    if not asks and not any(peer.anti_affinity for u in usages.values() for peer in u.peers):
+        return None
+    return [(n, usages.get(n.key)) for n in sorted(store.values(KubeNode), key=lambda n: n.key)]
+
+
+def _infeasible(
+    node: KubeNode, live: list[KubePod], store: Store, world: _feasible.World | None = None
+) -> bool:
+    """True when ``node`` is not eligible for some live unbound pod of the group by
+    Kubernetes' filters, resources held by our Slurm allocations aside
+    (:func:`reconcilers._feasible.eligible`). Pods alike in what the filters read are
     checked once."""
     usage = store.get(KubeNodeUsage, node.key)
     seen: set[tuple[object, ...]] = set()
@@ -600,13 +685,34 @@ def _infeasible(node: KubeNode, live: list[KubePod], store: Store) -> bool:
             p.toleration_specs,
             p.cpu_millis,
             p.memory_bytes,
+            tuple(sorted(p.extended.items())),
+            p.host_ports,
+            # InterPodAffinity reads who the pod is, and whom it wants (or not) near it.
+            (
+                p.namespace,
+                tuple(sorted(p.labels.items())),
+                msgspec.json.encode((p.pod_affinity, p.pod_anti_affinity)),
+            )
+            if world is not None
+            else None,
         )
         if shape in seen:
             continue
         seen.add(shape)
-        if _feasible.fits(p, node, usage) is not None:
+        if _feasible.eligible(p, node, usage, world) is not None:
             return True
     return False
+
+
+def _eligible_counts(store: Store, source: str, unusable: set[str]) -> dict[str, int]:
+    """Partition → its Slurm nodes not in ``unusable`` (``""``: the default partition's)."""
+    counts: dict[str, int] = {}
+    for part in store.values(SlurmPartition, source):
+        n = sum(1 for name in part.nodes if name not in unusable)
+        counts[part.key] = n
+        if part.is_default:
+            counts[""] = n
+    return counts
 
 
 def _reject(pods: list[KubePod], message: str, reason: str = INVALID) -> Decision:
@@ -723,6 +829,7 @@ def decide(v: View | None) -> Decision:
     waits: list[str] = []
     binds: list[AnyAction] = []
     unfit: list[tuple[KubePod, str, str]] = []
+    handoff: list[str] = []
     usage = dict(v.usage)
     for i, p in enumerate(live):
         if p.node_name:
@@ -746,6 +853,11 @@ def decide(v: View | None) -> Decision:
             # Re-checked now: the node may have changed since the submit. The pods bound
             # before this one in this pass count into the node's usage.
             why = _feasible.fits(p, node, usage.get(kube_node))
+            if why is not None and _handoff.waits_for_handoff(
+                p, node, usage.get(kube_node), v.occupants.get(kube_node, ()), v.occupant_jobs
+            ):
+                handoff.append(f"{p.name}: {kube_node} is being released by an ended job")
+                continue
             if why is not None:
                 unfit.append((p, kube_node, why))
                 continue
@@ -769,12 +881,20 @@ def decide(v: View | None) -> Decision:
     actions.extend(binds)
     if not unbound and (admitted := _pod_group_admitted(v, live, v.job_id)) is not None:
         actions.append(admitted)
+    # Nothing announces an occupant leaving another group's node: look again soon.
+    again = HANDOFF_RECHECK_S if handoff else None
+    waits.extend(handoff)
     if not actions:
         if waits:
-            return Decision(reason=f"job {v.job_id} RUNNING; waiting: {'; '.join(waits)}")
+            return Decision(
+                requeue_after=again,
+                reason=f"job {v.job_id} RUNNING; waiting: {'; '.join(waits)}",
+            )
         return NOTHING
     return Decision(
-        actions=tuple(actions), reason=f"job {v.job_id} RUNNING; {len(unbound)} to bind"
+        actions=tuple(actions),
+        requeue_after=again,
+        reason=f"job {v.job_id} RUNNING; {len(unbound)} to bind",
     )
 
 
@@ -969,8 +1089,10 @@ def _infeasible_allocation(
     binds: list[AnyAction],
     unfit: list[tuple[KubePod, str, str]],
 ) -> Decision:
-    """Some pods no longer fit the nodes Slurm gave their job (module docstring): never bind
-    them; cancel the job (ours only) unless pods of the group already run on it."""
+    """Some pods do not fit the nodes Slurm gave their job and may not wait for a handoff
+    (module docstring, :mod:`reconcilers._handoff`): never bind them; cancel the job (ours
+    only), even when pods of the group already run on it — waiting could last for ever
+    (Slinky slurm-bridge 1.3 eligibility.go ``allocatedNodeWaitingForBridge``)."""
     warnings = [
         _pods.pod_event(
             p,
@@ -981,16 +1103,14 @@ def _infeasible_allocation(
         for p, node, why in unfit
     ]
     first = f"{unfit[0][0].name} on {unfit[0][1]}: {unfit[0][2]}"
-    running = any(p.node_name for p in live)
     ours = _pods.group_key_of_marker(job.comment) == v.group.key
-    if running or not ours:
-        # Bound pods are never touched, and a job that is not ours is never cancelled: bind
-        # what fits, leave the rest Pending with the Event.
-        why = "pods of the group already run on it" if running else "the job is not ours"
+    if not ours:
+        # A job that is not ours is never cancelled: bind what fits, leave the rest Pending
+        # with the Event.
         return Decision(
             actions=(*actions, *binds, *warnings),
             reason=f"job {v.job_id} RUNNING; {len(unfit)} pod(s) do not fit ({first}); "
-            f"not cancelled: {why}",
+            "not cancelled: the job is not ours",
         )
     cancel = CancelSlurmJob(
         cluster=v.cluster,
@@ -1002,6 +1122,23 @@ def _infeasible_allocation(
     return Decision(
         actions=(*actions, cancel, *warnings),
         reason=f"job {v.job_id} RUNNING but {len(unfit)} pod(s) do not fit ({first}): cancelled",
+    )
+
+
+def _too_few_eligible(v: View, partition: str, needed: int) -> str:
+    """Why nothing is submitted: fewer eligible Slurm nodes in the job's partition than it
+    needs (``""``: enough, or not counted). Slinky slurm-bridge 1.3
+    ``populateComponentWithFeasibleNodes`` (slurmbridge.go): a gang still needs enough
+    eligible nodes, but they need not be free now."""
+    if v.eligible is None or partition not in v.eligible:
+        return ""
+    have = v.eligible[partition]
+    if have >= needed:
+        return ""
+    where = f"partition {partition}" if partition else "the default partition"
+    return (
+        f"{have} Slurm node(s) of {where} fit the pods, the job needs {needed}: not submitted "
+        "until more nodes fit (taints, affinity, host ports or resources not held by Slurm jobs)"
     )
 
 
@@ -1185,6 +1322,8 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             named.append(claim)
         if p.claims or p.dra_requests:
             dra_gpus[p.key] = _dra.gpus_asked(p, named, v.device_classes)
+    if v.owner_missing:
+        return _reject(live, f"not placed: {v.owner_missing}", reason=_pods.OWNER_MISSING)
     annotations = _pods.annotations_of(
         v.group,
         live,
@@ -1193,6 +1332,9 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         template_owner=v.template_owner,
         pod_group=v.pod_group,
     )
+    if v.owner_root is not None:
+        # The owner chain's root configures the job (Slinky slurmjobir owner.go).
+        annotations = v.owner_root.annotations
     denial = _tenancy.check(v.tenancy, v.group.namespace, annotations)
     if denial is not None:
         # Defense in depth: the webhook denies such pods, but a pod admitted before the
@@ -1237,6 +1379,9 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         het = _het_components(v, live, annotations, spec)
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
+    short = _too_few_eligible(v, spec.partition, spec.min_nodes)
+    if short:
+        return _reject(live, short, reason=INELIGIBLE)
     marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))
     first = live[0]
     missing = tuple(

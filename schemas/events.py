@@ -60,6 +60,16 @@ class Taint(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     effect: str = "NoSchedule"
 
 
+class HostPort(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A container port a pod binds on its node (``ports[].hostPort`` > 0): ``port``,
+    ``protocol`` (``TCP`` when the pod leaves it empty, as the API server defaults it) and
+    ``host_ip`` (``""`` = every address, ``0.0.0.0``). See ``reconcilers._feasible``."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
 class NodeCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A Kubernetes node condition (only slurmbridge's own are carried, see KubeNode)."""
 
@@ -81,6 +91,9 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     ``alloc_cpu_millis`` / ``alloc_memory_bytes`` / ``alloc_pods``: ``status.allocatable``
     (millicpu, bytes, pods) — what the scheduler may hand out (capacity less the kubelet's
     reservations); ``0`` = unknown (not reported, or an observation from before these fields).
+    ``alloc_extended``: the rest of ``status.allocatable`` (extended resources such as
+    ``nvidia.com/gpu``, ``hugepages-*``, ``ephemeral-storage``), name → amount in whole units
+    (bytes for storage and hugepages), rounded up; a resource absent is none at all.
     """
 
     uid: str = ""
@@ -97,6 +110,7 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
     alloc_cpu_millis: int = 0
     alloc_memory_bytes: int = 0
     alloc_pods: int = 0
+    alloc_extended: dict[str, int] = {}
 
     def condition(self, type_: str) -> NodeCondition | None:
         """The condition of type ``type_``, if the node has it."""
@@ -112,11 +126,28 @@ class KubeNodeUsage(Event, frozen=True, kw_only=True, tag="KubeNodeUsage"):
     the pods' effective requests (as ``KubePod.cpu_millis`` / ``memory_bytes``); ``pods``:
     how many. A node with no such pod left gets a tombstone (``op="deleted"``), which reads
     as zeros. Published by ``producers.kube.watch.NodeUsageWatcher`` when a total changes.
+
+    ``extended``: the sum of the pods' effective requests of every other resource (as
+    ``KubePod.extended``), name → amount. ``host_ports``: every host port the counted pods
+    bind (one entry per pod and port, sorted). ``bridge_*``: the part of ``cpu_millis``,
+    ``memory_bytes``, ``pods`` and ``extended`` requested by pods of a Slurm allocation of
+    ours — ``spec.schedulerName`` ours and a positive ``scheduler.slinky.slurm.net/slurm-jobid``
+    label (Slinky slurm-bridge eligibility.go ``podAllocationID``): Slurm accounts for
+    those, so a node they fill stays eligible for the next allocation (issue 28 item 3).
     """
 
     cpu_millis: int = 0
     memory_bytes: int = 0
     pods: int = 0
+    extended: dict[str, int] = {}
+    host_ports: tuple[HostPort, ...] = ()
+    #: Every counted pod's namespace, labels and required anti-affinity (InterPodAffinity),
+    #: sorted by namespace and labels.
+    peers: tuple[PeerPod, ...] = ()
+    bridge_cpu_millis: int = 0
+    bridge_memory_bytes: int = 0
+    bridge_pods: int = 0
+    bridge_extended: dict[str, int] = {}
 
 
 class PodCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -198,6 +229,31 @@ class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
+class PodAffinityTerm(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A required pod (anti-)affinity term: the pods its label selector matches
+    (``match_labels`` and ``match_expressions``, ANDed; operators In, NotIn, Exists,
+    DoesNotExist; no selector matches no pod), in ``namespaces`` (empty: the term's own pod's
+    namespace) or every namespace (``all_namespaces``: a ``namespaceSelector`` was given —
+    an empty one is every namespace; a non-empty one is read as every namespace too, as the
+    namespaces' labels are not observed), on nodes sharing the value of ``topology_key``."""
+
+    match_labels: dict[str, str] = {}
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    has_selector: bool = True
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+    topology_key: str = ""
+
+
+class PeerPod(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A pod bound to a node as InterPodAffinity reads it: namespace, labels and its
+    required anti-affinity terms (``KubeNodeUsage.peers``)."""
+
+    namespace: str
+    labels: dict[str, str] = {}
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+
+
 class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     """A Kubernetes Pod that slurmbridge schedules. ``key`` is ``namespace/name``.
 
@@ -233,6 +289,13 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     ``None`` = no required node affinity, ``()`` = a required affinity without terms, which
     matches no node). ``toleration_specs``: ``spec.tolerations`` in full (``tolerations``
     keeps only their keys). See ``reconcilers._feasible`` for how they are read.
+    ``extended``: the effective request (as ``cpu_millis``) of every resource other than cpu
+    and memory — ``nvidia.com/gpu``, ``hugepages-2Mi``, ``ephemeral-storage`` … — in whole
+    units, rounded up; DRA extended resources (``deviceclass.resource.kubernetes.io/*``) are
+    left out (``dra_requests``). ``host_ports``: the containers' host ports (init containers
+    too, as kube-scheduler's NodePorts reads them). ``pod_affinity`` /
+    ``pod_anti_affinity``: ``spec.affinity.podAffinity`` / ``podAntiAffinity``
+    ``requiredDuringSchedulingIgnoredDuringExecution`` (preferred terms are not read).
     """
 
     uid: str = ""
@@ -264,6 +327,10 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     node_selector: dict[str, str] = {}
     node_affinity: tuple[NodeSelectorTerm, ...] | None = None
     toleration_specs: tuple[Toleration, ...] = ()
+    extended: dict[str, int] = {}
+    host_ports: tuple[HostPort, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -611,6 +678,10 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
     #: The node's ``Extra`` string (REST ``node.extra``; ``""`` none): slurmbridge's applied
     #: DRA inventory lives there (``slurm-bridge.dra-gres-map=…``, Slinky slurm-bridge 1.3).
     extra: str = ""
+    #: The active features (REST ``active_features``): a NodeFeatures plugin keeps only some
+    #: of the available ``features`` active (``mig=on`` of ``mig=on,mig=off``); ``None`` when
+    #: the REST version does not report them (v0.0.38), or in observations from before.
+    active_features: tuple[str, ...] | None = None
 
     @property
     def base_state(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -23,6 +24,7 @@ from schemas.events import (
     ClaimRequest,
     DraRequest,
     Event,
+    HostPort,
     KubeDeviceClass,
     KubeNode,
     KubeNodeSet,
@@ -37,6 +39,7 @@ from schemas.events import (
     NodeSetCondition,
     NodeSetStatus,
     OwnerRef,
+    PodAffinityTerm,
     PodClaim,
     PodCondition,
     SliceDevice,
@@ -137,7 +140,8 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
     ``cpu_millis`` from ``capacity.cpu``; ``memory_bytes`` from ``capacity.memory``;
     ``gpus`` sums ``nvidia.com/gpu`` and ``amd.com/gpu``; ``ready`` from the Ready condition;
     ``annotations`` keeps only Slinky's (``*slinky.slurm.net/*``); ``alloc_*`` from
-    ``status.allocatable`` (cpu, memory, pods; 0 when absent).
+    ``status.allocatable`` (cpu, memory, pods; 0 when absent; ``alloc_extended`` every other
+    resource, :func:`extended_amounts`).
     """
     md, spec, status = raw.metadata, raw.spec, raw.status
     cap = status.capacity or {}
@@ -174,6 +178,7 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
         alloc_cpu_millis=_capacity(alloc, "cpu", 1000),
         alloc_memory_bytes=_capacity(alloc, "memory", 1),
         alloc_pods=_capacity(alloc, "pods", 1),
+        alloc_extended=extended_amounts(alloc),
     )
 
 
@@ -232,6 +237,90 @@ def _effective(spec: RawPodSpec, amount: Callable[[RawContainer], int], overhead
     main = sum(amount(c) for c in spec.containers or [])
     init = max((amount(c) for c in spec.initContainers or []), default=0)
     return max(main, init) + overhead
+
+
+#: Resources NodeResourcesFit does not read from ``extended`` (cpu and memory have their own
+#: fields; ``pods`` is a count of pods, not a request).
+_NOT_EXTENDED: Final = frozenset({"cpu", "memory", "pods"})
+
+
+def _whole(raw: str) -> int:
+    """A quantity in whole units, rounded up (``resource.Quantity.Value``); 0 when malformed."""
+    try:
+        return math.ceil(parse_quantity(raw) - 1e-9)
+    except (ValueError, OverflowError):
+        return 0
+
+
+def extended_amounts(values: dict[str, str] | None) -> dict[str, int]:
+    """Every resource of ``values`` but cpu, memory and pods, in whole units (rounded up),
+    zeros left out: a node's allocatable extended resources, hugepages and storage."""
+    out = {k: _whole(v) for k, v in (values or {}).items() if k not in _NOT_EXTENDED}
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def pod_extended(spec: RawPodSpec) -> dict[str, int]:
+    """A pod's effective request of every resource but cpu and memory (and DRA extended
+    resources, which DRA allocates), as kube-scheduler computes it (``_effective``: the
+    containers' sum or the largest init container, plus ``spec.overhead``; a container's
+    request, else its limit). Whole units, rounded up; zeros left out.
+    (``pkg/scheduler/framework/plugins/noderesources/fit.go`` ``computePodResourceRequest``.)"""
+    names: set[str] = set()
+    for c in [*(spec.containers or []), *(spec.initContainers or [])]:
+        names.update(c.resources.requests or {})
+        names.update(c.resources.limits or {})
+    names.update(spec.overhead or {})
+    names -= _NOT_EXTENDED
+    out: dict[str, int] = {}
+    for name in sorted(n for n in names if not n.startswith(DEVICE_CLASS_PREFIX)):
+
+        def amount(c: RawContainer, name: str = name) -> int:
+            r = c.resources
+            raw = (r.requests or {}).get(name)
+            if raw is None:
+                raw = (r.limits or {}).get(name)
+            return _whole(raw) if raw is not None else 0
+
+        overhead = (spec.overhead or {}).get(name)
+        total = _effective(spec, amount, _whole(overhead) if overhead is not None else 0)
+        if total > 0:
+            out[name] = total
+    return out
+
+
+def pod_affinity_terms(spec: RawPodSpec, *, anti: bool) -> tuple[PodAffinityTerm, ...]:
+    """The required terms of ``spec.affinity.podAntiAffinity`` (``anti``) or ``podAffinity``
+    (see ``PodAffinityTerm``)."""
+    affinity = spec.affinity
+    side = (
+        None if affinity is None else (affinity.podAntiAffinity if anti else affinity.podAffinity)
+    )
+    terms = side.requiredDuringSchedulingIgnoredDuringExecution if side is not None else None
+    return tuple(
+        PodAffinityTerm(
+            match_labels=dict((t.labelSelector.matchLabels or {}) if t.labelSelector else {}),
+            match_expressions=_requirements(
+                t.labelSelector.matchExpressions if t.labelSelector else None
+            ),
+            has_selector=t.labelSelector is not None,
+            namespaces=tuple(t.namespaces or ()),
+            all_namespaces=t.namespaceSelector is not None,
+            topology_key=t.topologyKey,
+        )
+        for t in terms or ()
+    )
+
+
+def pod_host_ports(spec: RawPodSpec) -> tuple[HostPort, ...]:
+    """The host ports of a pod's containers and init containers, sorted (NodePorts'
+    ``getContainerPorts``: a port with ``hostPort`` 0 binds nothing on the node)."""
+    ports = {
+        HostPort(port=p.hostPort, protocol=p.protocol or "TCP", host_ip=p.hostIP or "")
+        for c in [*(spec.initContainers or []), *(spec.containers or [])]
+        for p in c.ports or ()
+        if p.hostPort
+    }
+    return tuple(sorted(ports, key=lambda h: (h.port, h.protocol, h.host_ip)))
 
 
 def pod_requests(spec: RawPodSpec) -> tuple[int, int]:
@@ -382,6 +471,10 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         node_selector=dict(spec.nodeSelector or {}),
         node_affinity=_node_affinity(spec),
         toleration_specs=_tolerations(spec),
+        extended=pod_extended(spec),
+        host_ports=pod_host_ports(spec),
+        pod_affinity=pod_affinity_terms(spec, anti=False),
+        pod_anti_affinity=pod_affinity_terms(spec, anti=True),
     )
 
 

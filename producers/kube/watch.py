@@ -21,6 +21,9 @@ from producers.kube.translate import (
     device_class_to_event,
     node_to_event,
     nodeset_to_event,
+    pod_affinity_terms,
+    pod_extended,
+    pod_host_ports,
     pod_requests,
     pod_to_event,
     resource_claim_to_event,
@@ -117,6 +120,10 @@ class PodWatcher(KubeWatcher[events.KubePod]):
 #: Workload kinds that group pods: (kind, group, version, plural); group "batch" = built-in.
 WORKLOAD_KINDS: tuple[tuple[str, str, str, str], ...] = (
     ("Job", "batch", "v1", "jobs"),
+    # A pod's owner chain Pod → ReplicaSet → Deployment (Slinky slurm-bridge 1.3
+    # internal/utils/slurmjobir/owner.go: the root owner carries the job's annotations).
+    ("ReplicaSet", "apps", "v1", "replicasets"),
+    ("Deployment", "apps", "v1", "deployments"),
     ("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
     ("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
     ("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups"),
@@ -409,13 +416,37 @@ class DeviceClassWatcher(_DraWatcher[events.KubeDeviceClass]):
 ASSIGNED_PODS: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
+class _Counted(msgspec.Struct, frozen=True, kw_only=True):
+    """What one counted pod adds to its node (:class:`NodeUsageWatcher`)."""
+
+    node: str
+    cpu: int
+    memory: int
+    extended: dict[str, int]
+    ports: tuple[events.HostPort, ...]
+    peer: events.PeerPod
+    #: A pod of a Slurm allocation of ours (``KubeNodeUsage.bridge_*``).
+    bridge: bool
+
+
+def _bridge_pod(raw: RawPod, scheduler_name: str) -> bool:
+    """Slinky slurm-bridge eligibility.go ``podAllocationID`` > 0 for a pod of ours: its
+    scheduler is ours and its ``slurm-jobid`` label a positive job id."""
+    if not scheduler_name or (raw.spec.schedulerName or "") != scheduler_name:
+        return False
+    label = (raw.metadata.labels or {}).get(wellknown.LABEL_SLURM_JOBID, "")
+    return label.isdigit() and int(label) > 0
+
+
 class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
     """List + watch every assigned, non-terminal pod (all schedulers, all namespaces:
     :data:`ASSIGNED_PODS`) and publish, per node, what they request in total
     (``KubeNodeUsage``): kube-scheduler's ``NodeInfo.Requested``, which
-    ``reconcilers._feasible`` compares with a node's allocatable.
+    ``reconcilers._feasible`` compares with a node's allocatable — cpu, memory, pods, every
+    other resource, the host ports, and the part of them held by pods of our Slurm
+    allocations (``scheduler_name``'s pods with a job label: ``bridge_*``).
 
-    The pods themselves are never published (a pod's request per key is held here only):
+    The pods themselves are never published (what a pod adds is held here only, per key):
     one event per node whose totals changed. A pod leaving the selector (it finished, or was
     deleted) arrives as DELETED. A relist recomputes every total from the list, publishes the
     nodes whose totals differ from the last published, and a tombstone for each node that has
@@ -426,12 +457,13 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
 
     resource = "node-usage"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, scheduler_name: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: pod key (namespace/name) → (node, millicpu, bytes): the pods counted now.
-        self.pods: dict[str, tuple[str, int, int]] = {}
-        #: node → (millicpu, bytes, pods): the sums over :attr:`pods`, kept as they change.
-        self.totals: dict[str, tuple[int, int, int]] = {}
+        self.scheduler_name = scheduler_name
+        #: pod key (namespace/name) → what it adds to its node: the pods counted now.
+        self.pods: dict[str, _Counted] = {}
+        #: node → the keys of its counted pods.
+        self.by_node: dict[str, set[str]] = {}
 
     async def _call(self, **kwargs: Any) -> Any:
         return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
@@ -448,37 +480,76 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
     def _msg_id(self, ev: events.KubeNodeUsage) -> str:
         return f"usage:{ev.key}:{ev.version}" + (":deleted" if ev.deleted else "")
 
-    @staticmethod
-    def _counted(raw: RawPod) -> tuple[str, tuple[str, int, int]] | None:
+    def _counted(self, raw: RawPod) -> tuple[str, _Counted] | None:
         """The pod's key and what it adds to its node; None when it is not counted (the
         selector already says so; checked again for a list served without it)."""
         node = raw.spec.nodeName or ""
         if not node or (raw.status.phase or "") in ("Succeeded", "Failed"):
             return None
         cpu, memory = pod_requests(raw.spec)
-        return f"{raw.metadata.namespace}/{raw.metadata.name}", (node, cpu, memory)
+        return f"{raw.metadata.namespace}/{raw.metadata.name}", _Counted(
+            node=node,
+            cpu=cpu,
+            memory=memory,
+            extended=pod_extended(raw.spec),
+            ports=pod_host_ports(raw.spec),
+            peer=events.PeerPod(
+                namespace=raw.metadata.namespace,
+                labels=dict(raw.metadata.labels or {}),
+                anti_affinity=pod_affinity_terms(raw.spec, anti=True),
+            ),
+            bridge=_bridge_pod(raw, self.scheduler_name),
+        )
 
-    def _add(self, counted: tuple[str, int, int], sign: int) -> None:
-        node, cpu, memory = counted
-        c, m, n = self.totals.get(node, (0, 0, 0))
-        c, m, n = c + sign * cpu, m + sign * memory, n + sign
-        if n:
-            self.totals[node] = (c, m, n)
-        else:
-            self.totals.pop(node, None)
+    def _put(self, key: str, counted: _Counted | None) -> None:
+        old = self.pods.pop(key, None)
+        if old is not None:
+            keys = self.by_node.get(old.node, set())
+            keys.discard(key)
+            if not keys:
+                self.by_node.pop(old.node, None)
+        if counted is not None:
+            self.pods[key] = counted
+            self.by_node.setdefault(counted.node, set()).add(key)
 
-    def _event(
-        self, node: str, totals: tuple[int, int, int], version: str, now: int
-    ) -> events.KubeNodeUsage:
+    def _event(self, node: str, version: str, now: int) -> events.KubeNodeUsage | None:
+        """The node's totals over its counted pods (None: it has none)."""
+        keys = self.by_node.get(node)
+        if not keys:
+            return None
+        counted = [self.pods[k] for k in sorted(keys)]
+        extended: dict[str, int] = {}
+        bridge_extended: dict[str, int] = {}
+        for c in counted:
+            for name, amount in c.extended.items():
+                extended[name] = extended.get(name, 0) + amount
+                if c.bridge:
+                    bridge_extended[name] = bridge_extended.get(name, 0) + amount
+        ports = sorted(
+            (p for c in counted for p in c.ports), key=lambda h: (h.port, h.protocol, h.host_ip)
+        )
+        bridge = [c for c in counted if c.bridge]
         return events.KubeNodeUsage(
             source=subjects.KUBE_SOURCE,
             key=node,
             observed_at=now,
             version=version,
             producer=self.producer,
-            cpu_millis=totals[0],
-            memory_bytes=totals[1],
-            pods=totals[2],
+            cpu_millis=sum(c.cpu for c in counted),
+            memory_bytes=sum(c.memory for c in counted),
+            pods=len(counted),
+            extended=dict(sorted(extended.items())),
+            host_ports=tuple(ports),
+            peers=tuple(
+                sorted(
+                    (c.peer for c in counted),
+                    key=lambda p: (p.namespace, sorted(p.labels.items())),
+                )
+            ),
+            bridge_cpu_millis=sum(c.cpu for c in bridge),
+            bridge_memory_bytes=sum(c.memory for c in bridge),
+            bridge_pods=len(bridge),
+            bridge_extended=dict(sorted(bridge_extended.items())),
         )
 
     def _changed(
@@ -500,23 +571,18 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
         then the ``KubeListed`` marker."""
         self.relists += 1
         now = time.time_ns()
-        pods: dict[str, tuple[str, int, int]] = {}
+        self.pods, self.by_node = {}, {}
         list_rv = ""
         async for items, rv in self._list_pages():
             list_rv = list_rv or rv
             for raw in items:
                 counted = self._counted(raw)
                 if counted is not None:
-                    pods[counted[0]] = counted[1]
+                    self._put(*counted)
             del items
-        self.pods, self.totals = pods, {}
-        for each in pods.values():
-            self._add(each, 1)
-        totals = self.totals
         batch: list[tuple[events.KubeNodeUsage, str]] = []
-        for node in sorted(set(totals) | set(self.last) | set(self.unacked_tombstones)):
-            current = self._event(node, totals[node], list_rv, now) if node in totals else None
-            ev = self._changed(node, current, list_rv, now)
+        for node in sorted(set(self.by_node) | set(self.last) | set(self.unacked_tombstones)):
+            ev = self._changed(node, self._event(node, list_rv, now), list_rv, now)
             if ev is not None:
                 batch.append((ev, self._msg_id(ev)))
         if batch:
@@ -535,24 +601,17 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
         if version:
             self.resource_version = version
         key = f"{raw.metadata.namespace}/{raw.metadata.name}"
-        before = self.pods.pop(key, None)
+        before = self.pods.get(key)
         after = None if ev.type == "DELETED" else self._counted(raw)
-        if after is not None:
-            self.pods[key] = after[1]
-        now_counted = self.pods.get(key)
+        now_counted = after[1] if after is not None else None
         if before == now_counted:
             return
-        if before is not None:
-            self._add(before, -1)
-        if now_counted is not None:
-            self._add(now_counted, 1)
+        self._put(key, now_counted)
         now = time.time_ns()
         # A pod's node never changes once set (spec.nodeName is immutable), but look at both.
-        nodes = {c[0] for c in (before, now_counted) if c is not None}
+        nodes = {c.node for c in (before, now_counted) if c is not None}
         for node in sorted(nodes):
-            totals = self.totals.get(node)
-            current = self._event(node, totals, version, now) if totals is not None else None
-            out = self._changed(node, current, version, now)
+            out = self._changed(node, self._event(node, version, now), version, now)
             if out is not None:
                 await self._send(out, self._msg_id(out))
 
@@ -576,7 +635,12 @@ RESOURCES: Final[tuple[WatchedResource, ...]] = (
     WatchedResource(
         watcher=PodWatcher, observes=events.KubePod, switch="watch_pods", scheduler=True
     ),
-    WatchedResource(watcher=NodeUsageWatcher, observes=events.KubeNodeUsage, switch="node_usage"),
+    WatchedResource(
+        watcher=NodeUsageWatcher,
+        observes=events.KubeNodeUsage,
+        switch="node_usage",
+        scheduler=True,
+    ),
     WatchedResource(watcher=NodeSetWatcher, observes=events.KubeNodeSet, switch="watch_node_sets"),
     WatchedResource(watcher=SlurmdPodWatcher, observes=events.KubePod, switch="watch_node_sets"),
     WatchedResource(watcher=ClusterWatcher, observes=events.SlurmCluster, switch="watch_clusters"),

@@ -27,6 +27,14 @@ from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import Node, NodeUpdate
 
+
+def replace_owned(current: tuple[str, ...], prefix: str, wanted: tuple[str, ...]) -> list[str]:
+    """``current`` with its ``prefix`` members replaced by ``wanted``, sorted and
+    de-duplicated (slurm-operator slurmcontrol.go ``replaceFeatureNamespace``; the same rule
+    as ``reconcilers._ident.replace_owned``, which effectors may not import)."""
+    return sorted({*(f for f in current if not f.startswith(prefix)), *wanted})
+
+
 _Effect = Callable[["SlurmEffector", Any], Awaitable[EffectResult]]
 
 
@@ -178,14 +186,25 @@ class SlurmEffector(Effector):
 
     @_gone_is_noop
     async def _owned_features(self, action: SetSlurmNodeOwnedFeatures) -> EffectResult:
-        """Recomputed from the node as it is now (slurmcontrol.go ``UpdateNodeFeatures``):
-        features others changed since the decision are kept."""
+        """Recomputed from the node as it is now (slurm-operator slurmcontrol.go
+        ``UpdateNodeFeatures``): features others changed since the decision are kept, and the
+        prefix's members are replaced in the available and in the active set separately, so
+        a NodeFeatures plugin's inactive features never become active. A version that does
+        not report the active set (v0.0.38) gets the available set as both, as before."""
         c, node = await self._read(action.cluster, action.node, "update_node")
-        kept = [f for f in node.features if not f.startswith(action.prefix)]
-        new = tuple(sorted({*kept, *action.features}))
-        if set(new) == set(node.features):
+        new = tuple(replace_owned(node.features, action.prefix, action.features))
+        current_active = node.active_features
+        active = (
+            tuple(replace_owned(current_active, action.prefix, action.features))
+            if current_active is not None
+            else None
+        )
+        same = set(new) == set(node.features)
+        if current_active is not None and active is not None:
+            same = same and set(active) == set(current_active)
+        if same:
             return EffectResult("noop", "features already set")
-        await c.update_node(action.node, NodeUpdate(features=new))
+        await c.update_node(action.node, NodeUpdate(features=new, active_features=active))
         return EffectResult("ok")
 
     @_gone_is_noop

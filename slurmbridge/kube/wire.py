@@ -124,9 +124,18 @@ class RawResources(msgspec.Struct, kw_only=True):
     limits: dict[str, str] | None = None
 
 
+class RawContainerPort(msgspec.Struct, kw_only=True):
+    """A container's ``ports[]`` entry: only host ports matter to the scheduler."""
+
+    hostPort: int | None = None  # noqa: N815 - Kubernetes wire name
+    protocol: str | None = None
+    hostIP: str | None = None  # noqa: N815 - Kubernetes wire name
+
+
 class RawContainer(msgspec.Struct, kw_only=True):
     name: str = ""
     resources: RawResources = msgspec.field(default_factory=RawResources)
+    ports: list[RawContainerPort] | None = None
 
 
 class RawToleration(msgspec.Struct, kw_only=True):
@@ -155,8 +164,26 @@ class RawNodeAffinity(msgspec.Struct, kw_only=True):
     requiredDuringSchedulingIgnoredDuringExecution: RawNodeSelector | None = None  # noqa: N815
 
 
+class RawLabelSelector(msgspec.Struct, kw_only=True):
+    matchLabels: dict[str, str] | None = None  # noqa: N815
+    matchExpressions: list[RawNodeSelectorRequirement] | None = None  # noqa: N815
+
+
+class RawPodAffinityTerm(msgspec.Struct, kw_only=True):
+    labelSelector: RawLabelSelector | None = None  # noqa: N815
+    namespaces: list[str] | None = None
+    namespaceSelector: RawLabelSelector | None = None  # noqa: N815
+    topologyKey: str = ""  # noqa: N815
+
+
+class RawPodAffinity(msgspec.Struct, kw_only=True):
+    requiredDuringSchedulingIgnoredDuringExecution: list[RawPodAffinityTerm] | None = None  # noqa: N815
+
+
 class RawAffinity(msgspec.Struct, kw_only=True):
     nodeAffinity: RawNodeAffinity | None = None  # noqa: N815
+    podAffinity: RawPodAffinity | None = None  # noqa: N815
+    podAntiAffinity: RawPodAffinity | None = None  # noqa: N815
 
 
 class RawSchedulingGroup(msgspec.Struct, kw_only=True):

@@ -88,6 +88,7 @@ from slurmbridge.slurm.errors import (
     Unavailable,
     Unsupported,
     classify,
+    says_job_gone,
 )
 from slurmbridge.slurm.models import (
     Job,
@@ -167,7 +168,19 @@ def _jwt_user(token: str) -> str:
     return user if isinstance(user, str) else ""
 
 
-_CANCEL_DONE: Final = frozenset({0, _INVALID_JOB_ID, _ALREADY_DONE})
+def _says_job_gone(number: int, text: str, *, done: bool = False) -> bool:
+    """``text`` is Slurm's exact line for an unknown job (2017), or with ``done`` also for a
+    job already completing or completed (2021): :data:`~.errors.JOB_GONE_LINES`. A 404 from
+    a proxy, a path not served, or another text with the number proves nothing."""
+    if number != _INVALID_JOB_ID and not (done and number == _ALREADY_DONE):
+        return False
+    return says_job_gone(number, text)
+
+
+def _reports_no_such_job(body: bytes) -> bool:
+    """The answer's ``errors`` carry 2017 with Slurm's exact line for it."""
+    report = error_report(body)
+    return any(_says_job_gone(report.error_number, t) for t in report.texts)
 
 
 class _KillError(msgspec.Struct, frozen=True):
@@ -1061,26 +1074,27 @@ class SlurmClient:
         return states
 
     async def get_job(self, job_id: int) -> Job | None:
-        """One job, or ``None`` when Slurm does not know it (2017 ESLURM_INVALID_JOB_ID, or
-        purged after MinJobAge).
+        """One job, or ``None`` when Slurm does not know it (purged after MinJobAge, or never
+        was): only Slurm's own answer says so — error 2017 with its exact line "Invalid job id
+        specified" (:data:`_JOB_GONE_LINES`), whatever the HTTP status.
 
         Raises:
             Unavailable / Unauthorized / Unsupported / Rejected / BadResponse — never for a
-            missing job, so callers can tell "gone" from "cannot ask".
+            missing job, so callers can tell "gone" from "cannot ask"; NotFound for a 404 whose
+            body is not Slurm's answer about the job (a proxy's, another error's).
         """
         codec = await self._get_codec()
         operation = f"get_job {job_id}"
         path = codec.paths.job.format(job_id=int(job_id))
-        try:
-            resp = await self._get(codec, path, operation)
-        except NotFound:
+        resp = await self._send("GET", path, operation=operation)
+        if resp.status_code == 304:
             return None
-        if resp is None:
+        if _reports_no_such_job(resp.content):
             return None
+        if resp.status_code >= 300:
+            self._raise(resp, operation, codec)
         listing = codec.decode_jobs(resp.content)
         if listing is None:
-            if error_report(resp.content).error_number == _INVALID_JOB_ID:
-                return None
             self._raise(resp, operation, codec)
         return next((j for j in listing.jobs if j.job_id == job_id), None)
 
@@ -1187,15 +1201,17 @@ class SlurmClient:
         operation = f"cancel_job {job_id}"
         path = codec.paths.job.format(job_id=int(job_id))
         resp = await self._send("DELETE", path, operation=operation)
-        number = error_report(resp.content).error_number
-        if number in (_INVALID_JOB_ID, _ALREADY_DONE) or resp.status_code == 404:
+        report = error_report(resp.content)
+        if any(_says_job_gone(report.error_number, t, done=True) for t in report.texts):
             return
-        if resp.status_code >= 300 or number:
+        if resp.status_code >= 300 or report.error_number:
             self._raise(resp, operation, codec)
         # Slurm 24.11/26.05 answer HTTP 200 with an empty ``errors`` list and put each job's
         # failure in ``status[].error.code`` (openapi_kill_jobs_resp), e.g. 2017 for an
         # unknown job, 2021 for one already done (recorded from 24.11.5 and 26.05.5).
-        failures = [f for f in _kill_failures(resp.content) if f[0] not in _CANCEL_DONE]
+        failures = [
+            f for f in _kill_failures(resp.content) if f[0] and not _says_job_gone(*f, done=True)
+        ]
         if failures:
             code, text = failures[0]
             detail = self._scrub(text)

@@ -136,6 +136,22 @@ _NOT_FOUND: Final = frozenset(
         2018,  # ESLURM_INVALID_NODE_NAME
     }
 )
+#: Slurm's own line (``slurm_strerror``) for each errno that says a job does not exist or is
+#: done: an answer with the number but another text is not Slurm's word on the job, so it is
+#: never read as "gone" (Slinky slurm-bridge 1.3 ``internal/runnable/slurmjob/slurmcontrol/
+#: slurmcontrol.go`` ``tolerateError`` matches the whole error text).
+JOB_GONE_LINES: Final = {
+    2017: "Invalid job id specified",  # ESLURM_INVALID_JOB_ID
+    2021: "Job/step already completing or completed",  # ESLURM_ALREADY_DONE
+}
+
+
+def says_job_gone(number: int, text: str) -> bool:
+    """``text`` is, word for word, Slurm's line for ``number`` in :data:`JOB_GONE_LINES`."""
+    line = JOB_GONE_LINES.get(number)
+    return line is not None and text.strip() == line
+
+
 _CONFLICT: Final = frozenset(
     {
         2011,  # ESLURM_DUPLICATE_JOB_ID
@@ -196,13 +212,16 @@ def classify(
     Order: authentication statuses (401/403/511) and gateway statuses (502/503/504) first —
     those answers may come from a proxy in front of slurmrestd and carry no Slurm number —
     then the Slurm number, then the remaining statuses (404 ⇒ NotFound, 409 ⇒ Conflict);
-    anything else is :class:`Rejected`.
+    anything else is :class:`Rejected`. 2017 and 2021 count only with Slurm's exact line
+    among ``errors`` (:data:`JOB_GONE_LINES`); with another text they are :class:`Rejected`.
     """
     cls: type[SlurmError] = Rejected
     if status in (401, 403, 511):
         cls = Unauthorized
     elif status in (502, 503, 504):
         cls = Unavailable
+    elif error_number in JOB_GONE_LINES and not any(says_job_gone(error_number, t) for t in errors):
+        cls = Rejected  # the job's number without Slurm's line: not Slurm's word on the job
     elif error_number in _NOT_FOUND:
         cls = NotFound
     elif error_number in _CONFLICT:

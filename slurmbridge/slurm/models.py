@@ -55,7 +55,10 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     ``reason`` / ``reason_set_by_user`` / ``reason_changed_at``: why the node is DOWN or
     DRAIN, who set it (a user name) and when (epoch seconds, 0 = unset).
     ``cpus`` / ``alloc_cpus``: configured and allocated CPUs. ``real_memory``: MiB.
-    ``features``: available features. ``partitions``: partitions containing the node.
+    ``features``: available features. ``active_features``: the active ones (REST
+    ``active_features``; a NodeFeatures plugin such as ``knl``/``helpers`` keeps only some of
+    the available ones active; ``None`` when the version does not report them).
+    ``partitions``: partitions containing the node.
     ``gres``: generic resources as Slurm prints them (``gpu:2``). ``address``: NodeAddr.
     ``topology``: a dynamic node's topology spec (``topo1:b1``; ``""`` none); ``None`` when
     the API version does not report it (before v0.0.43). ``reservation``: the active
@@ -80,6 +83,7 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
     topology: str | None = None
     reservation: str = ""
     extra: str = ""
+    active_features: tuple[str, ...] | None = None
 
     @property
     def base_state(self) -> str:
@@ -173,6 +177,10 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
     ``features``: the node's new available features (replaces the list; ``()`` clears it;
     without a NodeFeatures plugin Slurm sets the active features to the same list). Each is one
     feature name: no empty names, no commas (Slurm joins the list with commas).
+    ``active_features``: the node's new active features (``features_act``); ``None`` sends
+    ``features`` as the active set too (a node without a NodeFeatures plugin, where both are
+    one list). Give both when the node's active set differs from its available one: Slurm
+    26.05 refuses an active set that is not a subset of the available one (error 2031).
     ``comment``: free text. ``topology``: a dynamic node's topology spec
     (``name:unit[,name:unit]``, ``""`` clears it; ``update_node_msg.topology_str``, v0.0.43+).
     ``extra``: the node's ``Extra`` string (``""`` clears it; ``update_node_msg.extra``).
@@ -184,6 +192,7 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
     comment: str | None = None
     topology: str | None = None
     extra: str | None = None
+    active_features: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         """Reject lower-case states and empty updates early, before anything is sent.
@@ -195,12 +204,19 @@ class NodeUpdate(msgspec.Struct, frozen=True, kw_only=True):
         for s in self.state:
             if not s or s != s.upper():
                 raise ValueError(f"node state {s!r} must be upper case (DRAIN, UNDRAIN, RESUME …)")
-        for f in self.features or ():
+        for f in (*(self.features or ()), *(self.active_features or ())):
             if not f or "," in f or f != f.strip() or any(c.isspace() for c in f):
                 raise ValueError(f"feature {f!r} must be one non-empty name without commas")
         if self.topology is not None and any(c.isspace() for c in self.topology):
             raise ValueError(f"topology {self.topology!r} must not contain whitespace")
-        fields = (self.reason, self.features, self.comment, self.topology, self.extra)
+        fields = (
+            self.reason,
+            self.features,
+            self.comment,
+            self.topology,
+            self.extra,
+            self.active_features,
+        )
         if not self.state and all(f is None for f in fields):
             raise ValueError(
                 "empty NodeUpdate: set one of state, reason, features, comment, topology, extra"

@@ -352,13 +352,67 @@ async def test_owned_features_replace_only_the_prefix_from_the_node_as_it_is_now
     assert (await slurm.effector.apply(action)).outcome == "ok"
     node = slurm.sim.nodes["k8s-g"]
     assert sorted(node.features) == ["batch", "gpu", "k8s/a", "k8s/b", "late"]
-    assert sorted(node.active_features) == sorted(node.features)
+    # "late" was made available only (an admin's update without ActiveFeatures): it stays
+    # inactive; the owned features change in the active set too.
+    assert sorted(node.active_features) == ["batch", "gpu", "k8s/a", "k8s/b"]
     posts = slurm.sim.counters["POST node"]
     assert (await slurm.effector.apply(action)).outcome == "noop"
     assert slurm.sim.counters["POST node"] == posts
     clear = SetSlurmNodeOwnedFeatures(cluster=CLUSTER, node="k8s-g", prefix="k8s/", features=())
     assert (await slurm.effector.apply(clear)).outcome == "ok"
     assert sorted(slurm.sim.nodes["k8s-g"].features) == ["batch", "gpu", "late"]
+
+
+# Slinky slurm-operator internal/controller/nodeset/slurmcontrol/slurmcontrol_test.go
+# (Test_realSlurmControl_UpdateNodeFeatures), in our words: only the k8s/ members change,
+# in the available and in the active set separately; a NodeFeatures plugin's inactive
+# ``mig=off`` never becomes active.
+@pytest.mark.parametrize(
+    ("available", "active", "wanted", "want_available", "want_active"),
+    [
+        pytest.param(
+            "foo", "foo", ("k8s/a100",), "foo,k8s/a100", "foo,k8s/a100", id="adds, keeps baseline"
+        ),
+        pytest.param(
+            "foo,k8s/old",
+            "foo,k8s/old",
+            ("k8s/new",),
+            "foo,k8s/new",
+            "foo,k8s/new",
+            id="replaces a stale owned feature",
+        ),
+        pytest.param("foo,k8s/old", "foo,k8s/old", (), "foo", "foo", id="empty wanted strips"),
+        pytest.param(
+            "foo,mig=on,mig=off,k8s/old",
+            "foo,mig=on,k8s/old",
+            ("k8s/nn-a",),
+            "foo,k8s/nn-a,mig=off,mig=on",
+            "foo,k8s/nn-a,mig=on",
+            id="plugin-managed features survive",
+        ),
+    ],
+)
+async def test_owned_features_are_replaced_in_each_set_separately(
+    slurm: Slurm,
+    available: str,
+    active: str,
+    wanted: tuple[str, ...],
+    want_available: str,
+    want_active: str,
+) -> None:
+    slurm.sim.create_node(line("k8s-f", available))
+    both = NodeUpdate(
+        features=tuple(available.split(",")), active_features=tuple(active.split(","))
+    )
+    slurm.sim.admin_update("k8s-f", both)
+    action = SetSlurmNodeOwnedFeatures(
+        cluster=CLUSTER, node="k8s-f", prefix="k8s/", features=wanted
+    )
+    assert (await slurm.effector.apply(action)).outcome == "ok"
+    node = slurm.sim.nodes["k8s-f"]
+    assert sorted(node.features) == want_available.split(",")
+    assert sorted(node.active_features) == want_active.split(",")
+    assert (await slurm.effector.apply(action)).outcome == "noop"
 
 
 DS = NodeSetRef(namespace="slurm", name="gpu", uid="ns-uid")

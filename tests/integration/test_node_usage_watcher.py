@@ -9,7 +9,8 @@ import contextlib
 from pathlib import Path
 
 from producers.kube.watch import RESOURCES, NodeUsageWatcher
-from schemas.events import Event, KubeListed, KubeNodeUsage
+from schemas import wellknown
+from schemas.events import Event, HostPort, KubeListed, KubeNodeUsage, PeerPod
 from slurmbridge.config import KubeSettings
 from slurmbridge.devtools.sim.kube import KubeSim
 from slurmbridge.devtools.testing import wait_until
@@ -44,7 +45,9 @@ async def test_usage_is_summed_per_node_relisted_and_followed(tmp_path: Path) ->
             published.extend(ev for ev, _ in batch)
 
         stale = KubeNodeUsage(source="k8s", key="gone", cpu_millis=5, pods=1)
-        same = KubeNodeUsage(source="k8s", key="n2", cpu_millis=2000, pods=1)
+        same = KubeNodeUsage(
+            source="k8s", key="n2", cpu_millis=2000, pods=1, peers=(PeerPod(namespace="default"),)
+        )
         watcher = NodeUsageWatcher(api, publish, producer="test", seed={"gone": stale, "n2": same})
         watcher.list_page_size = 2
         task = asyncio.create_task(watcher.run())
@@ -71,7 +74,8 @@ async def test_usage_is_summed_per_node_relisted_and_followed(tmp_path: Path) ->
             await wait_until(lambda: usage(published).get("n2", 0) is None, what="n2 tombstoned")
             assert len(published) == before + 1
             # A change that leaves the requests alone publishes nothing.
-            sim.patch_merge("pods", "a", {"metadata": {"labels": {"x": "y"}}})
+            # (A label is read: InterPodAffinity selects pods by their labels.)
+            sim.patch_merge("pods", "a", {"metadata": {"annotations": {"x": "y"}}})
             sim.add_pod("e", node_name="n3", requests={"cpu": "1"})
             await wait_until(lambda: usage(published)["n3"] == (1250, 0, 2), what="n3 grows")
             assert [ev.key for ev in published[before + 1 :]] == ["n3"]
@@ -88,3 +92,50 @@ def test_the_usage_watcher_runs_only_while_pods_are_watched() -> None:
     assert getattr(KubeSettings(), entry.switch) is True
     assert getattr(KubeSettings(watch_pods=False), entry.switch) is False
     assert getattr(KubeSettings(watch_node_usage=False), entry.switch) is False
+
+
+async def test_our_allocations_extended_resources_and_host_ports(tmp_path: Path) -> None:
+    """Issue 28 items 3 and 4: per node, what pods of our Slurm allocations (our scheduler
+    and a positive slurm-jobid label) request is published apart (``bridge_*``), with every
+    extended resource and the host ports of every counted pod."""
+    jobid = wellknown.LABEL_SLURM_JOBID
+    async with KubeSim() as sim:
+        sim.add_node("n1", gpus=8)
+        ours = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"}
+        sim.add_pod("ours", node_name="n1", scheduler_name="sb", labels={jobid: "7"}, requests=ours)
+        sim.add_pod("unlabelled", node_name="n1", scheduler_name="sb", requests={"cpu": "1"})
+        sim.add_pod("other", node_name="n1", labels={jobid: "7"}, requests={"cpu": "2"})
+        web = sim.add_pod("web", node_name="n1")
+        web["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        sim.delete("pods", "web", "default")
+        sim.create({**web, "metadata": {"name": "web", "namespace": "default"}, "status": {}})
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        api = await kube.api_client(KubeSettings(kubeconfig=str(kubeconfig)))
+        published: list[Event] = []
+
+        async def publish(batch: list[tuple[Event, str]]) -> None:
+            published.extend(ev for ev, _ in batch)
+
+        watcher = NodeUsageWatcher(api, publish, producer="test", seed={}, scheduler_name="sb")
+        task = asyncio.create_task(watcher.run())
+        try:
+            await wait_until(lambda: watcher.listed.is_set(), what="listed")
+            (n1,) = [e for e in published if isinstance(e, KubeNodeUsage)]
+            assert (n1.cpu_millis, n1.pods, n1.extended) == (4000, 4, {"nvidia.com/gpu": 8})
+            assert (n1.bridge_cpu_millis, n1.bridge_memory_bytes, n1.bridge_pods) == (1000, GI, 1)
+            assert n1.bridge_extended == {"nvidia.com/gpu": 8}
+            assert n1.host_ports == (HostPort(port=8080),)
+            # Who runs there, for InterPodAffinity.
+            assert sorted(p.labels.get(jobid, "") for p in n1.peers) == ["", "", "7", "7"]
+            # The label removed: the pod is no longer Slurm's.
+            await wait_until(lambda: watcher.watching, what="watching")
+            sim.patch_merge("pods", "ours", {"metadata": {"labels": {jobid: None}}})
+            await wait_until(
+                lambda: [e for e in published if isinstance(e, KubeNodeUsage)][-1].bridge_pods == 0,
+                what="bridge usage gone",
+            )
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await api.close()

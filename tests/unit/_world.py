@@ -301,9 +301,11 @@ class World:
         if node is None:
             return False
         new = tuple(_ident.replace_owned(node.features, a.prefix, a.features))
-        if set(new) == set(node.features):
+        act = node.active_features
+        active = tuple(_ident.replace_owned(act, a.prefix, a.features)) if act is not None else None
+        if set(new) == set(node.features) and set(active or ()) == set(act or ()):
             return False
-        return self._put(_replace(node, features=new))
+        return self._put(_replace(node, features=new, active_features=active))
 
     def prune_slurm_node_record(self, a: PruneSlurmNodeRecord) -> bool:
         node = self._slurm_node(a.cluster, a.node)

@@ -442,3 +442,32 @@ def test_a_record_triggers_its_nodeset_even_when_its_pod_is_gone() -> None:
 
 def test_replace_owned_keeps_other_features() -> None:
     assert _ident.replace_owned(("b", "k8s/x", "a"), "k8s/", ("k8s/y",)) == ["a", "b", "k8s/y"]
+
+
+# Slinky slurm-operator internal/controller/nodeset/slurmcontrol/slurmcontrol_test.go
+# (Test_realSlurmControl_UpdateNodeFeatures), in our words: the k8s/ members are replaced in
+# the available and in the active set separately; a set in sync sends nothing.
+@pytest.mark.parametrize(
+    ("available", "active", "annotation", "sent"),
+    [
+        pytest.param(("foo",), ("foo",), "a100", True, id="adds k8s/a100 to both sets"),
+        pytest.param(("foo", "k8s/a100"), ("foo", "k8s/a100"), "a100", False, id="in sync"),
+        pytest.param(("foo",), ("foo",), "", False, id="nothing owned, nothing wanted"),
+        # available already right, active lacks the owned feature: still sent
+        pytest.param(("foo", "k8s/a100"), ("foo",), "a100", True, id="active set behind"),
+        pytest.param(
+            ("foo", "mig=on", "mig=off", "k8s/a100"),
+            ("foo", "mig=on", "k8s/a100"),
+            "a100",
+            False,
+            id="plugin-managed inactive feature: in sync",
+        ),
+    ],
+)
+def test_owned_features_compare_the_active_set_too(
+    available: tuple[str, ...], active: tuple[str, ...], annotation: str, sent: bool
+) -> None:
+    kube = knode("k1", **({FEATURES: annotation} if annotation else {}))
+    node = msgspec.structs.replace(sn(features=available), active_features=active)
+    actions = _ident.feature_actions(kube, node, "c1")
+    assert bool(actions) == sent

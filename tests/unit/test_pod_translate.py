@@ -776,6 +776,23 @@ def test_parse_time_limit_rejects(raw: str) -> None:
         parse_time_limit(raw)
 
 
+# Slinky slurm-bridge 1.3 reads the timelimit annotation as a Go duration too
+# (internal/utils/slurmjobir/slurmjobir.go, its time-limit parser and tests), in our words:
+# whole h/m/s parts, rounded up to a minute; fractions and sub-second units refused.
+@pytest.mark.parametrize(
+    ("raw", "minutes"),
+    [("2h", 120), ("30s", 1), ("90m", 90), ("1h30m", 90), ("1m1s", 2), ("3600s", 60)],
+)
+def test_parse_time_limit_reads_go_durations(raw: str, minutes: int) -> None:
+    assert parse_time_limit(raw) == minutes
+
+
+@pytest.mark.parametrize("raw", ["1.5h", "0h", "0s", "500ms", "2d", "h", "1h 30m", "-2h"])
+def test_parse_time_limit_refuses_other_durations(raw: str) -> None:
+    with pytest.raises(ValueError, match=r"minute|Slurm time|Go duration"):
+        parse_time_limit(raw)
+
+
 @pytest.mark.parametrize(
     "raw",
     [

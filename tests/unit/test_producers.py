@@ -10,9 +10,9 @@ import pytest
 from producers.kube import translate as pk
 from producers.slurm import poller as slurm_poller
 from producers.slurm import translate
-from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, SlurmPing
+from schemas.events import Event, HostPort, KubeNode, SlurmJob, SlurmNode, SlurmPing
 from slurmbridge.kube import watch
-from slurmbridge.kube.wire import RawNode
+from slurmbridge.kube.wire import RawNode, RawPod
 from slurmbridge.runtime.bus import Published
 from slurmbridge.slurm import codecs
 from slurmbridge.slurm import errors as slurm_errors
@@ -614,7 +614,8 @@ def test_every_slurm_node_field_reaches_the_observation() -> None:
         b'{"name": "n", "state": ["IDLE", "DRAIN"], "reason": "r", "reason_set_by_user": "u",'
         b' "reason_changed_at": 5, "cpus": 4, "alloc_cpus": 1, "real_memory": 100,'
         b' "features": ["f"], "partitions": ["p"], "gres": "gpu:1", "address": "a",'
-        b' "comment": "c", "topology": "t:b", "reservation": "maint", "extra": "x=1"}',
+        b' "comment": "c", "topology": "t:b", "reservation": "maint", "extra": "x=1",'
+        b' "active_features": ["f"]}',
         type=Node,
     )
     assert all(getattr(full, name) != getattr(Node(name="n"), name) for name in node_fields)
@@ -714,3 +715,41 @@ def test_pod_placement_fields_are_translated() -> None:
         type=RawPod,
     )
     assert pk.pod_to_event(empty, producer="p", observed_at=0).node_affinity == ()
+
+
+def test_extended_resources_and_host_ports_are_translated() -> None:
+    """Issue 28 item 4: a node's allocatable extended resources, and a pod's effective
+    request of them (the larger of the containers' sum and the largest init container, a
+    limit where no request is set, plus overhead; DRA extended resources left out) and its
+    host ports (fit.go ``computePodResourceRequest``, node_ports.go)."""
+    node = msgspec.json.decode(
+        b'{"metadata":{"name":"n"},"status":{"allocatable":{"cpu":"4","memory":"8Gi",'
+        b'"pods":"110","nvidia.com/gpu":"8","ephemeral-storage":"1Ki","example.com/x":"0"}}}',
+        type=RawNode,
+    )
+    assert pk.node_to_event(node, producer="p", observed_at=0).alloc_extended == {
+        "ephemeral-storage": 1024,
+        "nvidia.com/gpu": 8,
+    }
+    raw = msgspec.json.decode(
+        b"""{"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {
+          "initContainers": [{"resources": {"requests": {"nvidia.com/gpu": "3"}},
+                              "ports": [{"containerPort": 53, "hostPort": 53,
+                                         "protocol": "UDP"}]}],
+          "containers": [
+            {"resources": {"limits": {"nvidia.com/gpu": "1",
+                                      "deviceclass.resource.kubernetes.io/gpu": "1"}},
+             "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 9000}]},
+            {"resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "1"}},
+             "ports": [{"containerPort": 80, "hostPort": 8081, "hostIP": "10.0.0.1"}]}],
+          "overhead": {"example.com/x": "2"}}}""",
+        type=RawPod,
+    )
+    pod = pk.pod_to_event(raw, producer="p", observed_at=0)
+    assert pod.extended == {"example.com/x": 2, "nvidia.com/gpu": 3}
+    assert pod.host_ports == (
+        HostPort(port=53, protocol="UDP"),
+        HostPort(port=8080),
+        HostPort(port=8081, host_ip="10.0.0.1"),
+    )

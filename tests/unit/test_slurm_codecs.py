@@ -392,6 +392,7 @@ def test_data_parser_node_fields(version: str) -> None:
                 comment="rack 3",
                 # node.topology exists from v0.0.43 (None: not reported, never compared)
                 topology=None if version == "v0.0.42" else "topo1:b1",
+                active_features=("fast",),
             ),
         ),
         last_update=5,
@@ -575,6 +576,12 @@ def test_bad_hostlist_is_bad_response() -> None:
         # features without the active ones are refused (2031), so both go together.
         (NodeUpdate(features=()), {"features": [""], "features_act": [""]}),
         (NodeUpdate(reason=""), {"reason": ""}),
+        # the k8s/ feature sync sends each set (slurm-operator slurmcontrol.go
+        # UpdateNodeFeatures): a NodeFeatures plugin's inactive mig=off stays inactive
+        (
+            NodeUpdate(features=("mig=off", "mig=on"), active_features=("mig=on",)),
+            {"features": ["mig=off", "mig=on"], "features_act": ["mig=on"]},
+        ),
     ],
 )
 def test_encode_node_update(version: str, update: NodeUpdate, expected: dict[str, Any]) -> None:
@@ -628,8 +635,9 @@ def test_codec_registry() -> None:
     ("status", "errno", "expected"),
     [
         (500, 2018, NotFound),  # unknown node, as slurmrestd answers it
-        (500, 2017, NotFound),  # unknown job (22.05)
-        (404, 2017, NotFound),  # unknown job (24.11+)
+        # 2017 with a text that is not Slurm's line: not Slurm's word on a job (issue 28)
+        (500, 2017, Rejected),
+        (404, 2017, Rejected),
         (500, 2000, NotFound),  # unknown partition
         (404, 0, NotFound),
         (500, 1800, Unavailable),  # slurmctld unreachable (22.05)
@@ -660,6 +668,23 @@ def test_classify(status: int, errno: int, expected: type[SlurmError]) -> None:
     err = classify(status, errno, "msg", ("text",))
     assert type(err) is expected
     assert (err.status, err.error_number, err.errors) == (status, errno, ("text",))
+
+
+@pytest.mark.parametrize(
+    ("errno", "text", "expected"),
+    [
+        (2017, "Invalid job id specified", NotFound),
+        (2017, " Invalid job id specified ", NotFound),
+        (2017, "Invalid job id specified (cached)", Rejected),
+        (2021, "Job/step already completing or completed", Conflict),
+        (2021, "already completing", Rejected),
+    ],
+)
+def test_a_job_is_gone_only_by_slurms_exact_line(
+    errno: int, text: str, expected: type[SlurmError]
+) -> None:
+    """Slinky slurm-bridge 1.3 slurmcontrol.go ``tolerateError``: the whole text, not a part."""
+    assert type(classify(500, errno, "msg", (text,))) is expected
 
 
 def test_error_report_reads_both_spellings() -> None:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from slurmbridge.slurm.client import SlurmClient
-from slurmbridge.slurm.errors import Forbidden, Rejected, Unauthorized
+from slurmbridge.slurm.errors import Forbidden, NotFound, Rejected, Unauthorized, Unsupported
 from slurmbridge.slurm.models import Job, JobSubmit, NodeUpdate
 
 META = {"plugin": {"type": "openapi/slurmctld", "data_parser": "data_parser/v0.0.45"}}
@@ -416,3 +416,68 @@ async def test_a_gpu_jobs_indices_and_cores_per_node(
         [("gpu", "nvidia", 2, (0, 1))],
         [("gpu", "nvidia", 2, (1, 2))],
     ]
+
+
+# --- issue 28 item 9: "job not found" only by Slurm's exact lines ---------------------------
+# Slinky slurm-bridge 1.3 internal/runnable/slurmjob/slurmcontrol/slurmcontrol.go
+# (tolerateError, and its table in slurmcontrol_test.go) accepts only the whole error text,
+# not a text that merely contains it; in our words, for slurmrestd's answers.
+
+_GONE = {"meta": META, "errors": [{"error_number": 2017, "error": "Invalid job id specified"}]}
+
+
+def _errors(number: int, text: str) -> dict[str, Any]:
+    return {"meta": META, "errors": [{"error_number": number, "error": text}], "warnings": []}
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        pytest.param(500, _GONE, id="24.11: 500 with 2017"),
+        pytest.param(422, _GONE, id="26.05: 422 with 2017"),
+        pytest.param(200, {**_GONE, "jobs": []}, id="200 with 2017 and no jobs"),
+    ],
+)
+async def test_a_job_is_gone_only_when_slurm_says_so(
+    tmp_path: Path, status: int, body: dict[str, Any]
+) -> None:
+    async with _client(lambda r: httpx.Response(status, json=body), tmp_path) as c:
+        assert await c.get_job(9) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "raised"),
+    [
+        pytest.param(404, _errors(0, "Not Found"), NotFound, id="a 404 that is not Slurm's"),
+        pytest.param(
+            404, _errors(0, "job 9 Not Found in cache"), NotFound, id="containing Not Found"
+        ),
+        pytest.param(
+            500,
+            _errors(2017, "Invalid job id specified: proxy retry"),
+            Rejected,
+            id="2017 with another line",
+        ),
+        pytest.param(404, None, Unsupported, id="a bare 404 (path not served)"),
+    ],
+)
+async def test_other_answers_never_read_as_a_gone_job(
+    tmp_path: Path, status: int, body: dict[str, Any] | None, raised: type[Exception]
+) -> None:
+    def answer(_r: httpx.Request) -> httpx.Response:
+        if body is None:
+            return httpx.Response(status, text="404 page not found")
+        return httpx.Response(status, json=body)
+
+    async with _client(answer, tmp_path) as c:
+        with pytest.raises(raised):
+            await c.get_job(9)
+        with pytest.raises(raised):
+            await c.cancel_job(9)
+
+
+async def test_a_cancel_status_with_another_line_is_raised(tmp_path: Path) -> None:
+    body = _kill(2017, "Invalid job id specified by proxy")
+    async with _client(lambda r: httpx.Response(200, json=body), tmp_path) as c:
+        with pytest.raises(Rejected, match="2017"):
+            await c.cancel_job(9)

@@ -564,6 +564,26 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
     ResourceSpec(
         group="apps", version="v1", plural="controllerrevisions", kind="ControllerRevision"
     ),
+    # apps/v1 ReplicaSet and Deployment: served for a pod's owner chain (their annotations);
+    # no controller runs behind them.
+    ResourceSpec(
+        group="apps",
+        version="v1",
+        plural="replicasets",
+        kind="ReplicaSet",
+        short_names=("rs",),
+        status=True,
+        generation=True,
+    ),
+    ResourceSpec(
+        group="apps",
+        version="v1",
+        plural="deployments",
+        kind="Deployment",
+        short_names=("deploy",),
+        status=True,
+        generation=True,
+    ),
     ResourceSpec(
         group="batch",
         version="v1",

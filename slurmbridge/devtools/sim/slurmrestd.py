@@ -1088,6 +1088,7 @@ class SlurmSim(JobsMixin, ReservationsMixin):
             topology=None if version in ("v0.0.38", "v0.0.42") else n.topology,
             reservation="" if version == "v0.0.38" else reservation,
             extra=n.extra,
+            active_features=None if version == "v0.0.38" else tuple(n.active_features),
         )
 
     def _partitions_of(self, name: str) -> tuple[str, ...]:
@@ -1189,6 +1190,8 @@ class SlurmSim(JobsMixin, ReservationsMixin):
                 not a subset of the available ones.
         """
         node = self._node(name)
+        if features_act is None and update is not None:
+            features_act = update.active_features
         if update is None:
             if features_act is not None:
                 self._update_features(node, None, features_act)

@@ -461,6 +461,7 @@ class _Node(msgspec.Struct, frozen=True):
     topology: str | None = None
     reservation: str | None = None
     extra: str | None = None
+    active_features: list[str] | str | None = None
 
 
 class _Reservation(msgspec.Struct, frozen=True):
@@ -583,6 +584,7 @@ def _node(n: _Node, topology: bool) -> Node:
         topology=(n.topology or "") if topology else None,
         reservation=n.reservation or "",
         extra=n.extra or "",
+        active_features=csv_tuple(n.active_features) if n.active_features is not None else None,
     )
 
 
@@ -683,11 +685,15 @@ class DataParserCodec(Codec):
             state=list(update.state) if update.state else msgspec.UNSET,
             reason=update.reason if update.reason is not None else msgspec.UNSET,
             features=_csv_list(update.features) if update.features is not None else msgspec.UNSET,
-            # Without a NodeFeatures plugin Slurm refuses available features that do not
-            # contain the active ones (2031 "Active features not subset of available
-            # features"), so both are sent together (26.05.5).
+            # Slurm refuses available features that do not contain the active ones (2031
+            # "Active features not subset of available features", 26.05.5), so the active
+            # set always goes with them: the one given, else the available set itself.
             features_act=(
-                _csv_list(update.features) if update.features is not None else msgspec.UNSET
+                _csv_list(update.active_features)
+                if update.active_features is not None
+                else _csv_list(update.features)
+                if update.features is not None
+                else msgspec.UNSET
             ),
             comment=update.comment if update.comment is not None else msgspec.UNSET,
             topology_str=update.topology if update.topology is not None else msgspec.UNSET,
