@@ -1076,7 +1076,7 @@ class SlurmClient:
     async def get_job(self, job_id: int) -> Job | None:
         """One job, or ``None`` when Slurm does not know it (purged after MinJobAge, or never
         was): only Slurm's own answer says so — error 2017 with its exact line "Invalid job id
-        specified" (:data:`_JOB_GONE_LINES`), whatever the HTTP status.
+        specified" (:data:`~slurmbridge.slurm.errors.JOB_GONE_LINES`), whatever the HTTP status.
 
         Raises:
             Unavailable / Unauthorized / Unsupported / Rejected / BadResponse — never for a
