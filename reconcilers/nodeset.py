@@ -49,8 +49,9 @@ hostname, as slurmd registers it).
    a container the kubelet cannot start (``ImagePullBackOff``, ``ErrImagePull``,
    ``CrashLoopBackOff``, ``CreateContainerConfigError`` …), or, while unbound, the
    ``PodScheduled=False`` condition's (``Unschedulable``: the scheduler's words on the nodes).
-   Nothing else is done about such a pod (the kubelet retries; a scale-in or update removes
-   it). Event messages are cut at :data:`EVENT_MESSAGE_LIMIT` characters.
+   Only the first :data:`NOT_RUNNING_EVENTS` such pods by name get one (a wrong image fails
+   them all alike). Nothing else is done about such a pod (the kubelet retries; a scale-in or
+   update removes it). Event messages are cut at :data:`EVENT_MESSAGE_LIMIT` characters.
 6. **Status.** ``replicas``, ``readyReplicas``, ``availableReplicas`` from the pods;
    ``slurmIdle`` / ``slurmAllocated`` / ``slurmDown`` / ``slurmDrain`` from their Slurm nodes;
    ``observedGeneration``; ``selector``. Written only when it changed.
@@ -294,8 +295,10 @@ _NAMES_SHOWN: Final = 10
 #: (k8s.io/kubernetes pkg/apis/events/validation ``NoteLengthLimit``), which a core/v1 Event
 #: becomes when read through that API.
 EVENT_MESSAGE_LIMIT: Final = 1024
-#: Rule 5's Warning on a live pod that does not come up.
+#: Rule 5's Warning on a live pod that does not come up, for at most this many pods a
+#: decision (the first by name).
 REASON_POD_NOT_RUNNING: Final = "PodNotRunning"
+NOT_RUNNING_EVENTS: Final = 5
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -587,12 +590,13 @@ def _occasion(p: KubePod, reason: str) -> str:
 
 
 def _not_running_events(ns: KubeNodeSet, pods: Iterable[KubePod]) -> list[AnyAction]:
-    """One Warning per live pod and reason it does not come up for (rule 5)."""
+    """One Warning per live pod and reason it does not come up for (rule 5), for the first
+    :data:`NOT_RUNNING_EVENTS` such pods by name: a wrong image fails every pod the same
+    way, and each decision re-sends its ``once`` Events (a 409 each once they exist), so a
+    large NodeSet must not multiply them."""
     out: list[AnyAction] = []
-    for p in pods:
-        why = not_running(p)
-        if why is None:
-            continue
+    stuck = [(p, why) for p in pods if (why := not_running(p)) is not None]
+    for p, why in sorted(stuck, key=lambda pw: pw[0].name)[:NOT_RUNNING_EVENTS]:
         event = _event(
             ns,
             REASON_POD_NOT_RUNNING,

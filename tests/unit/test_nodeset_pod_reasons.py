@@ -184,3 +184,17 @@ def test_the_event_message_is_bounded() -> None:
     assert isinstance(event, RecordEvent)
     assert len(event.message) == nodeset.EVENT_MESSAGE_LIMIT
     assert event.message.endswith("…")
+
+
+def test_a_nodeset_whose_pods_all_fail_alike_warns_for_a_few_of_them() -> None:
+    """A wrong image fails every pod: the first NOT_RUNNING_EVENTS by name are named, so a
+    large NodeSet does not send one Event per pod on every decision."""
+    stuck = [
+        msgspec.structs.replace(
+            pod(i, phase="Pending", ready=False), kubelet_reason="ImagePullBackOff"
+        )
+        for i in range(12)
+    ]
+    events = [e for e in of(RecordEvent, decide(ns(12), *stuck)) if e.reason == "PodNotRunning"]  # type: ignore[attr-defined]
+    names = sorted(p.name for p in stuck)[: nodeset.NOT_RUNNING_EVENTS]
+    assert [e.message.split()[0] for e in events] == names  # type: ignore[attr-defined]
