@@ -12,6 +12,17 @@ DaemonSet tolerations to the simulated pod, so a cordon's ``unschedulable`` tain
 A node failing only on taints keeps an existing pod unless a ``NoExecute`` taint is
 untolerated (``shouldContinueRunning``).
 
+**The bridge's own taint** (:func:`slurmd_tolerations`): every slurmd pod tolerates
+``slinky.slurm.net/managed-node`` (``NoExecute``, any value: ``operator: Exists``), which
+slurmbridge itself puts on each Kubernetes node that has a Slurm node of its name — the very
+nodes a slurmd pod makes. slurm-operator 1.x does the same for its own worker taint: the base
+pod spec of ``BuildWorkerPodTemplate`` (internal/builder/workerbuilder/worker_app.go) carries
+``TolerationWorkerNode`` (pkg/taints/taints.go), merged with the template's tolerations. A
+template that already tolerates that taint — any toleration of the key, or a key-less
+``Exists``, for ``NoExecute`` or every effect — is left as written (a user's
+``operator: Equal`` with one scheduler's name stays the only one). The simulated pod above
+carries it too, as 1.x's is made from the built template.
+
 **Names** (utils.go): a DaemonSet pod is created with ``generateName: <nodeset>-``; its
 hostname, which is its Slurm node name (``GetSlurmNodeName``), is the node's
 ``nodeset.slinky.slurm.net/hostname-override`` annotation, else the node name up to its
@@ -33,23 +44,48 @@ from typing import Final
 
 from reconcilers import _feasible
 from schemas import wellknown
-from schemas.events import KubeNode, KubeNodeSet, KubePod
+from schemas.events import KubeNode, KubeNodeSet, KubePod, Toleration
 
 DAEMONSET: Final = "DaemonSet"
 STATEFULSET: Final = "StatefulSet"
 #: The field a DaemonSet pod's node affinity names its node by (metav1.ObjectNameField).
 OBJECT_NAME_FIELD: Final = "metadata.name"
+#: The toleration every slurmd pod gets for the bridge's own taint (module doc).
+MANAGED_NODE_TOLERATION: Final = Toleration(
+    key=wellknown.TAINT_MANAGED_NODE,
+    operator="Exists",
+    effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
+)
+
+
+def tolerates_managed_node(tolerations: Iterable[Toleration]) -> bool:
+    """Does one of ``tolerations`` already speak for the managed-node taint: its key (any
+    operator and value) or a key-less ``Exists``, with effect ``NoExecute`` or none."""
+    return any(
+        (t.key == wellknown.TAINT_MANAGED_NODE or (not t.key and t.operator == "Exists"))
+        and t.effect in ("", wellknown.TAINT_MANAGED_NODE_EFFECT)
+        for t in tolerations
+    )
+
+
+def slurmd_tolerations(tolerations: tuple[Toleration, ...]) -> tuple[Toleration, ...]:
+    """A slurmd pod's tolerations: the template's, plus :data:`MANAGED_NODE_TOLERATION`
+    unless they already tolerate that taint (module doc, **The bridge's own taint**)."""
+    if tolerates_managed_node(tolerations):
+        return tolerations
+    return (*tolerations, MANAGED_NODE_TOLERATION)
 
 
 def template_pod(ns: KubeNodeSet) -> KubePod:
-    """The template's node filters as a pod (``NewNodeSetSimulatedPod``)."""
+    """The template's node filters as a pod (``NewNodeSetSimulatedPod``), with the
+    tolerations every slurmd pod gets (:func:`slurmd_tolerations`)."""
     return KubePod(
         key="",
         source="",
         observed_at=0,
         node_selector=ns.node_selector,
         node_affinity=ns.node_affinity,
-        toleration_specs=ns.toleration_specs,
+        toleration_specs=slurmd_tolerations(ns.toleration_specs),
     )
 
 

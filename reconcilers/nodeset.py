@@ -41,7 +41,17 @@ hostname, as slurmd registers it).
    up to 300 s; a failure older than 600 s is forgotten. The count and time live in the
    NodeSet's ``nodeset.slurmbridge.dev/pod-failures`` annotation (written before the delete,
    with the failed pod's uid so a redelivery does not count twice), so the back-off survives
-   restarts. A name waiting out its back-off keeps its ordinal.
+   restarts. A name waiting out its back-off keeps its ordinal. The Warning Event
+   ``PodFailed`` on the NodeSet carries the kubelet's reason and message
+   (``KubePod.kubelet_reason``: ``OutOfcpu``, ``TaintToleration``, ``Evicted``, a container's
+   ``Error`` / ``OOMKilled`` …). A live pod that does not come up gets one Warning Event
+   ``PodNotRunning`` per pod and reason (``RecordEvent.once``), with the reason and message:
+   a container the kubelet cannot start (``ImagePullBackOff``, ``ErrImagePull``,
+   ``CrashLoopBackOff``, ``CreateContainerConfigError`` …), or, while unbound, the
+   ``PodScheduled=False`` condition's (``Unschedulable``: the scheduler's words on the nodes).
+   Only the first :data:`NOT_RUNNING_EVENTS` such pods by name get one (a wrong image fails
+   them all alike). Nothing else is done about such a pod (the kubelet retries; a scale-in or
+   update removes it). Event messages are cut at :data:`EVENT_MESSAGE_LIMIT` characters.
 6. **Status.** ``replicas``, ``readyReplicas``, ``availableReplicas`` from the pods;
    ``slurmIdle`` / ``slurmAllocated`` / ``slurmDown`` / ``slurmDrain`` from their Slurm nodes;
    ``observedGeneration``; ``selector``. Written only when it changed.
@@ -281,6 +291,14 @@ CONDITION_REPLICA_FAILURE: Final = wellknown.NODESET_CONDITION_REPLICA_FAILURE
 REASON_REPLICAS_TOO_MANY: Final = "ReplicasAboveMaximum"
 #: Pod names listed in full in a ScalingUp Event; more are summarised.
 _NAMES_SHOWN: Final = 10
+#: The longest Event message written (characters): the 1 kB of an events.k8s.io ``note``
+#: (k8s.io/kubernetes pkg/apis/events/validation ``NoteLengthLimit``), which a core/v1 Event
+#: becomes when read through that API.
+EVENT_MESSAGE_LIMIT: Final = 1024
+#: Rule 5's Warning on a live pod that does not come up, for at most this many pods a
+#: decision (the first by name).
+REASON_POD_NOT_RUNNING: Final = "PodNotRunning"
+NOT_RUNNING_EVENTS: Final = 5
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -528,6 +546,8 @@ def _ref(p: KubePod) -> PodRef:
 
 
 def _event(ns: KubeNodeSet, reason: str, message: str, *, warning: bool = False) -> RecordEvent:
+    if len(message) > EVENT_MESSAGE_LIMIT:
+        message = message[: EVENT_MESSAGE_LIMIT - 1] + "…"
     return RecordEvent(
         api_version=API_VERSION,
         object_kind="NodeSet",
@@ -539,6 +559,52 @@ def _event(ns: KubeNodeSet, reason: str, message: str, *, warning: bool = False)
         message=message,
         on=("ok",),
     )
+
+
+def _why(reason: str, message: str) -> str:
+    """`` (<reason>: <message>)`` for an Event, ``""`` without a reason."""
+    if not reason:
+        return ""
+    return f" ({reason}: {message})" if message else f" ({reason})"
+
+
+def not_running(p: KubePod) -> tuple[str, str] | None:
+    """``(reason, message)`` of a live pod that does not come up (rule 5): the kubelet's
+    (a container it cannot start), else, while unbound, the ``PodScheduled=False``
+    condition's; None for a pod that is fine, starting, terminal or being deleted."""
+    if p.terminal or p.deleting:
+        return None
+    if p.kubelet_reason:
+        return p.kubelet_reason, p.kubelet_message
+    scheduled = p.condition("PodScheduled")
+    if not p.node_name and scheduled is not None and scheduled.status == "False":
+        return scheduled.reason or "Unschedulable", scheduled.message
+    return None
+
+
+def _occasion(p: KubePod, reason: str) -> str:
+    """``RecordEvent.once`` for rule 5's Warning on ``p``: the pod (its uid: a pod re-created
+    under the name gets its own) and the reason, as DNS-label characters."""
+    word = "".join(ch if ch.isalnum() else "-" for ch in reason.lower())[:40].strip("-")
+    return f"pod-{p.uid or p.name}.{word or 'unknown'}"
+
+
+def _not_running_events(ns: KubeNodeSet, pods: Iterable[KubePod]) -> list[AnyAction]:
+    """One Warning per live pod and reason it does not come up for (rule 5), for the first
+    :data:`NOT_RUNNING_EVENTS` such pods by name: a wrong image fails every pod the same
+    way, and each decision re-sends its ``once`` Events (a 409 each once they exist), so a
+    large NodeSet must not multiply them."""
+    out: list[AnyAction] = []
+    stuck = [(p, why) for p in pods if (why := not_running(p)) is not None]
+    for p, why in sorted(stuck, key=lambda pw: pw[0].name)[:NOT_RUNNING_EVENTS]:
+        event = _event(
+            ns,
+            REASON_POD_NOT_RUNNING,
+            f"{p.name} is {p.phase}{_why(*why)}",
+            warning=True,
+        )
+        out.append(msgspec.structs.replace(event, once=_occasion(p, why[0])))
+    return out
 
 
 def _status(
@@ -674,11 +740,12 @@ def decide(v: View | None) -> Decision:
                 _event(
                     ns,
                     "PodFailed",
-                    f"{p.name} is {p.phase}: deleting it; it is recreated in "
-                    f"{backoff_s(count):.0f} s",
+                    f"{p.name} is {p.phase}{_why(p.kubelet_reason, p.kubelet_message)}: "
+                    f"deleting it; it is recreated in {backoff_s(count):.0f} s",
                     warning=True,
                 )
             )
+    actions += _not_running_events(ns, v.pods)
     # Names waiting out a back-off keep their ordinal and are not replaced by another name.
     waiting_out: dict[int, float] = {}
     for name, (count, at, _) in failures.items():

@@ -296,6 +296,15 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     too, as kube-scheduler's NodePorts reads them). ``pod_affinity`` /
     ``pod_anti_affinity``: ``spec.affinity.podAffinity`` / ``podAntiAffinity``
     ``requiredDuringSchedulingIgnoredDuringExecution`` (preferred terms are not read).
+    ``kubelet_reason`` / ``kubelet_message``: the kubelet's word on why the pod does not run
+    (``""``: none) — ``status.reason`` / ``status.message`` of a pod it rejected or evicted
+    (``OutOfcpu``, ``TaintToleration``, ``Evicted`` …), else the first container (init
+    containers first) waiting for a reason other than ``ContainerCreating`` /
+    ``PodInitializing`` (``ImagePullBackOff``, ``CrashLoopBackOff``,
+    ``CreateContainerConfigError`` …; message ``container <name>: <message>``), else, on a
+    Failed or Succeeded pod, the first container that terminated with a non-zero exit code
+    (``Error``, ``OOMKilled``; message ``container <name> exited with <code>…``). The message
+    is cut at 512 characters (``…``).
     """
 
     uid: str = ""
@@ -331,6 +340,8 @@ class KubePod(Event, frozen=True, kw_only=True, tag="KubePod"):
     host_ports: tuple[HostPort, ...] = ()
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    kubelet_reason: str = ""
+    kubelet_message: str = ""
 
     @property
     def terminal(self) -> bool:

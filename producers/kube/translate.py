@@ -61,6 +61,7 @@ from slurmbridge.kube.wire import (
     RawOwnerRef,
     RawPod,
     RawPodSpec,
+    RawPodStatus,
     RawResourceClaim,
     RawResourceSlice,
     RawScaler,
@@ -412,6 +413,7 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         return sum(_quantity(c.resources.limits, g, 1) for g in GPU_RESOURCES)
 
     cpu_millis, memory_bytes = pod_requests(spec)
+    why = _kubelet_why(status)
 
     return KubePod(
         source=subjects.KUBE_SOURCE,
@@ -475,7 +477,43 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
         host_ports=pod_host_ports(spec),
         pod_affinity=pod_affinity_terms(spec, anti=False),
         pod_anti_affinity=pod_affinity_terms(spec, anti=True),
+        kubelet_reason=why[0],
+        kubelet_message=why[1],
     )
+
+
+#: The longest kubelet message a KubePod carries (characters; longer ones end in ``…``): an
+#: image pull error can quote a registry's whole answer, and it travels in every observation.
+KUBELET_MESSAGE_LIMIT: Final = 512
+#: Container waiting reasons of a container that is merely starting (kubelet
+#: pkg/kubelet/kuberuntime and kubelet_pods.go): not a failure.
+_STARTING: Final = frozenset({"", "ContainerCreating", "PodInitializing"})
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= KUBELET_MESSAGE_LIMIT else text[: KUBELET_MESSAGE_LIMIT - 1] + "…"
+
+
+def _kubelet_why(status: RawPodStatus) -> tuple[str, str]:
+    """``(kubelet_reason, kubelet_message)`` of a pod (see KubePod; ``("", "")``: the
+    kubelet says nothing)."""
+    if status.reason:
+        return status.reason, _clip(status.message)
+    containers = [*(status.initContainerStatuses or ()), *(status.containerStatuses or ())]
+    for c in containers:
+        waiting = c.state.waiting
+        if waiting is not None and waiting.reason not in _STARTING:
+            message = f"container {c.name}: {waiting.message}" if waiting.message else ""
+            return waiting.reason, _clip(message)
+    if (status.phase or "") in ("Failed", "Succeeded"):
+        for c in containers:
+            ended = c.state.terminated
+            if ended is not None and ended.exitCode:
+                message = f"container {c.name} exited with {ended.exitCode}"
+                if ended.message:
+                    message += f": {ended.message}"
+                return ended.reason or "Error", _clip(message)
+    return "", ""
 
 
 def _tolerations(spec: RawPodSpec) -> tuple[Toleration, ...]:

@@ -11,6 +11,7 @@ import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from reconcilers import _daemon
 from schemas import wellknown
 from schemas.actions import (
     Action,
@@ -33,7 +34,7 @@ from schemas.actions import (
     SetPodLabel,
     SetSlurmNodeConditions,
 )
-from schemas.events import NodeSetStatus
+from schemas.events import NodeSetStatus, Toleration
 from slurmbridge.effectors.common import (
     JSON_PATCH,
     MERGE,
@@ -959,7 +960,10 @@ def nodeset_pod(
     required node affinity, the v1beta1 ``spec.slurmd`` container merged over the template's
     container of that name (or added first), ``extraConf`` as slurmd's ``--conf``,
     ``serviceName`` as ``subdomain``, the slurmd/instance/revision/hostname/scaling-mode
-    labels, the NodeSet as controller owner, and one volume per claim template. Pure: no I/O.
+    labels, the NodeSet as controller owner, one volume per claim template, and a toleration
+    of the bridge's own ``slinky.slurm.net/managed-node`` taint unless the template has one
+    (:func:`reconcilers._daemon.slurmd_tolerations`; 1.x's worker_app.go gives its own worker
+    taint's toleration the same way). Pure: no I/O.
     """
     ref = action.nodeset
     meta = nodeset.get("metadata") or {}
@@ -994,6 +998,15 @@ def nodeset_pod(
         )
     if spec.get("serviceName"):
         pod_spec["subdomain"] = spec["serviceName"]
+    tolerations = list(pod_spec.get("tolerations") or [])
+    if not _daemon.tolerates_managed_node(_toleration(t) for t in tolerations):
+        # The bridge taints the nodes slurmd pods make Slurm nodes of: without this the
+        # kubelet refuses (or evicts) the pod on exactly the nodes it is meant for.
+        t = _daemon.MANAGED_NODE_TOLERATION
+        pod_spec["tolerations"] = [
+            *tolerations,
+            {"key": t.key, "operator": t.operator, "effect": t.effect},
+        ]
     claims = claims_for(nodeset, daemon, hostname if daemon else action.pod_name)
     if claims:
         # utils.go UpdateStorage: one volume per claim template, named after it, replacing
@@ -1026,6 +1039,18 @@ def nodeset_pod(
         "spec": pod_spec,
     }
     return pod, [claim for _, claim in claims]
+
+
+def _toleration(raw: Any) -> Toleration:
+    """A template's ``spec.tolerations`` entry (decoded JSON) as a :class:`Toleration`; an
+    empty operator reads as Equal (core/v1 toleration.go)."""
+    raw = raw if isinstance(raw, dict) else {}
+    return Toleration(
+        key=str(raw.get("key") or ""),
+        operator=str(raw.get("operator") or "Equal"),
+        value=str(raw.get("value") or ""),
+        effect=str(raw.get("effect") or ""),
+    )
 
 
 def _revision_hash(nodeset: dict[str, Any]) -> str:

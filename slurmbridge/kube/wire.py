@@ -229,9 +229,33 @@ class RawExtendedResourceClaimStatus(msgspec.Struct, kw_only=True):
     resourceClaimName: str = ""  # noqa: N815
 
 
+class RawContainerStateWhy(msgspec.Struct, kw_only=True):
+    """``state.waiting`` / ``state.terminated`` of a container status (core/v1
+    ContainerStateWaiting, ContainerStateTerminated): the kubelet's reason and message."""
+
+    reason: str = ""
+    message: str = ""
+    exitCode: int = 0  # noqa: N815
+
+
+class RawContainerState(msgspec.Struct, kw_only=True):
+    waiting: RawContainerStateWhy | None = None
+    terminated: RawContainerStateWhy | None = None
+
+
+class RawContainerStatus(msgspec.Struct, kw_only=True):
+    name: str = ""
+    state: RawContainerState = msgspec.field(default_factory=RawContainerState)
+
+
 class RawPodStatus(msgspec.Struct, kw_only=True):
     phase: str | None = None
+    #: The kubelet's word on a pod it rejected or evicted (``OutOfcpu``, ``Evicted`` …).
+    reason: str = ""
+    message: str = ""
     conditions: list[RawCondition] | None = None
+    initContainerStatuses: list[RawContainerStatus] | None = None  # noqa: N815
+    containerStatuses: list[RawContainerStatus] | None = None  # noqa: N815
     resourceClaimStatuses: list[RawPodResourceClaimStatus] | None = None  # noqa: N815
     extendedResourceClaimStatus: RawExtendedResourceClaimStatus | None = None  # noqa: N815
 

@@ -664,3 +664,34 @@ async def test_a_nodeset_with_absurd_replicas_stalls_no_other_key(stack: Stack) 
     assert warnings, "no ReplicasAboveMaximum Event on huge"
     assert warnings[0]["type"] == "Warning"
     assert "should be less than or equal to 10000" in warnings[0]["message"]
+
+
+async def test_the_kubelets_reason_for_a_failed_slurmd_pod_is_on_the_nodeset(
+    stack: Stack,
+) -> None:
+    """A slurmd pod the kubelet refuses (it asks for more CPU than any node has: OutOfcpu,
+    kubelet.go ``rejectPod``) fails; the Warning Event on its NodeSet names the kubelet's
+    reason and message, not just "Failed"."""
+    stack.kube.create(
+        {
+            "apiVersion": "slinky.slurm.net/v1beta1",
+            "kind": "NodeSet",
+            "metadata": {"name": "big", "namespace": NS},
+            "spec": {
+                "replicas": 1,
+                "slurmd": {"image": "slurmd:25.11", "resources": {"requests": {"cpu": "64"}}},
+            },
+        }
+    )
+
+    def failed() -> list[str]:
+        return [
+            e["message"]
+            for e in stack.kube.list("events", NS)
+            if e["reason"] == "PodFailed"
+            and e["type"] == "Warning"
+            and e["involvedObject"]["name"] == "big"
+        ]
+
+    await stack.wait_for(lambda: bool(failed()), timeout=20, what="a PodFailed Event on big")
+    assert failed()[0].startswith("big-0 is Failed (OutOfcpu: Pod was rejected: "), failed()

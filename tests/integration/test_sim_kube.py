@@ -1170,3 +1170,31 @@ async def test_a_read_at_v1alpha1_is_pruned_to_v1alpha1s_schema(api: client.ApiC
     assert "scalingMode" not in listed["items"][0]["spec"]
     beta = await custom.get_namespaced_custom_object(GROUP, BETA, "default", "nodesets", "r")
     assert beta["spec"]["scalingMode"] == "StatefulSet"
+
+
+async def test_pod_quantities_given_as_numbers_are_stored_as_strings(sim: KubeSim) -> None:
+    """A real API server decodes a pod's quantities into ``resource.Quantity`` and writes them
+    back as strings (quantity.go ``MarshalJSON``): a NodeSet example's ``nvidia.com/gpu: 1``
+    never reaches a watcher as the number 1, which a strict decoder refuses."""
+    sim.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "q"}})
+    pod = sim.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "q"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "i",
+                        "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": 0.5, "memory": "1Gi"}},
+                    }
+                ],
+                "overhead": {"cpu": 2},
+            },
+        }
+    )
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert resources["limits"] == {"nvidia.com/gpu": "1", "cpu": "500m", "memory": "1Gi"}
+    assert resources["requests"] == resources["limits"]
+    assert pod["spec"]["overhead"] == {"cpu": "2"}

@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from schemas import wellknown
 from schemas.actions import CreateNodeSetPod, NodeSetRef
 from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES
 from slurmbridge.effectors.nodesets import nodeset_pod
@@ -289,6 +290,30 @@ def test_the_pods_and_claims_made_from_each_example_are_valid(path: Path, k8s: s
         kubernetes_validate.validate(claim, k8s, strict=True)
     if obj["spec"].get("volumeClaimTemplates"):
         assert claims, "no claim made from volumeClaimTemplates"
+
+
+@pytest.mark.parametrize("path", NODESET_EXAMPLES, ids=lambda p: p.name)
+def test_each_examples_pod_tolerates_the_managed_node_taint_once(path: Path) -> None:
+    """slurmbridge puts ``slinky.slurm.net/managed-node:NoExecute`` on the nodes its slurmd
+    pods make Slurm nodes: the pod made from each example tolerates it (added unless the
+    template gives one), and a template's own toleration of it is not doubled."""
+    obj = example(path)
+    ref = NodeSetRef(namespace="slurm", name=obj["metadata"]["name"], uid="")
+    action = CreateNodeSetPod(nodeset=ref, pod_name=f"{ref.name}-0", ordinal=0)
+    pod, _ = nodeset_pod(obj, action)
+    managed = [
+        t for t in pod["spec"]["tolerations"] if t.get("key") == wellknown.TAINT_MANAGED_NODE
+    ]
+    assert managed == [
+        {"key": wellknown.TAINT_MANAGED_NODE, "operator": "Exists", "effect": "NoExecute"}
+    ]
+    own = {"key": wellknown.TAINT_MANAGED_NODE, "operator": "Equal", "value": "s"}
+    obj.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})["tolerations"] = [
+        {"key": "gpu", "operator": "Exists"},
+        own,
+    ]
+    pod, _ = nodeset_pod(obj, action)
+    assert pod["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}, own]
 
 
 def test_a_pod_with_a_misspelt_field_is_refused() -> None:

@@ -692,32 +692,41 @@ NAMESPACES = {
 }
 
 
-def _pod(ns: str, scheduler: str | None, node: str | None, jobid: str | None) -> dict[str, Any]:
+def _pod(
+    ns: str, scheduler: str | None, node: str | None, jobid: str | None, slurmd: str = ""
+) -> dict[str, Any]:
+    """A pod; ``slurmd``: ``"label"`` / ``"owner"`` makes it a NodeSet's slurmd pod by its
+    label or its controller owner (webhook.slurmd_pod)."""
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
     if scheduler is not None:
         spec["schedulerName"] = scheduler
     if node is not None:
         spec["nodeName"] = node
     labels = {} if jobid is None else {"scheduler.slinky.slurm.net/slurm-jobid": jobid}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": ns, "labels": labels},
-        "spec": spec,
-    }
+    meta: dict[str, Any] = {"name": "p", "namespace": ns, "labels": labels}
+    if slurmd == "label":
+        labels["app.kubernetes.io/name"] = "slurmd"
+    elif slurmd == "owner":
+        owner = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "name": "ns"}
+        meta["ownerReferences"] = [{**owner, "uid": "u", "controller": True}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def _requests() -> list[dict[str, Any]]:
     """AdmissionReview requests over namespaces × schedulers × nodeName × labels × operations."""
     out = []
-    for ns, scheduler, node, jobid in itertools.product(
-        NAMESPACES, [None, "", "default-scheduler", OURS, "other"], [None, "n1"], [None, "7"]
+    for ns, scheduler, node, jobid, slurmd in itertools.product(
+        NAMESPACES,
+        [None, "", "default-scheduler", OURS, "other"],
+        [None, "n1"],
+        [None, "7"],
+        ["", "label", "owner"],
     ):
-        new = _pod(ns, scheduler, node, jobid)
+        new = _pod(ns, scheduler, node, jobid, slurmd)
         base = {"uid": "u", "namespace": ns, "userInfo": {"username": "alice"}}
         pods = {"group": "", "version": "v1", "resource": "pods"}
         out.append({**base, "operation": "CREATE", "resource": pods, "object": new})
-        old = _pod(ns, scheduler, node, None if jobid is None else "6")
+        old = _pod(ns, scheduler, node, None if jobid is None else "6", slurmd)
         update = {**base, "operation": "UPDATE", "resource": pods, "object": new, "oldObject": old}
         out.extend({**update, "subResource": sub} for sub in ("", "resize"))
     return out
@@ -799,6 +808,11 @@ def test_the_webhook_gets_every_request_it_would_act_on_and_no_other() -> None:
             assert not (mutates or validates), what
         if mutates and not patch:
             assert ns in ("hpc", "labelled") or not request["object"]["spec"].get("nodeName"), what
+        # A NodeSet's slurmd pod is never rewritten, and never waits on the mutating webhook
+        # (a webhook that is down would hold up the NodeSet's scale-out).
+        meta = request["object"]["metadata"]
+        if meta.get("ownerReferences") or meta["labels"].get("app.kubernetes.io/name"):
+            assert not patch and not mutates, ("a slurmd pod reaches the mutation", what)
     assert acted["mutate"] > 10 and acted["validate"] > 10, acted
 
 

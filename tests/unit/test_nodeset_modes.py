@@ -558,3 +558,49 @@ def _aff(*terms: dict[str, object]) -> dict[str, object]:
 def test_sim_scheduler_node_affinity(spec: dict[str, object], expected: bool) -> None:
     node = {"metadata": {"name": "n1", "labels": {"slurmd": "yes", "zone": "z1", "rank": "3"}}}
     assert node_affinity_matches(spec, node) is expected
+
+
+# --- the bridge's own managed-node taint (issue 29 item 2) -----------------------------------
+
+MANAGED = Taint(
+    key=wellknown.TAINT_MANAGED_NODE, value="slurm-bridge-scheduler", effect="NoExecute"
+)
+
+
+def test_a_managed_node_taint_neither_stops_nor_condemns_a_daemonset_pod() -> None:
+    """slurmbridge taints the nodes whose slurmd pods it made Slurm nodes: the pods tolerate
+    that taint without the template saying so (1.x worker_app.go's base toleration), so a
+    tainted node gets its pod and keeps it — no drain, no delete, no churn."""
+    tainted = knode("a", {"slurm": "yes"}, taints=(MANAGED,))
+    assert _daemon.should_run(DS, tainted) == (True, True)
+    d = decide(tainted)
+    assert [(a.node, a.hostname) for a in d.actions if isinstance(a, CreateNodeSetPod)] == [
+        ("a", "a")
+    ]
+    d = decide(tainted, dpod("gpu-abcde", "a"), sn("a"))
+    assert not [a for a in d.actions if isinstance(a, (DeleteNodeSetPod, DrainSlurmNode))]
+
+
+@pytest.mark.parametrize(
+    ("given", "added"),
+    [
+        ((), True),
+        ((Toleration(key="gpu", operator="Exists"),), True),
+        # Another effect does not speak for NoExecute.
+        (
+            (Toleration(key=wellknown.TAINT_MANAGED_NODE, operator="Exists", effect="NoSchedule"),),
+            True,
+        ),
+        # The user's own toleration of the key is kept as written, not doubled.
+        ((Toleration(key=wellknown.TAINT_MANAGED_NODE, value="s", effect="NoExecute"),), False),
+        ((Toleration(key=wellknown.TAINT_MANAGED_NODE, operator="Exists"),), False),
+        ((Toleration(operator="Exists"),), False),
+    ],
+)
+def test_slurmd_tolerations_add_the_managed_node_one_once(
+    given: tuple[Toleration, ...], added: bool
+) -> None:
+    got = _daemon.slurmd_tolerations(given)
+    assert got[: len(given)] == given
+    assert (got[len(given) :] == (_daemon.MANAGED_NODE_TOLERATION,)) is added
+    assert len(got) == len(given) + added

@@ -1481,6 +1481,41 @@ def quantity(value: Any) -> Fraction | None:
     return Fraction(number) * _SUFFIXES[suffix]
 
 
+def _quantity_string(value: Any) -> Any:
+    """A JSON number given as a ``resource.Quantity`` as the API server stores it: a string
+    (apimachinery pkg/api/resource quantity.go: ``UnmarshalJSON`` parses a bare number,
+    ``MarshalJSON`` always writes a string) — ``1`` → ``"1"``, ``0.5`` → ``"500m"``. Anything
+    else is returned as it is (the simulator does not canonicalise strings)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    exact = Fraction(value)
+    if exact.denominator == 1:
+        return str(exact.numerator)
+    millis = exact * 1000
+    return f"{millis.numerator}m" if millis.denominator == 1 else str(value)
+
+
+def _quantities_as_strings(pod_spec: Obj) -> None:
+    """The resource quantities of a new pod (containers' and init containers' requests and
+    limits, pod-level ``resources``, ``overhead``) written as JSON numbers become the strings
+    a real API server stores (:func:`_quantity_string`): a client reading the pod back never
+    sees a number there."""
+    lists: list[Any] = []
+    for name in ("containers", "initContainers"):
+        for container in pod_spec.get(name) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if isinstance(resources, dict):
+                lists += [resources.get("requests"), resources.get("limits")]
+    pod_resources = pod_spec.get("resources")
+    if isinstance(pod_resources, dict):
+        lists += [pod_resources.get("requests"), pod_resources.get("limits")]
+    lists.append(pod_spec.get("overhead"))
+    for quantities in lists:
+        if isinstance(quantities, dict):
+            for key, value in quantities.items():
+                quantities[key] = _quantity_string(value)
+
+
 def _default_requests(pod_spec: Obj) -> None:
     """core/v1 ``SetDefaults_Pod``: a container (or init container) with limits but no request
     for a resource gets the limit as its request — stored in the pod, as on a real server."""
@@ -2209,6 +2244,7 @@ class _Store:
                     for t in tolerations
                 ):
                     tolerations.append(dict(default))
+            _quantities_as_strings(pod_spec)
             _default_requests(pod_spec)
             # podStrategy.PrepareForCreate: status = {Phase: Pending, QOSClass: ComputePodQOS}.
             obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(pod_spec)}
