@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from reconcilers import workload
+from reconcilers import node_register, workload
 from reconcilers._steps import STOP, Plan, Stop, run
 from reconcilers.base import NOTHING, Decision
 from schemas.actions import DrainSlurmNode, UndrainSlurmNode
@@ -128,7 +128,7 @@ def test_a_subclass_carries_what_its_steps_share() -> None:
     assert run((count, count, say), Counted(), 2).reason == "saw 4"
 
 
-@pytest.mark.parametrize("module", [workload])
+@pytest.mark.parametrize("module", [workload, node_register])
 def test_the_converted_reconcilers_decide_as_a_list_of_named_steps(module: ModuleType) -> None:
     """Each converted ``decide`` runs a short list of named, documented steps."""
     steps = module.STEPS
