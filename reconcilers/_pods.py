@@ -736,91 +736,15 @@ def translate(
     _check_known(annotations)
     n = len(pods)
     ann = annotations
-    for p in pods:
-        try:
-            _dra.check_extended(p, device_classes)
-        except _dra.DraError as exc:
-            raise TranslationError(f"pod {p.name}: {exc.field}", exc.reason) from None
-    cpu = _cpu_quantity(ann)
-    if cpu is not None and any(_dra.cpus_asked(p, device_classes) for p in pods):
-        # Slinky admission (validateAnnotationConflicts): the dra.cpu request is authoritative.
-        raise TranslationError(
-            _field("cpu-per-task"),
-            f"conflicts with the pods' {_dra.DEVICE_CLASS_PREFIX}{_dra.CPU_CLASS} requests",
-        )
-    if cpu is None:
-        # Slinky: what a pod may use, not only what it requests (max of request and limit);
-        # a dra.cpu count is a CPU count.
-        most = max(
-            max(p.cpu_millis_max, p.cpu_millis, 1000 * _dra.cpus_asked(p, device_classes))
-            for p in pods
-        )
-        if workload is not None:
-            most = max(most, workload.min_cpu_millis)
-        cpu = max(1, math.ceil(most / 1000))
-    min_nodes = _int(ann, "min-nodes", minimum=1)
-    max_nodes = _int(ann, "max-nodes", minimum=1)
-    if min_nodes is None:
-        min_nodes = n if max_nodes is None else min(n, max_nodes)
-    if max_nodes is None:
-        max_nodes = max(n, min_nodes)
-    if max_nodes < min_nodes:
-        raise TranslationError(_field("max-nodes"), f"{max_nodes} is below min-nodes {min_nodes}")
+    _check_dra(pods, device_classes)
+    cpu = _cpus_per_task(ann, pods, workload, device_classes)
+    min_nodes, max_nodes = _node_counts(ann, n)
     per_node = math.ceil(n / min_nodes)
-    mem_raw = ann.get(PREFIX + "mem-per-node")
-    if mem_raw is not None:
-        try:
-            memory: int | None = parse_memory_mib(mem_raw)
-        except ValueError as exc:
-            raise TranslationError(_field("mem-per-node"), str(exc)) from None
-    else:
-        largest = max(math.ceil(max(p.memory_bytes_max, p.memory_bytes) / MIB) for p in pods)
-        memory = largest * per_node if largest else None
-        if workload is not None and workload.min_memory_bytes:
-            memory = max(memory or 0, math.ceil(workload.min_memory_bytes / MIB))
-    gres = _text(ann, "gres")
-    dra = dict(dra_gpus or {})
-    dra_gpus_max = max(
-        (dra.get(p.key, _dra.gpus_asked(p, classes=device_classes)) for p in pods), default=0
-    )
-    if gres:
-        if dra_gpus_max:
-            # Slinky admission (validateAnnotationConflicts): explicit DRA requests are
-            # authoritative; a gres annotation would replace them.
-            raise TranslationError(
-                _field("gres"), "conflicts with the pods' DRA GPU requests (they size the job)"
-            )
-        tres = gres if gres.startswith("gres/") else f"gres/{gres}"
-    else:
-        gpus = max(dra_gpus_max, *(p.gpus for p in pods))
-        tres = f"gres/gpu={gpus * per_node}" if gpus else ""
-    exclusive_raw = ann.get(PREFIX + "exclusive")
-    # Slinky slurm-bridge (slurmcontrol sharedFromExclusiveAnnotation): whole nodes unless
-    # the annotation says "false".
-    exclusive = True
-    if exclusive_raw is not None:
-        value = exclusive_raw.strip().lower()
-        if value not in ("true", "false"):
-            raise TranslationError(_field("exclusive"), f"{exclusive_raw!r} is not true or false")
-        exclusive = value == "true"
-    limit_raw = ann.get(PREFIX + "timelimit")
-    limit: int | None = None
-    if limit_raw is not None:
-        try:
-            limit = parse_time_limit(limit_raw)
-        except ValueError as exc:
-            raise TranslationError(_field("timelimit"), str(exc)) from None
-    elif workload is not None and workload.active_deadline_s > 0:
-        # Slinky slurm-bridge (slurmjobir job.go): a Job's activeDeadlineSeconds, rounded up
-        # to whole minutes so the job is never cut short; 0 means none (Slurm's 0 would be
-        # "unlimited", the opposite).
-        limit = math.ceil(workload.active_deadline_s / 60)
-        # Kubernetes takes any int64; beyond Slurm's largest finite limit (some 8000
-        # years) slurmrestd would read UNLIMITED, so the deadline is capped there.
-        limit = min(limit, MAX_UINT32_NO_VAL)
-    partition = _text(ann, "partition")
-    if "," in partition:
-        raise TranslationError(_field("partition"), f"{partition!r}: name exactly one partition")
+    memory = _memory_per_node(ann, pods, per_node, workload)
+    tres = _tres_per_node(ann, pods, per_node, dra_gpus, device_classes)
+    exclusive = _exclusive(ann)
+    limit = _time_limit(ann, workload)
+    partition = _partition(ann)
     return SlurmJobSpec(
         name=_text(ann, "job-name") or default_job_name(group),
         partition=partition,
@@ -843,6 +767,177 @@ def translate(
         exclusive=exclusive,
         excluded_nodes=excluded_nodes,
     )
+
+
+def _check_dra(pods: list[KubePod], device_classes: _dra.Classes) -> None:
+    """Each pod's DRA extended resources are ones a job can ask for
+    (:func:`reconcilers._dra.check_extended`).
+
+    Raises:
+        TranslationError: naming the pod and its field.
+    """
+    for p in pods:
+        try:
+            _dra.check_extended(p, device_classes)
+        except _dra.DraError as exc:
+            raise TranslationError(f"pod {p.name}: {exc.field}", exc.reason) from None
+
+
+def _cpus_per_task(
+    ann: Mapping[str, str],
+    pods: list[KubePod],
+    workload: KubeWorkload | None,
+    device_classes: _dra.Classes,
+) -> int:
+    """``cpu-per-task``, else the most CPUs a pod may use — the larger of its request and
+    limit, a ``dra.cpu`` count being a CPU count — and at least a PodGroup's
+    ``minResources``, in whole CPUs (Slinky slurmjobir.go ``parsePodsCpuAndMemory``, then
+    ``parseAnnotations``).
+
+    Raises:
+        TranslationError: the annotation is malformed, or set next to ``dra.cpu`` requests
+            (Slinky admission ``validateAnnotationConflicts``: the DRA request is
+            authoritative).
+    """
+    cpu = _cpu_quantity(ann)
+    if cpu is not None and any(_dra.cpus_asked(p, device_classes) for p in pods):
+        raise TranslationError(
+            _field("cpu-per-task"),
+            f"conflicts with the pods' {_dra.DEVICE_CLASS_PREFIX}{_dra.CPU_CLASS} requests",
+        )
+    if cpu is not None:
+        return cpu
+    most = max(
+        max(p.cpu_millis_max, p.cpu_millis, 1000 * _dra.cpus_asked(p, device_classes)) for p in pods
+    )
+    if workload is not None:
+        most = max(most, workload.min_cpu_millis)
+    return max(1, math.ceil(most / 1000))
+
+
+def _node_counts(ann: Mapping[str, str], n: int) -> tuple[int, int]:
+    """``(min-nodes, max-nodes)``: by default one node per pod, a lone ``max-nodes``
+    lowering the minimum to it and a lone ``min-nodes`` raising the maximum to it.
+
+    Raises:
+        TranslationError: a count is not an integer ≥ 1, or ``max-nodes`` < ``min-nodes``.
+    """
+    min_nodes = _int(ann, "min-nodes", minimum=1)
+    max_nodes = _int(ann, "max-nodes", minimum=1)
+    if min_nodes is None:
+        min_nodes = n if max_nodes is None else min(n, max_nodes)
+    if max_nodes is None:
+        max_nodes = max(n, min_nodes)
+    if max_nodes < min_nodes:
+        raise TranslationError(_field("max-nodes"), f"{max_nodes} is below min-nodes {min_nodes}")
+    return min_nodes, max_nodes
+
+
+def _memory_per_node(
+    ann: Mapping[str, str], pods: list[KubePod], per_node: int, workload: KubeWorkload | None
+) -> int | None:
+    """MiB per node: ``mem-per-node``, else the largest pod's (request or limit, the larger)
+    × ``per_node`` pods, at least a PodGroup's ``minResources``; None when no pod says
+    (Slinky slurmjobir.go ``parsePodsCpuAndMemory``: Slurm's partition default then).
+
+    Raises:
+        TranslationError: ``mem-per-node`` is malformed (:func:`parse_memory_mib`).
+    """
+    mem_raw = ann.get(PREFIX + "mem-per-node")
+    if mem_raw is not None:
+        try:
+            return parse_memory_mib(mem_raw)
+        except ValueError as exc:
+            raise TranslationError(_field("mem-per-node"), str(exc)) from None
+    largest = max(math.ceil(max(p.memory_bytes_max, p.memory_bytes) / MIB) for p in pods)
+    memory = largest * per_node if largest else None
+    if workload is not None and workload.min_memory_bytes:
+        memory = max(memory or 0, math.ceil(workload.min_memory_bytes / MIB))
+    return memory
+
+
+def _tres_per_node(
+    ann: Mapping[str, str],
+    pods: list[KubePod],
+    per_node: int,
+    dra_gpus: Mapping[str, int] | None,
+    device_classes: _dra.Classes,
+) -> str:
+    """``tres_per_node``: ``gres`` as ``gres/<value>``, else ``gres/gpu=N`` for the most GPUs
+    a pod asks for (device plugins or DRA) × ``per_node`` pods, else ``""`` (Slinky
+    slurmjobir.go ``parseGPUDevicePlugin``).
+
+    Raises:
+        TranslationError: ``gres`` is malformed, or set next to DRA GPU requests (Slinky
+            admission ``validateAnnotationConflicts``: explicit DRA requests are
+            authoritative; a gres annotation would replace them).
+    """
+    gres = _text(ann, "gres")
+    dra = dict(dra_gpus or {})
+    dra_gpus_max = max(
+        (dra.get(p.key, _dra.gpus_asked(p, classes=device_classes)) for p in pods), default=0
+    )
+    if gres:
+        if dra_gpus_max:
+            raise TranslationError(
+                _field("gres"), "conflicts with the pods' DRA GPU requests (they size the job)"
+            )
+        return gres if gres.startswith("gres/") else f"gres/{gres}"
+    gpus = max(dra_gpus_max, *(p.gpus for p in pods))
+    return f"gres/gpu={gpus * per_node}" if gpus else ""
+
+
+def _exclusive(ann: Mapping[str, str]) -> bool:
+    """Whole nodes unless ``exclusive`` says ``false`` (Slinky slurm-bridge slurmcontrol.go
+    ``sharedFromExclusiveAnnotation``).
+
+    Raises:
+        TranslationError: the annotation is neither ``true`` nor ``false``.
+    """
+    exclusive_raw = ann.get(PREFIX + "exclusive")
+    if exclusive_raw is None:
+        return True
+    value = exclusive_raw.strip().lower()
+    if value not in ("true", "false"):
+        raise TranslationError(_field("exclusive"), f"{exclusive_raw!r} is not true or false")
+    return value == "true"
+
+
+def _time_limit(ann: Mapping[str, str], workload: KubeWorkload | None) -> int | None:
+    """Minutes: ``timelimit`` (:func:`parse_time_limit`), else a Job's
+    ``activeDeadlineSeconds`` rounded up, else None (the partition's).
+
+    Raises:
+        TranslationError: ``timelimit`` is malformed or out of range.
+    """
+    limit_raw = ann.get(PREFIX + "timelimit")
+    if limit_raw is not None:
+        try:
+            return parse_time_limit(limit_raw)
+        except ValueError as exc:
+            raise TranslationError(_field("timelimit"), str(exc)) from None
+    if workload is None or workload.active_deadline_s <= 0:
+        return None
+    # Slinky slurm-bridge (slurmjobir job.go): a Job's activeDeadlineSeconds, rounded up
+    # to whole minutes so the job is never cut short; 0 means none (Slurm's 0 would be
+    # "unlimited", the opposite).
+    limit = math.ceil(workload.active_deadline_s / 60)
+    # Kubernetes takes any int64; beyond Slurm's largest finite limit (some 8000
+    # years) slurmrestd would read UNLIMITED, so the deadline is capped there.
+    return min(limit, MAX_UINT32_NO_VAL)
+
+
+def _partition(ann: Mapping[str, str]) -> str:
+    """``partition`` (``""``: Slurm's default).
+
+    Raises:
+        TranslationError: the annotation is empty, has a control character, or names more
+            than one partition.
+    """
+    partition = _text(ann, "partition")
+    if "," in partition:
+        raise TranslationError(_field("partition"), f"{partition!r}: name exactly one partition")
+    return partition
 
 
 #: Partition name → (CPUs, MiB of memory) of its largest nodes; the key ``""`` stands for a

@@ -64,12 +64,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
 
 import msgspec
 
 from reconcilers import _devprofile, _dra, _nodes
+from reconcilers._steps import Plan, Step, Stop, run
 from reconcilers.base import (
-    NOTHING,
     Context,
     Decision,
     ReconcilerSpec,
@@ -330,21 +332,25 @@ def _compatible(v: View, node: KubeNode, slurm: SlurmNode, d: Desired) -> tuple[
     )
 
 
-def _hybrid(v: View, node: KubeNode, slurm: SlurmNode) -> Decision:
+def _hybrid(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode) -> Stop:
     """A slurmd-registered node's GRES against its DRA inventory (module docstring); not
-    before the log holds every ResourceSlice (half a list would judge half an inventory)."""
+    before the log holds every ResourceSlice (half a list would judge half an inventory).
+    Slinky slurm-bridge node controller, node_sync.go ``syncNodeRegistration`` (an unlabelled
+    node Slurm knows and not as EXTERNAL), slurmcontrol.go ``UpdateHybridNode``."""
     if not v.slices_listed:
-        return NOTHING
+        return plan.stop()
     d = desired(node, v.slices)
     if d.inventory_error:
         msg = f"Could not verify Slurm GRES compatibility: {d.inventory_error}"
         acts = _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
-        return Decision(actions=acts, reason=msg) if acts else NOTHING
+        plan.extend(acts)
+        return plan.stop(msg if acts else None)
     if not d.dra.gres:
         clear = _extra(v, slurm, d)
         if isinstance(clear, tuple) and clear:
-            return Decision(actions=clear, reason="no indexed GRES left: our Extra cleared")
-        return NOTHING
+            plan.extend(clear)
+            return plan.stop("no indexed GRES left: our Extra cleared")
+        return plan.stop()
     missing = _devprofile.missing_gres(slurm.gres, d.dra.gres)
     if missing:
         lines = "\n".join(f"NodeName={slurm.key} {line}" for line in d.dra.conf_lines)
@@ -357,7 +363,8 @@ def _hybrid(v: View, node: KubeNode, slurm: SlurmNode) -> Decision:
         acts = _gres_condition(node, "False", wellknown.REASON_GRES_INCOMPATIBLE, msg)
     else:
         acts = _compatible(v, node, slurm, d)
-    return Decision(actions=acts, reason="hybrid node GRES checked") if acts else NOTHING
+    plan.extend(acts)
+    return plan.stop("hybrid node GRES checked" if acts else None)
 
 
 def _event(
@@ -384,155 +391,269 @@ def _drained_idle(slurm: SlurmNode) -> bool:
     return slurm.drained
 
 
-def _leave(v: View, node: KubeNode, slurm: SlurmNode, reason: str, why: str) -> Decision:
-    """Drain (once), then delete when drained and idle."""
+def _leave(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode, reason: str, why: str) -> Stop:
+    """Drain (once), then delete when drained and idle (Slinky slurm-bridge node controller,
+    node_sync.go ``removeNodeFromSlurmAfterDrain``)."""
     if not slurm.has("DRAIN"):
-        return Decision(
-            actions=(
-                DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
-                _event(node, "SlurmNodeDrain", f"Draining external Slurm node {slurm.key}: {why}"),
-            ),
-            reason=why,
+        plan.add(
+            DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
+            _event(node, "SlurmNodeDrain", f"Draining external Slurm node {slurm.key}: {why}"),
         )
+        return plan.stop(why)
     if not slurm.reason.startswith(OWNED):
-        return Decision(reason=f"drained by someone else ({slurm.reason!r}); not deleting")
+        return plan.stop(f"drained by someone else ({slurm.reason!r}); not deleting")
     if not _drained_idle(slurm):
-        return Decision(reason=f"{why}; waiting for the jobs on {slurm.key} to end")
-    return Decision(
-        actions=(
-            DeleteSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED),
-            _event(node, "SlurmNodeDeleted", f"Deleted external Slurm node {slurm.key}: {why}"),
-        ),
-        reason=why,
+        return plan.stop(f"{why}; waiting for the jobs on {slurm.key} to end")
+    plan.add(
+        DeleteSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED),
+        _event(node, "SlurmNodeDeleted", f"Deleted external Slurm node {slurm.key}: {why}"),
     )
+    return plan.stop(why)
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """The node under reconcile: the view, its Kubernetes node (present) and — computed once,
+    when a step first asks — the Slurm node it should have."""
+
+    v: View
+    node: KubeNode
+
+    @cached_property
+    def want(self) -> Desired:
+        """:func:`desired` of the node and its slices."""
+        return desired(self.node, self.v.slices)
+
+
+def _refuse(plan: Plan, node: KubeNode, reason: str, msg: str) -> Stop:
+    """Nothing is sent to Slurm: ``SlurmNodeRegistered=False`` with ``reason`` and, when the
+    condition turns so, a Warning Event; the decision says why either way."""
+    cond = _condition(node, "False", reason, msg)
+    if cond:
+        plan.extend((*cond, _event(node, reason, msg, warning=True)))
+    return plan.stop(msg)
+
+
+def _await_listing(plan: Plan, s: _Subject) -> Stop | None:
+    """Before a complete listing, a missing Slurm node or partition proves nothing: every
+    labelled node would get a new/node refused with 2168, or a false PartitionNotFound. The
+    listing's ping is published last and triggers nothing here: look again soon."""
+    if s.v.listed:
+        return None
+    plan.requeue(LISTING_WAIT_S)
+    return plan.stop("waiting for a complete Slurm listing")
+
+
+def _unlabelled(plan: Plan, s: _Subject) -> Stop | None:
+    """A node without the label: an external Slurm node of it (or one we drained) is drained
+    and deleted, a slurmd node's GRES are checked (Slinky slurm-bridge node controller,
+    node_sync.go ``syncNodeRegistration``, the branch without ``LabelExternalNode``)."""
+    slurm = s.v.slurm
+    if is_external(s.node):
+        return None
+    if slurm is None:
+        return plan.stop()
+    if not (slurm.has("EXTERNAL") or slurm.reason.startswith(OWNED)):
+        return _hybrid(plan, s.v, s.node, slurm)
+    return _leave(
+        plan,
+        s.v,
+        s.node,
+        slurm,
+        wellknown.external_removal_reason(s.node.key),
+        "external-node label removed",
+    )
+
+
+def _invalid_topology(plan: Plan, s: _Subject) -> Stop | None:
+    """A topology annotation Slurm would not read as one ``Topology=`` value is refused
+    (Slinky ``AddNode`` copies it into the node line unchecked)."""
+    topology = s.want.topology
+    if not topology or _TOPOLOGY.fullmatch(topology):
+        return None
+    msg = (
+        f"annotation {wellknown.ANNOTATION_TOPOLOGY_SPEC}: {topology!r} is not a "
+        "topology spec (letters, digits and _ . : , - only): the node is not registered"
+    )
+    return _refuse(plan, s.node, "InvalidAnnotation", msg)
+
+
+def _missing_partitions(plan: Plan, s: _Subject) -> Stop | None:
+    """Every partition named must exist in Slurm first (Slinky slurmcontrol.go ``AddNode``,
+    ``validatePartitionExists``)."""
+    missing = sorted(set(s.want.partitions) - s.v.partitions)
+    if not missing:
+        return None
+    msg = f"Slurm has no partition {', '.join(missing)}: the node is not registered"
+    return _refuse(plan, s.node, "PartitionNotFound", msg)
+
+
+def _unreadable_inventory(plan: Plan, s: _Subject) -> Stop | None:
+    """Slinky: the inventory error is recorded and nothing is sent to Slurm (node_sync.go
+    ``nodeRegistrationInventories`` failing ``syncNodeRegistration``)."""
+    if not s.want.inventory_error:
+        return None
+    msg = f"Could not verify Slurm GRES compatibility: {s.want.inventory_error}"
+    plan.extend(_gres_condition(s.node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg))
+    return plan.stop(msg)
+
+
+def _register(plan: Plan, s: _Subject) -> Stop | None:
+    """No Slurm node yet: create it from :func:`node_conf` (Slinky slurmcontrol.go
+    ``AddNode``); the Warning Event is recorded only when the REST API cannot create
+    nodes."""
+    if s.v.slurm is not None:
+        return None
+    conf = node_conf(s.want)
+    plan.add(
+        CreateSlurmNode(cluster=s.v.cluster, node=s.want.name, node_conf=conf),
+        _event(s.node, "SlurmNodeRegistered", f"Registered in Slurm: {conf}"),
+        _event(
+            s.node,
+            "SlurmNodeUnsupported",
+            "The Slurm REST API cannot create nodes (needs v0.0.44+, Slurm 25.11): "
+            "the node is not registered",
+            warning=True,
+            on=("unsupported",),
+        ),
+    )
+    return plan.stop("register external node")
+
+
+def _not_external(plan: Plan, s: _Subject) -> Stop | None:
+    """A node from slurm.conf or registered by its own slurmd: re-registering it would
+    delete a real compute node's record (Slurm refuses with 2028, "Can't delete non-dynamic
+    node", for slurm.conf nodes). Leave it, and say why."""
+    slurm = s.v.slurm
+    if slurm is None or slurm.has("EXTERNAL") or slurm.reason.startswith(OWNED):
+        return None
+    msg = (
+        f"Slurm node {slurm.key} already exists and is not an external node (it is "
+        "defined in slurm.conf or registered by its slurmd): not registered; remove the "
+        f"label {wellknown.LABEL_EXTERNAL_NODE} or use another Slurm node name"
+    )
+    return _refuse(plan, s.node, "NotExternal", msg)
+
+
+def _repartitioned(plan: Plan, s: _Subject) -> Stop | None:
+    """Slurm places a dynamic node in the partitions whose NodeSet features it has when it
+    is created; a later feature update leaves its partitions as they were (Slurm 26.05.5,
+    recorded), so only a new node joins the new partitions: drain, delete, create again."""
+    slurm, d = s.v.slurm, s.want
+    if slurm is None or partition_features(slurm) == tuple(sorted(d.partitions)):
+        return None
+    return _leave(
+        plan,
+        s.v,
+        s.node,
+        slurm,
+        wellknown.external_repartition_reason(s.node.key),
+        f"partitions changed ({','.join(partition_features(slurm)) or 'none'}→"
+        f"{','.join(sorted(d.partitions)) or 'none'}): re-registering",
+    )
+
+
+def _resized(plan: Plan, s: _Subject) -> Stop | None:
+    """CPUs, memory or GRES changed: drain, delete, create again (Slinky slurmcontrol.go
+    ``NodeNeedsRecreate``, then node_sync.go ``removeNodeFromSlurmAfterDrain``)."""
+    slurm, d = s.v.slurm, s.want
+    if slurm is None or (
+        slurm.cpus == d.cpus
+        and slurm.real_memory == d.real_memory
+        and _devprofile.gres_equal(slurm.gres, d.gres)
+    ):
+        return None
+    return _leave(
+        plan,
+        s.v,
+        s.node,
+        slurm,
+        wellknown.external_resize_reason(s.node.key),
+        f"resources changed (CPUs {slurm.cpus}→{d.cpus}, RealMemory "
+        f"{slurm.real_memory}→{d.real_memory}, Gres {slurm.gres!r}→{d.gres!r})",
+    )
+
+
+def _reversed_removal(plan: Plan, s: _Subject) -> Stop | None:
+    """A removal or re-registration was reversed before it completed: our drain goes."""
+    slurm = s.v.slurm
+    if slurm is not None and slurm.has("DRAIN") and slurm.reason.startswith(OWNED):
+        plan.add(UndrainSlurmNode(cluster=s.v.cluster, node=slurm.key, owned_prefixes=OWNED))
+    return None
+
+
+def _topology(plan: Plan, s: _Subject) -> Stop | None:
+    """Slinky's ``updateNodeTopology``: in place, no re-registration (Slurm 26.05.5 moves the
+    node between blocks at once, recorded); a Slurm node whose topology is None (the API
+    version does not report it) has nothing to compare, and no update is sent."""
+    slurm, topology = s.v.slurm, s.want.topology
+    if slurm is None or slurm.topology is None or slurm.topology == topology:
+        return None
+    what = f"to {topology!r}" if topology else "cleared"
+    plan.add(
+        UpdateSlurmNodeTopology(cluster=s.v.cluster, node=slurm.key, topology=topology),
+        _event(s.node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"),
+    )
+    return None
+
+
+def _registered(plan: Plan, s: _Subject) -> Stop | None:
+    """``SlurmNodeRegistered=True`` once the node is in step."""
+    if s.v.slurm is not None:
+        key = s.v.slurm.key
+        plan.extend(_condition(s.node, "True", "Registered", f"Slurm node {key} is registered"))
+    return None
+
+
+def _applied_inventory(plan: Plan, s: _Subject) -> Stop | None:
+    """The applied DRA inventory in the Slurm node's ``Extra`` and the GRES condition
+    (Slinky slurmcontrol.go ``updateNodeExtra``); with no indexed GRES left, our ``Extra``
+    is cleared once the log holds every ResourceSlice."""
+    slurm, d = s.v.slurm, s.want
+    if slurm is None:
+        return None
+    if d.dra.gres:
+        plan.extend(_compatible(s.v, s.node, slurm, d))
+    elif s.v.slices_listed:
+        clear = _extra(s.v, slurm, d)
+        if isinstance(clear, tuple):
+            plan.extend(clear)
+    return None
+
+
+def _in_step(plan: Plan, _s: _Subject) -> Stop | None:
+    """The reason of a registered node's decision: "in sync" when nothing is to be done."""
+    if plan.actions:
+        plan.reason = "external node in step"
+    return None
+
+
+#: The rules in the order they decide (module docstring): the first that refuses, waits,
+#: registers or removes ends the list; a registered node runs to the end.
+STEPS: tuple[Step[Plan, _Subject], ...] = (
+    _await_listing,
+    _unlabelled,
+    _invalid_topology,
+    _missing_partitions,
+    _unreadable_inventory,
+    _register,
+    _not_external,
+    _repartitioned,
+    _resized,
+    _reversed_removal,
+    _topology,
+    _registered,
+    _applied_inventory,
+    _in_step,
+)
 
 
 def decide(v: View) -> Decision:
-    """Create, update, re-create or remove the external Slurm node (module docstring)."""
-    node, slurm = v.node, v.slurm
-    if node is None:
+    """Create, update, re-create or remove the external Slurm node: :data:`STEPS` over the
+    node (module docstring)."""
+    if v.node is None:
         return Decision(reason="Kubernetes node is gone")
-    if not v.listed:
-        # Before a complete listing, a missing Slurm node or partition proves nothing: every
-        # labelled node would get a new/node refused with 2168, or a false PartitionNotFound.
-        # The listing's ping is published last and triggers nothing here: look again soon.
-        return Decision(requeue_after=LISTING_WAIT_S, reason="waiting for a complete Slurm listing")
-    if not is_external(node):
-        if slurm is None:
-            return NOTHING
-        if not (slurm.has("EXTERNAL") or slurm.reason.startswith(OWNED)):
-            return _hybrid(v, node, slurm)
-        return _leave(
-            v,
-            node,
-            slurm,
-            wellknown.external_removal_reason(node.key),
-            "external-node label removed",
-        )
-    d = desired(node, v.slices)
-    if d.topology and not _TOPOLOGY.fullmatch(d.topology):
-        msg = (
-            f"annotation {wellknown.ANNOTATION_TOPOLOGY_SPEC}: {d.topology!r} is not a "
-            "topology spec (letters, digits and _ . : , - only): the node is not registered"
-        )
-        cond = _condition(node, "False", "InvalidAnnotation", msg)
-        if not cond:
-            return Decision(reason=msg)
-        return Decision(
-            actions=(*cond, _event(node, "InvalidAnnotation", msg, warning=True)), reason=msg
-        )
-    missing = sorted(set(d.partitions) - v.partitions)
-    if missing:
-        msg = f"Slurm has no partition {', '.join(missing)}: the node is not registered"
-        cond = _condition(node, "False", "PartitionNotFound", msg)
-        if not cond:
-            return Decision(reason=msg)
-        return Decision(
-            actions=(*cond, _event(node, "PartitionNotFound", msg, warning=True)), reason=msg
-        )
-    if d.inventory_error:
-        # Slinky: the inventory error is recorded and nothing is sent to Slurm.
-        msg = f"Could not verify Slurm GRES compatibility: {d.inventory_error}"
-        acts = _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
-        return Decision(actions=acts, reason=msg)
-    if slurm is None:
-        return Decision(
-            actions=(
-                CreateSlurmNode(cluster=v.cluster, node=d.name, node_conf=node_conf(d)),
-                _event(node, "SlurmNodeRegistered", f"Registered in Slurm: {node_conf(d)}"),
-                _event(
-                    node,
-                    "SlurmNodeUnsupported",
-                    "The Slurm REST API cannot create nodes (needs v0.0.44+, Slurm 25.11): "
-                    "the node is not registered",
-                    warning=True,
-                    on=("unsupported",),
-                ),
-            ),
-            reason="register external node",
-        )
-    if not slurm.has("EXTERNAL") and not slurm.reason.startswith(OWNED):
-        # A node from slurm.conf or registered by its own slurmd: re-registering it would
-        # delete a real compute node's record (Slurm refuses with 2028, "Can't delete
-        # non-dynamic node", for slurm.conf nodes). Leave it, and say why.
-        msg = (
-            f"Slurm node {slurm.key} already exists and is not an external node (it is "
-            "defined in slurm.conf or registered by its slurmd): not registered; remove the "
-            f"label {wellknown.LABEL_EXTERNAL_NODE} or use another Slurm node name"
-        )
-        cond = _condition(node, "False", "NotExternal", msg)
-        if not cond:
-            return Decision(reason=msg)
-        return Decision(actions=(*cond, _event(node, "NotExternal", msg, warning=True)), reason=msg)
-    resources_changed = (
-        slurm.cpus != d.cpus
-        or slurm.real_memory != d.real_memory
-        or not _devprofile.gres_equal(slurm.gres, d.gres)
-    )
-    if partition_features(slurm) != tuple(sorted(d.partitions)):
-        # Slurm places a dynamic node in the partitions whose NodeSet features it has when
-        # it is created; a later feature update leaves its partitions as they were (Slurm
-        # 26.05.5, recorded), so only a new node joins the new partitions.
-        return _leave(
-            v,
-            node,
-            slurm,
-            wellknown.external_repartition_reason(node.key),
-            f"partitions changed ({','.join(partition_features(slurm)) or 'none'}→"
-            f"{','.join(sorted(d.partitions)) or 'none'}): re-registering",
-        )
-    if resources_changed:
-        return _leave(
-            v,
-            node,
-            slurm,
-            wellknown.external_resize_reason(node.key),
-            f"resources changed (CPUs {slurm.cpus}→{d.cpus}, RealMemory "
-            f"{slurm.real_memory}→{d.real_memory}, Gres {slurm.gres!r}→{d.gres!r})",
-        )
-    actions: list[AnyAction] = []
-    if slurm.has("DRAIN") and slurm.reason.startswith(OWNED):
-        # A removal or re-registration was reversed before it completed: our drain goes.
-        actions.append(UndrainSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED))
-    if slurm.topology is not None and slurm.topology != d.topology:
-        # Slinky's updateNodeTopology: in place, no re-registration (Slurm 26.05.5 moves the
-        # node between blocks at once, recorded); None: the API version does not report
-        # topology, so there is nothing to compare and no update is sent.
-        what = f"to {d.topology!r}" if d.topology else "cleared"
-        actions.append(
-            UpdateSlurmNodeTopology(cluster=v.cluster, node=slurm.key, topology=d.topology)
-        )
-        actions.append(_event(node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"))
-    actions.extend(_condition(node, "True", "Registered", f"Slurm node {slurm.key} is registered"))
-    if d.dra.gres:
-        actions.extend(_compatible(v, node, slurm, d))
-    elif v.slices_listed:
-        clear = _extra(v, slurm, d)
-        if isinstance(clear, tuple):
-            actions.extend(clear)
-    if not actions:
-        return NOTHING
-    return Decision(actions=tuple(actions), reason="external node in step")
+    return run(STEPS, Plan(), _Subject(v, v.node))
 
 
 def _waiting_for(event: SlurmPartition, store: Store, ctx: Context) -> Iterable[str]:

@@ -65,12 +65,13 @@ KubeNode (a node going NotReady), SlurmJob.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import msgspec
 
 from reconcilers import _pods
+from reconcilers._steps import Plan, Step, Stop, run
 from reconcilers.base import (
-    NOTHING,
     Context,
     Decision,
     ReconcilerSpec,
@@ -158,61 +159,20 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         return None
     source = slurm_source(ctx.cluster)
     pods = tuple(p for p in _pods.pods_of(group, store, ctx.cluster) if _ours(p, ctx))
-    ids = [
-        int(raw) for p in pods if (raw := p.labels.get(wellknown.LABEL_SLURM_JOBID, "")).isdigit()
-    ]
+    ids = _named_job_ids(pods)
     job_id = max(ids) if ids else None
-    job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
-    root = store.get(KubeWorkload, group.root_key) if group.root_key else None
-    if job is not None and not _pods.is_groups_job(
-        job.comment, group, _pods.root_uid(group, list(pods), root)
-    ):
-        # Someone else's job under the id the pods name (a user's, or another group's after
-        # slurmctld restarted from older state and handed the id out again): no job of the
-        # group — never cancelled, never a reason to keep or delete the pods.
-        job = None
+    job = _named_job(store, group, pods, job_id, source)
     if job is None and job_id is None:
         # No pod names the job: find a job of ours that names this group (rule 5).
-        job = next(
-            (
-                j
-                for j in store.values(SlurmJob, source)
-                if _pods.group_key_of_marker(j.comment) == group.key and j.base_state not in ENDED
-            ),
-            None,
-        )
+        job = _marked_job(store, group, source)
         job_id = job.job_id if job is not None else None
-    duplicates: tuple[SlurmJob, ...] = ()
-    if job is not None and ids and _pods.group_key_of_marker(job.comment) == group.key:
-        named = set(ids)
-        # The components of a heterogeneous job share its marker: the pods name the het job
-        # (its leader), and a component is no duplicate.
-        duplicates = tuple(
-            j
-            for j in store.by_field(SlurmJob, "comment", job.comment)
-            if j.source == source
-            and j.job_id not in named
-            and j.het_job_id not in named
-            and j.base_state not in ENDED
-        )
-    het = (
-        tuple(store.get(SlurmJob, str(i), source) for i in job.het_job_ids)
-        if job is not None and len(job.het_job_ids) > 1
-        else ()
-    )
-    node_ready: dict[str, bool] = {}
-    for p in pods:
-        if p.deleting and p.node_name and p.node_name not in node_ready:
-            n = store.get(KubeNode, p.node_name)
-            if n is not None:
-                node_ready[p.node_name] = n.ready
     return View(
         group=group,
         pods=pods,
         job=job,
         job_id=job_id,
-        duplicates=duplicates,
-        node_ready=node_ready,
+        duplicates=_duplicates_of(store, group, job, ids, source),
+        node_ready=_node_ready(store, pods),
         cluster=ctx.cluster,
         now=ctx.now,
         grace_s=ctx.stuck_pod_grace_s,
@@ -222,8 +182,81 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         gang_size=_gang_size(store, group),
         claims=_claims_of(store, pods),
         lost_job_grace_s=ctx.lost_job_grace_s,
-        het_jobs=het,
+        het_jobs=_het_components(store, job, source),
     )
+
+
+def _named_job_ids(pods: tuple[KubePod, ...]) -> list[int]:
+    """The job ids the pods' ``slurm-jobid`` labels name (numbers only), in pod order."""
+    return [
+        int(raw) for p in pods if (raw := p.labels.get(wellknown.LABEL_SLURM_JOBID, "")).isdigit()
+    ]
+
+
+def _named_job(
+    store: Store, group: _pods.Group, pods: tuple[KubePod, ...], job_id: int | None, source: str
+) -> SlurmJob | None:
+    """The job ``job_id`` names when it is the group's (:func:`reconcilers._pods.is_groups_job`),
+    else None."""
+    job = store.get(SlurmJob, str(job_id), source) if job_id is not None else None
+    if job is None:
+        return None
+    root = store.get(KubeWorkload, group.root_key) if group.root_key else None
+    if not _pods.is_groups_job(job.comment, group, _pods.root_uid(group, list(pods), root)):
+        # Someone else's job under the id the pods name (a user's, or another group's after
+        # slurmctld restarted from older state and handed the id out again): no job of the
+        # group — never cancelled, never a reason to keep or delete the pods.
+        return None
+    return job
+
+
+def _marked_job(store: Store, group: _pods.Group, source: str) -> SlurmJob | None:
+    """The first live job of ``source`` whose marker names ``group``, else None."""
+    return next(
+        (
+            j
+            for j in store.values(SlurmJob, source)
+            if _pods.group_key_of_marker(j.comment) == group.key and j.base_state not in ENDED
+        ),
+        None,
+    )
+
+
+def _duplicates_of(
+    store: Store, group: _pods.Group, job: SlurmJob | None, ids: list[int], source: str
+) -> tuple[SlurmJob, ...]:
+    """Live jobs with the marker of the group's job that no pod names (rule 6)."""
+    if job is None or not ids or _pods.group_key_of_marker(job.comment) != group.key:
+        return ()
+    named = set(ids)
+    # The components of a heterogeneous job share its marker: the pods name the het job
+    # (its leader), and a component is no duplicate.
+    return tuple(
+        j
+        for j in store.by_field(SlurmJob, "comment", job.comment)
+        if j.source == source
+        and j.job_id not in named
+        and j.het_job_id not in named
+        and j.base_state not in ENDED
+    )
+
+
+def _het_components(store: Store, job: SlurmJob | None, source: str) -> tuple[SlurmJob | None, ...]:
+    """The components of ``job`` when it is a heterogeneous job, in offset order."""
+    if job is None or len(job.het_job_ids) <= 1:
+        return ()
+    return tuple(store.get(SlurmJob, str(i), source) for i in job.het_job_ids)
+
+
+def _node_ready(store: Store, pods: tuple[KubePod, ...]) -> dict[str, bool]:
+    """Kubernetes node name → Ready, for the observed nodes of the pods being deleted."""
+    out: dict[str, bool] = {}
+    for p in pods:
+        if p.deleting and p.node_name and p.node_name not in out:
+            n = store.get(KubeNode, p.node_name)
+            if n is not None:
+                out[p.node_name] = n.ready
+    return out
 
 
 def _claims_of(store: Store, pods: tuple[KubePod, ...]) -> tuple[KubeResourceClaim, ...]:
@@ -346,161 +379,225 @@ def _cancels(v: View, why: str) -> tuple[CancelSlurmJob, ...]:
     return (CancelSlurmJob(cluster=v.cluster, job_id=v.job_id, marker=v.job.comment, why=why),)
 
 
-def decide(v: View | None) -> Decision:
-    """Delete pods of stopped jobs, cancel jobs of finished groups, release finalizers."""
-    if v is None:
-        return Decision(reason="not a pod group key")
-    status = job_status(v)
-    job_label = f"job {v.job_id}" if v.job_id is not None else "no job"
-    actions: list[AnyAction] = []
-    requeue: float | None = None
+@dataclass(slots=True)
+class _Plan(Plan):
+    """The workload plan: the job's status, which rule 9 and the listing wait refine and
+    :func:`_report` states, and how many ended pods give back claims (rule 8)."""
 
-    if not v.pods:
-        # Rule 5: a job of ours with no pod left — once the log holds a complete list of the
-        # pods: on a first start the Slurm listing may arrive before the pods' (a slow or
-        # paged list, an API server answering 503), and a running job's pods would look gone.
-        if v.job is not None and v.job_id is not None and _cancellable(v):
-            if not v.pods_listed:
-                return Decision(
-                    requeue_after=LISTING_RECHECK_S,
-                    reason=f"{job_label}: no pod seen, but the pods are not listed yet",
-                )
-            return Decision(
-                actions=_cancels(v, f"every pod of {v.group.key} is gone"),
-                reason=f"{job_label}: every pod of the group is gone",
-            )
-        return NOTHING
+    status: str = ""
+    released: int = 0
 
-    # Rule 7: a gang that fell below its size while its job still waits.
+
+def _job_label(v: View) -> str:
+    return f"job {v.job_id}" if v.job_id is not None else "no job"
+
+
+def _gone_pods(plan: _Plan, v: View) -> Stop | None:
+    """Rule 5: a job of ours with no pod left is cancelled — once the log holds a complete
+    list of the pods: on a first start the Slurm listing may arrive before the pods' (a slow
+    or paged list, an API server answering 503), and a running job's pods would look gone.
+    (Slinky slurm-bridge pod controller, pod_sync.go ``syncSlurm``: a job no pod needs.)"""
+    if v.pods:
+        return None
+    if not (v.job is not None and v.job_id is not None and _cancellable(v)):
+        return plan.stop()
+    if not v.pods_listed:
+        plan.requeue(LISTING_RECHECK_S)
+        return plan.stop(f"{_job_label(v)}: no pod seen, but the pods are not listed yet")
+    plan.extend(_cancels(v, f"every pod of {v.group.key} is gone"))
+    return plan.stop(f"{_job_label(v)}: every pod of the group is gone")
+
+
+def _short_gang(plan: _Plan, v: View) -> Stop | None:
+    """Rule 7: a gang that fell below its size while its job still waits loses its job and
+    its pods their job label, so they are placed again once whole (Slinky slurm-bridge
+    slurmbridge.go ``PreFilter``: ErrorExternalJobInvalid)."""
     live = [p for p in v.pods if not _done(p)]
-    if (
+    if not (
         v.gang_size
         and len(live) < v.gang_size
-        and status == "pending"
+        and plan.status == "pending"
         and v.job is not None
         and v.job_id is not None
         and not v.job.required_nodes
         and _cancellable(v)
     ):
-        why = (
-            f"{v.group.key} has {len(live)} of its {v.gang_size} pods while {job_label} is "
-            "pending: a short gang never holds nodes"
-        )
-        return Decision(
-            actions=(
-                CancelSlurmJob(cluster=v.cluster, job_id=v.job_id, marker=v.job.comment, why=why),
-                *(
-                    SetPodLabel(pod=_ref(p), label=wellknown.LABEL_SLURM_JOBID, value=None)
-                    for p in live
-                    if wellknown.LABEL_SLURM_JOBID in p.labels
-                ),
-                *(_pods.pod_event(p, "SlurmJobCancelled", why) for p in live[:1]),
-                *_releases(v),
-            ),
-            reason=why,
-        )
+        return None
+    why = (
+        f"{v.group.key} has {len(live)} of its {v.gang_size} pods while {_job_label(v)} is "
+        "pending: a short gang never holds nodes"
+    )
+    plan.add(CancelSlurmJob(cluster=v.cluster, job_id=v.job_id, marker=v.job.comment, why=why))
+    plan.extend(
+        SetPodLabel(pod=_ref(p), label=wellknown.LABEL_SLURM_JOBID, value=None)
+        for p in live
+        if wellknown.LABEL_SLURM_JOBID in p.labels
+    )
+    plan.extend(_pods.pod_event(p, "SlurmJobCancelled", why) for p in live[:1])
+    plan.extend(_releases(v))
+    return plan.stop(why)
 
-    # Rule 6: duplicates of the group's job.
-    actions.extend(
+
+def _duplicate_jobs(plan: _Plan, v: View) -> Stop | None:
+    """Rule 6: other live jobs with the group's marker, named by none of its pods, are
+    cancelled (a submit Slurm carried out after its retry had submitted again)."""
+    plan.extend(
         CancelSlurmJob(
             cluster=v.cluster,
             job_id=d.job_id,
             marker=d.comment,
-            why=f"duplicate placeholder of {v.group.key}: its pods run under {job_label}",
+            why=f"duplicate placeholder of {v.group.key}: its pods run under {_job_label(v)}",
         )
         for d in v.duplicates
     )
+    return None
 
-    # Rule 9: a re-back job still within its grace keeps its pods.
+
+def _stopped_job(plan: _Plan, v: View) -> Stop | None:
+    """Rules 9 and 1: a re-back job within its grace keeps its pods; otherwise the bound
+    pods of a job that is not running are deleted — a lost job's pods are left for
+    ``placement`` to re-back (Slinky slurm-bridge pod controller, pod_sync.go
+    ``syncKubernetes``: a running pod whose job does not run is deleted)."""
     left = _reback_left(v)
     if left is not None and left > 0:
-        requeue = left
-        status = f"pending (re-backing pods whose job Slurm lost; {left:.0f} s left to start)"
-    # Rule 1: pods whose job stopped (a lost job's pods are re-backed by placement).
-    elif v.job_id is not None and status in ("ended", "pending"):
-        state = v.job.base_state if v.job is not None else "gone from Slurm"
-        marker = v.job.comment if v.job is not None else ""
-        why_extra = ""
-        if left is not None:
-            why_extra = (
-                f" {v.lost_job_grace_s:.0f} s after its submit: it re-backed pods whose job "
-                "Slurm lost, and could not start on their nodes"
+        plan.requeue(left)
+        plan.status = f"pending (re-backing pods whose job Slurm lost; {left:.0f} s left to start)"
+        return None
+    if v.job_id is None or plan.status not in ("ended", "pending"):
+        return None
+    deletes = _stopped_pod_deletes(v, v.job_id, reback=left is not None)
+    plan.extend(deletes)
+    if left is not None and v.job is not None and any(isinstance(a, DeletePod) for a in deletes):
+        # The re-back job only held its pods' nodes: once they go it would start there
+        # for nobody. Only while still pending — one that started meanwhile keeps them
+        # (the deletes are skipped by the effector then, too).
+        plan.add(
+            CancelSlurmJob(
+                cluster=v.cluster,
+                job_id=v.job_id,
+                marker=v.job.comment,
+                why=f"re-back {_job_label(v)} did not start within {v.lost_job_grace_s:.0f} s",
+                pending_only=True,
             )
-        for p in v.pods:
-            if p.node_name and not p.terminal and not p.deleting:
-                if state == "PREEMPTED":
-                    actions.extend(_preempted(v, p, v.job_id))
-                    continue
-                why = f"Slurm {job_label} is {state}{why_extra}"
-                actions.append(
-                    DeletePod(
-                        pod=_ref(p), cluster=v.cluster, job_id=v.job_id, why=why, marker=marker
-                    )
-                )
-                actions.append(_pods.pod_event(p, "SlurmJobStopped", f"Deleting pod: {why}"))
-        if (
-            left is not None
-            and v.job is not None
-            and any(isinstance(a, DeletePod) for a in actions)
-        ):
-            # The re-back job only held its pods' nodes: once they go it would start there
-            # for nobody. Only while still pending — one that started meanwhile keeps them
-            # (the deletes are skipped by the effector then, too).
-            actions.append(
-                CancelSlurmJob(
-                    cluster=v.cluster,
-                    job_id=v.job_id,
-                    marker=v.job.comment,
-                    why=f"re-back {job_label} did not start within {v.lost_job_grace_s:.0f} s",
-                    pending_only=True,
-                )
-            )
-
-    # Rule 8: the claims of pods that ended, before the group's finalizers go (rule 2).
-    releases = _releases(v)
-    actions.extend(releases)
-
-    # Rule 2: the whole group finished.
-    if all(_done(p) for p in v.pods):
-        if v.job is not None and v.job_id is not None and _cancellable(v):
-            actions.extend(_cancels(v, f"every pod of {v.group.key} has finished"))
-        actions.extend(
-            RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="group finished")
-            for p in v.pods
-            if FINALIZER in p.finalizers
         )
-        return Decision(actions=tuple(actions), reason=f"{job_label}: the group has finished")
+    return None
 
+
+def _stopped_pod_deletes(v: View, job_id: int, *, reback: bool) -> list[AnyAction]:
+    """Rule 1's actions: each bound, unfinished pod not yet being deleted is deleted with an
+    Event (a preempted job's pods as kube-scheduler's preemption does: :func:`_preempted`);
+    ``reback``: the job is a re-back job whose grace ran out."""
+    state = v.job.base_state if v.job is not None else "gone from Slurm"
+    marker = v.job.comment if v.job is not None else ""
+    why_extra = ""
+    if reback:
+        why_extra = (
+            f" {v.lost_job_grace_s:.0f} s after its submit: it re-backed pods whose job "
+            "Slurm lost, and could not start on their nodes"
+        )
+    out: list[AnyAction] = []
+    for p in v.pods:
+        if not p.node_name or p.terminal or p.deleting:
+            continue
+        if state == "PREEMPTED":
+            out.extend(_preempted(v, p, job_id))
+            continue
+        why = f"Slurm {_job_label(v)} is {state}{why_extra}"
+        out.append(DeletePod(pod=_ref(p), cluster=v.cluster, job_id=job_id, why=why, marker=marker))
+        out.append(_pods.pod_event(p, "SlurmJobStopped", f"Deleting pod: {why}"))
+    return out
+
+
+def _ended_claims(plan: _Plan, v: View) -> Stop | None:
+    """Rule 8: the claims of pods that ended are released, before the group's finalizers go
+    (rule 2) (Slinky slurm-bridge pod controller, pod_sync.go ``prepareTerminalPod``, deletes
+    a terminal pod's extended-resource claim; kube-controller-manager's resourceclaim
+    controller, ``syncClaim``, drops a done pod from ``reservedFor``)."""
+    releases = _releases(v)
+    plan.extend(releases)
+    plan.released = _count(releases)
+    return None
+
+
+def _finished_group(plan: _Plan, v: View) -> Stop | None:
+    """Rule 2: when no pod of the group can still run, its job is cancelled if it still runs
+    and our finalizer leaves every pod (Slinky slurm-bridge pod controller, pod_sync.go
+    ``syncSlurm`` and ``prepareTerminalPod``)."""
+    if not all(_done(p) for p in v.pods):
+        return None
+    if v.job is not None and v.job_id is not None and _cancellable(v):
+        plan.extend(_cancels(v, f"every pod of {v.group.key} has finished"))
+    plan.extend(
+        RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="group finished")
+        for p in v.pods
+        if FINALIZER in p.finalizers
+    )
+    return plan.stop(f"{_job_label(v)}: the group has finished")
+
+
+def _deleting_pods(plan: _Plan, v: View) -> Stop | None:
+    """Rules 3 and 4: a pod being deleted keeps our finalizer while its job may still run,
+    loses it once the job ended (or Slurm lost it), and loses it with a Warning Event when
+    its node's kubelet has not answered for ``grace_s`` after the deletion grace period
+    (slurm-bridge #49); until then the key is looked at again when that time comes."""
     for p in v.pods:
         if FINALIZER not in p.finalizers or not p.deleting or _done(p):
             continue
-        # Rule 3: deleted after the job ended (or Slurm lost it).
-        if status in ("ended", "lost"):
-            actions.append(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="job ended"))
+        if plan.status in ("ended", "lost"):
+            plan.add(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="job ended"))
             continue
-        # Rule 4: stuck Terminating on a node without a kubelet.
         if p.node_name and not v.node_ready.get(p.node_name, False):
-            # The API server sets deletionTimestamp to the *end* of the grace period.
-            due = p.deletion_timestamp + v.grace_s
-            if v.now >= due:
-                why = (
-                    f"node {p.node_name} has not answered for {v.grace_s:.0f} s after the "
-                    "pod's deletion grace period: finalizer removed so the deletion completes"
-                )
-                actions.append(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why=why))
-                actions.append(_pods.pod_event(p, "KubeletUnresponsive", why, warning=True))
-            else:
-                wait = due - v.now
-                requeue = wait if requeue is None else min(requeue, wait)
-    if status == "unknown" and not v.slurm_listed and _bound(v):
-        requeue = min(requeue or LISTING_RECHECK_S, LISTING_RECHECK_S)
-        status = "unknown (no current listing of the Slurm cluster)"
-    reason = f"{job_label} is {status}"
-    if releases:
-        reason += f"; releasing the ResourceClaims of {_count(releases)} ended pod(s)"
-    if not actions:
-        return Decision(requeue_after=requeue, reason=reason)
-    return Decision(actions=tuple(actions), requeue_after=requeue, reason=reason)
+            _stuck_terminating(plan, v, p)
+    return None
+
+
+def _stuck_terminating(plan: _Plan, v: View, p: KubePod) -> None:
+    """Rule 4 for one pod on a node without a kubelet."""
+    # The API server sets deletionTimestamp to the *end* of the grace period.
+    due = p.deletion_timestamp + v.grace_s
+    if v.now < due:
+        plan.requeue(due - v.now)
+        return
+    why = (
+        f"node {p.node_name} has not answered for {v.grace_s:.0f} s after the "
+        "pod's deletion grace period: finalizer removed so the deletion completes"
+    )
+    plan.add(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why=why))
+    plan.add(_pods.pod_event(p, "KubeletUnresponsive", why, warning=True))
+
+
+def _report(plan: _Plan, v: View) -> Stop | None:
+    """The reason: the job's status — looked at again soon while a bound pod's job is
+    missing and the log holds no current listing (nothing else re-triggers the group when
+    the listing arrives) — and the claims given back."""
+    if plan.status == "unknown" and not v.slurm_listed and _bound(v):
+        plan.requeue(LISTING_RECHECK_S)
+        plan.status = "unknown (no current listing of the Slurm cluster)"
+    plan.reason = f"{_job_label(v)} is {plan.status}"
+    if plan.released:
+        plan.note(f"releasing the ResourceClaims of {plan.released} ended pod(s)")
+    return None
+
+
+#: The rules in the order they decide (module docstring; the action order is theirs).
+STEPS: tuple[Step[_Plan, View], ...] = (
+    _gone_pods,
+    _short_gang,
+    _duplicate_jobs,
+    _stopped_job,
+    _ended_claims,
+    _finished_group,
+    _deleting_pods,
+    _report,
+)
+
+
+def decide(v: View | None) -> Decision:
+    """Delete pods of stopped jobs, cancel jobs of finished groups, release finalizers:
+    :data:`STEPS` over the group's view (module docstring, rules 1–9)."""
+    if v is None:
+        return Decision(reason="not a pod group key")
+    return run(STEPS, _Plan(status=job_status(v)), v)
 
 
 def _count(releases: list[AnyAction]) -> int:

@@ -304,21 +304,53 @@ class App:
         return self.nats_server.url
 
     async def start(self) -> None:
-        """Start everything; returns once workers run (raises on configuration problems)."""
-        s = self.settings
+        """Start everything; returns once workers run (raises on configuration problems).
+
+        The phases run in the order controller-runtime's manager starts its runnables
+        (pkg/manager/internal.go ``controllerManager.Start``: HTTP servers, webhooks, caches
+        synced, then the leader-elected runnables): the webhook, the health listeners, the
+        log, the projection caught up with it, the API clients, and last the producers and
+        workers, each under its lease. Module docstring: why the order matters.
+        """
         if "webhook" in self.components:
             await self._start_webhook()
             if self.components == ("webhook",):
                 return  # the webhook alone needs neither NATS nor Slurm
         self._add_checks()
-        if self.with_health and (s.observability.metrics_port or s.observability.health_port):
-            self.health = HealthServer(
-                bind=s.observability.bind,
-                metrics_port=s.observability.metrics_port,
-                health_port=s.observability.health_port,
-                readiness=self.readiness,
-            )
-            await self.health.start()
+        await self._start_health()
+        bus = await self._start_log()
+        await self._catch_up_projection(bus)
+        await self._open_kube()
+        await self._open_slurm()
+        publish = ObservationPublisher(bus, ack_timeout=self.settings.nats.ack_timeout)
+        self._publish = publish
+        if self.settings.leases.enabled:
+            self.lease_kv = await open_bucket(bus.js, replicas=self.settings.nats.replicas)
+        ready = [*self._start_producers(publish), *self._start_workers()]
+        if ready:
+            # Every lease was tried once: each component is active here or known to be
+            # active elsewhere.
+            await wait_all([r.wait() for r in ready], timeout=60)
+
+    async def _start_health(self) -> None:
+        """The metrics and health listeners, first, so ``/readyz`` says what a start waits
+        for (none when ``with_health`` is False or no port is configured)."""
+        obs = self.settings.observability
+        if not self.with_health or not (obs.metrics_port or obs.health_port):
+            return
+        self.health = HealthServer(
+            bind=obs.bind,
+            metrics_port=obs.metrics_port,
+            health_port=obs.health_port,
+            readiness=self.readiness,
+        )
+        await self.health.start()
+
+    async def _start_log(self) -> busmod.Bus:
+        """The log: the embedded nats-server when no URL is configured (kept running by
+        :meth:`_keep_nats`), the connection, and the streams, created before anything
+        publishes."""
+        s = self.settings
         if not s.nats.url:
             store = Path(s.nats.store_dir) if s.nats.store_dir else None
             self.nats_server = NatsServer(store_dir=store)
@@ -343,17 +375,25 @@ class App:
                 act_max_age_s=s.nats.act_max_age,
             )
         )
+        return self.bus
+
+    async def _catch_up_projection(self, bus: busmod.Bus) -> None:
+        """Rebuild the projection from the log and wait until it has caught up (at most
+        300 s), before producers seed from it and workers decide."""
         # The rebuild makes a long-lived object graph per observation and frees almost
         # nothing, so collections during it only re-scan that growing graph: paused until
         # caught up (bench/scale.py catchup_s_1m; 200,000 objects: 4.1 → 3.4 s).
         with collector_paused():
-            await self.projection.start(self.bus)
+            await self.projection.start(bus)
             await self.projection.wait_caught_up(timeout=300)
         # The rebuilt projection is long-lived: move it (and everything imported so far) out of
         # the collector's reach, so full collections stay short instead of pausing the event
         # loop in proportion to the size of the cluster.
         freeze_startup()
 
+    async def _open_kube(self) -> None:
+        """The Kubernetes API client, when a component needs one and one is configured."""
+        s = self.settings
         # The poller process also runs the pollers of Cluster objects, which read their token
         # Secrets: it needs the Kubernetes API even without the watchers.
         needs_kube = (
@@ -366,27 +406,39 @@ class App:
         )
         if needs_kube and (s.kube.kubeconfig or s.kube.in_cluster):
             self.kube_api = await kube.api_client(s.kube)
-        if s.slurm_url and ("slurm-poller" in self.components or self.effector_override is None):
-            self.slurm_client = SlurmClient(
-                s.slurm_url,
-                token_file=Path(s.slurm.token_file) if s.slurm.token_file else None,
-                user_name=s.slurm.user_name,
-                api_version=s.slurm.api_version,
-                timeout=s.slurm.timeout,
-            )
-            await self.slurm_client.negotiate()
-            self.clients[s.slurm.cluster] = self.slurm_client
-            log.info(
-                "Slurm cluster %s at %s speaks %s",
-                s.slurm.cluster,
-                s.slurm_url,
-                self.slurm_client.api_version,
-            )
 
-        publish = ObservationPublisher(self.bus, ack_timeout=s.nats.ack_timeout)
-        self._publish = publish
-        if s.leases.enabled:
-            self.lease_kv = await open_bucket(self.bus.js, replicas=s.nats.replicas)
+    async def _open_slurm(self) -> None:
+        """The static cluster's Slurm client, its API version negotiated, when the poller or
+        the real effectors run and a URL is configured."""
+        s = self.settings
+        if not s.slurm_url or (
+            "slurm-poller" not in self.components and self.effector_override is not None
+        ):
+            return
+        self.slurm_client = SlurmClient(
+            s.slurm_url,
+            token_file=Path(s.slurm.token_file) if s.slurm.token_file else None,
+            user_name=s.slurm.user_name,
+            api_version=s.slurm.api_version,
+            timeout=s.slurm.timeout,
+        )
+        await self.slurm_client.negotiate()
+        self.clients[s.slurm.cluster] = self.slurm_client
+        log.info(
+            "Slurm cluster %s at %s speaks %s",
+            s.slurm.cluster,
+            s.slurm_url,
+            self.slurm_client.api_version,
+        )
+
+    def _start_producers(self, publish: ObservationPublisher) -> list[asyncio.Event]:
+        """The Kubernetes watchers and the Slurm poller, each under its lease, and the
+        supervisor of Cluster objects; the events set once each leased part has started.
+
+        Raises:
+            UsageError: a producer is asked for without the API it reads.
+        """
+        s = self.settings
         ready: list[asyncio.Event] = []
         if "kube-watcher" in self.components:
             if self.kube_api is None:
@@ -420,15 +472,21 @@ class App:
                 catch_up=self.catch_up,
             )
             self._spawn(self.clusters.run(), "clusters")
+        return ready
 
+    def _start_workers(self) -> list[asyncio.Event]:
+        """The effectors, and one worker per reconciler component and work partition, each
+        under its lease; the events set once each has started or is known to run
+        elsewhere."""
+        n = self.settings.worker.partitions
+        indices = self.settings.worker.partition_indices or list(range(n))
         self.effector = self.effector_override or Router(
             KubeEffector(self.kube_api) if self.kube_api else None,
             SlurmEffector(self.clients),
             self._pod_effector(),
             NodeSetEffector(self.kube_api, self.clients) if self.kube_api else None,
         )
-        n = s.worker.partitions
-        indices = s.worker.partition_indices or list(range(n))
+        ready: list[asyncio.Event] = []
         for name in self.components:
             spec = reconcilers.ALL.get(name)
             if spec is None:
@@ -440,10 +498,7 @@ class App:
                 )
                 for index in indices
             )
-        if ready:
-            # Every lease was tried once: each component is active here or known to be
-            # active elsewhere.
-            await wait_all([r.wait() for r in ready], timeout=60)
+        return ready
 
     # --- readiness and failure -----------------------------------------------------------
 

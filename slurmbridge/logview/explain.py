@@ -269,7 +269,18 @@ async def pod_steps(bus: Bus, key: str) -> PodStory:
     A retried group (a job cancelled, the group submitted again) shows each job in turn.
     Only the log's retained history is read (observations keep the last few per object).
     """
-    namespace, _, name = key.partition("/")
+    created, job_ids, steps = await _pod_history(bus, key)
+    steps.extend(await _action_steps(bus, key))
+    for job_id in job_ids:
+        steps.extend(await _job_steps(bus, job_id))
+    # Stable: steps at the same time keep the order above (pod, actions, each job).
+    steps.sort(key=lambda s: s.at)
+    return PodStory(key=key, created=created, steps=steps)
+
+
+async def _pod_history(bus: Bus, key: str) -> tuple[float, list[int], list[Step]]:
+    """From the pod's observations: its creation (epoch seconds; 0 when none says), the
+    job ids its ``slurm-jobid`` label named in turn, and its first ``Running``."""
     created = 0.0
     job_ids: list[int] = []
     steps: list[Step] = []
@@ -286,56 +297,80 @@ async def pod_steps(bus: Bus, key: str) -> PodStory:
         if pod.phase == "Running" and not running:
             running = True
             steps.append(Step(pod.observed_at / 1e9, "Running (pod phase)"))
+    return created, job_ids, steps
+
+
+async def _action_steps(bus: Bus, key: str) -> list[Step]:
+    """The steps placement's action records tell about pod ``key``, in log order (each
+    record's outcome, never its write-ahead ``intended`` record)."""
+    steps: list[Step] = []
     async for raw in logread.read(bus, streams.ACT_STREAM, "bridge.act.placement.>"):
         try:
             r = act.decode_record(raw.data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
-        a = r.action
-        if r.outcome == "intended":
+        if r.outcome != "intended":
+            steps.extend(_record_steps(r, key))
+    return steps
+
+
+def _record_steps(r: ActionRecord, key: str) -> list[Step]:
+    """What one placement record says of pod ``key``: its group's submit (decided, then
+    sent), its tenancy denial, or its binding; nothing for any other record."""
+    a = r.action
+    if isinstance(a, SubmitSlurmJob):
+        return _submit_steps(r, a) if any(p.key == key for p in a.pods) else []
+    if not isinstance(a, (SetPodCondition, BindPod)):
+        return []
+    namespace, _, name = key.partition("/")
+    if (a.pod.namespace, a.pod.name) != (namespace, name):
+        return []
+    if (
+        isinstance(a, SetPodCondition)
+        and a.reason == wellknown.REASON_SLURM_POLICY_DENIED
+        and r.outcome in ("ok", "noop")
+    ):
+        return [Step(r.decided_at or r.at / 1e9, f"denied by tenancy: {a.message}")]
+    if isinstance(a, BindPod) and r.outcome == "ok":
+        return [Step(r.at / 1e9, f"bound to {a.node} (Slurm node {a.slurm_node})")]
+    return []
+
+
+def _submit_steps(r: ActionRecord, a: SubmitSlurmJob) -> list[Step]:
+    """A group's submit: ``group complete`` at the decision, then the request's outcome at
+    the start of its effect."""
+    decided = r.decided_at or r.at / 1e9
+    pods = f"{len(a.pods)} pod{'' if len(a.pods) == 1 else 's'}"
+    done: str = "submitted" if r.outcome in ("ok", "noop") else r.outcome
+    detail = f": {r.error}" if r.error else ""
+    done += f" {_identity(a)}"
+    # The effect's start: the submit request goes out within it, and the record is
+    # written only after the pods are marked, when Slurm may have shown the job.
+    sent = r.at / 1e9 - r.duration_s
+    return [
+        Step(decided, f"group complete: {a.group} ({pods}), submit decided"),
+        Step(sent, f"placeholder job {done}{detail}"),
+    ]
+
+
+async def _job_steps(bus: Bus, job_id: int) -> list[Step]:
+    """Job ``job_id``'s observations: each distinct reason it waited for, then its first
+    observation RUNNING."""
+    steps: list[Step] = []
+    reason: str | None = None
+    started = False
+    async for raw in logread.read(bus, streams.OBS_STREAM, _obs_subject("SlurmJob", str(job_id))):
+        job = _decoded(raw)
+        if not isinstance(job, SlurmJob) or job.deleted:
             continue
-        if isinstance(a, SubmitSlurmJob) and any(p.key == key for p in a.pods):
-            decided = r.decided_at or r.at / 1e9
-            pods = f"{len(a.pods)} pod{'' if len(a.pods) == 1 else 's'}"
-            steps.append(Step(decided, f"group complete: {a.group} ({pods}), submit decided"))
-            done: str = "submitted" if r.outcome in ("ok", "noop") else r.outcome
-            detail = f": {r.error}" if r.error else ""
-            done += f" {_identity(a)}"
-            # The effect's start: the submit request goes out within it, and the record is
-            # written only after the pods are marked, when Slurm may have shown the job.
-            sent = r.at / 1e9 - r.duration_s
-            steps.append(Step(sent, f"placeholder job {done}{detail}"))
-        elif (
-            isinstance(a, SetPodCondition)
-            and a.reason == wellknown.REASON_SLURM_POLICY_DENIED
-            and (a.pod.namespace, a.pod.name) == (namespace, name)
-            and r.outcome in ("ok", "noop")
-        ):
-            steps.append(Step(r.decided_at or r.at / 1e9, f"denied by tenancy: {a.message}"))
-        elif (
-            isinstance(a, BindPod)
-            and (a.pod.namespace, a.pod.name) == (namespace, name)
-            and r.outcome == "ok"
-        ):
-            steps.append(Step(r.at / 1e9, f"bound to {a.node} (Slurm node {a.slurm_node})"))
-    for job_id in job_ids:
-        reason: str | None = None
-        started = False
-        async for raw in logread.read(
-            bus, streams.OBS_STREAM, _obs_subject("SlurmJob", str(job_id))
-        ):
-            job = _decoded(raw)
-            if not isinstance(job, SlurmJob) or job.deleted:
-                continue
-            at = job.observed_at / 1e9
-            if job.base_state == "PENDING" and job.state_reason != reason:
-                reason = job.state_reason
-                steps.append(Step(at, f"job {job_id} pending: {reason or 'None'}"))
-            elif job.base_state == "RUNNING" and not started:
-                started = True
-                steps.append(Step(at, f"job {job_id} RUNNING on {','.join(job.nodes) or '?'}"))
-    steps.sort(key=lambda s: s.at)
-    return PodStory(key=key, created=created, steps=steps)
+        at = job.observed_at / 1e9
+        if job.base_state == "PENDING" and job.state_reason != reason:
+            reason = job.state_reason
+            steps.append(Step(at, f"job {job_id} pending: {reason or 'None'}"))
+        elif job.base_state == "RUNNING" and not started:
+            started = True
+            steps.append(Step(at, f"job {job_id} RUNNING on {','.join(job.nodes) or '?'}"))
+    return steps
 
 
 def _identity(a: SubmitSlurmJob) -> str:
