@@ -192,6 +192,8 @@ LISTING_RECHECK_S = 1.0
 HANDOFF_RECHECK_S = 2.0
 #: Condition (and Warning Event) reason while too few nodes are eligible for the group.
 INELIGIBLE = "SlurmNodesIneligible"
+#: Seconds between looks while a submit waits for compatible nodes to get the feature.
+FEATURE_RECHECK_S = 1.0
 #: Event reason on a pod whose job's node no longer fits it when it is to be bound.
 INFEASIBLE = "SlurmAllocationInfeasible"
 
@@ -272,9 +274,16 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: observed, why (:func:`reconcilers._pods.owner_root`).
     owner_root: KubeWorkload | None = None
     owner_missing: str = ""
-    #: Partition → how many of its Slurm nodes are eligible (not excluded), ``""`` the
-    #: default partition's; None when not counted (a job exists, or no complete listing).
+    #: Partition → how many of its Slurm nodes are eligible (not excluded, and carrying the
+    #: ``slurm_bridge_gres_compatible`` feature every job requires), ``""`` the default
+    #: partition's; None when not counted (a job exists, or no complete listing).
     eligible: dict[str, int] | None = None
+    #: The same count with the nodes whose feature is on its way (:func:`_lacking_feature`);
+    #: None when no node lacks it.
+    eligible_soon: dict[str, int] | None = None
+    #: Slurm nodes otherwise eligible that lack the feature for good (their Kubernetes node's
+    #: ``SlinkySlurmGRESCompatible`` is False or Unknown, or they have no Kubernetes node).
+    held_back: tuple[str, ...] = ()
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -486,6 +495,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     )
     node_sizes: _pods.NodeSizes = {}
     eligible: dict[str, int] | None = None
+    eligible_soon: dict[str, int] | None = None
+    held_back: tuple[str, ...] = ()
     if reback:
         partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
     elif (job_id is None or pending_ours) and any(_live(p) for p in pods):
@@ -516,7 +527,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             sorted(name for name in unusable if store.get(SlurmNode, name, source) is not None)
         )
         if job_id is None and listed:
-            eligible = _eligible_counts(store, source, unusable)
+            lacking, coming = _lacking_feature(store, source)
+            eligible = _eligible_counts(store, source, unusable | lacking)
+            if lacking:
+                eligible_soon = _eligible_counts(store, source, unusable | (lacking - coming))
+                held_back = tuple(sorted(lacking - coming - unusable))
         if unusable and not excluded and not listed and not any(store.values(SlurmNode, source)):
             # No Slurm node seen yet (the first listing is on its way): the names cannot be
             # checked, and dropping them all would submit with no exclusion at all. Wait.
@@ -565,6 +580,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         ),
         slurmd=slurmd,
         eligible=eligible,
+        eligible_soon=eligible_soon,
+        held_back=held_back,
         owner_root=owner_root,
         owner_missing=owner_missing,
         occupants=occupants,
@@ -702,6 +719,31 @@ def _infeasible(
         if _feasible.eligible(p, node, usage, world) is not None:
             return True
     return False
+
+
+def _lacking_feature(store: Store, source: str) -> tuple[set[str], set[str]]:
+    """The Slurm nodes of ``source`` whose active features lack ``slurm_bridge_gres_compatible``
+    (which every job requires: Slurm never places it there), and of those the ones whose
+    feature is on its way: their Kubernetes node's ``SlinkySlurmGRESCompatible`` is not False
+    or Unknown, so ``node_register`` is putting it on (it does so for every compatible node)."""
+    feature = wellknown.FEATURE_GRES_COMPATIBLE
+    lacking: set[str] = set()
+    coming: set[str] = set()
+    for sn in store.values(SlurmNode, source):
+        if sn.deleted:
+            continue
+        active = sn.active_features if sn.active_features is not None else sn.features
+        if feature in active:
+            continue
+        lacking.add(sn.key)
+        keys = _nodes.kube_keys_for_slurm(sn.key, store)
+        kube = store.get(KubeNode, min(keys)) if keys else None
+        if kube is None:
+            continue
+        cond = kube.condition(wellknown.CONDITION_SLURM_GRES_COMPATIBLE)
+        if cond is None or cond.status == "True":
+            coming.add(sn.key)
+    return lacking, coming
 
 
 def _eligible_counts(store: Store, source: str, unusable: set[str]) -> dict[str, int]:
@@ -1125,20 +1167,31 @@ def _infeasible_allocation(
     )
 
 
-def _too_few_eligible(v: View, partition: str, needed: int) -> str:
+def _too_few_eligible(v: View, partition: str, needed: int, *, soon: bool = False) -> str:
     """Why nothing is submitted: fewer eligible Slurm nodes in the job's partition than it
     needs (``""``: enough, or not counted). Slinky slurm-bridge 1.3
     ``populateComponentWithFeasibleNodes`` (slurmbridge.go): a gang still needs enough
-    eligible nodes, but they need not be free now."""
-    if v.eligible is None or partition not in v.eligible:
+    eligible nodes, but they need not be free now. A node lacking the
+    ``slurm_bridge_gres_compatible`` feature every job requires is not eligible (Slurm would
+    never give it to the job); ``soon``: count those whose feature is on its way."""
+    counts = v.eligible_soon if soon and v.eligible_soon is not None else v.eligible
+    if counts is None or partition not in counts:
         return ""
-    have = v.eligible[partition]
+    have = counts[partition]
     if have >= needed:
         return ""
     where = f"partition {partition}" if partition else "the default partition"
+    lacking = ""
+    if v.held_back:
+        lacking = (
+            f"; {', '.join(v.held_back)} lack the Slurm feature "
+            f"{wellknown.FEATURE_GRES_COMPATIBLE} every job requires (see the node condition "
+            f"{wellknown.CONDITION_SLURM_GRES_COMPATIBLE})"
+        )
     return (
         f"{have} Slurm node(s) of {where} fit the pods, the job needs {needed}: not submitted "
-        "until more nodes fit (taints, affinity, host ports or resources not held by Slurm jobs)"
+        "until more nodes fit (taints, affinity, host ports or resources not held by Slurm "
+        f"jobs){lacking}"
     )
 
 
@@ -1223,6 +1276,9 @@ def _reback(v: View, live: list[KubePod], bound: list[KubePod]) -> Decision:
                 template_owner=v.template_owner,
             ),
             workload=v.workload,
+            # The pods run there already: the job only keeps their nodes, and a node that
+            # lost the feature since must not leave them without one.
+            gres_compatible=False,
         )
     except _pods.TranslationError:
         # The pods run already: a job that holds their nodes matters more than its details.
@@ -1379,7 +1435,24 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         het = _het_components(v, live, annotations, spec)
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
+    if not v.listed:
+        # Every job requires slurm_bridge_gres_compatible, and Slurm refuses a job whose
+        # feature no node of its partition has (2029 "Invalid feature specification", 2014:
+        # recorded from 26.05.5): submit only once a complete listing shows nodes carry it.
+        return Decision(
+            requeue_after=LISTING_RECHECK_S,
+            reason="waiting for a complete Slurm listing to count the nodes carrying "
+            f"{wellknown.FEATURE_GRES_COMPATIBLE}",
+        )
     short = _too_few_eligible(v, spec.partition, spec.min_nodes)
+    if short and not _too_few_eligible(v, spec.partition, spec.min_nodes, soon=True):
+        # Enough nodes once node_register has put the feature on compatible nodes (a
+        # start-up, a node just joined): wait for it rather than refuse.
+        return Decision(
+            requeue_after=FEATURE_RECHECK_S,
+            reason=f"waiting for {wellknown.FEATURE_GRES_COMPATIBLE} on compatible nodes: "
+            f"{short}",
+        )
     if short:
         return _reject(live, short, reason=INELIGIBLE)
     marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))

@@ -156,7 +156,7 @@ def test_more_than_128_shapes_is_refused() -> None:
 
 
 def test_a_group_of_two_shapes_is_submitted_as_one_het_job() -> None:
-    s = store(LWS, LEADER, *WORKERS, BATCH)
+    s = store(LWS, LEADER, *WORKERS, BATCH, PING)
     d = placement.decide(placement.view(s, KEY, CTX))
     (submit,) = of(d, SubmitSlurmJob)
     assert [len(c.pods) for c in submit.components] == [1, 2]
@@ -166,6 +166,8 @@ def test_a_group_of_two_shapes_is_submitted_as_one_het_job() -> None:
     assert leader.name == workers.name == "lws-0"
     assert [p.name for p in submit.pods] == ["lws-0", "lws-0-1", "lws-0-2"]
     assert submit.spec == leader
+    # Slinky buildJobDesc: every component requires the feature.
+    assert {c.spec.constraints for c in submit.components} == {"slurm_bridge_gres_compatible"}
 
 
 def test_each_pod_is_bound_to_a_node_of_its_own_component() -> None:
