@@ -1450,8 +1450,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         # start-up, a node just joined): wait for it rather than refuse.
         return Decision(
             requeue_after=FEATURE_RECHECK_S,
-            reason=f"waiting for {wellknown.FEATURE_GRES_COMPATIBLE} on compatible nodes: "
-            f"{short}",
+            reason=f"waiting for {wellknown.FEATURE_GRES_COMPATIBLE} on compatible nodes: {short}",
         )
     if short:
         return _reject(live, short, reason=INELIGIBLE)
