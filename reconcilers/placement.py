@@ -747,13 +747,21 @@ def _lacking_feature(store: Store, source: str) -> tuple[set[str], set[str]]:
 
 
 def _eligible_counts(store: Store, source: str, unusable: set[str]) -> dict[str, int]:
-    """Partition → its Slurm nodes not in ``unusable`` (``""``: the default partition's)."""
+    """Partition → its Slurm nodes not in ``unusable`` (``""``: the default partition's, or
+    every partition's when none is flagged default, as :func:`reconcilers._pods.
+    partition_node_sizes` reads a job that names none)."""
     counts: dict[str, int] = {}
+    every: set[str] = set()
     for part in store.values(SlurmPartition, source):
-        n = sum(1 for name in part.nodes if name not in unusable)
-        counts[part.key] = n
+        if part.deleted:
+            continue
+        usable = {name for name in part.nodes if name not in unusable}
+        counts[part.key] = len(usable)
+        every |= usable
         if part.is_default:
-            counts[""] = n
+            counts[""] = len(usable)
+    if counts and "" not in counts:
+        counts[""] = len(every)
     return counts
 
 

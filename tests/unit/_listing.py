@@ -18,12 +18,11 @@ NODES = 8
 
 
 def listed(objs: tuple[Event, ...]) -> tuple[Event, ...]:
-    """``objs`` with each Slurm cluster's ping (a complete listing) unless one is given; a
+    """``objs`` with each Slurm cluster's ping (a complete listing) unless a ping is given; a
     partition given with no node gets :data:`NODES` Slurm nodes (no Kubernetes node maps to
     them, so they are excluded nowhere) carrying the feature; the Slurm nodes given carry it
     too, unless a test gave them features of their own."""
-    if any(isinstance(o, SlurmPing) for o in objs):
-        return objs
+    pinged = any(isinstance(o, SlurmPing) for o in objs)
     out: list[Event] = []
     for o in objs:
         if isinstance(o, SlurmPartition) and not o.nodes:
@@ -43,8 +42,9 @@ def listed(objs: tuple[Event, ...]) -> tuple[Event, ...]:
             o = msgspec.structs.replace(o, features=(wellknown.FEATURE_GRES_COMPATIBLE,))
         out.append(o)
     clusters = {o.source.removeprefix("slurm:") for o in out if o.source.startswith("slurm:")}
-    out.extend(
-        SlurmPing(source=f"slurm:{c}", key=c, cluster=c, responding=True)
-        for c in sorted(clusters | {"c1"})
-    )
+    if not pinged:
+        out.extend(
+            SlurmPing(source=f"slurm:{c}", key=c, cluster=c, responding=True)
+            for c in sorted(clusters | {"c1"})
+        )
     return tuple(out)

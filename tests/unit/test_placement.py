@@ -1751,3 +1751,18 @@ def test_only_the_active_set_counts() -> None:
     d = decide("ns/Job:train", *gang(2), *world)
     assert not of(d, SubmitSlurmJob)
     assert of(d, SetPodCondition)[0].reason == placement.INELIGIBLE
+
+
+def test_a_job_naming_no_partition_counts_every_partition_when_none_is_default() -> None:
+    """The simulator e2e found it: a pod naming no partition, no partition flagged default
+    (Slurm then takes any), no node carrying the feature yet — submitted, Slurm answered
+    2029. Every partition's nodes count for such a job."""
+    world = feature_world(k2=())
+    world = tuple(
+        msgspec.structs.replace(o, features=(), active_features=())
+        if isinstance(o, SlurmNode)
+        else o
+        for o in world
+    )
+    d = decide("ns/Pod:a", pod("a"), *world)
+    assert d.actions == () and d.requeue_after == placement.FEATURE_RECHECK_S
