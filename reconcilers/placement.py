@@ -192,6 +192,9 @@ LISTING_RECHECK_S = 1.0
 HANDOFF_RECHECK_S = 2.0
 #: Condition (and Warning Event) reason while too few nodes are eligible for the group.
 INELIGIBLE = "SlurmNodesIneligible"
+#: Condition (and Warning Event) reason on a pod whose shape no component of the group's
+#: heterogeneous job has (it joined after the submit).
+NEW_SHAPE = "PodShapeNotInHetJob"
 #: Seconds between looks while a submit waits for compatible nodes to get the feature.
 FEATURE_RECHECK_S = 1.0
 #: Event reason on a pod whose job's node no longer fits it when it is to be bound.
@@ -836,6 +839,14 @@ def decide(v: View | None) -> Decision:
             MarkPods(job_id=v.job_id, pods=tuple(unmarked), scheduler_name=v.scheduler_name)
         )
     job = v.job
+    # A heterogeneous job's pods of a shape none of its components has: said so on them,
+    # left out of the components' binding (and of the pending message).
+    strays: list[KubePod] = []
+    if v.het_jobs:
+        named = [_handoff.job_pods(j) if j is not None else frozenset() for j in v.het_jobs]
+        strays = [p for p in _hetjob.strays(live, named) if not p.node_name]
+        actions.extend(_new_shape(strays, v.job_id))
+    fitting = [p for p in live if p not in strays]
     if (
         job is not None
         and job.base_state == "PENDING"
@@ -863,7 +874,7 @@ def decide(v: View | None) -> Decision:
             and _pods.group_key_of_marker(job.comment) == v.group.key
         ):
             message = wellknown.pending_message(job.state_reason, v.queue_position, job.partition)
-            actions.extend(_pending(live, job.job_id, message))
+            actions.extend(_pending(fitting, job.job_id, message))
             reason += f": {message}"
         return Decision(actions=tuple(actions), reason=reason)
     unbound = [p for p in live if not p.node_name]
@@ -872,7 +883,7 @@ def decide(v: View | None) -> Decision:
     if v.het_jobs:
         if not _hetjob.running(v.het_jobs):
             return Decision(actions=tuple(actions), reason=f"job {v.job_id}: components start")
-        comps = _hetjob.components(v.group, live, {}) or [live]
+        comps = _hetjob.components(v.group, fitting, {}) or [fitting]
         targets = _hetjob.bind_targets(comps, v.het_jobs)
         by_id = {j.job_id: j for j in v.het_jobs if j is not None}
     held: dict[str, set[_dra.DeviceId]] = {}
@@ -965,6 +976,34 @@ def _pod_group_admitted(v: View, live: list[KubePod], job_id: int) -> SetPodGrou
         api_version=wl.api_version,
         message=f"Pod group admitted by {v.scheduler_name}",
     )
+
+
+def _new_shape(strays: list[KubePod], job_id: int) -> list[AnyAction]:
+    """``PodScheduled=False`` (reason :data:`NEW_SHAPE`) and a Warning Event, once per pod
+    (when its condition changes), on each unbound pod whose shape is that of no component of
+    the group's heterogeneous job (:func:`reconcilers._hetjob.strays`)."""
+    actions: list[AnyAction] = []
+    for p in strays:
+        cpu, memory, gpus = _hetjob.shape(p)
+        message = (
+            f"pod {p.name} ({cpu}m CPU, {memory // (1024 * 1024)} MiB, {gpus} GPU) joined "
+            f"after heterogeneous Slurm job {job_id} was submitted and has the shape of none "
+            "of its components: Slurm gave it no node, so it is not bound while that job runs"
+        )
+        cur = p.condition(CONDITION)
+        if cur is not None and (cur.status, cur.reason, cur.message) == (
+            "False",
+            NEW_SHAPE,
+            message,
+        ):
+            continue
+        actions.append(
+            SetPodCondition(
+                pod=ref(p), type=CONDITION, status="False", reason=NEW_SHAPE, message=message
+            )
+        )
+        actions.append(_pods.pod_event(p, NEW_SHAPE, message, warning=True))
+    return actions
 
 
 def _pending(live: list[KubePod], job_id: int, message: str) -> list[AnyAction]:
