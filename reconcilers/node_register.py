@@ -162,6 +162,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The log holds a complete ResourceSlice listing (``reconcilers.base.kube_listed``):
     #: before it, a slurmd node's GRES are not judged and no Extra of ours is cleared.
     slices_listed: bool = True
+    #: The cluster's REST API updates nodes, so the feature is managed
+    #: (:func:`reconcilers._nodes.gres_feature_required`).
+    feature: bool = True
 
 
 def is_external(node: KubeNode) -> bool:
@@ -249,6 +252,7 @@ def view(store: Store, key: str, ctx: Context) -> View:
         listed=slurm_listed(store, ctx.cluster),
         slices=_slices_of(store, key),
         slices_listed=kube_listed(store, "resourceslices"),
+        feature=_nodes.gres_feature_required(store, ctx.cluster),
     )
 
 
@@ -331,7 +335,7 @@ def _feature(v: View, slurm: SlurmNode, present: bool) -> tuple[AnyAction, ...]:
     ``updateGRESCompatibilityFeature``; every other feature is kept)."""
     f = wellknown.FEATURE_GRES_COMPATIBLE
     active = slurm.active_features if slurm.active_features is not None else slurm.features
-    if (f in slurm.features) == present and (f in active) == present:
+    if not v.feature or ((f in slurm.features) == present and (f in active) == present):
         return ()
     return (SetSlurmNodeFeature(cluster=v.cluster, node=slurm.key, feature=f, present=present),)
 

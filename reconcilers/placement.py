@@ -281,6 +281,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: ``slurm_bridge_gres_compatible`` feature every job requires), ``""`` the default
     #: partition's; None when not counted (a job exists, or no complete listing).
     eligible: dict[str, int] | None = None
+    #: Jobs require ``slurm_bridge_gres_compatible``
+    #: (:func:`reconcilers._nodes.gres_feature_required`).
+    gres_required: bool = True
     #: The same count with the nodes whose feature is on its way (:func:`_lacking_feature`);
     #: None when no node lacks it.
     eligible_soon: dict[str, int] | None = None
@@ -497,6 +500,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         and _pods.group_key_of_marker(job.comment) == group.key
     )
     node_sizes: _pods.NodeSizes = {}
+    gres_required = _nodes.gres_feature_required(store, ctx.cluster)
     eligible: dict[str, int] | None = None
     eligible_soon: dict[str, int] | None = None
     held_back: tuple[str, ...] = ()
@@ -530,7 +534,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             sorted(name for name in unusable if store.get(SlurmNode, name, source) is not None)
         )
         if job_id is None and listed:
-            lacking, coming = _lacking_feature(store, source)
+            lacking, coming = _lacking_feature(store, source) if gres_required else (set(), set())
             eligible = _eligible_counts(store, source, unusable | lacking)
             if lacking:
                 eligible_soon = _eligible_counts(store, source, unusable | (lacking - coming))
@@ -583,6 +587,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         ),
         slurmd=slurmd,
         eligible=eligible,
+        gres_required=gres_required,
         eligible_soon=eligible_soon,
         held_back=held_back,
         owner_root=owner_root,
@@ -1452,6 +1457,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             workload=v.workload,
             dra_gpus=dra_gpus,
             device_classes=v.device_classes,
+            gres_compatible=v.gres_required,
         )
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
@@ -1552,7 +1558,12 @@ def _het_components(
     out = []
     for comp in comps:
         spec = _pods.translate(
-            v.group, comp, annotations, excluded_nodes=v.excluded, workload=v.workload
+            v.group,
+            comp,
+            annotations,
+            excluded_nodes=v.excluded,
+            workload=v.workload,
+            gres_compatible=v.gres_required,
         )
         spec = msgspec.structs.replace(
             spec, partition=whole.partition, mcs_label=whole.mcs_label, name=whole.name

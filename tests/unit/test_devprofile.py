@@ -956,3 +956,15 @@ def test_an_external_node_whose_inventory_cannot_be_read_loses_the_feature() -> 
             slices_listed=listed,
         )
         assert _features(node_register.decide(v).actions) == want
+
+
+def test_no_feature_is_sent_where_the_rest_api_cannot_update_nodes() -> None:
+    v = node_register.View(
+        node=knode(external=False),
+        slurm=slurm_node(""),
+        partitions=frozenset(),
+        cluster="c1",
+        slices=(),
+        feature=False,
+    )
+    assert _features(node_register.decide(v).actions) == []

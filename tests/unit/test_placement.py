@@ -1766,3 +1766,20 @@ def test_a_job_naming_no_partition_counts_every_partition_when_none_is_default()
     )
     d = decide("ns/Pod:a", pod("a"), *world)
     assert d.actions == () and d.requeue_after == placement.FEATURE_RECHECK_S
+
+
+def test_a_rest_api_that_cannot_update_nodes_requires_no_feature() -> None:
+    """Slurm 22.05 (REST v0.0.38) cannot update nodes: node_register can give no node the
+    feature, so no job requires it (it would never run)."""
+    old = msgspec.structs.replace(LISTED, api_version="v0.0.38")
+    world = tuple(
+        msgspec.structs.replace(o, features=(), active_features=())
+        if isinstance(o, SlurmNode)
+        else o
+        for o in feature_world(k2=(), listed=False)
+    )
+    d = decide("ns/Job:train", *gang(2), *world, old)
+    (submit,) = of(d, SubmitSlurmJob)
+    assert submit.spec.constraints == ""
+    new = msgspec.structs.replace(LISTED, api_version="v0.0.42")
+    assert not of(decide("ns/Job:train", *gang(2), *world, new), SubmitSlurmJob)
