@@ -290,6 +290,12 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: Slurm nodes otherwise eligible that lack the feature for good (their Kubernetes node's
     #: ``SlinkySlurmGRESCompatible`` is False or Unknown, or they have no Kubernetes node).
     held_back: tuple[str, ...] = ()
+    #: Partition → its nodes carrying the feature, whatever their state (``""``: the default
+    #: partition's, or every partition's when none is flagged default): Slurm refuses a job
+    #: none of them can satisfy (2029 / 2014); and the same with the feature on its way.
+    #: None when no node lacks it.
+    featured: dict[str, int] | None = None
+    featured_soon: dict[str, int] | None = None
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -504,6 +510,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
     eligible: dict[str, int] | None = None
     eligible_soon: dict[str, int] | None = None
     held_back: tuple[str, ...] = ()
+    featured: dict[str, int] | None = None
+    featured_soon: dict[str, int] | None = None
     if reback:
         partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
     elif (job_id is None or pending_ours) and any(_live(p) for p in pods):
@@ -539,6 +547,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             if lacking:
                 eligible_soon = _eligible_counts(store, source, unusable | (lacking - coming))
                 held_back = tuple(sorted(lacking - coming - unusable))
+                featured = _eligible_counts(store, source, lacking, any_default=True)
+                featured_soon = _eligible_counts(store, source, lacking - coming, any_default=True)
         if unusable and not excluded and not listed and not any(store.values(SlurmNode, source)):
             # No Slurm node seen yet (the first listing is on its way): the names cannot be
             # checked, and dropping them all would submit with no exclusion at all. Wait.
@@ -590,6 +600,8 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         gres_required=gres_required,
         eligible_soon=eligible_soon,
         held_back=held_back,
+        featured=featured,
+        featured_soon=featured_soon,
         owner_root=owner_root,
         owner_missing=owner_missing,
         occupants=occupants,
@@ -754,10 +766,12 @@ def _lacking_feature(store: Store, source: str) -> tuple[set[str], set[str]]:
     return lacking, coming
 
 
-def _eligible_counts(store: Store, source: str, unusable: set[str]) -> dict[str, int]:
-    """Partition → its Slurm nodes not in ``unusable`` (``""``: the default partition's, or
-    every partition's when none is flagged default, as :func:`reconcilers._pods.
-    partition_node_sizes` reads a job that names none)."""
+def _eligible_counts(
+    store: Store, source: str, unusable: set[str], *, any_default: bool = False
+) -> dict[str, int]:
+    """Partition → its Slurm nodes not in ``unusable`` (``""``: the default partition's;
+    ``any_default``: every partition's when none is flagged default, as :func:`reconcilers.
+    _pods.partition_node_sizes` reads a job that names none)."""
     counts: dict[str, int] = {}
     every: set[str] = set()
     for part in store.values(SlurmPartition, source):
@@ -768,7 +782,7 @@ def _eligible_counts(store: Store, source: str, unusable: set[str]) -> dict[str,
         every |= usable
         if part.is_default:
             counts[""] = len(usable)
-    if counts and "" not in counts:
+    if any_default and counts and "" not in counts:
         counts[""] = len(every)
     return counts
 
@@ -1507,6 +1521,22 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         )
     if short:
         return _reject(live, short, reason=INELIGIBLE)
+    if v.featured is not None and v.featured.get(spec.partition, 1) == 0:
+        # No node the job may get carries the feature: Slurm would refuse the job (2029 /
+        # 2014), so wait for it, or say why.
+        feature = wellknown.FEATURE_GRES_COMPATIBLE
+        if (v.featured_soon or {}).get(spec.partition, 0):
+            return Decision(
+                requeue_after=FEATURE_RECHECK_S,
+                reason=f"waiting for {feature} on compatible nodes",
+            )
+        where = f"partition {spec.partition}" if spec.partition else "the default partition"
+        return _reject(
+            live,
+            f"no Slurm node of {where} carries the feature {feature} every job requires "
+            f"(see the node condition {wellknown.CONDITION_SLURM_GRES_COMPATIBLE})",
+            reason=INELIGIBLE,
+        )
     marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))
     first = live[0]
     missing = tuple(
