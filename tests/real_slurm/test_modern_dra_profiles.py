@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -43,8 +44,9 @@ from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
 from slurmbridge.devtools.testing import Stack
+from slurmbridge.slurm import hostlist
+from slurmbridge.slurm.codecs._common import parse_index_list
 from tests.real_slurm.conftest import modern_cluster
-from tests.real_slurm.test_modern_dra import _gres
 
 NS = "default"
 CLASS = "accel"
@@ -53,6 +55,25 @@ PREFIX = wellknown.ANNOTATION_SLURMJOB_PREFIX
 NVIDIA_PROFILE = (
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
 )
+
+
+#: One allocation line of ``scontrol -d show job``, GPUs of any type (``gpu:nvidia:1(IDX:2)``,
+#: ``gpu:gpu-nvidia:2(IDX:1-2)``).
+_GRES_LINE = re.compile(r"Nodes=(?P<node>\S+) .*GRES=gpu:[\w-]+:(?P<n>\d+)\(IDX:(?P<idx>[\d,-]+)\)")
+
+
+def _gres(slurm: ModernSlurm, job_id: int) -> tuple[str, tuple[int, ...]] | None:
+    """(node, GPU indices) of a running job on its one node, from ``scontrol -d show job``."""
+    out = slurm.run("scontrol", "-d", "show", "job", str(job_id), check=False).stdout
+    if "JobState=RUNNING" not in out:
+        return None
+    found: dict[str, tuple[int, ...]] = {}
+    for m in filter(None, map(_GRES_LINE.search, out.splitlines())):
+        indices = tuple(parse_index_list(m["idx"]))
+        assert len(indices) == int(m["n"])
+        found.update(dict.fromkeys(hostlist.expand(m["node"]), indices))
+    ((node, indices),) = found.items()
+    return node, indices
 
 
 @pytest.fixture(scope="module")
