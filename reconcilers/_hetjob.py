@@ -21,6 +21,12 @@ at all. Every pod is labelled with the het job's id (the leader's); a pod is bou
 of its own component's job, pods spread over that job's nodes in name order
 (:func:`bind_targets`).
 
+**A pod of a new shape** joining after the submit (:func:`strays`) gets no component: it is
+not bound while the het job runs, and each such pod gets ``PodScheduled=False`` (reason
+``PodShapeNotInHetJob``) and a Warning Event saying so, once; the other pods keep the nodes
+of their own components (Kubernetes 1.37's CompositePodGroup, which could declare a member
+group ahead, is not read yet).
+
 **Ending.** The het job holds the group while any component lives (:func:`live`): a leader
 whose pod finished, or whose own component ended, never releases a component that still
 runs — cancelling the leader in Slurm would end every component (recorded from Slurm
@@ -95,6 +101,25 @@ def bind_targets(
         for i, p in enumerate(comp):
             out[p.key] = (job.job_id, job.nodes[i % len(job.nodes)])
     return out
+
+
+def strays(
+    pods: Sequence[KubePod],
+    named: Sequence[frozenset[str]],
+    dra_gpus: Mapping[str, int] | None = None,
+) -> list[KubePod]:
+    """The pods whose shape is that of no component of a submitted heterogeneous job: the
+    shapes of the live pods each component's job names (its ``admin_comment``, ``named``:
+    ``namespace/name`` per component). Empty when no component names a live pod (nothing
+    to compare with). Such a pod joined after the submit with a shape the job was not sized
+    for: Slurm gave it no component, so it is not bound (``placement`` says so on the pod),
+    and it is left out of :func:`components` so the other pods keep their own component's
+    nodes."""
+    every = frozenset().union(*named) if named else frozenset()
+    known = {shape(p, dra_gpus) for p in pods if p.key in every}
+    if not known:
+        return []
+    return [p for p in pods if p.key not in every and shape(p, dra_gpus) not in known]
 
 
 def live(jobs: Sequence[SlurmJob | None]) -> bool:

@@ -10,7 +10,7 @@ from typing import Final
 
 from reconcilers.base import Context, KeysOf, Store
 from schemas import wellknown
-from schemas.events import Event, KubeNode, SlurmNode
+from schemas.events import Event, KubeNode, SlurmNode, SlurmPing
 from schemas.subjects import slurm_source
 
 
@@ -60,3 +60,22 @@ def all_kube_nodes(store: Store, ctx: Context) -> list[str]:
 def slurm_node_for(node: KubeNode, store: Store, ctx: Context) -> SlurmNode | None:
     """The live Slurm node of ``ctx.cluster`` that ``node`` maps to, if any."""
     return store.get(SlurmNode, slurm_name_of(node), slurm_source(ctx.cluster))
+
+
+#: The first Slurm REST version that updates nodes (``update_node``): before it (Slurm 22.05,
+#: v0.0.38) no node can be given ``slurm_bridge_gres_compatible``.
+FEATURE_MIN_API: Final = (0, 0, 42)
+
+
+def gres_feature_required(store: Store, cluster: str) -> bool:
+    """Whether ``cluster``'s nodes get, and its jobs require, ``slurm_bridge_gres_compatible``
+    (Slinky slurm-bridge 1.3, which speaks REST v0.0.44 only): unless the latest ping's
+    ``api_version`` is older than :data:`FEATURE_MIN_API`, where no node can be given it (an
+    unknown version: required)."""
+    ping = store.get(SlurmPing, cluster, slurm_source(cluster))
+    raw = ping.api_version.lstrip("v") if ping is not None else ""
+    try:
+        version = tuple(int(x) for x in raw.split("."))
+    except ValueError:
+        return True
+    return len(version) != 3 or version >= FEATURE_MIN_API

@@ -87,6 +87,15 @@ administrator configured, ``Gres=gpu:nvidia:4``, and the node's ResourceSlices t
 driver's devices the indices are). Unsupported classes, a class in two containers and two
 GPU classes in one pod raise :class:`TranslationError`.
 
+``constraints`` (Slinky slurm-bridge 1.3 slurmcontrol ``gresCompatibilityConstraint``): every
+job, and every component of a heterogeneous one, requires the node feature
+``slurm_bridge_gres_compatible`` (which ``node_register`` puts on the nodes whose GRES match
+their DRA inventory), AND-ed with the annotation in Slurm's grammar
+(:func:`reconcilers._constraint.compose`: ``gpu|fat`` ⇒
+``slurm_bridge_gres_compatible&(gpu|fat)``); an expression Slurm cannot combine with it
+(``rack1*2``, ``(a&b)|(c&d)``) is refused naming the annotation. The one job without it is
+the one re-backing running pods (``placement``): it only keeps their nodes.
+
 ``tasks`` is the number of pods. An annotation that cannot be translated, or an unknown key
 under the prefix (a misspelling), raises :class:`TranslationError` naming it (and the nearest
 known name); the pod then stays Pending (see ``placement``).
@@ -114,7 +123,7 @@ from typing import Final
 
 import msgspec
 
-from reconcilers import _dra
+from reconcilers import _constraint, _dra
 from reconcilers.base import Context, Store, kube_listed
 from schemas import wellknown
 from schemas.actions import RecordEvent, SlurmJobSpec
@@ -717,6 +726,7 @@ def translate(
     workload: KubeWorkload | None = None,
     dra_gpus: Mapping[str, int] | None = None,
     device_classes: _dra.Classes = _dra.NO_CLASSES,
+    gres_compatible: bool = True,
 ) -> SlurmJobSpec:
     """The Slurm job for ``pods`` (a group's live pods) under its root's ``annotations``;
     ``workload`` is the group's root object when it has one (a Job's deadline, a PodGroup's
@@ -724,12 +734,17 @@ def translate(
     resources and its ResourceClaims; pods absent: from its extended resources alone);
     ``device_classes``: the DeviceClasses the pods name (a class is a CPU or GPU class by its
     device profile, whatever its name: :func:`reconcilers._dra.class_kind`).
+    ``gres_compatible``: the job's ``constraints`` require the node feature
+    ``slurm_bridge_gres_compatible`` AND-ed with the ``constraints`` annotation in Slurm's
+    grammar (:func:`reconcilers._constraint.compose`; Slinky slurm-bridge 1.3 slurmcontrol
+    ``gresCompatibilityConstraint``: every job the bridge submits, every component).
 
     Rules and defaults: module docstring.
 
     Raises:
-        TranslationError: an annotation is malformed or out of range (``field`` names it),
-            or there are no pods.
+        TranslationError: an annotation is malformed or out of range (``field`` names it), a
+            ``constraints`` expression Slurm cannot combine with the feature, or there are
+            no pods.
     """
     if not pods:
         raise TranslationError("pods", "the group has no pod to place")
@@ -745,6 +760,7 @@ def translate(
     exclusive = _exclusive(ann)
     limit = _time_limit(ann, workload)
     partition = _partition(ann)
+    constraints = _constraints(ann, gres_compatible=gres_compatible)
     return SlurmJobSpec(
         name=_text(ann, "job-name") or default_job_name(group),
         partition=partition,
@@ -752,7 +768,7 @@ def translate(
         qos=_text(ann, "qos"),
         reservation=_text(ann, "reservation"),
         wckey=_text(ann, "wckey"),
-        constraints=_text(ann, "constraints"),
+        constraints=constraints,
         licenses=_text(ann, "licenses"),
         cpus_per_task=cpu,
         tasks=n,
@@ -944,6 +960,23 @@ def _partition(ann: Mapping[str, str]) -> str:
 #: job that names no partition (Slurm's default partition, or every partition when none is
 #: flagged default).
 NodeSizes = dict[str, tuple[int, int]]
+
+
+def _constraints(ann: Mapping[str, str], *, gres_compatible: bool) -> str:
+    """The job's ``constraints``: the annotation, with ``slurm_bridge_gres_compatible`` AND-ed
+    in when ``gres_compatible`` (Slinky slurm-bridge 1.3 slurmcontrol
+    ``gresCompatibilityConstraint``, through :func:`reconcilers._constraint.compose`).
+
+    Raises:
+        TranslationError: an expression Slurm cannot combine with the feature.
+    """
+    constraints = _text(ann, "constraints")
+    if not gres_compatible:
+        return constraints
+    try:
+        return _constraint.compose(wellknown.FEATURE_GRES_COMPATIBLE, constraints)
+    except _constraint.ConstraintError as exc:
+        raise TranslationError(_field("constraints"), str(exc)) from None
 
 
 def partition_node_sizes(store: Store, source: str) -> NodeSizes:

@@ -29,6 +29,17 @@ Rules (Slinky slurm-bridge node controller, "Node Registration and Partition Ass
   administrator's): ``False`` (``IncompatibleSlurmGRES``, naming the ``gres.conf`` lines it
   needs) with a Warning Event when it turns so, else ``True`` (Slinky
   ``validateHybridNodeGRES``, ``node_condition.go``);
+* the Slurm feature ``slurm_bridge_gres_compatible``, which every bridge job requires
+  (:mod:`reconcilers.placement`), is on every registered external node and on every slurmd
+  node (any Kubernetes node Slurm knows that is not external) whose GRES are compatible —
+  also one with no DRA device at all, which has nothing to verify — and is taken off a
+  slurmd node whose condition turns ``False`` or ``Unknown`` and off an external node whose
+  inventory cannot be read; it is put into, or taken out of, the node's available and
+  active sets separately, every other feature kept (Slinky slurmcontrol
+  ``updateGRESCompatibilityFeature``, ``DisableNodeGRESCompatibility``). A slurmd node with
+  no DRA device in the log is judged compatible (condition ``True``) once the ResourceSlice
+  listing is complete, and gets the feature before it, so a cluster serving no DRA still
+  places jobs; nothing is taken off before that listing;
 * a registered external node, or a compatible slurmd node, gets the applied inventory in its
   Slurm ``Extra`` (:func:`reconcilers._devprofile.gres_config`; Slinky ``updateNodeExtra``):
   written when it differs, cleared when no indexed GRES is left, never over a value that is
@@ -57,7 +68,8 @@ fail-closed — only a node that is DRAIN with one of our reasons and runs nothi
 ALLOCATED, MIXED or COMPLETING), re-checked by the effector against Slurm itself.
 Our drains carry the prefix ``slurm-bridge: External node (``, which ``slurm_drain`` never
 clears, so a busy node being removed is drained once and never undrained in the same pass
-(Slinky's controllers flap there). Triggers: KubeNode, SlurmNode, SlurmPartition, KubeResourceSlice.
+(Slinky's controllers flap there). Triggers: KubeNode, SlurmNode, SlurmPartition, KubeResourceSlice,
+KubeListed ``resourceslices``.
 """
 
 from __future__ import annotations
@@ -88,10 +100,11 @@ from schemas.actions import (
     RecordEvent,
     SetNodeCondition,
     SetSlurmNodeExtra,
+    SetSlurmNodeFeature,
     UndrainSlurmNode,
     UpdateSlurmNodeTopology,
 )
-from schemas.events import KubeNode, KubeResourceSlice, SlurmNode, SlurmPartition
+from schemas.events import KubeListed, KubeNode, KubeResourceSlice, SlurmNode, SlurmPartition
 from schemas.subjects import slurm_source
 
 NAME = "node_register"
@@ -151,6 +164,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The log holds a complete ResourceSlice listing (``reconcilers.base.kube_listed``):
     #: before it, a slurmd node's GRES are not judged and no Extra of ours is cleared.
     slices_listed: bool = True
+    #: The cluster's REST API updates nodes, so the feature is managed
+    #: (:func:`reconcilers._nodes.gres_feature_required`).
+    feature: bool = True
 
 
 def is_external(node: KubeNode) -> bool:
@@ -238,6 +254,7 @@ def view(store: Store, key: str, ctx: Context) -> View:
         listed=slurm_listed(store, ctx.cluster),
         slices=_slices_of(store, key),
         slices_listed=kube_listed(store, "resourceslices"),
+        feature=_nodes.gres_feature_required(store, ctx.cluster),
     )
 
 
@@ -314,13 +331,32 @@ def _extra(v: View, slurm: SlurmNode, d: Desired) -> tuple[AnyAction, ...] | str
     )
 
 
-def _compatible(v: View, node: KubeNode, slurm: SlurmNode, d: Desired) -> tuple[AnyAction, ...]:
-    """The applied inventory written and the condition True — or Unknown when the node's
-    ``Extra`` is someone else's."""
+def _feature(v: View, slurm: SlurmNode, present: bool) -> tuple[AnyAction, ...]:
+    """``slurm_bridge_gres_compatible`` put on (``present``) or taken off the Slurm node, in
+    its available and its active set, when either differs (Slinky slurmcontrol
+    ``updateGRESCompatibilityFeature``; every other feature is kept)."""
+    f = wellknown.FEATURE_GRES_COMPATIBLE
+    active = slurm.active_features if slurm.active_features is not None else slurm.features
+    if not v.feature or ((f in slurm.features) == present and (f in active) == present):
+        return ()
+    return (SetSlurmNodeFeature(cluster=v.cluster, node=slurm.key, feature=f, present=present),)
+
+
+def _compatible(
+    v: View, node: KubeNode, slurm: SlurmNode, d: Desired, *, hybrid: bool
+) -> tuple[AnyAction, ...]:
+    """The applied inventory written, the condition True and (on a slurmd node) the feature
+    put on — or the condition Unknown when the node's ``Extra`` is someone else's, and then a
+    slurmd node loses the feature (Slinky ``reconcileHybridNode``: an ``updateNodeExtra``
+    failure disables compatibility; an external node keeps its feature, as Slinky's
+    ``AddNode`` does)."""
     extra = _extra(v, slurm, d)
     if isinstance(extra, str):
         msg = f"Could not verify Slurm GRES compatibility: {extra}"
-        return _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
+        return (
+            *_gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg),
+            *(_feature(v, slurm, False) if hybrid else ()),
+        )
     return (
         *extra,
         *_gres_condition(
@@ -329,28 +365,43 @@ def _compatible(v: View, node: KubeNode, slurm: SlurmNode, d: Desired) -> tuple[
             wellknown.REASON_GRES_COMPATIBLE,
             "Slurm GRES configuration is compatible with the Kubernetes DRA inventory.",
         ),
+        *_feature(v, slurm, True),
     )
 
 
-def _hybrid(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode) -> Stop:
-    """A slurmd-registered node's GRES against its DRA inventory (module docstring); not
-    before the log holds every ResourceSlice (half a list would judge half an inventory).
-    Slinky slurm-bridge node controller, node_sync.go ``syncNodeRegistration`` (an unlabelled
-    node Slurm knows and not as EXTERNAL), slurmcontrol.go ``UpdateHybridNode``."""
-    if not v.slices_listed:
-        return plan.stop()
+def _hybrid_actions(v: View, node: KubeNode, slurm: SlurmNode) -> tuple[AnyAction, ...]:
+    """A slurmd-registered node's GRES against its DRA inventory, and the
+    ``slurm_bridge_gres_compatible`` feature with the verdict (module docstring; Slinky
+    ``syncNodeRegistration`` hybrid branch, ``reconcileHybridNode``,
+    ``DisableNodeGRESCompatibility``).
+
+    Before the log holds every ResourceSlice nothing is judged and nothing is taken off
+    (half a list would judge half an inventory); only a node whose slices seen so far hold no
+    device of any profile gets the feature, as it has nothing to verify — so a cluster whose
+    API server serves no DRA (no listing ever comes) still places jobs on its nodes."""
     d = desired(node, v.slices)
+    if not v.slices_listed:
+        if d.inventory_error or d.dra.gres or any(not s.deleted for s in v.slices):
+            return ()
+        return _feature(v, slurm, True)
     if d.inventory_error:
         msg = f"Could not verify Slurm GRES compatibility: {d.inventory_error}"
-        acts = _gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg)
-        plan.extend(acts)
-        return plan.stop(msg if acts else None)
+        return (
+            *_gres_condition(node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg),
+            *_feature(v, slurm, False),
+        )
     if not d.dra.gres:
         clear = _extra(v, slurm, d)
-        if isinstance(clear, tuple) and clear:
-            plan.extend(clear)
-            return plan.stop("no indexed GRES left: our Extra cleared")
-        return plan.stop()
+        return (
+            *(clear if isinstance(clear, tuple) else ()),
+            *_gres_condition(
+                node,
+                "True",
+                wellknown.REASON_GRES_COMPATIBLE,
+                "Slurm GRES configuration is compatible with the Kubernetes DRA inventory.",
+            ),
+            *_feature(v, slurm, True),
+        )
     missing = _devprofile.missing_gres(slurm.gres, d.dra.gres)
     if missing:
         lines = "\n".join(f"NodeName={slurm.key} {line}" for line in d.dra.conf_lines)
@@ -360,9 +411,18 @@ def _hybrid(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode) -> Stop:
             "(include the File, AutoDetect, and Flags settings appropriate for the hardware):"
             f"\n{lines}"
         )
-        acts = _gres_condition(node, "False", wellknown.REASON_GRES_INCOMPATIBLE, msg)
-    else:
-        acts = _compatible(v, node, slurm, d)
+        return (
+            *_gres_condition(node, "False", wellknown.REASON_GRES_INCOMPATIBLE, msg),
+            *_feature(v, slurm, False),
+        )
+    return _compatible(v, node, slurm, d, hybrid=True)
+
+
+def _hybrid(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode) -> Stop:
+    """:func:`_hybrid_actions` into the plan (Slinky slurm-bridge node controller, node_sync.go
+    ``syncNodeRegistration`` for an unlabelled node Slurm knows and not as EXTERNAL,
+    slurmcontrol.go ``UpdateHybridNode``)."""
+    acts = _hybrid_actions(v, node, slurm)
     plan.extend(acts)
     return plan.stop("hybrid node GRES checked" if acts else None)
 
@@ -489,12 +549,15 @@ def _missing_partitions(plan: Plan, s: _Subject) -> Stop | None:
 
 
 def _unreadable_inventory(plan: Plan, s: _Subject) -> Stop | None:
-    """Slinky: the inventory error is recorded and nothing is sent to Slurm (node_sync.go
-    ``nodeRegistrationInventories`` failing ``syncNodeRegistration``)."""
+    """Slinky: the inventory error is recorded, nothing is registered, and an existing node
+    stops advertising compatibility (node_sync.go ``nodeRegistrationInventories`` failing
+    ``syncNodeRegistration``; slurmcontrol.go ``DisableNodeGRESCompatibility``)."""
     if not s.want.inventory_error:
         return None
     msg = f"Could not verify Slurm GRES compatibility: {s.want.inventory_error}"
     plan.extend(_gres_condition(s.node, "Unknown", wellknown.REASON_GRES_VERIFICATION_ERROR, msg))
+    if s.v.slurm is not None and s.v.slices_listed:
+        plan.extend(_feature(s.v, s.v.slurm, False))
     return plan.stop(msg)
 
 
@@ -532,7 +595,11 @@ def _not_external(plan: Plan, s: _Subject) -> Stop | None:
         "defined in slurm.conf or registered by its slurmd): not registered; remove the "
         f"label {wellknown.LABEL_EXTERNAL_NODE} or use another Slurm node name"
     )
-    return _refuse(plan, s.node, "NotExternal", msg)
+    stop = _refuse(plan, s.node, "NotExternal", msg)
+    # Still a node bridge jobs run on: its GRES are checked as any slurmd node's (Slinky
+    # reconcileHybridNode for a labelled node that is not external).
+    plan.extend(_hybrid_actions(s.v, s.node, slurm))
+    return stop
 
 
 def _repartitioned(plan: Plan, s: _Subject) -> Stop | None:
@@ -613,11 +680,15 @@ def _applied_inventory(plan: Plan, s: _Subject) -> Stop | None:
     if slurm is None:
         return None
     if d.dra.gres:
-        plan.extend(_compatible(s.v, s.node, slurm, d))
-    elif s.v.slices_listed:
+        plan.extend(_compatible(s.v, s.node, slurm, d, hybrid=False))
+        return None
+    if s.v.slices_listed:
         clear = _extra(s.v, slurm, d)
         if isinstance(clear, tuple):
             plan.extend(clear)
+    # Registered with it; one registered before it was (an older slurmbridge) gets it now
+    # (Slinky updateNodeFeatures: every external node carries it).
+    plan.extend(_feature(s.v, slurm, True))
     return None
 
 
@@ -675,27 +746,34 @@ def _node_of_slice(event: KubeResourceSlice, _store: Store, _ctx: Context) -> It
     return [event.node] if event.node else []
 
 
+def _after_listing(event: KubeListed, store: Store, ctx: Context) -> Iterable[str]:
+    """The ResourceSlice listing completing: every node's GRES can now be judged."""
+    return all_keys(store, ctx) if event.key == "resourceslices" else []
+
+
 def all_keys(store: Store, ctx: Context) -> Iterable[str]:
-    """External nodes, nodes with ResourceSlices (a hybrid node's GRES check), and nodes
-    whose Slurm counterpart is EXTERNAL (a removed label)."""
-    out = []
-    for n in store.values(KubeNode):
-        if is_external(n) or any(
-            not s.deleted for s in store.by_field(KubeResourceSlice, "node", n.key)
-        ):
-            out.append(n.key)
-        else:
-            s = _nodes.slurm_node_for(n, store, ctx)
-            if s is not None and (s.has("EXTERNAL") or s.reason.startswith(OWNED)):
-                out.append(n.key)
-    return out
+    """External nodes, nodes with ResourceSlices, and every node Slurm knows (a slurmd
+    node's GRES check and its ``slurm_bridge_gres_compatible`` feature; an EXTERNAL one
+    whose label was removed)."""
+    return [
+        n.key
+        for n in store.values(KubeNode)
+        if is_external(n)
+        or any(not s.deleted for s in store.by_field(KubeResourceSlice, "node", n.key))
+        or _nodes.slurm_node_for(n, store, ctx) is not None
+    ]
 
 
 SPEC = ReconcilerSpec(
     name=NAME,
     # KubeNode ⇒ itself; SlurmNode ⇒ the nodes mapping to it; SlurmPartition ⇒ the nodes
     # waiting for it.
-    keys={**_nodes.NODE_KEYS, SlurmPartition: _waiting_for, KubeResourceSlice: _node_of_slice},
+    keys={
+        **_nodes.NODE_KEYS,
+        SlurmPartition: _waiting_for,
+        KubeResourceSlice: _node_of_slice,
+        KubeListed: _after_listing,
+    },
     key_kind="KubeNode",
     all_keys=all_keys,
     view=view,

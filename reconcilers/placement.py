@@ -192,6 +192,11 @@ LISTING_RECHECK_S = 1.0
 HANDOFF_RECHECK_S = 2.0
 #: Condition (and Warning Event) reason while too few nodes are eligible for the group.
 INELIGIBLE = "SlurmNodesIneligible"
+#: Condition (and Warning Event) reason on a pod whose shape no component of the group's
+#: heterogeneous job has (it joined after the submit).
+NEW_SHAPE = "PodShapeNotInHetJob"
+#: Seconds between looks while a submit waits for compatible nodes to get the feature.
+FEATURE_RECHECK_S = 1.0
 #: Event reason on a pod whose job's node no longer fits it when it is to be bound.
 INFEASIBLE = "SlurmAllocationInfeasible"
 
@@ -272,9 +277,25 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: observed, why (:func:`reconcilers._pods.owner_root`).
     owner_root: KubeWorkload | None = None
     owner_missing: str = ""
-    #: Partition → how many of its Slurm nodes are eligible (not excluded), ``""`` the
-    #: default partition's; None when not counted (a job exists, or no complete listing).
+    #: Partition → how many of its Slurm nodes are eligible (not excluded, and carrying the
+    #: ``slurm_bridge_gres_compatible`` feature every job requires), ``""`` the default
+    #: partition's; None when not counted (a job exists, or no complete listing).
     eligible: dict[str, int] | None = None
+    #: Jobs require ``slurm_bridge_gres_compatible``
+    #: (:func:`reconcilers._nodes.gres_feature_required`).
+    gres_required: bool = True
+    #: The same count with the nodes whose feature is on its way (:func:`_lacking_feature`);
+    #: None when no node lacks it.
+    eligible_soon: dict[str, int] | None = None
+    #: Slurm nodes otherwise eligible that lack the feature for good (their Kubernetes node's
+    #: ``SlinkySlurmGRESCompatible`` is False or Unknown, or they have no Kubernetes node).
+    held_back: tuple[str, ...] = ()
+    #: Partition → its nodes carrying the feature, whatever their state (``""``: the default
+    #: partition's, or every partition's when none is flagged default): Slurm refuses a job
+    #: none of them can satisfy (2029 / 2014); and the same with the feature on its way.
+    #: None when no node lacks it.
+    featured: dict[str, int] | None = None
+    featured_soon: dict[str, int] | None = None
 
 
 def ref(pod: KubePod) -> PodRef:
@@ -485,7 +506,12 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         and _pods.group_key_of_marker(job.comment) == group.key
     )
     node_sizes: _pods.NodeSizes = {}
+    gres_required = _nodes.gres_feature_required(store, ctx.cluster)
     eligible: dict[str, int] | None = None
+    eligible_soon: dict[str, int] | None = None
+    held_back: tuple[str, ...] = ()
+    featured: dict[str, int] | None = None
+    featured_soon: dict[str, int] | None = None
     if reback:
         partitions = frozenset(p.key for p in store.values(SlurmPartition, source))
     elif (job_id is None or pending_ours) and any(_live(p) for p in pods):
@@ -516,7 +542,13 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
             sorted(name for name in unusable if store.get(SlurmNode, name, source) is not None)
         )
         if job_id is None and listed:
-            eligible = _eligible_counts(store, source, unusable)
+            lacking, coming = _lacking_feature(store, source) if gres_required else (set(), set())
+            eligible = _eligible_counts(store, source, unusable | lacking)
+            if lacking:
+                eligible_soon = _eligible_counts(store, source, unusable | (lacking - coming))
+                held_back = tuple(sorted(lacking - coming - unusable))
+                featured = _eligible_counts(store, source, lacking, any_default=True)
+                featured_soon = _eligible_counts(store, source, lacking - coming, any_default=True)
         if unusable and not excluded and not listed and not any(store.values(SlurmNode, source)):
             # No Slurm node seen yet (the first listing is on its way): the names cannot be
             # checked, and dropping them all would submit with no exclusion at all. Wait.
@@ -565,6 +597,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         ),
         slurmd=slurmd,
         eligible=eligible,
+        gres_required=gres_required,
+        eligible_soon=eligible_soon,
+        held_back=held_back,
+        featured=featured,
+        featured_soon=featured_soon,
         owner_root=owner_root,
         owner_missing=owner_missing,
         occupants=occupants,
@@ -704,14 +741,49 @@ def _infeasible(
     return False
 
 
-def _eligible_counts(store: Store, source: str, unusable: set[str]) -> dict[str, int]:
-    """Partition → its Slurm nodes not in ``unusable`` (``""``: the default partition's)."""
+def _lacking_feature(store: Store, source: str) -> tuple[set[str], set[str]]:
+    """The Slurm nodes of ``source`` whose active features lack ``slurm_bridge_gres_compatible``
+    (which every job requires: Slurm never places it there), and of those the ones whose
+    feature is on its way: their Kubernetes node's ``SlinkySlurmGRESCompatible`` is not False
+    or Unknown, so ``node_register`` is putting it on (it does so for every compatible node)."""
+    feature = wellknown.FEATURE_GRES_COMPATIBLE
+    lacking: set[str] = set()
+    coming: set[str] = set()
+    for sn in store.values(SlurmNode, source):
+        if sn.deleted:
+            continue
+        active = sn.active_features if sn.active_features is not None else sn.features
+        if feature in active:
+            continue
+        lacking.add(sn.key)
+        keys = _nodes.kube_keys_for_slurm(sn.key, store)
+        kube = store.get(KubeNode, min(keys)) if keys else None
+        if kube is None:
+            continue
+        cond = kube.condition(wellknown.CONDITION_SLURM_GRES_COMPATIBLE)
+        if cond is None or cond.status == "True":
+            coming.add(sn.key)
+    return lacking, coming
+
+
+def _eligible_counts(
+    store: Store, source: str, unusable: set[str], *, any_default: bool = False
+) -> dict[str, int]:
+    """Partition → its Slurm nodes not in ``unusable`` (``""``: the default partition's;
+    ``any_default``: every partition's when none is flagged default, as :func:`reconcilers.
+    _pods.partition_node_sizes` reads a job that names none)."""
     counts: dict[str, int] = {}
+    every: set[str] = set()
     for part in store.values(SlurmPartition, source):
-        n = sum(1 for name in part.nodes if name not in unusable)
-        counts[part.key] = n
+        if part.deleted:
+            continue
+        usable = {name for name in part.nodes if name not in unusable}
+        counts[part.key] = len(usable)
+        every |= usable
         if part.is_default:
-            counts[""] = n
+            counts[""] = len(usable)
+    if any_default and counts and "" not in counts:
+        counts[""] = len(every)
     return counts
 
 
@@ -786,6 +858,14 @@ def decide(v: View | None) -> Decision:
             MarkPods(job_id=v.job_id, pods=tuple(unmarked), scheduler_name=v.scheduler_name)
         )
     job = v.job
+    # A heterogeneous job's pods of a shape none of its components has: said so on them,
+    # left out of the components' binding (and of the pending message).
+    strays: list[KubePod] = []
+    if v.het_jobs:
+        named = [_handoff.job_pods(j) if j is not None else frozenset() for j in v.het_jobs]
+        strays = [p for p in _hetjob.strays(live, named) if not p.node_name]
+        actions.extend(_new_shape(strays, v.job_id))
+    fitting = [p for p in live if p not in strays]
     if (
         job is not None
         and job.base_state == "PENDING"
@@ -813,7 +893,7 @@ def decide(v: View | None) -> Decision:
             and _pods.group_key_of_marker(job.comment) == v.group.key
         ):
             message = wellknown.pending_message(job.state_reason, v.queue_position, job.partition)
-            actions.extend(_pending(live, job.job_id, message))
+            actions.extend(_pending(fitting, job.job_id, message))
             reason += f": {message}"
         return Decision(actions=tuple(actions), reason=reason)
     unbound = [p for p in live if not p.node_name]
@@ -822,7 +902,7 @@ def decide(v: View | None) -> Decision:
     if v.het_jobs:
         if not _hetjob.running(v.het_jobs):
             return Decision(actions=tuple(actions), reason=f"job {v.job_id}: components start")
-        comps = _hetjob.components(v.group, live, {}) or [live]
+        comps = _hetjob.components(v.group, fitting, {}) or [fitting]
         targets = _hetjob.bind_targets(comps, v.het_jobs)
         by_id = {j.job_id: j for j in v.het_jobs if j is not None}
     held: dict[str, set[_dra.DeviceId]] = {}
@@ -915,6 +995,34 @@ def _pod_group_admitted(v: View, live: list[KubePod], job_id: int) -> SetPodGrou
         api_version=wl.api_version,
         message=f"Pod group admitted by {v.scheduler_name}",
     )
+
+
+def _new_shape(strays: list[KubePod], job_id: int) -> list[AnyAction]:
+    """``PodScheduled=False`` (reason :data:`NEW_SHAPE`) and a Warning Event, once per pod
+    (when its condition changes), on each unbound pod whose shape is that of no component of
+    the group's heterogeneous job (:func:`reconcilers._hetjob.strays`)."""
+    actions: list[AnyAction] = []
+    for p in strays:
+        cpu, memory, gpus = _hetjob.shape(p)
+        message = (
+            f"pod {p.name} ({cpu}m CPU, {memory // (1024 * 1024)} MiB, {gpus} GPU) joined "
+            f"after heterogeneous Slurm job {job_id} was submitted and has the shape of none "
+            "of its components: Slurm gave it no node, so it is not bound while that job runs"
+        )
+        cur = p.condition(CONDITION)
+        if cur is not None and (cur.status, cur.reason, cur.message) == (
+            "False",
+            NEW_SHAPE,
+            message,
+        ):
+            continue
+        actions.append(
+            SetPodCondition(
+                pod=ref(p), type=CONDITION, status="False", reason=NEW_SHAPE, message=message
+            )
+        )
+        actions.append(_pods.pod_event(p, NEW_SHAPE, message, warning=True))
+    return actions
 
 
 def _pending(live: list[KubePod], job_id: int, message: str) -> list[AnyAction]:
@@ -1125,20 +1233,31 @@ def _infeasible_allocation(
     )
 
 
-def _too_few_eligible(v: View, partition: str, needed: int) -> str:
+def _too_few_eligible(v: View, partition: str, needed: int, *, soon: bool = False) -> str:
     """Why nothing is submitted: fewer eligible Slurm nodes in the job's partition than it
     needs (``""``: enough, or not counted). Slinky slurm-bridge 1.3
     ``populateComponentWithFeasibleNodes`` (slurmbridge.go): a gang still needs enough
-    eligible nodes, but they need not be free now."""
-    if v.eligible is None or partition not in v.eligible:
+    eligible nodes, but they need not be free now. A node lacking the
+    ``slurm_bridge_gres_compatible`` feature every job requires is not eligible (Slurm would
+    never give it to the job); ``soon``: count those whose feature is on its way."""
+    counts = v.eligible_soon if soon and v.eligible_soon is not None else v.eligible
+    if counts is None or partition not in counts:
         return ""
-    have = v.eligible[partition]
+    have = counts[partition]
     if have >= needed:
         return ""
     where = f"partition {partition}" if partition else "the default partition"
+    lacking = ""
+    if v.held_back:
+        lacking = (
+            f"; {', '.join(v.held_back)} lack the Slurm feature "
+            f"{wellknown.FEATURE_GRES_COMPATIBLE} every job requires (see the node condition "
+            f"{wellknown.CONDITION_SLURM_GRES_COMPATIBLE})"
+        )
     return (
         f"{have} Slurm node(s) of {where} fit the pods, the job needs {needed}: not submitted "
-        "until more nodes fit (taints, affinity, host ports or resources not held by Slurm jobs)"
+        "until more nodes fit (taints, affinity, host ports or resources not held by Slurm "
+        f"jobs){lacking}"
     )
 
 
@@ -1223,6 +1342,9 @@ def _reback(v: View, live: list[KubePod], bound: list[KubePod]) -> Decision:
                 template_owner=v.template_owner,
             ),
             workload=v.workload,
+            # The pods run there already: the job only keeps their nodes, and a node that
+            # lost the feature since must not leave them without one.
+            gres_compatible=False,
         )
     except _pods.TranslationError:
         # The pods run already: a job that holds their nodes matters more than its details.
@@ -1349,6 +1471,7 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
             workload=v.workload,
             dra_gpus=dra_gpus,
             device_classes=v.device_classes,
+            gres_compatible=v.gres_required,
         )
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
@@ -1379,9 +1502,41 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
         het = _het_components(v, live, annotations, spec)
     except _pods.TranslationError as exc:
         return _reject(live, f"cannot become a Slurm job: {exc}")
+    if not v.listed:
+        # Every job requires slurm_bridge_gres_compatible, and Slurm refuses a job whose
+        # feature no node of its partition has (2029 "Invalid feature specification", 2014:
+        # recorded from 26.05.5): submit only once a complete listing shows nodes carry it.
+        return Decision(
+            requeue_after=LISTING_RECHECK_S,
+            reason="waiting for a complete Slurm listing to count the nodes carrying "
+            f"{wellknown.FEATURE_GRES_COMPATIBLE}",
+        )
     short = _too_few_eligible(v, spec.partition, spec.min_nodes)
+    if short and not _too_few_eligible(v, spec.partition, spec.min_nodes, soon=True):
+        # Enough nodes once node_register has put the feature on compatible nodes (a
+        # start-up, a node just joined): wait for it rather than refuse.
+        return Decision(
+            requeue_after=FEATURE_RECHECK_S,
+            reason=f"waiting for {wellknown.FEATURE_GRES_COMPATIBLE} on compatible nodes: {short}",
+        )
     if short:
         return _reject(live, short, reason=INELIGIBLE)
+    if v.featured is not None and v.featured.get(spec.partition, 1) == 0:
+        # No node the job may get carries the feature: Slurm would refuse the job (2029 /
+        # 2014), so wait for it, or say why.
+        feature = wellknown.FEATURE_GRES_COMPATIBLE
+        if (v.featured_soon or {}).get(spec.partition, 0):
+            return Decision(
+                requeue_after=FEATURE_RECHECK_S,
+                reason=f"waiting for {feature} on compatible nodes",
+            )
+        where = f"partition {spec.partition}" if spec.partition else "the default partition"
+        return _reject(
+            live,
+            f"no Slurm node of {where} carries the feature {feature} every job requires "
+            f"(see the node condition {wellknown.CONDITION_SLURM_GRES_COMPATIBLE})",
+            reason=INELIGIBLE,
+        )
     marker = _pods.marker(v.group, _pods.root_uid(v.group, live, v.workload))
     first = live[0]
     missing = tuple(
@@ -1433,7 +1588,12 @@ def _het_components(
     out = []
     for comp in comps:
         spec = _pods.translate(
-            v.group, comp, annotations, excluded_nodes=v.excluded, workload=v.workload
+            v.group,
+            comp,
+            annotations,
+            excluded_nodes=v.excluded,
+            workload=v.workload,
+            gres_compatible=v.gres_required,
         )
         spec = msgspec.structs.replace(
             spec, partition=whole.partition, mcs_label=whole.mcs_label, name=whole.name

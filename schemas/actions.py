@@ -134,6 +134,19 @@ class SetSlurmNodeExtra(Action, frozen=True, kw_only=True, tag="SetSlurmNodeExtr
     owned_prefix: str
 
 
+class SetSlurmNodeFeature(Action, frozen=True, kw_only=True, tag="SetSlurmNodeFeature"):
+    """Make feature ``feature`` present (``present``) or absent on Slurm node ``node``, in its
+    available and, separately, in its active set, keeping every other member of each (Slinky
+    slurm-bridge 1.3 slurmcontrol ``updateGRESCompatibilityFeature``: the feature slurmbridge
+    owns, ``slurm_bridge_gres_compatible``). The effector re-reads the node and recomputes both
+    sets from it, so features others changed meanwhile are kept."""
+
+    cluster: str
+    node: str
+    feature: str
+    present: bool
+
+
 class SetNodeCondition(Action, frozen=True, kw_only=True, tag="SetNodeCondition"):
     """Ensure Kubernetes node ``node`` has condition ``type`` with this status/reason/message
     (``status``: "True" | "False" | "Unknown")."""
@@ -744,6 +757,7 @@ AnyAction = (
     | UpdateSlurmNodeFeatures
     | UpdateSlurmNodeTopology
     | SetSlurmNodeExtra
+    | SetSlurmNodeFeature
     | SetNodeCondition
     | RecordEvent
     | SubmitSlurmJob

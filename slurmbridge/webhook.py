@@ -17,10 +17,13 @@
   ``spec.resourceClaims`` are allowed for the device classes slurmbridge allocates from
   Slurm (``schemas.dra.SUPPORTED``); another class, native ``cpu`` beside ``dra.cpu``, the
   ``gres`` annotation beside a GPU class, ``cpu-per-task`` beside ``dra.cpu``, and one GPU
-  class asked for by two containers are denied. Each denial is 403 with a message naming
-  the field. Tenancy (:func:`tenancy_denial`, rules in :mod:`reconcilers._tenancy`): on
-  CREATE and UPDATE, an annotation naming a Slurm user, group, account, QOS, partition or
-  reservation the namespace's policy does not allow is denied, naming the annotation and the
+  class asked for by two containers are denied; so is a ``constraints`` annotation Slurm
+  cannot AND with the ``slurm_bridge_gres_compatible`` feature every job requires
+  (:func:`constraints_denial`, Slinky ``validateConstraintsAnnotation``). Each denial is 403
+  with a message naming the field. Tenancy (:func:`tenancy_denial`, rules in
+  :mod:`reconcilers._tenancy`): on CREATE and UPDATE, an annotation naming a Slurm user,
+  group, account, QOS, partition or reservation the namespace's policy does not allow is
+  denied, naming the annotation and the
   policy (each denial counts in ``slurmbridge_tenancy_denials_total{where="admission"}``).
   On CREATE and UPDATE the answer also carries ``warnings`` (never a denial;
   :func:`warnings`): a pod of ours, or any pod in a managed namespace, whose
@@ -52,7 +55,7 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from reconcilers import _devprofile, _tenancy
+from reconcilers import _constraint, _devprofile, _tenancy
 from schemas import dra, wellknown
 from schemas.events import KubeDeviceClass
 from schemas.tenancy import Tenancy
@@ -426,6 +429,23 @@ def dra_denial(
     return None
 
 
+def constraints_denial(pod: Pod) -> str | None:
+    """The pod's ``slurmjob.slinky.slurm.net/constraints`` annotation when Slurm cannot AND it
+    with ``slurm_bridge_gres_compatible``, which every job requires (Slinky slurm-bridge 1.3
+    admission.go ``validateConstraintsAnnotation``; :func:`reconcilers._constraint.compose`),
+    so the pod fails at creation rather than staying Pending. An annotation on a Job, JobSet
+    or PodGroup is not seen here; placement refuses it there."""
+    key = wellknown.ANNOTATION_SLURMJOB_PREFIX + "constraints"
+    raw = (pod.metadata.annotations or {}).get(key)
+    if raw is None:
+        return None
+    try:
+        _constraint.compose(wellknown.FEATURE_GRES_COMPATIBLE, raw)
+    except _constraint.ConstraintError as exc:
+        return f"metadata.annotations[{key}]: {exc}"
+    return None
+
+
 def tenancy_denial(policy: Policy, namespace: str, pod: Pod) -> _tenancy.Denial | None:
     """The tenancy rules (:mod:`reconcilers._tenancy`) on a pod of ours' own
     ``slurmjob.slinky.slurm.net/*`` annotations: a user, group, account, QOS, partition or
@@ -472,7 +492,7 @@ def validate(
         tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
         if tenancy is not None:
             return tenancy.message
-        return dra_denial(pod, claim_classes, class_kinds)
+        return constraints_denial(pod) or dra_denial(pod, claim_classes, class_kinds)
     old = req.oldObject
     if req.operation != "UPDATE" or old is None:
         return None
@@ -481,7 +501,7 @@ def validate(
     tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
     if tenancy is not None:
         return tenancy.message
-    denied = dra_denial(pod, claim_classes, class_kinds)
+    denied = constraints_denial(pod) or dra_denial(pod, claim_classes, class_kinds)
     if denied is not None:
         return denied
     if not (old.spec.nodeName or old.status.phase == "Running"):

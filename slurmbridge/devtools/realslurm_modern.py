@@ -63,6 +63,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -310,9 +311,13 @@ class ModernSlurm(SlurmRig):
         gpus: GPUs per static node (0: none). N > 0 gives every node ``Gres=gpu:nvidia:N``
             with a ``gres.conf`` whose ``File=`` are dummy character devices in
             ``DIR/dev`` (``AutoDetect=off``), so jobs get GPU indices. 24.11 and 26.05.
+        gpu_type: the GPUs' GRES type (``nvidia``: ``Gres=gpu:nvidia:N``); ``gpu-nvidia``
+            is the type of slurmbridge's ``gpu-nvidia`` DRA device profile, so a node
+            publishing that many whole NVIDIA GPUs is GRES-compatible.
 
     Raises:
-        ValueError: an unknown release or topology, fewer than 2 nodes, gpus outside 0-64.
+        ValueError: an unknown release or topology, fewer than 2 nodes, gpus outside 0-64,
+            a gpu_type that is not a plain name.
     """
 
     def __init__(
@@ -328,6 +333,7 @@ class ModernSlurm(SlurmRig):
         start_timeout: float = 60.0,
         topology: str | None = None,
         gpus: int = 0,
+        gpu_type: str = "nvidia",
     ) -> None:
         self._release = _check_release(release)
         if topology not in (None, "block"):
@@ -340,6 +346,9 @@ class ModernSlurm(SlurmRig):
         #: ``DIR/dev/nvidia<i>``), so Slurm gives jobs GPU indices
         #: (``gres_detail`` ``gpu:nvidia:2(IDX:0-1)``); see ``up.sh``.
         self.gpus = gpus
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", gpu_type):
+            raise ValueError(f"gpu_type must be a plain name, got {gpu_type!r}")
+        self.gpu_type = gpu_type
         if nodes < 2:
             raise ValueError(f"nodes must be >= 2 (partition gpu is n1-n2), got {nodes}")
         if cpus < 1 or memory_mib < 1:
@@ -465,7 +474,7 @@ class ModernSlurm(SlurmRig):
                 "NNODES": str(self.nodes),
                 "NODE_CPUS": str(self.cpus),
                 **({"TOPOLOGY": self.topology} if self.topology else {}),
-                **({"GPUS": str(self.gpus)} if self.gpus else {}),
+                **({"GPUS": str(self.gpus), "GPU_TYPE": self.gpu_type} if self.gpus else {}),
                 "NODE_MEMORY": str(self.memory_mib),
                 "TOKEN_USER": "root",
                 "TOKEN_LIFESPAN": str(self.token_lifespan),

@@ -15,6 +15,7 @@ from schemas.actions import (
     DrainSlurmNode,
     PruneSlurmNodeRecord,
     SetSlurmNodeExtra,
+    SetSlurmNodeFeature,
     SetSlurmNodeOwnedFeatures,
     SetSlurmNodePodInfo,
     UndrainSlurmNode,
@@ -33,6 +34,15 @@ def replace_owned(current: tuple[str, ...], prefix: str, wanted: tuple[str, ...]
     de-duplicated (slurm-operator slurmcontrol.go ``replaceFeatureNamespace``; the same rule
     as ``reconcilers._ident.replace_owned``, which effectors may not import)."""
     return sorted({*(f for f in current if not f.startswith(prefix)), *wanted})
+
+
+def replace_owned_exact(
+    current: tuple[str, ...], feature: str, wanted: tuple[str, ...]
+) -> list[str]:
+    """``current`` without ``feature`` (the exact name, not a prefix), plus ``wanted``, in
+    ``current``'s order with ``wanted`` appended (Slinky ``updateFeatureList``)."""
+    kept = [f for f in current if f != feature]
+    return kept + [f for f in wanted if f not in kept]
 
 
 _Effect = Callable[["SlurmEffector", Any], Awaitable[EffectResult]]
@@ -66,6 +76,7 @@ class SlurmEffector(Effector):
         UpdateSlurmNodeFeatures: "_features",
         UpdateSlurmNodeTopology: "_topology",
         SetSlurmNodeExtra: "_extra",
+        SetSlurmNodeFeature: "_feature",
         SetSlurmNodePodInfo: "_pod_info",
         SetSlurmNodeOwnedFeatures: "_owned_features",
         PruneSlurmNodeRecord: "_prune",
@@ -162,6 +173,32 @@ class SlurmEffector(Effector):
         if node.extra and not node.extra.startswith(action.owned_prefix):
             return EffectResult("skipped", "the node's Extra is already in use")
         await c.update_node(action.node, NodeUpdate(extra=action.extra))
+        return EffectResult("ok")
+
+    @_gone_is_noop
+    async def _feature(self, action: SetSlurmNodeFeature) -> EffectResult:
+        """One feature in or out of the available and the active set, every other member of
+        each kept, from the node as Slurm holds it now (Slinky ``updateGRESCompatibilityFeature``).
+        Both sets go in one request: Slurm 26.05.5 takes that adding and removing alike
+        (recorded on the rig, tests/real_slurm/test_modern_dra_profiles.py). A version that does
+        not report the active set (v0.0.38) gets the available set as both."""
+        c, node = await self._read(action.cluster, action.node, "update_node")
+        want = (action.feature,) if action.present else ()
+        new = tuple(replace_owned_exact(node.features, action.feature, want))
+        current_active = node.active_features
+        active = (
+            tuple(replace_owned_exact(current_active, action.feature, want))
+            if current_active is not None
+            else None
+        )
+        same = set(new) == set(node.features)
+        if current_active is not None and active is not None:
+            same = same and set(active) == set(current_active)
+        if same:
+            return EffectResult(
+                "noop", "feature already " + ("set" if action.present else "absent")
+            )
+        await c.update_node(action.node, NodeUpdate(features=new, active_features=active))
         return EffectResult("ok")
 
     @_gone_is_noop

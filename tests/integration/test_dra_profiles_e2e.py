@@ -6,9 +6,13 @@ Node n1 has four NVIDIA GPUs (Slurm: ``Gres=gpu:nvidia:4``; the NVIDIA driver: w
 profile's (Slinky slurm-bridge 1.3 ``internal/dra/registry.go``). A pod asking for two
 ``accel`` devices runs on n1 and its claim names exactly the GPUs of the indices Slurm gave
 its job; a foreign job holds GPU 0 first, so "the first two" would be wrong. n1 is a node
-Slurm knows from its own configuration, so its GRES are checked against its DRA inventory:
-``gpu:nvidia:4`` is not ``gpu:gpu-nvidia:4``, so the Node condition
-``SlinkySlurmGRESCompatible`` is False (``IncompatibleSlurmGRES``) with a Warning Event.
+Slurm knows from its own configuration, so its GRES are checked against its DRA inventory.
+Configured ``gpu:gpu-nvidia:4`` (the profile's entry) it is compatible: condition True, the
+applied inventory in its ``Extra``, and the feature ``slurm_bridge_gres_compatible`` every
+job requires. Configured ``gpu:nvidia:4`` (an administrator's type) it is not: condition
+False (``IncompatibleSlurmGRES``) with a Warning Event, no feature — so the pod asking for
+GPUs is never placed there (Slinky slurm-bridge 1.3: an incompatible node stays available to
+native Slurm jobs, bridge jobs cannot be allocated to it); a native job still runs there.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ NVIDIA_PROFILE = (
 )
 
 
-def seed(stack: Stack) -> None:
-    stack.slurm.nodes["n1"].gres = "gpu:nvidia:4"
+def seed(stack: Stack, gres: str = "gpu:gpu-nvidia:4") -> None:
+    stack.slurm.nodes["n1"].gres = gres
     stack.kube.create(
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -69,7 +73,15 @@ def seed(stack: Stack) -> None:
 
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
+    """n1 configured with the profile's GRES: compatible."""
     async with Stack(nodes=2, poll_interval=0.2, setup=seed) as s:
+        yield s
+
+
+@pytest.fixture
+async def incompatible() -> AsyncIterator[Stack]:
+    """n1 configured with an administrator's GRES type: incompatible."""
+    async with Stack(nodes=2, poll_interval=0.2, setup=lambda s: seed(s, "gpu:nvidia:4")) as s:
         yield s
 
 
@@ -123,11 +135,39 @@ async def test_a_class_of_any_name_gets_the_gpus_slurm_gave(stack: Stack) -> Non
     assert not await stack.dead_letters()
 
 
-async def test_hybrid_node_gres_incompatible_with_its_inventory(stack: Stack) -> None:
+def features(stack: Stack, node: str) -> tuple[list[str], list[str]]:
+    n = stack.slurm.nodes[node]
+    return list(n.features), list(n.active_features)
+
+
+def gres_condition(stack: Stack, node: str) -> dict[str, Any] | None:
+    obj = get(stack, "nodes", node, None)
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "SlinkySlurmGRESCompatible"), None)
+
+
+async def test_a_compatible_node_carries_the_feature_every_job_requires(stack: Stack) -> None:
+    """Slinky slurm-bridge 1.3 reconcileHybridNode: verified GRES ⇒ the feature, beside the
+    administrator's features (kept), in the available and the active set."""
+    stack.slurm.nodes["n1"].features = ["admin"]
+    stack.slurm.nodes["n1"].active_features = ["admin"]
+    f = wellknown.FEATURE_GRES_COMPATIBLE
+    await stack.wait_for(
+        lambda: features(stack, "n1") == (["admin", f], ["admin", f]),
+        timeout=30,
+        what="the feature on n1",
+    )
+    cond = gres_condition(stack, "n1")
+    assert cond is not None and cond["status"] == "True", cond
+    # n2 has no DRA device: nothing to verify, compatible too.
+    assert f in features(stack, "n2")[1]
+
+
+async def test_hybrid_node_gres_incompatible_with_its_inventory(incompatible: Stack) -> None:
+    stack = incompatible
+
     def condition() -> dict[str, Any] | None:
-        node = get(stack, "nodes", "n1", None)
-        conds = ((node or {}).get("status") or {}).get("conditions") or []
-        return next((c for c in conds if c["type"] == "SlinkySlurmGRESCompatible"), None)
+        return gres_condition(stack, "n1")
 
     await stack.wait_for(lambda: condition() is not None, timeout=30, what="GRES condition")
     cond = condition()
@@ -143,3 +183,36 @@ async def test_hybrid_node_gres_incompatible_with_its_inventory(stack: Stack) ->
         timeout=30,
         what="the Warning Event",
     )
+
+    # No feature on n1: a bridge job asking for its GPUs is never given it, whereas n2 (no
+    # DRA device, compatible) carries it; a native Slurm job still runs on n1.
+    f = wellknown.FEATURE_GRES_COMPATIBLE
+    await stack.wait_for(
+        lambda: f in features(stack, "n2")[1], timeout=30, what="the feature on n2"
+    )
+    assert f not in features(stack, "n1")[0] + features(stack, "n1")[1]
+    stack.kube.add_pod(
+        "trainer",
+        NS,
+        scheduler_name=wellknown.DEFAULT_SCHEDULER_NAME,
+        annotations={PREFIX + "partition": "gpu", PREFIX + "exclusive": "false"},
+        requests={"cpu": "1", "memory": "100Mi", RES: "2"},
+    )
+
+    def job_of_pod() -> Any:
+        pod = get(stack, "pods", "trainer") or {}
+        label = ((pod.get("metadata") or {}).get("labels") or {}).get(wellknown.LABEL_SLURM_JOBID)
+        return stack.slurm.job(int(label)) if label else None
+
+    await stack.wait_for(lambda: job_of_pod() is not None, timeout=30, what="the pod's job")
+    job = job_of_pod()
+    assert stack.slurm.jobs_by_id[job.job_id].constraints == f
+    await stack.settled()
+    job = job_of_pod()
+    assert job.state[0] == "PENDING" and not job.nodes, job
+    assert phase(get(stack, "pods", "trainer")) == "Pending"
+    assert (get(stack, "pods", "trainer") or {})["spec"].get("nodeName") is None
+    native = stack.slurm.submit(
+        {"name": "native", "partition": "gpu", "tres_per_node": "gres/gpu=1"}, external=True
+    )
+    assert stack.slurm.job(native).nodes == ("n1",)

@@ -59,6 +59,7 @@ from schemas.actions import (
     SetPodLabel,
     SetSlurmNodeConditions,
     SetSlurmNodeExtra,
+    SetSlurmNodeFeature,
     SetSlurmNodeOwnedFeatures,
     SetSlurmNodePodInfo,
     SlurmJobSpec,
@@ -147,6 +148,10 @@ SAMPLES: dict[str, tuple[AnyAction, str]] = {
     ),
     "SetSlurmNodeExtra": (
         SetSlurmNodeExtra(cluster=CLUSTER, node="rt-gone", extra="x", owned_prefix="x"),
+        "noop",
+    ),
+    "SetSlurmNodeFeature": (
+        SetSlurmNodeFeature(cluster=CLUSTER, node="rt-gone", feature="x", present=True),
         "noop",
     ),
     "SetSlurmNodePodInfo": (
@@ -284,6 +289,7 @@ NEEDS: dict[str, str] = {
             "UpdateSlurmNodeFeatures",
             "UpdateSlurmNodeTopology",
             "SetSlurmNodeExtra",
+            "SetSlurmNodeFeature",
             "SetSlurmNodePodInfo",
             "SetSlurmNodeOwnedFeatures",
             "PruneSlurmNodeRecord",

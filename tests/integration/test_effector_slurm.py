@@ -26,6 +26,7 @@ from schemas.actions import (
     NodeSetRef,
     PruneSlurmNodeRecord,
     SetSlurmNodeExtra,
+    SetSlurmNodeFeature,
     SetSlurmNodeOwnedFeatures,
     SetSlurmNodePodInfo,
     TaintNode,
@@ -412,6 +413,46 @@ async def test_owned_features_are_replaced_in_each_set_separately(
     node = slurm.sim.nodes["k8s-f"]
     assert sorted(node.features) == want_available.split(",")
     assert sorted(node.active_features) == want_active.split(",")
+    assert (await slurm.effector.apply(action)).outcome == "noop"
+
+
+# Slinky slurm-bridge 1.3 internal/controller/node/slurmcontrol/slurmcontrol_test.go
+# (AddNode on an existing node, the GRES compatibility feature), in our words: only
+# slurm_bridge_gres_compatible changes, in each set separately; a feature that merely starts
+# with its name is not it.
+@pytest.mark.parametrize(
+    ("available", "active", "present", "want_available", "want_active"),
+    [
+        pytest.param("admin", "admin", True, "admin,F", "admin,F", id="added"),
+        pytest.param("admin,F", "admin,F", False, "admin", "admin", id="removed"),
+        pytest.param(
+            "mig=off,mig=on", "mig=on", True, "F,mig=off,mig=on", "F,mig=on", id="plugin kept"
+        ),
+        pytest.param("F_x,F", "F_x,F", False, "F_x", "F_x", id="exact name only"),
+    ],
+)
+async def test_the_gres_feature_changes_alone_in_each_set(
+    slurm: Slurm,
+    available: str,
+    active: str,
+    present: bool,
+    want_available: str,
+    want_active: str,
+) -> None:
+    f = wellknown.FEATURE_GRES_COMPATIBLE
+
+    def csv(text: str) -> tuple[str, ...]:
+        return tuple(x.replace("F", f) if x.startswith("F") else x for x in text.split(","))
+
+    slurm.sim.create_node(line("k8s-c", available.replace("F", f)))
+    slurm.sim.admin_update(
+        "k8s-c", NodeUpdate(features=csv(available), active_features=csv(active))
+    )
+    action = SetSlurmNodeFeature(cluster=CLUSTER, node="k8s-c", feature=f, present=present)
+    assert (await slurm.effector.apply(action)).outcome == "ok"
+    node = slurm.sim.nodes["k8s-c"]
+    assert sorted(node.features) == sorted(csv(want_available))
+    assert sorted(node.active_features) == sorted(csv(want_active))
     assert (await slurm.effector.apply(action)).outcome == "noop"
 
 

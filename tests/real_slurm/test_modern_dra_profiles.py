@@ -1,18 +1,24 @@
 """DRA by device profile, not class name (issue 28, item 6), against real Slurm 26.05.
 
 Slurm is real (:class:`~slurmbridge.devtools.realslurm_modern.ModernSlurm` with ``gpus=4``:
-n1..n4 ``Gres=gpu:nvidia:4`` from ``gres.conf`` with dummy ``File=`` devices); Kubernetes is
-the simulator. The NVIDIA driver publishes n1's four whole GPUs (``type: gpu``) and one MIG
-slice (``type: mig``).
+n1..n4 ``Gres=gpu:<type>:4`` from ``gres.conf`` with dummy ``File=`` devices, two clusters:
+type ``nvidia``, an administrator's, and ``gpu-nvidia``, the profile's); Kubernetes is the
+simulator. The NVIDIA driver publishes n1's four whole GPUs (``type: gpu``) and one MIG slice
+(``type: mig``).
 
 * A DeviceClass called ``accel`` — a name slurmbridge does not know — whose one CEL selector is
   exactly the ``gpu-nvidia`` profile's (Slinky slurm-bridge 1.3 ``internal/dra/registry.go``):
-  a pod asking for two ``accel`` devices runs on n1 and its claim names the GPUs of exactly
-  the indices real Slurm gave its job (a foreign job holds one GPU first).
+  on the ``gpu-nvidia`` cluster n1 is compatible and carries ``slurm_bridge_gres_compatible``,
+  a pod asking for two ``accel`` devices runs on n1 under a job whose constraints require that
+  feature, and its claim names the GPUs of exactly the indices real Slurm gave its job (a
+  foreign job holds one GPU first).
 * n1 is a slurmd node (gres.conf), so its GRES are checked against its DRA inventory (Slinky
-  ``validateHybridNodeGRES``): real Slurm reports ``gpu:nvidia:4``, which is not the
-  profile's ``gpu:gpu-nvidia:4`` ⇒ ``SlinkySlurmGRESCompatible=False``
-  (``IncompatibleSlurmGRES``) naming the gres.conf line it needs, with a Warning Event.
+  ``validateHybridNodeGRES``): on the ``nvidia`` cluster real Slurm reports ``gpu:nvidia:4``,
+  which is not the profile's ``gpu:gpu-nvidia:4`` ⇒ ``SlinkySlurmGRESCompatible=False``
+  (``IncompatibleSlurmGRES``) naming the gres.conf line it needs, with a Warning Event, and
+  n1 does not carry the feature (Slinky ``reconcileHybridNode``) while n2..n4 (no DRA device,
+  nothing to verify) do — real 26.05 shows it in ``AvailableFeatures`` and
+  ``ActiveFeatures``, an administrator's feature of n1 kept.
 * An external node with two whole GPUs is registered with the profile's GRES: real 26.05
   accepts ``Gres=gpu:gpu-nvidia:2`` and ``GresConf=`` one ``file=/dra/<driver>/<pool>/<device>``
   record per GPU joined by ``+`` (Slinky ``buildNodeGRESConfig``) and shows the node with
@@ -24,7 +30,9 @@ slice (``type: mig``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -36,8 +44,9 @@ from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
 from slurmbridge.devtools.testing import Stack
+from slurmbridge.slurm import hostlist
+from slurmbridge.slurm.codecs._common import parse_index_list
 from tests.real_slurm.conftest import modern_cluster
-from tests.real_slurm.test_modern_dra import _gres
 
 NS = "default"
 CLASS = "accel"
@@ -48,10 +57,35 @@ NVIDIA_PROFILE = (
 )
 
 
+#: One allocation line of ``scontrol -d show job``, GPUs of any type (``gpu:nvidia:1(IDX:2)``,
+#: ``gpu:gpu-nvidia:2(IDX:1-2)``).
+_GRES_LINE = re.compile(r"Nodes=(?P<node>\S+) .*GRES=gpu:[\w-]+:(?P<n>\d+)\(IDX:(?P<idx>[\d,-]+)\)")
+
+
+def _gres(slurm: ModernSlurm, job_id: int) -> tuple[str, tuple[int, ...]] | None:
+    """(node, GPU indices) of a running job on its one node, from ``scontrol -d show job``."""
+    out = slurm.run("scontrol", "-d", "show", "job", str(job_id), check=False).stdout
+    if "JobState=RUNNING" not in out:
+        return None
+    found: dict[str, tuple[int, ...]] = {}
+    for m in filter(None, map(_GRES_LINE.search, out.splitlines())):
+        indices = tuple(parse_index_list(m["idx"]))
+        assert len(indices) == int(m["n"])
+        found.update(dict.fromkeys(hostlist.expand(m["node"]), indices))
+    ((node, indices),) = found.items()
+    return node, indices
+
+
 @pytest.fixture(scope="module")
 def slurm_gpus(real_slurm_available: None) -> Iterator[ModernSlurm]:
-    """A 4-node Slurm 26.05 cluster whose nodes have 4 NVIDIA GPUs each."""
+    """A 4-node Slurm 26.05 cluster whose nodes have 4 NVIDIA GPUs each (``gpu:nvidia:4``)."""
     yield from modern_cluster("26.05", gpus=4)
+
+
+@pytest.fixture(scope="module")
+def slurm_profile_gpus(real_slurm_available: None) -> Iterator[ModernSlurm]:
+    """The same, configured with the profile's type (``gpu:gpu-nvidia:4``)."""
+    yield from modern_cluster("26.05", gpus=4, gpu_type="gpu-nvidia")
 
 
 def _slice(node: str, gpus: int, *, mig: bool = False) -> dict[str, Any]:
@@ -86,8 +120,8 @@ def seed(stack: Stack) -> None:
     stack.kube.create(_slice("n1", 4, mig=True))
 
 
-@pytest.fixture
-async def stack(slurm_gpus: ModernSlurm) -> AsyncIterator[Stack]:
+@contextlib.asynccontextmanager
+async def _stack(slurm_gpus: ModernSlurm) -> AsyncIterator[Stack]:
     out = slurm_gpus.run(
         "sbatch", "--parsable", "-p", "gpu", "-w", "n1", "--gres=gpu:1", "-o", "/dev/null",
         "-J", "someone-else", "--wrap", "sleep 600",
@@ -102,6 +136,25 @@ async def stack(slurm_gpus: ModernSlurm) -> AsyncIterator[Stack]:
     finally:
         slurm_gpus.run("scancel", "--user", "root", check=False)
         slurm_gpus.run("scontrol", "delete", "nodename=ext-gpu", check=False)
+
+
+@pytest.fixture
+async def stack(slurm_gpus: ModernSlurm) -> AsyncIterator[Stack]:
+    async with _stack(slurm_gpus) as s:
+        yield s
+
+
+@pytest.fixture
+async def profile_stack(slurm_profile_gpus: ModernSlurm) -> AsyncIterator[Stack]:
+    async with _stack(slurm_profile_gpus) as s:
+        yield s
+
+
+def _features(slurm: ModernSlurm, node: str) -> tuple[str, str]:
+    """``AvailableFeatures`` and ``ActiveFeatures`` as real Slurm shows them."""
+    line = slurm.run("scontrol", "-o", "show", "node", node).stdout
+    fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+    return fields["AvailableFeatures"], fields["ActiveFeatures"]
 
 
 def _get(stack: Stack, resource: str, name: str, ns: str | None = NS) -> dict[str, Any] | None:
@@ -122,8 +175,13 @@ def _gres_condition(stack: Stack, node: str) -> dict[str, Any] | None:
 
 
 async def test_a_class_of_any_name_gets_the_gpus_real_slurm_gave(
-    stack: Stack, slurm_gpus: ModernSlurm
+    profile_stack: Stack, slurm_profile_gpus: ModernSlurm
 ) -> None:
+    stack, slurm_gpus = profile_stack, slurm_profile_gpus
+    f = wellknown.FEATURE_GRES_COMPATIBLE
+    await stack.wait_for(
+        lambda: _features(slurm_gpus, "n1") == (f, f), timeout=30, what="the feature on n1"
+    )
     stack.kube.add_pod(
         "trainer",
         NS,
@@ -156,10 +214,17 @@ async def test_a_class_of_any_name_gets_the_gpus_real_slurm_gave(
     assert [r["exactly"]["deviceClassName"] for r in claim["spec"]["devices"]["requests"]] == [
         CLASS
     ]
+    # The job required the feature (Slinky gresCompatibilityConstraint), as real Slurm
+    # records it.
+    job_id = pod["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID]
+    shown = slurm_gpus.run("scontrol", "-o", "show", "job", job_id).stdout
+    assert f"Features={f} " in shown, shown
     assert not await stack.dead_letters()
 
 
-async def test_a_slurmd_nodes_gres_checked_against_its_dra_inventory(stack: Stack) -> None:
+async def test_a_slurmd_nodes_gres_checked_against_its_dra_inventory(
+    stack: Stack, slurm_gpus: ModernSlurm
+) -> None:
     await stack.wait_for(
         lambda: _gres_condition(stack, "n1") is not None, timeout=30, what="GRES condition"
     )
@@ -177,6 +242,22 @@ async def test_a_slurmd_nodes_gres_checked_against_its_dra_inventory(stack: Stac
         ),
         timeout=30,
         what="the Warning Event",
+    )
+    # The feature every bridge job requires: on n2..n4 (nothing to verify), never on n1.
+    f = wellknown.FEATURE_GRES_COMPATIBLE
+    await stack.wait_for(
+        lambda: all(_features(slurm_gpus, n) == (f, f) for n in ("n2", "n3", "n4")),
+        timeout=30,
+        what="the feature on n2..n4",
+    )
+    assert f not in "".join(_features(slurm_gpus, "n1"))
+    # An administrator's feature of n1 is kept when slurmbridge takes its own off: both put
+    # on by hand, n1 is judged again (the Slurm poller sees it change) and only ours goes.
+    slurm_gpus.run("scontrol", "update", "nodename=n1", f"features=admin,{f}")
+    await stack.wait_for(
+        lambda: _features(slurm_gpus, "n1") == ("admin", "admin"),
+        timeout=30,
+        what="only the feature taken off n1",
     )
 
 

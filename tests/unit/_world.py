@@ -68,6 +68,7 @@ from schemas.actions import (
     SetPodLabel,
     SetSlurmNodeConditions,
     SetSlurmNodeExtra,
+    SetSlurmNodeFeature,
     SetSlurmNodeOwnedFeatures,
     SetSlurmNodePodInfo,
     SubmitSlurmJob,
@@ -335,6 +336,23 @@ class World:
         if node.extra and not node.extra.startswith(a.owned_prefix):
             return False
         return self._put(_replace(node, extra=a.extra))
+
+    def set_slurm_node_feature(self, a: SetSlurmNodeFeature) -> bool:
+        """As the effector: the one feature in or out of each set, the rest kept."""
+        node = self._slurm_node(a.cluster, a.node)
+        if node is None:
+            return False
+
+        def one(current: tuple[str, ...]) -> tuple[str, ...]:
+            kept = tuple(f for f in current if f != a.feature)
+            return (*kept, a.feature) if a.present else kept
+
+        new = one(node.features)
+        act = node.active_features
+        active = one(act) if act is not None else None
+        if set(new) == set(node.features) and set(active or ()) == set(act or ()):
+            return False
+        return self._put(_replace(node, features=new, active_features=active))
 
     # Pods and jobs
 
@@ -742,6 +760,7 @@ class World:
         UpdateSlurmNodeFeatures: update_slurm_node_features,
         UpdateSlurmNodeTopology: update_slurm_node_topology,
         SetSlurmNodeExtra: set_slurm_node_extra,
+        SetSlurmNodeFeature: set_slurm_node_feature,
         SetSlurmNodePodInfo: set_slurm_node_pod_info,
         SetSlurmNodeOwnedFeatures: set_slurm_node_owned_features,
         PruneSlurmNodeRecord: prune_slurm_node_record,

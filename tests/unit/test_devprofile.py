@@ -23,7 +23,7 @@ import pytest
 from reconcilers import _constraint, _devprofile, _dra, node_register
 from reconcilers._devprofile import ProfileError
 from schemas import wellknown
-from schemas.actions import RecordEvent, SetNodeCondition, SetSlurmNodeExtra
+from schemas.actions import RecordEvent, SetNodeCondition, SetSlurmNodeExtra, SetSlurmNodeFeature
 from schemas.events import (
     ClaimRequest,
     DraRequest,
@@ -841,8 +841,12 @@ def test_bind_reads_the_applied_inventory_in_extra() -> None:
 
 def test_nothing_judged_before_the_slices_are_listed() -> None:
     """Rule of trust 1: before a complete ResourceSlice listing, a slurmd node's GRES are not
-    judged and no Extra of ours is cleared."""
-    for slices in (GPUS4, ()):
+    judged and no Extra of ours is cleared; a node with no slice seen gets only the feature
+    (it has nothing to verify), one with slices nothing."""
+    for slices, want in (
+        (GPUS4, ()),
+        ((), (SetSlurmNodeFeature(cluster="c1", node="k1", feature=F, present=True),)),
+    ):
         sn = SlurmNode(
             **{
                 **msgspec.structs.asdict(slurm_node("gpu:nvidia:4")),
@@ -857,4 +861,110 @@ def test_nothing_judged_before_the_slices_are_listed() -> None:
             slices=slices,
             slices_listed=False,
         )
-        assert node_register.decide(v).actions == ()
+        assert node_register.decide(v).actions == want
+
+
+# --- the slurm_bridge_gres_compatible feature (slurmcontrol.go updateGRESCompatibilityFeature,
+# --- reconcileHybridNode, DisableNodeGRESCompatibility; node_sync.go syncNodeRegistration) ---
+
+
+def _features(actions: tuple[object, ...]) -> list[bool]:
+    return [a.present for a in actions if isinstance(a, SetSlurmNodeFeature) and a.feature == F]
+
+
+INCOMPLETE = (rslice("k1", "gpu.nvidia.com", "k1", nv("gpu-0"), gen=2, count=2, key="g"),)
+
+
+@pytest.mark.parametrize(
+    ("gres", "extra", "slices", "have", "want"),
+    [
+        # slurmcontrol_test.go: a compatible hybrid node gets the feature.
+        ("gpu:gpu-nvidia:4", "", GPUS4, False, [True]),
+        ("gpu:gpu-nvidia:4", "", GPUS4, True, []),
+        # No DRA device: nothing to verify, compatible (validateHybridNodeGRES of "").
+        ("gpu:nvidia:4", "", (), False, [True]),
+        # Incompatible GRES: the feature comes off, every other feature kept.
+        ("gpu:nvidia:4", "", GPUS4, True, [False]),
+        ("gpu:nvidia:4", "", GPUS4, False, []),
+        # node_sync_test.go: an unreadable inventory disables compatibility.
+        ("gpu:gpu-nvidia:4", "", INCOMPLETE, True, [False]),
+        # reconcileHybridNode: an Extra that is not ours cannot be written ⇒ disabled.
+        ("gpu:gpu-nvidia:4", "rack=7", GPUS4, True, [False]),
+    ],
+    ids=[
+        "compatible",
+        "compatible, already on",
+        "no DRA device",
+        "incompatible",
+        "incompatible, already off",
+        "inventory unreadable",
+        "admin's Extra",
+    ],
+)
+def test_hybrid_node_feature_follows_compatibility(
+    gres: str,
+    extra: str,
+    slices: tuple[KubeResourceSlice, ...],
+    have: bool,
+    want: list[bool],
+) -> None:
+    sn = SlurmNode(
+        **{
+            **msgspec.structs.asdict(slurm_node(gres)),
+            "extra": extra,
+            "features": ("admin", F) if have else ("admin",),
+            "active_features": ("admin", F) if have else ("admin",),
+        }
+    )
+    v = node_register.View(
+        node=knode(external=False),
+        slurm=sn,
+        partitions=frozenset(),
+        cluster="c1",
+        slices=slices,
+    )
+    assert _features(node_register.decide(v).actions) == want
+
+
+def test_the_feature_follows_the_active_set_too() -> None:
+    """The feature in the available set but not in the active one (a NodeFeatures plugin's
+    node) is still put on: jobs match active features."""
+    sn = SlurmNode(
+        **{
+            **msgspec.structs.asdict(slurm_node("")),
+            "features": ("mig=off", F),
+            "active_features": ("mig=on",),
+        }
+    )
+    v = node_register.View(
+        node=knode(external=False), slurm=sn, partitions=frozenset(), cluster="c1", slices=()
+    )
+    assert _features(node_register.decide(v).actions) == [True]
+
+
+def test_an_external_node_whose_inventory_cannot_be_read_loses_the_feature() -> None:
+    """node_sync.go syncNodeRegistration: ``DisableNodeGRESCompatibility`` on an inventory
+    error — only from a complete ResourceSlice listing."""
+    sn = slurm_node("gpu:gpu-nvidia:1", external=True)
+    for listed, want in ((True, [False]), (False, [])):
+        v = node_register.View(
+            node=knode(),
+            slurm=sn,
+            partitions=frozenset(),
+            cluster="c1",
+            slices=INCOMPLETE,
+            slices_listed=listed,
+        )
+        assert _features(node_register.decide(v).actions) == want
+
+
+def test_no_feature_is_sent_where_the_rest_api_cannot_update_nodes() -> None:
+    v = node_register.View(
+        node=knode(external=False),
+        slurm=slurm_node(""),
+        partitions=frozenset(),
+        cluster="c1",
+        slices=(),
+        feature=False,
+    )
+    assert _features(node_register.decide(v).actions) == []

@@ -17,13 +17,22 @@ import pytest
 from reconcilers import _hetjob, _pods, placement, workload
 from reconcilers.base import Context
 from schemas import wellknown
-from schemas.actions import BindPod, CancelSlurmJob, DeletePod, MarkPods, SubmitSlurmJob
+from schemas.actions import (
+    BindPod,
+    CancelSlurmJob,
+    DeletePod,
+    MarkPods,
+    RecordEvent,
+    SetPodCondition,
+    SubmitSlurmJob,
+)
 from schemas.events import (
     Event,
     KubeListed,
     KubeNode,
     KubePod,
     KubeWorkload,
+    PodCondition,
     SlurmJob,
     SlurmPartition,
     SlurmPing,
@@ -156,7 +165,7 @@ def test_more_than_128_shapes_is_refused() -> None:
 
 
 def test_a_group_of_two_shapes_is_submitted_as_one_het_job() -> None:
-    s = store(LWS, LEADER, *WORKERS, BATCH)
+    s = store(LWS, LEADER, *WORKERS, BATCH, PING)
     d = placement.decide(placement.view(s, KEY, CTX))
     (submit,) = of(d, SubmitSlurmJob)
     assert [len(c.pods) for c in submit.components] == [1, 2]
@@ -166,6 +175,8 @@ def test_a_group_of_two_shapes_is_submitted_as_one_het_job() -> None:
     assert leader.name == workers.name == "lws-0"
     assert [p.name for p in submit.pods] == ["lws-0", "lws-0-1", "lws-0-2"]
     assert submit.spec == leader
+    # Slinky buildJobDesc: every component requires the feature.
+    assert {c.spec.constraints for c in submit.components} == {"slurm_bridge_gres_compatible"}
 
 
 def test_each_pod_is_bound_to_a_node_of_its_own_component() -> None:
@@ -233,3 +244,61 @@ def test_a_leader_gone_from_the_listing_is_no_lost_job_while_a_component_runs() 
     d = placement.decide(v)
     assert of(d, SubmitSlurmJob) == [], d.reason
     assert {m.job_id for m in of(d, MarkPods)} <= {7}, "the pods keep the het job's id"
+
+
+# --- a pod of a new shape joining after the submit -------------------------------------------
+
+
+def _named(job: SlurmJob, *names: str) -> SlurmJob:
+    pods = ",".join(f'"ns/{n}"' for n in names)
+    return msgspec.structs.replace(job, admin_comment=f'{{"pods":[{pods}]}}')
+
+
+@pytest.mark.parametrize("state", ["RUNNING", "PENDING"])
+def test_a_pod_of_a_new_shape_gets_a_reason_and_the_others_keep_their_components(
+    state: str,
+) -> None:
+    """The het job was submitted for the leader (2 CPUs) and two workers (1 CPU); a third
+    pod of 4 CPUs (lws-0-0, sorting between them) joined since: no component has its shape,
+    so it is not bound and says why (condition + one Warning Event); the leader and workers
+    still go to their own components' nodes — the new shape does not shift them."""
+    newcomer = pod("lws-0-0", 4, job=7)
+    pods = (pod("lws-0", 2, job=7), newcomer, pod("lws-0-1", 1, job=7), pod("lws-0-2", 1, job=7))
+    nodes = ("n1",) if state == "RUNNING" else ()
+    jobs = (
+        _named(sjob(7, state, nodes, 0), "lws-0"),
+        _named(sjob(8, state, ("n2", "n3") if nodes else (), 1), "lws-0-1", "lws-0-2"),
+    )
+    lws = msgspec.structs.replace(LWS, size=4)
+    d = placement.decide(placement.view(store(lws, *pods, *jobs, *NODES, BATCH, PING), KEY, CTX))
+    conds = {c.pod.name: c for c in of(d, SetPodCondition)}
+    assert conds["lws-0-0"].reason == placement.NEW_SHAPE
+    assert "4000m CPU" in conds["lws-0-0"].message and "job 7" in conds["lws-0-0"].message
+    warnings = [e for e in of(d, RecordEvent) if e.reason == placement.NEW_SHAPE]
+    assert [e.name for e in warnings] == ["lws-0-0"] and warnings[0].type == "Warning"
+    binds = {b.pod.name: (b.node, b.job_id) for b in of(d, BindPod)}
+    if state == "RUNNING":
+        assert binds == {"lws-0": ("n1", 7), "lws-0-1": ("n2", 7), "lws-0-2": ("n3", 7)}
+    else:
+        assert binds == {}
+        # The others wait with Slurm's reason; the newcomer keeps its own.
+        assert {n for n, c in conds.items() if c.reason == placement.PENDING} == {
+            "lws-0",
+            "lws-0-1",
+            "lws-0-2",
+        }
+    # Said once: with the condition in place, nothing more for it.
+    said = msgspec.structs.replace(
+        newcomer,
+        conditions=(
+            PodCondition(
+                type="PodScheduled",
+                status="False",
+                reason=placement.NEW_SHAPE,
+                message=conds["lws-0-0"].message,
+            ),
+        ),
+    )
+    pods2 = (pods[0], said, *pods[2:])
+    d2 = placement.decide(placement.view(store(lws, *pods2, *jobs, *NODES, BATCH, PING), KEY, CTX))
+    assert not [a for a in d2.actions if getattr(a, "reason", "") == placement.NEW_SHAPE]

@@ -73,7 +73,7 @@ def sn(
     cpus: int = 8,
     mem: int = 16384,
     gres: str = "",
-    features: tuple[str, ...] = ("batch",),
+    features: tuple[str, ...] = (wellknown.FEATURE_GRES_COMPATIBLE, "batch"),
 ) -> SlurmNode:
     return SlurmNode(
         source="slurm:c1",
@@ -221,7 +221,9 @@ CASES = [
         # dead letter) and re-created.
         "labelled, but a static Slurm node of that name ⇒ refused with condition + warning",
         (kn(cpu=16000), part("batch"), sn_static()),
-        ["SetNodeCondition", "RecordEvent"],
+        # Still a node bridge jobs run on: it has no DRA device, so it gets the feature
+        # (Slinky reconcileHybridNode).
+        ["SetNodeCondition", "RecordEvent", "SetSlurmNodeFeature"],
     ),
     Case(
         # Real Slurm (26.05.5) keeps a dynamic node in the partitions it joined at creation
@@ -299,7 +301,24 @@ CASES = [
         [],
     ),
     Case("label false ⇒ not external", (kn(labels={wellknown.LABEL_EXTERNAL_NODE: "false"}),), []),
-    Case("not external, ordinary Slurm node ⇒ nothing", (kn(labels={}), sn("k1", "IDLE")), []),
+    Case(
+        # Slinky 1.3 hybrid node: nothing to verify without DRA devices, so the feature every
+        # bridge job requires goes on (and nothing else is touched).
+        "not external, ordinary Slurm node ⇒ the feature only",
+        (kn(labels={}), sn("k1", "IDLE", features=("batch",))),
+        ["SetSlurmNodeFeature"],
+    ),
+    Case(
+        "not external, ordinary Slurm node with the feature ⇒ nothing",
+        (kn(labels={}), sn("k1", "IDLE")),
+        [],
+    ),
+    Case(
+        # Registered by an older slurmbridge, before the feature: it gets it in place.
+        "registered without the feature ⇒ the feature only",
+        (kn(cond=REGISTERED), part("batch"), sn(features=("batch",))),
+        ["SetSlurmNodeFeature"],
+    ),
     Case(
         "removal reversed before delete ⇒ undrain our drain",
         (kn(cond=REGISTERED), part("batch"), sn("k1", "EXTERNAL", "DRAIN", reason=REMOVE)),

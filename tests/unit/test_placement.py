@@ -32,6 +32,7 @@ from schemas.events import (
     KubeResourceClaim,
     KubeResourceSlice,
     KubeWorkload,
+    NodeCondition,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     OwnerRef,
@@ -45,6 +46,7 @@ from schemas.events import (
     tombstone,
 )
 from slurmbridge.runtime.projection import Projection
+from tests.unit._listing import listed
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1")
@@ -132,7 +134,14 @@ def kn(
 
 
 def sn(name: str, cluster: str = "c1") -> SlurmNode:
-    return SlurmNode(source=f"slurm:{cluster}", key=name, cluster=cluster, state=("IDLE",))
+    """A Slurm node carrying the feature every job requires (node_register puts it on)."""
+    return SlurmNode(
+        source=f"slurm:{cluster}",
+        key=name,
+        cluster=cluster,
+        state=("IDLE",),
+        features=(wellknown.FEATURE_GRES_COMPATIBLE,),
+    )
 
 
 def part(name: str, cluster: str = "c1") -> SlurmPartition:
@@ -176,7 +185,16 @@ def store(*objs: Event) -> Projection:
     return p
 
 
-def decide(key: str, *objs: Event, ctx: Context = CTX) -> Decision:
+def _listed_world(objs: tuple[Event, ...]) -> tuple[Event, ...]:
+    """``objs`` in a complete Slurm listing, as a submit needs (tests.unit._listing)."""
+    return listed(objs)
+
+
+def decide(key: str, *objs: Event, ctx: Context = CTX, listed: bool = True) -> Decision:
+    """``key``'s decision over ``objs``; ``listed``: in a complete Slurm listing
+    (:func:`_listed_world`), else exactly ``objs``."""
+    if listed:
+        objs = _listed_world(objs)
     mine = _ours(key)
     objs = tuple(
         msgspec.structs.replace(o, comment=mine)
@@ -429,7 +447,9 @@ NODE_BOUNDS = [
     ),
     # Nodes that report no size bound nothing; without the annotations nothing waits.
     ("sizes unknown", {P + "partition": "batch", P + "cpu-per-task": "99"}, SIZED[::5], True),
-    ("no size annotation", {P + "partition": "batch"}, SIZED[:-1], True),
+    # Without a complete listing nothing is submitted: the nodes carrying the feature every
+    # job requires are counted first.
+    ("no size annotation", {P + "partition": "batch"}, SIZED[:-1], False),
 ]
 
 
@@ -443,7 +463,7 @@ def test_a_task_size_is_checked_against_the_largest_node_of_a_complete_listing(
 ) -> None:
     del name
     root = workload("Job", "train", 1, ann)
-    d = decide("ns/Job:train", root, job_pod("t-0"), *extra)
+    d = decide("ns/Job:train", root, job_pod("t-0"), *extra, listed=False)
     assert not of(d, SetPodCondition)
     if submitted:
         assert kinds(d) == ["SubmitSlurmJob", "RecordEvent"]
@@ -526,7 +546,7 @@ def test_cordoned_and_not_ready_nodes_are_excluded() -> None:
         pod("a"),
         BATCH,
     )
-    view = placement.view(store(*objs), "ns/Pod:a", CTX)
+    view = placement.view(store(*_listed_world(objs)), "ns/Pod:a", CTX)
     assert view is not None
     assert view.excluded == ("k2", "k3", "s4")
     assert of(placement.decide(view), SubmitSlurmJob)[0].spec.excluded_nodes == ("k2", "k3", "s4")
@@ -612,7 +632,7 @@ def test_a_job_that_is_not_running_binds_nothing(state: str) -> None:
 
 
 def test_a_job_not_yet_seen_binds_nothing() -> None:
-    d = decide("ns/Pod:a", pod("a", job=5), *NODES)
+    d = decide("ns/Pod:a", pod("a", job=5), *NODES, listed=False)
     assert d.actions == ()
     assert "not yet seen" in d.reason
 
@@ -637,7 +657,13 @@ def test_the_label_mapping_wins_over_the_same_name() -> None:
 
 
 def test_a_job_of_another_cluster_is_not_ours() -> None:
-    d = decide("ns/Pod:a", pod("a", job=5), *NODES, sjob(5, "RUNNING", ("s1",), cluster="c2"))
+    d = decide(
+        "ns/Pod:a",
+        pod("a", job=5),
+        *NODES,
+        sjob(5, "RUNNING", ("s1",), cluster="c2"),
+        listed=False,
+    )
     assert d.actions == ()
 
 
@@ -888,7 +914,7 @@ def test_a_label_naming_a_job_a_complete_listing_lacks_is_no_job_at_once() -> No
     d = decide("ns/Pod:a", pod("a", job=5), part("batch"), older, LISTED)
     assert kinds(d)[0] == "SubmitSlurmJob"
     # Without a complete listing, absence proves nothing: the pod waits.
-    assert decide("ns/Pod:a", pod("a", job=5), part("batch"), older).actions == ()
+    assert decide("ns/Pod:a", pod("a", job=5), part("batch"), older, listed=False).actions == ()
 
 
 def test_the_jobs_word_wins_over_a_stale_label() -> None:
@@ -913,7 +939,7 @@ def test_a_bound_pod_without_a_job_is_never_given_one() -> None:
     d = decide("ns/Pod:a", bound, part("batch"), LISTED)
     assert kinds(d) == ["DeletePod", "RecordEvent"]
     assert not of(d, SubmitSlurmJob)
-    waiting = decide("ns/Pod:a", bound, part("batch"))
+    waiting = decide("ns/Pod:a", bound, part("batch"), listed=False)
     assert waiting.actions == () and waiting.requeue_after == placement.ORPHAN_RECHECK_S
 
 
@@ -959,7 +985,7 @@ def test_a_pod_naming_a_missing_podgroup_is_placed_alone_after_the_grace() -> No
     pod's root; the pod is translated from its owner (here: alone), with a Warning Event."""
     ctx = msgspec.structs.replace(CTX, now=NOW)
     member = _pg_pod("m", created=int(NOW - placement.PODGROUP_GRACE_S - 1))
-    s = store(member, BATCH, PODGROUPS_LISTED)
+    s = store(*_listed_world((member, BATCH, PODGROUPS_LISTED)))
     assert _pods.resolve_group(member, s, "c1").key == "ns/Pod:m"
     assert list(placement.SPEC.keys_of(member, s, ctx)) == ["ns/Pod:m"]
     d = placement.decide(placement.view(s, "ns/Pod:m", ctx))
@@ -1355,7 +1381,7 @@ def test_a_pending_job_follows_a_node_filling_up() -> None:
 
 def test_before_the_first_slurm_listing_a_submit_waits_rather_than_drop_exclusions() -> None:
     kube_only = tuple(n for n in FEAS_NODES if isinstance(n, KubeNode))
-    d = decide("ns/Pod:a", feas_pod(), *kube_only, BATCH)
+    d = decide("ns/Pod:a", feas_pod(), *kube_only, BATCH, listed=False)
     assert d.actions == () and d.requeue_after == placement.LISTING_RECHECK_S
     assert "k2" in d.reason
     # Nothing to exclude: nothing to wait for.
@@ -1501,10 +1527,12 @@ def test_running_pods_whose_job_slurm_lost_are_re_backed_on_their_nodes(case: Lo
     (event,) = of(d, RecordEvent)
     assert (event.type, event.reason) == ("Warning", placement.LOST)
     assert "job 5" in event.message and "s1,s2" in event.message
+    # The pods run there already: the job only keeps their nodes, whatever their feature.
+    assert spec.constraints == ""
 
 
 def test_running_pods_whose_job_is_missing_wait_for_a_complete_listing() -> None:
-    d = decide("ns/Job:train", TRAIN, *RUNNING_TRAIN, *NODES, BATCH)
+    d = decide("ns/Job:train", TRAIN, *RUNNING_TRAIN, *NODES, BATCH, listed=False)
     assert not of(d, SubmitSlurmJob) and not of(d, DeletePod)
 
 
@@ -1604,3 +1632,154 @@ def test_running_pods_whose_re_back_slurm_refused_are_deleted_after_the_grace() 
 
 
 NOW_REFUSED = 50_000.0
+
+
+# --- the slurm_bridge_gres_compatible feature every job requires (Slinky slurm-bridge 1.3
+# --- slurmcontrol.go gresCompatibilityConstraint, slurmcontrol_test.go
+# --- Test_gresCompatibilityConstraint; slurmconstraint_test.go TestCompose) -------------------
+
+GRES_F = wellknown.FEATURE_GRES_COMPATIBLE
+
+
+def _gres_cond(status: str) -> NodeCondition:
+    return NodeCondition(
+        type=wellknown.CONDITION_SLURM_GRES_COMPATIBLE, status=status, reason="r", message="m"
+    )
+
+
+def feature_world(
+    *, k2: tuple[str, ...], k2_cond: str | None = None, listed: bool = True
+) -> tuple[Event, ...]:
+    """Two Kubernetes nodes k1 (carrying the feature) and k2 (features ``k2``, its
+    GRES condition ``k2_cond``), both in partition batch."""
+    k2_node = kn("k2")
+    if k2_cond is not None:
+        k2_node = msgspec.structs.replace(k2_node, conditions=(_gres_cond(k2_cond),))
+    objs: tuple[Event, ...] = (
+        kn("k1"),
+        k2_node,
+        sn("k1"),
+        msgspec.structs.replace(sn("k2"), features=k2, active_features=k2),
+        SlurmPartition(source=SRC, key="batch", cluster="c1", nodes=("k1", "k2")),
+    )
+    return (*objs, LISTED) if listed else objs
+
+
+def gang(n: int, **ann: str) -> tuple[Event, ...]:
+    annotations = {P + "partition": "batch", **{P + k: v for k, v in ann.items()}}
+    return (
+        workload("Job", "train", n, annotations),
+        *(job_pod(f"t-{i}") for i in range(n)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("constraints", "want"),
+    [
+        (None, GRES_F),
+        ("gpu&(rack-a|rack-b)", GRES_F + "&gpu&(rack-a|rack-b)"),
+        ("rack-a|rack-b", GRES_F + "&(rack-a|rack-b)"),
+        ("[rack-a|rack-b]", GRES_F + "&[rack-a|rack-b]"),
+        (GRES_F, GRES_F),
+    ],
+)
+def test_every_job_requires_the_gres_feature(constraints: str | None, want: str) -> None:
+    ann = {} if constraints is None else {"constraints": constraints}
+    d = decide("ns/Job:train", *gang(1, **ann), *feature_world(k2=(GRES_F,)))
+    (submit,) = of(d, SubmitSlurmJob)
+    assert submit.spec.constraints == want
+
+
+@pytest.mark.parametrize("constraints", ["rack1*2", "(a&b)|(c&d)", "a&(b|(c))"])
+def test_a_constraint_slurm_cannot_combine_is_refused_on_the_pods(constraints: str) -> None:
+    """Slinky refuses it at admission and at submit; here on the pods, as every other
+    annotation that cannot become a job: PodScheduled=False and a Warning Event naming it."""
+    d = decide("ns/Job:train", *gang(1, constraints=constraints), *feature_world(k2=(GRES_F,)))
+    assert not of(d, SubmitSlurmJob)
+    (cond,) = of(d, SetPodCondition)
+    assert (cond.status, cond.reason) == ("False", wellknown.REASON_SLURM_JOB_INVALID)
+    assert f"metadata.annotations[{P}constraints]" in cond.message
+    assert repr(constraints) in cond.message
+    (event,) = of(d, RecordEvent)
+    assert event.type == "Warning"
+
+
+def test_a_node_incompatible_for_good_does_not_count_for_the_gang() -> None:
+    """k2's GRES do not match its DRA inventory (condition False): node_register took the
+    feature off, Slurm will never give k2 to the job, so a gang of two has one node."""
+    d = decide("ns/Job:train", *gang(2), *feature_world(k2=("admin",), k2_cond="False"))
+    assert not of(d, SubmitSlurmJob)
+    (cond, _) = of(d, SetPodCondition)
+    assert cond.reason == placement.INELIGIBLE
+    assert "k2 lack the Slurm feature slurm_bridge_gres_compatible" in cond.message
+    assert wellknown.CONDITION_SLURM_GRES_COMPATIBLE in cond.message
+    assert [e.type for e in of(d, RecordEvent)] == ["Warning", "Warning"]
+
+
+@pytest.mark.parametrize("k2_cond", [None, "True"])
+def test_a_submit_waits_while_the_feature_is_on_its_way(k2_cond: str | None) -> None:
+    """k2 is compatible (or not judged yet) but does not carry the feature yet (start-up, a
+    node just joined): node_register is putting it on, so the gang waits, silently, instead
+    of being refused — and Slurm is never asked for a job it would refuse (2029)."""
+    d = decide("ns/Job:train", *gang(2), *feature_world(k2=("admin",), k2_cond=k2_cond))
+    assert d.actions == ()
+    assert d.requeue_after == placement.FEATURE_RECHECK_S
+    assert "waiting for slurm_bridge_gres_compatible" in d.reason
+    # One node is enough for one pod: submitted, Slurm places it on k1.
+    assert of(decide("ns/Job:train", *gang(1), *feature_world(k2=())), SubmitSlurmJob)
+
+
+def test_a_submit_waits_for_a_complete_listing() -> None:
+    """Slurm refuses a job whose feature no node has (2029 "Invalid feature specification",
+    recorded from 26.05.5): nothing is submitted before the nodes can be counted."""
+    d = decide("ns/Job:train", *gang(1), *feature_world(k2=(GRES_F,), listed=False), listed=False)
+    assert d.actions == ()
+    assert d.requeue_after == placement.LISTING_RECHECK_S
+    assert "complete Slurm listing" in d.reason
+
+
+def test_only_the_active_set_counts() -> None:
+    """A NodeFeatures plugin's node with the feature available but not active: Slurm matches
+    a job's constraints against active features."""
+    world = feature_world(k2=(GRES_F,), k2_cond="False")
+    world = tuple(
+        msgspec.structs.replace(o, active_features=("admin",))
+        if isinstance(o, SlurmNode) and o.key == "k2"
+        else o
+        for o in world
+    )
+    d = decide("ns/Job:train", *gang(2), *world)
+    assert not of(d, SubmitSlurmJob)
+    assert of(d, SetPodCondition)[0].reason == placement.INELIGIBLE
+
+
+def test_a_job_naming_no_partition_counts_every_partition_when_none_is_default() -> None:
+    """The simulator e2e found it: a pod naming no partition, no partition flagged default
+    (Slurm then takes any), no node carrying the feature yet — submitted, Slurm answered
+    2029. Every partition's nodes count for such a job."""
+    world = feature_world(k2=())
+    world = tuple(
+        msgspec.structs.replace(o, features=(), active_features=())
+        if isinstance(o, SlurmNode)
+        else o
+        for o in world
+    )
+    d = decide("ns/Pod:a", pod("a"), *world)
+    assert d.actions == () and d.requeue_after == placement.FEATURE_RECHECK_S
+
+
+def test_a_rest_api_that_cannot_update_nodes_requires_no_feature() -> None:
+    """Slurm 22.05 (REST v0.0.38) cannot update nodes: node_register can give no node the
+    feature, so no job requires it (it would never run)."""
+    old = msgspec.structs.replace(LISTED, api_version="v0.0.38")
+    world = tuple(
+        msgspec.structs.replace(o, features=(), active_features=())
+        if isinstance(o, SlurmNode)
+        else o
+        for o in feature_world(k2=(), listed=False)
+    )
+    d = decide("ns/Job:train", *gang(2), *world, old)
+    (submit,) = of(d, SubmitSlurmJob)
+    assert submit.spec.constraints == ""
+    new = msgspec.structs.replace(LISTED, api_version="v0.0.42")
+    assert not of(decide("ns/Job:train", *gang(2), *world, new), SubmitSlurmJob)

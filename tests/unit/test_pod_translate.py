@@ -314,7 +314,7 @@ def test_defaults_for_a_bare_pod() -> None:
     assert (s.tasks, s.min_nodes, s.max_nodes, s.cpus_per_task) == (1, 1, 1, 2)
     assert s.memory_per_node_mib == 101
     assert (s.partition, s.account, s.qos, s.reservation, s.wckey) == ("", "", "", "", "")
-    assert (s.constraints, s.licenses, s.tres_per_node) == ("", "", "")
+    assert (s.constraints, s.licenses, s.tres_per_node) == ("slurm_bridge_gres_compatible", "", "")
     assert (s.time_limit_minutes, s.priority, s.user_id, s.group_id) == (None, None, None, None)
     # Slinky sends shared=["none"] (whole nodes) unless the annotation says "false".
     assert s.exclusive is True
@@ -381,7 +381,8 @@ class AnnCase:
 ANN_CASES = [
     AnnCase("account", "physics", "account", "physics"),
     AnnCase("account", "  physics  ", "account", "physics"),
-    AnnCase("constraints", "fast&ib", "constraints", "fast&ib"),
+    AnnCase("constraints", "fast&ib", "constraints", "slurm_bridge_gres_compatible&fast&ib"),
+    AnnCase("constraints", "fast|ib", "constraints", "slurm_bridge_gres_compatible&(fast|ib)"),
     AnnCase("cpu-per-task", "4", "cpus_per_task", 4),
     AnnCase("cpu-per-task", " 2 ", "cpus_per_task", 2),
     # A Kubernetes quantity, rounded up (Slinky reads it with resource.ParseQuantity).
@@ -464,7 +465,7 @@ def test_all_annotations_together() -> None:
         qos="high",
         reservation="r1",
         wckey="w",
-        constraints="fast",
+        constraints="slurm_bridge_gres_compatible&fast",
         licenses="matlab:1",
         cpus_per_task=4,
         tasks=3,
@@ -517,6 +518,9 @@ ERROR_CASES = [
     ("account", ""),
     ("account", "   "),
     ("constraints", "a\tb"),
+    # Slinky slurmconstraint_test.go: what Slurm cannot AND with slurm_bridge_gres_compatible.
+    ("constraints", "rack1*2"),
+    ("constraints", "(a&b)|(c&d)"),
     ("cpu-per-task", "0"),
     ("cpu-per-task", "two"),
     ("cpu-per-task", "0m"),

@@ -45,6 +45,7 @@ from schemas.events import (
     SlurmPartition,
 )
 from slurmbridge.runtime.projection import Projection
+from tests.unit._listing import listed
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -158,8 +159,9 @@ def claim(
 
 
 def store(*objs: Event) -> Projection:
+    """``objs`` in a complete Slurm listing (tests.unit._listing)."""
     p = Projection()
-    for i, o in enumerate(objs, 1):
+    for i, o in enumerate(listed(objs), 1):
         p.apply(o, i)
     return p
 

@@ -39,6 +39,8 @@ from tests.unit.test_placement import CTX, SCHED
 GI = 1024**3
 GPU = "nvidia.com/gpu"
 SRC = "slurm:c1"
+#: The feature every job requires, as node_register puts it on every compatible node.
+GRES_OK = (wellknown.FEATURE_GRES_COMPATIBLE,)
 JOBID = wellknown.LABEL_SLURM_JOBID
 LISTED = SlurmPing(source=SRC, key="c1", cluster="c1", responding=True)
 TAINT = Taint(key="dedicated", value="", effect="NoSchedule")
@@ -235,11 +237,13 @@ def test_busy_nodes_stay_eligible(case: Busy) -> None:
         pods = extra.pop("pods", 110)
         taints = extra.pop("taints", ())
         objs.append(knode(name, pods=pods, taints=taints, **extra))
-        objs.append(SlurmNode(source=SRC, key=name, cluster="c1", state=("IDLE",)))
+        objs.append(
+            SlurmNode(source=SRC, key=name, cluster="c1", state=("IDLE",), features=GRES_OK)
+        )
         if i < case.busy:
             objs.append(use(name, **case.occupant, extra=case.extra0 if i == 0 else (0, 0)))
     objs.extend(
-        SlurmNode(source=SRC, key=extra, cluster="c1", state=("IDLE",))
+        SlurmNode(source=SRC, key=extra, cluster="c1", state=("IDLE",), features=GRES_OK)
         for extra in ("slurm-only", "other-partition")
     )
     objs.append(
@@ -505,7 +509,7 @@ def _handoff_world(case: Handoff) -> list[Event]:
         gang_root(1),
         node,
         usage,
-        SlurmNode(source=SRC, key="node18", cluster="c1", state=("ALLOCATED",)),
+        SlurmNode(source=SRC, key="node18", cluster="c1", state=("ALLOCATED",), features=GRES_OK),
         RUNNING_GANG,
         *case.jobs,
         *case.occupants,
@@ -557,7 +561,8 @@ def test_two_shared_gangs_never_wait_for_each_other() -> None:
         for n in ("node0", "node1")
     ]
     snodes = [
-        SlurmNode(source=SRC, key=n, cluster="c1", state=("MIXED",)) for n in ("node0", "node1")
+        SlurmNode(source=SRC, key=n, cluster="c1", state=("MIXED",), features=GRES_OK)
+        for n in ("node0", "node1")
     ]
 
     def gang(name: str, job_id: int, bound: str) -> tuple[list[Event], str]:

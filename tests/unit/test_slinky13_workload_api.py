@@ -42,6 +42,7 @@ from slurmbridge.webhook import (
     validate,
     warnings,
 )
+from tests.unit._listing import listed
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -131,8 +132,9 @@ def controller(kind: str, name: str, annotations: dict[str, str], **kw: Any) -> 
 
 
 def store(*objs: Event) -> Projection:
+    """``objs`` in a complete Slurm listing (tests.unit._listing)."""
     p = Projection()
-    for i, o in enumerate(objs, 1):
+    for i, o in enumerate(listed(objs), 1):
         p.apply(o, i)
     return p
 

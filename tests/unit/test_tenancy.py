@@ -22,6 +22,7 @@ from schemas.events import Event, KubePod, OwnerRef, SlurmPartition
 from schemas.tenancy import Tenancy, Tenant
 from slurmbridge import config, webhook
 from slurmbridge.runtime.projection import Projection
+from tests.unit._listing import listed
 
 P = _pods.PREFIX
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
@@ -238,7 +239,7 @@ def kpod(
 
 def decide(p: KubePod, ctx: Context = CTX, *more: Event) -> Any:
     store = Projection()
-    for i, o in enumerate((p, *more, *PARTS), 1):
+    for i, o in enumerate(listed((p, *more, *PARTS)), 1):
         store.apply(o, i)
     key = _pods.resolve_group(p, store, ctx.cluster).key
     return placement.decide(placement.view(store, key, ctx))

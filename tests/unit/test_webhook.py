@@ -29,6 +29,7 @@ OURS = wellknown.DEFAULT_SCHEDULER_NAME
 JOBID = wellknown.LABEL_SLURM_JOBID
 NODE = wellknown.ANNOTATION_SLURM_NODE
 SA = "system:serviceaccount:slurmbridge:slurmbridge"
+P = wellknown.ANNOTATION_SLURMJOB_PREFIX
 
 
 def pod(
@@ -270,6 +271,27 @@ VALIDATE = [
             op="UPDATE",
             old=RUNNING,
         ),
+        None,
+    ),
+    # Slinky admission.go validateConstraintsAnnotation (admission_test.go): what Slurm
+    # cannot AND with slurm_bridge_gres_compatible is denied, on CREATE and UPDATE.
+    ValidateCase(
+        "constraints Slurm cannot combine",
+        review(pod(scheduler=OURS, annotations={P + "constraints": "(a&b)|(c&d)"})),
+        f"metadata.annotations[{P}constraints]: constraint '(a&b)|(c&d)'",
+    ),
+    ValidateCase(
+        "a count outside brackets, on UPDATE",
+        review(
+            pod(scheduler=OURS, annotations={P + "constraints": "rack1*2"}),
+            op="UPDATE",
+            old=pod(scheduler=OURS),
+        ),
+        "feature count outside square brackets",
+    ),
+    ValidateCase(
+        "constraints Slurm can combine",
+        review(pod(scheduler=OURS, annotations={P + "constraints": "gpu|fat"})),
         None,
     ),
     ValidateCase("binding subresource is not ours to judge", review(None, sub="binding"), None),

@@ -38,6 +38,7 @@ from schemas.events import (
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.kube.wire import DECODE_POD, DECODE_WORKLOAD, DECODE_WORKLOAD_LIST
 from slurmbridge.runtime.projection import Projection
+from tests.unit._listing import listed
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -153,8 +154,9 @@ def sjob(job_id: int, state: str, nodes: tuple[str, ...] = ()) -> SlurmJob:
 
 
 def store(*objs: Event) -> Projection:
+    """``objs`` in a complete Slurm listing (tests.unit._listing)."""
     p = Projection()
-    for i, o in enumerate(objs, 1):
+    for i, o in enumerate(listed(objs), 1):
         p.apply(o, i)
     return p
 

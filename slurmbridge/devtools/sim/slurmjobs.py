@@ -77,6 +77,15 @@ several comma separated; a node's GPU indices run over its entries in order, as 
 numbers the devices of its gres.conf), and takes the lowest free indices; its CPUs take the
 lowest free cores (``⌈cpus / threads per core⌉``; a node without ``Sockets`` /
 ``CoresPerSocket`` is ``cpus`` sockets of one single-threaded core, as the node records say).
+Constraints (``constraints``, sbatch ``--constraint``; recorded from Slurm 26.05.5 on the rig,
+tests/real_slurm/test_modern_dra_profiles.py): a feature no node of the cluster has in its
+available features refuses the submit with 2029 "Invalid feature specification"; an
+expression no node of the job's partition satisfies with its available features, with 2014;
+a job starts only on nodes whose *active* features satisfy it. ``&`` (AND), ``|`` (OR) and
+one level of ``()`` / ``[]`` are evaluated per node; a ``*count`` and the matching-OR of
+brackets (every node the same alternative) are not modelled (read as the plain feature and as
+parentheses) — slurmbridge sends neither of its own accord.
+
 A running job reports them as Slurm does: ``gres_detail`` (one string per node, in node order,
 ``gpu:nvidia:2(IDX:0-1)`` with the node's GRES type even when the job asked for untyped
 ``gres/gpu=2`` — recorded from 24.11.5 and 26.05.5; ``gpu:2(IDX:0-1)`` on an untyped node —
@@ -162,6 +171,8 @@ class SimJob:
     het_job_id: int = 0
     het_offset: int = 0
     het_ids: tuple[int, ...] = ()
+    #: ``constraints``: the feature expression its nodes must satisfy (``""``: none).
+    constraints: str = ""
 
     @property
     def het_id_set(self) -> str:
@@ -300,6 +311,75 @@ def _time_limit(value: int | None) -> int | None:
     if value is None or value >= NO_VAL:
         return None
     return value
+
+
+def constraint_features(expr: str) -> list[str]:
+    """The feature names of a constraint expression (``a&(b|c)*2`` ⇒ ``a``, ``b``, ``c``)."""
+    out: list[str] = []
+    word = ""
+    for ch in expr + "&":
+        if ch in "&|()[]*,":
+            if word.strip() and not (out and out[-1] == "*"):
+                out.append(word.strip())
+            word = ""
+            if ch == "*":
+                out.append("*")
+        elif ch.isdigit() and out and out[-1] == "*" and not word:
+            continue
+        else:
+            if out and out[-1] == "*":
+                out.pop()
+            word += ch
+    return [f for f in out if f != "*"]
+
+
+def satisfies(expr: str, features: Iterable[str]) -> bool:
+    """Whether a node with ``features`` satisfies ``expr`` (module docstring: ``&``, ``|``,
+    ``()``/``[]``, counts read as the plain feature; without parentheses left to right, as
+    Slurm evaluates it)."""
+    have = set(features)
+    tokens: list[str] = []
+    word = ""
+    skip_digits = False
+    for ch in expr:
+        if skip_digits and ch.isdigit():
+            continue
+        skip_digits = False
+        if ch in "&|()[]*":
+            if word.strip():
+                tokens.append(word.strip())
+            word = ""
+            if ch == "*":
+                skip_digits = True
+            else:
+                tokens.append({"[": "(", "]": ")"}.get(ch, ch))
+        else:
+            word += ch
+    if word.strip():
+        tokens.append(word.strip())
+    pos = 0
+
+    def term() -> bool:
+        nonlocal pos
+        tok = tokens[pos]
+        pos += 1
+        if tok == "(":
+            value = expression()
+            pos += 1  # ")"
+            return value
+        return tok in have
+
+    def expression() -> bool:
+        nonlocal pos
+        value = term()
+        while pos < len(tokens) and tokens[pos] in "&|":
+            op = tokens[pos]
+            pos += 1
+            right = term()
+            value = (value and right) if op == "&" else (value or right)
+        return value
+
+    return expression() if tokens else True
 
 
 def parse_tres_gres(tres: str) -> tuple[str, str, int] | None:
@@ -724,6 +804,19 @@ class JobsMixin:
         # the job and leaves it PENDING, reason PartitionConfig: see _try_start).
         if self.slurm_release == "24.11" and part.nodes and min_nodes > len(part.nodes):
             raise _SubmitError(2014, "Requested node configuration is not available")
+        constraints = str(desc.get("constraints") or "").strip()
+        if constraints:
+            # recorded from Slurm 26.05.5: a feature no node has ⇒ 2029; none of the
+            # partition's nodes satisfies the expression ⇒ 2014 (available features).
+            known = {f for n in self.nodes.values() for f in n.features}
+            if any(f not in known for f in constraint_features(constraints)):
+                raise _SubmitError(2029, "Batch job submission failed", "slurm_submit_batch_job()")
+            if not any(
+                satisfies(constraints, self.nodes[n].features)
+                for n in part.nodes
+                if n in self.nodes
+            ):
+                raise _SubmitError(2014, "Batch job submission failed", "slurm_submit_batch_job()")
         self.next_job_id += 1
         flags = ["EXTERNAL_JOB"] if external else []
         # priority/basic: an explicit priority (above 1) is kept, else one less than the
@@ -758,10 +851,13 @@ class JobsMixin:
             reason="JobHeldUser" if desc.get("hold") else "None",
             priority=priority,
             gres=parse_tres_gres(str(desc.get("tres_per_node") or "")),
+            constraints=constraints,
         )
 
     def _usable(self, node: SimNode, job: SimJob, cpus: int) -> bool:
         if node.name in job.excluded or node.base is not None:
+            return False
+        if job.constraints and not satisfies(job.constraints, node.active_features):
             return False
         if any(f in node.flags for f in ("DRAIN", "FAIL", "NOT_RESPONDING")):
             return False
@@ -913,6 +1009,7 @@ class JobsMixin:
                 "account",
                 "qos",
                 "reservation",
+                "constraints",
             )
         }
         # v0.0.38: a string of digits (job_properties); data_parser: uint32_no_val.

@@ -210,6 +210,7 @@ _ERRNO_TEXT: Final[Mapping[int, str]] = {
     2018: "Invalid node name specified",
     2021: "Job/step already completing or completed",
     2028: "Invalid node state specified",
+    2029: "Invalid feature specification",
     2031: "Active features not subset of available features",
     2052: "Access denied to requested reservation",
     2053: "Requested reservation is invalid",

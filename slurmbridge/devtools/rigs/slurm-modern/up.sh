@@ -15,8 +15,9 @@
 #      TOKEN_LIFESPAN (86400 s), REST_ARGS (extra slurmrestd arguments), UP_TIMEOUT (60 s),
 #      TOPOLOGY (unset; "block": a topology.yaml with topology "topo1" of blocks b1 = n1 and
 #      b2 = n2, so dynamic nodes may take Topology=topo1:b1 — Slurm 25.05+),
-#      GPUS (0; N > 0: every static node has Gres=gpu:nvidia:N backed by dummy device files,
-#      see the gres.conf comment below).
+#      GPUS (0; N > 0: every static node has Gres=gpu:<GPU_TYPE>:N backed by dummy device
+#      files, see the gres.conf comment below), GPU_TYPE (nvidia; the GRES type, e.g.
+#      gpu-nvidia, the type of slurmbridge's DRA device profile).
 # Prints the REST URL and the token file; writes DIR/slurm.env. DIR/bin/slurm CMD ... runs
 # a Slurm command (scontrol, sinfo, squeue, scancel ...) against the cluster.
 # Idempotent: a cluster already up in DIR is reported, not restarted.
@@ -109,10 +110,12 @@ chmod 600 "$D/munge/munge.key" "$D/etc/jwt.key"
 
 LAST=$NNODES
 GPUS=${GPUS:-0}
+GPU_TYPE=${GPU_TYPE:-nvidia}
+case "$GPU_TYPE" in *[!A-Za-z0-9_-]*|'') echo "up.sh: bad GPU_TYPE '$GPU_TYPE'" >&2; exit 2;; esac
 GRES_TYPES= NODE_GRES=
 if [ "$GPUS" -gt 0 ]; then
   GRES_TYPES=$'GresTypes=gpu\n'
-  NODE_GRES="Gres=gpu:nvidia:$GPUS "
+  NODE_GRES="Gres=gpu:$GPU_TYPE:$GPUS "
 fi
 cat > "$D/etc/slurm.conf" <<EOF
 # throw-away cluster on loopback (slurmbridge rigs/slurm-modern/up.sh); Slurm $SLURM_VERSION from $ROOT
@@ -197,7 +200,7 @@ if [ "$GPUS" -gt 0 ]; then
   done
   cat > "$D/etc/gres.conf" <<EOF
 AutoDetect=off
-NodeName=n[1-$LAST] Name=gpu Type=nvidia File=$D/dev/nvidia[0-$((GPUS - 1))]
+NodeName=n[1-$LAST] Name=gpu Type=$GPU_TYPE File=$D/dev/nvidia[0-$((GPUS - 1))]
 EOF
   chmod 644 "$D/etc/gres.conf"
 fi
