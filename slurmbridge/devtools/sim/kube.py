@@ -63,7 +63,7 @@ What it models, and where it follows the real server (checked against the Kubern
   DeleteOptions preconditions give 409. Pods are deleted at once when they have no finalizers
   (there is no kubelet to confirm a graceful termination). Deleting a namespace deletes what is in
   it. ``propagationPolicy`` is ignored (there is no garbage collector), so no ``foregroundDeletion``
-  / ``orphan`` finalizers appear.
+  / ``orphan`` finalizers appear; only the Job controller deletes a deleted Job's pods.
 * **Eviction**: the simulator is its own disruption controller: at eviction time it counts the
   PDB's pods (expected = matching pods, healthy = Ready and not being deleted) and answers 429
   ``TooManyRequests`` with a ``DisruptionBudget`` cause when no disruption is allowed; pending,
@@ -98,8 +98,23 @@ What it models, and where it follows the real server (checked against the Kubern
   Workload at v1alpha2 (1.36) or v1beta1 (1.37), one version per server (conversion between
   them is not modelled), with the validation of the fields slurmbridge uses
   (:func:`validate_workload_api`) and pods' ``spec.schedulingGroup``.
-* Not modelled: server-side apply, dryRun, managedFields, protobuf, admission webhooks, RBAC
-  (an optional fixed bearer token is all the authentication), per-kind watch caches.
+* **kubectl** (1.37, tests/e2e/test_kubectl.py): request bodies are read by their
+  ``Content-Type`` as the apiserver negotiates it — JSON (also when none is given), YAML, and
+  for built-in kinds the protobuf kubectl's typed clients send (``create namespace|job|
+  deployment|configmap``; :mod:`slurmbridge.devtools.sim.kubeproto`); anything else is 415
+  ``UnsupportedMediaType`` naming the accepted types (custom resources: JSON and YAML).
+  ``/openapi/v3`` and ``/openapi/v2`` (:mod:`slurmbridge.devtools.sim.kubeopenapi`) let
+  kubectl validate on the server: ``fieldValidation=Strict`` refuses a custom resource's
+  unknown fields with 400 (``strict decoding error: unknown field "spec.x"``). ``GET``
+  with ``Accept: application/json;as=Table;…`` answers a ``Table`` with the real printers'
+  columns (:mod:`slurmbridge.devtools.sim.kubetable`). CustomResourceDefinitions are stored
+  (the kinds served stay the ``ResourceSpec`` ones); discovery lists short names,
+  categories and every version a group serves.
+* **Controllers**: the simulated kubelets (``kubelet=True``), the resourceclaim controller
+  and the Job controller (``job_controller=True``: :mod:`slurmbridge.devtools.sim.jobcontroller`).
+* Not modelled: server-side apply, dryRun, managedFields, protobuf answers (requests only),
+  ``fieldValidation`` of built-in kinds and ``Warn`` warnings, admission webhooks, RBAC (an
+  optional fixed bearer token is all the authentication), per-kind watch caches.
 """
 
 from __future__ import annotations
