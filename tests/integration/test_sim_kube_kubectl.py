@@ -7,6 +7,7 @@ scheduler's taint filter. tests/e2e/test_kubectl.py runs kubectl itself.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,24 @@ async def test_nodes_answer_as_a_table_with_the_printers_columns(
     # Without the Table clause the answer is the plain list, as before.
     async with http.get("/api/v1/nodes") as r:
         assert (await r.json())["kind"] == "NodeList"
+
+
+async def test_a_watch_for_tables_sends_one_row_per_event_headers_first(
+    sim: KubeSim, http: aiohttp.ClientSession
+) -> None:
+    async with http.get(
+        "/api/v1/nodes?watch=true&resourceVersion=0", headers={"Accept": TABLE}
+    ) as r:
+        first = json.loads(await r.content.readline())
+        second = json.loads(await r.content.readline())
+        sim.cordon("n2")
+        third = json.loads(await r.content.readline())
+    assert first["type"] == second["type"] == "ADDED"
+    assert first["object"]["kind"] == "Table"
+    assert [c["name"] for c in first["object"]["columnDefinitions"]][:2] == ["Name", "Status"]
+    assert second["object"]["columnDefinitions"] == []
+    assert third["type"] == "MODIFIED"
+    assert third["object"]["rows"][0]["cells"][:2] == ["n2", "Ready,SchedulingDisabled"]
 
 
 async def test_a_custom_resource_prints_its_crds_printer_columns(

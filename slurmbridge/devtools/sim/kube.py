@@ -4216,12 +4216,28 @@ class KubeSim:
                             watcher.start_rv = change.resource_version
                 store.add_watcher(watcher)
         target = route.api_version
-        convert = None
-        if target is not None:
+        table = kubetable.wants_table(request.headers.get("Accept", ""))
+        convert: Callable[[bytes], bytes] | None = None
+        if target is not None or table is not None:
             stored = spec.api_version
+            headers = [True]
 
             def convert(line: bytes) -> bytes:
-                return _line_to_version(line, stored, target, spec.schemas.get(route.version))
+                if target is not None:
+                    line = _line_to_version(line, stored, target, spec.schemas.get(route.version))
+                if table is None:
+                    return line
+                # apiserver handlers/watch.go: with as=Table each event's object is a Table
+                # of its one row; only the first event carries the column definitions.
+                event = orjson.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") in ("ERROR", "BOOKMARK") or obj.get("kind") == "Status":
+                    return line
+                event["object"] = self._table(route, obj, table, query.get("includeObject", ""))
+                if not headers[0]:
+                    event["object"]["columnDefinitions"] = []
+                headers[0] = False
+                return orjson.dumps(event) + b"\n"
 
             initial = [convert(line) for line in initial]
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
