@@ -264,6 +264,10 @@ async def test_a_group_lists_every_version_its_resources_are_served_at(
         resources = {x["name"]: x for x in (await r.json())["resources"]}
     assert resources["nodesets"]["shortNames"] == ["nss", "slurmd"]
     assert resources["nodesets"]["categories"] == ["slurm"]
+    async with http.get("/api/v1") as r:
+        core = {x["name"]: x for x in (await r.json())["resources"]}
+    assert core["pods"]["categories"] == ["all"]  # kubectl get all
+    assert "categories" not in core["nodes"]
 
 
 # --- the Job controller -----------------------------------------------------------------------

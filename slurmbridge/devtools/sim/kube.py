@@ -410,8 +410,10 @@ class ResourceSpec:
     (:mod:`slurmbridge.devtools.sim.crdschema`: 422 with a cause per field), and an object
     read at another served version is pruned and defaulted to that version's schema.
     ``printer_columns``: a CRD's ``additionalPrinterColumns`` by version (the Table columns
-    ``kubectl get`` shows, :mod:`slurmbridge.devtools.sim.kubetable`); ``categories``: the
-    CRD's categories (``kubectl get slurm``), listed in discovery.
+    ``kubectl get`` shows, :mod:`slurmbridge.devtools.sim.kubetable`); ``categories``: listed
+    in discovery — a CRD's (``kubectl get slurm``), ``all`` for the built-in kinds the real
+    server puts in it (pods, services, deployments, replicasets, jobs, HPAs: ``kubectl get
+    all``).
     """
 
     group: str
@@ -528,6 +530,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="",
         version="v1",
         plural="pods",
+        categories=("all",),
         kind="Pod",
         short_names=("po",),
         status=True,
@@ -561,6 +564,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="",
         version="v1",
         plural="services",
+        categories=("all",),
         kind="Service",
         short_names=("svc",),
         status=True,
@@ -615,6 +619,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="apps",
         version="v1",
         plural="replicasets",
+        categories=("all",),
         kind="ReplicaSet",
         short_names=("rs",),
         status=True,
@@ -624,6 +629,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="apps",
         version="v1",
         plural="deployments",
+        categories=("all",),
         kind="Deployment",
         short_names=("deploy",),
         status=True,
@@ -633,6 +639,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="batch",
         version="v1",
         plural="jobs",
+        categories=("all",),
         kind="Job",
         status=True,
         generation=True,
@@ -694,6 +701,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="autoscaling",
         version="v2",
         plural="horizontalpodautoscalers",
+        categories=("all",),
         kind="HorizontalPodAutoscaler",
         short_names=("hpa",),
         status=True,
