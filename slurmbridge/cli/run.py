@@ -259,7 +259,8 @@ async def _run(settings: Settings, only: Iterable[str] | None, stop: asyncio.Eve
         if first_try:
             from slurmbridge.devtools.testing import Simulators
 
-            sims = Simulators(nodes=FIRST_TRY_NODES, api_version=None)
+            # kubectl is the user's tool here: Jobs get their pods (the Job controller).
+            sims = Simulators(nodes=FIRST_TRY_NODES, api_version=None, job_controller=True)
             await sims.start()
             settings.kube.kubeconfig = str(sims.kubeconfig)
             settings.slurm.url = sims.slurm.url

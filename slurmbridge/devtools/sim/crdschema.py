@@ -87,9 +87,31 @@ def crd_schemas(name: str) -> dict[str, Obj]:
     return dict(_load(name))
 
 
+def crd_printer_columns(name: str) -> dict[str, tuple[Obj, ...]]:
+    """``additionalPrinterColumns`` by served version of packaged CRD ``name``."""
+    doc = _doc(name)
+    return {
+        v["name"]: tuple(v.get("additionalPrinterColumns") or ())
+        for v in doc["spec"]["versions"]
+        if v.get("served")
+    }
+
+
+def crd_names(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(shortNames, categories)`` of packaged CRD ``name``."""
+    names = _doc(name)["spec"]["names"]
+    return tuple(names.get("shortNames") or ()), tuple(names.get("categories") or ())
+
+
+@cache
+def _doc(name: str) -> Obj:
+    doc: Obj = yaml.safe_load((CRDS / f"{name}.yaml").read_text())
+    return doc
+
+
 @cache
 def _load(name: str) -> tuple[tuple[str, Obj], ...]:
-    doc = yaml.safe_load((CRDS / f"{name}.yaml").read_text())
+    doc = _doc(name)
     return tuple(
         (v["name"], v["schema"]["openAPIV3Schema"])
         for v in doc["spec"]["versions"]
@@ -123,6 +145,36 @@ def prune(value: Any, schema: Obj, *, root: bool = False) -> None:
             prune(value[key], sub)
         elif not keep_unknown and extra is not True:
             del value[key]
+
+
+def unknown_fields(value: Any, schema: Obj, path: str = "", *, root: bool = False) -> list[str]:
+    """The paths (``spec.bogus``, ``spec.items[0].x``) :func:`prune` would drop: what
+    ``fieldValidation=Strict`` refuses (apiextensions-apiserver pkg/apiserver
+    customresource_handler.go, pruning with ``ReturnPruned``)."""
+    out: list[str] = []
+    if isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, item in enumerate(value):
+                out += unknown_fields(item, items, f"{path}[{i}]")
+        return out
+    if not isinstance(value, dict):
+        return out
+    props: Obj = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+    for key in value:
+        if root and key in _ROOT_KEPT:
+            continue
+        sub = props.get(key)
+        if sub is None and isinstance(extra, dict):
+            sub = extra
+        where = f"{path}.{key}" if path else key
+        if sub is not None:
+            out += unknown_fields(value[key], sub, where)
+        elif not keep_unknown and extra is not True:
+            out.append(where)
+    return out
 
 
 # --- 2. nulls and defaults ------------------------------------------------------------------

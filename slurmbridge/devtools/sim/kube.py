@@ -63,7 +63,7 @@ What it models, and where it follows the real server (checked against the Kubern
   DeleteOptions preconditions give 409. Pods are deleted at once when they have no finalizers
   (there is no kubelet to confirm a graceful termination). Deleting a namespace deletes what is in
   it. ``propagationPolicy`` is ignored (there is no garbage collector), so no ``foregroundDeletion``
-  / ``orphan`` finalizers appear.
+  / ``orphan`` finalizers appear; only the Job controller deletes a deleted Job's pods.
 * **Eviction**: the simulator is its own disruption controller: at eviction time it counts the
   PDB's pods (expected = matching pods, healthy = Ready and not being deleted) and answers 429
   ``TooManyRequests`` with a ``DisruptionBudget`` cause when no disruption is allowed; pending,
@@ -98,8 +98,23 @@ What it models, and where it follows the real server (checked against the Kubern
   Workload at v1alpha2 (1.36) or v1beta1 (1.37), one version per server (conversion between
   them is not modelled), with the validation of the fields slurmbridge uses
   (:func:`validate_workload_api`) and pods' ``spec.schedulingGroup``.
-* Not modelled: server-side apply, dryRun, managedFields, protobuf, admission webhooks, RBAC
-  (an optional fixed bearer token is all the authentication), per-kind watch caches.
+* **kubectl** (1.37, tests/e2e/test_kubectl.py): request bodies are read by their
+  ``Content-Type`` as the apiserver negotiates it — JSON (also when none is given), YAML, and
+  for built-in kinds the protobuf kubectl's typed clients send (``create namespace|job|
+  deployment|configmap``; :mod:`slurmbridge.devtools.sim.kubeproto`); anything else is 415
+  ``UnsupportedMediaType`` naming the accepted types (custom resources: JSON and YAML).
+  ``/openapi/v3`` and ``/openapi/v2`` (:mod:`slurmbridge.devtools.sim.kubeopenapi`) let
+  kubectl validate on the server: ``fieldValidation=Strict`` refuses a custom resource's
+  unknown fields with 400 (``strict decoding error: unknown field "spec.x"``). ``GET``
+  with ``Accept: application/json;as=Table;…`` answers a ``Table`` with the real printers'
+  columns (:mod:`slurmbridge.devtools.sim.kubetable`). CustomResourceDefinitions are stored
+  (the kinds served stay the ``ResourceSpec`` ones); discovery lists short names,
+  categories and every version a group serves.
+* **Controllers**: the simulated kubelets (``kubelet=True``), the resourceclaim controller
+  and the Job controller (``job_controller=True``: :mod:`slurmbridge.devtools.sim.jobcontroller`).
+* Not modelled: server-side apply, dryRun, managedFields, protobuf answers (requests only),
+  ``fieldValidation`` of built-in kinds and ``Warn`` warnings, admission webhooks, RBAC (an
+  optional fixed bearer token is all the authentication), per-kind watch caches.
 """
 
 from __future__ import annotations
@@ -128,11 +143,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import jsonpatch
 import jsonpointer
 import orjson
+import yaml
 from aiohttp import web
 
-from slurmbridge.devtools.sim import crdschema
+from slurmbridge.devtools.sim import crdschema, kubeopenapi, kubeproto, kubetable
 
 if TYPE_CHECKING:
+    from slurmbridge.devtools.sim.jobcontroller import JobController
     from slurmbridge.devtools.sim.kubelet import Kubelet
     from slurmbridge.devtools.sim.resourceclaim import ResourceClaimController
 
@@ -153,6 +170,7 @@ DEFAULT_SCHEDULER: Final = "default-scheduler"
 _MERGE_PATCH: Final = "application/merge-patch+json"
 _JSON_PATCH: Final = "application/json-patch+json"
 _STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
+_APPLY_PATCH: Final = "application/apply-patch+yaml"
 _PATCH_TYPES: Final = {"merge": _MERGE_PATCH, "json": _JSON_PATCH, "strategic": _STRATEGIC_PATCH}
 
 _REASONS: Final = {
@@ -336,6 +354,16 @@ def _path_not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
 
+def _unsupported_media_type(accepted: Iterable[str]) -> ApiError:
+    """apiserver pkg/endpoints/handlers/negotiation/errors.go ``errUnsupportedMediaType``."""
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(accepted),
+    )
+
+
 def _method_not_allowed() -> ApiError:
     msg = "the server does not allow this method on the requested resource"
     return ApiError(405, "MethodNotAllowed", msg, {})
@@ -381,6 +409,11 @@ class ResourceSpec:
     a schema are pruned, defaulted and validated as apiextensions-apiserver does
     (:mod:`slurmbridge.devtools.sim.crdschema`: 422 with a cause per field), and an object
     read at another served version is pruned and defaulted to that version's schema.
+    ``printer_columns``: a CRD's ``additionalPrinterColumns`` by version (the Table columns
+    ``kubectl get`` shows, :mod:`slurmbridge.devtools.sim.kubetable`); ``categories``: listed
+    in discovery — a CRD's (``kubectl get slurm``), ``all`` for the built-in kinds the real
+    server puts in it (pods, services, deployments, replicasets, jobs, HPAs: ``kubectl get
+    all``).
     """
 
     group: str
@@ -398,6 +431,8 @@ class ResourceSpec:
     field_labels: Mapping[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     served_versions: tuple[str, ...] = ()
     schemas: Mapping[str, Obj] = field(default_factory=dict)
+    printer_columns: Mapping[str, tuple[Obj, ...]] = field(default_factory=dict)
+    categories: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -495,6 +530,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="",
         version="v1",
         plural="pods",
+        categories=("all",),
         kind="Pod",
         short_names=("po",),
         status=True,
@@ -528,6 +564,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="",
         version="v1",
         plural="services",
+        categories=("all",),
         kind="Service",
         short_names=("svc",),
         status=True,
@@ -547,6 +584,18 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         merge_keys={("status", "conditions"): "type"},
     ),
     ResourceSpec(group="coordination.k8s.io", version="v1", plural="leases", kind="Lease"),
+    # CRDs are stored (kubectl apply -f deploy/crds); the kinds they name that the simulator
+    # serves are the ResourceSpecs below, whatever the stored CRD says.
+    ResourceSpec(
+        group="apiextensions.k8s.io",
+        version="v1",
+        plural="customresourcedefinitions",
+        kind="CustomResourceDefinition",
+        namespaced=False,
+        short_names=("crd", "crds"),
+        status=True,
+        generation=True,
+    ),
     ResourceSpec(
         group="policy",
         version="v1",
@@ -570,6 +619,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="apps",
         version="v1",
         plural="replicasets",
+        categories=("all",),
         kind="ReplicaSet",
         short_names=("rs",),
         status=True,
@@ -579,6 +629,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="apps",
         version="v1",
         plural="deployments",
+        categories=("all",),
         kind="Deployment",
         short_names=("deploy",),
         status=True,
@@ -588,6 +639,7 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         group="batch",
         version="v1",
         plural="jobs",
+        categories=("all",),
         kind="Job",
         status=True,
         generation=True,
@@ -641,11 +693,15 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         custom=True,
         return_deleted=True,
         schemas=crdschema.crd_schemas("nodesets.slinky.slurm.net"),
+        printer_columns=crdschema.crd_printer_columns("nodesets.slinky.slurm.net"),
+        short_names=crdschema.crd_names("nodesets.slinky.slurm.net")[0],
+        categories=crdschema.crd_names("nodesets.slinky.slurm.net")[1],
     ),
     ResourceSpec(
         group="autoscaling",
         version="v2",
         plural="horizontalpodautoscalers",
+        categories=("all",),
         kind="HorizontalPodAutoscaler",
         short_names=("hpa",),
         status=True,
@@ -671,6 +727,9 @@ DEFAULT_RESOURCES: Final[tuple[ResourceSpec, ...]] = (
         custom=True,
         return_deleted=True,
         schemas=crdschema.crd_schemas("clusters.slinky.slurm.net"),
+        printer_columns=crdschema.crd_printer_columns("clusters.slinky.slurm.net"),
+        short_names=crdschema.crd_names("clusters.slinky.slurm.net")[0],
+        categories=crdschema.crd_names("clusters.slinky.slurm.net")[1],
     ),
     # Dynamic Resource Allocation, resource.k8s.io/v1 (GA in Kubernetes 1.34; API reference
     # "Workload Resources": DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice).
@@ -1875,6 +1934,9 @@ class _Store:
         self.node_lifecycle = False
         #: Bound pods stay Terminating until their kubelet deletes them (see sim.kubelet).
         self.graceful_pods = False
+        #: The write being served's ``fieldValidation`` query parameter (``Strict`` refuses a
+        #: custom resource's unknown fields; set per request by the HTTP handler).
+        self.field_validation = ""
 
     # registry ---------------------------------------------------------------------------------
     def register(self, spec: ResourceSpec) -> None:
@@ -2172,6 +2234,16 @@ class _Store:
         schema = spec.schemas.get(version or spec.version)
         if not schema:
             return
+        if self.field_validation == "Strict":
+            unknown = crdschema.unknown_fields(obj, schema, root=True)
+            if unknown:
+                # apiserver handlers (create.go/update.go/patch.go) wrap the decoder's
+                # strict error: "<Kind> in version <v> cannot be handled as a <Kind>: …".
+                raise _bad_request(
+                    f'{spec.kind} in version "{version or spec.version}" cannot be handled as '
+                    f"a {spec.kind}: strict decoding error: "
+                    + ", ".join(f'unknown field "{u}"' for u in unknown)
+                )
         causes = crdschema.admit(obj, schema, old)
         if causes:
             raise _invalid(spec.kind, str(_meta(obj).get("name", "")), spec.group, causes)
@@ -2194,6 +2266,8 @@ class _Store:
         name = str(obj["metadata"]["name"])
         if spec.custom and spec.status:
             obj.pop("status", None)
+        if spec.name == "jobs.batch":
+            _prepare_job(obj)
         if spec.name == "nodes" and not _node_ready(obj):
             # TaintNodesByCondition admission (plugin/pkg/admission/nodetaint, on by default):
             # a Node created gets node.kubernetes.io/not-ready:NoSchedule unless a taint of
@@ -2799,6 +2873,47 @@ class _Store:
         self.floor = self.rv
 
 
+#: The labels the API server puts on a Job's pod template and selector
+#: (pkg/apis/batch/types.go: ``batch.kubernetes.io/controller-uid``,
+#: ``batch.kubernetes.io/job-name`` and their legacy unprefixed forms).
+JOB_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+
+
+def _prepare_job(job: Obj) -> None:
+    """A new batch/v1 Job as the API server stores it: defaults (pkg/apis/batch/v1/
+    defaults.go: ``completions`` and ``parallelism`` 1 when both are unset, ``parallelism``
+    1, ``backoffLimit`` 6, ``completionMode`` NonIndexed, ``suspend`` false,
+    ``podReplacementPolicy`` TerminatingOrFailed, ``manualSelector`` unset) and, unless
+    ``manualSelector``, the generated selector ``batch.kubernetes.io/controller-uid=<uid>``
+    with the template labelled ``controller-uid``, ``job-name`` and their
+    ``batch.kubernetes.io/`` forms (pkg/registry/batch/job/strategy.go ``generateSelector``).
+    """
+    meta = job["metadata"]
+    spec = job.setdefault("spec", {})
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+        spec["parallelism"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    if spec.get("manualSelector"):
+        return
+    uid, name = str(meta["uid"]), str(meta["name"])
+    spec["selector"] = {"matchLabels": {JOB_UID_LABEL: uid}}
+    template = spec.setdefault("template", {})
+    tmeta = template.setdefault("metadata", {})
+    tmeta["labels"] = {
+        **(tmeta.get("labels") or {}),
+        "controller-uid": uid,
+        JOB_UID_LABEL: uid,
+        "job-name": name,
+        JOB_NAME_LABEL: name,
+    }
+
+
 def _validate_controller_revision(obj: Obj, name: str) -> None:
     """pkg/apis/apps/validation ``ValidateControllerRevision``: ``data`` is mandatory and
     ``revision`` is not negative (422 otherwise)."""
@@ -2948,6 +3063,32 @@ def _line_to_version(line: bytes, stored: str, target: str, schema: Obj | None =
     return orjson.dumps(event) + b"\n"
 
 
+def _version_priority(version: str) -> tuple[int, int, int]:
+    """Sort key of a Kubernetes API version, highest priority first (apimachinery
+    pkg/version ``CompareKubeAwareVersionStrings``: ``v2`` > ``v1`` > ``v1beta2`` >
+    ``v1beta1`` > ``v1alpha1``)."""
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if match is None:
+        return (3, 0, 0)
+    major, level, minor = match.groups()
+    rank = {None: 0, "beta": 1, "alpha": 2}[level]
+    return (rank, -int(major), -int(minor or 0))
+
+
+def _accepts_json(accept: str) -> bool:
+    """Whether an ``Accept`` header admits ``application/json`` (empty means ``*/*``, as
+    kube-openapi's handlers read it; a ``q=0`` clause refuses)."""
+    if not accept.strip():
+        return True
+    for clause in accept.split(","):
+        media, *params = (p.strip() for p in clause.split(";"))
+        if any(p.replace(" ", "") in ("q=0", "q=0.0") for p in params):
+            continue
+        if media in ("*/*", "application/*", "application/json"):
+            return True
+    return False
+
+
 def _json_response(
     obj: Obj, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> web.Response:
@@ -3006,7 +3147,8 @@ class KubeSim:
     server, ``"v1beta1"`` as 1.37 — and validates pods' ``spec.schedulingGroup``; ``None``
     (the default) is a 1.35 server: those paths answer 404 and the field is dropped. With it
     on, ``podgroups`` alone is ambiguous (the coscheduling CRD shares the plural): name
-    ``podgroups.scheduling.k8s.io`` in the helpers.
+    ``podgroups.scheduling.k8s.io`` in the helpers. ``job_controller`` runs the Job
+    controller (:mod:`slurmbridge.devtools.sim.jobcontroller`): batch/v1 Jobs get their pods.
     """
 
     def __init__(
@@ -3022,6 +3164,7 @@ class KubeSim:
         kubelet: bool = False,
         workload_api: str | None = None,
         claim_controller: bool = True,
+        job_controller: bool = False,
     ) -> None:
         self._store = _Store(history_size=history_size, initial_rv=initial_resource_version)
         self._store.node_lifecycle = node_lifecycle
@@ -3041,6 +3184,14 @@ class KubeSim:
             from slurmbridge.devtools.sim.resourceclaim import ResourceClaimController
 
             self.claim_controller = ResourceClaimController(self)
+        #: The kube-controller-manager's Job controller (pods for batch/v1 Jobs); see
+        #: :mod:`slurmbridge.devtools.sim.jobcontroller`. Off by default: tests and the demo
+        #: make a Job's pods themselves (:mod:`slurmbridge.devtools.sim.workloads`).
+        self.job_controller: JobController | None = None
+        if job_controller:
+            from slurmbridge.devtools.sim.jobcontroller import JobController
+
+            self.job_controller = JobController(self)
         for spec in resources:
             self._store.register(spec)
         for spec in workload_api_resources(workload_api) if workload_api else ():
@@ -3086,6 +3237,8 @@ class KubeSim:
             self.kubelet.attach()
         if self.claim_controller is not None:
             self.claim_controller.attach()
+        if self.job_controller is not None:
+            self.job_controller.attach()
         address = runner.addresses[0]
         bound_host, bound_port = address[0], address[1]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
@@ -3099,6 +3252,8 @@ class KubeSim:
             self.kubelet.detach()
         if self.claim_controller is not None:
             self.claim_controller.detach()
+        if self.job_controller is not None:
+            self.job_controller.detach()
         self.drop_watches()
         if self._runner is not None:
             runner, self._runner = self._runner, None
@@ -3572,6 +3727,8 @@ class KubeSim:
         try:
             self._authenticate(request)
             parts = [p for p in request.path.split("/") if p]
+            if parts[:1] == ["openapi"]:
+                return self._openapi(request, parts)
             discovery = self._discovery(request.method, parts)
             if discovery is not None:
                 return discovery
@@ -3639,6 +3796,48 @@ class KubeSim:
             return _json_response(self._resource_list(parts[1], parts[2]))
         return None
 
+    def _openapi_documents(self) -> dict[str, Obj]:
+        """The v3 document of every served group version, keyed ``api/v1`` /
+        ``apis/<group>/<version>`` as kube-openapi's handler3 keys them."""
+        by_gv: dict[tuple[str, str], list[ResourceSpec]] = {}
+        for spec in self._store.specs.values():
+            for version in (spec.version, *spec.served_versions):
+                by_gv.setdefault((spec.group, version), []).append(spec)
+        return {
+            (f"apis/{group}/{version}" if group else f"api/{version}"): (
+                kubeopenapi.group_version_document(specs, group, version)
+            )
+            for (group, version), specs in by_gv.items()
+        }
+
+    def _openapi(self, request: web.Request, parts: builtins.list[str]) -> web.StreamResponse:
+        """``/openapi/v2``, ``/openapi/v3`` and ``/openapi/v3/<gv>`` (kube-openapi pkg/handler
+        and pkg/handler3): JSON only; an ``Accept`` that allows no JSON is 406, as there for
+        a type it does not serve (the simulator has no protobuf encoding of the documents)."""
+        if request.method != "GET":
+            raise _method_not_allowed()
+        documents = self._openapi_documents()
+        if parts == ["openapi", "v3"]:
+            return _json_response(kubeopenapi.v3_discovery(documents))
+        if parts == ["openapi", "v2"]:
+            doc = kubeopenapi.v2_document(documents)
+        elif parts[:2] == ["openapi", "v3"] and "/".join(parts[2:]) in documents:
+            doc = documents["/".join(parts[2:])]
+            want = kubeopenapi.etag(doc)
+            given = request.query.get("hash", "")
+            if given and given != want:
+                # handler3: a stale hash is redirected to the current document's URL.
+                location = f"/openapi/v3/{'/'.join(parts[2:])}?hash={want}"
+                return web.Response(status=301, headers={"Location": location})
+        else:
+            raise _path_not_found()
+        if not _accepts_json(request.headers.get("Accept", "")):
+            return web.Response(status=406)
+        response = _json_response(doc)
+        response.headers["Vary"] = "Accept"
+        response.headers["Etag"] = f'"{kubeopenapi.etag(doc)}"'
+        return response
+
     def _groups(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for spec in self._store.specs.values():
@@ -3650,14 +3849,25 @@ class KubeSim:
         return spec.group == group and version in (spec.version, *spec.served_versions)
 
     def _group(self, group: str) -> Obj:
-        version = self._groups()[group]
-        gv = {"groupVersion": f"{group}/{version}", "version": version}
+        """An APIGroup with every version some resource of the group is served at (two CRDs
+        of one group may serve different versions: slinky.slurm.net's NodeSet v1beta1 and
+        v1alpha1, Cluster v1alpha1), highest priority first (apimachinery
+        ``version.CompareKubeAwareVersionStrings``: GA > beta > alpha, then the numbers), the
+        first being the preferred one, as the aggregator orders them."""
+        versions = {
+            v
+            for spec in self._store.specs.values()
+            if spec.group == group
+            for v in (spec.version, *spec.served_versions)
+        }
+        ordered = sorted(versions, key=_version_priority)
+        gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in ordered]
         return {
             "kind": "APIGroup",
             "apiVersion": "v1",
             "name": group,
-            "versions": [gv],
-            "preferredVersion": gv,
+            "versions": gvs,
+            "preferredVersion": gvs[0],
         }
 
     def _resource_list(self, group: str, version: str) -> Obj:
@@ -3676,6 +3886,7 @@ class KubeSim:
                     **base,
                     "verbs": _MAIN_VERBS,
                     "shortNames": list(spec.short_names),
+                    **({"categories": list(spec.categories)} if spec.categories else {}),
                 }
             )
             if spec.status:
@@ -3757,13 +3968,50 @@ class KubeSim:
     async def _dispatch(self, request: web.Request, route: _Route) -> web.StreamResponse:
         response = await self._dispatch_stored(request, route)
         target = route.api_version
-        if target is None or not isinstance(response, web.Response) or response.body is None:
+        table = (
+            kubetable.wants_table(request.headers.get("Accept", ""))
+            if request.method == "GET" and route.subresource is None
+            else None
+        )
+        if (target is None and table is None) or not isinstance(response, web.Response):
+            return response
+        if (
+            response.body is None
+            or response.status != 200
+            or response.content_type != ("application/json")
+        ):
             return response
         # conversion None: the object is the stored one with only apiVersion changed.
         payload = orjson.loads(bytes(response.body))  # type: ignore[arg-type]
-        _to_version(payload, route.spec.api_version, target, route.spec.schemas.get(route.version))
+        if target is not None:
+            _to_version(
+                payload, route.spec.api_version, target, route.spec.schemas.get(route.version)
+            )
+        if table is not None and payload.get("kind") not in ("Status", None):
+            payload = self._table(route, payload, table, request.query.get("includeObject", ""))
         response.body = orjson.dumps(payload)
         return response
+
+    def _table(self, route: _Route, payload: Obj, version: str, include_object: str) -> Obj:
+        """``payload`` (a list or an object) as the Table the real server prints
+        (:mod:`slurmbridge.devtools.sim.kubetable`)."""
+        spec = route.spec
+        columns: builtins.list[Obj]
+        row: Callable[[Obj, datetime], builtins.list[Any]]
+        if spec.name in kubetable.BUILTIN:
+            columns, row = kubetable.BUILTIN[spec.name]
+        elif spec.custom:
+            printer = spec.printer_columns.get(route.version or spec.version, ())
+            columns, row = kubetable.crd_columns(printer), kubetable.crd_row(printer)
+        else:
+            columns, row = kubetable.DEFAULT_COLUMNS, kubetable.default_row
+        return kubetable.to_table(
+            payload,
+            columns=columns,
+            row=row,
+            version=version,
+            include_object=include_object or "PartialObjectMetadata",
+        )
 
     async def _dispatch_stored(self, request: web.Request, route: _Route) -> web.StreamResponse:
         method = request.method
@@ -3822,7 +4070,22 @@ class KubeSim:
                 return _json_response(store.get_scale(spec, ns, name))
             return _json_response(store.get(spec, ns, name))
 
-        body = await self._body(request)
+        body = await self._body(request, spec, verb)
+        # Strict is enforced for custom resources (their schemas are known); Warn (the
+        # default) sends no Warning headers here, and built-in kinds are not checked.
+        store.field_validation = query.get("fieldValidation", "")
+        try:
+            return self._write(request, route, verb, body)
+        finally:
+            store.field_validation = ""
+
+    def _write(
+        self, request: web.Request, route: _Route, verb: str, body: Any
+    ) -> web.StreamResponse:
+        """The writes of :meth:`_dispatch_stored` (create, update, patch, delete)."""
+        query = request.query
+        spec, ns, name, sub = route.spec, route.namespace, route.name, route.subresource
+        store = self._store
         if route.api_version is not None and isinstance(body, dict):
             # Written at a served version: stored at the storage version (conversion None).
             _to_version(body, route.api_version, spec.api_version)
@@ -3894,10 +4157,41 @@ class KubeSim:
         listing["items"] = deleted
         return _json_response(listing)
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.Request, spec: ResourceSpec, verb: str) -> Any:
+        """The request's object, decoded by its ``Content-Type`` as the apiserver negotiates
+        it (apiserver pkg/endpoints/handlers/negotiation ``NegotiateInputSerializer``: no
+        type is the first supported one, JSON; an unsupported one is 415
+        ``UnsupportedMediaType`` naming the accepted types). Built-in kinds take JSON, YAML
+        and protobuf (:mod:`~slurmbridge.devtools.sim.kubeproto`: what kubectl's typed clients
+        send); custom resources JSON and YAML (apiextensions-apiserver serves no protobuf).
+        A patch's body is JSON whatever its patch type (the patch type is checked later)."""
         raw = await request.read()
+        media = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if verb == "patch":
+            media = _APPLY_PATCH if media == _APPLY_PATCH else "application/json"
+        elif not media:
+            media = "application/json"
+        else:
+            accepted = ["application/json", "application/yaml"]
+            if not spec.custom:
+                accepted.append(kubeproto.MEDIA_TYPE)
+            if media not in accepted:
+                raise _unsupported_media_type(accepted)
         if not raw.strip():
             return {}
+        if media == kubeproto.MEDIA_TYPE:
+            try:
+                return kubeproto.decode(raw)
+            except kubeproto.ProtobufError as exc:
+                # A kind or field the simulator's table lacks: the real server would decode
+                # it; say so rather than guess.
+                log.warning("kube simulator: protobuf body not decoded: %s", exc)
+                raise _unsupported_media_type(["application/json", "application/yaml"]) from exc
+        if media in ("application/yaml", _APPLY_PATCH):
+            try:
+                return yaml.safe_load(raw)
+            except yaml.YAMLError as exc:
+                raise _bad_request(f"the body of the request is not valid YAML: {exc}") from exc
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -3966,12 +4260,28 @@ class KubeSim:
                             watcher.start_rv = change.resource_version
                 store.add_watcher(watcher)
         target = route.api_version
-        convert = None
-        if target is not None:
+        table = kubetable.wants_table(request.headers.get("Accept", ""))
+        convert: Callable[[bytes], bytes] | None = None
+        if target is not None or table is not None:
             stored = spec.api_version
+            headers = [True]
 
             def convert(line: bytes) -> bytes:
-                return _line_to_version(line, stored, target, spec.schemas.get(route.version))
+                if target is not None:
+                    line = _line_to_version(line, stored, target, spec.schemas.get(route.version))
+                if table is None:
+                    return line
+                # apiserver handlers/watch.go: with as=Table each event's object is a Table
+                # of its one row; only the first event carries the column definitions.
+                event = orjson.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") in ("ERROR", "BOOKMARK") or obj.get("kind") == "Status":
+                    return line
+                event["object"] = self._table(route, obj, table, query.get("includeObject", ""))
+                if not headers[0]:
+                    event["object"]["columnDefinitions"] = []
+                headers[0] = False
+                return orjson.dumps(event) + b"\n"
 
             initial = [convert(line) for line in initial]
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -4087,16 +4397,24 @@ async def serve(
     ``nodes`` pre-registers Ready nodes ``n1`` … ``nN`` with 2 CPUs and 1000 MiB — the nodes
     ``slurmbridge sim slurmrestd --nodes N`` seeds, so the two standalone simulators pair
     as :class:`slurmbridge.devtools.testing.Simulators` pairs them; ``kubeconfig`` is written once
-    the server listens. Output goes through logging only.
+    the server listens. Simulated kubelets, the Job controller and the default scheduler
+    run, so kubectl sees a cluster. Output goes through logging only.
     """
-    sim = KubeSim()
+    from slurmbridge.devtools.sim.slurmd import DefaultScheduler  # imports this module
+
+    # A cluster for kubectl: kubelets run bound pods, the Job controller makes Jobs' pods,
+    # and default-scheduler pods are bound (slurmbridge binds its own schedulerName's).
+    sim = KubeSim(kubelet=True, job_controller=True)
     for i in range(1, nodes + 1):
         sim.add_node(f"n{i}", cpu="2", memory="1000Mi")
     await sim.start(host, port)
+    scheduler = DefaultScheduler(sim)
+    scheduler.attach()
     try:
         if kubeconfig is not None:
             sim.write_kubeconfig(kubeconfig)
         log.info("kube simulator serving %s with %d nodes", sim.url, nodes)
         await asyncio.Event().wait()
     finally:
+        scheduler.detach()
         await sim.stop()

@@ -275,7 +275,7 @@ class Kubelet(PodQueue):
         for taint in (node.get("spec") or {}).get("taints") or []:
             # "Kubelet is only interested in the NoExecute taint" (predicate.go).
             if taint.get("effect") == "NoExecute" and not any(
-                _tolerates(t, taint) for t in tolerations
+                tolerates(t, taint) for t in tolerations
             ):
                 return (
                     "TaintToleration",
@@ -555,7 +555,7 @@ def _affinity_matches(pod: Obj, node: Obj) -> bool:
     return any(_term(t, node) for t in required.get("nodeSelectorTerms") or [])
 
 
-def _tolerates(toleration: Obj, taint: Obj) -> bool:
+def tolerates(toleration: Obj, taint: Obj) -> bool:
     """k8s.io/api core/v1 ``Toleration.ToleratesTaint`` (the alpha Lt/Gt operators are off)."""
     effect, key = toleration.get("effect") or "", toleration.get("key") or ""
     if effect and effect != taint.get("effect"):

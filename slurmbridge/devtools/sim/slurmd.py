@@ -3,8 +3,10 @@
 * :class:`DefaultScheduler` binds pods that ask for Kubernetes' default scheduler
   (``spec.schedulerName`` empty or ``default-scheduler``) to the schedulable Ready node with
   the fewest pods among those its ``nodeSelector`` and required node affinity admit (as
-  kube-scheduler's NodeAffinity filter: :func:`node_affinity_matches`); no resource fit. A
-  pod no node admits stays Pending, as with kube-scheduler.
+  kube-scheduler's NodeAffinity filter: :func:`node_affinity_matches`) and whose
+  ``NoSchedule``/``NoExecute`` taints it tolerates (TaintToleration and NodeUnschedulable
+  filters: :func:`untolerated_taint`); no resource fit. A pod no node admits stays Pending,
+  as with kube-scheduler.
 * :class:`SlurmdRegistrar` plays slurmd: a NodeSet pod (label ``app.kubernetes.io/name=slurmd``)
   that runs registers a Slurm node named after its hostname (``spec.hostname``, else the pod
   name: slurmd registers as the host's name) in the slurmrestd simulator,
@@ -29,6 +31,7 @@ import logging
 from typing import Any, Final
 
 from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim
+from slurmbridge.devtools.sim.kubelet import tolerates
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,12 @@ class DefaultScheduler:
     def _on_write(self, change: Change) -> None:
         if change.resource.name == "pods" and change.type != "DELETED":
             self._consider(change.object)
+        elif change.resource.name == "nodes" and change.type != "DELETED":
+            # kube-scheduler moves unschedulable pods back to its active queue on a Node
+            # add or update (scheduling queue's MoveAllToActiveOrBackoffQueue on
+            # NodeAdd/NodeTaintChange/NodeLabelChange…): an untaint or uncordon binds them.
+            for pod in self.kube.list("pods", field_selector="spec.nodeName="):
+                self._consider(pod)
 
     def _consider(self, pod: dict[str, Any]) -> None:
         spec = pod.get("spec") or {}
@@ -80,8 +89,7 @@ class DefaultScheduler:
         nodes = [
             n["metadata"]["name"]
             for n in all_nodes.values()
-            if not (n.get("spec") or {}).get("unschedulable")
-            and any(
+            if any(
                 c.get("type") == "Ready" and c.get("status") == "True"
                 for c in (n.get("status") or {}).get("conditions") or []
             )
@@ -98,7 +106,12 @@ class DefaultScheduler:
                 spec = self.kube.get("pods", name, namespace).get("spec") or {}
             except ApiError:
                 continue
-            admitted = [n for n in nodes if node_affinity_matches(spec, all_nodes[n])]
+            admitted = [
+                n
+                for n in nodes
+                if node_affinity_matches(spec, all_nodes[n])
+                and untolerated_taint(spec, all_nodes[n]) is None
+            ]
             if not admitted:
                 continue  # unschedulable: stays Pending
             target = min(admitted, key=lambda n: (load[n], n))
@@ -130,6 +143,24 @@ def _requirement(req: dict[str, Any], value: str | None) -> bool:
             return False
         return a > b if op == "Gt" else a < b
     return False
+
+
+def untolerated_taint(spec: dict[str, Any], node: dict[str, Any]) -> dict[str, Any] | None:
+    """The first taint of ``node`` that keeps a pod with ``spec`` off it, or None:
+    kube-scheduler's TaintToleration filter (pkg/scheduler/framework/plugins/tainttoleration:
+    ``NoSchedule`` and ``NoExecute`` taints must be tolerated; ``PreferNoSchedule`` only
+    scores) and its NodeUnschedulable filter (plugins/nodeunschedulable: a cordoned node takes
+    only a pod tolerating ``node.kubernetes.io/unschedulable:NoSchedule``)."""
+    tolerations = spec.get("tolerations") or []
+    taints = list((node.get("spec") or {}).get("taints") or [])
+    if (node.get("spec") or {}).get("unschedulable"):
+        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    for taint in taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return dict(taint)
+    return None
 
 
 def node_affinity_matches(spec: dict[str, Any], node: dict[str, Any]) -> bool:
