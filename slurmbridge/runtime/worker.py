@@ -220,6 +220,7 @@ class Worker:
         # Metric children looked up once: labels() costs more than the update itself.
         self._m_consumed: dict[str, Any] = {}
         self._m_ok = metrics.RECONCILE_SECONDS.labels(spec.name, "ok")
+        self._m_decides = metrics.DECIDES.labels(spec.name)
         self._m_pending = metrics.CONSUMER_PENDING.labels(spec.name)
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -370,6 +371,7 @@ class Worker:
 
     def _decide(self, key: str, now: float | None = None) -> Decision | GiveUp:
         self.reconciles += 1
+        self._m_decides.inc()
         started = time.perf_counter()
         try:
             ctx = msgspec.structs.replace(self.ctx, now=time.time() if now is None else now)
