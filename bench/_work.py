@@ -36,13 +36,14 @@ _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[^}"]|"(?:[^"\\]|\\.)*")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
-def prometheus_totals(text: str, name: str, by: str = "") -> dict[str, float]:
+def prometheus_totals(text: str, name: str, by: str | tuple[str, ...] = "") -> dict[str, float]:
     """Sum the samples of metric ``name`` in a Prometheus text exposition.
 
-    Returns ``{"": total}`` when ``by`` is empty, else the sums per value of label ``by``
-    (samples without that label count under ``""``). Comments and other metrics are skipped;
-    a sample whose value does not parse is skipped too.
+    Returns ``{"": total}`` when ``by`` is empty, else the sums per value of label ``by``, or
+    per ``"/"``-joined values of several labels (a missing label counts as ``""``). Comments
+    and other metrics are skipped; a sample whose value does not parse is skipped too.
     """
+    labels = (by,) if isinstance(by, str) else by
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -56,7 +57,8 @@ def prometheus_totals(text: str, name: str, by: str = "") -> dict[str, float]:
             continue
         key = ""
         if by:
-            key = dict(_LABEL.findall(m.group(2) or "")).get(by, "")
+            found = dict(_LABEL.findall(m.group(2) or ""))
+            key = "/".join(found.get(label, "") for label in labels)
         out[key] = out.get(key, 0.0) + value
     return out if by else {"": out.get("", 0.0)}
 

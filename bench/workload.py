@@ -150,6 +150,7 @@ class Work:
 
     async def snapshot(self) -> dict[str, Any]:
         decides: dict[str, float] = {}
+        triggers: dict[str, float] = {}
         if self.metrics_url:
             async with (
                 aiohttp.ClientSession() as http,
@@ -157,8 +158,12 @@ class Work:
             ):
                 text = await resp.text()
             decides = prometheus_totals(text, "slurmbridge_decides_total", by="reconciler")
+            triggers = prometheus_totals(
+                text, "slurmbridge_events_consumed_total", by=("reconciler", "kind")
+            )
         return {
             "decides": decides,
+            "triggers": triggers,
             "kube": kube_writes(dict(self.sims.kube.requests)),
             "slurm": slurm_writes(dict(self.sims.slurm.counters)),
             "nats": await stream_seqs(self.nc),
@@ -183,6 +188,7 @@ class Work:
     def per_pod(before: dict[str, Any], after: dict[str, Any], pods: int) -> dict[str, Any]:
         """The figures per placed pod, with the breakdowns they sum."""
         decides = delta(before["decides"], after["decides"])
+        triggers = delta(before["triggers"], after["triggers"])
         kube = delta(before["kube"], after["kube"])
         slurm = delta(before["slurm"], after["slurm"])
         nats = delta(before["nats"], after["nats"])
@@ -193,6 +199,9 @@ class Work:
             "cpu_ms_per_pod": per_pod((after["cpu"] - before["cpu"]) * 1000, pods),
             "decides_by_reconciler_per_pod": {
                 k: per_pod(v, pods) for k, v in sorted(decides.items())
+            },
+            "triggers_by_reconciler_kind_per_pod": {
+                k: per_pod(v, pods) for k, v in sorted(triggers.items())
             },
             "writes_by_request_per_pod": {
                 k: per_pod(v, pods) for k, v in sorted({**kube, **slurm}.items())

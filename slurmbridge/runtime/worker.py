@@ -309,13 +309,19 @@ class Worker:
                 for m in msgs:
                     await m.nak(delay=1.0)
                 continue
+            # A burst is decided once per key: the projection already holds the whole batch,
+            # so a second decide for the same key would see exactly what the first saw.
+            burst: dict[str, list[_Tracker]] = {}
             for m, md in zip(msgs, metas, strict=True):
-                await self._dispatch(m, md)
+                await self._dispatch(m, md, burst)
+            await self._decide_burst(burst)
             if metas[-1].num_pending == 0:
                 self.caught_up = True
             self._m_pending.set(metas[-1].num_pending)
 
-    async def _dispatch(self, msg: Any, md: AckMeta) -> None:
+    async def _dispatch(self, msg: Any, md: AckMeta, burst: dict[str, list[_Tracker]]) -> None:
+        """Settle ``msg`` at once when it concerns no key of ours; otherwise add its tracker
+        to ``burst`` under each key it concerns (decided by :meth:`_decide_burst`)."""
         seq = md.stream_seq
         try:
             parsed = subjects.parse_subject(msg.subject)
@@ -352,10 +358,17 @@ class Worker:
         if not keys:
             await self._finish(tracker)
             return
-        q = self._queue
         for key in keys:
+            burst.setdefault(key, []).append(tracker)
+
+    async def _decide_burst(self, burst: dict[str, list[_Tracker]]) -> None:
+        """Decide each key of a fetched batch once, for all its triggers (controller-runtime's
+        workqueue coalescing, here within a batch the projection has wholly applied)."""
+        q = self._queue
+        for key, trackers in burst.items():
             if key in q.pending or key in q.inflight:
-                q.add(key, tracker)
+                for t in trackers:
+                    q.add(key, t)
                 continue
             # Fast path: the key is idle, so deciding right here keeps "one reconcile per key";
             # only a decision with effects needs a reconcile task.
@@ -364,10 +377,12 @@ class Worker:
             if isinstance(decision, Decision) and not decision.actions:
                 if decision.requeue_after is not None:
                     self._requeue(key, decision.requeue_after)
-                await self._complete(tracker, OK)
+                for t in trackers:
+                    await self._complete(t, OK)
             else:
                 self._decided[key] = (seen, decision)
-                q.add(key, tracker)
+                for t in trackers:
+                    q.add(key, t)
 
     def _decide(self, key: str, now: float | None = None) -> Decision | GiveUp:
         self.reconciles += 1

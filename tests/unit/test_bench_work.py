@@ -46,6 +46,13 @@ def test_prometheus_totals_by_label() -> None:
     assert got == {"placement": 12.0, "workload": 7.0, "x": 1.0}
 
 
+def test_prometheus_totals_by_several_labels() -> None:
+    got = work.prometheus_totals(
+        EXPOSITION, "slurmbridge_actions_total", by=("reconciler", "action")
+    )
+    assert got == {"placement/BindPod": 3.0}
+
+
 def test_prometheus_totals_of_an_absent_metric_is_zero() -> None:
     assert work.prometheus_totals("", "slurmbridge_decides_total") == {"": 0.0}
     assert work.prometheus_totals(EXPOSITION, "nope", by="reconciler") == {}
