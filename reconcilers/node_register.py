@@ -575,6 +575,8 @@ SPEC = ReconcilerSpec(
     # KubeNode ⇒ itself; SlurmNode ⇒ the nodes mapping to it; SlurmPartition ⇒ the nodes
     # waiting for it.
     keys={**_nodes.NODE_KEYS, SlurmPartition: _waiting_for, KubeResourceSlice: _node_of_slice},
+    # A node's jobs starting and ending matter only through ``drained``.
+    reads={SlurmNode: _nodes.slurm_node_config},
     key_kind="KubeNode",
     all_keys=all_keys,
     view=view,

@@ -81,6 +81,10 @@ class Effector(Protocol):
         ...
 
 
+#: No observation of this subject delivered yet (``None`` may be a part).
+_UNSEEN = object()
+
+
 class _LogRefused(Exception):  # noqa: N818 - a signal inside the worker, not an error type
     """The stream did not store an action's ``intended`` record: perform nothing."""
 
@@ -180,6 +184,9 @@ class Worker:
         self.log_refusal: str | None = None
         self._refusals = 0
         self.trigger_kinds = frozenset(str(t.__struct_config__.tag) for t in spec.triggers)
+        self._reads = {str(t.__struct_config__.tag): f for t, f in spec.reads.items()}
+        #: Subject → the part (``ReconcilerSpec.reads``) of its last observation delivered.
+        self._parts: dict[str, object] = {}
         # One filter subject, always: nats-server 2.15 delivers far slower from a consumer
         # with several filter subjects (bench/filters.py: 7.2k msg/s for two kinds vs 97k for
         # bridge.obs.>), so a reconciler with several trigger kinds takes every observation
@@ -214,6 +221,7 @@ class Worker:
         self.caught_up = False
         self.reconciles = 0
         self.settled = 0  # messages acked, naked or termed (benchmarks and tests read it)
+        self.unread = 0  # triggers whose part read (ReconcilerSpec.reads) had not changed
         self._stopping = False
         self._puller: PullConsumer | None = None
         self._running: dict[str, tuple[float, list[_Tracker]]] = {}
@@ -342,6 +350,18 @@ class Worker:
             await msg.term()
             self.settled += 1
             return
+        reads = self._reads.get(kind)
+        if reads is not None:
+            part = reads(event)
+            before = self._parts.get(msg.subject, _UNSEEN)
+            self._parts[msg.subject] = part
+            # What this reconciler reads of the object did not change: no decision can.
+            # A redelivery is decided again (its first decide asked to be retried).
+            if before == part and md.num_delivered == 1:
+                self.unread += 1
+                await msg.ack()
+                self.settled += 1
+                return
         counter = self._m_consumed.get(kind)
         if counter is None:
             counter = self._m_consumed[kind] = metrics.EVENTS_CONSUMED.labels(self.spec.name, kind)

@@ -473,3 +473,24 @@ async def test_a_burst_for_one_key_is_decided_once(nats_server: NatsServer) -> N
         assert h.world.drains() == []
     finally:
         await h.stop()
+
+
+async def test_a_change_the_reconciler_does_not_read_triggers_no_decide(h: Harness) -> None:
+    """slurm_drain reads a Slurm node's DRAIN flag and reason, not its jobs: a node going
+    ALLOCATED and back (its ``alloc_cpus`` with it) is acknowledged without a decide; a
+    drain is decided."""
+    assert h.worker is not None
+    await h.publish(sn("n9"), kn("n9", unschedulable=False))
+    await until(lambda: h.worker is not None and h.worker.settled >= 2 and h.worker.idle)
+    before = h.worker.reconciles
+    busy = SlurmNode(source="slurm:c1", key="n9", cluster="c1", state=("ALLOCATED",), alloc_cpus=2)
+    await h.publish(busy)
+    await h.publish(sn("n9", "MIXED"))
+    await h.publish(sn("n9"))
+    await until(lambda: h.worker is not None and h.worker.settled >= 5 and h.worker.idle)
+    assert h.worker.reconciles == before
+    assert h.worker.unread == 3
+    await h.publish(sn("n9", "IDLE", "DRAIN", reason="admin"))
+    await until(lambda: h.worker is not None and h.worker.settled >= 6 and h.worker.idle)
+    assert h.worker.reconciles == before + 1
+    assert h.world.drains() == []
