@@ -494,3 +494,19 @@ async def test_a_change_the_reconciler_does_not_read_triggers_no_decide(h: Harne
     await until(lambda: h.worker is not None and h.worker.settled >= 6 and h.worker.idle)
     assert h.worker.reconciles == before + 1
     assert h.world.drains() == []
+
+
+async def test_a_redelivered_trigger_is_decided_though_its_read_part_is_unchanged(
+    h: Harness,
+) -> None:
+    """``SPEC.reads`` compares an observation with the one delivered before it; the
+    redelivery of a trigger whose effect must be retried carries the same part, and is
+    decided again all the same."""
+    assert h.worker is not None
+    await h.publish(kn("r1", unschedulable=True))
+    await until(lambda: h.worker is not None and h.worker.settled >= 1 and h.worker.idle)
+    h.world.fail_times = 1
+    await h.publish(sn("r1"))  # the pair is complete: drain, which fails once
+    await until(lambda: len(h.world.drains()) == 1)
+    recs = outcomes(await h.records(streams.ACT_STREAM, "bridge.act.>"))
+    assert [r.outcome for r in recs if isinstance(r.action, DrainSlurmNode)] == ["retry", "ok"]
