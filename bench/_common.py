@@ -71,20 +71,35 @@ async def start_slurmbridge(
     poll_interval: float,
     *,
     profile: str = "",
+    metrics_port: int = 0,
 ) -> asyncio.subprocess.Process:
     """``slurmbridge run`` (every component) as its own process, as in production, pointed at
     ``overrides`` (the simulators' settings) and ``nats_url``; quiet logs, no listeners.
-    ``profile``: run it under cProfile, writing that file on exit."""
+    ``profile``: run it under cProfile, writing that file on exit. ``metrics_port``: serve
+    ``/metrics`` there (0: no listener)."""
     settings = dict(overrides)
     settings["nats"] = {"url": nats_url}
     settings["slurm"] = {**settings.get("slurm", {}), "pollInterval": poll_interval}
-    settings["observability"] = {"metricsPort": 0, "healthPort": 0, "logLevel": "WARNING"}
+    settings["observability"] = {
+        "metricsPort": metrics_port,
+        "healthPort": 0,
+        "logLevel": "WARNING",
+    }
     cfg = workdir / "slurmbridge.yaml"
     cfg.write_text(json.dumps(settings))  # JSON is YAML
     prof = ("-m", "cProfile", "-o", profile) if profile else ()
     return await asyncio.create_subprocess_exec(
         sys.executable, *prof, "-m", "slurmbridge", "run", "--config", str(cfg)
     )
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 async def until(cond: Callable[[], bool], timeout: float, what: str) -> None:

@@ -14,11 +14,23 @@ timestamps inside their own writes with ``time.monotonic()``:
   (``deletionTimestamp`` set). ``cleanup_removed_p99_ms`` adds the kubelet stopping the pod
   and slurmbridge releasing its finalizer, until the pod is gone.
 
+* **work per placed pod** (``--arrival PODS_PER_S`` paces pods at that rate): over the bind
+  phase, until nothing more is written or decided, ``decides_per_pod`` (slurmbridge's
+  ``slurmbridge_decides_total``, scraped from its ``/metrics``), ``api_writes_per_pod``
+  (POST/PUT/PATCH/DELETE requests both simulators served), ``nats_msgs_per_pod`` (JetStream
+  messages stored, all streams) and ``cpu_ms_per_pod`` (the slurmbridge process's CPU time:
+  the simulators and the load run in this process, so that figure is the bridge's own), with
+  breakdowns by reconciler, request and stream (:mod:`bench._work`).
+* **direct baseline** (``--baseline direct``): after slurmbridge is stopped, the same workload
+  again through ``bench/_direct.py``, a minimal binder in its own process (watch pods → submit
+  a job → poll it → bind; no log): ``direct_bound_pods_per_s`` and its work per pod.
+
 A running job's end is seen by the full job listing (``slurm.pollInterval``); a pending job's
 start by the hot loop (``slurm.pendingJobPollInterval``). Slinky's anchor for both is its
 30 s job re-list.
 
     python bench/workload.py --json [--pods 200] [--poll-interval 2]
+    python bench/workload.py --json --arrival 50 --pods 300 --nodes 100 --baseline direct
     python bench/workload.py --json --slurm real [--release 26.05] [--nodes 20]
 
 ``--slurm real`` (root; the release's root file system built once with
@@ -38,17 +50,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import nats as nats_py
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, machine, percentile, start_slurmbridge, until
+from bench._common import emit, free_port, machine, percentile, start_slurmbridge, until
+from bench._work import (
+    cpu_seconds,
+    delta,
+    kube_writes,
+    per_pod,
+    prometheus_totals,
+    slurm_writes,
+    stream_seqs,
+)
 from schemas import wellknown
 from slurmbridge.devtools.sim.kube import ApiError, Change
 from slurmbridge.devtools.sim.workloads import GROUP_KINDS, create_group
@@ -56,6 +80,8 @@ from slurmbridge.devtools.testing import Simulators
 from slurmbridge.runtime.natsserver import NatsServer
 
 JOBID = wellknown.LABEL_SLURM_JOBID
+#: The direct binder's pods name it, so slurmbridge never takes them.
+DIRECT_SCHEDULER = "direct-binder"
 
 
 class Clock:
@@ -114,10 +140,100 @@ def _plan(pods: int) -> list[tuple[str, int]]:
     return plan
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+class Work:
+    """Counters read around a phase: decides (slurmbridge's ``/metrics``, when
+    ``metrics_url``), writes served by both simulators, JetStream messages stored, and the
+    CPU seconds of process ``pid`` (the bridge, or the direct binder)."""
+
+    def __init__(self, sims: Simulators, nc: Any, pid: int, metrics_url: str = "") -> None:
+        self.sims, self.nc, self.pid, self.metrics_url = sims, nc, pid, metrics_url
+
+    async def snapshot(self) -> dict[str, Any]:
+        decides: dict[str, float] = {}
+        triggers: dict[str, float] = {}
+        if self.metrics_url:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(self.metrics_url) as resp,
+            ):
+                text = await resp.text()
+            decides = prometheus_totals(text, "slurmbridge_decides_total", by="reconciler")
+            triggers = prometheus_totals(
+                text, "slurmbridge_events_consumed_total", by=("reconciler", "kind")
+            )
+        return {
+            "decides": decides,
+            "triggers": triggers,
+            "kube": kube_writes(dict(self.sims.kube.requests)),
+            "slurm": slurm_writes(dict(self.sims.slurm.counters)),
+            "nats": await stream_seqs(self.nc),
+            "cpu": cpu_seconds(self.pid),
+        }
+
+    async def quiet(self, settle: float, cap: float) -> None:
+        """Wait until nothing is written or decided for ``settle`` seconds (at most ``cap``):
+        the work a pod causes after it has ended (job cancelled, finalizers) counts too."""
+        deadline = time.monotonic() + cap
+        last = await self.snapshot()
+        last.pop("cpu")
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < settle:
+            await asyncio.sleep(0.25)
+            now = await self.snapshot()
+            now.pop("cpu")
+            if now != last:
+                last, quiet_since = now, time.monotonic()
+
+    @staticmethod
+    def per_pod(before: dict[str, Any], after: dict[str, Any], pods: int) -> dict[str, Any]:
+        """The figures per placed pod, with the breakdowns they sum."""
+        decides = delta(before["decides"], after["decides"])
+        triggers = delta(before["triggers"], after["triggers"])
+        kube = delta(before["kube"], after["kube"])
+        slurm = delta(before["slurm"], after["slurm"])
+        nats = delta(before["nats"], after["nats"])
+        return {
+            "decides_per_pod": per_pod(sum(decides.values()), pods),
+            "api_writes_per_pod": per_pod(sum(kube.values()) + sum(slurm.values()), pods),
+            "nats_msgs_per_pod": per_pod(sum(nats.values()), pods),
+            "cpu_ms_per_pod": per_pod((after["cpu"] - before["cpu"]) * 1000, pods),
+            "decides_by_reconciler_per_pod": {
+                k: per_pod(v, pods) for k, v in sorted(decides.items())
+            },
+            "triggers_by_reconciler_kind_per_pod": {
+                k: per_pod(v, pods) for k, v in sorted(triggers.items())
+            },
+            "writes_by_request_per_pod": {
+                k: per_pod(v, pods) for k, v in sorted({**kube, **slurm}.items())
+            },
+            "nats_msgs_by_stream_per_pod": {k: per_pod(v, pods) for k, v in sorted(nats.items())},
+        }
+
+
+async def _arrive(
+    sim: Any, args: argparse.Namespace, prefix: str, scheduler: str
+) -> tuple[list[str], float]:
+    """Create the plan's groups, paced at ``--arrival`` pods/s (or one group every
+    ``--spacing`` s); returns the pod names and the phase's start (monotonic)."""
+    names: list[str] = []
+    t0 = time.monotonic()
+    for n, (kind, size) in enumerate(_plan(args.pods)):
+        if args.arrival:
+            wait = t0 + len(names) / args.arrival - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+        names += create_group(
+            sim,
+            kind,
+            f"{prefix}{n}",
+            size,
+            requests={"cpu": "1", "memory": "64Mi"},
+            run_seconds=args.run_seconds,
+            scheduler_name=scheduler,
+        )
+        if not args.arrival:
+            await asyncio.sleep(args.spacing)
+    return names, t0
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -127,10 +243,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     nats = NatsServer(store_dir=workdir / "nats")
     await nats.start()
     await sims.start()
+    port = free_port()
     proc = await start_slurmbridge(
-        sims.overrides(), nats.url, workdir, args.poll_interval, profile=args.profile
+        sims.overrides(),
+        nats.url,
+        workdir,
+        args.poll_interval,
+        profile=args.profile,
+        metrics_port=port,
     )
+    nc = await nats_py.connect(nats.url)
     sim = sims.kube
+    direct: dict[str, Any] = {}
     try:
 
         def phase(name: str) -> str:
@@ -144,25 +268,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await until(lambda: phase(warm) == "Succeeded", 60, "slurmbridge to place a pod")
         sims.slurm.on_job_state.append(clock.on_job)
         sim.on_write.append(clock.on_write)
+        work = Work(sims, nc, proc.pid, f"http://127.0.0.1:{port}/metrics")
+        await work.quiet(settle=args.poll_interval + 0.5, cap=30)
 
         # 1. bind: groups arrive, run, finish.
-        cpu0, wall0 = _cpu_seconds(proc.pid), time.monotonic()
-        names: list[str] = []
-        for n, (kind, size) in enumerate(_plan(args.pods)):
-            names += create_group(
-                sim,
-                kind,
-                f"b{n}",
-                size,
-                requests={"cpu": "1", "memory": "64Mi"},
-                run_seconds=args.run_seconds,
-            )
-            await asyncio.sleep(args.spacing)
+        before = await work.snapshot()
+        names, wall0 = await _arrive(sim, args, "b", wellknown.DEFAULT_SCHEDULER_NAME)
         await until(
             lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
         )
+        t_done = time.monotonic()
         bind = [at - clock.started[job] for job, at in (clock.bound[n] for n in names)]
-        cpu_share = (_cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - wall0)
+        cpu_share = (cpu_seconds(proc.pid) - before["cpu"]) / (t_done - wall0)
+        last_bind = max(clock.bound[n][1] for n in names)
+        await work.quiet(settle=args.poll_interval + 0.5, cap=30)
+        figures = Work.per_pod(before, await work.snapshot(), len(names))
         # Where the bind time goes: job start → pod labelled (submit answered, pods marked),
         # then pod labelled → Binding (watch, log, projection, placement, bind).
         marked = [clock.marked[n][1] - clock.started[clock.marked[n][0]] for n in names]
@@ -186,15 +306,35 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         pairs = list(zip(long_names, jobs, strict=True))
         cleanup = [clock.deleting[n][1] - clock.ended[j] for n, j in pairs]
         removed = [clock.removed[n][1] - clock.ended[j] for n, j in pairs]
-    finally:
+
+        # 3. the same workload through the minimal direct binder, slurmbridge stopped.
         proc.terminate()
         await proc.wait()
+        if args.baseline == "direct":
+            # Without slurmbridge nobody taints nodes as managed; its NoExecute taint, left
+            # behind, would make the kubelets refuse the direct binder's pods.
+            for i in range(1, args.nodes + 1):
+                node = sim.get("nodes", f"n{i}")
+                taints = node.get("spec", {}).get("taints") or []
+                kept = [t for t in taints if t.get("key") != wellknown.TAINT_MANAGED_NODE]
+                if kept != taints:
+                    node["spec"]["taints"] = kept
+                    sim.update(node)
+            direct = await _direct(args, sims, nc, clock, phase)
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
+        await nc.close()
         await sims.stop()
         await nats.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
+    n_groups = len(_plan(args.pods))
+    arrival = args.arrival or len(names) / max(1e-9, args.spacing * n_groups)
     return {
         "pods": len(bind),
+        "nodes": args.nodes,
         "bind_p50_ms": _ms(bind, 50),
         "bind_p99_ms": _ms(bind, 99),
         "bind_max_ms": _ms(bind, 100),
@@ -203,9 +343,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "bind_stage_labelled_to_bound_p50_ms": _ms(to_bind, 50),
         "bind_stage_labelled_to_bound_p99_ms": _ms(to_bind, 99),
         "slurmbridge_cpu_share_bind_phase": round(cpu_share, 2),
-        "arrival_pods_per_s": round(
-            len(names) / max(1e-9, args.spacing * len(_plan(args.pods))), 1
-        ),
+        "arrival_pods_per_s": round(arrival, 1),
+        "bound_pods_per_s": round(len(names) / max(1e-9, last_bind - wall0), 1),
+        **figures,
+        **direct,
         "cleanup_pods": len(cleanup),
         "cleanup_p50_ms": _ms(cleanup, 50),
         "cleanup_p99_ms": _ms(cleanup, 99),
@@ -213,6 +354,60 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "poll_interval_s": args.poll_interval,
         "pending_job_poll_interval_s": 0.02,
         "machine": machine(),
+    }
+
+
+async def _direct(
+    args: argparse.Namespace,
+    sims: Simulators,
+    nc: Any,
+    clock: Clock,
+    phase: Callable[[str], str],
+) -> dict[str, Any]:
+    """The bind phase again through ``bench/_direct.py`` (its own process), pods named
+    ``d<n>-…`` with their own scheduler name; its figures are prefixed ``direct_``."""
+    binder = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).resolve().parent / "_direct.py"),
+        "--kube-url",
+        sims.kube.url,
+        "--slurm-url",
+        sims.slurm.url,
+        "--slurm-token-file",
+        str(sims.token_file),
+        "--scheduler",
+        DIRECT_SCHEDULER,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert binder.stdout is not None
+        line = await asyncio.wait_for(binder.stdout.readline(), 60)
+        if line.strip() != b"READY":
+            raise RuntimeError(f"direct binder did not start: {line!r}")
+        work = Work(sims, nc, binder.pid)
+        before = await work.snapshot()
+        names, wall0 = await _arrive(sims.kube, args, "d", DIRECT_SCHEDULER)
+        await until(
+            lambda: all(phase(n) == "Succeeded" for n in names),
+            args.timeout,
+            "direct pods Succeeded",
+        )
+        last_bind = max(clock.bound[n][1] for n in names)
+        # The direct binder labels nothing: its jobs are named after their pods.
+        job_of = {j.name: j.job_id for j in sims.slurm.jobs_by_id.values()}
+        bind = [clock.bound[n][1] - clock.started[job_of[n]] for n in names]
+        await work.quiet(settle=1.0, cap=30)
+        figures = Work.per_pod(before, await work.snapshot(), len(names))
+    finally:
+        binder.terminate()
+        await binder.wait()
+    return {
+        "direct_bound_pods_per_s": round(len(names) / max(1e-9, last_bind - wall0), 1),
+        "direct_bind_p50_ms": _ms(bind, 50),
+        "direct_bind_p99_ms": _ms(bind, 99),
+        "direct_api_writes_per_pod": figures["api_writes_per_pod"],
+        "direct_cpu_ms_per_pod": figures["cpu_ms_per_pod"],
+        "direct_writes_by_request_per_pod": figures["writes_by_request_per_pod"],
     }
 
 
@@ -258,7 +453,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             watch.start()
 
             # 1. bind: groups arrive, run, finish.
-            cpu0, wall0 = _cpu_seconds(proc.pid), time.monotonic()
+            cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
             names: list[str] = []
             for n, (kind, size) in enumerate(_plan(args.pods)):
                 names += create_group(
@@ -275,7 +470,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             )
             t_done = time.monotonic()
             batches = list(watch.start_batches)  # the bind phase's job starts
-            cpu_share = (_cpu_seconds(proc.pid) - cpu0) / (t_done - wall0)
+            cpu_share = (cpu_seconds(proc.pid) - cpu0) / (t_done - wall0)
             jobs = {clock.bound[n][0] for n in names}
             missing = sorted(j for j in jobs if j not in watch.running)
             if missing:
@@ -396,6 +591,19 @@ def main() -> None:
     ap.add_argument("--poll-interval", type=float, default=2.0, help="slurm.pollInterval (2 s)")
     ap.add_argument(
         "--spacing", type=float, default=0.2, help="seconds between groups (0.2: ~21 pods/s)"
+    )
+    ap.add_argument(
+        "--arrival",
+        type=float,
+        default=0.0,
+        metavar="PODS_PER_S",
+        help="sim: pods arrive at this rate, whatever their groups (replaces --spacing)",
+    )
+    ap.add_argument(
+        "--baseline",
+        choices=("none", "direct"),
+        default="none",
+        help="sim: direct = place the same workload with bench/_direct.py too",
     )
     ap.add_argument("--run-seconds", type=float, default=0.5, help="pod run time (0.5 s)")
     ap.add_argument(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import msgspec
+
 from reconcilers.base import Context, KeysOf, Store
 from schemas import wellknown
 from schemas.events import Event, KubeNode, SlurmNode, SlurmPing
@@ -49,6 +51,38 @@ NODE_KEYS: Final[dict[type[Event], KeysOf]] = {
     KubeNode: _node_itself,
     SlurmNode: _nodes_of_slurm_node,
 }
+
+
+#: Base states between which a Slurm node changes as jobs come and go.
+_RUNNING_STATES = frozenset({"IDLE", "ALLOCATED", "MIXED", "COMPLETING"})
+
+
+def slurm_node_exists(event: SlurmNode) -> object:
+    """What a reconciler that only asks whether a Slurm node exists reads of one
+    (``ReconcilerSpec.reads``): its cluster, and whether it is a tombstone."""
+    return (event.op, event.cluster)
+
+
+def slurm_node_drain(event: SlurmNode) -> object:
+    """What ``slurm_drain`` reads of a Slurm node: existence, the DRAIN flag, the reason."""
+    return (event.op, event.cluster, event.has("DRAIN"), event.reason)
+
+
+def slurm_node_config(event: SlurmNode) -> object:
+    """A Slurm node without what changes as jobs start and end on it — ``alloc_cpus`` and
+    the running base state (IDLE/ALLOCATED/MIXED/COMPLETING), except through
+    :attr:`~schemas.events.SlurmNode.drained` — and without the envelope's bookkeeping."""
+    base = event.state[:1]
+    if base and base[0] in _RUNNING_STATES:
+        base = ("",)
+    return msgspec.structs.replace(
+        event,
+        state=(*base, *event.state[1:], *(("drained",) if event.drained else ())),
+        alloc_cpus=0,
+        observed_at=0,
+        version="",
+        producer="",
+    )
 
 
 def all_kube_nodes(store: Store, ctx: Context) -> list[str]:

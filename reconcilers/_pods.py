@@ -1153,3 +1153,20 @@ def pod_event(pod: KubePod, reason: str, message: str, *, warning: bool = False)
         reason=reason,
         message=message,
     )
+
+
+def group_read(event: KubePod) -> object:
+    """What ``placement`` and ``workload`` read of a pod (``ReconcilerSpec.reads``): all of
+    it but readiness (``ready``, ``ready_since``) and the phase beyond "ended or not"
+    (:attr:`~schemas.events.KubePod.terminal`; neither reconciler, nor a module they use,
+    tells Pending from Running), and without the envelope's bookkeeping. A pod starting on
+    its node therefore triggers neither."""
+    return msgspec.structs.replace(
+        event,
+        phase="ended" if event.terminal else "",
+        ready=False,
+        ready_since=0,
+        observed_at=0,
+        version="",
+        producer="",
+    )

@@ -12,7 +12,7 @@ clock (time arrives in the view when a rule needs it), no randomness.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -139,6 +139,11 @@ class ReconcilerSpec:
     ``all_keys(store, ctx)``: every key worth reconciling at start-up (initial resync).
     ``view(store, key, ctx)``: pure read of the state ``decide`` needs.
     ``decide(view)``: pure rules → :class:`Decision`.
+    ``reads``: for a trigger kind, the part of an observation that this reconciler's
+    ``keys`` and ``view`` read (a pure function of the event; the result compared with
+    ``==``). An observation whose part equals that of the observation of the same object
+    before it cannot change a decision, so the runtime decides nothing for it. A kind not
+    listed is read whole.
     """
 
     name: str
@@ -148,6 +153,7 @@ class ReconcilerSpec:
     view: Callable[[Store, str, Context], Any]
     decide: Callable[[Any], Decision]
     description: str = ""
+    reads: Mapping[type[Event], Callable[[Any], object]] = field(default_factory=dict)
 
     @property
     def triggers(self) -> tuple[type[Event], ...]:

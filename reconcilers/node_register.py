@@ -774,6 +774,8 @@ SPEC = ReconcilerSpec(
         KubeResourceSlice: _node_of_slice,
         KubeListed: _after_listing,
     },
+    # A node's jobs starting and ending matter only through ``drained``.
+    reads={SlurmNode: _nodes.slurm_node_config},
     key_kind="KubeNode",
     all_keys=all_keys,
     view=view,

@@ -17,7 +17,7 @@ from reconcilers import _nodes
 from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
 from schemas import wellknown
 from schemas.actions import RecordEvent, TaintNode, UntaintNode
-from schemas.events import KubeNode, Taint
+from schemas.events import KubeNode, SlurmNode, Taint
 
 NAME = "node_taint"
 
@@ -97,6 +97,8 @@ def decide(v: View) -> Decision:
 SPEC = ReconcilerSpec(
     name=NAME,
     keys=_nodes.NODE_KEYS,
+    # A node's jobs starting and ending change nothing here.
+    reads={SlurmNode: _nodes.slurm_node_exists},
     key_kind="KubeNode",
     all_keys=_nodes.all_kube_nodes,
     view=view,

@@ -1727,6 +1727,8 @@ SPEC = ReconcilerSpec(
         # A DeviceClass's selector decides what its devices are: pods waiting may now fit.
         KubeDeviceClass: _after_slice,
     },
+    # A pod starting (Pending → Running, Ready) changes nothing here.
+    reads={KubePod: _pods.group_read},
     key_kind="PodGroup",
     all_keys=all_keys,
     view=view,

@@ -99,6 +99,8 @@ def decide(v: View) -> Decision:
 SPEC = ReconcilerSpec(
     name=NAME,
     keys=_nodes.NODE_KEYS,
+    # A node's jobs starting and ending change nothing here.
+    reads={SlurmNode: _nodes.slurm_node_drain},
     key_kind="KubeNode",
     all_keys=_nodes.all_kube_nodes,
     view=view,

@@ -658,6 +658,8 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
 SPEC = ReconcilerSpec(
     name=NAME,
     keys={KubePod: _group_of_pod, KubeNode: _deleting_on, SlurmJob: _pods.group_of_job},
+    # A pod starting (Pending → Running, Ready) changes nothing here.
+    reads={KubePod: _pods.group_read},
     key_kind="PodGroup",
     all_keys=all_keys,
     view=view,

@@ -242,6 +242,8 @@ class App:
         self.clusters: ClusterSupervisor | None = None
         self.lease_kv: KeyValue | None = None
         self.leases: dict[str, Lease] = {}
+        #: The pod effector (None until built, or when an effector_override replaces it).
+        self.pod_effector: PodEffector | None = None
         self.effector: Effector | None = None
         self._publish: ObservationPublisher | None = None
         self.kube_api: kclient.ApiClient | None = None
@@ -746,6 +748,9 @@ class App:
         key = (
             spec.name if s.worker.partitions == 1 else f"{spec.name}[{index}/{s.worker.partitions}]"
         )
+        if spec.name == "placement" and self.pod_effector is not None:
+            # Another process may have submitted for these keys until now: list once more.
+            self.pod_effector.relist()
         await worker.start()
         self.workers[key] = worker
         ready.set()
@@ -811,6 +816,7 @@ class App:
                     self.poller.wake()
 
         pods.on_job_changed = changed
+        self.pod_effector = pods
         return pods
 
     def _spawn(self, coro: Any, name: str) -> None:

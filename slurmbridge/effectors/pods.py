@@ -57,9 +57,12 @@ class PodEffector(ClaimEffects, Effector):
     """Pod placement and workload actions: they touch both sides, so this effector holds a
     Kubernetes ApiClient and the Slurm clients.
 
-    * submit: look in Slurm for a live job whose ``comment`` is the action's marker first (for
-      a re-back, one that holds or requires every node the spec requires), so a redelivered
-      or retried submit never makes a second job; then mark the pods;
+    * submit: look for a live job whose ``comment`` is the action's marker first (for a
+      re-back, one that holds or requires every node the spec requires), so a redelivered
+      or retried submit never makes a second job; then mark the pods. Slurm's jobs are
+      listed once per cluster and :meth:`relist` epoch (the app calls it when a placement
+      worker starts), later submits only re-read the jobs this process knows carry the
+      marker (``GET job/{id}``), or nothing at all;
     * mark: read each pod (uid precondition: a re-created pod is left alone), then one JSON
       patch that tests ``metadata.resourceVersion`` (the pod changed meanwhile ⇒ Transient)
       and sets the job-id label, adds our finalizer and the managed-node toleration; the
@@ -81,6 +84,9 @@ class PodEffector(ClaimEffects, Effector):
 
     Raises Transient / Permanent as the other effectors do.
     """
+
+    #: Markers remembered per cluster before a new listing epoch starts.
+    MAX_MARKERS = 100_000
 
     TABLE: ClassVar[Mapping[type[Action], str]] = {
         SubmitSlurmJob: "_submit",
@@ -109,6 +115,9 @@ class PodEffector(ClaimEffects, Effector):
         self.placeholder_script = placeholder_script
         self.on_job_changed: Callable[[str, int], None] | None = None
         self._events = KubeEffector(api)
+        #: Per cluster, marker → ids of the live jobs carrying it (see _known_jobs); a
+        #: cluster missing has no epoch open: its next submit lists Slurm's jobs.
+        self._markers: dict[str, dict[str, list[int]]] = {}
 
     def _client(self, cluster: str) -> SlurmClient:
         try:
@@ -119,23 +128,71 @@ class PodEffector(ClaimEffects, Effector):
     async def _patch(self, pod: PodRef, body: Any, content_type: str = MERGE) -> None:
         await patch_pod(self.core, pod, body, content_type)
 
-    async def _submit(self, action: SubmitSlurmJob) -> EffectResult:
-        c = self._client(action.cluster)
-        existing = None
-        listing = await c.list_jobs()
+    def relist(self) -> None:
+        """Forget which jobs carry which markers: the next submit of each cluster lists
+        Slurm's jobs once again. Call it whenever another process may have submitted for
+        keys this one now handles (a placement worker started: at start-up, or a lease
+        taken over from another replica)."""
+        self._markers.clear()
+
+    async def _known_jobs(self, c: SlurmClient, cluster: str) -> dict[str, list[int]]:
+        """Marker → ids of the live jobs carrying it, as far as this process can know: one
+        full listing per cluster and :meth:`relist` epoch, then the jobs it submits itself.
+        A job of ours this process did not submit came from an earlier process or another
+        replica, and the listing that opens the epoch (taken after that one stopped
+        submitting for these keys) shows it."""
+        known = self._markers.get(cluster)
+        if known is None:
+            listing = await c.list_jobs()
+            known = {}
+            for job in listing.jobs if listing is not None else ():
+                if job.comment and job.base_state not in JOB_ENDED:
+                    # A heterogeneous job's pods carry its id (the leader's).
+                    known.setdefault(job.comment, []).append(job.het_job_id or job.job_id)
+            self._markers[cluster] = known
+        return known
+
+    async def _existing(self, c: SlurmClient, action: SubmitSlurmJob) -> int | None:
+        """The live job of ours that already serves ``action``, re-read one by one (``GET
+        job/{id}``): never a full job listing per submit (Slinky slurm-bridge#45: a big
+        pending queue made every placement list it)."""
+        known = await self._known_jobs(c, action.cluster)
+        ids = known.get(action.marker)
+        if not ids:
+            return None
         need = set(action.spec.required_nodes)
-        for job in listing.jobs if listing is not None else ():
-            if job.comment != action.marker or job.base_state in JOB_ENDED:
+        live: list[int] = []
+        found = None
+        for job_id in ids:
+            job = await c.get_job(job_id)
+            if job is None or job.comment != action.marker or job.base_state in JOB_ENDED:
                 continue
+            live.append(job_id)
             # A re-back (required nodes) is satisfied only by a job of ours on, or asking
             # for, every one of those nodes: an older job of the group that slurmctld
             # restored from its state could start anywhere.
             held = set(job.nodes) if job.base_state == "RUNNING" else set(job.required_nodes)
-            if need <= held:
-                # A heterogeneous job's pods carry its id (the leader's), whichever
-                # component is found first.
-                existing = job.het_job_id or job.job_id
-                break
+            if found is None and need <= held:
+                found = job_id
+        if live:
+            known[action.marker] = live
+        else:
+            known.pop(action.marker, None)
+        return found
+
+    def _remember(self, cluster: str, marker: str, job_id: int) -> None:
+        known = self._markers.get(cluster)
+        if known is None:
+            return  # no epoch open: the next submit lists, and sees this job
+        if len(known) >= self.MAX_MARKERS:
+            # Bounded memory: start a new epoch (one listing) rather than grow for ever.
+            del self._markers[cluster]
+            return
+        known.setdefault(marker, []).append(job_id)
+
+    async def _submit(self, action: SubmitSlurmJob) -> EffectResult:
+        c = self._client(action.cluster)
+        existing = await self._existing(c, action)
         outcome = "noop"
         raws: list[RawPod | None] | None = None
         if existing is None:
@@ -154,6 +211,7 @@ class PodEffector(ClaimEffects, Effector):
                 return await self._refused(action, exc)
             existing, raws = job_id, list(read)
             outcome = "ok"
+            self._remember(action.cluster, action.marker, job_id)
             if self.on_job_changed is not None:
                 self.on_job_changed(action.cluster, existing)
         marked = await self._mark_all(action.pods, existing, action.scheduler_name, raws)

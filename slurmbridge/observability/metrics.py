@@ -21,6 +21,11 @@ RECONCILE_SECONDS = Histogram(
     ["reconciler", "outcome"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+DECIDES = Counter(
+    "slurmbridge_decides_total",
+    "Calls of a reconciler's decide() (view + rules), with or without actions",
+    ["reconciler"],
+)
 ACTIONS = Counter(
     "slurmbridge_actions_total",
     "Actions performed by effectors",

@@ -82,6 +82,10 @@ class Effector(Protocol):
         ...
 
 
+#: No observation of this subject delivered yet (``None`` may be a part).
+_UNSEEN = object()
+
+
 class _LogRefused(Exception):  # noqa: N818 - a signal inside the worker, not an error type
     """The stream did not store an action's ``intended`` record: perform nothing."""
 
@@ -181,6 +185,9 @@ class Worker:
         self.log_refusal: str | None = None
         self._refusals = 0
         self.trigger_kinds = frozenset(str(t.__struct_config__.tag) for t in spec.triggers)
+        self._reads = {str(t.__struct_config__.tag): f for t, f in spec.reads.items()}
+        #: Subject → the part (``ReconcilerSpec.reads``) of its last observation delivered.
+        self._parts: dict[str, object] = {}
         # One filter subject, always: nats-server 2.15 delivers far slower from a consumer
         # with several filter subjects (bench/filters.py: 7.2k msg/s for two kinds vs 97k for
         # bridge.obs.>), so a reconciler with several trigger kinds takes every observation
@@ -215,12 +222,14 @@ class Worker:
         self.caught_up = False
         self.reconciles = 0
         self.settled = 0  # messages acked, naked or termed (benchmarks and tests read it)
+        self.unread = 0  # triggers whose part read (ReconcilerSpec.reads) had not changed
         self._stopping = False
         self._puller: PullConsumer | None = None
         self._running: dict[str, tuple[float, list[_Tracker]]] = {}
         # Metric children looked up once: labels() costs more than the update itself.
         self._m_consumed: dict[str, Any] = {}
         self._m_ok = metrics.RECONCILE_SECONDS.labels(spec.name, "ok")
+        self._m_decides = metrics.DECIDES.labels(spec.name)
         self._m_pending = metrics.CONSUMER_PENDING.labels(spec.name)
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -309,13 +318,19 @@ class Worker:
                 for m in msgs:
                     await m.nak(delay=1.0)
                 continue
+            # A burst is decided once per key: the projection already holds the whole batch,
+            # so a second decide for the same key would see exactly what the first saw.
+            burst: dict[str, list[_Tracker]] = {}
             for m, md in zip(msgs, metas, strict=True):
-                await self._dispatch(m, md)
+                await self._dispatch(m, md, burst)
+            await self._decide_burst(burst)
             if metas[-1].num_pending == 0:
                 self.caught_up = True
             self._m_pending.set(metas[-1].num_pending)
 
-    async def _dispatch(self, msg: Any, md: AckMeta) -> None:
+    async def _dispatch(self, msg: Any, md: AckMeta, burst: dict[str, list[_Tracker]]) -> None:
+        """Settle ``msg`` at once when it concerns no key of ours; otherwise add its tracker
+        to ``burst`` under each key it concerns (decided by :meth:`_decide_burst`)."""
         seq = md.stream_seq
         try:
             parsed = subjects.parse_subject(msg.subject)
@@ -336,6 +351,18 @@ class Worker:
             await msg.term()
             self.settled += 1
             return
+        reads = self._reads.get(kind)
+        if reads is not None:
+            part = reads(event)
+            before = self._parts.get(msg.subject, _UNSEEN)
+            self._parts[msg.subject] = part
+            # What this reconciler reads of the object did not change: no decision can.
+            # A redelivery is decided again (its first decide asked to be retried).
+            if before == part and md.num_delivered == 1:
+                self.unread += 1
+                await msg.ack()
+                self.settled += 1
+                return
         counter = self._m_consumed.get(kind)
         if counter is None:
             counter = self._m_consumed[kind] = metrics.EVENTS_CONSUMED.labels(self.spec.name, kind)
@@ -352,10 +379,17 @@ class Worker:
         if not keys:
             await self._finish(tracker)
             return
-        q = self._queue
         for key in keys:
+            burst.setdefault(key, []).append(tracker)
+
+    async def _decide_burst(self, burst: dict[str, list[_Tracker]]) -> None:
+        """Decide each key of a fetched batch once, for all its triggers (controller-runtime's
+        workqueue coalescing, here within a batch the projection has wholly applied)."""
+        q = self._queue
+        for key, trackers in burst.items():
             if key in q.pending or key in q.inflight:
-                q.add(key, tracker)
+                for t in trackers:
+                    q.add(key, t)
                 continue
             # Fast path: the key is idle, so deciding right here keeps "one reconcile per key";
             # only a decision with effects needs a reconcile task.
@@ -364,13 +398,16 @@ class Worker:
             if isinstance(decision, Decision) and not decision.actions:
                 if decision.requeue_after is not None:
                     self._requeue(key, decision.requeue_after)
-                await self._complete(tracker, OK)
+                for t in trackers:
+                    await self._complete(t, OK)
             else:
                 self._decided[key] = (seen, decision)
-                q.add(key, tracker)
+                for t in trackers:
+                    q.add(key, t)
 
     def _decide(self, key: str, now: float | None = None) -> Decision | GiveUp:
         self.reconciles += 1
+        self._m_decides.inc()
         started = time.perf_counter()
         try:
             ctx = msgspec.structs.replace(self.ctx, now=time.time() if now is None else now)

@@ -891,3 +891,27 @@ async def test_set_pod_condition_moves_the_transition_time_only_when_the_status_
     assert (await w.effector.apply(flip)).outcome == "ok"
     cond = condition(w, "pc-t", SCHEDULED)
     assert cond is not None and cond["status"] == "True" and cond["lastTransitionTime"] != old
+
+
+async def test_submits_list_slurms_jobs_once_per_epoch(w: World) -> None:
+    """The submit reads no job listing: Slurm's jobs are listed once per cluster and epoch
+    (Slinky slurm-bridge#45: a big queue made every placement list it); a redelivered
+    submit re-reads only the job it made (``GET job/{id}``). ``relist()`` (a placement
+    worker starting) opens a new epoch, which finds a job another process submitted."""
+    pods = [w.kube.add_pod(f"ep-{i}", scheduler_name=SCHED) for i in range(4)]
+    for i, pod in enumerate(pods[:3]):
+        result = await w.effector.apply(submit(f"slurmbridge:ep{i}", ref(pod)))
+        assert result.outcome == "ok"
+    assert w.slurm.counters["GET jobs"] == 1
+    again = await w.effector.apply(submit("slurmbridge:ep0", ref(pods[0])))
+    assert again.outcome == "noop"
+    assert len(w.ours("slurmbridge:ep0")) == 1
+    assert w.slurm.counters["GET jobs"] == 1
+    assert w.slurm.counters["GET job"] >= 1
+    # Another replica submitted for a group this process now takes over.
+    theirs = job_of(w, "slurmbridge:ep3")
+    w.effector.relist()
+    result = await w.effector.apply(submit("slurmbridge:ep3", ref(pods[3])))
+    assert (result.outcome, result.detail) == ("ok", f"Slurm job {theirs}")
+    assert len(w.ours("slurmbridge:ep3")) == 1
+    assert w.slurm.counters["GET jobs"] == 2

@@ -442,3 +442,71 @@ async def test_a_decision_with_effects_is_decided_once(h: Harness) -> None:
     await until(lambda: len(h.world.drains()) == 1)
     await until(lambda: h.worker.settled >= 2)
     assert h.worker.reconciles - before == 1
+
+
+async def test_a_burst_for_one_key_is_decided_once(nats_server: NatsServer) -> None:
+    """Triggers for one key fetched in one batch are decided once: the projection already
+    holds the whole batch, so every further decide would see the same view."""
+    # Published before any worker runs: the burst waits in the log and arrives in one batch.
+    h0 = Harness(nats_server)
+    h0.bus = await busmod.connect(NatsSettings(), nats_server.url)
+    await h0.bus.ensure_streams(streams.stream_specs(storage="file"))
+    burst = [KubeNode(source="k8s", key="n7", uid="u-n7", labels={"i": str(i)}) for i in range(40)]
+    await h0.publish(sn("n7"), *burst)
+    await h0.bus.close()
+    h = Harness(nats_server)
+    await h.start()
+    assert h.worker is not None
+    try:
+        assert h.bus is not None
+        async with asyncio.timeout(10):
+            while True:
+                info = await h.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")
+                if not info.num_pending and not info.num_ack_pending and h.worker.idle:
+                    break
+                await asyncio.sleep(0.02)
+        # The stream keeps the latest few per subject: most of the burst is still there.
+        assert h.worker.settled >= 20
+        assert h.worker is not None
+        # The start-up resync decides n7 once more; nothing here changes a decision.
+        assert h.worker.reconciles <= 3, h.worker.reconciles
+        assert h.world.drains() == []
+    finally:
+        await h.stop()
+
+
+async def test_a_change_the_reconciler_does_not_read_triggers_no_decide(h: Harness) -> None:
+    """slurm_drain reads a Slurm node's DRAIN flag and reason, not its jobs: a node going
+    ALLOCATED and back (its ``alloc_cpus`` with it) is acknowledged without a decide; a
+    drain is decided."""
+    assert h.worker is not None
+    await h.publish(sn("n9"), kn("n9", unschedulable=False))
+    await until(lambda: h.worker is not None and h.worker.settled >= 2 and h.worker.idle)
+    before = h.worker.reconciles
+    busy = SlurmNode(source="slurm:c1", key="n9", cluster="c1", state=("ALLOCATED",), alloc_cpus=2)
+    await h.publish(busy)
+    await h.publish(sn("n9", "MIXED"))
+    await h.publish(sn("n9"))
+    await until(lambda: h.worker is not None and h.worker.settled >= 5 and h.worker.idle)
+    assert h.worker.reconciles == before
+    assert h.worker.unread == 3
+    await h.publish(sn("n9", "IDLE", "DRAIN", reason="admin"))
+    await until(lambda: h.worker is not None and h.worker.settled >= 6 and h.worker.idle)
+    assert h.worker.reconciles == before + 1
+    assert h.world.drains() == []
+
+
+async def test_a_redelivered_trigger_is_decided_though_its_read_part_is_unchanged(
+    h: Harness,
+) -> None:
+    """``SPEC.reads`` compares an observation with the one delivered before it; the
+    redelivery of a trigger whose effect must be retried carries the same part, and is
+    decided again all the same."""
+    assert h.worker is not None
+    await h.publish(kn("r1", unschedulable=True))
+    await until(lambda: h.worker is not None and h.worker.settled >= 1 and h.worker.idle)
+    h.world.fail_times = 1
+    await h.publish(sn("r1"))  # the pair is complete: drain, which fails once
+    await until(lambda: len(h.world.drains()) == 1)
+    recs = outcomes(await h.records(streams.ACT_STREAM, "bridge.act.>"))
+    assert [r.outcome for r in recs if isinstance(r.action, DrainSlurmNode)] == ["retry", "ok"]

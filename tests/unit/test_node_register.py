@@ -419,3 +419,42 @@ def test_an_external_nodes_topology_follows_its_annotation(
         assert updates == [UpdateSlurmNodeTopology(cluster="c1", node="k1", topology=want)]
         (event,) = [a for a in d.actions if isinstance(a, RecordEvent)]
         assert event.reason == "SlurmNodeTopology"
+
+
+def _job_variants(s: SlurmNode) -> list[SlurmNode]:
+    """``s`` as its jobs start and end: other running base states and ``alloc_cpus``."""
+    running = ("IDLE", "ALLOCATED", "MIXED", "COMPLETING")
+    states = [s.state]
+    if s.state[:1] and s.state[0] in running:
+        states = [(b, *s.state[1:]) for b in running]
+    elif s.state:
+        states += [("IDLE", *s.state), ("ALLOCATED", *s.state)]
+    return [msgspec.structs.replace(s, state=st, alloc_cpus=a) for st in states for a in (0, 3)]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if any(isinstance(o, SlurmNode) for o in c.objs)],
+    ids=lambda c: c.name,
+)
+def test_what_the_node_reconcilers_read_of_a_slurm_node_decides(case: Case) -> None:
+    """``ReconcilerSpec.reads`` is sound: Slurm nodes with equal parts get equal decisions
+    (node_register, slurm_drain and node_taint), so skipping an unchanged part is a no-op."""
+    from reconcilers import node_taint
+
+    specs = (nr.SPEC, slurm_drain.SPEC, node_taint.SPEC)
+    compared = 0
+    for i, obj in enumerate(case.objs):
+        if not isinstance(obj, SlurmNode):
+            continue
+        for variant in _job_variants(obj):
+            objs = (*case.objs[:i], variant, *case.objs[i + 1 :])
+            for spec in specs:
+                read = spec.reads[SlurmNode]
+                if read(variant) != read(obj):
+                    continue
+                want = spec.decide(spec.view(store(*case.objs), "k1", CTX))
+                got = spec.decide(spec.view(store(*objs), "k1", CTX))
+                assert got == want, (spec.name, variant.state, variant.alloc_cpus)
+                compared += 1
+    assert compared >= len(specs)  # at least the node itself with another alloc_cpus

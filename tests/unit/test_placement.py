@@ -1783,3 +1783,39 @@ def test_a_rest_api_that_cannot_update_nodes_requires_no_feature() -> None:
     assert submit.spec.constraints == ""
     new = msgspec.structs.replace(LISTED, api_version="v0.0.42")
     assert not of(decide("ns/Job:train", *gang(2), *world, new), SubmitSlurmJob)
+
+
+def _started(p: KubePod) -> KubePod:
+    """``p`` as the kubelet reports it running and Ready."""
+    return msgspec.structs.replace(p, phase="Running", ready=True, ready_since=1_700_000_000)
+
+
+@pytest.mark.parametrize(
+    "pods",
+    [
+        (job_pod("t-0", job=5, node="k1"), job_pod("t-1", job=5)),
+        (job_pod("t-0", job=5, node="k1"), job_pod("t-1", job=5, node="s2")),
+        (job_pod("t-0", job=5, node="k1", deleting=True), job_pod("t-1", job=5, node="s2")),
+    ],
+    ids=["half-bound", "bound", "one-deleting"],
+)
+@pytest.mark.parametrize("state", ["RUNNING", "COMPLETED"])
+def test_a_pod_starting_on_its_node_triggers_neither_placement_nor_workload(
+    pods: tuple[KubePod, ...], state: str
+) -> None:
+    """``SPEC.reads``: a bound pod turning Running and Ready has the same read part, and
+    placement and workload decide the same on either (so skipping its observation is a
+    no-op); a pod ending does not (its part differs)."""
+    from reconcilers import workload as wl_rec
+
+    key = "ns/Job:train"
+    root = workload("Job", "train", 2)
+    job = msgspec.structs.replace(sjob(5, state, ("s1", "s2")), comment=_ours(key))
+    before = store(root, *pods, *NODES, job)
+    started = store(root, _started(pods[0]), pods[1], *NODES, job)
+    for spec in (placement.SPEC, wl_rec.SPEC):
+        read = spec.reads[KubePod]
+        assert read(_started(pods[0])) == read(pods[0])
+        assert read(msgspec.structs.replace(pods[0], phase="Succeeded")) != read(pods[0])
+        want = spec.decide(spec.view(before, key, CTX))
+        assert spec.decide(spec.view(started, key, CTX)) == want, spec.name
