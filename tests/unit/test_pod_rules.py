@@ -97,7 +97,12 @@ def test_every_annotation_is_translated() -> None:
         P + "wckey": "w",
     }
     s = translate(BARE, [pod()], ann)
-    assert (s.account, s.constraints, s.cpus_per_task, s.exclusive) == ("acct", "fast", 4, True)
+    assert (s.account, s.constraints, s.cpus_per_task, s.exclusive) == (
+        "acct",
+        "slurm_bridge_gres_compatible&fast",
+        4,
+        True,
+    )
     assert (s.tres_per_node, s.group_id, s.name, s.licenses) == (
         "gres/gpu:a100:2",
         100,
