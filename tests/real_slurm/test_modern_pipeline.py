@@ -325,14 +325,15 @@ async def test_a_plain_users_token_places_pods_and_is_refused_node_updates(
             modern_slurm.run("scancel", "--user", PLAIN_USER, check=False)
 
 
-async def test_a_job_slurm_refuses_is_reported_on_the_pods_and_not_resubmitted(
+async def test_a_group_bigger_than_its_partition_is_not_submitted_and_says_why(
     stack: Stack, modern_slurm: ModernSlurm
 ) -> None:
-    """Three pods of 2 CPUs in partition gpu (two 2-CPU nodes): 24.11 refuses the batch
-    placeholder for good (2014 "Requested node configuration is not available", HTTP 500);
-    the pods say so (PodScheduled=False, SlurmJobRejected, a Warning Event) and the group is
-    not submitted again in a loop. 26.05 takes the EXTERNAL_JOB and leaves it PENDING
-    (reason PartitionConfig: 3 nodes asked of a 2-node partition), recorded as such."""
+    """Three pods of 2 CPUs in partition gpu (two 2-CPU nodes). Before Slinky 1.3 the job was
+    submitted and Slurm answered for it (24.11 refused the batch placeholder with 2014, 26.05
+    left the EXTERNAL_JOB PENDING for PartitionConfig); with 1.3's rule (slurm-bridge
+    eligibility.go: fewer eligible nodes than the group needs) nothing is submitted, on
+    either release: the pods say why (PodScheduled=False, SlurmNodesIneligible, a Warning
+    Event) and no submit follows in the next ten polls."""
     names = create_group(
         stack.kube,
         "Job",
@@ -341,59 +342,40 @@ async def test_a_job_slurm_refuses_is_reported_on_the_pods_and_not_resubmitted(
         annotations={"slurmjob.slinky.slurm.net/partition": "gpu"},
         requests={"cpu": "2"},
     )
-    if modern_slurm.release == "24.11":
 
-        def rejected() -> bool:
-            conds = [
-                c
-                for n in names
-                for c in (((_pod(stack, n) or {}).get("status") or {}).get("conditions") or [])
-                if c.get("type") == "PodScheduled"
-            ]
-            return len(conds) == 3 and all(c["reason"] == "SlurmJobRejected" for c in conds)
+    def said() -> bool:
+        conds = [
+            c
+            for n in names
+            for c in (((_pod(stack, n) or {}).get("status") or {}).get("conditions") or [])
+            if c.get("type") == "PodScheduled"
+        ]
+        return len(conds) == 3 and all(c["reason"] == "SlurmNodesIneligible" for c in conds)
 
-        await stack.wait_for(rejected, timeout=60, what="PodScheduled=False on the pods")
-        p = _pod(stack, names[0])
-        assert p is not None
-        cond = next(c for c in p["status"]["conditions"] if c["type"] == "PodScheduled")
-        assert cond["status"] == "False"
-        assert "2014" in cond["message"], cond["message"]
-        events = [
-            e for e in stack.kube.list("events", "default") if e.get("reason") == "SlurmJobRejected"
-        ]
-        assert events and all(e["type"] == "Warning" for e in events)
-        await stack.settled()
-        assert stack.app is not None and stack.app.poller is not None
-        polls = stack.app.poller.polls
-        await stack.wait_for(lambda: stack.app.poller.polls >= polls + 10, what="ten polls")
-        await stack.settled()
-        submits = [
-            r
-            for r in await stack.action_records()
-            if r.key == "default/Job:too-big" and type(r.action).__name__ == "SubmitSlurmJob"
-        ]
-        assert [r.outcome for r in submits] == ["rejected"]
-        assert await stack.dead_letters() == []
-    else:
-        await stack.wait_for(
-            lambda: all(
-                JOBID in ((_pod(stack, n) or {}).get("metadata") or {}).get("labels", {})
-                for n in names
-            ),
-            timeout=60,
-            what="the group's job submitted",
-        )
-        p = _pod(stack, names[0])
-        assert p is not None
-        job_id = int(p["metadata"]["labels"][JOBID])
-        await stack.wait_for(
-            lambda: (
-                "Reason=PartitionConfig" in modern_slurm.scontrol("-o", "show", "job", str(job_id))
-            ),
-            timeout=30,
-            what="the job pending for PartitionConfig",
-        )
-        assert _job_state(modern_slurm, job_id) == "PENDING"
+    await stack.wait_for(said, timeout=60, what="PodScheduled=False on the pods")
+    p = _pod(stack, names[0])
+    assert p is not None
+    cond = next(c for c in p["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert cond["status"] == "False"
+    events = [
+        e for e in stack.kube.list("events", "default") if e.get("reason") == "SlurmNodesIneligible"
+    ]
+    assert events and all(e["type"] == "Warning" for e in events)
+    await stack.settled()
+    assert stack.app is not None and stack.app.poller is not None
+    polls = stack.app.poller.polls
+    await stack.wait_for(lambda: stack.app.poller.polls >= polls + 10, what="ten polls")
+    await stack.settled()
+    submits = [
+        r
+        for r in await stack.action_records()
+        if r.key == "default/Job:too-big" and type(r.action).__name__ == "SubmitSlurmJob"
+    ]
+    assert submits == []
+    assert not any(
+        JOBID in ((_pod(stack, n) or {}).get("metadata") or {}).get("labels", {}) for n in names
+    )
+    assert await stack.dead_letters() == []
 
 
 async def test_an_external_node_is_registered_repartitioned_and_removed(

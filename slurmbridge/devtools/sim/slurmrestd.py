@@ -682,6 +682,9 @@ class SlurmSim(JobsMixin, ReservationsMixin):
         self.chaos_slow_s = 2.0
         self.chaos_rng = random.Random(0)
         self.chaos_injected: collections.Counter[str] = collections.Counter()
+        #: Jobs created by a request whose answer chaos delayed past the client's patience or
+        #: replaced by a 503: the client cannot know their ids (a retry may submit again).
+        self.chaos_unanswered_jobs: set[int] = set()
         now = self._now()
         self.nodes_changed_at = now
         self.parts_changed_at = now
@@ -1107,14 +1110,19 @@ class SlurmSim(JobsMixin, ReservationsMixin):
         if roll < 0.7:
             self.chaos_injected["slow"] += 1
             await asyncio.sleep(self.chaos_slow_s)
-            return await self._middleware(request, handler)  # late, but real
+            before = set(self.jobs_by_id)
+            late = await self._middleware(request, handler)  # late, but real
+            self.chaos_unanswered_jobs |= set(self.jobs_by_id) - before
+            return late
         if roll < 0.85:
             self.chaos_injected["reset"] += 1
             if request.transport is not None:
                 request.transport.abort()
             return _text("reset", 503)
         self.chaos_injected["503-after-effect"] += 1
+        before = set(self.jobs_by_id)
         await self._middleware(request, handler)
+        self.chaos_unanswered_jobs |= set(self.jobs_by_id) - before
         return _text("injected fault after the effect (HTTP 503)", 503)
 
     def fail_next(self, n: int = 1, status: int = 503, *, error_number: int | None = None) -> None:
