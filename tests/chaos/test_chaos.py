@@ -62,7 +62,10 @@ class Checker:
 
     def _slurm_update(self, name: str, update: Any, ts: float) -> None:
         del ts
-        if name == ADMIN:
+        # The administrator's drain is theirs: no state or reason may change on that node.
+        # The bridge's own feature (slurm_bridge_gres_compatible, Slinky 1.3: on every
+        # compatible node, drained or not) is no drain of anyone's.
+        if name == ADMIN and (update.state or update.reason is not None):
             self.violations.append(f"the administrator's node {ADMIN} was updated: {update}")
 
     def _job_state(self, job_id: int, state: str, ts: float) -> None:
