@@ -104,6 +104,24 @@ class KubeEffector(Effector):
         )
 
     async def _condition(self, action: SetNodeCondition) -> EffectResult:
+        # Re-read first: a condition already as wanted is not written again (a replica that
+        # took over decides before the echo of its predecessor's write reaches it, and
+        # lastTransitionTime must not move when nothing changed).
+        try:
+            node = DECODE_NODE.decode(
+                await read_raw(self.core.read_node_status(action.node, _preload_content=False))
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return EffectResult("noop", "node is gone")
+            raise
+        for c in node.status.conditions or ():
+            if c.type == action.type and (c.status, c.reason or "", c.message or "") == (
+                action.status,
+                action.reason,
+                action.message,
+            ):
+                return EffectResult("noop", "condition already set")
         entry = condition_entry(action.type, action.status, action.reason, action.message)
         entry["lastHeartbeatTime"] = entry["lastTransitionTime"]
         body = {"status": {"conditions": [entry]}}

@@ -247,6 +247,25 @@ async def test_set_node_condition_merges_by_type_and_keeps_the_kubelets(
     assert conditions(sim.get("nodes", "kc-1"))["Ready"] == ready_before
 
 
+async def test_a_node_condition_already_as_wanted_is_not_written_again(
+    sim: KubeSim, api: client.ApiClient
+) -> None:
+    """A replica that took over decides before the echo of its predecessor's write: the
+    second write of the same condition is a noop, and its lastTransitionTime stays."""
+    sim.add_node("kc-3")
+    effector = KubeEffector(api)
+    action = SetNodeCondition(node="kc-3", type="X", status="True", reason="R", message="m")
+    assert (await effector.apply(action)).outcome == "ok"
+    first = conditions(sim.get("nodes", "kc-3"))["X"]
+    writes = sum(n for (verb, _), n in sim.requests.items() if verb == "patch")
+    result = await effector.apply(action)
+    assert (result.outcome, result.detail) == ("noop", "condition already set")
+    assert sum(n for (verb, _), n in sim.requests.items() if verb == "patch") == writes
+    assert conditions(sim.get("nodes", "kc-3"))["X"] == first
+    other = SetNodeCondition(node="kc-3", type="X", status="True", reason="R", message="m2")
+    assert (await effector.apply(other)).outcome == "ok"
+
+
 async def test_set_node_condition_on_a_gone_node_is_a_noop(
     sim: KubeSim, api: client.ApiClient
 ) -> None:
