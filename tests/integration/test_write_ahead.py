@@ -73,7 +73,9 @@ async def test_no_drain_without_its_intent_in_the_log(caplog: pytest.LogCaptureF
         assert streams.ACT_STREAM in said[0] and "maximum bytes" in said[0].lower()
         status, body = await _readyz(port)
         assert status == 503, body
-        assert "log: slurm_drain: stream BRIDGE_ACT" in body and "maximum bytes" in body, body
+        # Every worker the full store refuses is named (others may be refused too).
+        assert "log: " in body and "slurm_drain: stream BRIDGE_ACT" in body, body
+        assert "maximum bytes" in body, body
 
         full.max_bytes = -1
         await js.update_stream(full)
