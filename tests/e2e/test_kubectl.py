@@ -8,6 +8,7 @@ the same client. Each test has its own kubeconfig, kubectl cache and ``HOME``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -338,14 +339,15 @@ def test_the_scheduler_never_binds_to_a_node_whose_taint_the_pod_does_not_tolera
 # --- the README's "place a Job through Slurm", from kubectl, on the first try -----------------
 
 
-@pytest.fixture
-def first_try_kubeconfig(tmp_path: Path) -> Iterator[Path]:
-    """``slurmbridge run`` with nothing configured; yields the kubeconfig its banner names."""
+@contextlib.contextmanager
+def _first_try(tmp_path: Path, **settings: str) -> Iterator[Path]:
+    """``slurmbridge run`` with nothing configured but ``settings`` (``SLURMBRIDGE_*``
+    variables); yields the kubeconfig its banner names."""
     if config.SERVICE_ACCOUNT_TOKEN.exists():
         pytest.skip("a pod (service-account token mounted): `slurmbridge run` has no first try")
     proc = subprocess.Popen(
         [*CLI, "run", "--metrics-port", str(free_port()), "--health-port", str(free_port())],
-        env=_env(tmp_path),
+        env={**_env(tmp_path), **settings},
         text=True,
         stderr=subprocess.PIPE,
     )
@@ -365,6 +367,40 @@ def first_try_kubeconfig(tmp_path: Path) -> Iterator[Path]:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture
+def first_try_kubeconfig(tmp_path: Path) -> Iterator[Path]:
+    """``slurmbridge run`` with nothing configured; yields the kubeconfig its banner names."""
+    with _first_try(tmp_path) as kubeconfig:
+        yield kubeconfig
+
+
+def test_an_example_nodeset_scaled_with_kubectl_reaches_running(tmp_path: Path) -> None:
+    """deploy/examples/nodeset-statefulset.yaml as written, on the first try of ``run`` with
+    the chart's Slurm cluster name (``slurm``, the example's controllerRef): scaled to 2 with
+    ``kubectl scale nss``, its two slurmd pods run. The example needs GPU nodes; the
+    simulators have no GPU feature discovery, so the nodes are labelled as it would."""
+    with _first_try(tmp_path, SLURMBRIDGE_SLURM_CLUSTER="slurm") as kubeconfig:
+        kubectl = _make_kubectl(tmp_path, kubeconfig)
+        kubectl("create", "namespace", "slurm")
+        kubectl("label", "nodes", "--all", "nvidia.com/gpu.present=true")
+        kubectl("apply", "-f", str(REPO / "deploy" / "examples" / "nodeset-statefulset.yaml"))
+        kubectl("scale", "nss", "-n", "slurm", "gpu-workers", "--replicas=2")
+
+        def running() -> list[str]:
+            pods = json.loads(kubectl("get", "pods", "-n", "slurm", "-o", "json").stdout)["items"]
+            return sorted(
+                p["metadata"]["name"]
+                for p in pods
+                if (p.get("status") or {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")
+            )
+
+        _wait("two slurmd pods Running", lambda: len(running()) == 2, timeout=90)
+        assert all(n.startswith("gpu-workers-") for n in running())
+        rows = _table(kubectl("get", "nss", "-n", "slurm").stdout)
+        assert rows[0][0] == "NAME" and rows[1][0] == "gpu-workers", rows
 
 
 def test_a_job_from_kubectl_is_placed_through_slurm(
