@@ -30,7 +30,7 @@ from slurmbridge.effectors.common import (
 from slurmbridge.effectors.events import record_event
 from slurmbridge.effectors.podgroups import set_pod_group_scheduled
 from slurmbridge.kube.api import read_raw
-from slurmbridge.kube.wire import DECODE_NODE
+from slurmbridge.kube.wire import DECODE_NODE, RawNode
 from slurmbridge.runtime.outcomes import EffectResult
 
 
@@ -66,17 +66,27 @@ class KubeEffector(Effector):
     async def _event(self, action: RecordEvent) -> EffectResult:
         return await record_event(self.core, action, component=self.component)
 
-    async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
+    async def _read(self, name: str) -> RawNode | None:
+        """The node as the API server holds it now (``None``: gone).
+
+        Raises:
+            ApiException: any other API error (classified by the caller's error map).
+        """
         try:
             # Raw JSON into our own Struct: kubernetes_asyncio's models reject objects from
-            # API servers newer than the client, and we only need taints + resourceVersion.
-            node = DECODE_NODE.decode(
-                await read_raw(self.core.read_node(action.node, _preload_content=False))
+            # API servers newer than the client, and we only need a few fields.
+            return DECODE_NODE.decode(
+                await read_raw(self.core.read_node(name, _preload_content=False))
             )
         except ApiException as exc:
             if exc.status == 404:
-                return EffectResult("noop", "node is gone")
+                return None
             raise
+
+    async def _taint(self, action: TaintNode | UntaintNode) -> EffectResult:
+        node = await self._read(action.node)
+        if node is None:
+            return EffectResult("noop", "node is gone")
         current = node.spec.taints or []
         ours = [t for t in current if t.key == action.key and t.effect == action.effect]
         keep = [
@@ -107,14 +117,9 @@ class KubeEffector(Effector):
         # Re-read first: a condition already as wanted is not written again (a replica that
         # took over decides before the echo of its predecessor's write reaches it, and
         # lastTransitionTime must not move when nothing changed).
-        try:
-            node = DECODE_NODE.decode(
-                await read_raw(self.core.read_node_status(action.node, _preload_content=False))
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return EffectResult("noop", "node is gone")
-            raise
+        node = await self._read(action.node)
+        if node is None:
+            return EffectResult("noop", "node is gone")
         for c in node.status.conditions or ():
             if c.type == action.type and (c.status, c.reason or "", c.message or "") == (
                 action.status,
