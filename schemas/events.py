@@ -84,7 +84,8 @@ class KubeNode(Event, frozen=True, kw_only=True, tag="KubeNode"):
 
     ``cpu_millis`` and ``memory_bytes`` come from ``status.capacity``; ``gpus`` is the sum of
     ``nvidia.com/gpu`` and ``amd.com/gpu`` capacity. ``conditions`` holds only the conditions
-    slurmbridge sets (types starting with ``Slurm``), so kubelet heartbeats are not events.
+    slurmbridge sets (types starting with ``Slurm`` or ``SlinkySlurm``), so kubelet heartbeats are
+    not events.
     ``true_conditions``: the other conditions whose status is ``True``, except ``Ready``
     (Node Problem Detector's ``GPUProblem`` …), without their heartbeat times; a cordoned
     node's slurmd drain reason may be built from them (reconcilers.nodeset).

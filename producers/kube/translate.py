@@ -135,6 +135,12 @@ def _capacity(cap: dict[str, str], name: str, scale: float) -> int:
         return 0
 
 
+def _ours(condition_type: str) -> bool:
+    """A node condition slurmbridge sets: ``Slurm…`` and Slinky's ``SlinkySlurm…`` (the GRES
+    condition keeps Slinky's name, ``SlinkySlurmGRESCompatible``)."""
+    return condition_type.startswith(("Slurm", "SlinkySlurm"))
+
+
 def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
     """Translate a raw Node into a ``KubeNode`` observation (pure).
 
@@ -166,12 +172,12 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
         conditions=tuple(
             NodeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
             for c in status.conditions or []
-            if c.type.startswith("Slurm")
+            if _ours(c.type)
         ),
         true_conditions=tuple(
             NodeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
             for c in status.conditions or []
-            if c.status == "True" and c.type != "Ready" and not c.type.startswith("Slurm")
+            if c.status == "True" and c.type != "Ready" and not _ours(c.type)
         ),
         cpu_millis=_capacity(cap, "cpu", 1000),
         memory_bytes=_capacity(cap, "memory", 1),

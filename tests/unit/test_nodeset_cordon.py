@@ -349,6 +349,8 @@ def test_node_and_pod_translation_keep_what_the_rules_read() -> None:
                     {"type": "Ready", "status": "True"},
                     {"type": "MemoryPressure", "status": "False"},
                     {"type": "GPUProblem", "status": "True", "reason": "Ecc", "message": "m"},
+                    {"type": "SlinkySlurmGRESCompatible", "status": "True", "reason": "r"},
+                    {"type": "SlurmNodeRegistered", "status": "True", "reason": "r"},
                 ]
             },
         },
@@ -356,6 +358,9 @@ def test_node_and_pod_translation_keep_what_the_rules_read() -> None:
     )
     ev = node_to_event(node, producer="p", observed_at=1)
     assert [c.type for c in ev.true_conditions] == ["GPUProblem"]
+    # The conditions slurmbridge sets, Slinky's GRES name included: node_register compares
+    # with them, and one it cannot see it writes again at every decide.
+    assert [c.type for c in ev.conditions] == ["SlinkySlurmGRESCompatible", "SlurmNodeRegistered"]
     raw_pod = msgspec.convert(
         {
             "metadata": {"name": "gpu-0", "namespace": "slurm"},
