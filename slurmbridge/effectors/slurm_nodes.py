@@ -4,7 +4,7 @@ slurmd pod's identity on its node (PodInfo comment, ``k8s/`` features, pruned re
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from schemas import podinfo, wellknown
@@ -184,22 +184,13 @@ class SlurmEffector(Effector):
         not report the active set (v0.0.38) gets the available set as both."""
         c, node = await self._read(action.cluster, action.node, "update_node")
         want = (action.feature,) if action.present else ()
-        new = tuple(replace_owned_exact(node.features, action.feature, want))
-        current_active = node.active_features
-        active = (
-            tuple(replace_owned_exact(current_active, action.feature, want))
-            if current_active is not None
-            else None
+        return await _update_features(
+            c,
+            action.node,
+            node,
+            lambda current: replace_owned_exact(current, action.feature, want),
+            "feature already " + ("set" if action.present else "absent"),
         )
-        same = set(new) == set(node.features)
-        if current_active is not None and active is not None:
-            same = same and set(active) == set(current_active)
-        if same:
-            return EffectResult(
-                "noop", "feature already " + ("set" if action.present else "absent")
-            )
-        await c.update_node(action.node, NodeUpdate(features=new, active_features=active))
-        return EffectResult("ok")
 
     @_gone_is_noop
     async def _pod_info(self, action: SetSlurmNodePodInfo) -> EffectResult:
@@ -229,20 +220,13 @@ class SlurmEffector(Effector):
         a NodeFeatures plugin's inactive features never become active. A version that does
         not report the active set (v0.0.38) gets the available set as both, as before."""
         c, node = await self._read(action.cluster, action.node, "update_node")
-        new = tuple(replace_owned(node.features, action.prefix, action.features))
-        current_active = node.active_features
-        active = (
-            tuple(replace_owned(current_active, action.prefix, action.features))
-            if current_active is not None
-            else None
+        return await _update_features(
+            c,
+            action.node,
+            node,
+            lambda current: replace_owned(current, action.prefix, action.features),
+            "features already set",
         )
-        same = set(new) == set(node.features)
-        if current_active is not None and active is not None:
-            same = same and set(active) == set(current_active)
-        if same:
-            return EffectResult("noop", "features already set")
-        await c.update_node(action.node, NodeUpdate(features=new, active_features=active))
-        return EffectResult("ok")
 
     @_gone_is_noop
     async def _prune(self, action: PruneSlurmNodeRecord) -> EffectResult:
@@ -264,3 +248,24 @@ class SlurmEffector(Effector):
             return EffectResult("skipped", f"runs something ({'+'.join(node.state)})")
         await c.delete_node(action.node)
         return EffectResult("ok")
+
+
+async def _update_features(
+    c: SlurmClient,
+    name: str,
+    node: Node,
+    replace: Callable[[tuple[str, ...]], Iterable[str]],
+    noop: str,
+) -> EffectResult:
+    """``replace`` applied to Slurm node ``name``'s available set and, separately, to its active set
+    (``None`` where the API version does not report it), in one update — or ``noop`` (the
+    outcome's detail) when neither set would change."""
+    new = tuple(replace(node.features))
+    active = tuple(replace(node.active_features)) if node.active_features is not None else None
+    same = set(new) == set(node.features) and (
+        active is None or set(active) == set(node.active_features or ())
+    )
+    if same:
+        return EffectResult("noop", noop)
+    await c.update_node(name, NodeUpdate(features=new, active_features=active))
+    return EffectResult("ok")
