@@ -10,16 +10,10 @@ from typing import Any
 import msgspec
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from slurmbridge.kube.errors import ApiStatusError, error_for
 from slurmbridge.kube.wire import DECODE_STATUS, RawStatus
 
-
-class ApiStatusError(ApiException):
-    """A failed request as the API server's ``Status`` says it (HTTP status or in-stream
-    ERROR), with the seconds it asked us to wait (``retry_after``; None when it did not)."""
-
-    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
-        super().__init__(status=status, reason=message)
-        self.retry_after = retry_after
+__all__ = ["ApiStatusError", "check_status", "describe", "read_raw", "retry_after"]
 
 
 def status_error(resp: Any, body: bytes) -> ApiStatusError:
@@ -33,7 +27,7 @@ def status_error(resp: Any, body: bytes) -> ApiStatusError:
     wait = _seconds(resp.headers.get("Retry-After")) if resp.headers is not None else None
     if wait is None and status is not None and status.details is not None:
         wait = float(status.details.retryAfterSeconds) or None
-    return ApiStatusError(resp.status, message or str(resp.reason), wait)
+    return error_for(resp.status, message or str(resp.reason), wait)
 
 
 def _seconds(value: str | None) -> float | None:
