@@ -2,11 +2,12 @@
 heterogeneous job with a component per shape (Slinky slurm-bridge 1.3 slurmjobir.go
 ``SlurmJobIR.Components``, slurmcontrol.go ``submitJob``: ``jobs`` instead of ``job``).
 
-**Which groups.** A JobSet, a LeaderWorkerSet replica or a Workload API gang PodGroup
-(``scheduling.k8s.io``) whose live pods do not all have the same shape — a LeaderWorkerSet's
-leader and workers, a JobSet's driver and workers. A group with one shape, any other group,
-and a group whose ``min-nodes`` or ``max-nodes`` annotation sizes the job as a whole stay one
-plain job.
+**Which groups.** A JobSet, a LeaderWorkerSet replica, a Workload API gang PodGroup
+(``scheduling.k8s.io``) or a Kubernetes 1.37 CompositePodGroup gang (its PodGroups together,
+:func:`reconcilers._pods.composite_group`) whose live pods do not all have the same
+shape — a LeaderWorkerSet's leader and workers, a JobSet's driver and workers. A group with
+one shape, any other group, and a group whose ``min-nodes`` or ``max-nodes`` annotation
+sizes the job as a whole stay one plain job.
 
 **Shape.** What the job is sized by: the CPUs a pod may use (max of request and limit, the
 larger of native CPUs and ``dra.cpu`` devices), its memory likewise, its GPUs (device plugin
@@ -24,8 +25,9 @@ of its own component's job, pods spread over that job's nodes in name order
 **A pod of a new shape** joining after the submit (:func:`strays`) gets no component: it is
 not bound while the het job runs, and each such pod gets ``PodScheduled=False`` (reason
 ``PodShapeNotInHetJob``) and a Warning Event saying so, once; the other pods keep the nodes
-of their own components (Kubernetes 1.37's CompositePodGroup, which could declare a member
-group ahead, is not read yet).
+of their own components. A CompositePodGroup declares its members ahead: its job is not
+submitted before every child group its ``minGroupCount`` asks for is there with its pods
+(:func:`reconcilers._pods.composite_size`).
 
 **Ending.** The het job holds the group while any component lives (:func:`live`): a leader
 whose pod finished, or whose own component ended, never releases a component that still
@@ -44,7 +46,7 @@ from schemas.events import KubePod, SlurmJob
 #: Slurm's limit on the components of a heterogeneous job (Slinky slurmjobir.go).
 MAX_COMPONENTS: Final = 128
 #: Group kinds whose pods may become a heterogeneous job.
-KINDS: Final = ("JobSet", "LeaderWorkerSet", _pods.KIND_NATIVE)
+KINDS: Final = ("JobSet", "LeaderWorkerSet", _pods.KIND_NATIVE, _pods.KIND_COMPOSITE)
 ENDED: Final = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL")
 
 Shape = tuple[int, int, int]

@@ -8,7 +8,10 @@
   label and the owner chain). Group kind token ``PodGroup.scheduling.k8s.io``
   (:data:`KIND_NATIVE`). Unlike a coscheduling PodGroup there is no fallback: while the
   PodGroup is not observed the pods wait (Kubernetes keeps such pods Pending, and Slinky
-  fails to translate them);
+  fails to translate them). A PodGroup below a gang CompositePodGroup (Kubernetes 1.37,
+  ``parentCompositePodGroupName``) is placed with the rest of its tree: the group is the
+  CompositePodGroup (:func:`composite_group`, kind token
+  ``CompositePodGroup.scheduling.k8s.io``), one Slurm (heterogeneous) job for all of it;
 * a JobSet — label ``jobset.sigs.k8s.io/jobset-name``;
 * one LeaderWorkerSet replica — labels ``leaderworkerset.sigs.k8s.io/name`` and
   ``leaderworkerset.sigs.k8s.io/group-index``;
@@ -150,8 +153,10 @@ PODGROUPS: Final = "podgroups"
 #: Group kind tokens of the Kubernetes Workload API PodGroup and Workload (scheduling.k8s.io).
 KIND_NATIVE: Final = wellknown.KIND_NATIVE_POD_GROUP
 KIND_NATIVE_WORKLOAD: Final = wellknown.KIND_NATIVE_WORKLOAD
+#: Group kind token of a Kubernetes 1.37 CompositePodGroup gang (:func:`composite_group`).
+KIND_COMPOSITE: Final = wellknown.KIND_NATIVE_COMPOSITE
 #: Group kinds whose pods must start whole (a gang, when its size is known and above 0).
-GANGS: Final = ("LeaderWorkerSet", "PodGroup", KIND_NATIVE)
+GANGS: Final = ("LeaderWorkerSet", "PodGroup", KIND_NATIVE, KIND_COMPOSITE)
 
 MIB: Final = 1024 * 1024
 #: The largest finite value of a Slurm ``uint32_no_val`` field (a job's ``time_limit`` in
@@ -264,8 +269,13 @@ def resolve_group(pod: KubePod, store: Store, cluster: str) -> Group:
     group = group_of(pod)
     if group.kind not in ("PodGroup", KIND_NATIVE):
         return group
-    if group.kind == KIND_NATIVE and is_basic(store.get(KubeWorkload, group.root_key or ""), store):
-        return basic_group(pod)
+    if group.kind == KIND_NATIVE:
+        pod_group = store.get(KubeWorkload, group.root_key or "")
+        composite = composite_group(pod_group, store)
+        if composite is not None:
+            return composite
+        if is_basic(pod_group, store):
+            return basic_group(pod)
     alone = group_of(pod, pod_group=False, native=False)
     raw = pod.labels.get(wellknown.LABEL_SLURM_JOBID, "")
     if raw.isdigit():
@@ -281,6 +291,87 @@ def resolve_group(pod: KubePod, store: Store, cluster: str) -> Group:
     if root is not None and store.get(KubeWorkload, root) is None and kube_listed(store, PODGROUPS):
         return alone
     return group
+
+
+def composite_group(pod_group: KubeWorkload | None, store: Store) -> Group | None:
+    """The CompositePodGroup gang a Workload API PodGroup's pods are placed with, if any
+    (Kubernetes 1.37, ``scheduling.k8s.io/v1alpha3``; kubernetes
+    ``staging/src/k8s.io/api/scheduling/v1alpha3/types.go``).
+
+    A gang CompositePodGroup admits its child groups together ("all-or-nothing"), a basic
+    one schedules them independently. So, walking up from the PodGroup's
+    ``parentCompositePodGroupName``, the pods belong to the highest CompositePodGroup reached
+    through gang parents only: the whole subtree below it is one Slurm job (a heterogeneous
+    job when its pods differ in shape, :mod:`reconcilers._hetjob`). A basic parent ends the
+    walk (its children stay separate jobs); a PodGroup whose parent is basic keeps its own
+    group (None). An ancestor not observed yet has no known policy: the pods are grouped
+    under it and wait until it is observed (placement waits for a group's root). A walk
+    longer than ``wellknown.COMPOSITE_MAX_DEPTH``, or a cycle, stops where it is; the group's
+    root then still names a parent, which placement refuses as an invalid layout (as
+    kube-scheduler's ``CompositePodGroupReasonInvalid``)."""
+    if pod_group is None or pod_group.workload_kind != KIND_NATIVE or not pod_group.parent:
+        return None
+    ns, name, found = pod_group.namespace, pod_group.parent, ""
+    seen: set[str] = set()
+    for _ in range(wellknown.COMPOSITE_MAX_DEPTH):
+        cpg = store.get(KubeWorkload, workload_key(ns, KIND_COMPOSITE, name))
+        if cpg is None:
+            return Group(namespace=ns, kind=KIND_COMPOSITE, name=name)
+        if cpg.policy != "gang":
+            break
+        found = name
+        seen.add(name)
+        if not cpg.parent or cpg.parent in seen:
+            break
+        name = cpg.parent
+    return Group(namespace=ns, kind=KIND_COMPOSITE, name=found) if found else None
+
+
+def composite_tree(root: KubeWorkload, store: Store) -> tuple[list[KubeWorkload], int]:
+    """(The Workload API PodGroups below the CompositePodGroup ``root``, observed, by name;
+    its direct children observed, PodGroups and CompositePodGroups). At most
+    ``wellknown.COMPOSITE_MAX_DEPTH`` levels are walked, each CompositePodGroup once."""
+    ns = root.namespace
+    leaves: dict[str, KubeWorkload] = {}
+    direct = 0
+    level, seen = [root.name], {root.name}
+    for depth in range(wellknown.COMPOSITE_MAX_DEPTH):
+        below: list[str] = []
+        for name in level:
+            for child in store.by_field(KubeWorkload, "parent", name):
+                if child.namespace != ns:
+                    continue
+                if depth == 0 and child.workload_kind in (KIND_NATIVE, KIND_COMPOSITE):
+                    direct += 1
+                if child.workload_kind == KIND_NATIVE:
+                    leaves[child.name] = child
+                elif child.workload_kind == KIND_COMPOSITE and child.name not in seen:
+                    seen.add(child.name)
+                    below.append(child.name)
+        level = below
+    return [leaves[n] for n in sorted(leaves)], direct
+
+
+def composite_size(root: KubeWorkload, store: Store) -> int:
+    """Pods a CompositePodGroup gang waits for before its job is submitted: every observed
+    PodGroup below it at its own minimum (:func:`expected_size`; a basic or unsized one at
+    least one pod), plus one pod for each direct child its ``minGroupCount`` asks for that is
+    not observed yet — a Slurm heterogeneous job cannot gain a component after the submit,
+    so the gang is submitted whole or not at all (pods of a group that appears later are
+    strays, ``PodShapeNotInHetJob``)."""
+    leaves, direct = composite_tree(root, store)
+    total = sum(
+        max(
+            1,
+            expected_size(
+                Group(namespace=pg.namespace, kind=KIND_NATIVE, name=pg.name),
+                pg,
+                template_owner_of(pg, store),
+            ),
+        )
+        for pg in leaves
+    )
+    return total + max(0, root.size - direct)
 
 
 def is_basic(pod_group: KubeWorkload | None, store: Store) -> bool:
@@ -348,6 +439,10 @@ def pods_of(group: Group, store: Store, cluster: str) -> list[KubePod]:
     elif group.kind == KIND_NATIVE:
         # The projection's field index (built on first use, kept up to date on every apply).
         found = store.by_field(KubePod, "scheduling_group", group.name)
+    elif group.kind == KIND_COMPOSITE:
+        root = store.get(KubeWorkload, group.root_key or "")
+        members = composite_tree(root, store)[0] if root is not None else []
+        found = [p for pg in members for p in store.by_field(KubePod, "scheduling_group", pg.name)]
     elif group.kind == "Job":
         found = store.by_label(KubePod, LABEL_JOB_NAME, group.name.split("/", 1)[0])
     else:
@@ -374,6 +469,11 @@ def groups_under(workload: KubeWorkload, store: Store, cluster: str) -> list[str
         return sorted(keys)
     if workload.workload_kind == KIND_NATIVE:
         return sorted(_native_groups(workload, store, cluster))
+    if workload.workload_kind == KIND_COMPOSITE:
+        keys = {Group(namespace=ns, kind=KIND_COMPOSITE, name=workload.name).key}
+        for pg in composite_tree(workload, store)[0]:
+            keys.update(_native_groups(pg, store, cluster))
+        return sorted(keys)
     if workload.workload_kind == "Job":
         keys = {Group(namespace=ns, kind="Job", name=workload.name).key}
         for p in store.by_label(KubePod, LABEL_JOB_NAME, workload.name):
@@ -1055,7 +1155,8 @@ def annotations_of(
       ``controller`` (:func:`controller_of`; a pod with no owner: its own annotations), the
       Workload (``template_owner``);
     * a pod group of a ``basic`` PodGroup (``pod_group``): the PodGroup, the group's own root
-      (``workload``, or the bare pod), the PodGroup's Workload (``template_owner``).
+      (``workload``, or the bare pod), the PodGroup's Workload (``template_owner``);
+    * a CompositePodGroup gang: the CompositePodGroup, then its Workload.
     """
     own: Mapping[str, str] = {}
     if group.kind == "Pod":
@@ -1070,6 +1171,9 @@ def annotations_of(
         elif first is not None and first.owner is None:
             middle = first.annotations
         return {**own, **middle, **(template_owner.annotations if template_owner else {})}
+    if group.kind == KIND_COMPOSITE:
+        # The CompositePodGroup, then the Workload it was made from (as for a PodGroup).
+        return {**own, **(template_owner.annotations if template_owner else {})}
     if pod_group is not None:
         return {
             **pod_group.annotations,
@@ -1086,7 +1190,7 @@ def configuring_pod_group(
     root (:func:`annotations_of`): for a Workload API gang (None, its Workload); for a group
     whose pods name a ``basic`` PodGroup (:func:`is_basic`) that PodGroup and its Workload;
     otherwise (None, None)."""
-    if group.kind == KIND_NATIVE:
+    if group.kind in (KIND_NATIVE, KIND_COMPOSITE):
         return None, template_owner_of(workload, store)
     pg = pod_group_of(pods, store)
     if pg is None or not is_basic(pg, store):
@@ -1097,7 +1201,9 @@ def configuring_pod_group(
 def template_owner_of(root: KubeWorkload | None, store: Store) -> KubeWorkload | None:
     """The Workload (scheduling.k8s.io) a Workload API PodGroup ``root`` was made from, if
     it names one and it is observed (a missing Workload adds nothing, as in Slinky)."""
-    if root is None or root.workload_kind != KIND_NATIVE or not root.workload_name:
+    if root is None or root.workload_kind not in (KIND_NATIVE, KIND_COMPOSITE):
+        return None
+    if not root.workload_name:
         return None
     return store.get(
         KubeWorkload, workload_key(root.namespace, KIND_NATIVE_WORKLOAD, root.workload_name)

@@ -178,6 +178,9 @@ RESUBMIT_AFTER_S = 300.0
 #: PodGroup phases whose pods are not placed again, and the condition reason saying so.
 PODGROUP_DONE = frozenset({"Running", "Finished", "Failed", "Unknown"})
 PODGROUP_NOT_PENDING = "PodGroupNotSchedulable"
+#: A CompositePodGroup tree kube-scheduler would refuse (a cycle, or deeper than
+#: ``wellknown.COMPOSITE_MAX_DEPTH``): v1alpha3 ``CompositePodGroupReasonInvalid``.
+COMPOSITE_INVALID = "CompositePodGroupInvalid"
 #: Event reason on a pod placed alone because the PodGroup its label names does not exist.
 PODGROUP_MISSING = "PodGroupNotFound"
 #: Seconds a pod naming a missing PodGroup waits (from its creation) before it is placed
@@ -258,6 +261,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: The largest node of each partition (:func:`reconcilers._pods.partition_node_sizes`),
     #: read before a submit from a complete listing: bounds ``cpu-per-task``/``mem-per-node``.
     node_sizes: _pods.NodeSizes = {}
+    #: A CompositePodGroup gang's minimum pods (:func:`reconcilers._pods.composite_size`).
+    composite_size: int = 0
     #: Slurm lost the job of the group's running pods and no job of ours backs them: the
     #: Slurm nodes they run on, which a new job must ask for exactly (``()``: not so).
     reback: tuple[str, ...] = ()
@@ -586,6 +591,11 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
         usage=usage,
         unverified=unverified,
         node_sizes=node_sizes,
+        composite_size=(
+            _pods.composite_size(workload, store)
+            if workload is not None and group.kind == _pods.KIND_COMPOSITE
+            else 0
+        ),
         reback=reback,
         lost_job_grace_s=ctx.lost_job_grace_s,
         tenancy=ctx.tenancy,
@@ -1428,6 +1438,15 @@ def _submit(v: View, live: list[KubePod]) -> Decision:
     expected = _pods.expected_size(v.group, v.workload, v.template_owner)
     if v.group.root_key is not None and v.workload is None:
         return Decision(reason=f"waiting for {v.group.root_key} to be observed")
+    if v.group.kind == _pods.KIND_COMPOSITE:
+        if v.workload is not None and v.workload.parent:
+            return _reject(
+                live,
+                f"CompositePodGroup {v.group.name} names parent {v.workload.parent}: the group "
+                f"tree has a cycle or is deeper than {wellknown.COMPOSITE_MAX_DEPTH} levels",
+                reason=COMPOSITE_INVALID,
+            )
+        expected = v.composite_size
     if expected and len(live) < expected:
         return Decision(reason=f"waiting for the group's pods: {len(live)} of {expected}")
     dra_gpus: dict[str, int] = {}

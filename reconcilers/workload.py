@@ -295,6 +295,8 @@ def _gang_size(store: Store, group: _pods.Group) -> int:
     if group.kind not in GANGS or group.root_key is None:
         return 0
     root = store.get(KubeWorkload, group.root_key)
+    if group.kind == _pods.KIND_COMPOSITE:
+        return _pods.composite_size(root, store) if root is not None else 0
     return _pods.expected_size(group, root, _pods.template_owner_of(root, store))
 
 

@@ -383,6 +383,12 @@ class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
     v1beta1 ``spec.workloadRef``). ``scheduled``: its ``PodGroupScheduled`` (v1alpha2) or
     ``PodGroupInitiallyScheduled`` (v1beta1) condition is True. ``templates`` of a Workload:
     each ``spec.podGroupTemplates[].name`` → its gang ``minCount`` (0: basic).
+
+    Kubernetes 1.37 CompositePodGroup (``workload_kind`` ``CompositePodGroup.scheduling.k8s.io``,
+    v1alpha3): ``size`` is its gang ``minGroupCount`` (child groups that must start together;
+    0 for ``basic``), ``policy`` ``gang`` or ``basic``, ``workload_name`` / ``template_name``
+    its ``spec.workloadRef``. ``parent``: ``spec.parentCompositePodGroupName`` of a PodGroup
+    or CompositePodGroup (``""``: the root of its tree).
     """
 
     uid: str = ""
@@ -402,6 +408,7 @@ class KubeWorkload(Event, frozen=True, kw_only=True, tag="KubeWorkload"):
     template_name: str = ""
     scheduled: bool = False
     templates: dict[str, int] = {}
+    parent: str = ""
 
 
 class KubeScaler(Event, frozen=True, kw_only=True, tag="KubeScaler"):

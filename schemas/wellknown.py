@@ -185,6 +185,15 @@ SCHEDULING_VERSIONS: Final = ("v1beta1", "v1alpha2")
 #: (``scheduling.x-k8s.io``), and Kubernetes' own ``Kind.group`` spelling.
 KIND_NATIVE_POD_GROUP: Final = "PodGroup." + SCHEDULING_GROUP
 KIND_NATIVE_WORKLOAD: Final = "Workload." + SCHEDULING_GROUP
+#: Kubernetes 1.37's CompositePodGroup: a node of a Workload's group tree whose children are
+#: PodGroups and CompositePodGroups naming it in ``spec.parentCompositePodGroupName``. Alpha
+#: (CompositePodGroup feature gate), served only at v1alpha3 (kubernetes
+#: ``staging/src/k8s.io/api/scheduling/v1alpha3/types.go``).
+KIND_NATIVE_COMPOSITE: Final = "CompositePodGroup." + SCHEDULING_GROUP
+COMPOSITE_VERSIONS: Final = ("v1alpha3",)
+#: The deepest group tree kube-scheduler accepts (v1alpha3 ``WorkloadMaxTreeDepth``): deeper,
+#: or a cycle, is an invalid layout (``CompositePodGroupReasonInvalid``).
+COMPOSITE_MAX_DEPTH: Final = 4
 #: The PodGroup condition that says the gang was admitted: ``PodGroupScheduled`` in
 #: v1alpha2, renamed ``PodGroupInitiallyScheduled`` in v1beta1 (k8s-openapi
 #: ``v1_36/api/scheduling/v1alpha2/pod_group_status.rs``,

@@ -555,13 +555,14 @@ def _template_spec(raw: msgspec.Raw) -> RawPodSpec:
         return RawPodSpec()
 
 
-def _gang(policy: RawSchedulingPolicy | None) -> tuple[str, int]:
-    """A scheduling.k8s.io scheduling policy as (``gang`` | ``basic`` | ``""``, minCount; 0
-    unless gang)."""
+def _gang(policy: RawSchedulingPolicy | None, *, composite: bool = False) -> tuple[str, int]:
+    """A scheduling.k8s.io scheduling policy as (``gang`` | ``basic`` | ``""``, minCount —
+    a CompositePodGroup's (``composite``) minGroupCount; 0 unless gang)."""
     if policy is None:
         return "", 0
     if policy.gang is not None:
-        return "gang", max(0, policy.gang.minCount or 0)
+        count = policy.gang.minGroupCount if composite else policy.gang.minCount
+        return "gang", max(0, count or 0)
     if policy.basic is not None:
         return "basic", 0
     return "", 0
@@ -585,19 +586,32 @@ def workload_size(raw: RawWorkload) -> int:
         return spec.minMember or 0
     if raw.kind == wellknown.KIND_NATIVE_POD_GROUP:
         return _gang(spec.schedulingPolicy)[1]
+    if raw.kind == wellknown.KIND_NATIVE_COMPOSITE:
+        return _gang(spec.schedulingPolicy, composite=True)[1]
     return 0
 
 
 def _native_fields(raw: RawWorkload) -> dict[str, Any]:
-    """The KubeWorkload fields of a scheduling.k8s.io PodGroup or Workload (empty for other
-    kinds). Field names: k8s-openapi ``v1_36/api/scheduling/v1alpha2`` and
-    ``v1_37/api/scheduling/v1beta1`` (PodGroupSpec, WorkloadReference, PodGroupStatus)."""
+    """The KubeWorkload fields of a scheduling.k8s.io PodGroup, CompositePodGroup or Workload
+    (empty for other kinds). Field names: k8s-openapi ``v1_36/api/scheduling/v1alpha2`` and
+    ``v1_37/api/scheduling/v1beta1`` (PodGroupSpec, WorkloadReference, PodGroupStatus);
+    kubernetes ``staging/src/k8s.io/api/scheduling/v1alpha3/types.go``
+    (CompositePodGroupSpec, PodGroupSpec ``parentCompositePodGroupName``)."""
     spec = raw.spec
     if raw.kind == wellknown.KIND_NATIVE_WORKLOAD:
         return {
             "templates": {
                 t.name: _gang(t.schedulingPolicy)[1] for t in spec.podGroupTemplates or [] if t.name
             }
+        }
+    parent = spec.parentCompositePodGroupName or ""
+    if raw.kind == wellknown.KIND_NATIVE_COMPOSITE:
+        cref = spec.workloadRef
+        return {
+            "policy": _gang(spec.schedulingPolicy, composite=True)[0],
+            "workload_name": cref.workloadName if cref is not None else "",
+            "template_name": cref.templateName if cref is not None else "",
+            "parent": parent,
         }
     if raw.kind != wellknown.KIND_NATIVE_POD_GROUP:
         return {}
@@ -612,6 +626,7 @@ def _native_fields(raw: RawWorkload) -> dict[str, Any]:
         "scheduled": any(
             c.type in types and c.status == "True" for c in raw.status.conditions or []
         ),
+        "parent": parent,
     }
 
 

@@ -169,11 +169,20 @@ class WorkloadWatcher(KubeWatcher[events.KubeWorkload]):
 
 
 #: The Kubernetes Workload API kinds (Kubernetes 1.36+): (group-kind token, plural); each is
-#: served at one of ``wellknown.SCHEDULING_VERSIONS``.
+#: served at one of ``wellknown.SCHEDULING_VERSIONS``, a CompositePodGroup (1.37, alpha) at
+#: ``wellknown.COMPOSITE_VERSIONS`` only (:func:`versions_of`).
 SCHEDULING_KINDS: tuple[tuple[str, str], ...] = (
     (wellknown.KIND_NATIVE_POD_GROUP, "podgroups"),
     (wellknown.KIND_NATIVE_WORKLOAD, "workloads"),
+    (wellknown.KIND_NATIVE_COMPOSITE, "compositepodgroups"),
 )
+
+
+def versions_of(token: str) -> tuple[str, ...]:
+    """The versions a Workload API kind is looked for at, newest first."""
+    if token == wellknown.KIND_NATIVE_COMPOSITE:
+        return wellknown.COMPOSITE_VERSIONS
+    return wellknown.SCHEDULING_VERSIONS
 
 
 class SchedulingWatcher(WorkloadWatcher):
@@ -184,16 +193,18 @@ class SchedulingWatcher(WorkloadWatcher):
     The version is found at each list: ``v1beta1`` (Kubernetes 1.37) first, then
     ``v1alpha2`` (1.36) when the newer one answers 404 (not served); the version in use is
     logged when it changes. When none is served (a 1.35 cluster, or the GenericWorkload
-    feature gate off) the 404 reaches the run loop, which retries slowly, as for a CRD that
-    is not installed (``Watcher.run``). The listing name (``KubeListed``) is
-    ``<plural>.scheduling.k8s.io``, distinct from the coscheduling ``podgroups``.
+    feature gate off; for CompositePodGroups, v1alpha3 or the CompositePodGroup gate off)
+    the 404 reaches the run loop, which retries slowly, as for a CRD that is not installed
+    (``Watcher.run``). The listing name (``KubeListed``) is ``<plural>.scheduling.k8s.io``,
+    distinct from the coscheduling ``podgroups``.
     """
 
     def __init__(self, *args: Any, kind: tuple[str, str], **kwargs: Any) -> None:
         token, plural = kind
+        self.versions = versions_of(token)
         super().__init__(
             *args,
-            kind=(token, wellknown.SCHEDULING_GROUP, wellknown.SCHEDULING_VERSIONS[0], plural),
+            kind=(token, wellknown.SCHEDULING_GROUP, self.versions[0], plural),
             **kwargs,
         )
         self.resource = f"{plural}.{wellknown.SCHEDULING_GROUP}"
@@ -202,7 +213,7 @@ class SchedulingWatcher(WorkloadWatcher):
     async def _call(self, **kwargs: Any) -> Any:
         if kwargs.get("watch"):
             return await super()._call(**kwargs)
-        versions = wellknown.SCHEDULING_VERSIONS
+        versions = self.versions
         # Every first page starts from the newest version (a cluster upgraded to 1.37 moves
         # on); a later page keeps the version of the first.
         first_page = "_continue" not in kwargs

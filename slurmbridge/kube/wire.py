@@ -294,6 +294,7 @@ class RawLeaderWorkerTemplate(msgspec.Struct, kw_only=True):
 
 class RawGangPolicy(msgspec.Struct, kw_only=True):
     minCount: int | None = None  # noqa: N815 - scheduling.k8s.io GangSchedulingPolicy
+    minGroupCount: int | None = None  # noqa: N815 - v1alpha3 CompositeGangSchedulingPolicy
 
 
 class RawSchedulingPolicy(msgspec.Struct, kw_only=True):
@@ -336,6 +337,8 @@ class RawWorkloadSpec(msgspec.Struct, kw_only=True):
     podGroupTemplateRef: RawPodGroupTemplateRef | None = None  # noqa: N815
     workloadRef: RawWorkloadTemplateRef | None = None  # noqa: N815
     podGroupTemplates: list[RawPodGroupTemplate] | None = None  # noqa: N815
+    # PodGroup and CompositePodGroup of a group tree (CompositePodGroup feature gate, 1.37).
+    parentCompositePodGroupName: str | None = None  # noqa: N815
 
 
 class RawWorkloadStatus(msgspec.Struct, kw_only=True):

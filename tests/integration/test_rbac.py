@@ -69,12 +69,13 @@ _DRA = "DRA claims: tests/integration/test_dra_e2e.py drives them (effectors/cla
 _WORKLOAD_API = (
     "the story's simulator is a 1.35 server (no Workload API, its paths are not found): the "
     "scheduling.k8s.io PodGroups and Workloads are listed, watched and the PodGroup's "
-    "scheduled condition written on 1.36+ (tests/integration/test_workload_api_e2e.py)"
+    "scheduled condition written on 1.36+ (tests/integration/test_workload_api_e2e.py), "
+    "CompositePodGroups on 1.37 with their gate (test_composite_pod_group_e2e.py)"
 )
 NOT_EXERCISED: dict[tuple[str, Grant], str] = {
     **{
         ("producers", ("scheduling.k8s.io", resource, verb)): _WORKLOAD_API
-        for resource in ("podgroups", "workloads")
+        for resource in ("podgroups", "workloads", "compositepodgroups")
         for verb in ("list", "watch")
     },
     ("placement", ("scheduling.k8s.io", "podgroups", "get")): _WORKLOAD_API,

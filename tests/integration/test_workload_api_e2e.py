@@ -10,25 +10,23 @@ the same pods are placed from their Job.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from producers.kube.watch import SCHEDULING_KINDS, SchedulingWatcher
 from schemas import wellknown
 from schemas.actions import SetPodGroupScheduled, SubmitSlurmJob
-from schemas.events import Event, KubeListed, KubeWorkload
+from schemas.events import KubeListed, KubeWorkload
 from slurmbridge.config import KubeSettings
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim, workload_api_resources
 from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
 from slurmbridge.devtools.sim.slurmjobs import ENDED
-from slurmbridge.devtools.testing import Stack, wait_until
+from slurmbridge.devtools.testing import Stack
 from slurmbridge.effectors.nodes import KubeEffector
 from slurmbridge.kube import client as kube
+from tests.integration._scheduling_watch import first_listing
 
 JOBID = wellknown.LABEL_SLURM_JOBID
 FIN = wellknown.FINALIZER_SCHEDULER
@@ -274,27 +272,7 @@ async def test_the_pod_group_watcher_finds_the_served_version(
     async with KubeSim(workload_api=served) as sim:
         if served is not None:
             gang(sim, served, "train", 2)
-        api = await kube.api_client(
-            KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig")))
-        )
-        published: list[Event] = []
-
-        async def publish(batch: list[tuple[Event, str]]) -> None:
-            published.extend(ev for ev, _ in batch)
-
-        kind = next(k for k in SCHEDULING_KINDS if k[1] == "podgroups")
-        watcher = SchedulingWatcher(api, publish, producer="test", seed={}, kind=kind)
-        watcher.missing_retry = 0.05
-        task = asyncio.create_task(watcher.run())
-        try:
-            await wait_until(
-                lambda: any(isinstance(e, KubeListed) for e in published), what="a listing"
-            )
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await api.close()
+        published = await first_listing(sim, "podgroups", tmp_path)
     listed = [e for e in published if isinstance(e, KubeListed)]
     assert listed[0].resource == "podgroups.scheduling.k8s.io"
     groups = [e for e in published if isinstance(e, KubeWorkload)]

@@ -458,6 +458,14 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("scheduling.k8s.io", "podgroups", "watch"): r'KIND_NATIVE_POD_GROUP, "podgroups"',
     ("scheduling.k8s.io", "workloads", "list"): r'KIND_NATIVE_WORKLOAD, "workloads"',
     ("scheduling.k8s.io", "workloads", "watch"): r'KIND_NATIVE_WORKLOAD, "workloads"',
+    (
+        "scheduling.k8s.io",
+        "compositepodgroups",
+        "list",
+    ): r'KIND_NATIVE_COMPOSITE, "compositepodgroups"',
+    ("scheduling.k8s.io", "compositepodgroups", "watch"): (
+        r'KIND_NATIVE_COMPOSITE, "compositepodgroups"'
+    ),
     ("scheduling.k8s.io", "podgroups", "get"): r"custom\.get_namespaced_custom_object\(",
     ("scheduling.k8s.io", "podgroups/status", "patch"): (
         r"patch_namespaced_custom_object_status\b"

@@ -815,6 +815,26 @@ def workload_api_resources(version: str) -> tuple[ResourceSpec, ...]:
     )
 
 
+#: Kubernetes 1.37's CompositePodGroup: alpha, served only at v1alpha3 and only with the
+#: CompositePodGroup feature gate (kubernetes staging/src/k8s.io/api/scheduling/v1alpha3/
+#: types.go); ``KubeSim(workload_api="v1beta1", composite_pod_groups=True)``.
+COMPOSITE_VERSION: Final = "v1alpha3"
+
+
+def composite_pod_group_resource() -> ResourceSpec:
+    """CompositePodGroup (namespaced, status subresource with ``conditions`` merged by
+    ``type``, as PodGroup)."""
+    return ResourceSpec(
+        group=SCHEDULING_GROUP,
+        version=COMPOSITE_VERSION,
+        plural="compositepodgroups",
+        kind="CompositePodGroup",
+        status=True,
+        generation=True,
+        merge_keys={("status", "conditions"): "type"},
+    )
+
+
 _DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_LABEL_RULE: Final = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
@@ -823,7 +843,9 @@ _DNS_LABEL_RULE: Final = (
 _IMMUTABLE: Final = "field is immutable"
 
 
-def _scheduling_policy_errors(policy: Any, path: str) -> list[tuple[str, str, str]]:
+def _scheduling_policy_errors(
+    policy: Any, path: str, count: str = "minCount"
+) -> list[tuple[str, str, str]]:
     """A PodGroupSchedulingPolicy: required, exactly one of ``basic`` / ``gang``, and a gang's
     ``minCount`` a positive integer (k8s-openapi ``PodGroupSchedulingPolicy``: "Exactly one
     policy must be set"; ``GangSchedulingPolicy.minCount``: required, "It must be a positive
@@ -844,15 +866,15 @@ def _scheduling_policy_errors(policy: Any, path: str) -> list[tuple[str, str, st
         ]
     if chosen == ["gang"]:
         gang = policy["gang"]
-        count = gang.get("minCount") if isinstance(gang, dict) else None
-        if count is None:
-            return [(f"{path}.gang.minCount", "FieldValueRequired", "Required value")]
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        value = gang.get(count) if isinstance(gang, dict) else None
+        if value is None:
+            return [(f"{path}.gang.{count}", "FieldValueRequired", "Required value")]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             return [
                 (
-                    f"{path}.gang.minCount",
+                    f"{path}.gang.{count}",
                     "FieldValueInvalid",
-                    f"Invalid value: {orjson.dumps(count).decode()}: must be greater than or "
+                    f"Invalid value: {orjson.dumps(value).decode()}: must be greater than or "
                     "equal to 1",
                 )
             ]
@@ -882,7 +904,54 @@ def _workload_ref(spec: ResourceSpec, obj: Obj) -> tuple[str, Any]:
     return "spec.workloadRef", body.get("workloadRef")
 
 
-def validate_workload_api(spec: ResourceSpec, obj: Obj, old: Obj | None) -> None:
+def _parent_errors(
+    body: Obj, old_body: Obj | None, *, composite: bool, kind: str
+) -> list[tuple[str, str, str]]:
+    """``spec.parentCompositePodGroupName`` of a PodGroup or CompositePodGroup (v1alpha3
+    types.go): a DNS subdomain, immutable; on a PodGroup forbidden while the
+    CompositePodGroup gate is off (``+k8s:ifDisabled(CompositePodGroup)=+k8s:forbidden``) and
+    requiring ``workloadRef`` (``+k8s:dependentRequired("workloadRef")``)."""
+    causes: list[tuple[str, str, str]] = []
+    path = "spec.parentCompositePodGroupName"
+    parent = body.get("parentCompositePodGroupName")
+    if parent is not None:
+        if kind == "PodGroup" and not composite:
+            causes.append((path, "FieldValueForbidden", "Forbidden: may not be specified"))
+        else:
+            causes += _name_errors(parent, path, label=False)
+            if kind == "PodGroup" and body.get("workloadRef") is None:
+                causes.append(("spec.workloadRef", "FieldValueRequired", "Required value"))
+    if old_body is not None and parent != old_body.get("parentCompositePodGroupName"):
+        causes.append((path, "FieldValueInvalid", _IMMUTABLE))
+    return causes
+
+
+def _composite_errors(body: Obj, old_body: Obj | None) -> list[tuple[str, str, str]]:
+    """A CompositePodGroup's spec (v1alpha3 types.go CompositePodGroupSpec): ``workloadRef``
+    required (``workloadName`` a DNS subdomain, ``templateName`` a DNS label), exactly one
+    policy with a gang's ``minGroupCount`` ≥ 1; ``workloadRef`` and ``schedulingPolicy``
+    immutable."""
+    causes = _scheduling_policy_errors(
+        body.get("schedulingPolicy"), "spec.schedulingPolicy", "minGroupCount"
+    )
+    ref = body.get("workloadRef")
+    if not isinstance(ref, dict):
+        causes.append(("spec.workloadRef", "FieldValueRequired", "Required value"))
+    else:
+        causes += _name_errors(
+            ref.get("workloadName"), "spec.workloadRef.workloadName", label=False
+        )
+        causes += _name_errors(ref.get("templateName"), "spec.workloadRef.templateName", label=True)
+    if old_body is not None:
+        for field in ("workloadRef", "schedulingPolicy"):
+            if _canon(body.get(field)) != _canon(old_body.get(field)):
+                causes.append((f"spec.{field}", "FieldValueInvalid", _IMMUTABLE))
+    return causes
+
+
+def validate_workload_api(
+    spec: ResourceSpec, obj: Obj, old: Obj | None, *, composite: bool = False
+) -> None:
     """The validation a real server does on the Workload API fields slurmbridge uses, on
     create (``old`` None) and update of the main resource (k8s-openapi field docs):
 
@@ -897,6 +966,8 @@ def validate_workload_api(spec: ResourceSpec, obj: Obj, old: Obj | None) -> None
       ``podGroupTemplates`` / ``compositePodGroupTemplates``; at most 8 templates, each with a
       unique DNS-label ``name`` and a valid ``schedulingPolicy``. Immutable: v1alpha2 the
       whole spec; v1beta1 the set of template names ("Templates cannot be added or removed").
+    * CompositePodGroup (``composite``: served, the gate on) and a PodGroup's
+      ``parentCompositePodGroupName``: :func:`_composite_errors`, :func:`_parent_errors`.
 
     Raises:
         ApiError: 422 Invalid with every cause found.
@@ -910,7 +981,11 @@ def validate_workload_api(spec: ResourceSpec, obj: Obj, old: Obj | None) -> None
         )
     old_found = (old or {}).get("spec")
     old_body: Obj | None = old_found if isinstance(old_found, dict) else None
-    if spec.kind == "PodGroup":
+    if spec.kind in ("PodGroup", "CompositePodGroup"):
+        causes += _parent_errors(body, old_body, composite=composite, kind=spec.kind)
+    if spec.kind == "CompositePodGroup":
+        causes += _composite_errors(body, old_body)
+    elif spec.kind == "PodGroup":
         causes += _scheduling_policy_errors(body.get("schedulingPolicy"), "spec.schedulingPolicy")
         path, ref = _workload_ref(spec, obj)
         if ref is not None:
@@ -951,8 +1026,8 @@ def validate_workload_api(spec: ResourceSpec, obj: Obj, old: Obj | None) -> None
                 causes.append(("spec.schedulingPolicy", "FieldValueInvalid", _IMMUTABLE))
     else:
         templates = body.get("podGroupTemplates")
-        composite = body.get("compositePodGroupTemplates")
-        if spec.version == "v1alpha2" or composite is None:
+        composite_templates = body.get("compositePodGroupTemplates")
+        if spec.version == "v1alpha2" or composite_templates is None:
             if not isinstance(templates, list) or (spec.version != "v1alpha2" and not templates):
                 causes.append(("spec.podGroupTemplates", "FieldValueRequired", "Required value"))
                 templates = []
@@ -2290,7 +2365,7 @@ class _Store:
             obj["status"] = {"phase": "Active"}
             _meta(obj).setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         elif spec.group == SCHEDULING_GROUP:
-            validate_workload_api(spec, obj, None)
+            validate_workload_api(spec, obj, None, composite=self._composite_served())
         elif spec.name == "controllerrevisions.apps":
             _validate_controller_revision(obj, name)
         elif spec.name == "persistentvolumeclaims":
@@ -2322,6 +2397,12 @@ class _Store:
             _default_requests(pod_spec)
             # podStrategy.PrepareForCreate: status = {Phase: Pending, QOSClass: ComputePodQOS}.
             obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(pod_spec)}
+
+    def _composite_served(self) -> bool:
+        return any(
+            s.group == SCHEDULING_GROUP and s.kind == "CompositePodGroup"
+            for s in self.specs.values()
+        )
 
     def _scheduling_group(self, name: str, pod_spec: Obj) -> None:
         """``spec.schedulingGroup`` of a new pod. Served Workload API (GenericWorkload on):
@@ -2558,7 +2639,7 @@ class _Store:
                     ],
                 )
         if spec.group == SCHEDULING_GROUP:
-            validate_workload_api(spec, new, current)
+            validate_workload_api(spec, new, current, composite=self._composite_served())
         if spec.name == "events":
             _validate_event(new, name)
         # ValidateResourceClaimUpdate / ValidateResourceClaimTemplateUpdate: the spec is
@@ -3147,7 +3228,9 @@ class KubeSim:
     server, ``"v1beta1"`` as 1.37 — and validates pods' ``spec.schedulingGroup``; ``None``
     (the default) is a 1.35 server: those paths answer 404 and the field is dropped. With it
     on, ``podgroups`` alone is ambiguous (the coscheduling CRD shares the plural): name
-    ``podgroups.scheduling.k8s.io`` in the helpers. ``job_controller`` runs the Job
+    ``podgroups.scheduling.k8s.io`` in the helpers. ``composite_pod_groups`` (with
+    ``workload_api="v1beta1"``) also serves 1.37's alpha CompositePodGroup at v1alpha3
+    (:func:`composite_pod_group_resource`). ``job_controller`` runs the Job
     controller (:mod:`slurmbridge.devtools.sim.jobcontroller`): batch/v1 Jobs get their pods.
     """
 
@@ -3163,6 +3246,7 @@ class KubeSim:
         node_lifecycle: bool = False,
         kubelet: bool = False,
         workload_api: str | None = None,
+        composite_pod_groups: bool = False,
         claim_controller: bool = True,
         job_controller: bool = False,
     ) -> None:
@@ -3196,6 +3280,10 @@ class KubeSim:
             self._store.register(spec)
         for spec in workload_api_resources(workload_api) if workload_api else ():
             self._store.register(spec)
+        if composite_pod_groups:
+            if workload_api != "v1beta1":
+                raise ValueError("composite_pod_groups: a 1.37 server (workload_api='v1beta1')")
+            self._store.register(composite_pod_group_resource())
         self.bookmark_interval = bookmark_interval
         self.token = token
         #: Requests served, by ``(verb, resource)``, e.g. ``("patch", "nodes")``,
