@@ -21,6 +21,7 @@ as long as the rest is. The embedded nats-server is restarted when it dies; when
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -140,18 +141,30 @@ class UsageError(ValueError):
 
 
 class HotJobs:
-    """The jobs the Slurm poller should watch closely: named by an unbound pod of ours and
-    not yet seen RUNNING (their pods wait for exactly that). Kept up to date from the
-    projection's stream of applied events, so asking costs nothing per poll.
+    """The jobs the Slurm poller should watch closely: named by an unbound pod of ours, not
+    yet seen RUNNING, and waiting for less than :attr:`HOT_WINDOW` seconds (their pods wait
+    for exactly their start), newest first; and the jobs this process just submitted or
+    cancelled (:meth:`hint`). Kept up to date from the projection's stream of applied events,
+    so asking costs nothing per poll, however long the queue.
+
+    Why the window: a job still pending after it is left to the poller's regular state poll
+    (``GET jobs/state`` every poll interval), so 10,000 jobs waiting in Slurm's queue cost no
+    GET per hot round, and a new pod's job is never behind them (Slinky's users report the
+    opposite: slurm-bridge#45, every attempt lists all jobs and low-priority pods starve).
     """
 
     #: Seconds a hinted job stays hot without being seen in the log (a lost hint expires).
     HINT_TTL = 30.0
+    #: Seconds a job stays hot after its first pod started waiting for it.
+    HOT_WINDOW = 10.0
 
     def __init__(self, cluster: str) -> None:
         self.source = subjects.slurm_source(cluster)
         self.waiting: dict[str, int] = {}  # pod key → job id
+        self.waiters: collections.Counter[int] = collections.Counter()  # job id → its pods
         self.running: set[int] = set()
+        # job id → monotonic time its first pod started waiting; insertion order is age order
+        self.fresh: dict[int, float] = {}
         # job id → (monotonic time of the hint, whether it was RUNNING then)
         self.hinted: dict[int, tuple[float, bool]] = {}
 
@@ -166,20 +179,13 @@ class HotJobs:
         del seq
         if isinstance(event, KubePod):
             raw = event.labels.get(wellknown.LABEL_SLURM_JOBID, "")
-            if (
-                event.deleted
-                or event.node_name
-                or event.deleting
-                or event.terminal
-                or not (raw.isdigit())
-            ):
-                self.waiting.pop(event.key, None)
-            else:
-                self.waiting[event.key] = int(raw)
+            gone = event.deleted or event.node_name or event.deleting or event.terminal
+            self._wait(event.key, None if gone or not raw.isdigit() else int(raw))
         elif isinstance(event, SlurmJob) and event.source == self.source:
             job_id = int(event.key) if event.key.isdigit() else event.job_id
             if not event.deleted and event.base_state == "RUNNING":
                 self.running.add(job_id)
+                self.fresh.pop(job_id, None)
             else:
                 self.running.discard(job_id)
             hinted = self.hinted.get(job_id)
@@ -190,13 +196,39 @@ class HotJobs:
             ):
                 del self.hinted[job_id]
 
+    def _wait(self, pod: str, job_id: int | None) -> None:
+        """Pod ``pod`` now waits for ``job_id`` (None: for nothing)."""
+        old = self.waiting.get(pod)
+        if old == job_id:
+            return
+        if old is not None:
+            del self.waiting[pod]
+            self.waiters[old] -= 1
+            if self.waiters[old] <= 0:
+                del self.waiters[old]
+                self.fresh.pop(old, None)
+        if job_id is not None:
+            self.waiting[pod] = job_id
+            self.waiters[job_id] += 1
+            if self.waiters[job_id] == 1 and job_id not in self.running:
+                self.fresh[job_id] = time.monotonic()
+
     def __call__(self) -> list[int]:
+        """The hinted jobs, then the fresh ones newest first (the poller takes a prefix)."""
+        now = time.monotonic()
         if self.hinted:
-            stale = time.monotonic() - self.HINT_TTL
+            stale = now - self.HINT_TTL
             for job_id in [j for j, (at, _) in self.hinted.items() if at < stale]:
                 del self.hinted[job_id]
-        hot = {j for j in self.waiting.values() if j not in self.running}
-        return sorted(hot.union(self.hinted))
+        expired = now - self.HOT_WINDOW
+        while self.fresh:
+            oldest, since = next(iter(self.fresh.items()))
+            if since >= expired:
+                break
+            del self.fresh[oldest]
+        hot = list(self.hinted)
+        hot += [j for j in reversed(self.fresh) if j not in self.hinted]
+        return hot
 
 
 class App:

@@ -258,7 +258,8 @@ class SlurmPoller:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.hot_interval)
             self._wake.clear()
-            ids = sorted(set(self.hot_jobs()))[: self.hot_limit]
+            # The caller's order: the most urgent first (slurmbridge.app.HotJobs).
+            ids = list(dict.fromkeys(self.hot_jobs()))[: self.hot_limit]
             if not ids:
                 continue
             try:

@@ -1,0 +1,157 @@
+"""A big pending queue must cost nothing (issue 30, item 4; Slinky's users report the opposite,
+slurm-bridge#45: every attempt lists all jobs, low-priority pods starve).
+
+Laid out as ``bench/workload.py``: slurmbridge as its own process (``slurmbridge run``), nats-server
+as another, the Kubernetes and slurmrestd simulators in this process. Partition ``gpu`` (n1–n2)
+is held by a foreign job that never ends; ``batch`` (every node) has free nodes.
+
+1. **empty queue**: ``--probes`` bare pods for ``batch``, one at a time: each one's time from
+   creation to its Binding (``bind_empty_queue_*``).
+2. **fill**: ``--queue`` bare pods for ``gpu``; slurmbridge submits a job for each, and each
+   stays PENDING in Slurm (no free node). ``queue_fill_s``: until every pod carries its job.
+3. **idle**: nothing changes for ``--idle-seconds``: the slurmbridge process's CPU time over
+   that wall time (``cpu_idle_pct_of_core``; target ≤ 5 %), with the HTTP requests it sent to
+   each simulator meanwhile (``idle_kube_requests``, ``idle_slurm_requests``).
+4. **behind the queue**: ``--probes`` more bare pods for ``batch``, one at a time, as in 1
+   (``bind_full_queue_*``): no head-of-line blocking means the same figures as 1.
+
+    python bench/idle_queue.py --json [--queue 10000] [--idle-seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import emit, machine, start_slurmbridge, until
+from bench._work import cpu_seconds
+from schemas import wellknown
+from slurmbridge.devtools.sim.kube import ApiError, Change
+from slurmbridge.devtools.sim.workloads import create_group
+from slurmbridge.devtools.testing import Simulators
+from slurmbridge.runtime.natsserver import NatsServer
+
+JOBID = wellknown.LABEL_SLURM_JOBID
+PARTITION = wellknown.ANNOTATION_SLURMJOB_PREFIX + "partition"
+
+
+def _requests(sims: Simulators) -> tuple[float, float]:
+    """HTTP requests the Kubernetes and slurmrestd simulators have served so far."""
+    return float(sum(sims.kube.requests.values())), float(sum(sims.slurm.counters.values()))
+
+
+async def _probe(sims: Simulators, name: str, bound: dict[str, float], timeout: float) -> float:
+    """Seconds from creating bare pod ``name`` (partition batch) to its Binding."""
+    t0 = time.monotonic()
+    create_group(sims.kube, "Pod", name, 1, annotations={PARTITION: "batch"}, requests={"cpu": "1"})
+    await until(lambda: name in bound, timeout, f"{name} bound")
+    return bound[name] - t0
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(statistics.median(values) * 1000, 1),
+        "max_ms": round(max(values) * 1000, 1),
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-idle-queue-"))
+    sims = Simulators(nodes=args.nodes, workdir=workdir / "sims", kubelet=True)
+    nats = NatsServer(store_dir=workdir / "nats")
+    await nats.start()
+    await sims.start()
+    # gpu (n1, n2) held for good by someone else's job: whatever is queued there waits.
+    sims.slurm.submit({"partition": "gpu", "tasks": 2, "min_nodes": 2}, external=True)
+    proc = await start_slurmbridge(sims.overrides(), nats.url, workdir, args.poll_interval)
+    bound: dict[str, float] = {}
+
+    def on_write(change: Change) -> None:
+        if change.resource.name == "pods" and change.type == "MODIFIED":
+            obj = change.object
+            if (obj.get("spec") or {}).get("nodeName"):
+                bound.setdefault(obj["metadata"]["name"], time.monotonic())
+
+    sims.kube.on_write.append(on_write)
+    try:
+        empty = [await _probe(sims, f"e{i}", bound, 60) for i in range(args.probes)]
+
+        t_fill = time.monotonic()
+        names = [
+            create_group(sims.kube, "Pod", f"q{i}", 1, annotations={PARTITION: "gpu"})[0]
+            for i in range(args.queue)
+        ]
+
+        def labelled() -> int:
+            n = 0
+            for name in names:
+                try:
+                    labels = sims.kube.get("pods", name, "default")["metadata"].get("labels", {})
+                except ApiError:
+                    continue
+                n += JOBID in labels
+            return n
+
+        await until(lambda: labelled() == len(names), args.timeout, "every queued pod's job")
+        fill_s = time.monotonic() - t_fill
+        pending = sum(
+            1
+            for j in sims.slurm.jobs
+            if j.comment.startswith("slurmbridge:") and j.state[0] == "PENDING"
+        )
+        # Let the last submits' echoes (pod marks, job records) settle before measuring.
+        await asyncio.sleep(args.settle)
+
+        kube0, slurm0 = _requests(sims)
+        cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
+        await asyncio.sleep(args.idle_seconds)
+        cpu1, wall1 = cpu_seconds(proc.pid), time.monotonic()
+        kube1, slurm1 = _requests(sims)
+
+        full = [await _probe(sims, f"f{i}", bound, 60) for i in range(args.probes)]
+    finally:
+        proc.terminate()
+        await proc.wait()
+        await sims.stop()
+        await nats.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "queue": args.queue,
+        "queue_pending_in_slurm": pending,
+        "queue_fill_s": round(fill_s, 1),
+        "idle_seconds": round(wall1 - wall0, 1),
+        "cpu_idle_pct_of_core": round(100 * (cpu1 - cpu0) / (wall1 - wall0), 2),
+        "idle_kube_requests": kube1 - kube0,
+        "idle_slurm_requests": slurm1 - slurm0,
+        **{f"bind_empty_queue_{k}": v for k, v in _ms(empty).items()},
+        **{f"bind_full_queue_{k}": v for k, v in _ms(full).items()},
+        "poll_interval_s": args.poll_interval,
+        "machine": machine(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--queue", type=int, default=10000, help="pods pending in Slurm")
+    parser.add_argument("--nodes", type=int, default=6, help="simulated nodes (≥ 3)")
+    parser.add_argument("--probes", type=int, default=5, help="pods timed before and after")
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--settle", type=float, default=10.0, help="seconds before idling")
+    parser.add_argument("--poll-interval", type=float, default=2.0)
+    parser.add_argument("--timeout", type=float, default=1800.0, help="to fill the queue")
+    args = parser.parse_args()
+    emit(asyncio.run(run(args)), args.json)
+
+
+if __name__ == "__main__":
+    main()
