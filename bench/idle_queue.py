@@ -5,13 +5,13 @@ Laid out as ``bench/workload.py``: slurmbridge as its own process (``slurmbridge
 as another, the Kubernetes and slurmrestd simulators in this process. Partition ``gpu`` (n1–n2)
 is held by a foreign job that never ends; ``batch`` (every node) has free nodes.
 
-1. **empty queue**: ``--probes`` bare pods for ``batch``, one at a time: each one's time from
-   creation to its Binding (``bind_empty_queue_*``).
+1. **empty queue**: after one warm-up pod, ``--probes`` bare pods for ``batch``, one at a
+   time: each one's time from creation to its Binding (``bind_empty_queue_*``).
 2. **fill**: ``--queue`` bare pods for ``gpu``; slurmbridge submits a job for each, and each
    stays PENDING in Slurm (no free node). ``queue_fill_s``: until every pod carries its job.
 3. **idle**: nothing changes for ``--idle-seconds``: the slurmbridge process's CPU time over
    that wall time (``cpu_idle_pct_of_core``; target ≤ 5 %), with the HTTP requests it sent to
-   each simulator meanwhile (``idle_kube_requests``, ``idle_slurm_requests``).
+   each simulator meanwhile (``idle_requests``, by verb and resource or endpoint).
 4. **behind the queue**: ``--probes`` more bare pods for ``batch``, one at a time, as in 1
    (``bind_full_queue_*``): no head-of-line blocking means the same figures as 1.
 
@@ -44,15 +44,26 @@ JOBID = wellknown.LABEL_SLURM_JOBID
 PARTITION = wellknown.ANNOTATION_SLURMJOB_PREFIX + "partition"
 
 
-def _requests(sims: Simulators) -> tuple[float, float]:
-    """HTTP requests the Kubernetes and slurmrestd simulators have served so far."""
-    return float(sum(sims.kube.requests.values())), float(sum(sims.slurm.counters.values()))
+def _requests(sims: Simulators) -> dict[str, float]:
+    """HTTP requests the Kubernetes and slurmrestd simulators have served so far, by verb
+    and resource (Kubernetes) or method and endpoint (Slurm)."""
+    out = {f"kube {verb} {what}": float(n) for (verb, what), n in sims.kube.requests.items()}
+    out.update({f"slurm {what}": float(n) for what, n in sims.slurm.counters.items()})
+    return out
 
 
 async def _probe(sims: Simulators, name: str, bound: dict[str, float], timeout: float) -> float:
     """Seconds from creating bare pod ``name`` (partition batch) to its Binding."""
     t0 = time.monotonic()
-    create_group(sims.kube, "Pod", name, 1, annotations={PARTITION: "batch"}, requests={"cpu": "1"})
+    create_group(
+        sims.kube,
+        "Pod",
+        name,
+        1,
+        annotations={PARTITION: "batch"},
+        requests={"cpu": "1"},
+        run_seconds=0.1,
+    )
     await until(lambda: name in bound, timeout, f"{name} bound")
     return bound[name] - t0
 
@@ -83,6 +94,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     sims.kube.on_write.append(on_write)
     try:
+        await _probe(sims, "warm-up", bound, 120)  # slurmbridge up: one pod placed
         empty = [await _probe(sims, f"e{i}", bound, 60) for i in range(args.probes)]
 
         t_fill = time.monotonic()
@@ -111,11 +123,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # Let the last submits' echoes (pod marks, job records) settle before measuring.
         await asyncio.sleep(args.settle)
 
-        kube0, slurm0 = _requests(sims)
+        requests0 = _requests(sims)
         cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
         await asyncio.sleep(args.idle_seconds)
         cpu1, wall1 = cpu_seconds(proc.pid), time.monotonic()
-        kube1, slurm1 = _requests(sims)
+        requests1 = _requests(sims)
 
         full = [await _probe(sims, f"f{i}", bound, 60) for i in range(args.probes)]
     finally:
@@ -130,8 +142,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "queue_fill_s": round(fill_s, 1),
         "idle_seconds": round(wall1 - wall0, 1),
         "cpu_idle_pct_of_core": round(100 * (cpu1 - cpu0) / (wall1 - wall0), 2),
-        "idle_kube_requests": kube1 - kube0,
-        "idle_slurm_requests": slurm1 - slurm0,
+        "idle_requests": {
+            k: n - requests0.get(k, 0.0)
+            for k, n in sorted(requests1.items())
+            if n - requests0.get(k, 0.0)
+        },
         **{f"bind_empty_queue_{k}": v for k, v in _ms(empty).items()},
         **{f"bind_full_queue_{k}": v for k, v in _ms(full).items()},
         "poll_interval_s": args.poll_interval,
@@ -143,7 +158,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--queue", type=int, default=10000, help="pods pending in Slurm")
-    parser.add_argument("--nodes", type=int, default=6, help="simulated nodes (≥ 3)")
+    parser.add_argument("--nodes", type=int, default=8, help="simulated nodes (≥ 3)")
     parser.add_argument("--probes", type=int, default=5, help="pods timed before and after")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--settle", type=float, default=10.0, help="seconds before idling")

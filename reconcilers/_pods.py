@@ -1261,7 +1261,7 @@ def pod_event(pod: KubePod, reason: str, message: str, *, warning: bool = False)
     )
 
 
-def group_read(event: KubePod) -> object:
+def group_read(event: KubePod) -> KubePod:
     """What ``placement`` and ``workload`` read of a pod (``ReconcilerSpec.reads``): all of
     it but readiness (``ready``, ``ready_since``) and the phase beyond "ended or not"
     (:attr:`~schemas.events.KubePod.terminal`; neither reconciler, nor a module they use,

@@ -1662,9 +1662,9 @@ def _after_listing(event: KubeListed, store: Store, ctx: Context) -> Iterable[st
     return _waiting_groups(store, ctx) if event.resource == _pods.PODGROUPS else []
 
 
-def _after_node(_event: KubeNode, store: Store, ctx: Context) -> Iterable[str]:
+def _after_node(event: KubeNode, store: Store, ctx: Context) -> Iterable[str]:
     # A node cordoned, uncordoned, Ready or not: the exclusions of pending jobs follow.
-    return _pending_groups(store, ctx)
+    return _pending_groups(store, ctx, near=event.key)
 
 
 def _after_claim(event: KubeResourceClaim, store: Store, ctx: Context) -> Iterable[str]:
@@ -1696,16 +1696,51 @@ def _after_slice(
     return sorted(keys)
 
 
-def _after_usage(_event: KubeNodeUsage, store: Store, ctx: Context) -> Iterable[str]:
+def _after_usage(event: KubeNodeUsage, store: Store, ctx: Context) -> Iterable[str]:
     # A node filling up or freeing: the exclusions of pending jobs follow.
-    return _pending_groups(store, ctx)
+    return _pending_groups(store, ctx, near=event.key)
 
 
-def _pending_groups(store: Store, ctx: Context) -> list[str]:
+def usage_read(event: KubeNodeUsage) -> object:
+    """What placement reads of a node's usage when it triggers (``ReconcilerSpec.reads``):
+    the part requested by pods *not* of our Slurm allocations, the host ports and the peers.
+    A usage trigger only re-decides pending groups, whose eligibility ignores our own
+    allocations' pods (:func:`reconcilers._feasible.without_bridge`, Slinky slurm-bridge 1.3
+    eligibility.go): so a pod of ours binding or ending re-decides no pending group at all —
+    with 10,000 jobs queued, that was 10,000 decides per bind (issue 30, item 4)."""
+    own = _feasible.without_bridge(event)
+    assert own is not None
+    return (
+        own.cpu_millis,
+        own.memory_bytes,
+        own.pods,
+        sorted(own.extended.items()),
+        own.host_ports,
+        event.peers,
+    )
+
+
+def _pending_groups(store: Store, ctx: Context, near: str = "") -> list[str]:
+    """The groups whose jobs of ours are pending — with ``near`` (a Kubernetes node name),
+    only those in a partition holding that node's Slurm node: a job's exclusions name only
+    nodes of its partitions, so nothing else on that node can move them. A node in no
+    partition concerns no pending job (with 10,000 jobs queued, every pod binding re-decided
+    all of them: issue 30, item 4)."""
+    source = slurm_source(ctx.cluster)
+    parts: set[str] | None = None
+    if near:
+        node = store.get(KubeNode, near)
+        slurm = _nodes.slurm_name_of(node) if node is not None else near
+        parts = {p.key for p in store.values(SlurmPartition, source) if slurm in p.nodes}
+        if not parts:
+            return []
     keys = set()
-    for j in store.values(SlurmJob, slurm_source(ctx.cluster)):
-        if j.base_state == "PENDING" and (key := _pods.group_key_of_marker(j.comment)):
-            keys.add(key)
+    for j in store.values(SlurmJob, source):
+        if j.base_state != "PENDING" or not (key := _pods.group_key_of_marker(j.comment)):
+            continue
+        if parts is not None and j.partition and not parts.intersection(j.partition.split(",")):
+            continue
+        keys.add(key)
     return sorted(keys)
 
 
@@ -1747,7 +1782,7 @@ SPEC = ReconcilerSpec(
         KubeDeviceClass: _after_slice,
     },
     # A pod starting (Pending → Running, Ready) changes nothing here.
-    reads={KubePod: _pods.group_read},
+    reads={KubePod: _pods.group_read, KubeNodeUsage: usage_read},
     key_kind="PodGroup",
     all_keys=all_keys,
     view=view,

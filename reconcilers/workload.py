@@ -657,11 +657,19 @@ def all_keys(store: Store, ctx: Context) -> Iterable[str]:
     return sorted(keys)
 
 
+def pod_read(event: KubePod) -> object:
+    """What this reconciler reads of a pod (``ReconcilerSpec.reads``): placement's part
+    (:func:`reconcilers._pods.group_read`) without the conditions and tolerations, which no
+    rule here looks at — so placement's ``PodScheduled`` writes (a pending job's reason and
+    place in the queue, rewritten as the queue moves) trigger no decide here."""
+    return msgspec.structs.replace(_pods.group_read(event), conditions=(), tolerations=())
+
+
 SPEC = ReconcilerSpec(
     name=NAME,
     keys={KubePod: _group_of_pod, KubeNode: _deleting_on, SlurmJob: _pods.group_of_job},
     # A pod starting (Pending → Running, Ready) changes nothing here.
-    reads={KubePod: _pods.group_read},
+    reads={KubePod: pod_read},
     key_kind="PodGroup",
     all_keys=all_keys,
     view=view,

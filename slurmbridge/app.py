@@ -165,14 +165,17 @@ class HotJobs:
         self.running: set[int] = set()
         # job id → monotonic time its first pod started waiting; insertion order is age order
         self.fresh: dict[int, float] = {}
-        # job id → (monotonic time of the hint, whether it was RUNNING then)
+        self.seen: set[int] = set()  # jobs the log holds (not ended, not deleted)
+        # job id → (monotonic time of the hint, whether the log held the job then)
         self.hinted: dict[int, tuple[float, bool]] = {}
 
     def hint(self, job_id: int) -> None:
         """A job this process just submitted or cancelled: hot until the log has its next
-        state (started, or ended), so its pods are bound — or released — without waiting
-        for the next full listing, and no redundant effect is decided in between."""
-        self.hinted[job_id] = (time.monotonic(), job_id in self.running)
+        state — a submitted job its first (then, pending, it is :attr:`fresh` while its pods
+        wait), a cancelled one its end — so its pods are bound, or released, without
+        waiting for the next state poll, and no redundant effect is decided in between."""
+        self.hinted.pop(job_id, None)  # re-inserted: newest last
+        self.hinted[job_id] = (time.monotonic(), job_id in self.seen)
 
     def observe(self, event: Event, seq: int) -> None:
         """Projection listener."""
@@ -183,17 +186,18 @@ class HotJobs:
             self._wait(event.key, None if gone or not raw.isdigit() else int(raw))
         elif isinstance(event, SlurmJob) and event.source == self.source:
             job_id = int(event.key) if event.key.isdigit() else event.job_id
+            ended = event.deleted or event.base_state in wellknown.JOB_ENDED_STATES
             if not event.deleted and event.base_state == "RUNNING":
                 self.running.add(job_id)
                 self.fresh.pop(job_id, None)
             else:
                 self.running.discard(job_id)
+            if ended:
+                self.seen.discard(job_id)
+            else:
+                self.seen.add(job_id)
             hinted = self.hinted.get(job_id)
-            if hinted is not None and (
-                event.deleted
-                or event.base_state in wellknown.JOB_ENDED_STATES
-                or (event.base_state == "RUNNING" and not hinted[1])
-            ):
+            if hinted is not None and (ended or not hinted[1]):
                 del self.hinted[job_id]
 
     def _wait(self, pod: str, job_id: int | None) -> None:
@@ -214,7 +218,8 @@ class HotJobs:
                 self.fresh[job_id] = time.monotonic()
 
     def __call__(self) -> list[int]:
-        """The hinted jobs, then the fresh ones newest first (the poller takes a prefix)."""
+        """The hinted jobs, then the fresh ones, each newest first (the poller takes a
+        prefix)."""
         now = time.monotonic()
         if self.hinted:
             stale = now - self.HINT_TTL
@@ -226,7 +231,7 @@ class HotJobs:
             if since >= expired:
                 break
             del self.fresh[oldest]
-        hot = list(self.hinted)
+        hot = list(reversed(self.hinted))
         hot += [j for j in reversed(self.fresh) if j not in self.hinted]
         return hot
 

@@ -77,3 +77,24 @@ def test_a_hinted_job_comes_first_until_its_next_state(clock: Clock) -> None:
     assert hot() == [7, 1]
     hot.observe(job(7, "RUNNING"), 2)
     assert hot() == [1]
+
+
+def test_a_submitted_job_is_hinted_until_the_log_has_it(clock: Clock) -> None:
+    hot = HotJobs("c1")
+    for i in range(1, 301):
+        hot.hint(i)
+    hot.hint(500)
+    assert hot()[0] == 500, "the newest hint first"
+    for i in range(1, 301):
+        hot.observe(job(i, "PENDING"), i)
+    assert hot() == [500], "a submitted job seen pending is no longer hinted"
+
+
+def test_a_cancelled_job_is_hinted_until_it_ends(clock: Clock) -> None:
+    hot = HotJobs("c1")
+    hot.observe(job(3, "PENDING"), 1)
+    hot.hint(3)
+    hot.observe(job(3, "PENDING"), 2)
+    assert hot() == [3]
+    hot.observe(job(3, "CANCELLED"), 3)
+    assert hot() == []
