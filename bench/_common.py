@@ -72,11 +72,13 @@ async def start_slurmbridge(
     *,
     profile: str = "",
     metrics_port: int = 0,
+    name: str = "slurmbridge",
 ) -> asyncio.subprocess.Process:
     """``slurmbridge run`` (every component) as its own process, as in production, pointed at
     ``overrides`` (the simulators' settings) and ``nats_url``; quiet logs, no listeners.
     ``profile``: run it under cProfile, writing that file on exit. ``metrics_port``: serve
-    ``/metrics`` there (0: no listener)."""
+    ``/metrics`` there (0: no listener). ``name``: of its config file in ``workdir`` (one per
+    replica)."""
     settings = dict(overrides)
     settings["nats"] = {"url": nats_url}
     settings["slurm"] = {**settings.get("slurm", {}), "pollInterval": poll_interval}
@@ -85,7 +87,7 @@ async def start_slurmbridge(
         "healthPort": 0,
         "logLevel": "WARNING",
     }
-    cfg = workdir / "slurmbridge.yaml"
+    cfg = workdir / f"{name}.yaml"
     cfg.write_text(json.dumps(settings))  # JSON is YAML
     prof = ("-m", "cProfile", "-o", profile) if profile else ()
     return await asyncio.create_subprocess_exec(

@@ -21,6 +21,11 @@ timestamps inside their own writes with ``time.monotonic()``:
   messages stored, all streams) and ``cpu_ms_per_pod`` (the slurmbridge process's CPU time:
   the simulators and the load run in this process, so that figure is the bridge's own), with
   breakdowns by reconciler, request and stream (:mod:`bench._work`).
+* **replicas** (``--replicas 2``): that many slurmbridge processes on one NATS, each given one
+  partition of every reconciler's keys (``worker.partitions``, ``partitionIndices``):
+  ``replica_decides_share`` and ``replica_effects_ok_share`` (each process's part of the
+  decides and of the effects that changed something, from its own ``/metrics``) beside the
+  sums, which should equal one process's.
 * **direct baseline** (``--baseline direct``): after slurmbridge is stopped, the same workload
   again through ``bench/_direct.py``, a minimal binder in its own process (watch pods → submit
   a job → poll it → bind; no log): ``direct_bound_pods_per_s`` and its work per pod.
@@ -31,6 +36,7 @@ start by the hot loop (``slurm.pendingJobPollInterval``). Slinky's anchor for bo
 
     python bench/workload.py --json [--pods 200] [--poll-interval 2]
     python bench/workload.py --json --arrival 50 --pods 300 --nodes 100 --baseline direct
+    python bench/workload.py --json --arrival 50 --pods 300 --nodes 100 --replicas 2
     python bench/workload.py --json --slurm real [--release 26.05] [--nodes 20]
 
 ``--slurm real`` (root; the release's root file system built once with
@@ -145,29 +151,36 @@ class Work:
     ``metrics_url``), writes served by both simulators, JetStream messages stored, and the
     CPU seconds of process ``pid`` (the bridge, or the direct binder)."""
 
-    def __init__(self, sims: Simulators, nc: Any, pid: int, metrics_url: str = "") -> None:
-        self.sims, self.nc, self.pid, self.metrics_url = sims, nc, pid, metrics_url
+    def __init__(
+        self, sims: Simulators, nc: Any, pids: list[int], metrics_urls: tuple[str, ...] = ()
+    ) -> None:
+        self.sims, self.nc, self.pids, self.metrics_urls = sims, nc, pids, metrics_urls
 
     async def snapshot(self) -> dict[str, Any]:
         decides: dict[str, float] = {}
         triggers: dict[str, float] = {}
-        if self.metrics_url:
-            async with (
-                aiohttp.ClientSession() as http,
-                http.get(self.metrics_url) as resp,
-            ):
+        replicas: list[dict[str, float]] = []
+        for url in self.metrics_urls:
+            async with aiohttp.ClientSession() as http, http.get(url) as resp:
                 text = await resp.text()
-            decides = prometheus_totals(text, "slurmbridge_decides_total", by="reconciler")
-            triggers = prometheus_totals(
+            mine = prometheus_totals(text, "slurmbridge_decides_total", by="reconciler")
+            done = prometheus_totals(text, "slurmbridge_actions_total", by="outcome")
+            replicas.append({"decides": sum(mine.values()), "effects_ok": done.get("ok", 0.0)})
+            for k, v in mine.items():
+                decides[k] = decides.get(k, 0.0) + v
+            seen = prometheus_totals(
                 text, "slurmbridge_events_consumed_total", by=("reconciler", "kind")
             )
+            for k, v in seen.items():
+                triggers[k] = triggers.get(k, 0.0) + v
         return {
             "decides": decides,
             "triggers": triggers,
+            "replicas": replicas,
             "kube": kube_writes(dict(self.sims.kube.requests)),
             "slurm": slurm_writes(dict(self.sims.slurm.counters)),
             "nats": await stream_seqs(self.nc),
-            "cpu": cpu_seconds(self.pid),
+            "cpu": sum(cpu_seconds(pid) for pid in self.pids),
         }
 
     async def quiet(self, settle: float, cap: float) -> None:
@@ -192,7 +205,18 @@ class Work:
         kube = delta(before["kube"], after["kube"])
         slurm = delta(before["slurm"], after["slurm"])
         nats = delta(before["nats"], after["nats"])
+        shares: dict[str, Any] = {}
+        if len(after["replicas"]) > 1:
+            for field in ("decides", "effects_ok"):
+                done = [
+                    a[field] - b[field]
+                    for a, b in zip(after["replicas"], before["replicas"], strict=True)
+                ]
+                total = sum(done) or 1.0
+                shares[f"replica_{field}_share"] = [round(d / total, 3) for d in done]
+                shares[f"replica_{field}_per_pod"] = [per_pod(d, pods) for d in done]
         return {
+            **shares,
             "decides_per_pod": per_pod(sum(decides.values()), pods),
             "api_writes_per_pod": per_pod(sum(kube.values()) + sum(slurm.values()), pods),
             "nats_msgs_per_pod": per_pod(sum(nats.values()), pods),
@@ -243,15 +267,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     nats = NatsServer(store_dir=workdir / "nats")
     await nats.start()
     await sims.start()
-    port = free_port()
-    proc = await start_slurmbridge(
-        sims.overrides(),
-        nats.url,
-        workdir,
-        args.poll_interval,
-        profile=args.profile,
-        metrics_port=port,
-    )
+    ports = [free_port() for _ in range(args.replicas)]
+    procs = []
+    for i, port in enumerate(ports):
+        # Replicas split every reconciler's keys (worker.partitions), one partition each;
+        # the producers' leases make one replica the poller and watcher.
+        split = (
+            {"worker": {"partitions": args.replicas, "partitionIndices": [i]}}
+            if args.replicas > 1
+            else {}
+        )
+        procs.append(
+            await start_slurmbridge(
+                {**sims.overrides(), **split},
+                nats.url,
+                workdir,
+                args.poll_interval,
+                profile=args.profile if i == 0 else "",
+                metrics_port=port,
+                name=f"slurmbridge-{i}",
+            )
+        )
     nc = await nats_py.connect(nats.url)
     sim = sims.kube
     direct: dict[str, Any] = {}
@@ -268,7 +304,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await until(lambda: phase(warm) == "Succeeded", 60, "slurmbridge to place a pod")
         sims.slurm.on_job_state.append(clock.on_job)
         sim.on_write.append(clock.on_write)
-        work = Work(sims, nc, proc.pid, f"http://127.0.0.1:{port}/metrics")
+        work = Work(
+            sims,
+            nc,
+            [p.pid for p in procs],
+            tuple(f"http://127.0.0.1:{port}/metrics" for port in ports),
+        )
         await work.quiet(settle=args.poll_interval + 0.5, cap=30)
 
         # 1. bind: groups arrive, run, finish.
@@ -279,7 +320,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         t_done = time.monotonic()
         bind = [at - clock.started[job] for job, at in (clock.bound[n] for n in names)]
-        cpu_share = (cpu_seconds(proc.pid) - before["cpu"]) / (t_done - wall0)
+        cpu_share = (sum(cpu_seconds(p.pid) for p in procs) - before["cpu"]) / (t_done - wall0)
         last_bind = max(clock.bound[n][1] for n in names)
         await work.quiet(settle=args.poll_interval + 0.5, cap=30)
         figures = Work.per_pod(before, await work.snapshot(), len(names))
@@ -308,8 +349,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         removed = [clock.removed[n][1] - clock.ended[j] for n, j in pairs]
 
         # 3. the same workload through the minimal direct binder, slurmbridge stopped.
-        proc.terminate()
-        await proc.wait()
+        for p in procs:
+            p.terminate()
+            await p.wait()
         if args.baseline == "direct":
             # Without slurmbridge nobody taints nodes as managed; its NoExecute taint, left
             # behind, would make the kubelets refuse the direct binder's pods.
@@ -322,9 +364,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     sim.update(node)
             direct = await _direct(args, sims, nc, clock, phase)
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            await proc.wait()
+        for p in procs:
+            if p.returncode is None:
+                p.terminate()
+                await p.wait()
         await nc.close()
         await sims.stop()
         await nats.stop()
@@ -335,6 +378,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "pods": len(bind),
         "nodes": args.nodes,
+        "replicas": args.replicas,
         "bind_p50_ms": _ms(bind, 50),
         "bind_p99_ms": _ms(bind, 99),
         "bind_max_ms": _ms(bind, 100),
@@ -384,7 +428,7 @@ async def _direct(
         line = await asyncio.wait_for(binder.stdout.readline(), 60)
         if line.strip() != b"READY":
             raise RuntimeError(f"direct binder did not start: {line!r}")
-        work = Work(sims, nc, binder.pid)
+        work = Work(sims, nc, [binder.pid])
         before = await work.snapshot()
         names, wall0 = await _arrive(sims.kube, args, "d", DIRECT_SCHEDULER)
         await until(
@@ -604,6 +648,13 @@ def main() -> None:
         choices=("none", "direct"),
         default="none",
         help="sim: direct = place the same workload with bench/_direct.py too",
+    )
+    ap.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="sim: slurmbridge processes on one NATS, each one partition of every "
+        "reconciler's keys (1)",
     )
     ap.add_argument("--run-seconds", type=float, default=0.5, help="pod run time (0.5 s)")
     ap.add_argument(
