@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import emit, machine, start_slurmbridge, until
 from bench._work import cpu_seconds
 from schemas import wellknown
-from slurmbridge.devtools.sim.kube import ApiError, Change
+from slurmbridge.devtools.sim.kube import Change
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Simulators
 from slurmbridge.runtime.natsserver import NatsServer
@@ -85,12 +85,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sims.slurm.submit({"partition": "gpu", "tasks": 2, "min_nodes": 2}, external=True)
     proc = await start_slurmbridge(sims.overrides(), nats.url, workdir, args.poll_interval)
     bound: dict[str, float] = {}
+    labelled: set[str] = set()
 
     def on_write(change: Change) -> None:
         if change.resource.name == "pods" and change.type == "MODIFIED":
             obj = change.object
             if (obj.get("spec") or {}).get("nodeName"):
                 bound.setdefault(obj["metadata"]["name"], time.monotonic())
+            if JOBID in (obj["metadata"].get("labels") or {}):
+                labelled.add(obj["metadata"]["name"])
 
     sims.kube.on_write.append(on_write)
     try:
@@ -103,17 +106,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.queue)
         ]
 
-        def labelled() -> int:
-            n = 0
-            for name in names:
-                try:
-                    labels = sims.kube.get("pods", name, "default")["metadata"].get("labels", {})
-                except ApiError:
-                    continue
-                n += JOBID in labels
-            return n
-
-        await until(lambda: labelled() == len(names), args.timeout, "every queued pod's job")
+        queued = set(names)
+        await until(lambda: queued <= labelled, args.timeout, "every queued pod's job")
         fill_s = time.monotonic() - t_fill
         pending = sum(
             1

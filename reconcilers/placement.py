@@ -122,6 +122,7 @@ jobs wait in that partition, so their queue place stays current.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 
 import msgspec
@@ -404,19 +405,23 @@ def queue_position(store: Store, job: SlurmJob) -> int:
     0 when the job is not pending or names no partition.
 
     Reads only the jobs of that partition (the projection's ``partition`` index) and counts
-    those ahead, without sorting.
+    those ahead, without sorting, up to ``wellknown.QUEUE_POSITION_CAP`` (a place from there
+    on is that cap: "100th or later").
     """
     if job.base_state != "PENDING" or not job.partition:
         return 0
     mine = _queue_key(job)
-    ahead = sum(
-        1
-        for j in store.by_field(SlurmJob, "partition", job.partition)
-        if j.source == job.source
-        and j.base_state == "PENDING"
-        and j.job_id != job.job_id
-        and _queue_key(j) < mine
-    )
+    ahead = 0
+    for j in store.by_field(SlurmJob, "partition", job.partition):
+        if (
+            j.base_state == "PENDING"
+            and j.job_id != job.job_id
+            and j.source == job.source
+            and _queue_key(j) < mine
+        ):
+            ahead += 1
+            if ahead + 1 >= wellknown.QUEUE_POSITION_CAP:
+                break
     return ahead + 1
 
 
@@ -1634,20 +1639,24 @@ def _groups_under(event: KubeWorkload, store: Store, ctx: Context) -> Iterable[s
 
 def _after_job(event: SlurmJob, store: Store, ctx: Context) -> Iterable[str]:
     """The job's own group, and — when the job is not (or no longer) pending — the groups
-    whose jobs wait in its partition: one left the queue ahead of them, so their place
-    moved. Only that partition's jobs are read (the ``partition`` index)."""
+    whose jobs wait in its partition among the first ``wellknown.QUEUE_POSITION_CAP``: one
+    left the queue ahead of them, so their place moved. Only that partition's jobs are read
+    (the ``partition`` index)."""
     keys = _pods.group_of_job(event, store, ctx)
     if event.base_state == "PENDING" or not event.partition:
         return keys
     if event.cluster and event.cluster != ctx.cluster:
         return keys
     found = set(keys)
-    for j in store.by_field(SlurmJob, "partition", event.partition):
-        if (
-            j.source == event.source
-            and j.base_state == "PENDING"
-            and (key := _pods.group_key_of_marker(j.comment))
-        ):
+    pending = [
+        j
+        for j in store.by_field(SlurmJob, "partition", event.partition)
+        if j.source == event.source and j.base_state == "PENDING"
+    ]
+    # Only the places told exactly can move (wellknown.QUEUE_POSITION_CAP): with 10,000 jobs
+    # queued, a job starting re-decides 100 groups, not 10,000.
+    for j in heapq.nsmallest(wellknown.QUEUE_POSITION_CAP, pending, key=_queue_key):
+        if key := _pods.group_key_of_marker(j.comment):
             found.add(key)
     return sorted(found)
 
@@ -1723,15 +1732,16 @@ def usage_read(event: KubeNodeUsage) -> object:
 def _pending_groups(store: Store, ctx: Context, near: str = "") -> list[str]:
     """The groups whose jobs of ours are pending — with ``near`` (a Kubernetes node name),
     only those in a partition holding that node's Slurm node: a job's exclusions name only
-    nodes of its partitions, so nothing else on that node can move them. A node in no
-    partition concerns no pending job (with 10,000 jobs queued, every pod binding re-decided
-    all of them: issue 30, item 4)."""
+    nodes of its partitions, so nothing else on that node can move them (no partition
+    observed yet: every pending job). A node in no partition concerns no pending job (with
+    10,000 jobs queued, every pod binding re-decided all of them: issue 30, item 4)."""
     source = slurm_source(ctx.cluster)
     parts: set[str] | None = None
-    if near:
+    known = list(store.values(SlurmPartition, source)) if near else []
+    if known:
         node = store.get(KubeNode, near)
         slurm = _nodes.slurm_name_of(node) if node is not None else near
-        parts = {p.key for p in store.values(SlurmPartition, source) if slurm in p.nodes}
+        parts = {p.key for p in known if slurm in p.nodes}
         if not parts:
             return []
     keys = set()

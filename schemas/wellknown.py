@@ -157,14 +157,21 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+#: Places in a partition's queue told exactly; a job further back is "100th or later", so
+#: a job leaving the head of a 10,000-deep queue rewrites 100 pods' conditions, not 10,000.
+QUEUE_POSITION_CAP: Final = 100
+
+
 def pending_message(slurm_reason: str, position: int, partition: str) -> str:
     """The message of ``PodScheduled=False`` (reason :data:`REASON_SLURM_JOB_PENDING`):
     Slurm's reason for the wait, then the job's 1-based place among the pending jobs of its
     partition, e.g. ``"Priority, 12th in partition gpu"`` (``position`` 0 or no partition:
-    the reason alone)."""
+    the reason alone; from :data:`QUEUE_POSITION_CAP` on, ``"100th or later"``)."""
     reason = slurm_reason or "None"
     if position <= 0 or not partition:
         return reason
+    if position >= QUEUE_POSITION_CAP:
+        return f"{reason}, {ordinal(QUEUE_POSITION_CAP)} or later in partition {partition}"
     return f"{reason}, {ordinal(position)} in partition {partition}"
 
 

@@ -1819,3 +1819,35 @@ def test_a_pod_starting_on_its_node_triggers_neither_placement_nor_workload(
         assert read(msgspec.structs.replace(pods[0], phase="Succeeded")) != read(pods[0])
         want = spec.decide(spec.view(before, key, CTX))
         assert spec.decide(spec.view(started, key, CTX)) == want, spec.name
+
+
+def test_a_place_far_back_in_a_deep_queue_is_told_as_100th_or_later() -> None:
+    """Issue 30, item 4: a job leaving the head of a 10,000-deep queue must not rewrite
+    10,000 pods' conditions; places from wellknown.QUEUE_POSITION_CAP on read the same."""
+    cap = wellknown.QUEUE_POSITION_CAP
+    ahead = tuple(qjob(1000 + i, priority=500) for i in range(cap + 20))
+    mine = qjob(50)
+    assert placement.queue_position(store(mine, *ahead), mine) == cap
+    assert wellknown.pending_message("Priority", cap, "gpu") == (
+        "Priority, 100th or later in partition gpu"
+    )
+    assert (
+        wellknown.pending_message("Priority", cap - 1, "gpu") == "Priority, 99th in partition gpu"
+    )
+
+
+def test_a_job_leaving_a_deep_queue_re_decides_only_the_places_told_exactly() -> None:
+    cap = wellknown.QUEUE_POSITION_CAP
+    waiting = [
+        qjob(
+            100 + i,
+            priority=1000 - i,
+            comment=_pods.marker(_pods.Group(namespace="ns", kind="Pod", name=f"q{i}"), f"u{i}"),
+        )
+        for i in range(cap + 50)
+    ]
+    started = qjob(99, state="RUNNING")
+    s = store(*waiting, started)
+    keys = list(placement.SPEC.keys_of(started, s, CTX))
+    assert len(keys) == cap
+    assert "ns/Pod:q0" in keys and f"ns/Pod:q{cap}" not in keys
