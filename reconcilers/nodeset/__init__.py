@@ -219,88 +219,34 @@ from reconcilers.nodeset import (
     update,
 )
 from reconcilers.nodeset._common import (
-    API_VERSION as API_VERSION,
-)
-from reconcilers.nodeset._common import (
-    BACKOFF_BASE_S as BACKOFF_BASE_S,
-)
-from reconcilers.nodeset._common import (
-    BACKOFF_MAX_S as BACKOFF_MAX_S,
-)
-from reconcilers.nodeset._common import (
-    BURST_REPLICAS as BURST_REPLICAS,
-)
-from reconcilers.nodeset._common import (
-    BUSY as BUSY,
-)
-from reconcilers.nodeset._common import (
-    CONDITION_REPLICA_FAILURE as CONDITION_REPLICA_FAILURE,
-)
-from reconcilers.nodeset._common import (
-    DEFAULT_MAX_UNAVAILABLE as DEFAULT_MAX_UNAVAILABLE,
-)
-from reconcilers.nodeset._common import (
-    DRAIN_RECHECK_S as DRAIN_RECHECK_S,
-)
-from reconcilers.nodeset._common import (
-    EVENT_MESSAGE_LIMIT as EVENT_MESSAGE_LIMIT,
-)
-from reconcilers.nodeset._common import (
-    FORGET_FAILURE_S as FORGET_FAILURE_S,
-)
-from reconcilers.nodeset._common import (
-    INFINITE_S as INFINITE_S,
-)
-from reconcilers.nodeset._common import (
-    LABEL_INSTANCE as LABEL_INSTANCE,
-)
-from reconcilers.nodeset._common import (
-    LABEL_NAME as LABEL_NAME,
-)
-from reconcilers.nodeset._common import (
-    MAX_REPLICAS as MAX_REPLICAS,
-)
-from reconcilers.nodeset._common import (
-    NAME as NAME,
-)
-from reconcilers.nodeset._common import (
-    NODES_LISTING as NODES_LISTING,
-)
-from reconcilers.nodeset._common import (
-    NOT_RUNNING_EVENTS as NOT_RUNNING_EVENTS,
-)
-from reconcilers.nodeset._common import (
-    PODS_LISTING as PODS_LISTING,
-)
-from reconcilers.nodeset._common import (
-    REASON_POD_NOT_RUNNING as REASON_POD_NOT_RUNNING,
-)
-from reconcilers.nodeset._common import (
-    REASON_REPLICAS_TOO_MANY as REASON_REPLICAS_TOO_MANY,
-)
-from reconcilers.nodeset._common import (
-    RESERVATION_FLAGS as RESERVATION_FLAGS,
-)
-from reconcilers.nodeset._common import (
-    RESERVATION_PREFIX as RESERVATION_PREFIX,
-)
-from reconcilers.nodeset._common import (
-    SLOW_START_INITIAL as SLOW_START_INITIAL,
-)
-from reconcilers.nodeset._common import (
-    SLURMD as SLURMD,
-)
-from reconcilers.nodeset._common import (
-    NodeSetPlan as NodeSetPlan,
-)
-from reconcilers.nodeset._common import (
-    NodeSetStep as NodeSetStep,
-)
-from reconcilers.nodeset._common import (
-    View as View,
-)
-from reconcilers.nodeset._common import (
-    is_busy as is_busy,
+    API_VERSION,
+    BACKOFF_BASE_S,
+    BACKOFF_MAX_S,
+    BURST_REPLICAS,
+    BUSY,
+    CONDITION_REPLICA_FAILURE,
+    DEFAULT_MAX_UNAVAILABLE,
+    DRAIN_RECHECK_S,
+    EVENT_MESSAGE_LIMIT,
+    FORGET_FAILURE_S,
+    INFINITE_S,
+    LABEL_INSTANCE,
+    LABEL_NAME,
+    MAX_REPLICAS,
+    NAME,
+    NODES_LISTING,
+    NOT_RUNNING_EVENTS,
+    PODS_LISTING,
+    REASON_POD_NOT_RUNNING,
+    REASON_REPLICAS_TOO_MANY,
+    RESERVATION_FLAGS,
+    RESERVATION_PREFIX,
+    SLOW_START_INITIAL,
+    SLURMD,
+    NodeSetPlan,
+    NodeSetStep,
+    View,
+    is_busy,
 )
 from reconcilers.nodeset._view import (
     _itself,
@@ -310,90 +256,50 @@ from reconcilers.nodeset._view import (
     _of_slurmd_pod,
     _on_kube_node,
     _served_by,
-)
-from reconcilers.nodeset._view import (
-    all_keys as all_keys,
-)
-from reconcilers.nodeset._view import (
-    is_served as is_served,
-)
-from reconcilers.nodeset._view import (
-    view as view,
+    all_keys,
+    is_served,
+    view,
 )
 from reconcilers.nodeset.finalize import (
-    finalize as finalize,
+    finalize,
 )
 from reconcilers.nodeset.order import (
-    active_pods_key as active_pods_key,
-)
-from reconcilers.nodeset.order import (
-    format_deadline as format_deadline,
-)
-from reconcilers.nodeset.order import (
-    lowest_free as lowest_free,
-)
-from reconcilers.nodeset.order import (
-    node_deadlines as node_deadlines,
-)
-from reconcilers.nodeset.order import (
-    ordinal_of as ordinal_of,
-)
-from reconcilers.nodeset.order import (
-    parse_deadline as parse_deadline,
-)
-from reconcilers.nodeset.order import (
-    pod_name as pod_name,
-)
-from reconcilers.nodeset.order import (
-    scale_in_order as scale_in_order,
+    active_pods_key,
+    format_deadline,
+    lowest_free,
+    node_deadlines,
+    ordinal_of,
+    parse_deadline,
+    pod_name,
+    scale_in_order,
 )
 from reconcilers.nodeset.partition import (
-    partition_actions as partition_actions,
+    partition_actions,
 )
 from reconcilers.nodeset.pods import (
-    deadline_actions as deadline_actions,
-)
-from reconcilers.nodeset.pods import (
-    not_running as not_running,
+    deadline_actions,
+    not_running,
 )
 from reconcilers.nodeset.reservation import (
-    reservation_actions as reservation_actions,
-)
-from reconcilers.nodeset.reservation import (
-    reservation_flags as reservation_flags,
-)
-from reconcilers.nodeset.reservation import (
-    reservation_name as reservation_name,
+    reservation_actions,
+    reservation_flags,
+    reservation_name,
 )
 from reconcilers.nodeset.scale import (
-    backoff_s as backoff_s,
-)
-from reconcilers.nodeset.scale import (
-    failure_key as failure_key,
-)
-from reconcilers.nodeset.scale import (
-    failures_of as failures_of,
-)
-from reconcilers.nodeset.scale import (
-    slow_start_batch as slow_start_batch,
+    backoff_s,
+    failure_key,
+    failures_of,
+    slow_start_batch,
 )
 from reconcilers.nodeset.status import (
-    is_available as is_available,
-)
-from reconcilers.nodeset.status import (
-    replica_conditions as replica_conditions,
-)
-from reconcilers.nodeset.status import (
-    replicas_message as replicas_message,
-)
-from reconcilers.nodeset.status import (
-    revision_of as revision_of,
+    is_available,
+    replica_conditions,
+    replicas_message,
+    revision_of,
 )
 from reconcilers.nodeset.update import (
-    max_unavailable as max_unavailable,
-)
-from reconcilers.nodeset.update import (
-    update_pods as update_pods,
+    max_unavailable,
+    update_pods,
 )
 from schemas.actions import NodeSetRef
 from schemas.events import (
