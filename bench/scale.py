@@ -202,7 +202,8 @@ async def measure(nodes: int, jobs: int, relist_every: int) -> dict[str, object]
 # --- projection memory and catch-up ----------------------------------------------------------
 
 #: What a worker running every reconciler indexes (``by_label`` / ``by_field`` build an index on
-#: first use and keep it): reconcilers/_pods.py, nodeset.py, autoscale.py, workload.py, _nodes.py.
+#: first use and keep it): reconcilers/_pods.py, nodeset/_view.py, autoscale.py, workload.py,
+#: _nodes.py.
 INDEXES: tuple[tuple[type[Event], str], ...] = (
     (events.KubePod, "batch.kubernetes.io/job-name"),
     (events.KubePod, "jobset.sigs.k8s.io/jobset-name"),

@@ -45,7 +45,7 @@ Obj = dict[str, Any]
 #: (``slinky.slurm.net/managed-node=<scheduler>:NoExecute``): without it the kubelet refuses
 #: them (NoExecute, pkg/kubelet/lifecycle/predicate.go), as Slinky's own hybrid example gives
 #: its NodeSet pods (slurm-bridge ``hack/slurm-bridge-hybrid.yaml``). slurmbridge now adds
-#: one to every slurmd pod whose template has none (reconcilers._daemon.slurmd_tolerations);
+#: one to every slurmd pod whose template has none (reconcilers.nodeset._daemon.slurmd_tolerations);
 #: a template that gives this one keeps it as written.
 MANAGED_NODE_TOLERATION: Final[Obj] = {
     "key": wellknown.TAINT_MANAGED_NODE,

@@ -11,7 +11,7 @@ import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from reconcilers import _daemon
+from reconcilers.nodeset import _daemon
 from schemas import wellknown
 from schemas.actions import (
     Action,
@@ -962,8 +962,8 @@ def nodeset_pod(
     ``serviceName`` as ``subdomain``, the slurmd/instance/revision/hostname/scaling-mode
     labels, the NodeSet as controller owner, one volume per claim template, and a toleration
     of the bridge's own ``slinky.slurm.net/managed-node`` taint unless the template has one
-    (:func:`reconcilers._daemon.slurmd_tolerations`; 1.x's worker_app.go gives its own worker
-    taint's toleration the same way). Pure: no I/O.
+    (:func:`reconcilers.nodeset._daemon.slurmd_tolerations`; 1.x's worker_app.go gives its own
+    worker taint's toleration the same way). Pure: no I/O.
     """
     ref = action.nodeset
     meta = nodeset.get("metadata") or {}

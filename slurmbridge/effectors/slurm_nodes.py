@@ -32,7 +32,7 @@ from slurmbridge.slurm.models import Node, NodeUpdate
 def replace_owned(current: tuple[str, ...], prefix: str, wanted: tuple[str, ...]) -> list[str]:
     """``current`` with its ``prefix`` members replaced by ``wanted``, sorted and
     de-duplicated (slurm-operator slurmcontrol.go ``replaceFeatureNamespace``; the same rule
-    as ``reconcilers._ident.replace_owned``, which effectors may not import)."""
+    as ``reconcilers.nodeset._ident.replace_owned``, which effectors may not import)."""
     return sorted({*(f for f in current if not f.startswith(prefix)), *wanted})
 
 

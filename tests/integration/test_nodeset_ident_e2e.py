@@ -3,7 +3,7 @@ comment names its pod (slurm-operator's PodInfo), the Kubernetes node's
 ``features.slinky.slurm.net/spec`` and ``topology.slinky.slurm.net/spec`` annotations reach
 the Slurm node as ``k8s/`` features and its topology, a pod whose Slurm node disappears is
 re-created, and a DaemonSet NodeSet's defunct Slurm node record is pruned
-(reconcilers._ident)."""
+(reconcilers.nodeset._ident)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A NodeSet's ``spec.partition`` end to end in the simulators (reconcilers/nodeset.py rules
+"""A NodeSet's ``spec.partition`` end to end in the simulators (reconcilers.nodeset rules
 19-20; slurm-operator 1.x renders it into slurm.conf, controller_config.go
 ``buildNodeSetConf``): the partition is made over REST v0.0.45 on the NodeSet's nodes with its
 config, follows a scale-out and a config change, is deleted when disabled, never touched when

@@ -1,4 +1,4 @@
-"""ScheduledUpdate end to end in the simulators (reconcilers/nodeset.py rules 11-12;
+"""ScheduledUpdate end to end in the simulators (reconcilers.nodeset rules 11-12;
 slurm-operator nodeset_sync.go ``syncSlurmReservation`` / ``syncScheduledUpdate``): the
 NodeSet's MAINT reservation is created over REST on its nodes, a template change replaces
 no pod before the window opens and every pod inside it, and switching the strategy away

@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from reconcilers import _ident
 from reconcilers.base import Context, ReconcilerSpec
+from reconcilers.nodeset import _ident
 from schemas import podinfo, wellknown
 from schemas.actions import (
     AllocateResourceClaim,

@@ -343,7 +343,7 @@ def test_applying_the_actions_converges() -> None:
     first = decide(ns(1), idle, sn(0), pod(1), sn(1, "IDLE", "DRAIN", reason=ours(1)))
     kinds = RecordEvent | SetNodeSetStatus | SetSlurmNodeConditions | SetSlurmNodePodInfo
     assert [type(a) for a in first if not isinstance(a, kinds)] == [DeleteNodeSetPod]
-    # The kept pod's node then carries its PodInfo (reconcilers._ident rule 1).
+    # The kept pod's node then carries its PodInfo (reconcilers.nodeset._ident rule 1).
     (info,) = [a for a in of(SetSlurmNodePodInfo, first) if a.node == "gpu-0"]  # type: ignore[attr-defined]
     assert isinstance(info, SetSlurmNodePodInfo)
     sn0 = msgspec.structs.replace(sn(0), comment=info.info.to_comment())

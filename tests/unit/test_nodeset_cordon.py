@@ -1,4 +1,4 @@
-"""NodeSet cordon sync and Slurm state conditions (reconcilers._slurmd through
+"""NodeSet cordon sync and Slurm state conditions (reconcilers.nodeset._slurmd through
 reconcilers.nodeset), and the v1beta1/v1alpha1 translation — tables, pure."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import msgspec
 import pytest
 
 from producers.kube.translate import node_to_event, nodeset_to_event, pod_to_event
-from reconcilers import _slurmd, nodeset
+from reconcilers import nodeset
 from reconcilers.base import Context
+from reconcilers.nodeset import _slurmd
 from schemas import wellknown
 from schemas.actions import (
     AnyAction,

@@ -1,4 +1,4 @@
-"""A slurmd pod's Slurm node identity and records (reconcilers._ident through
+"""A slurmd pod's Slurm node identity and records (reconcilers.nodeset._ident through
 reconcilers.nodeset): PodInfo comment, ``k8s/`` features, topology, never-registered pods and
 pruned records — tables, pure."""
 
@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
-from reconcilers import _ident, nodeset
+from reconcilers import nodeset
 from reconcilers.base import Context
+from reconcilers.nodeset import _ident
 from schemas import podinfo, wellknown
 from schemas.actions import (
     AnyAction,

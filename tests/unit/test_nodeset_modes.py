@@ -1,5 +1,5 @@
 """NodeSet scalingMode DaemonSet, pinToNode and extraConf (reconcilers.nodeset rules 12-14,
-reconcilers._daemon; slurmbridge.effectors.nodesets conf_arg / _pin_affinity)."""
+reconcilers.nodeset._daemon; slurmbridge.effectors.nodesets conf_arg / _pin_affinity)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import msgspec
 import pytest
 
 from producers.kube.translate import nodeset_to_event
-from reconcilers import _daemon, nodeset
+from reconcilers import nodeset
 from reconcilers.base import Context
+from reconcilers.nodeset import _daemon
 from schemas import wellknown
 from schemas.actions import (
     CreateNodeSetPod,

@@ -1,4 +1,4 @@
-"""Why a slurmd pod does not run, told on its NodeSet (issue 29 item 2; reconcilers/nodeset.py
+"""Why a slurmd pod does not run, told on its NodeSet (issue 29 item 2; reconcilers.nodeset
 rule 5): the kubelet's reason travels in the KubePod observation (producers/kube/translate.py)
 and the pure decision puts it in the Warning Event, bounded."""
 

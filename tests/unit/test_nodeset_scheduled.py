@@ -1,6 +1,6 @@
 """ScheduledUpdate (pure rule and REST layer): the MAINT reservation a NodeSet gets, the pods
 replaced inside it, and the reservation codec and client against a fake slurmrestd
-(reconcilers/nodeset.py rules 11-12; slurm-operator nodeset_sync.go ``syncSlurmReservation``
+(reconcilers.nodeset rules 11-12; slurm-operator nodeset_sync.go ``syncSlurmReservation``
 and ``syncScheduledUpdate``, slurmcontrol.go ``SyncReservationForNodeSet``,
 ``GetPodsUnderReservation``, ``formatReservationForSchedule``)."""
 

@@ -1,5 +1,5 @@
 """NodeSet revisions, rolling updates, pod deadlines and the 1.x scale-in criteria (pure):
-tables over views built in a real Projection (reconcilers/nodeset.py rules 2, 9–11;
+tables over views built in a real Projection (reconcilers.nodeset rules 2, 9–11;
 slurmbridge/kube/revisions.py)."""
 
 from __future__ import annotations

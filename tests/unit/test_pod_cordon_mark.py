@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconcilers import _slurmd
+from reconcilers.nodeset import _slurmd
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, SetPodAnnotation, UndrainSlurmNode
 from schemas.events import KubeNode, KubePod, SlurmNode
