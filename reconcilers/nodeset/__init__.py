@@ -74,8 +74,8 @@ hostname, as slurmd registers it).
     (:mod:`slurmbridge.kube.revisions`); pods are created labelled
     ``controller.kubernetes.io/hash=<hash>`` with the hash of the NodeSet the effector read.
     When the status would name a new hash or the pods' revisions may have changed,
-    :class:`EnsureNodeSetRevision` records the ControllerRevision and prunes the history
-    to ``revisionHistoryLimit``, just before the status write. Status gains
+    :class:`~schemas.actions.EnsureNodeSetRevision` records the ControllerRevision and prunes
+    the history to ``revisionHistoryLimit``, just before the status write. Status gains
     ``nodeSetHash``, ``updatedReplicas`` (live pods at that hash), ``unavailableReplicas``
     and ``desired``; ``availableReplicas`` counts pods Ready for ``minReadySeconds``
     (nodeset_sync_status.go ``calculateReplicaStatus``).
@@ -154,7 +154,8 @@ each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
     with the pod), else leaves the NodeSet as owner with ``whenDeleted: Delete``
     (:func:`slurmbridge.effectors.nodesets.claim_owners`). A live pod that is not condemned
     but whose node carries its pending-termination drain (a reversed scale-in) gets
-    :class:`KeepNodeSetPodClaims`: its claims are owned as a kept pod's — never by the pod.
+    :class:`~schemas.actions.KeepNodeSetPodClaims`: its claims are owned as a kept pod's —
+    never by the pod.
 
 19. **Partition** (:func:`partition_actions`; ``spec.partition``, which 1.x renders into
     slurm.conf as ``PartitionName=<nodeset> Nodes=<nodeset> <config>``:
@@ -172,9 +173,10 @@ each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
     adds finalizer ``nodeset.slurmbridge.dev/slurm-objects`` before it sends the partition.
 
 20. **Finalizer** (:func:`finalize`). A NodeSet being deleted with a partition or
-    ScheduledUpdate reservation stamp gets :class:`DeleteSlurmPartition` /
-    :class:`DeleteSlurmReservation` (each effect removes its stamp and, with the last, the
-    finalizer); our finalizer without a stamp is released (:class:`ReleaseNodeSetFinalizer`).
+    ScheduledUpdate reservation stamp gets :class:`~schemas.actions.DeleteSlurmPartition` /
+    :class:`~schemas.actions.DeleteSlurmReservation` (each effect removes its stamp and, with
+    the last, the finalizer); our finalizer without a stamp is released
+    (:class:`~schemas.actions.ReleaseNodeSetFinalizer`).
     Nothing else is decided for a NodeSet being deleted (its pods go with it).
 
 21. **Bounded replicas.** ``replicas`` above :data:`MAX_REPLICAS` (the CRD's ``maximum``;

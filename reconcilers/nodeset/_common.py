@@ -165,7 +165,7 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     #: missing from ``kube_nodes`` is then gone, not merely unseen yet.
     nodes_listed: bool = False
     #: Per Slurm node of these pods: when its running jobs end at the latest (epoch s; a
-    #: node running nothing is absent) — :func:`node_deadlines` (rule 9).
+    #: node running nothing is absent) — :func:`reconcilers.nodeset.order.node_deadlines` (rule 9).
     deadlines: dict[str, int] = {}
     #: Rule 19: the cluster's Slurm partition named as the NodeSet (None: Slurm lists none).
     partition: SlurmPartition | None = None
