@@ -39,6 +39,7 @@ from schemas.events import (
     workload_key,
 )
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import ns_pod
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -70,12 +71,8 @@ def pod(
         extra = {"finalizers": (wellknown.FINALIZER_SCHEDULER,)}
     if node:
         extra["annotations"] = {wellknown.ANNOTATION_SLURM_NODE: node}
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=SCHED,
         labels=labels,
         node_name=node,

@@ -47,6 +47,7 @@ from schemas.events import (
 )
 from slurmbridge.runtime.projection import Projection
 from tests.unit._listing import listed
+from tests.unit._pods import ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1")
@@ -80,12 +81,8 @@ def pod(
         labels[JOBID] = str(job)
         if marked:
             finalizers, tolerations = (FIN,), (TOL,)
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=scheduler,
         labels=labels,
         owner=owner,

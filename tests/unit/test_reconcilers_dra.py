@@ -46,6 +46,7 @@ from schemas.events import (
 )
 from slurmbridge.runtime.projection import Projection
 from tests.unit._listing import listed
+from tests.unit._pods import ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -78,12 +79,8 @@ def pod(
             DraRequest(container="main", resource=CPU_RES, device_class="dra.cpu", count=cpus)
         )
     labels = {JOBID: str(job)} if job is not None else {}
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=SCHED,
         labels=labels,
         annotations=annotations or {},

@@ -36,6 +36,7 @@ from schemas.events import (
 from slurmbridge import config
 from slurmbridge.cli.logs import context_of
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 NOW = 10_000.0
@@ -68,12 +69,8 @@ def pod(
         labels[JOBID] = str(job)
     if bound is None:
         bound = bool(node) and job is not None
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=scheduler,
         labels=labels,
         owner=OWNER,
