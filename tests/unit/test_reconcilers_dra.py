@@ -45,6 +45,7 @@ from schemas.events import (
     SlurmPartition,
 )
 from slurmbridge.runtime.projection import Projection
+from tests.unit._decisions import of
 from tests.unit._listing import listed
 from tests.unit._pods import ns_pod
 
@@ -188,10 +189,6 @@ def place(key: str, *objs: Event) -> Decision:
 
 def kinds(d: Decision) -> list[str]:
     return [type(a).__name__ for a in d.actions if type(a).__name__ != "RecordEvent"]
-
-
-def of(d: Decision, kind: type[Any]) -> list[Any]:
-    return [a for a in d.actions if isinstance(a, kind)]
 
 
 def devices(*names: str, request: str = "gpus") -> tuple[AllocatedDevice, ...]:
