@@ -45,8 +45,7 @@ _DECODE_JOB_PODS = msgspec.json.Decoder(_JobPods)
 def allocation_id(pod: KubePod) -> int:
     """The Slurm allocation a pod belongs to: its ``slurm-jobid`` label when a positive
     integer, else 0 (``podAllocationID``)."""
-    raw = pod.labels.get(wellknown.LABEL_SLURM_JOBID, "")
-    return int(raw) if raw.isdigit() else 0
+    return wellknown.slurm_job_id(pod.labels) or 0
 
 
 def job_pods(job: SlurmJob) -> frozenset[str]:

@@ -277,9 +277,9 @@ def resolve_group(pod: KubePod, store: Store, cluster: str) -> Group:
         if is_basic(pod_group, store):
             return basic_group(pod)
     alone = group_of(pod, pod_group=False, native=False)
-    raw = pod.labels.get(wellknown.LABEL_SLURM_JOBID, "")
-    if raw.isdigit():
-        job = store.get(SlurmJob, raw, slurm_source(cluster))
+    job_id = wellknown.slurm_job_id(pod.labels)
+    if job_id is not None:
+        job = store.get(SlurmJob, str(job_id), slurm_source(cluster))
         if job is not None:
             named = group_key_of_marker(job.comment)
             for candidate in (group, group_of(pod, native=False), alone):

@@ -109,7 +109,6 @@ from schemas.subjects import slurm_source
 
 NAME = "node_register"
 MIB = 1024 * 1024
-BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 #: Seconds between looks while the log has no complete Slurm listing yet.
 LISTING_WAIT_S = 1.0
 OWNED = (wellknown.EXTERNAL_REASON_PREFIX,)

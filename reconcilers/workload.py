@@ -188,9 +188,7 @@ def view(store: Store, key: str, ctx: Context) -> View | None:
 
 def _named_job_ids(pods: tuple[KubePod, ...]) -> list[int]:
     """The job ids the pods' ``slurm-jobid`` labels name (numbers only), in pod order."""
-    return [
-        int(raw) for p in pods if (raw := p.labels.get(wellknown.LABEL_SLURM_JOBID, "")).isdigit()
-    ]
+    return [j for p in pods if (j := wellknown.slurm_job_id(p.labels)) is not None]
 
 
 def _named_job(
@@ -285,9 +283,9 @@ def _releases(v: View) -> list[AnyAction]:
             ref = ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid)
             mine = c.extended and c.owner is not None and c.owner.uid == p.uid
             if mine and not c.deleting:
-                out.append(ReleaseResourceClaim(claim=ref, pod=_ref(p), delete=True))
+                out.append(ReleaseResourceClaim(claim=ref, pod=PodRef.of(p), delete=True))
             elif not mine and c.reserved_for_pod(p.uid):
-                out.append(ReleaseResourceClaim(claim=ref, pod=_ref(p)))
+                out.append(ReleaseResourceClaim(claim=ref, pod=PodRef.of(p)))
     return out
 
 
@@ -298,10 +296,6 @@ def _gang_size(store: Store, group: _pods.Group) -> int:
     if group.kind == _pods.KIND_COMPOSITE:
         return _pods.composite_size(root, store) if root is not None else 0
     return _pods.expected_size(group, root, _pods.template_owner_of(root, store))
-
-
-def _ref(p: KubePod) -> PodRef:
-    return PodRef(namespace=p.namespace, name=p.name, uid=p.uid)
 
 
 def _done(p: KubePod) -> bool:
@@ -431,7 +425,7 @@ def _short_gang(plan: _Plan, v: View) -> Stop | None:
     )
     plan.add(CancelSlurmJob(cluster=v.cluster, job_id=v.job_id, marker=v.job.comment, why=why))
     plan.extend(
-        SetPodLabel(pod=_ref(p), label=wellknown.LABEL_SLURM_JOBID, value=None)
+        SetPodLabel(pod=PodRef.of(p), label=wellknown.LABEL_SLURM_JOBID, value=None)
         for p in live
         if wellknown.LABEL_SLURM_JOBID in p.labels
     )
@@ -505,7 +499,9 @@ def _stopped_pod_deletes(v: View, job_id: int, *, reback: bool) -> list[AnyActio
             out.extend(_preempted(v, p, job_id))
             continue
         why = f"Slurm {_job_label(v)} is {state}{why_extra}"
-        out.append(DeletePod(pod=_ref(p), cluster=v.cluster, job_id=job_id, why=why, marker=marker))
+        out.append(
+            DeletePod(pod=PodRef.of(p), cluster=v.cluster, job_id=job_id, why=why, marker=marker)
+        )
         out.append(_pods.pod_event(p, "SlurmJobStopped", f"Deleting pod: {why}"))
     return out
 
@@ -530,7 +526,7 @@ def _finished_group(plan: _Plan, v: View) -> Stop | None:
     if v.job is not None and v.job_id is not None and _cancellable(v):
         plan.extend(_cancels(v, f"every pod of {v.group.key} has finished"))
     plan.extend(
-        RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="group finished")
+        RemovePodFinalizer(pod=PodRef.of(p), finalizer=FINALIZER, why="group finished")
         for p in v.pods
         if FINALIZER in p.finalizers
     )
@@ -546,7 +542,7 @@ def _deleting_pods(plan: _Plan, v: View) -> Stop | None:
         if FINALIZER not in p.finalizers or not p.deleting or _done(p):
             continue
         if plan.status in ("ended", "lost"):
-            plan.add(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why="job ended"))
+            plan.add(RemovePodFinalizer(pod=PodRef.of(p), finalizer=FINALIZER, why="job ended"))
             continue
         if p.node_name and not v.node_ready.get(p.node_name, False):
             _stuck_terminating(plan, v, p)
@@ -564,7 +560,7 @@ def _stuck_terminating(plan: _Plan, v: View, p: KubePod) -> None:
         f"node {p.node_name} has not answered for {v.grace_s:.0f} s after the "
         "pod's deletion grace period: finalizer removed so the deletion completes"
     )
-    plan.add(RemovePodFinalizer(pod=_ref(p), finalizer=FINALIZER, why=why))
+    plan.add(RemovePodFinalizer(pod=PodRef.of(p), finalizer=FINALIZER, why=why))
     plan.add(_pods.pod_event(p, "KubeletUnresponsive", why, warning=True))
 
 
@@ -615,13 +611,15 @@ def _preempted(v: View, p: KubePod, job_id: int) -> list[AnyAction]:
     why = f"Slurm job {job_id} was preempted: the pod gets {grace} s to stop"
     return [
         SetPodCondition(
-            pod=_ref(p),
+            pod=PodRef.of(p),
             type=wellknown.CONDITION_DISRUPTION_TARGET,
             status="True",
             reason=wellknown.REASON_PREEMPTION_BY_SCHEDULER,
             message=f"Slurm preempted job {job_id} to accommodate a higher priority job",
         ),
-        DeletePod(pod=_ref(p), cluster=v.cluster, job_id=job_id, why=why, grace_period_s=grace),
+        DeletePod(
+            pod=PodRef.of(p), cluster=v.cluster, job_id=job_id, why=why, grace_period_s=grace
+        ),
         _pods.pod_event(p, "Preempted", f"Deleting pod: {why}", warning=True),
     ]
 

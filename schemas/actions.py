@@ -196,9 +196,26 @@ class ObjectRef(msgspec.Struct, frozen=True, kw_only=True):
         return f"{self.namespace}/{self.name}"
 
 
+class _HasPodIdentity(typing.Protocol):
+    """Anything naming one pod: a ``KubePod`` event, a ``PodInfo``, a reconciler's pod view."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
 class PodRef(ObjectRef, frozen=True, kw_only=True):
     """One pod: ``namespace``, ``name`` and ``uid`` (a precondition: one re-created under
     the same name is another; ``""`` = none)."""
+
+    @classmethod
+    def of(cls, pod: _HasPodIdentity) -> PodRef:
+        """The ref of a pod observation (its ``namespace``, ``name`` and ``uid``): the one
+        place a reconciler turns a pod it saw into the pod an action touches."""
+        return cls(namespace=pod.namespace, name=pod.name, uid=pod.uid)
 
 
 class SlurmJobSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -23,6 +23,8 @@ from typing import Final, Literal, TypeVar
 
 import msgspec
 
+from schemas import wellknown
+
 Op = Literal["observed", "deleted"]
 
 
@@ -717,11 +719,12 @@ class SlurmNode(Event, frozen=True, kw_only=True, tag="SlurmNode"):
         administrator's, which a deletion must never race), and not ALLOCATED, MIXED or
         COMPLETING. The one test before deleting a node or its pod (Slinky slurm-operator's
         ``IsNodeDrained``; issue 18)."""
-        return (
-            "DRAIN" in self.state
-            and "UNDRAIN" not in self.state
-            and not any(s in self.state for s in ("ALLOCATED", "MIXED", "COMPLETING"))
-        )
+        return wellknown.slurm_drained(self.state)
+
+    @property
+    def busy(self) -> bool:
+        """Running or finishing a job (:func:`schemas.wellknown.slurm_busy`)."""
+        return wellknown.slurm_busy(self.state)
 
 
 class SlurmPartition(Event, frozen=True, kw_only=True, tag="SlurmPartition"):

@@ -8,6 +8,7 @@ belongs to an administrator and is never undone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 # --- scheduler -------------------------------------------------------------------------------
@@ -46,6 +47,39 @@ JOB_ENDED_STATES: Final = frozenset(
         "SPECIAL_EXIT",
     }
 )
+
+
+def slurm_job_id(labels: Mapping[str, str]) -> int | None:
+    """The Slurm job id a pod's ``slurm-jobid`` label names: the label's value when it is
+    ASCII decimal digits, else ``None`` (absent, empty, or not a number — a label such as
+    ``"²"`` passes ``str.isdigit`` yet ``int`` rejects it). Slinky slurm-bridge
+    ``internal/utils/podinfo`` reads the same label (``podAllocationID``)."""
+    raw = labels.get(LABEL_SLURM_JOBID, "")
+    return int(raw) if raw.isascii() and raw.isdigit() else None
+
+
+# --- Slurm node states -----------------------------------------------------------------------
+#: Slurm node base states (``node_state_string`` in Slurm's ``src/common/slurm_protocol_defs.c``).
+SLURM_BASE_STATES: Final[frozenset[str]] = frozenset(
+    {"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "EXTERNAL", "INVALID"}
+)
+#: States in which a Slurm node runs (or finishes) a job: a node in one of them is busy and is
+#: never deleted (Slinky slurm-operator ``IsNodeBusy``: allocated, mixed or completing).
+SLURM_BUSY_STATES: Final = ("ALLOCATED", "MIXED", "COMPLETING")
+
+
+def slurm_busy(state: tuple[str, ...]) -> bool:
+    """True when a node's upper-case ``state`` (base state and flags) holds one of
+    :data:`SLURM_BUSY_STATES` (Slinky slurm-operator ``IsNodeBusy``)."""
+    return any(s in state for s in SLURM_BUSY_STATES)
+
+
+def slurm_drained(state: tuple[str, ...]) -> bool:
+    """Drained and running nothing: ``DRAIN``, not ``UNDRAIN`` (an undrain under way: an
+    administrator's, which a deletion must never race), and not busy. The one test before
+    deleting a node or its pod (Slinky slurm-operator ``IsNodeDrained``; issue 18)."""
+    return "DRAIN" in state and "UNDRAIN" not in state and not slurm_busy(state)
+
 
 # --- NodeSets (slurm-operator) ---------------------------------------------------------------
 ANNOTATION_POD_DELETION_COST: Final = "nodeset.slinky.slurm.net/pod-deletion-cost"

@@ -74,7 +74,6 @@ REGISTER_GRACE_S: Final = 10.0
 #: ``pruneSlurmNodeRecords`` values (api/v1beta1/nodeset_types.go).
 PRUNE_NEVER: Final = "Never"
 PRUNE_NODE_NOT_FOUND: Final = "NodeNotFound"
-_BUSY: Final = ("ALLOCATED", "MIXED", "COMPLETING")
 
 
 def healthy(p: KubePod) -> bool:
@@ -151,7 +150,7 @@ def topology_actions(
     # Absent reads as empty (the downward API gives "" for a missing annotation): no empty
     # annotation is written onto every pod of a cluster without topology.
     if current != spec and not (current is None and spec == ""):
-        ref = PodRef(namespace=p.namespace, name=p.name, uid=p.uid)
+        ref = PodRef.of(p)
         out.append(
             SetPodAnnotation(pod=ref, annotation=wellknown.ANNOTATION_TOPOLOGY_SPEC, value=spec)
         )
@@ -178,7 +177,7 @@ def unregistered(
 def unregistered_delete(p: KubePod, cluster: str) -> DeleteNodeSetPod:
     """The deletion of rule 4 (the effector re-reads the Slurm node first)."""
     return DeleteNodeSetPod(
-        pod=PodRef(namespace=p.namespace, name=p.name, uid=p.uid),
+        pod=PodRef.of(p),
         cluster=cluster,
         slurm_node=p.name,
     )
@@ -241,7 +240,7 @@ def prune_actions(
         if kube is not None and daemonset_hostname(kube) == node.key:
             notes.append(f"{node.key}: Kubernetes node {info.node} still maps to it; kept")
             continue
-        if "DYNAMIC_NORM" not in node.state or any(node.has(s) for s in _BUSY):
+        if "DYNAMIC_NORM" not in node.state or node.busy:
             notes.append(f"{node.key}: not a dynamic idle node; kept")
             continue
         prune = PruneSlurmNodeRecord(cluster=cluster, node=node.key, nodeset=ref, pod=info.pod_name)

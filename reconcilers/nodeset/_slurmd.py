@@ -133,7 +133,7 @@ def cordon_mark(pod: KubePod, cordoned: bool) -> SetPodAnnotation:
     """Write (``True``) or remove the pod's ``nodeset.slinky.slurm.net/pod-cordon=true``
     (slurm-operator nodeset_sync.go ``makePodCordon`` / ``makePodUncordon``)."""
     return SetPodAnnotation(
-        pod=PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid),
+        pod=PodRef.of(pod),
         annotation=wellknown.ANNOTATION_POD_CORDON,
         value="true" if cordoned else None,
     )
@@ -218,5 +218,5 @@ def condition_actions(
     wanted = state_conditions(node) if node is not None else ()
     if {(c.type, "True", c.message) for c in wanted} == _current(pod):
         return []
-    ref = PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid)
+    ref = PodRef.of(pod)
     return [SetSlurmNodeConditions(pod=ref, conditions=wanted)]

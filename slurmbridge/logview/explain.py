@@ -291,9 +291,9 @@ async def _pod_history(bus: Bus, key: str) -> tuple[float, list[int], list[Step]
             continue
         if pod.created_at and not created:
             created = float(pod.created_at)
-        raw_id = pod.labels.get(wellknown.LABEL_SLURM_JOBID, "")
-        if raw_id.isdigit() and int(raw_id) not in job_ids:
-            job_ids.append(int(raw_id))
+        job_id = wellknown.slurm_job_id(pod.labels)
+        if job_id is not None and job_id not in job_ids:
+            job_ids.append(job_id)
         if pod.phase == "Running" and not running:
             running = True
             steps.append(Step(pod.observed_at / 1e9, "Running (pod phase)"))

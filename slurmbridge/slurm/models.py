@@ -20,6 +20,8 @@ from typing import Final
 
 import msgspec
 
+from schemas import wellknown
+
 __all__ = [
     "BASE_STATES",
     "PLACEHOLDER_SCRIPT",
@@ -43,9 +45,7 @@ __all__ = [
 #: ``EXTERNAL`` and ``INVALID`` are kept here for codecs' sake although Slurm reports EXTERNAL
 #: as a flag after the base state (``["IDLE", "EXTERNAL", "DYNAMIC_NORM"]``), so the base
 #: state of an external node is still ``IDLE`` (the first base state in the list wins).
-BASE_STATES: Final[frozenset[str]] = frozenset(
-    {"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "EXTERNAL", "INVALID"}
-)
+BASE_STATES: Final[frozenset[str]] = wellknown.SLURM_BASE_STATES
 
 
 class Node(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,11 +105,12 @@ class Node(msgspec.Struct, frozen=True, kw_only=True):
         administrator's, which a deletion must never race), and not ALLOCATED, MIXED or
         COMPLETING. The one test before deleting a node or its pod (Slinky slurm-operator's
         ``IsNodeDrained``; issue 18)."""
-        return (
-            "DRAIN" in self.state
-            and "UNDRAIN" not in self.state
-            and not any(s in self.state for s in ("ALLOCATED", "MIXED", "COMPLETING"))
-        )
+        return wellknown.slurm_drained(self.state)
+
+    @property
+    def busy(self) -> bool:
+        """Running or finishing a job (:func:`schemas.wellknown.slurm_busy`)."""
+        return wellknown.slurm_busy(self.state)
 
 
 class NodeList(msgspec.Struct, frozen=True, kw_only=True):

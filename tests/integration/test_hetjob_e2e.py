@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from schemas import wellknown
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.slurmjobs import ENDED
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import pod
 
 FIN = wellknown.FINALIZER_SCHEDULER
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -25,13 +25,6 @@ PREFIX = wellknown.ANNOTATION_SLURMJOB_PREFIX
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=6, poll_interval=0.2) as s:
         yield s
-
-
-def pod(stack: Stack, name: str) -> dict[str, Any] | None:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return None
 
 
 def phase(p: dict[str, Any] | None) -> str:

@@ -12,17 +12,16 @@ after ``kube.lostJobGrace``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from reconcilers import _pods
 from schemas import wellknown
 from schemas.actions import CancelSlurmJob, DeletePod
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.slurmjobs import SavedJobs
 from slurmbridge.devtools.testing import Stack
 from slurmbridge.slurm.models import Job
+from tests._helpers import pod
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -34,13 +33,6 @@ USER_JOB = {"name": "analysis", "comment": "my analysis", "hold": True}
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=3, poll_interval=0.2) as s:
         yield s
-
-
-def pod(stack: Stack, name: str) -> dict[str, Any] | None:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return None
 
 
 def marker_of(stack: Stack, name: str) -> str:

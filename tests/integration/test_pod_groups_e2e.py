@@ -14,10 +14,10 @@ import pytest
 
 from schemas import wellknown
 from schemas.actions import BindPod, CancelSlurmJob, DeletePod, SubmitSlurmJob
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.slurmjobs import ENDED
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import pod
 
 FIN = wellknown.FINALIZER_SCHEDULER
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -33,13 +33,6 @@ async def stack() -> AsyncIterator[Stack]:
 
 def ours(stack: Stack) -> list[Any]:
     return [j for j in stack.slurm.jobs if j.comment.startswith("slurmbridge:")]
-
-
-def pod(stack: Stack, name: str) -> dict[str, Any] | None:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return None
 
 
 def phase(p: dict[str, Any] | None) -> str:

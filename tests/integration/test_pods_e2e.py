@@ -13,8 +13,8 @@ import pytest
 
 from schemas import wellknown
 from schemas.actions import SubmitSlurmJob
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import pod
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 JOB = wellknown.LABEL_SLURM_JOBID
@@ -25,13 +25,6 @@ FIN = wellknown.FINALIZER_SCHEDULER
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2) as s:
         yield s
-
-
-def pod(stack: Stack, name: str) -> dict[str, Any] | None:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return None
 
 
 def ours(stack: Stack) -> list[Any]:

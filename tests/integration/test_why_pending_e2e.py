@@ -17,20 +17,13 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from schemas import wellknown
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
 from slurmbridge.logview import explain
+from tests._helpers import pod
 
 JOBID = wellknown.LABEL_SLURM_JOBID
 SCHEDULED = wellknown.CONDITION_POD_SCHEDULED
-
-
-def pod(stack: Stack, name: str) -> dict[str, Any] | None:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return None
 
 
 def condition(stack: Stack, name: str, kind: str) -> dict[str, Any] | None:

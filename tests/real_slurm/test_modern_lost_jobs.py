@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import pytest
 
@@ -23,8 +22,8 @@ from reconcilers import _pods
 from schemas import wellknown
 from schemas.actions import CancelSlurmJob, DeletePod
 from slurmbridge.devtools.realslurm_modern import ModernSlurm
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import pod
 from tests.real_slurm.conftest import modern_cluster
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
@@ -42,13 +41,6 @@ async def stack(slurm: ModernSlurm) -> AsyncIterator[Stack]:
     async with Stack(nodes=4, real_slurm=slurm, poll_interval=0.2) as s:
         yield s
     slurm.run("scancel", "--user", "root", check=False)
-
-
-def pod(stack: Stack, name: str) -> dict[str, Any] | None:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return None
 
 
 def label(stack: Stack, name: str) -> int | None:

@@ -8,15 +8,14 @@ simulated kubelets; Slurm is real. Each test leaves no job behind.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from schemas import wellknown
 from slurmbridge.devtools.realslurm import RealSlurm
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import pod
 
 JOBID = wellknown.LABEL_SLURM_JOBID
 
@@ -26,13 +25,6 @@ async def stack(real_slurm: RealSlurm) -> AsyncIterator[Stack]:
     async with Stack(nodes=4, real_slurm=real_slurm, poll_interval=0.5) as s:
         yield s
     real_slurm.run("scancel", "--user", "root", check=False)
-
-
-def pod(stack: Stack, name: str) -> dict[str, Any] | None:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return None
 
 
 def job_state(real_slurm: RealSlurm, job_id: int) -> str:

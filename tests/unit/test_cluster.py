@@ -15,7 +15,7 @@ from schemas.events import Event, KubeNodeSet, SlurmCluster, SlurmPing
 from schemas.subjects import slurm_source
 from slurmbridge.clusters import token_from
 from slurmbridge.kube.wire import RawSecret
-from slurmbridge.runtime.projection import Projection
+from tests.unit._decisions import store
 
 CTX = Context(scheduler_name="s", cluster="static")
 
@@ -36,13 +36,6 @@ def cl(name: str, ns: str = "slurm", **kw: object) -> SlurmCluster:
 
 def ping(name: str, **kw: object) -> SlurmPing:
     return SlurmPing(source=slurm_source(name), key=name, cluster=name, **kw)  # type: ignore[arg-type]
-
-
-def store(*objs: Event) -> Projection:
-    p = Projection()
-    for i, o in enumerate(objs, 1):
-        p.apply(o, i)
-    return p
 
 
 def decide(key: str, *objs: Event) -> tuple[object, ...]:

@@ -27,7 +27,6 @@ from schemas.actions import (
     SubmitSlurmJob,
 )
 from schemas.events import (
-    Event,
     KubeListed,
     KubeNode,
     KubePod,
@@ -38,7 +37,8 @@ from schemas.events import (
     SlurmPing,
     workload_key,
 )
-from slurmbridge.runtime.projection import Projection
+from tests.unit._decisions import store
+from tests.unit._pods import ns_pod
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -70,12 +70,8 @@ def pod(
         extra = {"finalizers": (wellknown.FINALIZER_SCHEDULER,)}
     if node:
         extra["annotations"] = {wellknown.ANNOTATION_SLURM_NODE: node}
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=SCHED,
         labels=labels,
         node_name=node,
@@ -104,13 +100,6 @@ def sjob(job_id: int, state: str, nodes: tuple[str, ...], offset: int) -> SlurmJ
         het_job_offset=offset,
         het_job_ids=(7, 8),
     )
-
-
-def store(*objs: Event) -> Projection:
-    p = Projection()
-    for i, o in enumerate(objs, 1):
-        p.apply(o, i)
-    return p
 
 
 def of(d: Any, kind: type[Any]) -> list[Any]:

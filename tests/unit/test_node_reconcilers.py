@@ -11,7 +11,7 @@ from reconcilers.base import Context
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, RecordEvent, TaintNode, UndrainSlurmNode, UntaintNode
 from schemas.events import Event, KubeNode, SlurmJob, SlurmNode, Taint
-from slurmbridge.runtime.projection import Projection
+from tests.unit._decisions import store
 
 CTX = Context(scheduler_name="slurm-bridge-scheduler", cluster="c1")
 SRC = "slurm:c1"
@@ -44,13 +44,6 @@ def sn(name: str, *state: str, reason: str = "", cluster: str = "c1") -> SlurmNo
         state=state or ("IDLE",),
         reason=reason,
     )
-
-
-def store(*objs: Event) -> Projection:
-    p = Projection()
-    for i, o in enumerate(objs, 1):
-        p.apply(o, i)
-    return p
 
 
 def kinds(actions: tuple[object, ...]) -> list[str]:

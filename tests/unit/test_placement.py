@@ -16,7 +16,6 @@ from schemas.actions import (
     CancelSlurmJob,
     DeletePod,
     MarkPods,
-    PodRef,
     RecordEvent,
     SetJobExcludedNodes,
     SetPodCondition,
@@ -45,8 +44,9 @@ from schemas.events import (
     Toleration,
     tombstone,
 )
-from slurmbridge.runtime.projection import Projection
+from tests.unit._decisions import kinds, of, ref, store
 from tests.unit._listing import listed
+from tests.unit._pods import ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1")
@@ -80,12 +80,8 @@ def pod(
         labels[JOBID] = str(job)
         if marked:
             finalizers, tolerations = (FIN,), (TOL,)
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=scheduler,
         labels=labels,
         owner=owner,
@@ -178,13 +174,6 @@ def sjob(
     )
 
 
-def store(*objs: Event) -> Projection:
-    p = Projection()
-    for i, o in enumerate(objs, 1):
-        p.apply(o, i)
-    return p
-
-
 def _listed_world(objs: tuple[Event, ...]) -> tuple[Event, ...]:
     """``objs`` in a complete Slurm listing, as a submit needs (tests.unit._listing)."""
     return listed(objs)
@@ -203,18 +192,6 @@ def decide(key: str, *objs: Event, ctx: Context = CTX, listed: bool = True) -> D
         for o in objs
     )
     return placement.decide(placement.view(store(*objs), key, ctx))
-
-
-def kinds(d: Decision) -> list[str]:
-    return [type(a).__name__ for a in d.actions]
-
-
-def of(d: Decision, kind: type[Any]) -> list[Any]:
-    return [a for a in d.actions if isinstance(a, kind)]
-
-
-def ref(name: str) -> PodRef:
-    return PodRef(namespace="ns", name=name, uid=f"u-{name}")
 
 
 BATCH = part("batch")

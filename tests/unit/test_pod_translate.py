@@ -11,9 +11,9 @@ import pytest
 from producers.kube.translate import pod_to_event
 from reconcilers import _pods
 from reconcilers._pods import Group, TranslationError, parse_memory_mib, parse_time_limit, translate
-from schemas.events import Event, KubePod, KubeWorkload, OwnerRef
+from schemas.events import KubePod, KubeWorkload, OwnerRef
 from slurmbridge.kube.wire import RawPod
-from slurmbridge.runtime.projection import Projection
+from tests.unit._decisions import store
 
 P = _pods.PREFIX
 MIB = 1024 * 1024
@@ -65,13 +65,6 @@ def lws_pod(name: str, lws: str, index: str | None) -> KubePod:
     if index is not None:
         labels[_pods.LABEL_LWS_GROUP_INDEX] = index
     return pod(name, labels=labels)
-
-
-def store(*objs: Event) -> Projection:
-    p = Projection()
-    for i, o in enumerate(objs, 1):
-        p.apply(o, i)
-    return p
 
 
 # --- groups ----------------------------------------------------------------------------------

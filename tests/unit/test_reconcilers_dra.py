@@ -45,7 +45,9 @@ from schemas.events import (
     SlurmPartition,
 )
 from slurmbridge.runtime.projection import Projection
+from tests.unit._decisions import of
 from tests.unit._listing import listed
+from tests.unit._pods import ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -78,12 +80,8 @@ def pod(
             DraRequest(container="main", resource=CPU_RES, device_class="dra.cpu", count=cpus)
         )
     labels = {JOBID: str(job)} if job is not None else {}
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=SCHED,
         labels=labels,
         annotations=annotations or {},
@@ -191,10 +189,6 @@ def place(key: str, *objs: Event) -> Decision:
 
 def kinds(d: Decision) -> list[str]:
     return [type(a).__name__ for a in d.actions if type(a).__name__ != "RecordEvent"]
-
-
-def of(d: Decision, kind: type[Any]) -> list[Any]:
-    return [a for a in d.actions if isinstance(a, kind)]
 
 
 def devices(*names: str, request: str = "gpus") -> tuple[AllocatedDevice, ...]:

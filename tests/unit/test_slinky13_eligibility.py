@@ -34,6 +34,7 @@ from schemas.events import (
 )
 from slurmbridge.kube.wire import RawObjMeta, RawPod, RawPodSpec
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import ns_pod
 from tests.unit.test_placement import CTX, SCHED
 
 GI = 1024**3
@@ -408,12 +409,8 @@ def prior(
 
 
 def occupant(name: str = "previous", job: str = "1", **kw: Any) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=kw.pop("scheduler", SCHED),
         labels={JOBID: job},
         node_name="node18",

@@ -16,7 +16,6 @@ from schemas.actions import (
     AnyAction,
     CancelSlurmJob,
     DeletePod,
-    PodRef,
     RecordEvent,
     RemovePodFinalizer,
     SetPodCondition,
@@ -36,6 +35,8 @@ from schemas.events import (
 from slurmbridge import config
 from slurmbridge.cli.logs import context_of
 from slurmbridge.runtime.projection import Projection
+from tests.unit._decisions import kinds, of, ref
+from tests.unit._pods import ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 NOW = 10_000.0
@@ -68,12 +69,8 @@ def pod(
         labels[JOBID] = str(job)
     if bound is None:
         bound = bool(node) and job is not None
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=scheduler,
         labels=labels,
         owner=OWNER,
@@ -121,18 +118,6 @@ def store(*objs: Event, listed: bool = True, pods_listed: bool = True) -> Projec
 
 def decide(*objs: Event, key: str = KEY, ctx: Context = CTX) -> Decision:
     return workload.decide(workload.view(store(*objs), key, ctx))
-
-
-def kinds(d: Decision) -> list[str]:
-    return [type(a).__name__ for a in d.actions]
-
-
-def of(d: Decision, kind: type[Any]) -> list[Any]:
-    return [a for a in d.actions if isinstance(a, kind)]
-
-
-def ref(name: str) -> PodRef:
-    return PodRef(namespace="ns", name=name, uid=f"u-{name}")
 
 
 # --- rule 1: pods whose job stopped ----------------------------------------------------------

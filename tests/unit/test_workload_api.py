@@ -39,6 +39,7 @@ from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.kube.wire import DECODE_POD, DECODE_WORKLOAD, DECODE_WORKLOAD_LIST
 from slurmbridge.runtime.projection import Projection
 from tests.unit._listing import listed
+from tests.unit._pods import ns_pod
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -72,12 +73,8 @@ def pod(
     if job is not None:
         labels[JOBID] = str(job)
         marks = {"finalizers": (FIN,), "tolerations": (wellknown.TAINT_MANAGED_NODE,)}
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
-        uid=f"u-{name}",
+    return ns_pod(
+        name,
         scheduler_name=SCHED,
         labels=labels,
         owner=owner,
