@@ -14,7 +14,6 @@ import time
 from typing import Any, Final
 
 import msgspec
-from kubernetes_asyncio import client
 
 from producers.kube.translate import (
     cluster_to_event,
@@ -32,6 +31,7 @@ from producers.kube.translate import (
     workload_to_event,
 )
 from schemas import events, subjects, wellknown
+from slurmbridge.kube import client as kclient
 from slurmbridge.kube.watch import E, Watcher, same_content
 from slurmbridge.kube.wire import (
     DECODE_CLUSTER,
@@ -73,7 +73,7 @@ class NodeWatcher(KubeWatcher[events.KubeNode]):
     resource = "nodes"
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CoreV1Api(self.api).list_node(**kwargs, _preload_content=False)
+        return await kclient.CoreV1Api(self.api).list_node(**kwargs, _preload_content=False)
 
     def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
         listing = DECODE_NODE_LIST.decode(body)
@@ -100,7 +100,7 @@ class PodWatcher(KubeWatcher[events.KubePod]):
         self.last = {k: v for k, v in self.last.items() if v.scheduler_name == scheduler_name}
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+        return await kclient.CoreV1Api(self.api).list_pod_for_all_namespaces(
             **kwargs,
             field_selector=f"spec.schedulerName={self.scheduler_name}",
             _preload_content=False,
@@ -143,10 +143,10 @@ class WorkloadWatcher(KubeWatcher[events.KubeWorkload]):
 
     async def _call(self, **kwargs: Any) -> Any:
         if self.group == "batch":
-            return await client.BatchV1Api(self.api).list_job_for_all_namespaces(
+            return await kclient.BatchV1Api(self.api).list_job_for_all_namespaces(
                 **kwargs, _preload_content=False
             )
-        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+        return await kclient.CustomObjectsApi(self.api).list_cluster_custom_object(
             self.group, self.version, self.plural, **kwargs, _preload_content=False
         )
 
@@ -260,7 +260,7 @@ class SlurmdPodWatcher(PodWatcher):
         }
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+        return await kclient.CoreV1Api(self.api).list_pod_for_all_namespaces(
             **kwargs, _preload_content=False
         )
 
@@ -276,7 +276,7 @@ class _SlinkyWatcher(KubeWatcher[E]):
     version: str = "v1alpha1"
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+        return await kclient.CustomObjectsApi(self.api).list_cluster_custom_object(
             "slinky.slurm.net", self.version, self.resource, **kwargs, _preload_content=False
         )
 
@@ -340,7 +340,7 @@ class ScalerWatcher(KubeWatcher[events.KubeScaler]):
         self.last = {k: v for k, v in self.last.items() if v.scaler_kind == self.kind}
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+        return await kclient.CustomObjectsApi(self.api).list_cluster_custom_object(
             self.group, self.version, self.plural, **kwargs, _preload_content=False
         )
 
@@ -364,7 +364,7 @@ class _DraWatcher(KubeWatcher[E]):
     _item: msgspec.json.Decoder[Any]
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+        return await kclient.CustomObjectsApi(self.api).list_cluster_custom_object(
             "resource.k8s.io", "v1", self.resource, **kwargs, _preload_content=False
         )
 
@@ -466,7 +466,7 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
         self.by_node: dict[str, set[str]] = {}
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+        return await kclient.CoreV1Api(self.api).list_pod_for_all_namespaces(
             **kwargs, field_selector=ASSIGNED_PODS, _preload_content=False
         )
 
