@@ -31,8 +31,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client as kclient
-from kubernetes_asyncio.client.exceptions import ApiException
 from nats.js.kv import KeyValue
 
 import reconcilers
@@ -56,6 +54,7 @@ from slurmbridge.effectors.pods import PodEffector
 from slurmbridge.effectors.router import Router
 from slurmbridge.effectors.slurm_nodes import SlurmEffector
 from slurmbridge.kube import client as kube
+from slurmbridge.kube.errors import NotFound
 from slurmbridge.kube.watch import Watcher, seed_from
 from slurmbridge.observability.health import HealthServer, Readiness
 from slurmbridge.observability.partition_metrics import PartitionMetrics
@@ -79,7 +78,7 @@ Active = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 
 def _claim_lookup(
-    custom: kclient.CustomObjectsApi,
+    custom: kube.CustomObjectsApi,
 ) -> Callable[[str, str, str], Awaitable[tuple[str, ...] | None]]:
     """The webhook's reader of a pod claim's device classes: the ResourceClaim, or the
     ResourceClaimTemplate's ``spec.spec`` (resource.k8s.io/v1); None when absent (404)."""
@@ -89,13 +88,13 @@ def _claim_lookup(
         if not name:
             return None
         try:
-            obj = await custom.get_namespaced_custom_object(
-                "resource.k8s.io", "v1", namespace, plural, name
+            obj = await kube.call(
+                custom.get_namespaced_custom_object(
+                    "resource.k8s.io", "v1", namespace, plural, name
+                )
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         spec = obj.get("spec") or {}
         if plural == "resourceclaimtemplates":
             spec = spec.get("spec") or {}
@@ -110,20 +109,18 @@ def _claim_lookup(
 
 
 def _class_lookup(
-    custom: kclient.CustomObjectsApi,
+    custom: kube.CustomObjectsApi,
 ) -> Callable[[str], Awaitable[KubeDeviceClass | None]]:
     """The webhook's reader of a DeviceClass (resource.k8s.io/v1, cluster-scoped): its
     selectors' CEL expressions and whether it has ``config``; None when absent (404)."""
 
     async def read(name: str) -> KubeDeviceClass | None:
         try:
-            obj = await custom.get_cluster_custom_object(
-                "resource.k8s.io", "v1", "deviceclasses", name
+            obj = await kube.call(
+                custom.get_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", name)
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         spec = obj.get("spec") or {}
         selectors = tuple(
             (s.get("cel") or {}).get("expression") if s.get("cel") is not None else None
@@ -283,7 +280,7 @@ class App:
         self.pod_effector: PodEffector | None = None
         self.effector: Effector | None = None
         self._publish: ObservationPublisher | None = None
-        self.kube_api: kclient.ApiClient | None = None
+        self.kube_api: kube.ApiClient | None = None
         self.health: HealthServer | None = None
         #: The readiness checks (module doc); ``/readyz`` answers from them.
         self.readiness = Readiness()
@@ -802,7 +799,7 @@ class App:
         namespace_labels: NamespaceLabels | None = None
         if s.managed_namespace_selector is not None and (s.kube.kubeconfig or s.kube.in_cluster):
             self.kube_api = self.kube_api or await kube.api_client(s.kube)
-            core = kclient.CoreV1Api(self.kube_api)
+            core = kube.CoreV1Api(self.kube_api)
 
             async def read(name: str) -> dict[str, str]:
                 ns = await core.read_namespace(name)
@@ -818,8 +815,8 @@ class App:
         # token only with a managedNamespaceSelector); without, placement checks the classes.
         claim_lookup = class_lookup = None
         if self.kube_api is not None:
-            claim_lookup = _claim_lookup(kclient.CustomObjectsApi(self.kube_api))
-            class_lookup = _class_lookup(kclient.CustomObjectsApi(self.kube_api))
+            claim_lookup = _claim_lookup(kube.CustomObjectsApi(self.kube_api))
+            class_lookup = _class_lookup(kube.CustomObjectsApi(self.kube_api))
         self.webhook = WebhookServer(
             Policy(
                 scheduler_name=s.scheduler_name,

@@ -36,15 +36,15 @@ from typing import Any
 
 import aiohttp
 import msgspec
-from kubernetes_asyncio import client as kclient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from producers.slurm.poller import SlurmPoller
 from reconcilers import cluster as cluster_rules
 from reconcilers.base import Context
 from schemas import subjects
 from schemas.events import Event, SlurmCluster, SlurmJob, SlurmNode, SlurmPartition, SlurmPing
-from slurmbridge.kube.api import read_raw, status_error
+from slurmbridge.kube import client as kclient
+from slurmbridge.kube.api import check_stream, read_raw
+from slurmbridge.kube.errors import ApiStatusError
 from slurmbridge.kube.watch import Outage
 from slurmbridge.kube.wire import DECODE_SECRET, DECODE_SECRET_LIST, DECODE_WATCH, RawSecret
 from slurmbridge.observability import metrics
@@ -282,8 +282,7 @@ class ClusterSupervisor:
                     _preload_content=False,
                 )
                 try:
-                    if resp.status >= 300:
-                        raise status_error(resp, await resp.read())
+                    await check_stream(resp)
                     outage.recovered()
                     while line := await resp.content.readline():
                         if not line.strip():
@@ -299,7 +298,7 @@ class ClusterSupervisor:
                     resp.release()
             except asyncio.CancelledError:
                 raise
-            except (ApiException, aiohttp.ClientError, TimeoutError, msgspec.DecodeError) as exc:
+            except (ApiStatusError, aiohttp.ClientError, TimeoutError, msgspec.DecodeError) as exc:
                 await asyncio.sleep(outage.failed(exc))
 
     def _apply(self, c: SlurmCluster, holder: TokenHolder, secret: RawSecret | None) -> None:

@@ -1,20 +1,24 @@
-"""The Kubernetes producer's watchers: one :class:`~slurmbridge.kube.watch.Watcher` subclass
-per watched resource — Nodes, Pods with our ``schedulerName``, the pod group owners of
-:data:`WORKLOAD_KINDS` and of :data:`SCHEDULING_KINDS` (the Kubernetes Workload API),
-slurmd pods, NodeSets, Clusters, the scalers of :data:`SCALER_KINDS`, and DRA ResourceSlices
-and ResourceClaims — each naming its list call, its decoders and its translation
-(:mod:`producers.kube.translate`); and :class:`NodeUsageWatcher`, which sums what every
-assigned pod requests per node. Translation only: no decisions.
+"""The Kubernetes producer's watchers. Resources that differ only in data — NodeSets,
+Clusters, DRA ResourceSlices, ResourceClaims and DeviceClasses — are :class:`WatchSpec`
+records run by the one :class:`SpecWatcher`; a class of its own (a
+:class:`~slurmbridge.kube.watch.Watcher` subclass) remains where behaviour differs: Nodes (the
+producer's always-on watcher), Pods with our ``schedulerName`` (field selector, seed filter),
+slurmd pods (label selector), the pod group owners of :data:`WORKLOAD_KINDS` (kind filled in)
+and of :data:`SCHEDULING_KINDS` (version discovery, the Kubernetes Workload API), the scalers
+of :data:`SCALER_KINDS` (kind-filtered seed), and :class:`NodeUsageWatcher`, which sums what
+every assigned pod requests per node. Each names its list call, decoders and translation
+(:mod:`producers.kube.translate`); :data:`RESOURCES` is the table the app starts them from.
+Translation only: no decisions.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
-from kubernetes_asyncio import client
 
 from producers.kube.translate import (
     cluster_to_event,
@@ -32,6 +36,7 @@ from producers.kube.translate import (
     workload_to_event,
 )
 from schemas import events, subjects, wellknown
+from slurmbridge.kube import client as kclient
 from slurmbridge.kube.watch import E, Watcher, same_content
 from slurmbridge.kube.wire import (
     DECODE_CLUSTER,
@@ -73,7 +78,7 @@ class NodeWatcher(KubeWatcher[events.KubeNode]):
     resource = "nodes"
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CoreV1Api(self.api).list_node(**kwargs, _preload_content=False)
+        return await kclient.CoreV1Api(self.api).list_node(**kwargs, _preload_content=False)
 
     def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
         listing = DECODE_NODE_LIST.decode(body)
@@ -100,7 +105,7 @@ class PodWatcher(KubeWatcher[events.KubePod]):
         self.last = {k: v for k, v in self.last.items() if v.scheduler_name == scheduler_name}
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+        return await kclient.CoreV1Api(self.api).list_pod_for_all_namespaces(
             **kwargs,
             field_selector=f"spec.schedulerName={self.scheduler_name}",
             _preload_content=False,
@@ -143,10 +148,10 @@ class WorkloadWatcher(KubeWatcher[events.KubeWorkload]):
 
     async def _call(self, **kwargs: Any) -> Any:
         if self.group == "batch":
-            return await client.BatchV1Api(self.api).list_job_for_all_namespaces(
+            return await kclient.BatchV1Api(self.api).list_job_for_all_namespaces(
                 **kwargs, _preload_content=False
             )
-        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+        return await kclient.CustomObjectsApi(self.api).list_cluster_custom_object(
             self.group, self.version, self.plural, **kwargs, _preload_content=False
         )
 
@@ -271,65 +276,9 @@ class SlurmdPodWatcher(PodWatcher):
         }
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+        return await kclient.CoreV1Api(self.api).list_pod_for_all_namespaces(
             **kwargs, _preload_content=False
         )
-
-
-class _SlinkyWatcher(KubeWatcher[E]):
-    """List + watch one ``slinky.slurm.net`` resource at :attr:`version` (all namespaces).
-    Without its CRD (404) it retries slowly, as :class:`WorkloadWatcher` does. Subclasses give
-    the decoders and :meth:`_translate`; the tombstone keeps uid, namespace and name."""
-
-    _list: msgspec.json.Decoder[Any]
-    _item: msgspec.json.Decoder[Any]
-    event_type: type[E]
-    version: str = "v1alpha1"
-
-    async def _call(self, **kwargs: Any) -> Any:
-        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
-            "slinky.slurm.net", self.version, self.resource, **kwargs, _preload_content=False
-        )
-
-    def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
-        listing = self._list.decode(body)
-        return list(listing.items), listing.metadata.resourceVersion
-
-    def _decode_item(self, data: bytes) -> Any:
-        return self._item.decode(data)
-
-
-class NodeSetWatcher(_SlinkyWatcher[events.KubeNodeSet]):
-    """List + watch Slinky NodeSets (``nodesets.slinky.slurm.net``), publishing
-    ``KubeNodeSet`` observations.
-
-    Read at ``v1beta1``, the storage version: with the CRD's ``conversion: None`` every
-    NodeSet — written at v1alpha1 or v1beta1 — is served there, with only ``apiVersion``
-    changed; the v1beta1 schema keeps v1alpha1's ``clusterName``, ``serviceName`` and
-    ``selector`` so those survive storage, and the translation reads both shapes
-    (deploy/crds/nodesets.slinky.slurm.net.yaml, docs/deploy.md)."""
-
-    resource = "nodesets"
-    version = "v1beta1"
-    _list = DECODE_NODESET_LIST
-    _item = DECODE_NODESET
-    event_type = events.KubeNodeSet
-
-    def _translate(self, raw: Any, now: int) -> events.KubeNodeSet:
-        return nodeset_to_event(raw, producer=self.producer, observed_at=now)
-
-
-class ClusterWatcher(_SlinkyWatcher[events.SlurmCluster]):
-    """List + watch Slinky Clusters (``clusters.slinky.slurm.net``), publishing
-    ``SlurmCluster`` observations (the token's Secret is named, never read)."""
-
-    resource = "clusters"
-    _list = DECODE_CLUSTER_LIST
-    _item = DECODE_CLUSTER
-    event_type = events.SlurmCluster
-
-    def _translate(self, raw: Any, now: int) -> events.SlurmCluster:
-        return cluster_to_event(raw, producer=self.producer, observed_at=now)
 
 
 #: What scales workloads besides slurmbridge: (kind, group, version, plural).
@@ -351,7 +300,7 @@ class ScalerWatcher(KubeWatcher[events.KubeScaler]):
         self.last = {k: v for k, v in self.last.items() if v.scaler_kind == self.kind}
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+        return await kclient.CustomObjectsApi(self.api).list_cluster_custom_object(
             self.group, self.version, self.plural, **kwargs, _preload_content=False
         )
 
@@ -366,60 +315,103 @@ class ScalerWatcher(KubeWatcher[events.KubeScaler]):
         return scaler_to_event(raw, kind=self.kind, producer=self.producer, observed_at=now)
 
 
-class _DraWatcher(KubeWatcher[E]):
-    """List + watch one ``resource.k8s.io/v1`` resource (Kubernetes 1.34+; all namespaces).
-    An API server without it answers 404: the watcher retries slowly, as
-    :class:`WorkloadWatcher` does, and pods asking for DRA devices are not placed."""
+class WatchSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What a watcher of one cluster-wide custom resource is, as data: its
+    ``group``/``version``/``resource`` (the plural; also the ``KubeListed`` name and the metric
+    label), the decoders of its list and of one object, and its translation
+    (``translate(raw, producer=…, observed_at=…)`` → the observation). A :class:`SpecWatcher`
+    runs one; a kind whose behaviour differs (selectors, seeds filtered by kind, version
+    discovery, aggregation) keeps a class of its own."""
 
-    _list: msgspec.json.Decoder[Any]
-    _item: msgspec.json.Decoder[Any]
+    group: str
+    version: str
+    resource: str
+    list_decoder: msgspec.json.Decoder[Any]
+    item_decoder: msgspec.json.Decoder[Any]
+    translate: Callable[..., Any]
+
+
+class SpecWatcher(KubeWatcher[Any]):
+    """List + watch the resource a :class:`WatchSpec` names (all namespaces, through
+    ``CustomObjectsApi.list_cluster_custom_object``), publishing what its ``translate`` makes.
+    Without the resource (a CRD that is not installed, an API the server does not serve:
+    404) it retries slowly (``Watcher.run``), as :class:`WorkloadWatcher` does."""
+
+    def __init__(self, *args: Any, spec: WatchSpec, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spec = spec
+        self.resource = spec.resource
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CustomObjectsApi(self.api).list_cluster_custom_object(
-            "resource.k8s.io", "v1", self.resource, **kwargs, _preload_content=False
+        spec = self.spec
+        return await kclient.CustomObjectsApi(self.api).list_cluster_custom_object(
+            spec.group, spec.version, spec.resource, **kwargs, _preload_content=False
         )
 
     def _decode_list(self, body: bytes) -> tuple[list[Any], str]:
-        listing = self._list.decode(body)
+        listing = self.spec.list_decoder.decode(body)
         return list(listing.items), listing.metadata.resourceVersion
 
     def _decode_item(self, data: bytes) -> Any:
-        return self._item.decode(data)
+        return self.spec.item_decoder.decode(data)
+
+    def _translate(self, raw: Any, now: int) -> Any:
+        return self.spec.translate(raw, producer=self.producer, observed_at=now)
 
 
-class ResourceSliceWatcher(_DraWatcher[events.KubeResourceSlice]):
-    """List + watch ResourceSlices, publishing ``KubeResourceSlice`` observations (the
-    devices DRA drivers publish per node)."""
-
-    resource = "resourceslices"
-    _list = DECODE_RESOURCE_SLICE_LIST
-    _item = DECODE_RESOURCE_SLICE
-
-    def _translate(self, raw: Any, now: int) -> events.KubeResourceSlice:
-        return resource_slice_to_event(raw, producer=self.producer, observed_at=now)
-
-
-class ResourceClaimWatcher(_DraWatcher[events.KubeResourceClaim]):
-    """List + watch ResourceClaims, publishing ``KubeResourceClaim`` observations."""
-
-    resource = "resourceclaims"
-    _list = DECODE_RESOURCE_CLAIM_LIST
-    _item = DECODE_RESOURCE_CLAIM
-
-    def _translate(self, raw: Any, now: int) -> events.KubeResourceClaim:
-        return resource_claim_to_event(raw, producer=self.producer, observed_at=now)
-
-
-class DeviceClassWatcher(_DraWatcher[events.KubeDeviceClass]):
-    """List + watch DeviceClasses, publishing ``KubeDeviceClass`` observations (a class is
-    matched to a device profile by its selector: :mod:`reconcilers._devprofile`)."""
-
-    resource = "deviceclasses"
-    _list = DECODE_DEVICE_CLASS_LIST
-    _item = DECODE_DEVICE_CLASS
-
-    def _translate(self, raw: Any, now: int) -> events.KubeDeviceClass:
-        return device_class_to_event(raw, producer=self.producer, observed_at=now)
+#: Slinky NodeSets (``nodesets.slinky.slurm.net``) → ``KubeNodeSet``. Read at ``v1beta1``, the
+#: storage version: with the CRD's ``conversion: None`` every NodeSet — written at v1alpha1 or
+#: v1beta1 — is served there, with only ``apiVersion`` changed; the v1beta1 schema keeps
+#: v1alpha1's ``clusterName``, ``serviceName`` and ``selector`` so those survive storage, and
+#: the translation reads both shapes (deploy/crds/nodesets.slinky.slurm.net.yaml,
+#: docs/deploy.md).
+NODESETS: Final = WatchSpec(
+    group="slinky.slurm.net",
+    version="v1beta1",
+    resource="nodesets",
+    list_decoder=DECODE_NODESET_LIST,
+    item_decoder=DECODE_NODESET,
+    translate=nodeset_to_event,
+)
+#: Slinky Clusters (``clusters.slinky.slurm.net``) → ``SlurmCluster`` (the token's Secret is
+#: named, never read).
+CLUSTERS: Final = WatchSpec(
+    group="slinky.slurm.net",
+    version="v1alpha1",
+    resource="clusters",
+    list_decoder=DECODE_CLUSTER_LIST,
+    item_decoder=DECODE_CLUSTER,
+    translate=cluster_to_event,
+)
+# DRA (resource.k8s.io/v1, Kubernetes 1.34+): without it pods asking for devices are not placed.
+#: ResourceSlices → ``KubeResourceSlice`` (the devices DRA drivers publish per node).
+RESOURCE_SLICES: Final = WatchSpec(
+    group="resource.k8s.io",
+    version="v1",
+    resource="resourceslices",
+    list_decoder=DECODE_RESOURCE_SLICE_LIST,
+    item_decoder=DECODE_RESOURCE_SLICE,
+    translate=resource_slice_to_event,
+)
+#: ResourceClaims → ``KubeResourceClaim``.
+RESOURCE_CLAIMS: Final = WatchSpec(
+    group="resource.k8s.io",
+    version="v1",
+    resource="resourceclaims",
+    list_decoder=DECODE_RESOURCE_CLAIM_LIST,
+    item_decoder=DECODE_RESOURCE_CLAIM,
+    translate=resource_claim_to_event,
+)
+#: DeviceClasses → ``KubeDeviceClass`` (a class is matched to a device profile by its
+#: selector: :mod:`reconcilers._devprofile`).
+DEVICE_CLASSES: Final = WatchSpec(
+    group="resource.k8s.io",
+    version="v1",
+    resource="deviceclasses",
+    list_decoder=DECODE_DEVICE_CLASS_LIST,
+    item_decoder=DECODE_DEVICE_CLASS,
+    translate=device_class_to_event,
+)
 
 
 #: kube-scheduler's informer of assigned pods (pkg/scheduler/eventhandlers.go and
@@ -477,7 +469,7 @@ class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):
         self.by_node: dict[str, set[str]] = {}
 
     async def _call(self, **kwargs: Any) -> Any:
-        return await client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+        return await kclient.CoreV1Api(self.api).list_pod_for_all_namespaces(
             **kwargs, field_selector=ASSIGNED_PODS, _preload_content=False
         )
 
@@ -652,17 +644,28 @@ RESOURCES: Final[tuple[WatchedResource, ...]] = (
         switch="node_usage",
         scheduler=True,
     ),
-    WatchedResource(watcher=NodeSetWatcher, observes=events.KubeNodeSet, switch="watch_node_sets"),
+    WatchedResource(
+        watcher=SpecWatcher,
+        observes=events.KubeNodeSet,
+        switch="watch_node_sets",
+        extra={"spec": NODESETS},
+    ),
     WatchedResource(watcher=SlurmdPodWatcher, observes=events.KubePod, switch="watch_node_sets"),
-    WatchedResource(watcher=ClusterWatcher, observes=events.SlurmCluster, switch="watch_clusters"),
     WatchedResource(
-        watcher=ResourceSliceWatcher, observes=events.KubeResourceSlice, switch="watch_dra"
+        watcher=SpecWatcher,
+        observes=events.SlurmCluster,
+        switch="watch_clusters",
+        extra={"spec": CLUSTERS},
     ),
-    WatchedResource(
-        watcher=ResourceClaimWatcher, observes=events.KubeResourceClaim, switch="watch_dra"
-    ),
-    WatchedResource(
-        watcher=DeviceClassWatcher, observes=events.KubeDeviceClass, switch="watch_dra"
+    *(
+        WatchedResource(
+            watcher=SpecWatcher, observes=observes, switch="watch_dra", extra={"spec": spec}
+        )
+        for spec, observes in (
+            (RESOURCE_SLICES, events.KubeResourceSlice),
+            (RESOURCE_CLAIMS, events.KubeResourceClaim),
+            (DEVICE_CLASSES, events.KubeDeviceClass),
+        )
     ),
     *(
         WatchedResource(watcher=watcher, observes=observes, switch=switch, extra={"kind": kind})

@@ -61,6 +61,18 @@ def check_status(resp: Any, body: bytes) -> None:
         raise status_error(resp, body)
 
 
+async def check_stream(resp: Any) -> None:
+    """Raise the typed :class:`ApiStatusError` for a non-2xx raw *streaming* response (a
+    ``watch=True`` call), reading its body only then: a 2xx stream is left unread for the
+    caller's line loop.
+
+    Raises:
+        ApiStatusError: the answer was not 2xx (``.status``, ``.reason`` = the message).
+    """
+    if resp.status >= 300:
+        raise status_error(resp, await resp.read())
+
+
 async def read_raw(call: Any) -> bytes:
     """Await a ``_preload_content=False`` call and return its body; a non-2xx answer raises
     :class:`ApiStatusError` with the API server's ``Status`` message (kubernetes_asyncio

@@ -59,6 +59,7 @@ from schemas.events import (
     Event,
     KubeListed,
 )
+from slurmbridge.kube import errors
 from slurmbridge.kube.api import ApiStatusError, check_status, describe, read_raw, retry_after
 from slurmbridge.kube.wire import DECODE_LIST_PAGE, DECODE_STATUS, DECODE_WATCH
 from slurmbridge.observability import metrics
@@ -344,7 +345,7 @@ class Watcher(Generic[E]):
                     self.resource_version = ""
                     self._republish = True
                 except ApiException as exc:
-                    if exc.status != 404:
+                    if not isinstance(errors.typed(exc), errors.NotFound):
                         metrics.WATCH_RESTARTS.labels(self.resource, "error").inc()
                         await asyncio.sleep(self.outage.failed(exc))
                         continue
@@ -540,7 +541,7 @@ class Watcher(Generic[E]):
                 **self._selector(),
             )
         except ApiException as exc:
-            if exc.status == 410:
+            if isinstance(errors.typed(exc), errors.Gone):
                 raise Expired(str(exc.reason)) from exc
             raise
         if resp.status >= 300:

@@ -39,3 +39,25 @@ def test_a_client_exception_becomes_its_typed_error_with_the_servers_wait() -> N
     assert isinstance(err, errors.TooManyRequests)
     assert (err.reason, err.retry_after) == ("slow down", 3.0)
     assert errors.typed(err) is err
+
+
+async def _fails(exc: BaseException) -> None:
+    raise exc
+
+
+async def test_a_generated_client_call_raises_its_typed_error_once() -> None:
+    """``slurmbridge.kube.client.call`` is where a plain ``ApiException`` of a generated
+    client call becomes its typed error (the callers outside slurmbridge.kube catch
+    ``NotFound``, never ``exc.status == 404``)."""
+    from slurmbridge.kube import client as kclient
+
+    with pytest.raises(errors.NotFound) as info:
+        await kclient.call(_fails(ApiException(status=404, reason='claims "c" not found')))
+    assert info.value.reason == 'claims "c" not found'
+    with pytest.raises(errors.Unavailable):
+        await kclient.call(_fails(ApiException(status=503, reason="etcd")))
+
+    async def ok() -> dict[str, str]:
+        return {"kind": "ResourceClaim"}
+
+    assert await kclient.call(ok()) == {"kind": "ResourceClaim"}
