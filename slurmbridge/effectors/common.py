@@ -5,7 +5,9 @@ object merge), content types, and the one error map (:func:`kube_error`, :func:`
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
+import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
@@ -19,7 +21,7 @@ from schemas.actions import (
     AnyAction,
     PodRef,
 )
-from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.api import CLUSTER_API, NODESET_API, read_raw
 from slurmbridge.kube.wire import DECODE_POD, RawPod, RawTaint
 from slurmbridge.runtime.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
@@ -134,8 +136,6 @@ def now_rfc3339() -> str:
 #: NodeSets are read and written at v1beta1, their storage version: a write at v1alpha1
 #: would drop the v1beta1-only fields (the CRD's ``conversion: None`` prunes by the version
 #: written). Clusters are served at v1alpha1 only.
-NODESET_API = ("slinky.slurm.net", "v1beta1")
-CLUSTER_API = ("slinky.slurm.net", "v1alpha1")
 
 
 def slinky_api(plural: str) -> tuple[str, str]:
@@ -270,6 +270,30 @@ class Effector:
     failures once (:func:`effect_error`)."""
 
     TABLE: ClassVar[Mapping[type[Action], str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check the table when the class is made (at import, so at start-up): each entry
+        names a coroutine method of this class whose first parameter (any others have
+        defaults) is annotated with that action type, or a union of action types holding it
+        (the signature mypy checks).
+
+        Raises:
+            TypeError: naming the action type and the method that does not match.
+        """
+        super().__init_subclass__(**kwargs)
+        for kind, name in cls.TABLE.items():
+            method = getattr(cls, name, None)
+            if method is None or not inspect.iscoroutinefunction(method):
+                raise TypeError(f"{cls.__name__}.TABLE: {kind.__name__} -> no coroutine {name}")
+            hints = typing.get_type_hints(method)
+            params = list(inspect.signature(method).parameters.values())[1:]
+            required = [p for p in params if p.default is inspect.Parameter.empty]
+            takes = hints.get(params[0].name) if params and len(required) <= 1 else None
+            if takes is not kind and kind not in typing.get_args(takes):
+                raise TypeError(
+                    f"{cls.__name__}.{name} must take one {kind.__name__} (TABLE), "
+                    f"takes {[hints.get(p.name) for p in params]}"
+                )
 
     async def apply(self, action: AnyAction) -> EffectResult:
         """Perform ``action``.
