@@ -3,10 +3,10 @@ revision history): :meth:`RevisionHandlers._revision`."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import msgspec
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import wellknown
 from schemas.actions import (
@@ -20,6 +20,7 @@ from slurmbridge.effectors.common import (
 from slurmbridge.effectors.nodeset_base import NodeSetClients
 from slurmbridge.kube import revisions
 from slurmbridge.kube.api import NODESET_API, read_raw
+from slurmbridge.kube.errors import Conflict, NotFound
 from slurmbridge.kube.nodeset_pod import owner_ref
 from slurmbridge.runtime.outcomes import EffectResult, Transient
 
@@ -71,74 +72,72 @@ class RevisionHandlers(NodeSetClients):
         if equal and equal[-1] is owned[-1]:
             done = f"revision {latest} is current"
         elif equal:
-            rev = equal[-1]
-            rmeta = rev.get("metadata") or {}
-            body = {
-                "metadata": {"resourceVersion": rmeta.get("resourceVersion", "")},
-                "revision": latest + 1,
-            }
-            patch: Any = self.apps.patch_namespaced_controller_revision
-            await read_raw(
-                patch(
-                    rmeta.get("name"),
-                    ref.namespace,
-                    body,
-                    _content_type=MERGE,
-                    _preload_content=False,
-                )
-            )
-            done = f"rolled back to {rmeta.get('name')} as revision {latest + 1}"
+            done = await self._rollback(ref, equal[-1], latest + 1)
         else:
-            name = revisions.revision_name(ref.name, hash_)
-            tmeta = (spec.get("template") or {}).get("metadata") or {}
-            body = {
-                "apiVersion": "apps/v1",
-                "kind": "ControllerRevision",
-                "metadata": {
-                    "name": name,
-                    "namespace": ref.namespace,
-                    "labels": {
-                        **(tmeta.get("labels") or {}),
-                        **selector,
-                        wellknown.LABEL_REVISION_HASH: hash_,
-                    },
-                    "ownerReferences": [
-                        owner_ref(
-                            "/".join(NODESET_API), "NodeSet", ref.name, meta.get("uid", ref.uid)
-                        )
-                    ],
-                },
-                "data": wanted,
-                "revision": latest + 1,
-            }
-            create: Any = self.apps.create_namespaced_controller_revision
-            try:
-                await read_raw(create(ref.namespace, body, _preload_content=False))
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-                await self._collision(ref, name, wanted, meta, collisions)
+            body = _revision_body(obj, ref, hash_, wanted, selector, latest + 1)
+            done = await self._create_revision(ref, body, wanted, meta, collisions)
             owned.append(body)
-            done = f"{name} created as revision {latest + 1}"
         live = {hash_, str(status.get("nodeSetHash") or ""), *action.live}
+        limit = max(0, int(spec.get("revisionHistoryLimit") or 0))
+        pruned = await self._prune(ref, owned, live, limit)
+        return EffectResult("ok", done + (f"; pruned {', '.join(pruned)}" if pruned else ""))
+
+    async def _rollback(self, ref: NodeSetRef, rev: dict[str, Any], number: int) -> str:
+        """Give the equal older revision ``rev`` the next ``number`` (a merge patch with the
+        resourceVersion read as precondition); what was done, in words."""
+        rmeta = rev.get("metadata") or {}
+        body = {
+            "metadata": {"resourceVersion": rmeta.get("resourceVersion", "")},
+            "revision": number,
+        }
+        patch: Any = self.apps.patch_namespaced_controller_revision
+        await read_raw(
+            patch(
+                rmeta.get("name"),
+                ref.namespace,
+                body,
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+        return f"rolled back to {rmeta.get('name')} as revision {number}"
+
+    async def _create_revision(
+        self,
+        ref: NodeSetRef,
+        body: dict[str, Any],
+        wanted: Any,
+        meta: dict[str, Any],
+        collisions: int,
+    ) -> str:
+        """Create revision ``body``; its name taken (409) ⇒ :meth:`_collision`."""
+        name = body["metadata"]["name"]
+        create: Any = self.apps.create_namespaced_controller_revision
+        try:
+            await read_raw(create(ref.namespace, body, _preload_content=False))
+        except Conflict:
+            await self._collision(ref, name, wanted, meta, collisions)
+        return f"{name} created as revision {body['revision']}"
+
+    async def _prune(
+        self, ref: NodeSetRef, owned: list[dict[str, Any]], live: set[str], limit: int
+    ) -> list[str]:
+        """Delete the revisions of ``owned`` (lowest ``revision`` first) whose hash is not in
+        ``live`` until ``limit`` of those remain; the names deleted (or gone already)."""
         history = [
             r
             for r in owned
             if ((r.get("metadata") or {}).get("labels") or {}).get(wellknown.LABEL_REVISION_HASH)
             not in live
         ]
-        limit = max(0, int(spec.get("revisionHistoryLimit") or 0))
         pruned = []
         delete: Any = self.apps.delete_namespaced_controller_revision
         for rev in history[: max(0, len(history) - limit)]:
             rname = (rev.get("metadata") or {}).get("name")
-            try:
+            with contextlib.suppress(NotFound):
                 await read_raw(delete(rname, ref.namespace, _preload_content=False))
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
             pruned.append(str(rname))
-        return EffectResult("ok", done + (f"; pruned {', '.join(pruned)}" if pruned else ""))
+        return pruned
 
     async def _revisions(
         self, ref: NodeSetRef, uid: str, selector: dict[str, str]
@@ -185,3 +184,36 @@ class RevisionHandlers(NodeSetClients):
         }
         await self._merge(self.custom.patch_namespaced_custom_object_status, ref, body)
         raise Transient(f"ControllerRevision {name} holds other data: collisionCount raised", 0.1)
+
+
+def _revision_body(
+    nodeset: dict[str, Any],
+    ref: NodeSetRef,
+    hash_: str,
+    wanted: Any,
+    selector: dict[str, str],
+    number: int,
+) -> dict[str, Any]:
+    """ControllerRevision ``<nodeset>-<hash>`` of ``nodeset`` as read: labels the
+    template's, the selector and the hash; the NodeSet as controller owner; ``data``
+    ``wanted``; ``revision`` ``number``."""
+    meta = nodeset.get("metadata") or {}
+    tmeta = ((nodeset.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": revisions.revision_name(ref.name, hash_),
+            "namespace": ref.namespace,
+            "labels": {
+                **(tmeta.get("labels") or {}),
+                **selector,
+                wellknown.LABEL_REVISION_HASH: hash_,
+            },
+            "ownerReferences": [
+                owner_ref("/".join(NODESET_API), "NodeSet", ref.name, meta.get("uid", ref.uid))
+            ],
+        },
+        "data": wanted,
+        "revision": number,
+    }

@@ -34,10 +34,8 @@ def nodeset_pod(
     taint's toleration the same way). Pure: no I/O.
     """
     ref = action.nodeset
-    meta = nodeset.get("metadata") or {}
     spec = nodeset.get("spec") or {}
     template = spec.get("template") or {}
-    tmeta = template.get("metadata") or {}
     pod_spec = dict(template.get("spec") or {})
     daemon = bool(action.hostname)
     hostname = action.hostname or action.pod_name
@@ -46,17 +44,7 @@ def nodeset_pod(
         pod_spec["affinity"] = _pin_affinity(pod_spec.get("affinity"), action.node)
     slurmd = spec.get("slurmd") or {}
     if slurmd:
-        # v1beta1 (slurm-operator 1.x) gives the slurmd container apart from the
-        # template: it is merged over the template's container of that name, or added.
-        cname = slurmd.get("name") or "slurmd"
-        containers = list(pod_spec.get("containers") or [])
-        at = next((i for i, c in enumerate(containers) if c.get("name") == cname), None)
-        merged = {**(containers[at] if at is not None else {}), **slurmd, "name": cname}
-        if at is None:
-            containers.insert(0, merged)
-        else:
-            containers[at] = merged
-        pod_spec["containers"] = containers
+        pod_spec["containers"] = _with_slurmd(list(pod_spec.get("containers") or []), slurmd)
     if spec.get("extraConf"):
         pod_spec["containers"] = _with_conf(
             list(pod_spec.get("containers") or []),
@@ -66,47 +54,81 @@ def nodeset_pod(
         )
     if spec.get("serviceName"):
         pod_spec["subdomain"] = spec["serviceName"]
-    tolerations = list(pod_spec.get("tolerations") or [])
-    if not _daemon.tolerates_managed_node(_toleration(t) for t in tolerations):
-        # The bridge taints the nodes slurmd pods make Slurm nodes of: without this the
-        # kubelet refuses (or evicts) the pod on exactly the nodes it is meant for.
-        t = _daemon.MANAGED_NODE_TOLERATION
-        pod_spec["tolerations"] = [
-            *tolerations,
-            {"key": t.key, "operator": t.operator, "effect": t.effect},
-        ]
+    pod_spec["tolerations"] = _with_managed_toleration(list(pod_spec.get("tolerations") or []))
     claims = claims_for(nodeset, daemon, hostname if daemon else action.pod_name)
     if claims:
-        # utils.go UpdateStorage: one volume per claim template, named after it, replacing
-        # a template volume of that name.
-        names = {tname for tname, _ in claims}
-        pod_spec["volumes"] = [
-            {"name": tname, "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
-            for tname, claim in claims
-        ] + [v for v in pod_spec.get("volumes") or [] if v.get("name") not in names]
+        pod_spec["volumes"] = _with_claim_volumes(pod_spec.get("volumes") or [], claims)
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            **({"generateName": f"{ref.name}-"} if daemon else {"name": action.pod_name}),
-            "namespace": ref.namespace,
-            "labels": {
-                **(tmeta.get("labels") or {}),
-                "app.kubernetes.io/name": "slurmd",
-                "app.kubernetes.io/instance": ref.name,
-                wellknown.LABEL_REVISION_HASH: _revision_hash(nodeset),
-                # utils.go initIdentity: the Slurm node name and the scaling mode.
-                wellknown.LABEL_POD_HOSTNAME: hostname,
-                wellknown.LABEL_SCALING_MODE: "DaemonSet" if daemon else "StatefulSet",
-            },
-            "annotations": dict(tmeta.get("annotations") or {}),
-            "ownerReferences": [
-                owner_ref("/".join(NODESET_API), "NodeSet", ref.name, meta.get("uid", ref.uid))
-            ],
-        },
+        "metadata": _pod_metadata(nodeset, action, hostname),
         "spec": pod_spec,
     }
     return pod, [claim for _, claim in claims]
+
+
+def _with_slurmd(containers: list[dict[str, Any]], slurmd: dict[str, Any]) -> list[dict[str, Any]]:
+    """``containers`` with v1beta1's ``spec.slurmd`` (slurm-operator 1.x gives the slurmd
+    container apart from the template) merged over the container of its name, or added
+    first."""
+    cname = slurmd.get("name") or "slurmd"
+    at = next((i for i, c in enumerate(containers) if c.get("name") == cname), None)
+    merged = {**(containers[at] if at is not None else {}), **slurmd, "name": cname}
+    if at is None:
+        containers.insert(0, merged)
+    else:
+        containers[at] = merged
+    return containers
+
+
+def _with_managed_toleration(tolerations: list[Any]) -> list[Any]:
+    """``tolerations`` with one of the bridge's managed-node taint added unless one already
+    tolerates it: the bridge taints the nodes slurmd pods make Slurm nodes of, so without
+    it the kubelet refuses (or evicts) the pod on exactly the nodes it is meant for."""
+    if _daemon.tolerates_managed_node(_toleration(t) for t in tolerations):
+        return tolerations
+    t = _daemon.MANAGED_NODE_TOLERATION
+    return [*tolerations, {"key": t.key, "operator": t.operator, "effect": t.effect}]
+
+
+def _with_claim_volumes(
+    volumes: list[dict[str, Any]], claims: list[tuple[str, dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """utils.go UpdateStorage: one volume per claim template, named after it, replacing a
+    template volume of that name."""
+    names = {tname for tname, _ in claims}
+    return [
+        {"name": tname, "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+        for tname, claim in claims
+    ] + [v for v in volumes if v.get("name") not in names]
+
+
+def _pod_metadata(
+    nodeset: dict[str, Any], action: CreateNodeSetPod, hostname: str
+) -> dict[str, Any]:
+    """The pod's metadata: name (DaemonSet mode: ``generateName``), the template's labels
+    and annotations, the slurmd/instance/revision labels, utils.go initIdentity's Slurm node
+    name and scaling mode, and the NodeSet as controller owner."""
+    ref = action.nodeset
+    daemon = bool(action.hostname)
+    meta = nodeset.get("metadata") or {}
+    tmeta = ((nodeset.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return {
+        **({"generateName": f"{ref.name}-"} if daemon else {"name": action.pod_name}),
+        "namespace": ref.namespace,
+        "labels": {
+            **(tmeta.get("labels") or {}),
+            "app.kubernetes.io/name": "slurmd",
+            "app.kubernetes.io/instance": ref.name,
+            wellknown.LABEL_REVISION_HASH: _revision_hash(nodeset),
+            wellknown.LABEL_POD_HOSTNAME: hostname,
+            wellknown.LABEL_SCALING_MODE: "DaemonSet" if daemon else "StatefulSet",
+        },
+        "annotations": dict(tmeta.get("annotations") or {}),
+        "ownerReferences": [
+            owner_ref("/".join(NODESET_API), "NodeSet", ref.name, meta.get("uid", ref.uid))
+        ],
+    }
 
 
 def _toleration(raw: Any) -> Toleration:
