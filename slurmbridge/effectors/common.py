@@ -12,8 +12,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 import aiohttp
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import wellknown
 from schemas.actions import (
@@ -21,7 +19,9 @@ from schemas.actions import (
     AnyAction,
     PodRef,
 )
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import CLUSTER_API, NODESET_API, read_raw
+from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.wire import DECODE_POD, RawPod, RawTaint
 from slurmbridge.runtime.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
@@ -94,7 +94,7 @@ def kube_error(exc: ApiException, what: str) -> Exception:
 
 
 async def patch_pod(
-    core: client.CoreV1Api, pod: PodRef, body: Any, content_type: str = MERGE
+    core: apis.CoreV1Api, pod: PodRef, body: Any, content_type: str = MERGE
 ) -> None:
     """Patch pod ``pod`` with ``body`` of ``content_type`` (raises ApiException)."""
     patch: Any = core.patch_namespaced_pod
@@ -103,7 +103,7 @@ async def patch_pod(
     )
 
 
-async def read_pod(core: client.CoreV1Api, pod: PodRef) -> RawPod | None:
+async def read_pod(core: apis.CoreV1Api, pod: PodRef) -> RawPod | None:
     """The live pod, or None when it is gone or another pod has its name now (another uid)."""
     try:
         raw = DECODE_POD.decode(
@@ -192,7 +192,7 @@ async def read_unless_gone(read: Awaitable[Any]) -> dict[str, Any] | None:
 
 
 async def read_slinky(
-    custom: client.CustomObjectsApi, plural: str, kind: str, namespace: str, name: str, uid: str
+    custom: apis.CustomObjectsApi, plural: str, kind: str, namespace: str, name: str, uid: str
 ) -> dict[str, Any] | EffectResult:
     """Read a ``slinky.slurm.net`` object (``plural``: nodesets, clusters); a ``noop`` result
     instead when it is gone (404) or was re-created under its name (another ``uid``: the new

@@ -6,13 +6,12 @@ import datetime as dt
 import uuid
 from typing import Any, Final
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from schemas.actions import (
     RecordEvent,
 )
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
 from slurmbridge.runtime.outcomes import EffectResult
 
 #: Where an Event about a cluster-scoped object (a Node) goes: client-go's recorder puts it
@@ -24,7 +23,7 @@ CLUSTER_SCOPED_EVENTS_NAMESPACE: Final = "default"
 
 
 async def record_event(
-    core: client.CoreV1Api, action: RecordEvent, *, component: str
+    core: apis.CoreV1Api, action: RecordEvent, *, component: str
 ) -> EffectResult:
     """Create a core/v1 Event on the action's object, in the object's namespace (``default``
     for an object without one, such as a Node: :data:`CLUSTER_SCOPED_EVENTS_NAMESPACE`),

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes_asyncio import client
-
 from schemas.actions import NodeSetRef
 from slurmbridge.effectors.common import merge_custom, read_unless_gone
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import NODESET_API
 from slurmbridge.slurm.client import SlurmClient
 
@@ -16,11 +15,11 @@ class NodeSetClients:
     """The clients of :class:`~slurmbridge.effectors.nodesets.NodeSetEffector` and the
     NodeSet reads and writes its handler groups share."""
 
-    def __init__(self, api: client.ApiClient, slurm: dict[str, SlurmClient]) -> None:
-        self.core = client.CoreV1Api(api)
-        self.apps = client.AppsV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.policy = client.PolicyV1Api(api)
+    def __init__(self, api: apis.ApiClient, slurm: dict[str, SlurmClient]) -> None:
+        self.core = apis.CoreV1Api(api)
+        self.apps = apis.AppsV1Api(api)
+        self.custom = apis.CustomObjectsApi(api)
+        self.policy = apis.PolicyV1Api(api)
         self.slurm = slurm
 
     async def _read_nodeset(self, ref: NodeSetRef) -> dict[str, Any] | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import wellknown
 from schemas.actions import (
@@ -33,6 +32,7 @@ from slurmbridge.effectors.common import (
 )
 from slurmbridge.effectors.nodeset_base import NodeSetClients
 from slurmbridge.kube.api import NODESET_API, read_raw
+from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.nodeset_pod import claim_owners, claims_for, nodeset_pod
 from slurmbridge.kube.wire import DECODE_POD
 from slurmbridge.runtime.outcomes import EffectResult, Transient

@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from schemas import wellknown
 from schemas.actions import (
     Action,
@@ -41,6 +39,7 @@ from slurmbridge.effectors.nodeset_pods import NodeSetPodHandlers
 from slurmbridge.effectors.revisions import RevisionHandlers
 from slurmbridge.effectors.slurm_objects import SlurmObjectHandlers
 from slurmbridge.kube.api import NODESET_API, read_raw
+from slurmbridge.kube.apis import ApiException
 from slurmbridge.runtime.outcomes import EffectResult
 
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from reconcilers import _tenancy
 from schemas import wellknown
 from schemas.actions import (
@@ -27,7 +24,9 @@ from slurmbridge.effectors.common import (
     patch_pod,
     read_pod,
 )
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.wire import RawPod
 from slurmbridge.observability import metrics
 from slurmbridge.runtime.outcomes import EffectResult, Transient
@@ -36,7 +35,7 @@ from slurmbridge.runtime.outcomes import EffectResult, Transient
 class PodWriteHandlers:
     """The pod write handlers (module docstring); needs a ``core`` API client."""
 
-    core: client.CoreV1Api
+    core: apis.CoreV1Api
 
     async def _patch(self, pod: PodRef, body: Any, content_type: str = MERGE) -> None:
         await patch_pod(self.core, pod, body, content_type)

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from schemas import wellknown
 from schemas.actions import SetPodGroupScheduled
 from slurmbridge.effectors.common import MERGE, now_rfc3339, ok_unless_gone
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
 from slurmbridge.runtime.outcomes import EffectResult, Permanent
 
 PLURAL = "podgroups"
 
 
 async def set_pod_group_scheduled(
-    custom: client.CustomObjectsApi, action: SetPodGroupScheduled
+    custom: apis.CustomObjectsApi, action: SetPodGroupScheduled
 ) -> EffectResult:
     """Read the PodGroup (gone or re-created ⇒ noop; the condition already True ⇒ noop), then
     merge-patch ``status.conditions`` (the others kept) with a resourceVersion precondition.

@@ -7,8 +7,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import wellknown
 from schemas.actions import (
@@ -39,7 +37,9 @@ from slurmbridge.effectors.common import (
 )
 from slurmbridge.effectors.nodes import KubeEffector
 from slurmbridge.effectors.pod_writes import PodWriteHandlers
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.wire import RawPod
 from slurmbridge.runtime.outcomes import EffectResult
 from slurmbridge.slurm import errors as slurm_errors
@@ -98,13 +98,13 @@ class PodEffector(PodWriteHandlers, ClaimEffects, Effector):
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: apis.ApiClient,
         slurm: dict[str, SlurmClient],
         *,
         placeholder_script: str = "",
     ) -> None:
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.core = apis.CoreV1Api(api)
+        self.custom = apis.CustomObjectsApi(api)
         self.slurm = slurm
         self.placeholder_script = placeholder_script
         self.on_job_changed: Callable[[str, int], None] | None = None
