@@ -39,6 +39,7 @@ from slurmbridge.effectors.common import MERGE, SMP, read_pod, read_unless_gone
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import NotFound, typed
 from slurmbridge.runtime.outcomes import EffectResult, Transient
 
 #: The resource.k8s.io API version slurmbridge writes (GA in Kubernetes 1.34).
@@ -259,7 +260,7 @@ class ClaimEffects:
                     )
                 )
             except ApiException as exc:
-                if exc.status == 404:
+                if isinstance(typed(exc), NotFound):
                     return EffectResult("noop", f"ResourceClaim {ref.key} is gone")
                 raise
             return EffectResult("ok", f"ResourceClaim {ref.key} deleted")

@@ -22,6 +22,7 @@ from schemas.actions import (
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import CLUSTER_API, NODESET_API, read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Conflict, NotFound, TooManyRequests, Unavailable, typed
 from slurmbridge.kube.wire import DECODE_POD, RawPod, RawTaint
 from slurmbridge.runtime.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
@@ -73,7 +74,7 @@ async def merge_custom(
             )
         )
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return False
         raise
     return True
@@ -86,9 +87,10 @@ def no_client(cluster: str) -> Transient:
 
 
 def kube_error(exc: ApiException, what: str) -> Exception:
-    if exc.status in (409, 429) or exc.status >= 500:
+    if isinstance(typed(exc), (Conflict, TooManyRequests, Unavailable)):
         return Transient(
-            f"{what}: HTTP {exc.status} {exc.reason}", 0.1 if exc.status == 409 else None
+            f"{what}: HTTP {exc.status} {exc.reason}",
+            0.1 if isinstance(typed(exc), Conflict) else None,
         )
     return Permanent(f"{what}: HTTP {exc.status} {exc.reason}")
 
@@ -112,7 +114,7 @@ async def read_pod(core: apis.CoreV1Api, pod: PodRef) -> RawPod | None:
             )
         )
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return None
         raise
     if pod.uid and raw.metadata.uid != pod.uid:
@@ -154,7 +156,7 @@ async def ok_unless_gone(write: Awaitable[object], what: str, done: str = "") ->
     try:
         await write
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return EffectResult("noop", f"{what} is gone")
         raise
     return EffectResult("ok", done)
@@ -170,7 +172,7 @@ async def create_unless_exists(call: Any, what: str) -> EffectResult:
     try:
         await read_raw(call)
     except ApiException as exc:
-        if exc.status == 409:
+        if isinstance(typed(exc), Conflict):
             return EffectResult("noop", f"{what} exists")
         raise
     return EffectResult("ok", f"{what} created")
@@ -185,7 +187,7 @@ async def read_unless_gone(read: Awaitable[Any]) -> dict[str, Any] | None:
     try:
         obj: dict[str, Any] = await read
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return None
         raise
     return obj

@@ -12,6 +12,7 @@ from schemas.actions import (
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Conflict, typed
 from slurmbridge.runtime.outcomes import EffectResult
 
 #: Where an Event about a cluster-scoped object (a Node) goes: client-go's recorder puts it
@@ -67,7 +68,7 @@ async def record_event(
     try:
         await read_raw(create_event(namespace, body, _preload_content=False))
     except ApiException as exc:
-        if exc.status == 409 and action.once:
+        if isinstance(typed(exc), Conflict) and action.once:
             return EffectResult("noop", f"Event {action.reason} recorded before ({action.once})")
         raise
     return EffectResult("ok")

@@ -29,6 +29,7 @@ from slurmbridge.effectors.podgroups import set_pod_group_scheduled
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import NotFound, typed
 from slurmbridge.kube.wire import DECODE_NODE, RawNode
 from slurmbridge.runtime.outcomes import EffectResult
 
@@ -78,7 +79,7 @@ class KubeEffector(Effector):
                 await read_raw(self.core.read_node(name, _preload_content=False))
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return None
             raise
 

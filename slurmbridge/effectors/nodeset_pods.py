@@ -33,6 +33,7 @@ from slurmbridge.effectors.common import (
 from slurmbridge.effectors.nodeset_base import NodeSetClients
 from slurmbridge.kube.api import NODESET_API, read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Conflict, Invalid, NotFound, typed
 from slurmbridge.kube.nodeset_pod import claim_owners, claims_for, nodeset_pod
 from slurmbridge.kube.wire import DECODE_POD
 from slurmbridge.runtime.outcomes import EffectResult, Transient
@@ -74,7 +75,7 @@ class NodeSetPodHandlers(NodeSetClients):
             try:
                 await read_raw(create(namespace, claim, _preload_content=False))
             except ApiException as exc:
-                if exc.status != 409:
+                if not isinstance(typed(exc), Conflict):
                     raise
 
     async def _daemon_pod_exists(self, ref: NodeSetRef, hostname: str) -> bool:
@@ -113,7 +114,7 @@ class NodeSetPodHandlers(NodeSetClients):
                 )
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return EffectResult("noop", "pod is gone")
             raise
         meta = raw.get("metadata") or {}
@@ -147,7 +148,7 @@ class NodeSetPodHandlers(NodeSetClients):
                 )
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return EffectResult("noop", "pod is gone")
             raise
         return EffectResult("ok", ", ".join(c.type.removeprefix(prefix) for c in action.conditions))
@@ -203,7 +204,9 @@ class NodeSetPodHandlers(NodeSetClients):
                 delete(action.pod.name, action.pod.namespace, body=body, _preload_content=False)
             )
         except ApiException as exc:
-            if exc.status in (404, 409):  # gone, or another pod of that name now
+            if isinstance(
+                typed(exc), (NotFound, Conflict)
+            ):  # gone, or another pod of that name now
                 return EffectResult("noop", "pod is gone")
             raise
         done = "drained and idle" if node is not None else "not in Slurm"
@@ -252,7 +255,7 @@ class NodeSetPodHandlers(NodeSetClients):
                     await read_raw(read(cname, ref.namespace, _preload_content=False))
                 )
             except ApiException as exc:
-                if exc.status == 404:
+                if isinstance(typed(exc), NotFound):
                     continue
                 raise
             cmeta = claim.get("metadata") or {}
@@ -279,7 +282,7 @@ class NodeSetPodHandlers(NodeSetClients):
                     patch(cname, ref.namespace, body, _content_type=MERGE, _preload_content=False)
                 )
             except ApiException as exc:
-                if exc.status == 404:
+                if isinstance(typed(exc), NotFound):
                     continue
                 raise
             updated.append(cname)
@@ -298,7 +301,7 @@ class NodeSetPodHandlers(NodeSetClients):
                 )
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return EffectResult("noop", "pod is gone")
             raise
         if current.metadata.uid != pod.uid:
@@ -310,7 +313,7 @@ class NodeSetPodHandlers(NodeSetClients):
                 *NODESET_API, ref.namespace, "nodesets", ref.name
             )
         except ApiException as exc:
-            if exc.status != 404:
+            if not isinstance(typed(exc), NotFound):
                 raise
             obj = {}
         meta = obj.get("metadata") or {}
@@ -347,7 +350,7 @@ class NodeSetPodHandlers(NodeSetClients):
                 )
             )
         except ApiException as exc:
-            if exc.status in (404, 409):
+            if isinstance(typed(exc), (NotFound, Conflict)):
                 return EffectResult("noop", "pod is gone")
             raise
         return EffectResult("ok", f"failure {action.failures} of {pod.name} recorded")
@@ -393,9 +396,9 @@ class NodeSetPodHandlers(NodeSetClients):
         try:
             await patch_pod(self.core, pod, ops, JSON_PATCH)
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return EffectResult("noop", "pod is gone")
-            if exc.status != 422:
+            if not isinstance(typed(exc), Invalid):
                 raise
             now = await read_pod(self.core, pod)
             if now is None or now.metadata.uid != raw.metadata.uid:

@@ -40,6 +40,7 @@ from slurmbridge.effectors.revisions import RevisionHandlers
 from slurmbridge.effectors.slurm_objects import SlurmObjectHandlers
 from slurmbridge.kube.api import NODESET_API, read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Invalid, NotFound, typed
 from slurmbridge.runtime.outcomes import EffectResult
 
 
@@ -231,9 +232,9 @@ class NodeSetEffector(NodeSetPodHandlers, RevisionHandlers, SlurmObjectHandlers,
                 )
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return EffectResult("noop", "NodeSet is gone")
-            if exc.status == 422:
+            if isinstance(typed(exc), Invalid):
                 now = await self._read_scale(ref)
                 if now is None or (now.get("metadata") or {}).get("uid") != uid:
                     return EffectResult("noop", "NodeSet was re-created")

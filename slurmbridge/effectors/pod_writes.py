@@ -27,6 +27,7 @@ from slurmbridge.effectors.common import (
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Invalid, NotFound, typed
 from slurmbridge.kube.wire import RawPod
 from slurmbridge.observability import metrics
 from slurmbridge.runtime.outcomes import EffectResult, Transient
@@ -73,9 +74,9 @@ class PodWriteHandlers:
             try:
                 return await self._mark_once(pod, job_id, scheduler_name, raw)
             except ApiException as exc:
-                if exc.status == 404:  # deleted between the read and the patch
+                if isinstance(typed(exc), NotFound):  # deleted between the read and the patch
                     return 0
-                if exc.status != 422:
+                if not isinstance(typed(exc), Invalid):
                     raise
                 if attempt:  # changing under us: let the redelivery read it afresh
                     raise Transient(f"MarkPods: pod {pod.key} keeps changing") from exc

@@ -12,6 +12,7 @@ from slurmbridge.effectors.common import MERGE, now_rfc3339, ok_unless_gone
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import NotFound, typed
 from slurmbridge.runtime.outcomes import EffectResult, Permanent
 
 PLURAL = "podgroups"
@@ -38,7 +39,7 @@ async def set_pod_group_scheduled(
             group, version, action.namespace, PLURAL, action.name
         )
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return EffectResult("noop", "PodGroup is gone")
         raise
     meta = obj.get("metadata") or {}

@@ -40,6 +40,7 @@ from slurmbridge.effectors.pod_writes import PodWriteHandlers
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Conflict, NotFound, typed
 from slurmbridge.kube.wire import RawPod
 from slurmbridge.runtime.outcomes import EffectResult
 from slurmbridge.slurm import errors as slurm_errors
@@ -286,9 +287,9 @@ class PodEffector(PodWriteHandlers, ClaimEffects, Effector):
                 create(action.pod.name, action.pod.namespace, body, _preload_content=False)
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return EffectResult("noop", "pod is gone")
-            if exc.status != 409:
+            if not isinstance(typed(exc), Conflict):
                 raise
             raw = await read_pod(self.core, action.pod)
             if raw is None:
