@@ -175,7 +175,7 @@ class PodWriteHandlers:
         its own decision), then strategic-merge its condition with the resourceVersion read
         as precondition; ``lastTransitionTime`` moves only when the status flips (Kubernetes
         API conventions) — or, with ``new_reason_restarts``, also when the reason changes
-        (a clock a rule reads: see :meth:`_refused`)."""
+        (a clock a rule reads: see :meth:`slurmbridge.effectors.pods.PodEffector._refused`)."""
         raw = await read_pod(self.core, action.pod)
         if raw is None:
             return EffectResult("noop", "pod is gone")

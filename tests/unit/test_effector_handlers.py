@@ -3,6 +3,7 @@ handler, whose signature takes exactly that type; a wrong table fails when the c
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -110,6 +111,8 @@ def test_each_handler_group_defines_handlers_of_the_tables(group: object) -> Non
 def test_effector_modules_stay_short_and_call_kubernetes_through_kube(path: Path) -> None:
     text = path.read_text()
     assert "kubernetes_asyncio" not in text
+    # Status codes are mapped once, in slurmbridge/kube/errors.py.
+    assert not re.search(r"\.status\s*(==|!=|>=|<=|in\b)\s*\(?\d", text)
     assert len(text.splitlines()) <= 500
 
 
