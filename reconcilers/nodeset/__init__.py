@@ -142,7 +142,7 @@ Slurm cluster; another name must be a served Cluster object (:func:`reconcilers.
 else the NodeSet is left alone and the decision says why.
 
 The pods' PersistentVolumeClaims (``volumeClaimTemplates``) are made by the effector with
-each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
+each pod (:func:`slurmbridge.kube.nodeset_pod.claims_for`).
 
 18. **Claims on scale-in** (``persistentVolumeClaimRetentionPolicy``; Kubernetes
     stateful_pod_control.go ``ClaimsMatchRetentionPolicy`` /
@@ -152,7 +152,7 @@ each pod (:func:`slurmbridge.effectors.nodesets.claims_for`).
     mode switch) carry the NodeSet: just before the delete the effector makes the pod its
     claims' controller owner when ``whenScaled: Delete`` (the garbage collector deletes them
     with the pod), else leaves the NodeSet as owner with ``whenDeleted: Delete``
-    (:func:`slurmbridge.effectors.nodesets.claim_owners`). A live pod that is not condemned
+    (:func:`slurmbridge.kube.nodeset_pod.claim_owners`). A live pod that is not condemned
     but whose node carries its pending-termination drain (a reversed scale-in) gets
     :class:`~schemas.actions.KeepNodeSetPodClaims`: its claims are owned as a kept pod's —
     never by the pod.

@@ -1,9 +1,16 @@
 """Effectors: the only code that changes Kubernetes or Slurm.
 
-One module per concern — :mod:`.nodes` (taints, node conditions), :mod:`.clusters` (Cluster
-status), :mod:`.events` (Kubernetes Events), :mod:`.slurm_nodes`, :mod:`.pods`,
-:mod:`.nodesets` — each effector dispatching through a table keyed by action type, and
-:mod:`.router` sending every action type to its effector. Errors are mapped once
+One module per object the effects touch — :mod:`.nodes` (taints, node conditions),
+:mod:`.clusters` (Cluster status), :mod:`.events` (Kubernetes Events), :mod:`.podgroups`,
+:mod:`.slurm_nodes`, :mod:`.pods` (Slurm jobs, binding, pod deletion), :mod:`.pod_writes`
+(pod marks, finalizers, conditions), :mod:`.claims` (DRA ResourceClaims), :mod:`.nodesets`
+(the NodeSet object and its status, scale, PDB), :mod:`.nodeset_pods`, :mod:`.revisions`
+(ControllerRevisions), :mod:`.slurm_objects` (a NodeSet's Slurm reservation and partition).
+Each effector maps every action type it performs to a handler taking exactly that type
+(``TABLE``, checked when the class is made: :meth:`.common.Effector.__init_subclass__`), and
+:mod:`.router` checks at import that every action type of :data:`schemas.actions.AnyAction`
+has one handler. Kubernetes is reached through :mod:`slurmbridge.kube` only (its typed errors,
+:mod:`slurmbridge.kube.errors`); errors are mapped to outcomes once
 (:func:`.common.effect_error`).
 
 Each effector is idempotent and checks preconditions against the live object, because the

@@ -27,9 +27,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from schemas.actions import (
     AllocateResourceClaim,
     ClaimRef,
@@ -39,7 +36,10 @@ from schemas.actions import (
 )
 from schemas.events import AllocatedDevice
 from slurmbridge.effectors.common import MERGE, SMP, read_pod, read_unless_gone
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import NotFound, typed
 from slurmbridge.runtime.outcomes import EffectResult, Transient
 
 #: The resource.k8s.io API version slurmbridge writes (GA in Kubernetes 1.34).
@@ -79,8 +79,8 @@ def _node_selector(node: str) -> dict[str, Any]:
 class ClaimEffects:
     """The claim effects (module docstring); needs ``core`` and ``custom`` API clients."""
 
-    core: client.CoreV1Api
-    custom: client.CustomObjectsApi
+    core: apis.CoreV1Api
+    custom: apis.CustomObjectsApi
 
     async def _read_claim(self, ref: ClaimRef) -> dict[str, Any] | None:
         """The claim, or None when it is gone or re-created under its name."""
@@ -260,7 +260,7 @@ class ClaimEffects:
                     )
                 )
             except ApiException as exc:
-                if exc.status == 404:
+                if isinstance(typed(exc), NotFound):
                     return EffectResult("noop", f"ResourceClaim {ref.key} is gone")
                 raise
             return EffectResult("ok", f"ResourceClaim {ref.key} deleted")

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from kubernetes_asyncio import client
-
 from schemas.actions import (
     SetClusterStatus,
 )
@@ -15,11 +13,12 @@ from slurmbridge.effectors.common import (
     merge_custom,
     read_slinky,
 )
+from slurmbridge.kube import apis
 from slurmbridge.runtime.outcomes import EffectResult
 
 
 async def set_cluster_status(
-    custom: client.CustomObjectsApi, action: SetClusterStatus
+    custom: apis.CustomObjectsApi, action: SetClusterStatus
 ) -> EffectResult:
     """Read the Cluster (uid check, current Ready condition), then merge-patch its status
     with a resourceVersion precondition; ``lastTransitionTime`` moves only when the

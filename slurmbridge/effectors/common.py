@@ -5,13 +5,13 @@ object merge), content types, and the one error map (:func:`kube_error`, :func:`
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
+import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 import aiohttp
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas import wellknown
 from schemas.actions import (
@@ -19,7 +19,10 @@ from schemas.actions import (
     AnyAction,
     PodRef,
 )
-from slurmbridge.kube.api import read_raw
+from slurmbridge.kube import apis
+from slurmbridge.kube.api import CLUSTER_API, NODESET_API, read_raw
+from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Conflict, NotFound, TooManyRequests, Unavailable, typed
 from slurmbridge.kube.wire import DECODE_POD, RawPod, RawTaint
 from slurmbridge.runtime.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
@@ -71,7 +74,7 @@ async def merge_custom(
             )
         )
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return False
         raise
     return True
@@ -84,15 +87,16 @@ def no_client(cluster: str) -> Transient:
 
 
 def kube_error(exc: ApiException, what: str) -> Exception:
-    if exc.status in (409, 429) or exc.status >= 500:
+    if isinstance(typed(exc), (Conflict, TooManyRequests, Unavailable)):
         return Transient(
-            f"{what}: HTTP {exc.status} {exc.reason}", 0.1 if exc.status == 409 else None
+            f"{what}: HTTP {exc.status} {exc.reason}",
+            0.1 if isinstance(typed(exc), Conflict) else None,
         )
     return Permanent(f"{what}: HTTP {exc.status} {exc.reason}")
 
 
 async def patch_pod(
-    core: client.CoreV1Api, pod: PodRef, body: Any, content_type: str = MERGE
+    core: apis.CoreV1Api, pod: PodRef, body: Any, content_type: str = MERGE
 ) -> None:
     """Patch pod ``pod`` with ``body`` of ``content_type`` (raises ApiException)."""
     patch: Any = core.patch_namespaced_pod
@@ -101,7 +105,7 @@ async def patch_pod(
     )
 
 
-async def read_pod(core: client.CoreV1Api, pod: PodRef) -> RawPod | None:
+async def read_pod(core: apis.CoreV1Api, pod: PodRef) -> RawPod | None:
     """The live pod, or None when it is gone or another pod has its name now (another uid)."""
     try:
         raw = DECODE_POD.decode(
@@ -110,7 +114,7 @@ async def read_pod(core: client.CoreV1Api, pod: PodRef) -> RawPod | None:
             )
         )
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return None
         raise
     if pod.uid and raw.metadata.uid != pod.uid:
@@ -134,8 +138,6 @@ def now_rfc3339() -> str:
 #: NodeSets are read and written at v1beta1, their storage version: a write at v1alpha1
 #: would drop the v1beta1-only fields (the CRD's ``conversion: None`` prunes by the version
 #: written). Clusters are served at v1alpha1 only.
-NODESET_API = ("slinky.slurm.net", "v1beta1")
-CLUSTER_API = ("slinky.slurm.net", "v1alpha1")
 
 
 def slinky_api(plural: str) -> tuple[str, str]:
@@ -154,7 +156,7 @@ async def ok_unless_gone(write: Awaitable[object], what: str, done: str = "") ->
     try:
         await write
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return EffectResult("noop", f"{what} is gone")
         raise
     return EffectResult("ok", done)
@@ -170,7 +172,7 @@ async def create_unless_exists(call: Any, what: str) -> EffectResult:
     try:
         await read_raw(call)
     except ApiException as exc:
-        if exc.status == 409:
+        if isinstance(typed(exc), Conflict):
             return EffectResult("noop", f"{what} exists")
         raise
     return EffectResult("ok", f"{what} created")
@@ -185,14 +187,14 @@ async def read_unless_gone(read: Awaitable[Any]) -> dict[str, Any] | None:
     try:
         obj: dict[str, Any] = await read
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return None
         raise
     return obj
 
 
 async def read_slinky(
-    custom: client.CustomObjectsApi, plural: str, kind: str, namespace: str, name: str, uid: str
+    custom: apis.CustomObjectsApi, plural: str, kind: str, namespace: str, name: str, uid: str
 ) -> dict[str, Any] | EffectResult:
     """Read a ``slinky.slurm.net`` object (``plural``: nodesets, clusters); a ``noop`` result
     instead when it is gone (404) or was re-created under its name (another ``uid``: the new
@@ -270,6 +272,30 @@ class Effector:
     failures once (:func:`effect_error`)."""
 
     TABLE: ClassVar[Mapping[type[Action], str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check the table when the class is made (at import, so at start-up): each entry
+        names a coroutine method of this class whose first parameter (any others have
+        defaults) is annotated with that action type, or a union of action types holding it
+        (the signature mypy checks).
+
+        Raises:
+            TypeError: naming the action type and the method that does not match.
+        """
+        super().__init_subclass__(**kwargs)
+        for kind, name in cls.TABLE.items():
+            method = getattr(cls, name, None)
+            if method is None or not inspect.iscoroutinefunction(method):
+                raise TypeError(f"{cls.__name__}.TABLE: {kind.__name__} -> no coroutine {name}")
+            hints = typing.get_type_hints(method)
+            params = list(inspect.signature(method).parameters.values())[1:]
+            required = [p for p in params if p.default is inspect.Parameter.empty]
+            takes = hints.get(params[0].name) if params and len(required) <= 1 else None
+            if takes is not kind and kind not in typing.get_args(takes):
+                raise TypeError(
+                    f"{cls.__name__}.{name} must take one {kind.__name__} (TABLE), "
+                    f"takes {[hints.get(p.name) for p in params]}"
+                )
 
     async def apply(self, action: AnyAction) -> EffectResult:
         """Perform ``action``.

@@ -6,13 +6,13 @@ import datetime as dt
 import uuid
 from typing import Any, Final
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from schemas.actions import (
     RecordEvent,
 )
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Conflict, typed
 from slurmbridge.runtime.outcomes import EffectResult
 
 #: Where an Event about a cluster-scoped object (a Node) goes: client-go's recorder puts it
@@ -24,7 +24,7 @@ CLUSTER_SCOPED_EVENTS_NAMESPACE: Final = "default"
 
 
 async def record_event(
-    core: client.CoreV1Api, action: RecordEvent, *, component: str
+    core: apis.CoreV1Api, action: RecordEvent, *, component: str
 ) -> EffectResult:
     """Create a core/v1 Event on the action's object, in the object's namespace (``default``
     for an object without one, such as a Node: :data:`CLUSTER_SCOPED_EVENTS_NAMESPACE`),
@@ -68,7 +68,7 @@ async def record_event(
     try:
         await read_raw(create_event(namespace, body, _preload_content=False))
     except ApiException as exc:
-        if exc.status == 409 and action.once:
+        if isinstance(typed(exc), Conflict) and action.once:
             return EffectResult("noop", f"Event {action.reason} recorded before ({action.once})")
         raise
     return EffectResult("ok")

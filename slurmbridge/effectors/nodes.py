@@ -7,9 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from schemas.actions import (
     Action,
     RecordEvent,
@@ -29,13 +26,16 @@ from slurmbridge.effectors.common import (
 )
 from slurmbridge.effectors.events import record_event
 from slurmbridge.effectors.podgroups import set_pod_group_scheduled
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import NotFound, typed
 from slurmbridge.kube.wire import DECODE_NODE, RawNode
 from slurmbridge.runtime.outcomes import EffectResult
 
 
 class KubeEffector(Effector):
-    """Node taints, node conditions and Kubernetes Events through one kubernetes_asyncio
+    """Node taints, node conditions and Kubernetes Events through one Kubernetes
     ApiClient (raw JSON requests and responses)."""
 
     TABLE: ClassVar[Mapping[type[Action], str]] = {
@@ -49,12 +49,12 @@ class KubeEffector(Effector):
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: apis.ApiClient,
         *,
         component: str = "slurmbridge",
     ) -> None:
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.core = apis.CoreV1Api(api)
+        self.custom = apis.CustomObjectsApi(api)
         self.component = component
 
     async def _cluster_status(self, action: SetClusterStatus) -> EffectResult:
@@ -73,13 +73,13 @@ class KubeEffector(Effector):
             ApiException: any other API error (classified by the caller's error map).
         """
         try:
-            # Raw JSON into our own Struct: kubernetes_asyncio's models reject objects from
+            # Raw JSON into our own Struct: the generated client's models reject objects from
             # API servers newer than the client, and we only need a few fields.
             return DECODE_NODE.decode(
                 await read_raw(self.core.read_node(name, _preload_content=False))
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return None
             raise
 

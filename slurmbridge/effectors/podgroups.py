@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from schemas import wellknown
 from schemas.actions import SetPodGroupScheduled
 from slurmbridge.effectors.common import MERGE, now_rfc3339, ok_unless_gone
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import NotFound, typed
 from slurmbridge.runtime.outcomes import EffectResult, Permanent
 
 PLURAL = "podgroups"
 
 
 async def set_pod_group_scheduled(
-    custom: client.CustomObjectsApi, action: SetPodGroupScheduled
+    custom: apis.CustomObjectsApi, action: SetPodGroupScheduled
 ) -> EffectResult:
     """Read the PodGroup (gone or re-created ⇒ noop; the condition already True ⇒ noop), then
     merge-patch ``status.conditions`` (the others kept) with a resourceVersion precondition.
@@ -39,7 +39,7 @@ async def set_pod_group_scheduled(
             group, version, action.namespace, PLURAL, action.name
         )
     except ApiException as exc:
-        if exc.status == 404:
+        if isinstance(typed(exc), NotFound):
             return EffectResult("noop", "PodGroup is gone")
         raise
     meta = obj.get("metadata") or {}

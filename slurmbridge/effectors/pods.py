@@ -7,10 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from reconcilers import _tenancy
 from schemas import wellknown
 from schemas.actions import (
     Action,
@@ -32,28 +29,26 @@ from schemas.actions import (
 from slurmbridge.effectors.claims import ClaimEffects
 from slurmbridge.effectors.common import (
     JOB_ENDED,
-    MERGE,
-    SMP,
     Effector,
-    condition_entry,
-    json_pointer,
     no_client,
     nothing,
     ok_unless_gone,
-    patch_pod,
     read_pod,
 )
 from slurmbridge.effectors.nodes import KubeEffector
+from slurmbridge.effectors.pod_writes import PodWriteHandlers
+from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
+from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.errors import Conflict, NotFound, typed
 from slurmbridge.kube.wire import RawPod
-from slurmbridge.observability import metrics
-from slurmbridge.runtime.outcomes import EffectResult, Transient
+from slurmbridge.runtime.outcomes import EffectResult
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import JobSubmit
 
 
-class PodEffector(ClaimEffects, Effector):
+class PodEffector(PodWriteHandlers, ClaimEffects, Effector):
     """Pod placement and workload actions: they touch both sides, so this effector holds a
     Kubernetes ApiClient and the Slurm clients.
 
@@ -104,13 +99,13 @@ class PodEffector(ClaimEffects, Effector):
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: apis.ApiClient,
         slurm: dict[str, SlurmClient],
         *,
         placeholder_script: str = "",
     ) -> None:
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.core = apis.CoreV1Api(api)
+        self.custom = apis.CustomObjectsApi(api)
         self.slurm = slurm
         self.placeholder_script = placeholder_script
         self.on_job_changed: Callable[[str, int], None] | None = None
@@ -124,9 +119,6 @@ class PodEffector(ClaimEffects, Effector):
             return self.slurm[cluster]
         except KeyError:
             raise no_client(cluster) from None
-
-    async def _patch(self, pod: PodRef, body: Any, content_type: str = MERGE) -> None:
-        await patch_pod(self.core, pod, body, content_type)
 
     def relist(self) -> None:
         """Forget which jobs carry which markers: the next submit of each cluster lists
@@ -273,117 +265,6 @@ class PodEffector(ClaimEffects, Effector):
             )
         return EffectResult("rejected", message)
 
-    async def _mark_pods(self, action: MarkPods) -> EffectResult:
-        return await self._mark_all(action.pods, action.job_id, action.scheduler_name)
-
-    async def _mark_all(
-        self,
-        pods: tuple[PodRef, ...],
-        job_id: int,
-        scheduler_name: str,
-        raws: list[RawPod | None] | None = None,
-    ) -> EffectResult:
-        # Concurrently: each pod is its own object, and a group's bind waits for all of them.
-        known = raws if raws is not None else [None] * len(pods)
-        changed = sum(
-            await asyncio.gather(
-                *(
-                    self._mark(pod, job_id, scheduler_name, raw)
-                    for pod, raw in zip(pods, known, strict=True)
-                )
-            )
-        )
-        return EffectResult("ok" if changed else "noop", f"{changed} pod(s) marked")
-
-    async def _mark(
-        self, pod: PodRef, job_id: int, scheduler_name: str, raw: RawPod | None = None
-    ) -> int:
-        """Mark one pod, starting from ``raw`` when it was just read; a pod that changed in
-        between (the patch's test fails) is read again once before giving up for now."""
-        for attempt in range(2):
-            if raw is None or attempt:
-                raw = await read_pod(self.core, pod)
-            try:
-                return await self._mark_once(pod, job_id, scheduler_name, raw)
-            except ApiException as exc:
-                if exc.status == 404:  # deleted between the read and the patch
-                    return 0
-                if exc.status != 422:
-                    raise
-                if attempt:  # changing under us: let the redelivery read it afresh
-                    raise Transient(f"MarkPods: pod {pod.key} keeps changing") from exc
-        raise AssertionError("unreachable")
-
-    async def _mark_once(
-        self, pod: PodRef, job_id: int, scheduler_name: str, raw: RawPod | None
-    ) -> int:
-        if raw is None or raw.metadata.deletionTimestamp:
-            return 0
-        labels = raw.metadata.labels or {}
-        finalizers = list(raw.metadata.finalizers or [])
-        tolerated = any(
-            t.key == wellknown.TAINT_MANAGED_NODE or (not t.key and t.operator == "Exists")
-            for t in raw.spec.tolerations or []
-        )
-        label_ok = labels.get(wellknown.LABEL_SLURM_JOBID) == str(job_id)
-        finalized = wellknown.FINALIZER_SCHEDULER in finalizers
-        if label_ok and finalized and tolerated:
-            return 0
-        # One JSON patch: a "test" of the resourceVersion read makes it fail (422) if the pod
-        # changed meanwhile, and "add" is the only way to extend a pod's tolerations (they
-        # may only grow, and re-sending the list would have to reproduce it exactly).
-        ops: list[dict[str, Any]] = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": raw.metadata.resourceVersion,
-            }
-        ]
-        if not label_ok:
-            stale_node = wellknown.ANNOTATION_SLURM_NODE in (raw.metadata.annotations or {})
-            if stale_node and not raw.spec.nodeName:
-                # Relabelled to another job while unbound (its old job ended or vanished):
-                # the node the old job named is not where the new one will run.
-                path = "/metadata/annotations/" + json_pointer(wellknown.ANNOTATION_SLURM_NODE)
-                ops.append({"op": "remove", "path": path})
-            if labels:
-                path = "/metadata/labels/" + json_pointer(wellknown.LABEL_SLURM_JOBID)
-                ops.append({"op": "add", "path": path, "value": str(job_id)})
-            else:
-                ops.append(
-                    {
-                        "op": "add",
-                        "path": "/metadata/labels",
-                        "value": {wellknown.LABEL_SLURM_JOBID: str(job_id)},
-                    }
-                )
-        if not finalized:
-            if finalizers:
-                fin = {"op": "add", "path": "/metadata/finalizers/-"}
-                ops.append({**fin, "value": wellknown.FINALIZER_SCHEDULER})
-            else:
-                ops.append(
-                    {
-                        "op": "add",
-                        "path": "/metadata/finalizers",
-                        "value": [wellknown.FINALIZER_SCHEDULER],
-                    }
-                )
-        if not tolerated:
-            toleration = {
-                "key": wellknown.TAINT_MANAGED_NODE,
-                "operator": "Equal",
-                "value": scheduler_name,
-                "effect": wellknown.TAINT_MANAGED_NODE_EFFECT,
-            }
-            ops.append(
-                {"op": "add", "path": "/spec/tolerations/-", "value": toleration}
-                if raw.spec.tolerations
-                else {"op": "add", "path": "/spec/tolerations", "value": [toleration]}
-            )
-        await self._patch(pod, ops, "application/json-patch+json")
-        return 1
-
     async def _bind(self, action: BindPod) -> EffectResult:
         # One request: the API server copies the Binding's annotations onto the pod, refuses
         # (409) a pod already bound or being deleted, and checks the uid precondition.
@@ -406,9 +287,9 @@ class PodEffector(ClaimEffects, Effector):
                 create(action.pod.name, action.pod.namespace, body, _preload_content=False)
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if isinstance(typed(exc), NotFound):
                 return EffectResult("noop", "pod is gone")
-            if exc.status != 409:
+            if not isinstance(typed(exc), Conflict):
                 raise
             raw = await read_pod(self.core, action.pod)
             if raw is None:
@@ -502,71 +383,6 @@ class PodEffector(ClaimEffects, Effector):
             "pod",
             action.why,
         )
-
-    async def _unfinalize(self, action: RemovePodFinalizer) -> EffectResult:
-        raw = await read_pod(self.core, action.pod)
-        if raw is None:
-            return EffectResult("noop", "pod is gone")
-        finalizers = list(raw.metadata.finalizers or [])
-        if action.finalizer not in finalizers:
-            return EffectResult("noop", "finalizer already removed")
-        rest = [f for f in finalizers if f != action.finalizer]
-        body = {
-            "metadata": {
-                "resourceVersion": raw.metadata.resourceVersion,
-                "finalizers": rest or None,
-            }
-        }
-        return await ok_unless_gone(self._patch(action.pod, body), "pod", action.why)
-
-    async def _condition(
-        self, action: SetPodCondition, *, new_reason_restarts: bool = False
-    ) -> EffectResult:
-        """Read the pod (its uid must be the action's: a pod re-created under the name gets
-        its own decision), then strategic-merge its condition with the resourceVersion read
-        as precondition; ``lastTransitionTime`` moves only when the status flips (Kubernetes
-        API conventions) — or, with ``new_reason_restarts``, also when the reason changes
-        (a clock a rule reads: see :meth:`_refused`)."""
-        raw = await read_pod(self.core, action.pod)
-        if raw is None:
-            return EffectResult("noop", "pod is gone")
-        cur = next((c for c in raw.status.conditions or [] if c.type == action.type), None)
-        if cur is not None and (cur.status, cur.reason, cur.message) == (
-            action.status,
-            action.reason,
-            action.message,
-        ):
-            return EffectResult("noop", "condition already set")
-        since = cur.lastTransitionTime if cur is not None and cur.status == action.status else None
-        if new_reason_restarts and cur is not None and cur.reason != action.reason:
-            since = None
-        body = {
-            "metadata": {"resourceVersion": raw.metadata.resourceVersion},
-            "status": {
-                "conditions": [
-                    condition_entry(
-                        action.type, action.status, action.reason, action.message, since
-                    )
-                ]
-            },
-        }
-        patch_status: Any = self.core.patch_namespaced_pod_status
-        result = await ok_unless_gone(
-            read_raw(
-                patch_status(
-                    action.pod.name,
-                    action.pod.namespace,
-                    body,
-                    _content_type=SMP,
-                    _preload_content=False,
-                )
-            ),
-            "pod",
-        )
-        if action.reason == wellknown.REASON_SLURM_POLICY_DENIED and result.outcome == "ok":
-            # One count per pod and refusal: the condition is written once per new message.
-            metrics.TENANCY_DENIALS.labels("placement", _tenancy.rule_of(action.message)).inc()
-        return result
 
 
 def _job_submit(spec: SlurmJobSpec, pods: tuple[PodRef, ...], marker: str) -> JobSubmit:

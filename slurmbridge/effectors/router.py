@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 from schemas.actions import Action, AnyAction
 from slurmbridge.effectors.common import Effector
 from slurmbridge.effectors.nodes import KubeEffector
@@ -17,6 +19,26 @@ _SIDES: tuple[tuple[type[Effector], str], ...] = (
     (SlurmEffector, "no Slurm cluster configured"),
     (KubeEffector, "no Kubernetes API configured"),
 )
+
+
+#: Every action type of the schema (:data:`schemas.actions.AnyAction`).
+ACTION_TYPES: tuple[type[Action], ...] = typing.get_args(AnyAction)
+
+
+def check_handlers(sides: tuple[tuple[type[Effector], str], ...] = _SIDES) -> None:
+    """Every action type has exactly one handler among ``sides``' tables.
+
+    Raises:
+        TypeError: naming the action types without a handler, or handled twice.
+    """
+    handled = [kind for cls, _ in sides for kind in cls.TABLE]
+    missing = sorted(k.__name__ for k in ACTION_TYPES if k not in handled)
+    twice = sorted({k.__name__ for k in handled if handled.count(k) > 1})
+    if missing or twice:
+        raise TypeError(f"action types without a handler: {missing}; handled twice: {twice}")
+
+
+check_handlers()
 
 
 class Router:

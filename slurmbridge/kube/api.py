@@ -13,7 +13,19 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from slurmbridge.kube.errors import ApiStatusError, error_for
 from slurmbridge.kube.wire import DECODE_STATUS, RawStatus
 
-__all__ = ["ApiStatusError", "check_status", "describe", "read_raw", "retry_after"]
+__all__ = [
+    "CLUSTER_API",
+    "NODESET_API",
+    "ApiStatusError",
+    "check_status",
+    "describe",
+    "read_raw",
+    "retry_after",
+]
+
+#: Group and version at which slurmbridge reads and writes NodeSets and Clusters.
+NODESET_API = ("slinky.slurm.net", "v1beta1")
+CLUSTER_API = ("slinky.slurm.net", "v1alpha1")
 
 
 def status_error(resp: Any, body: bytes) -> ApiStatusError:

@@ -14,7 +14,7 @@ import yaml
 from schemas import wellknown
 from schemas.actions import CreateNodeSetPod, NodeSetRef
 from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES
-from slurmbridge.effectors.nodesets import nodeset_pod
+from slurmbridge.kube.nodeset_pod import nodeset_pod
 
 CRDS = Path(__file__).parents[2] / "deploy" / "crds"
 K8S_VERSIONS = ("1.29.0", "1.33.0")

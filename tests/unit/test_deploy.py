@@ -470,10 +470,10 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("scheduling.k8s.io", "podgroups/status", "patch"): (
         r"patch_namespaced_custom_object_status\b"
     ),
-    ("slinky.slurm.net", "nodesets", "list"): r'resource = "nodesets"',
-    ("slinky.slurm.net", "nodesets", "watch"): r'resource = "nodesets"',
-    ("slinky.slurm.net", "clusters", "list"): r'resource = "clusters"',
-    ("slinky.slurm.net", "clusters", "watch"): r'resource = "clusters"',
+    ("slinky.slurm.net", "nodesets", "list"): r'resource\s*=\s*"nodesets"',
+    ("slinky.slurm.net", "nodesets", "watch"): r'resource\s*=\s*"nodesets"',
+    ("slinky.slurm.net", "clusters", "list"): r'resource\s*=\s*"clusters"',
+    ("slinky.slurm.net", "clusters", "watch"): r'resource\s*=\s*"clusters"',
     ("autoscaling", "horizontalpodautoscalers", "list"): r'"horizontalpodautoscalers"',
     ("autoscaling", "horizontalpodautoscalers", "watch"): r'"horizontalpodautoscalers"',
     ("keda.sh", "scaledobjects", "list"): r'"scaledobjects"',
@@ -507,10 +507,10 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("slinky.slurm.net", "clusters", "get"): r"get_namespaced_custom_object\(",
     ("slinky.slurm.net", "clusters/status", "patch"): r"patch_namespaced_custom_object_status\b",
     ("", "namespaces", "get"): r"read_namespace\(",
-    ("resource.k8s.io", "resourceslices", "list"): r'resource = "resourceslices"',
-    ("resource.k8s.io", "resourceslices", "watch"): r'resource = "resourceslices"',
-    ("resource.k8s.io", "resourceclaims", "list"): r'resource = "resourceclaims"',
-    ("resource.k8s.io", "resourceclaims", "watch"): r'resource = "resourceclaims"',
+    ("resource.k8s.io", "resourceslices", "list"): r'resource\s*=\s*"resourceslices"',
+    ("resource.k8s.io", "resourceslices", "watch"): r'resource\s*=\s*"resourceslices"',
+    ("resource.k8s.io", "resourceclaims", "list"): r'resource\s*=\s*"resourceclaims"',
+    ("resource.k8s.io", "resourceclaims", "watch"): r'resource\s*=\s*"resourceclaims"',
     ("resource.k8s.io", "resourceclaims", "get"): (
         r'get_namespaced_custom_object\(\s*\*RESOURCE_API,\s*ref\.namespace,\s*"resourceclaims"'
     ),
@@ -522,8 +522,8 @@ CALLS: dict[tuple[str, str, str], str] = {
         r"self\.custom\.patch_namespaced_custom_object_status"
     ),
     ("resource.k8s.io", "resourceclaimtemplates", "get"): r'"resourceclaimtemplates"',
-    ("resource.k8s.io", "deviceclasses", "list"): r'resource = "deviceclasses"',
-    ("resource.k8s.io", "deviceclasses", "watch"): r'resource = "deviceclasses"',
+    ("resource.k8s.io", "deviceclasses", "list"): r'resource\s*=\s*"deviceclasses"',
+    ("resource.k8s.io", "deviceclasses", "watch"): r'resource\s*=\s*"deviceclasses"',
     ("resource.k8s.io", "deviceclasses", "get"): r'get_cluster_custom_object\(\s*"resource.k8s.io"',
     ("", "pods/finalizers", "update"): r'"blockOwnerDeletion": True',
     ("apps", "controllerrevisions", "get"): r"read_namespaced_controller_revision\b",

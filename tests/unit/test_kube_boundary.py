@@ -10,8 +10,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("schemas", "producers", "reconcilers", "slurmbridge")
 ALLOWED = ("slurmbridge/kube/", "slurmbridge/devtools/")
-# removed when h-effectors merges (the effectors move into slurmbridge.kube there)
-PENDING = ("slurmbridge/effectors/",)
 
 
 def _imports_kubernetes_asyncio(path: Path) -> bool:
@@ -32,7 +30,7 @@ def test_only_slurmbridge_kube_imports_kubernetes_asyncio() -> None:
         rel
         for pkg in PACKAGES
         for path in (ROOT / pkg).rglob("*.py")
-        if not (rel := path.relative_to(ROOT).as_posix()).startswith(ALLOWED + PENDING)
+        if not (rel := path.relative_to(ROOT).as_posix()).startswith(ALLOWED)
         and _imports_kubernetes_asyncio(path)
     )
     assert offenders == []

@@ -1,5 +1,5 @@
 """NodeSet ``persistentVolumeClaimRetentionPolicy`` (reconcilers.nodeset rule 18): the
-claims' owner references (slurmbridge.effectors.nodesets.claim_owners, Kubernetes
+claims' owner references (slurmbridge.kube.nodeset_pod.claim_owners, Kubernetes
 stateful_set_utils.go ``updateClaimOwnerRefForSetAndPod``) and which deletes carry the
 scale-in (``DeleteNodeSetPod.scaled_from``) or ask to keep the claims (reversal)."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from schemas.actions import DeleteNodeSetPod, KeepNodeSetPodClaims, NodeSetRef
-from slurmbridge.effectors.nodesets import claim_owners
+from slurmbridge.kube.nodeset_pod import claim_owners
 from tests.unit.test_nodeset import K1, NODES_LISTED, decide, ns, of, ours, pod, sn
 from tests.unit.test_nodeset_modes import DS, dpod, knode
 from tests.unit.test_nodeset_modes import decide as decide_modes

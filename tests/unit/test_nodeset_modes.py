@@ -1,5 +1,5 @@
 """NodeSet scalingMode DaemonSet, pinToNode and extraConf (reconcilers.nodeset rules 12-14,
-reconcilers.nodeset._daemon; slurmbridge.effectors.nodesets conf_arg / _pin_affinity)."""
+reconcilers.nodeset._daemon; slurmbridge.kube.nodeset_pod conf_arg / _pin_affinity)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from schemas.events import (
     Toleration,
 )
 from slurmbridge.devtools.sim.slurmd import node_affinity_matches
-from slurmbridge.effectors.nodesets import _pin_affinity, conf_arg, parse_extra_conf
+from slurmbridge.kube.nodeset_pod import _pin_affinity, conf_arg, parse_extra_conf
 from slurmbridge.kube.wire import RawNodeSet
 from slurmbridge.runtime.projection import Projection
 
