@@ -8,7 +8,9 @@ is held by a foreign job that never ends; ``batch`` (every node) has free nodes.
 1. **empty queue**: after one warm-up pod, ``--probes`` bare pods for ``batch``, one at a
    time: each one's time from creation to its Binding (``bind_empty_queue_*``).
 2. **fill**: ``--queue`` bare pods for ``gpu``; slurmbridge submits a job for each, and each
-   stays PENDING in Slurm (no free node). ``queue_fill_s``: until every pod carries its job.
+   stays PENDING in Slurm (no free node). ``queue_fill_s``: until every pod carries its job;
+   ``queue_settled_s``: then until neither simulator served a write for ``--settle`` seconds
+   (each waiting pod's ``PodScheduled=False`` condition and first Event are written).
 3. **idle**: nothing changes for ``--idle-seconds``: the slurmbridge process's CPU time over
    that wall time (``cpu_idle_pct_of_core``; target ≤ 5 %), with the HTTP requests it sent to
    each simulator meanwhile (``idle_requests``, by verb and resource or endpoint).
@@ -33,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import emit, machine, start_slurmbridge, until
-from bench._work import cpu_seconds
+from bench._work import cpu_seconds, kube_writes, slurm_writes
 from schemas import wellknown
 from slurmbridge.devtools.sim.kube import Change
 from slurmbridge.devtools.sim.workloads import create_group
@@ -66,6 +68,25 @@ async def _probe(sims: Simulators, name: str, bound: dict[str, float], timeout: 
     )
     await until(lambda: name in bound, timeout, f"{name} bound")
     return bound[name] - t0
+
+
+async def _quiet(sims: Simulators, settle: float, cap: float) -> float:
+    """Wait until neither simulator has served a write for ``settle`` seconds (at most
+    ``cap``); returns the seconds waited."""
+    t0 = time.monotonic()
+
+    def writes() -> float:
+        return sum(kube_writes(dict(sims.kube.requests)).values()) + sum(
+            slurm_writes(dict(sims.slurm.counters)).values()
+        )
+
+    last, since = writes(), time.monotonic()
+    while time.monotonic() - since < settle and time.monotonic() - t0 < cap:
+        await asyncio.sleep(0.5)
+        now = writes()
+        if now != last:
+            last, since = now, time.monotonic()
+    return time.monotonic() - t0
 
 
 def _ms(values: list[float]) -> dict[str, float]:
@@ -114,8 +135,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for j in sims.slurm.jobs
             if j.comment.startswith("slurmbridge:") and j.state[0] == "PENDING"
         )
-        # Let the last submits' echoes (pod marks, job records) settle before measuring.
-        await asyncio.sleep(args.settle)
+        # Idle means the bridge has done what the queue asked of it (each pod's job, then its
+        # PodScheduled=False condition and one Event): no write for --settle seconds.
+        settled_s = await _quiet(sims, args.settle, args.timeout)
 
         requests0 = _requests(sims)
         cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
@@ -134,6 +156,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "queue": args.queue,
         "queue_pending_in_slurm": pending,
         "queue_fill_s": round(fill_s, 1),
+        "queue_settled_s": round(settled_s, 1),
         "idle_seconds": round(wall1 - wall0, 1),
         "cpu_idle_pct_of_core": round(100 * (cpu1 - cpu0) / (wall1 - wall0), 2),
         "idle_requests": {
@@ -155,7 +178,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=8, help="simulated nodes (≥ 3)")
     parser.add_argument("--probes", type=int, default=5, help="pods timed before and after")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
-    parser.add_argument("--settle", type=float, default=10.0, help="seconds before idling")
+    parser.add_argument(
+        "--settle", type=float, default=12.0, help="seconds without a write before idling"
+    )
     parser.add_argument("--poll-interval", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=1800.0, help="to fill the queue")
     args = parser.parse_args()
