@@ -228,6 +228,7 @@ async def test_an_api_server_restart_is_one_warning_and_one_recovery_per_watcher
     assert {w.resource for w in _watchers(stack) if w.missing} == {
         "podgroups.scheduling.k8s.io",
         "workloads.scheduling.k8s.io",
+        "compositepodgroups.scheduling.k8s.io",
     }
     caplog.set_level(logging.INFO, logger="slurmbridge.kube.watch")
     caplog.clear()
