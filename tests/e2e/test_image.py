@@ -120,7 +120,7 @@ def test_the_image_leaves_devtools_out_and_run_asks_for_endpoints(tmp_path: Path
         "slurmbridge/effectors/router.py",
         "slurmbridge/kube/wire.py",
         "producers/kube/watch.py",
-        "reconcilers/placement.py",
+        "reconcilers/placement/__init__.py",
         "schemas/events.py",
     ):
         assert needed in files, needed

@@ -227,7 +227,7 @@ async def test_slurmd_pods_in_a_managed_namespace_are_never_rewritten_nor_placed
     given our scheduler): the slurmd pods the NodeSet effector creates are left unchanged by
     the admission webhook's mutation (webhook.py ``slurmd_pod``), keep Kubernetes' default
     scheduler, run and register — and no Slurm job is ever submitted, marked or bound for
-    them (reconcilers/placement.py leaves slurmd pods alone)."""
+    them (reconcilers/placement/ leaves slurmd pods alone)."""
     settings = {"slurm": {"cluster": "slurm"}, "managedNamespaces": [NS]}
     async with Stack(nodes=4, poll_interval=0.2, api_version="v0.0.45", settings=settings) as s:
         s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})

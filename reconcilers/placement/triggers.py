@@ -1,0 +1,189 @@
+"""What re-decides a pod group in ``placement`` (``ReconcilerSpec.keys``) and what it reads
+of a trigger (``ReconcilerSpec.reads``): a change re-decides only the groups it can move
+(issue 30: a pending queue of 10,000 jobs costs nothing while nothing changes)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from reconcilers import _dra, _feasible, _nodes, _pods
+from reconcilers.base import Context, KeysOf, Store
+from reconcilers.placement._common import live
+from reconcilers.placement._view import queue_key
+from schemas import events, wellknown
+from schemas.subjects import slurm_source
+
+
+def group_of_pod(event: events.KubePod, store: Store, ctx: Context) -> Iterable[str]:
+    # Tombstones keep labels, owner and schedulerName, so they still name their group.
+    if event.scheduler_name != ctx.scheduler_name:
+        return []
+    return [_pods.resolve_group(event, store, ctx.cluster).key]
+
+
+def groups_under(event: events.KubeWorkload, store: Store, ctx: Context) -> Iterable[str]:
+    return _pods.groups_under(event, store, ctx.cluster)
+
+
+def after_job(event: events.SlurmJob, store: Store, ctx: Context) -> Iterable[str]:
+    """The job's own group, and — when the job is not (or no longer) pending — the groups
+    whose jobs wait in its partition among the first ``wellknown.QUEUE_POSITION_CAP``: one
+    left the queue ahead of them, so their place moved. Only that partition's jobs are read
+    (the ``partition`` index)."""
+    keys = _pods.group_of_job(event, store, ctx)
+    if event.base_state == "PENDING" or not event.partition:
+        return keys
+    if event.cluster and event.cluster != ctx.cluster:
+        return keys
+    found = set(keys)
+    pending = [
+        j
+        for j in store.by_field(events.SlurmJob, "partition", event.partition)
+        if j.source == event.source and j.base_state == "PENDING"
+    ]
+    # Only the places told exactly can move (wellknown.QUEUE_POSITION_CAP): with 10,000 jobs
+    # queued, a job starting re-decides 100 groups, not 10,000.
+    for j in heapq.nsmallest(wellknown.QUEUE_POSITION_CAP, pending, key=queue_key):
+        if key := _pods.group_key_of_marker(j.comment):
+            found.add(key)
+    return sorted(found)
+
+
+def after_partition(_event: events.SlurmPartition, store: Store, ctx: Context) -> Iterable[str]:
+    # A partition appearing may unblock a group still without a job.
+    return waiting_groups(store, ctx)
+
+
+def after_listing(event: events.KubeListed, store: Store, ctx: Context) -> Iterable[str]:
+    # A complete PodGroup list tells which pods name a PodGroup that does not exist.
+    return waiting_groups(store, ctx) if event.resource == _pods.PODGROUPS else []
+
+
+def after_node(event: events.KubeNode, store: Store, ctx: Context) -> Iterable[str]:
+    # A node cordoned, uncordoned, Ready or not: the exclusions of pending jobs follow.
+    return pending_groups(store, ctx, near=event.key)
+
+
+def after_claim(event: events.KubeResourceClaim, store: Store, ctx: Context) -> Iterable[str]:
+    # A claim made from a template, or allocated by us: its pod's group binds on.
+    keys = set()
+    if event.owner is not None and event.owner.kind == "Pod":
+        pod = store.get(events.KubePod, f"{event.namespace}/{event.owner.name}")
+        if pod is not None and pod.scheduler_name == ctx.scheduler_name:
+            keys.add(_pods.resolve_group(pod, store, ctx.cluster).key)
+    for c in event.reserved_for:
+        pod = store.get(events.KubePod, f"{event.namespace}/{c.name}")
+        if pod is not None and pod.scheduler_name == ctx.scheduler_name:
+            keys.add(_pods.resolve_group(pod, store, ctx.cluster).key)
+    return sorted(keys)
+
+
+def after_slice(
+    _event: events.KubeResourceSlice | events.KubeDeviceClass, store: Store, ctx: Context
+) -> Iterable[str]:
+    # A node's devices appearing may let pods waiting for DRA devices bind.
+    keys = {
+        _pods.resolve_group(p, store, ctx.cluster).key
+        for p in store.values(events.KubePod)
+        if p.scheduler_name == ctx.scheduler_name
+        and live(p)
+        and not p.node_name
+        and _dra.needs_dra(p)
+    }
+    return sorted(keys)
+
+
+def after_usage(event: events.KubeNodeUsage, store: Store, ctx: Context) -> Iterable[str]:
+    # A node filling up or freeing: the exclusions of pending jobs follow.
+    return pending_groups(store, ctx, near=event.key)
+
+
+def usage_read(event: events.KubeNodeUsage) -> object:
+    """What placement reads of a node's usage when it triggers (``ReconcilerSpec.reads``):
+    the part requested by pods *not* of our Slurm allocations, the host ports and the peers.
+    A usage trigger only re-decides pending groups, whose eligibility ignores our own
+    allocations' pods (:func:`reconcilers._feasible.without_bridge`, Slinky slurm-bridge 1.3
+    eligibility.go): so a pod of ours binding or ending re-decides no pending group at all —
+    with 10,000 jobs queued, that was 10,000 decides per bind (issue 30, item 4)."""
+    own = _feasible.without_bridge(event)
+    assert own is not None
+    return (
+        own.cpu_millis,
+        own.memory_bytes,
+        own.pods,
+        sorted(own.extended.items()),
+        own.host_ports,
+        event.peers,
+    )
+
+
+def pending_groups(store: Store, ctx: Context, near: str = "") -> list[str]:
+    """The groups whose jobs of ours are pending — with ``near`` (a Kubernetes node name),
+    only those in a partition holding that node's Slurm node: a job's exclusions name only
+    nodes of its partitions, so nothing else on that node can move them (no partition
+    observed yet: every pending job). A node in no partition concerns no pending job (with
+    10,000 jobs queued, every pod binding re-decided all of them: issue 30, item 4)."""
+    source = slurm_source(ctx.cluster)
+    parts: set[str] | None = None
+    known = list(store.values(events.SlurmPartition, source)) if near else []
+    if known:
+        node = store.get(events.KubeNode, near)
+        slurm = _nodes.slurm_name_of(node) if node is not None else near
+        parts = {p.key for p in known if slurm in p.nodes}
+        if not parts:
+            return []
+    keys = set()
+    for j in store.values(events.SlurmJob, source):
+        if j.base_state != "PENDING" or not (key := _pods.group_key_of_marker(j.comment)):
+            continue
+        if parts is not None and j.partition and not parts.intersection(j.partition.split(",")):
+            continue
+        keys.add(key)
+    return sorted(keys)
+
+
+def waiting_groups(store: Store, ctx: Context) -> list[str]:
+    keys = {
+        _pods.resolve_group(p, store, ctx.cluster).key
+        for p in store.values(events.KubePod)
+        if p.scheduler_name == ctx.scheduler_name
+        and live(p)
+        and wellknown.LABEL_SLURM_JOBID not in p.labels
+    }
+    return sorted(keys)
+
+
+def all_keys(store: Store, ctx: Context) -> Iterable[str]:
+    """Every group with a live pod of ours."""
+    return sorted(
+        {
+            _pods.resolve_group(p, store, ctx.cluster).key
+            for p in store.values(events.KubePod)
+            if p.scheduler_name == ctx.scheduler_name and live(p)
+        }
+    )
+
+
+#: What re-decides a group (``ReconcilerSpec.keys``): each trigger kind → its groups.
+KEYS: Mapping[type[events.Event], KeysOf] = {
+    events.KubePod: group_of_pod,
+    events.KubeWorkload: groups_under,
+    events.SlurmJob: after_job,
+    events.SlurmPartition: after_partition,
+    events.KubeNode: after_node,
+    events.KubeNodeUsage: after_usage,
+    events.KubeListed: after_listing,
+    events.KubeResourceClaim: after_claim,
+    events.KubeResourceSlice: after_slice,
+    # A DeviceClass's selector decides what its devices are: pods waiting may now fit.
+    events.KubeDeviceClass: after_slice,
+}
+
+#: What placement reads of a trigger (``ReconcilerSpec.reads``): a pod starting (Pending →
+#: Running, Ready) changes nothing here, nor a pod of ours on a node's usage.
+READS: Mapping[type[events.Event], Callable[[Any], object]] = {
+    events.KubePod: _pods.group_read,
+    events.KubeNodeUsage: usage_read,
+}
