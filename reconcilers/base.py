@@ -126,6 +126,9 @@ NOTHING = Decision(reason="in sync")
 
 #: The keys one trigger concerns: a pure function of the event, the store and the context.
 KeysOf = Callable[[Any, Store, Context], Iterable[str]]
+#: The keys one trigger concerns given what changed: the parts read (``ReconcilerSpec.reads``)
+#: of the object's observation before and of this one, then as :data:`KeysOf`.
+ChangedKeysOf = Callable[[Any, Any, Any, Store, Context], Iterable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,13 @@ class ReconcilerSpec:
     ``==``). An observation whose part equals that of the observation of the same object
     before it cannot change a decision, so the runtime decides nothing for it. A kind not
     listed is read whole.
+    ``changed``: for a kind of ``reads``, the keys when the runtime knows the part read of
+    the object's previous observation — ``changed[kind](before, after, event, store, ctx)``
+    with the two parts — so a reconciler re-decides only the keys that what changed can
+    move (placement: a node's peers changing concerns only the pending groups InterPodAffinity
+    reads). It must return every key ``keys`` would for a change it cannot rule out; the
+    runtime calls ``keys`` instead whenever the part before is unknown (a worker's start, a
+    redelivery).
     """
 
     name: str
@@ -154,13 +164,26 @@ class ReconcilerSpec:
     decide: Callable[[Any], Decision]
     description: str = ""
     reads: Mapping[type[Event], Callable[[Any], object]] = field(default_factory=dict)
+    changed: Mapping[type[Event], ChangedKeysOf] = field(default_factory=dict)
 
     @property
     def triggers(self) -> tuple[type[Event], ...]:
         """The observation kinds this reconciler consumes (the keys of :attr:`keys`)."""
         return tuple(self.keys)
 
-    def keys_of(self, event: Event, store: Store, ctx: Context) -> Iterable[str]:
-        """The keys ``event`` concerns (none for a kind that is not a trigger)."""
+    def keys_of(
+        self,
+        event: Event,
+        store: Store,
+        ctx: Context,
+        *,
+        parts: tuple[object, object] | None = None,
+    ) -> Iterable[str]:
+        """The keys ``event`` concerns (none for a kind that is not a trigger); with
+        ``parts``, the parts read (:attr:`reads`) of the object's previous observation and of
+        this one, only those :attr:`changed` says the change can move."""
+        changed = self.changed.get(type(event)) if parts is not None else None
+        if changed is not None and parts is not None:
+            return changed(parts[0], parts[1], event, store, ctx)
         keys_of = self.keys.get(type(event))
         return keys_of(event, store, ctx) if keys_of is not None else ()

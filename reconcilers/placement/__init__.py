@@ -274,6 +274,7 @@ SPEC = ReconcilerSpec(
     name=NAME,
     keys=triggers.KEYS,
     reads=triggers.READS,
+    changed=triggers.CHANGED,
     key_kind="PodGroup",
     all_keys=all_keys,
     view=view,

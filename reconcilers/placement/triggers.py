@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconcilers import _dra, _feasible, _nodes, _pods
-from reconcilers.base import Context, KeysOf, Store
+from reconcilers.base import ChangedKeysOf, Context, KeysOf, Store
 from reconcilers.placement._common import live
 from reconcilers.placement._view import queue_key
 from schemas import events, wellknown
@@ -17,10 +17,21 @@ from schemas.subjects import slurm_source
 
 
 def group_of_pod(event: events.KubePod, store: Store, ctx: Context) -> Iterable[str]:
-    # Tombstones keep labels, owner and schedulerName, so they still name their group.
+    """The pod's group — unless the pod ended or is going (Succeeded, Failed, being deleted,
+    a tombstone) and no pod of ours in its group is live any more: placement has nothing
+    to place there (``nothing_live``), and ``workload`` cleans up after the group. A group
+    with another live pod is decided again (a Job's retry needs a new job, not the ended
+    pod's). Tombstones keep labels, owner and schedulerName, so they still name their
+    group."""
     if event.scheduler_name != ctx.scheduler_name:
         return []
-    return [_pods.resolve_group(event, store, ctx.cluster).key]
+    group = _pods.resolve_group(event, store, ctx.cluster)
+    if (event.deleted or not live(event)) and not any(
+        live(p) and p.scheduler_name == ctx.scheduler_name
+        for p in _pods.pods_of(group, store, ctx.cluster)
+    ):
+        return []
+    return [group.key]
 
 
 def groups_under(event: events.KubeWorkload, store: Store, ctx: Context) -> Iterable[str]:
@@ -98,6 +109,41 @@ def after_slice(
 def after_usage(event: events.KubeNodeUsage, store: Store, ctx: Context) -> Iterable[str]:
     # A node filling up or freeing: the exclusions of pending jobs follow.
     return pending_groups(store, ctx, near=event.key)
+
+
+def usage_changed(
+    before: object, after: object, event: events.KubeNodeUsage, store: Store, ctx: Context
+) -> Iterable[str]:
+    """:func:`after_usage` when the parts read before and now (:func:`usage_read`) are
+    known (``ReconcilerSpec.changed``): a change of the node's peers alone — a pod binding
+    there or leaving, the usual change — moves only the pending groups InterPodAffinity reads
+    peers for, those with a live unbound pod asking for pod (anti-)affinity. Any other
+    change (resources not held by our allocations, host ports, a peer's required
+    anti-affinity, which every pod must respect) moves every pending group near the node
+    (kube-scheduler's InterPodAffinity plugin, ``pkg/scheduler/framework/plugins/
+    interpodaffinity/filtering.go``: a pod without affinity terms is checked only against
+    existing pods' anti-affinity)."""
+    assert isinstance(before, tuple) and isinstance(after, tuple)
+    groups = pending_groups(store, ctx, near=event.key)
+    if before[:-1] != after[:-1] or _anti(before[-1]) != _anti(after[-1]):
+        return groups
+    return [key for key in groups if _reads_peers(key, store, ctx)]
+
+
+def _anti(peers: tuple[events.PeerPod, ...]) -> tuple[events.PeerPod, ...]:
+    return tuple(p for p in peers if p.anti_affinity)
+
+
+def _reads_peers(key: str, store: Store, ctx: Context) -> bool:
+    """The group has a live unbound pod of ours with pod affinity or anti-affinity terms."""
+    group = _pods.parse_group_key(key)
+    return group is not None and any(
+        (p.pod_affinity or p.pod_anti_affinity)
+        and live(p)
+        and not p.node_name
+        and p.scheduler_name == ctx.scheduler_name
+        for p in _pods.pods_of(group, store, ctx.cluster)
+    )
 
 
 def usage_read(event: events.KubeNodeUsage) -> object:
@@ -183,6 +229,9 @@ KEYS: Mapping[type[events.Event], KeysOf] = {
 
 #: What placement reads of a trigger (``ReconcilerSpec.reads``): a pod starting (Pending →
 #: Running, Ready) changes nothing here, nor a pod of ours on a node's usage.
+#: Where placement knows what changed (``ReconcilerSpec.changed``).
+CHANGED: Mapping[type[events.Event], ChangedKeysOf] = {events.KubeNodeUsage: usage_changed}
+
 READS: Mapping[type[events.Event], Callable[[Any], object]] = {
     events.KubePod: _pods.group_read,
     events.KubeNodeUsage: usage_read,

@@ -352,6 +352,7 @@ class Worker:
             self.settled += 1
             return
         reads = self._reads.get(kind)
+        parts: tuple[object, object] | None = None
         if reads is not None:
             part = reads(event)
             before = self._parts.get(msg.subject, _UNSEEN)
@@ -363,12 +364,17 @@ class Worker:
                 await msg.ack()
                 self.settled += 1
                 return
+            # The part before is known only for a first delivery after one this worker saw:
+            # then only the keys what changed can move (ReconcilerSpec.changed).
+            if before is not _UNSEEN and md.num_delivered == 1:
+                parts = (before, part)
         counter = self._m_consumed.get(kind)
         if counter is None:
             counter = self._m_consumed[kind] = metrics.EVENTS_CONSUMED.labels(self.spec.name, kind)
         counter.inc()
         try:
-            keys = [k for k in self.spec.keys_of(event, self.projection, self.ctx) if self._mine(k)]
+            found = self.spec.keys_of(event, self.projection, self.ctx, parts=parts)
+            keys = [k for k in found if self._mine(k)]
         except Exception as exc:
             log.exception("%s: keys_of failed on seq %d", self.spec.name, seq)
             await self._dead_letter(msg, seq, md.num_delivered, f"keys_of raised {exc!r}")

@@ -510,3 +510,53 @@ async def test_a_redelivered_trigger_is_decided_though_its_read_part_is_unchange
     await until(lambda: len(h.world.drains()) == 1)
     recs = outcomes(await h.records(streams.ACT_STREAM, "bridge.act.>"))
     assert [r.outcome for r in recs if isinstance(r.action, DrainSlurmNode)] == ["retry", "ok"]
+
+
+async def test_a_trigger_whose_change_is_known_reaches_only_the_keys_it_can_move(
+    nats_server: NatsServer,
+) -> None:
+    """``ReconcilerSpec.changed`` (issue 30, item 2): once the worker has seen an object, a
+    change of it reaches ``changed`` with the parts read before and now, and only the keys
+    it returns are decided; the first observation (nothing seen before) goes to ``keys``."""
+    calls: list[tuple[object, object]] = []
+    decided: list[str] = []
+
+    def read(ev: KubeNode) -> object:
+        return (ev.unschedulable, tuple(sorted(ev.labels.items())))
+
+    def changed(
+        before: object, after: object, ev: KubeNode, store: object, ctx: object
+    ) -> list[str]:
+        calls.append((before, after))
+        assert isinstance(before, tuple) and isinstance(after, tuple)
+        return [ev.key] if before[0] != after[0] else []  # labels move no key
+
+    def view(store: object, key: str, ctx: object) -> str:
+        decided.append(key)
+        return key
+
+    spec = ReconcilerSpec(
+        name="changed",
+        keys={KubeNode: lambda ev, store, ctx: [ev.key]},
+        key_kind="KubeNode",
+        all_keys=lambda store, ctx: [],
+        view=view,
+        decide=lambda _: Decision(reason="in sync"),
+        reads={KubeNode: read},
+        changed={KubeNode: changed},
+    )
+    async with running(nats_server, spec, SlowBinds()) as (bus, worker):
+        await worker.start()
+        publish = ObservationPublisher(bus)
+        await publish([(kn("c1", unschedulable=False), "c1-0")])
+        await until(lambda: worker.settled >= 1 and worker.idle)
+        assert decided == ["c1"] and calls == []
+        relabelled = KubeNode(source="k8s", key="c1", uid="u-c1", labels={"team": "a"})
+        await publish([(relabelled, "c1-1")])
+        await until(lambda: worker.settled >= 2 and worker.idle)
+        assert decided == ["c1"], "a change that moves no key decides nothing"
+        assert calls == [((False, ()), (False, (("team", "a"),)))]
+        await publish([(kn("c1", unschedulable=True), "c1-2")])
+        await until(lambda: worker.settled >= 3 and worker.idle)
+        assert decided == ["c1", "c1"]
+        assert len(calls) == 2

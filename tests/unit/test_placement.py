@@ -741,14 +741,31 @@ KEY_CASES = [
     KeyCase("bare pod", pod("a"), ["ns/Pod:a"]),
     KeyCase("Job pod", job_pod("t-0"), ["ns/Job:train"]),
     KeyCase(
-        "pod tombstone keeps its group",
+        "pod tombstone keeps its group while a pod of it lives",
         tombstone(job_pod("t-0"), version="9", producer="p", observed_at=1),
         ["ns/Job:train"],
+        (job_pod("t-1"),),
+    ),
+    # Issue 30: a group with no live pod of ours left has nothing to place (workload
+    # cleans up after it), so a pod leaving it re-decides nothing here.
+    KeyCase(
+        "pod tombstone of a group with no live pod",
+        tombstone(job_pod("t-0"), version="9", producer="p", observed_at=1),
+        [],
+        (job_pod("t-1", phase="Succeeded"),),
     ),
     KeyCase(
         "bare pod tombstone",
         tombstone(pod("a"), version="9", producer="p", observed_at=1),
-        ["ns/Pod:a"],
+        [],
+    ),
+    KeyCase("bare pod ended", pod("a", phase="Failed"), [], (pod("a", phase="Failed"),)),
+    KeyCase("bare pod being deleted", pod("a", deleting=True), [], (pod("a", deleting=True),)),
+    KeyCase(
+        "Job pod ended beside a live one",
+        job_pod("t-0", phase="Succeeded"),
+        ["ns/Job:train"],
+        (job_pod("t-0", phase="Succeeded"), job_pod("t-1")),
     ),
     KeyCase("pod of another scheduler", pod("a", scheduler="default-scheduler"), []),
     KeyCase("job with our marker", sjob(5, "RUNNING", comment=MARK), ["ns/Job:train"]),

@@ -12,6 +12,9 @@ from schemas.events import (
     HostPort,
     KubeNode,
     KubeNodeUsage,
+    KubePod,
+    PeerPod,
+    PodAffinityTerm,
     SlurmJob,
     SlurmPartition,
 )
@@ -92,3 +95,76 @@ def test_a_node_changing_re_decides_only_the_pending_jobs_of_its_partitions() ->
     assert groups(KubeNodeUsage(source="k8s", key="n3")) == ["b0"], "n3 is in batch only"
     assert groups(KubeNodeUsage(source="k8s", key="n1")) == ["b0", "q0", "q1", "q2"]
     assert groups(KubeNode(source="k8s", key="edge")) == [], "in no partition"
+
+
+def _usage(*peers: PeerPod, cpu: int = 500) -> KubeNodeUsage:
+    return KubeNodeUsage(
+        source="k8s", key="n1", cpu_millis=cpu, memory_bytes=1 << 20, pods=1, peers=peers
+    )
+
+
+def _peers_world() -> Projection:
+    """Partition gpu (n1) with two pending groups: q-plain's pod asks for no pod affinity,
+    q-near's for pods labelled app=db on its node."""
+    store = Projection()
+    near = PodAffinityTerm(match_labels={"app": "db"}, topology_key="kubernetes.io/hostname")
+    objs: list[Event] = [
+        SlurmPartition(source="slurm:c1", key="gpu", cluster="c1", nodes=("n1",)),
+        KubeNode(source="k8s", key="n1"),
+        _pending(300, "gpu", "q-plain"),
+        _pending(301, "gpu", "q-near"),
+        KubePod(
+            source="k8s",
+            key="default/q-plain",
+            namespace="default",
+            name="q-plain",
+            uid="uid-q-plain",
+            scheduler_name=SCHED,
+        ),
+        KubePod(
+            source="k8s",
+            key="default/q-near",
+            namespace="default",
+            name="q-near",
+            uid="uid-q-near",
+            scheduler_name=SCHED,
+            pod_affinity=(near,),
+        ),
+    ]
+    for seq, ev in enumerate(objs, 1):
+        store.apply(ev, seq)
+    return store
+
+
+SCHED = "slurm-bridge-scheduler"
+
+
+def test_a_node_s_peers_changing_re_decides_only_groups_asking_for_pod_affinity() -> None:
+    """Issue 30, item 2: a pod binding on a node or leaving it changes the node's peers
+    (InterPodAffinity); that moves only the pending groups with pod (anti-)affinity terms.
+    Resources, host ports, or a peer's required anti-affinity (which every pod must
+    respect) move every pending group of the node's partitions."""
+    store = _peers_world()
+    ctx = Context(scheduler_name=SCHED, cluster="c1")
+    read = placement.usage_read
+
+    def groups(before: KubeNodeUsage, after: KubeNodeUsage) -> list[str]:
+        keys = placement.SPEC.keys_of(after, store, ctx, parts=(read(before), read(after)))
+        return [k.rsplit(":", 1)[1] for k in keys]
+
+    web = PeerPod(namespace="default", labels={"app": "web"})
+    db = PeerPod(namespace="default", labels={"app": "db"})
+    shy = PeerPod(
+        namespace="default",
+        labels={"app": "shy"},
+        anti_affinity=(PodAffinityTerm(match_labels={"app": "web"}, topology_key="zone"),),
+    )
+    assert groups(_usage(web), _usage(web, db)) == ["q-near"]
+    assert groups(_usage(web, db), _usage(web)) == ["q-near"]
+    assert groups(_usage(web), _usage(web, shy)) == ["q-near", "q-plain"]
+    assert groups(_usage(web), _usage(web, cpu=900)) == ["q-near", "q-plain"]
+    # Without the part read before (a worker's start, a redelivery): every pending group.
+    assert [k.rsplit(":", 1)[1] for k in placement.SPEC.keys_of(_usage(web), store, ctx)] == [
+        "q-near",
+        "q-plain",
+    ]
