@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from reconcilers import nodeset, placement
+from reconcilers import nodeset, placement, workload
 from schemas import events, streams, subjects, wellknown
 from schemas.actions import BindPod, CancelSlurmJob, DrainSlurmNode, SubmitSlurmJob
 from schemas.events import KubePod, SlurmNode
@@ -310,6 +310,10 @@ async def test_chaos_keeps_every_invariant() -> None:
                     g: placement.decide(
                         placement.view(app.projection, f"{NS}/Job:{g}", app.ctx)
                     ).reason
+                    for g in open_groups
+                },
+                "workload": {
+                    g: workload.decide(workload.view(app.projection, f"{NS}/Job:{g}", app.ctx))
                     for g in open_groups
                 },
             }
