@@ -1,15 +1,32 @@
-"""Pod observations for the reconciler table tests: one pod ``ns/<name>`` with uid
-``u-<name>`` as the Kubernetes watcher publishes it."""
+"""Pod and workload observations for the reconciler table tests: one pod ``ns/<name>`` with
+uid ``u-<name>``, one workload ``<namespace>/<Kind>:<name>`` with uid ``uid-<name>``, as the
+Kubernetes watcher publishes them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from schemas.events import KubePod
+from schemas.events import KubePod, KubeWorkload, workload_key
 
 
 def ns_pod(name: str, **fields: Any) -> KubePod:
     """The ``KubePod`` ``ns/<name>`` (source ``k8s``, uid ``u-<name>``) with ``fields``."""
     return KubePod(
         source="k8s", key=f"ns/{name}", namespace="ns", name=name, uid=f"u-{name}", **fields
+    )
+
+
+def kube_workload(
+    namespace: str, kind: str, name: str, *, uid: str = "", **fields: Any
+) -> KubeWorkload:
+    """The ``KubeWorkload`` ``<namespace>/<kind>:<name>`` (source ``k8s``, uid ``uid`` or
+    ``uid-<name>``) with ``fields``."""
+    return KubeWorkload(
+        source="k8s",
+        key=workload_key(namespace, kind, name),
+        namespace=namespace,
+        name=name,
+        uid=uid or f"uid-{name}",
+        workload_kind=kind,
+        **fields,
     )

@@ -34,7 +34,6 @@ from schemas.events import (
     KubePod,
     KubeResourceClaim,
     KubeResourceSlice,
-    KubeWorkload,
     NodeAlloc,
     OwnerRef,
     PodClaim,
@@ -47,7 +46,7 @@ from schemas.events import (
 from slurmbridge.runtime.projection import Projection
 from tests.unit._decisions import of
 from tests.unit._listing import listed
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_workload, ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -338,15 +337,7 @@ def test_two_pods_of_a_job_on_one_node_split_its_gpus() -> None:
     pods = [
         msgspec.structs.replace(pod(n, gpus=2), owner=owner, labels=labels) for n in ("p0", "p1")
     ]
-    wl = KubeWorkload(
-        source="k8s",
-        key="ns/Job:train",
-        namespace="ns",
-        name="train",
-        uid="uid-train",
-        workload_kind="Job",
-        size=2,
-    )
+    wl = kube_workload("ns", "Job", "train", size=2)
     d = place("ns/Job:train", *pods, wl, running_job(0, 1, 2, 3))
     assert kinds(d) == [
         "CreateExtendedResourceClaim",
@@ -472,15 +463,7 @@ def test_a_running_pods_claims_stay() -> None:
 # --- workload: a pod that ends gives its claims back while its group runs (rule 8) ----------
 
 TRAIN = OwnerRef(api_version="batch/v1", kind="Job", name="train", uid="uid-train")
-TRAIN_WL = KubeWorkload(
-    source="k8s",
-    key="ns/Job:train",
-    namespace="ns",
-    name="train",
-    uid="uid-train",
-    workload_kind="Job",
-    size=2,
-)
+TRAIN_WL = kube_workload("ns", "Job", "train", size=2)
 
 
 def train_pod(name: str, phase: str = "Running", **kw: Any) -> KubePod:

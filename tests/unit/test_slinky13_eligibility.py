@@ -34,7 +34,7 @@ from schemas.events import (
 )
 from slurmbridge.kube.wire import RawObjMeta, RawPod, RawPodSpec
 from slurmbridge.runtime.projection import Projection
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_workload, ns_pod
 from tests.unit.test_placement import CTX, SCHED
 
 GI = 1024**3
@@ -122,17 +122,8 @@ def member(i: int, cpu: int = 1000, memory: int = GI, gpu: int = 8, **kw: Any) -
 
 
 def gang_root(size: int) -> Event:
-    from schemas.events import KubeWorkload
 
-    return KubeWorkload(
-        source="k8s",
-        key="ns/Job:gang",
-        namespace="ns",
-        name="gang",
-        uid="uid-gang",
-        workload_kind="Job",
-        size=size,
-    )
+    return kube_workload("ns", "Job", "gang", size=size)
 
 
 def decide(*objs: Event, key: str = "ns/Job:gang") -> Decision:

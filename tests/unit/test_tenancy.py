@@ -23,6 +23,7 @@ from schemas.tenancy import Tenancy, Tenant
 from slurmbridge import config, webhook
 from slurmbridge.runtime.projection import Projection
 from tests.unit._listing import listed
+from tests.unit._pods import kube_workload
 
 P = _pods.PREFIX
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
@@ -306,21 +307,10 @@ def test_a_refusal_already_on_the_pod_is_not_repeated() -> None:
 
 
 def test_annotations_of_a_job_are_checked_too() -> None:
-    from schemas.events import KubeWorkload
-
     owner = OwnerRef(api_version="batch/v1", kind="Job", name="train", uid="uid-train")
     labels = {_pods.LABEL_JOB_NAME: "train"}
     p = kpod(labels=labels, owner=owner)
-    job = KubeWorkload(
-        source="k8s",
-        key="tenant-a/Job:train",
-        namespace="tenant-a",
-        name="train",
-        uid="uid-train",
-        workload_kind="Job",
-        size=1,
-        annotations={P + "account": "b"},
-    )
+    job = kube_workload("tenant-a", "Job", "train", size=1, annotations={P + "account": "b"})
     d = decide(p, CTX, job)
     assert [a.reason for a in d.actions if isinstance(a, SetPodCondition)] == ["SlurmPolicyDenied"]
 

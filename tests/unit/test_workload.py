@@ -36,7 +36,7 @@ from slurmbridge import config
 from slurmbridge.cli.logs import context_of
 from slurmbridge.runtime.projection import Projection
 from tests.unit._decisions import kinds, of, ref
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_workload, ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 NOW = 10_000.0
@@ -267,14 +267,7 @@ def test_a_missing_job_proves_nothing_without_a_current_listing() -> None:
 
 
 #: The group's root, observed: its uid makes the marker exact (_pods.is_groups_job).
-OWNER_JOB = KubeWorkload(
-    source="k8s",
-    key="ns/Job:train",
-    namespace="ns",
-    name="train",
-    uid="uid-train",
-    workload_kind="Job",
-)
+OWNER_JOB = kube_workload("ns", "Job", "train")
 
 
 def reback(submitted_ago: float, nodes: tuple[str, ...] = ("s-k1", "s-k2")) -> SlurmJob:
@@ -838,15 +831,7 @@ def pg_pod(name: str, **kw: Any) -> KubePod:
 
 
 def pod_group(size: int) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key="ns/PodGroup:g",
-        namespace="ns",
-        name="g",
-        uid="uid-g",
-        workload_kind="PodGroup",
-        size=size,
-    )
+    return kube_workload("ns", "PodGroup", "g", size=size)
 
 
 def test_a_gang_short_of_its_size_while_its_job_waits_gives_the_job_up() -> None:
