@@ -9,11 +9,16 @@ from typing import Any
 from schemas.events import KubePod, KubeWorkload, workload_key
 
 
+def kube_pod(namespace: str, name: str, **fields: Any) -> KubePod:
+    """The ``KubePod`` ``<namespace>/<name>`` (source ``k8s``) with ``fields``."""
+    return KubePod(
+        source="k8s", key=f"{namespace}/{name}", namespace=namespace, name=name, **fields
+    )
+
+
 def ns_pod(name: str, **fields: Any) -> KubePod:
     """The ``KubePod`` ``ns/<name>`` (source ``k8s``, uid ``u-<name>``) with ``fields``."""
-    return KubePod(
-        source="k8s", key=f"ns/{name}", namespace="ns", name=name, uid=f"u-{name}", **fields
-    )
+    return kube_pod("ns", name, uid=f"u-{name}", **fields)
 
 
 def kube_workload(

@@ -22,7 +22,7 @@ from schemas.actions import SetPodCondition, SubmitSlurmJob
 from schemas.events import Event, KubePod, KubeWorkload, SlurmPartition, workload_key
 from slurmbridge.runtime.projection import Projection
 from tests.unit._listing import listed
-from tests.unit._pods import kube_workload
+from tests.unit._pods import kube_pod, kube_workload
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -59,11 +59,9 @@ def cpg(name: str, parent: str = "", *, groups: int = 2, policy: str = "gang") -
 
 
 def kpod(name: str, group: str, cpu: int = 1000) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"default/{name}",
-        namespace="default",
-        name=name,
+    return kube_pod(
+        "default",
+        name,
         uid=f"u-{name}",
         scheduler_name=SCHED,
         scheduling_group=group,

@@ -37,6 +37,7 @@ from schemas.events import (
     SlurmPing,
 )
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import kube_pod
 
 CTX = Context(scheduler_name="s", cluster="c1")
 KEY = "slurm/gpu"
@@ -73,12 +74,10 @@ def pod(
     if protect:
         labels[wellknown.LABEL_POD_PROTECT] = "true"
     ann = {wellknown.ANNOTATION_POD_DELETION_COST: str(cost)} if cost is not None else {}
-    return KubePod(
-        source="k8s",
-        key=f"slurm/gpu-{ordinal}",
+    return kube_pod(
+        "slurm",
+        f"gpu-{ordinal}",
         uid=f"u{ordinal}",
-        namespace="slurm",
-        name=f"gpu-{ordinal}",
         phase=phase,
         ready=ready,
         node_name=node,

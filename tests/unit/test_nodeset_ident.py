@@ -37,6 +37,7 @@ from schemas.events import (
 )
 from schemas.podinfo import PodInfo
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import kube_pod
 
 NOW = 100_000.0
 CTX = Context(scheduler_name="s", cluster="c1", now=NOW)
@@ -82,12 +83,10 @@ def pod(
     ready_since: float = NOW - 60,
     annotations: dict[str, str] | None = None,
 ) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"slurm/{name}",
+    return kube_pod(
+        "slurm",
+        name,
         uid=f"u-{name}",
-        namespace="slurm",
-        name=name,
         phase=phase,
         ready=ready,
         ready_since=int(ready_since) if ready else 0,

@@ -35,6 +35,7 @@ from slurmbridge.devtools.sim.slurmd import node_affinity_matches
 from slurmbridge.kube.nodeset_pod import _pin_affinity, conf_arg, parse_extra_conf
 from slurmbridge.kube.wire import RawNodeSet
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import kube_pod
 
 CTX = Context(scheduler_name="s", cluster="c1")
 LISTED = (
@@ -214,12 +215,10 @@ def test_a_noschedule_taint_keeps_the_running_pod() -> None:
 
 
 def test_pods_of_the_other_mode_are_condemned() -> None:
-    old = KubePod(
-        source="k8s",
-        key="slurm/gpu-0",
+    old = kube_pod(
+        "slurm",
+        "gpu-0",
         uid="u0",
-        namespace="slurm",
-        name="gpu-0",
         phase="Running",
         node_name="a",
         labels={nodeset.LABEL_NAME: "slurmd", nodeset.LABEL_INSTANCE: "gpu"},
@@ -376,12 +375,10 @@ PIN = KubeNodeSet(
 
 
 def spod(name: str, node: str, phase: str = "Running") -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"slurm/{name}",
+    return kube_pod(
+        "slurm",
+        name,
         uid=name,
-        namespace="slurm",
-        name=name,
         phase=phase,
         ready=True,
         node_name=node,

@@ -14,7 +14,7 @@ from reconcilers._pods import Group, TranslationError, parse_memory_mib, parse_t
 from schemas.events import KubePod, KubeWorkload, OwnerRef
 from slurmbridge.kube.wire import RawPod
 from tests.unit._decisions import store
-from tests.unit._pods import kube_workload
+from tests.unit._pods import kube_pod, kube_workload
 
 P = _pods.PREFIX
 MIB = 1024 * 1024
@@ -38,11 +38,9 @@ def pod(
     cpu_max: int = 0,
     mem_max: int = 0,
 ) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"{ns}/{name}",
-        namespace=ns,
-        name=name,
+    return kube_pod(
+        ns,
+        name,
         uid=f"u-{name}",
         scheduler_name=SCHED,
         labels=labels or {},

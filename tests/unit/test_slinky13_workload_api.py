@@ -43,7 +43,7 @@ from slurmbridge.webhook import (
     warnings,
 )
 from tests.unit._listing import listed
-from tests.unit._pods import kube_workload
+from tests.unit._pods import kube_pod, kube_workload
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -70,11 +70,9 @@ def kpod(
         lab.setdefault(_pods.LABEL_JOB_NAME, owner.name)
     if job is not None:
         lab[JOBID] = str(job)
-    return KubePod(
-        source="k8s",
-        key=f"default/{name}",
-        namespace="default",
-        name=name,
+    return kube_pod(
+        "default",
+        name,
         uid=f"u-{name}",
         scheduler_name=SCHED,
         labels=lab,

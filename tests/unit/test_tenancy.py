@@ -23,7 +23,7 @@ from schemas.tenancy import Tenancy, Tenant
 from slurmbridge import config, webhook
 from slurmbridge.runtime.projection import Projection
 from tests.unit._listing import listed
-from tests.unit._pods import kube_workload
+from tests.unit._pods import kube_pod, kube_workload
 
 P = _pods.PREFIX
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
@@ -224,11 +224,9 @@ def kpod(
     annotations: dict[str, str] | None = None,
     **kw: Any,
 ) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"{namespace}/{name}",
-        namespace=namespace,
-        name=name,
+    return kube_pod(
+        namespace,
+        name,
         uid=f"u-{name}",
         scheduler_name=SCHED,
         annotations={P + k: v for k, v in (annotations or {}).items()},

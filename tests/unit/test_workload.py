@@ -36,7 +36,7 @@ from slurmbridge import config
 from slurmbridge.cli.logs import context_of
 from slurmbridge.runtime.projection import Projection
 from tests.unit._decisions import kinds, of, ref
-from tests.unit._pods import kube_workload, ns_pod
+from tests.unit._pods import kube_pod, kube_workload, ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 NOW = 10_000.0
@@ -712,23 +712,9 @@ class KeyCase:
 DELETING = (
     pod("t-0", node="k1", deleted_at=NOW),
     pod("t-1", node="k2", deleted_at=NOW),
-    KubePod(
-        source="k8s",
-        key="ns/b",
-        namespace="ns",
-        name="b",
-        scheduler_name=SCHED,
-        node_name="k1",
-        deletion_timestamp=int(NOW),
-    ),
-    KubePod(
-        source="k8s",
-        key="ns/c",
-        namespace="ns",
-        name="c",
-        scheduler_name="default-scheduler",
-        node_name="k1",
-        deletion_timestamp=int(NOW),
+    kube_pod("ns", "b", scheduler_name=SCHED, node_name="k1", deletion_timestamp=int(NOW)),
+    kube_pod(
+        "ns", "c", scheduler_name="default-scheduler", node_name="k1", deletion_timestamp=int(NOW)
     ),
     KubePod(
         source="k8s", key="ns/d", namespace="ns", name="d", scheduler_name=SCHED, node_name="k1"
