@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from slurmbridge.devtools.sim.kube import ApiError
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 
 
 def pod(stack: Stack, name: str) -> dict[str, Any] | None:
@@ -14,3 +14,42 @@ def pod(stack: Stack, name: str) -> dict[str, Any] | None:
         return stack.kube.get("pods", name, "default")
     except ApiError:
         return None
+
+
+def slurmd_template(image: str, **spec: Any) -> dict[str, Any]:
+    """A NodeSet's pod ``template``: one ``slurmd`` container of ``image`` that tolerates the
+    managed-node taint (without it the kubelet refuses a pod bound after the taint lands), and
+    ``spec``'s other fields."""
+    return {
+        "spec": {
+            "containers": [{"name": "slurmd", "image": image}],
+            "tolerations": [MANAGED_NODE_TOLERATION],
+            **spec,
+        }
+    }
+
+
+def nodeset(
+    name: str,
+    namespace: str,
+    *,
+    version: str = "v1alpha1",
+    annotations: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A ``slinky.slurm.net/<version>`` NodeSet manifest ``<namespace>/<name>`` with ``spec``
+    (and ``metadata.annotations`` when given)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": f"slinky.slurm.net/{version}",
+        "kind": "NodeSet",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+def create_namespace(stack: Stack, name: str) -> None:
+    """Create the Namespace ``name`` in the simulated API server."""
+    stack.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})

@@ -17,7 +17,8 @@ import pytest
 from schemas import wellknown
 from schemas.actions import PruneSlurmNodeRecord
 from schemas.podinfo import PodInfo
-from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from slurmbridge.devtools.testing import Stack
+from tests._helpers import create_namespace, nodeset, slurmd_template
 
 NS = "slurm"
 FEATURES = wellknown.ANNOTATION_NODE_FEATURES_SPEC
@@ -27,23 +28,15 @@ TOPOLOGY = wellknown.ANNOTATION_TOPOLOGY_SPEC
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2) as s:
-        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        create_namespace(s, NS)
         s.kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {"name": "gpu", "namespace": NS},
-                "spec": {
-                    "replicas": 0,
-                    "serviceName": "slurmd",
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "slurmd:25.05"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        },
-                    },
-                },
-            }
+            nodeset(
+                "gpu",
+                NS,
+                replicas=0,
+                serviceName="slurmd",
+                template=slurmd_template("slurmd:25.05"),
+            )
         )
         yield s
 

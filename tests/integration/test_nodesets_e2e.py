@@ -19,6 +19,7 @@ from schemas import wellknown
 from schemas.actions import CreateNodeSetPod, DeleteNodeSetPod, DrainSlurmNode, UndrainSlurmNode
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from tests._helpers import create_namespace, nodeset, slurmd_template
 
 NS = "slurm"
 
@@ -26,24 +27,18 @@ NS = "slurm"
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2) as s:
-        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        create_namespace(s, NS)
         s.kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {"name": "gpu", "namespace": NS},
-                "spec": {
-                    "replicas": 0,
-                    "serviceName": "slurmd",
-                    "template": {
-                        "metadata": {"labels": {"team": "hpc"}},
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "slurmd:25.05"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        },
-                    },
+            nodeset(
+                "gpu",
+                NS,
+                replicas=0,
+                serviceName="slurmd",
+                template={
+                    "metadata": {"labels": {"team": "hpc"}},
+                    **slurmd_template("slurmd:25.05"),
                 },
-            }
+            )
         )
         yield s
 
@@ -629,20 +624,9 @@ async def test_a_nodeset_with_absurd_replicas_stalls_no_other_key(stack: Stack) 
     others."""
     _older_crd(stack)
     stack.kube.create(
-        {
-            "apiVersion": "slinky.slurm.net/v1beta1",
-            "kind": "NodeSet",
-            "metadata": {"name": "huge", "namespace": NS},
-            "spec": {
-                "replicas": 10**9,
-                "template": {
-                    "spec": {
-                        "containers": [{"name": "slurmd", "image": "slurmd:25.05"}],
-                        "tolerations": [MANAGED_NODE_TOLERATION],
-                    }
-                },
-            },
-        }
+        nodeset(
+            "huge", NS, version="v1beta1", replicas=10**9, template=slurmd_template("slurmd:25.05")
+        )
     )
 
     def condition() -> dict[str, Any]:
