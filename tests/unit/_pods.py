@@ -1,12 +1,12 @@
-"""Pod and workload observations for the reconciler table tests: one pod ``ns/<name>`` with
-uid ``u-<name>``, one workload ``<namespace>/<Kind>:<name>`` with uid ``uid-<name>``, as the
-Kubernetes watcher publishes them."""
+"""Pod, workload and NodeSet observations for the reconciler table tests, as the Kubernetes
+watcher publishes them: ``kube_pod`` / ``ns_pod`` (``ns/<name>``, uid ``u-<name>``),
+``kube_workload`` (``<namespace>/<Kind>:<name>``, uid ``uid-<name>``), ``kube_nodeset``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from schemas.events import KubePod, KubeWorkload, workload_key
+from schemas.events import KubeNodeSet, KubePod, KubeWorkload, workload_key
 
 
 def kube_pod(namespace: str, name: str, **fields: Any) -> KubePod:
@@ -34,4 +34,11 @@ def kube_workload(
         uid=uid or f"uid-{name}",
         workload_kind=kind,
         **fields,
+    )
+
+
+def kube_nodeset(namespace: str, name: str, **fields: Any) -> KubeNodeSet:
+    """The ``KubeNodeSet`` ``<namespace>/<name>`` (source ``k8s``) with ``fields``."""
+    return KubeNodeSet(
+        source="k8s", key=f"{namespace}/{name}", namespace=namespace, name=name, **fields
     )

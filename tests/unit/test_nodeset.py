@@ -37,7 +37,7 @@ from schemas.events import (
     SlurmPing,
 )
 from slurmbridge.runtime.projection import Projection
-from tests.unit._pods import kube_pod
+from tests.unit._pods import kube_nodeset, kube_pod
 
 CTX = Context(scheduler_name="s", cluster="c1")
 KEY = "slurm/gpu"
@@ -46,12 +46,10 @@ LISTED = SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True)
 
 
 def ns(replicas: int, **kw: object) -> KubeNodeSet:
-    return KubeNodeSet(
-        source="k8s",
-        key=KEY,
+    return kube_nodeset(
+        "slurm",
+        "gpu",
         uid="ns-uid",
-        namespace="slurm",
-        name="gpu",
         replicas=replicas,
         generation=2,
         **kw,  # type: ignore[arg-type]

@@ -35,22 +35,15 @@ from slurmbridge.devtools.sim.slurmd import node_affinity_matches
 from slurmbridge.kube.nodeset_pod import _pin_affinity, conf_arg, parse_extra_conf
 from slurmbridge.kube.wire import RawNodeSet
 from slurmbridge.runtime.projection import Projection
-from tests.unit._pods import kube_pod
+from tests.unit._pods import kube_nodeset, kube_pod
 
 CTX = Context(scheduler_name="s", cluster="c1")
 LISTED = (
     SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True),
     KubeListed(source="k8s", key="nodes"),
 )
-DS = KubeNodeSet(
-    source="k8s",
-    key="slurm/gpu",
-    uid="ns",
-    namespace="slurm",
-    name="gpu",
-    scaling_mode="DaemonSet",
-    replicas=1,
-    node_selector={"slurm": "yes"},
+DS = kube_nodeset(
+    "slurm", "gpu", uid="ns", scaling_mode="DaemonSet", replicas=1, node_selector={"slurm": "yes"}
 )
 
 
@@ -363,15 +356,7 @@ def test_a_slurm_node_triggers_its_daemonset_pods_nodeset() -> None:
 # --- pinToNode ---------------------------------------------------------------------------------
 
 
-PIN = KubeNodeSet(
-    source="k8s",
-    key="slurm/gpu",
-    uid="ns",
-    namespace="slurm",
-    name="gpu",
-    replicas=2,
-    pin_to_node=True,
-)
+PIN = kube_nodeset("slurm", "gpu", uid="ns", replicas=2, pin_to_node=True)
 
 
 def spod(name: str, node: str, phase: str = "Running") -> KubePod:

@@ -26,7 +26,7 @@ from reconcilers import _pods, autoscale, nodeset
 from schemas import wellknown
 from schemas.actions import SlurmJobSpec
 from schemas.events import KubeNodeSet, KubePod, OwnerRef
-from tests.unit._pods import kube_pod
+from tests.unit._pods import kube_nodeset, kube_pod
 from tests.unit._states import CTX
 from tests.unit._world import World
 
@@ -175,12 +175,10 @@ failures = st.one_of(
 def test_nodeset_decides_whatever_its_annotations_say(
     failures_annotation: str, members: list[tuple[str, str, str]], replicas: int
 ) -> None:
-    ns = KubeNodeSet(
-        source="k8s",
-        key="slurm/gpu",
+    ns = kube_nodeset(
+        "slurm",
+        "gpu",
         uid="ns-uid",
-        namespace="slurm",
-        name="gpu",
         replicas=replicas,
         annotations={wellknown.ANNOTATION_NODESET_POD_FAILURES: failures_annotation},
     )

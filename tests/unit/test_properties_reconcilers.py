@@ -65,7 +65,7 @@ from schemas.events import (
 from schemas.subjects import KUBE_SOURCE
 from slurmbridge.runtime.gate import ListingGate
 from tests.unit import _states
-from tests.unit._pods import kube_pod
+from tests.unit._pods import kube_nodeset, kube_pod
 from tests.unit._states import CTX, NOW, SOURCE, STATES
 from tests.unit._world import World
 
@@ -316,14 +316,7 @@ def test_nodeset_deletes_only_drained_idle_surplus_pods(state: tuple[World, str]
 
 def _surplus_pod_without_slurm() -> tuple[World, str]:
     """A NodeSet scaled to 0 with one Running pod, and nothing observed of Slurm."""
-    ns = KubeNodeSet(
-        source=KUBE_SOURCE,
-        key=_states.NODESET_KEY,
-        uid="ns-uid",
-        namespace="slurm",
-        name="gpu",
-        replicas=0,
-    )
+    ns = kube_nodeset("slurm", "gpu", uid="ns-uid", replicas=0)
     pod = kube_pod(
         "slurm",
         "gpu-0",
