@@ -16,6 +16,11 @@ def pod(stack: Stack, name: str) -> dict[str, Any] | None:
         return None
 
 
+def phase(stack: Stack, name: str) -> str:
+    """The ``status.phase`` of pod ``default/<name>``; ``""`` when it has none or is gone."""
+    return str(((pod(stack, name) or {}).get("status") or {}).get("phase") or "")
+
+
 def slurmd_template(image: str, **spec: Any) -> dict[str, Any]:
     """A NodeSet's pod ``template``: one ``slurmd`` container of ``image`` that tolerates the
     managed-node taint (without it the kubelet refuses a pod bound after the taint lands), and
