@@ -96,14 +96,18 @@ def pod(
     )
 
 
-def gpu_slice(node: str = "k1", n: int = 4) -> KubeResourceSlice:
+def gpu_slice(node: str = "k1", n: int = 4, **attributes: str) -> KubeResourceSlice:
+    """The NVIDIA driver's slice of ``node``: GPUs ``gpu-0`` … with attribute ``index`` (and
+    ``attributes``)."""
     return KubeResourceSlice(
         source="k8s",
         key=f"{node}-gpus",
         node=node,
         driver=NV,
         pool=node,
-        devices=tuple(SliceDevice(name=f"gpu-{i}", attributes={"index": i}) for i in range(n)),
+        devices=tuple(
+            SliceDevice(name=f"gpu-{i}", attributes={"index": i, **attributes}) for i in range(n)
+        ),
     )
 
 
@@ -618,16 +622,7 @@ def ext_node(gpus: int = 0) -> KubeNode:
 
 def typed_gpu_slice(node: str = "k1", n: int = 4) -> KubeResourceSlice:
     """The NVIDIA driver's slice as it publishes it: each whole GPU with ``type: gpu``."""
-    return KubeResourceSlice(
-        source="k8s",
-        key=f"{node}-gpus",
-        node=node,
-        driver=NV,
-        pool=node,
-        devices=tuple(
-            SliceDevice(name=f"gpu-{i}", attributes={"index": i, "type": "gpu"}) for i in range(n)
-        ),
-    )
+    return gpu_slice(node, n, type="gpu")
 
 
 def _files(driver: str, pool: str, typ: str, *names: str) -> str:
