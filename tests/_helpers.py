@@ -58,3 +58,14 @@ def nodeset(
 def create_namespace(stack: Stack, name: str) -> None:
     """Create the Namespace ``name`` in the simulated API server."""
     stack.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def create_slurmd_nodeset(
+    stack: Stack, namespace: str, *, replicas: int, template: dict[str, Any]
+) -> None:
+    """Create the Namespace ``namespace`` and in it the NodeSet ``gpu`` (``replicas``,
+    ``serviceName: slurmd``, pod ``template``): the NodeSet tests' starting point."""
+    create_namespace(stack, namespace)
+    stack.kube.create(
+        nodeset("gpu", namespace, replicas=replicas, serviceName="slurmd", template=template)
+    )

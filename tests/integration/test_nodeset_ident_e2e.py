@@ -18,7 +18,7 @@ from schemas import wellknown
 from schemas.actions import PruneSlurmNodeRecord
 from schemas.podinfo import PodInfo
 from slurmbridge.devtools.testing import Stack
-from tests._helpers import create_namespace, nodeset, slurmd_template
+from tests._helpers import create_slurmd_nodeset, nodeset, slurmd_template
 
 NS = "slurm"
 FEATURES = wellknown.ANNOTATION_NODE_FEATURES_SPEC
@@ -28,16 +28,7 @@ TOPOLOGY = wellknown.ANNOTATION_TOPOLOGY_SPEC
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2) as s:
-        create_namespace(s, NS)
-        s.kube.create(
-            nodeset(
-                "gpu",
-                NS,
-                replicas=0,
-                serviceName="slurmd",
-                template=slurmd_template("slurmd:25.05"),
-            )
-        )
+        create_slurmd_nodeset(s, NS, replicas=0, template=slurmd_template("slurmd:25.05"))
         yield s
 
 
@@ -161,16 +152,14 @@ async def test_a_pod_whose_slurm_node_disappears_is_recreated(stack: Stack) -> N
 
 async def test_a_daemonset_nodesets_defunct_record_is_pruned(stack: Stack) -> None:
     stack.kube.create(
-        {
-            "apiVersion": "slinky.slurm.net/v1beta1",
-            "kind": "NodeSet",
-            "metadata": {"name": "edge", "namespace": NS},
-            "spec": {
-                "scalingMode": "DaemonSet",
-                "pruneSlurmNodeRecords": "NodeNotFound",
-                "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:25.05"}]}},
-            },
-        }
+        nodeset(
+            "edge",
+            NS,
+            version="v1beta1",
+            scalingMode="DaemonSet",
+            pruneSlurmNodeRecords="NodeNotFound",
+            template={"spec": {"containers": [{"name": "slurmd", "image": "slurmd:25.05"}]}},
+        )
     )
     uid = stack.kube.get("nodesets", "edge", NS)["metadata"]["uid"]
 

@@ -14,7 +14,7 @@ import pytest
 
 from schemas.actions import DeleteNodeSetPod, DrainSlurmNode
 from slurmbridge.devtools.testing import Stack
-from tests._helpers import create_namespace, nodeset, slurmd_template
+from tests._helpers import create_slurmd_nodeset, slurmd_template
 
 NS = "slurm"
 
@@ -22,16 +22,7 @@ NS = "slurm"
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2, api_version="v0.0.38") as s:
-        create_namespace(s, NS)
-        s.kube.create(
-            nodeset(
-                "gpu",
-                NS,
-                replicas=2,
-                serviceName="slurmd",
-                template=slurmd_template("slurmd:22.05"),
-            )
-        )
+        create_slurmd_nodeset(s, NS, replicas=2, template=slurmd_template("slurmd:22.05"))
         yield s
 
 
