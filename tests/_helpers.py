@@ -69,3 +69,23 @@ def create_slurmd_nodeset(
     stack.kube.create(
         nodeset("gpu", namespace, replicas=replicas, serviceName="slurmd", template=template)
     )
+
+
+def pod_review(
+    uid: str, operation: str, namespace: str, obj: dict[str, Any] | None, **request: Any
+) -> dict[str, Any]:
+    """An ``admission.k8s.io/v1`` AdmissionReview of a core/v1 pod: ``request`` with ``uid``,
+    ``operation``, the ``pods`` resource, ``namespace``, ``object`` and the other ``request``
+    fields given (``kind``, ``userInfo``, ``oldObject``, …)."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "operation": operation,
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "object": obj,
+            **request,
+        },
+    }
