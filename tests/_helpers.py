@@ -21,6 +21,16 @@ def phase(stack: Stack, name: str) -> str:
     return str(((pod(stack, name) or {}).get("status") or {}).get("phase") or "")
 
 
+def phase_of(p: dict[str, Any] | None) -> str:
+    """A pod's ``status.phase`` (``Pending`` when it has none yet); ``""`` for no pod."""
+    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
+
+
+def our_jobs(stack: Stack) -> list[Any]:
+    """The simulated Slurm's jobs that slurmbridge submitted (comment ``slurmbridge:…``)."""
+    return [j for j in stack.slurm.jobs if j.comment.startswith("slurmbridge:")]
+
+
 def slurmd_template(image: str, **spec: Any) -> dict[str, Any]:
     """A NodeSet's pod ``template``: one ``slurmd`` container of ``image`` that tolerates the
     managed-node taint (without it the kubelet refuses a pod bound after the taint lands), and

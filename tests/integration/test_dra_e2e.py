@@ -27,6 +27,7 @@ from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import phase_of
 
 NS = "default"
 GPU_CLASS = "gpu.nvidia.com"
@@ -92,10 +93,6 @@ def get(stack: Stack, resource: str, name: str) -> dict[str, Any] | None:
         return None
 
 
-def phase(p: dict[str, Any] | None) -> str:
-    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
-
-
 def slurm_gpus(stack: Stack, pod: dict[str, Any]) -> tuple[int, ...]:
     """The GPU indices Slurm gave the pod's job on its node (``gres_detail``)."""
     job = stack.slurm.job(int(pod["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID]))
@@ -121,7 +118,7 @@ async def test_extended_resource_pod_gets_the_gpus_slurm_gave_its_job(stack: Sta
         requests={"cpu": "1", "memory": "100Mi", GPU_RES: "2"},
     )
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "trainer")) == "Running",
+        lambda: phase_of(get(stack, "pods", "trainer")) == "Running",
         timeout=30,
         what="the GPU pod running",
     )
@@ -167,7 +164,7 @@ async def test_extended_resource_pod_gets_the_gpus_slurm_gave_its_job(stack: Sta
     # The pod ends: the claim slurmbridge made for it is deleted.
     name = status["resourceClaimName"]
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "trainer")) == "Succeeded", timeout=30, what="Succeeded"
+        lambda: phase_of(get(stack, "pods", "trainer")) == "Succeeded", timeout=30, what="Succeeded"
     )
     await stack.wait_for(
         lambda: get(stack, "resourceclaims", name) is None, timeout=30, what="claim deleted"
@@ -222,7 +219,7 @@ async def test_claim_from_a_template_is_allocated_from_slurm(stack: Stack) -> No
         }
     )
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "solver")) == "Running", timeout=30, what="pod running"
+        lambda: phase_of(get(stack, "pods", "solver")) == "Running", timeout=30, what="pod running"
     )
     pod = get(stack, "pods", "solver")
     assert pod is not None and pod["spec"]["nodeName"] == "n1"
@@ -237,7 +234,7 @@ async def test_claim_from_a_template_is_allocated_from_slurm(stack: Stack) -> No
 
     # The pod ends: the claim (the pod's, from its template) is released, not deleted.
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "solver")) == "Succeeded", timeout=30, what="Succeeded"
+        lambda: phase_of(get(stack, "pods", "solver")) == "Succeeded", timeout=30, what="Succeeded"
     )
 
     def released() -> bool:
@@ -327,7 +324,7 @@ async def test_a_pod_that_ends_gives_back_its_gpus_while_its_job_runs(stack: Sta
         return str(status.get("resourceClaimName") or "")
 
     await stack.wait_for(
-        lambda: all(phase(get(stack, "pods", n)) == "Running" for n in (first, second)),
+        lambda: all(phase_of(get(stack, "pods", n)) == "Running" for n in (first, second)),
         timeout=30,
         what="both pods running",
     )
@@ -349,9 +346,9 @@ async def test_a_pod_that_ends_gives_back_its_gpus_while_its_job_runs(stack: Sta
         timeout=30,
         what="the ended pod's claim deleted",
     )
-    assert phase(get(stack, "pods", first)) == "Succeeded"
+    assert phase_of(get(stack, "pods", first)) == "Succeeded"
     # The other pod runs on, under the same Slurm job, and keeps its GPU.
-    assert phase(get(stack, "pods", second)) == "Running"
+    assert phase_of(get(stack, "pods", second)) == "Running"
     assert stack.slurm.job(int(job_id)).state == ("RUNNING",)
     kept = get(stack, "resourceclaims", claims[1])
     assert kept is not None and devices_of(kept) == devices[1]
