@@ -72,6 +72,31 @@ async def _idle(stack: Stack, slurm: ModernSlurm, node: str) -> None:
     await stack.settled()
 
 
+async def hold_with_a_job(stack: Stack, slurm: ModernSlurm, node: str, *, what: str) -> str:
+    """Submit a real job that holds ``node`` and wait until Slurm shows the node allocated or
+    mixed (``what``: the wait's name); the job id. The job is an ``EXTERNAL_JOB`` allocation
+    (26.05): a ``State=External`` node has no slurmd to run a batch script."""
+    body = {
+        "job": {
+            "name": "busy",
+            "tasks": 1,
+            "required_nodes": [node],
+            "current_working_directory": "/tmp",
+            "environment": ["PATH=/bin"],
+            "flags": ["EXTERNAL_JOB"],
+        }
+    }
+    async with httpx.AsyncClient(base_url=slurm.url) as http:
+        resp = await http.post("/slurm/v0.0.45/job/submit", json=body, headers=slurm.auth_headers)
+    job_id = str(resp.json()["job_id"])
+    await stack.wait_for(
+        lambda: slurm.node_states().get(node, "").startswith(("alloc", "mix")),
+        timeout=30,
+        what=what,
+    )
+    return job_id
+
+
 async def test_nodes_partitions_and_ping_are_observed(
     stack: Stack, modern_slurm: ModernSlurm
 ) -> None:
@@ -532,26 +557,7 @@ async def test_nodeset_scale_in_drains_and_deletes_a_pod_only_when_its_node_is_i
             timeout=30,
             what="two slurmd pods registered in Slurm",
         )
-        body = {
-            "job": {
-                "name": "busy",
-                "tasks": 1,
-                "required_nodes": ["rs-1"],
-                "current_working_directory": "/tmp",
-                "environment": ["PATH=/bin"],
-                "flags": ["EXTERNAL_JOB"],
-            }
-        }
-        async with httpx.AsyncClient(base_url=modern_slurm.url) as http:
-            resp = await http.post(
-                "/slurm/v0.0.45/job/submit", json=body, headers=modern_slurm.auth_headers
-            )
-        job_id = str(resp.json()["job_id"])
-        await stack.wait_for(
-            lambda: modern_slurm.node_states().get("rs-1", "").startswith(("alloc", "mix")),
-            timeout=30,
-            what="rs-1 running the job",
-        )
+        job_id = await hold_with_a_job(stack, modern_slurm, "rs-1", what="rs-1 running the job")
         stack.kube.patch("nodesets", "rs", {"spec": {"replicas": 0}}, ns, subresource="scale")
         await stack.wait_for(lambda: "rs-0" not in live(), timeout=60, what="idle rs-0 deleted")
         # rs-1's drain is effected beside rs-0's delete, not necessarily before it.
