@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemas import wellknown
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 
@@ -97,5 +98,73 @@ def pod_review(
             "namespace": namespace,
             "object": obj,
             **request,
+        },
+    }
+
+
+# --- DRA (resource.k8s.io/v1) manifests ------------------------------------------------------
+
+
+def device_class(name: str, expression: str, **spec: Any) -> dict[str, Any]:
+    """A DeviceClass ``name`` selecting devices by the CEL ``expression``, with ``spec``'s
+    other fields (``extendedResourceName``)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}], **spec},
+    }
+
+
+def resource_slice(node: str, driver: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ResourceSlice ``<node>-<driver>`` a DRA driver publishes for ``node``: one slice in
+    pool ``node`` (generation 1) with ``devices``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver}"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def claim_template(name: str, namespace: str, device_class: str, count: int) -> dict[str, Any]:
+    """A ResourceClaimTemplate ``name`` asking (request ``gpus``) for exactly ``count``
+    devices of ``device_class``."""
+    request = {"name": "gpus", "exactly": {"deviceClassName": device_class, "count": count}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+def pod_with_claim_template(
+    name: str, namespace: str, annotations: dict[str, str], template: str
+) -> dict[str, Any]:
+    """A pod of ours (``annotations``; 1 CPU, 100Mi) whose container uses the claim ``gpu``
+    made from the ResourceClaimTemplate ``template``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {
+            "schedulerName": wellknown.DEFAULT_SCHEDULER_NAME,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "100Mi"},
+                        "claims": [{"name": "gpu"}],
+                    },
+                }
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
         },
     }

@@ -26,7 +26,7 @@ from schemas import wellknown
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
 from slurmbridge.devtools.testing import Stack
-from tests._helpers import phase_of
+from tests._helpers import device_class, phase_of, resource_slice
 
 NS = "default"
 CLASS = "accel"
@@ -39,32 +39,13 @@ NVIDIA_PROFILE = (
 
 def seed(stack: Stack, gres: str = "gpu:gpu-nvidia:4") -> None:
     stack.slurm.nodes["n1"].gres = gres
-    stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": NVIDIA_PROFILE}}]},
-        }
-    )
+    stack.kube.create(device_class(CLASS, NVIDIA_PROFILE))
     devices = [
         {"name": f"gpu-{i}", "attributes": {"index": {"int": i}, "type": {"string": "gpu"}}}
         for i in range(4)
     ]
     devices.append({"name": "gpu-0-mig-1g-10gb-0", "attributes": {"type": {"string": "mig"}}})
-    stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": "n1-gpu.nvidia.com"},
-            "spec": {
-                "driver": "gpu.nvidia.com",
-                "nodeName": "n1",
-                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-                "devices": devices,
-            },
-        }
-    )
+    stack.kube.create(resource_slice("n1", "gpu.nvidia.com", devices))
     foreign = stack.slurm.submit(
         {"name": "someone-else", "partition": "gpu", "tres_per_node": "gres/gpu=1"},
         external=True,
