@@ -17,6 +17,19 @@ def pod(stack: Stack, name: str) -> dict[str, Any] | None:
         return None
 
 
+async def bound_pod(stack: Stack, name: str) -> tuple[dict[str, Any], int]:
+    """Wait (60 s) until pod ``default/<name>`` is bound to a node; the pod and the Slurm job
+    id its ``scheduler.slinky.slurm.net/slurm-jobid`` label names."""
+    await stack.wait_for(
+        lambda: bool(((pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
+        timeout=60,
+        what="pod bound",
+    )
+    p = pod(stack, name)
+    assert p is not None
+    return p, int(p["metadata"]["labels"][wellknown.LABEL_SLURM_JOBID])
+
+
 def phase(stack: Stack, name: str) -> str:
     """The ``status.phase`` of pod ``default/<name>``; ``""`` when it has none or is gone."""
     return str(((pod(stack, name) or {}).get("status") or {}).get("phase") or "")

@@ -27,6 +27,7 @@ from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from tests._helpers import bound_pod
 
 MANAGED = (wellknown.TAINT_MANAGED_NODE, wellknown.DEFAULT_SCHEDULER_NAME, "NoExecute")
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -246,14 +247,7 @@ async def test_pods_are_placed_bound_and_cleaned_up(
 ) -> None:
     """26.05: an EXTERNAL_JOB placeholder; 24.11 (no EXTERNAL_JOB): a sleeping batch job."""
     (name,) = create_group(stack.kube, "Pod", "real-ok", 1, requests={"cpu": "1"}, run_seconds=2)
-    await stack.wait_for(
-        lambda: bool(((_pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
-        timeout=60,
-        what="pod bound",
-    )
-    p = _pod(stack, name)
-    assert p is not None
-    job_id = int(p["metadata"]["labels"][JOBID])
+    p, job_id = await bound_pod(stack, name)
     node = p["spec"]["nodeName"]
     shown = modern_slurm.scontrol("-o", "show", "job", str(job_id))
     assert f"NodeList={node}" in shown
@@ -281,14 +275,7 @@ async def test_pods_are_placed_bound_and_cleaned_up(
 
 async def test_scancel_deletes_the_pod(stack: Stack, modern_slurm: ModernSlurm) -> None:
     (name,) = create_group(stack.kube, "Pod", "real-scancel", 1, requests={"cpu": "1"})
-    await stack.wait_for(
-        lambda: bool(((_pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
-        timeout=60,
-        what="pod bound",
-    )
-    p = _pod(stack, name)
-    assert p is not None
-    job_id = int(p["metadata"]["labels"][JOBID])
+    _, job_id = await bound_pod(stack, name)
     modern_slurm.scancel(str(job_id))
     await stack.wait_for(lambda: _pod(stack, name) is None, timeout=60, what="pod deleted")
     assert _job_state(modern_slurm, job_id) in ("CANCELLED", "")
@@ -317,14 +304,7 @@ async def test_a_plain_users_token_places_pods_and_is_refused_node_updates(
     async with Stack(nodes=4, real_slurm=endpoint, poll_interval=0.2, settings=settings) as s:
         try:
             (name,) = create_group(s.kube, "Pod", "plain", 1, requests={"cpu": "1"}, run_seconds=2)
-            await s.wait_for(
-                lambda: bool(((_pod(s, name) or {}).get("spec") or {}).get("nodeName")),
-                timeout=60,
-                what="pod bound",
-            )
-            p = _pod(s, name)
-            assert p is not None
-            job_id = int(p["metadata"]["labels"][JOBID])
+            _, job_id = await bound_pod(s, name)
             shown = modern_slurm.scontrol("-o", "show", "job", str(job_id))
             assert f"UserId={PLAIN_USER}(" in shown
             assert "Comment=slurmbridge:" in shown
