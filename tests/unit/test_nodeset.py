@@ -453,3 +453,13 @@ def test_backoff_doubles_caps_and_forgets() -> None:
     garbled = ns(2, annotations={wellknown.ANNOTATION_NODESET_POD_FAILURES: "{nope"})
     (d,) = of(DeleteFailedNodeSetPod, decide_at(1000.0, garbled, pod(0), failed))
     assert d.failures == 1
+
+
+def test_busy_is_the_one_wellknown_rule() -> None:
+    """The NodeSet rules' "node is busy" is slurm-operator's ``IsNodeBusy`` as
+    :mod:`schemas.wellknown` defines it once (issue 31): the same states, the same answer."""
+    assert nodeset.BUSY is wellknown.SLURM_BUSY_STATES
+    for state in (("IDLE",), ("ALLOCATED",), ("MIXED", "DRAIN"), ("IDLE", "COMPLETING"), ()):
+        node = SlurmNode(source="slurm:c1", key="n", cluster="c1", state=state)
+        assert nodeset.is_busy(node) is wellknown.slurm_busy(state)
+    assert nodeset.is_busy(None) is False
