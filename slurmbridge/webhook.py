@@ -352,6 +352,103 @@ def _unsupported(where: str, cls: str, class_kinds: ClassKinds | None) -> str:
     )
 
 
+class _DraUse(msgspec.Struct):
+    """What a pod's DRA requests add up to, as :func:`dra_denial` scans them: a CPU class
+    asked for, the GPU classes asked for, and which container first requested each GPU
+    class (``requests`` above zero)."""
+
+    cpu: bool = False
+    gpu_classes: set[str] = msgspec.field(default_factory=set)
+    requested_by: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+def _resource_denial(
+    use: _DraUse,
+    field: str,
+    container: str,
+    source: str,
+    name: str,
+    value: str,
+    class_kinds: ClassKinds | None,
+) -> str | None:
+    """One ``resources.<source>[<name>]`` entry of one container (``field``: its path)."""
+    cls = dra.device_class_of(name)
+    if cls is None:
+        return None
+    what = class_kind(cls, class_kinds)
+    if what not in ("cpu", "gpu"):
+        return _unsupported(f"{field}: ", cls, class_kinds)
+    if what == "cpu":
+        use.cpu = True
+        return None
+    use.gpu_classes.add(cls)
+    if source != "requests" or not _positive(value):
+        return None
+    other = use.requested_by.setdefault(cls, container)
+    if other != container:
+        return (
+            f"{field}: device class {cls!r} is also requested by container "
+            f"{other!r}; one container per device class is supported"
+        )
+    return None
+
+
+def _container_denial(
+    use: _DraUse, kind: str, c: _Container, class_kinds: ClassKinds | None
+) -> str | None:
+    """The extended resources of one container (``kind``: ``containers`` or
+    ``initContainers``), requests before limits, each by name."""
+    res = c.resources
+    for source, values in (("requests", res.requests), ("limits", res.limits)):
+        for name, value in sorted((values or {}).items()):
+            field = f"spec.{kind}[{c.name}].resources.{source}[{name}]"
+            denied = _resource_denial(use, field, c.name, source, name, value, class_kinds)
+            if denied is not None:
+                return denied
+    return None
+
+
+def _claims_denial(
+    use: _DraUse, pod: Pod, claim_classes: ClaimClasses | None, class_kinds: ClassKinds | None
+) -> str | None:
+    """``spec.resourceClaims``: the classes the server read for each entry."""
+    for i, pc in enumerate(pod.spec.resourceClaims or []):
+        for cls in (claim_classes or {}).get(pc.name, ()):
+            what = class_kind(cls, class_kinds)
+            if what not in ("cpu", "gpu"):
+                return _unsupported(f"spec.resourceClaims[{i}] ({pc.name}): ", cls, class_kinds)
+            if what == "gpu":
+                use.gpu_classes.add(cls)
+            else:
+                use.cpu = True
+    return None
+
+
+def _conflicts_denial(pod: Pod, use: _DraUse, native_cpu: bool) -> str | None:
+    """Native ``cpu`` beside the CPU class; the ``gres`` annotation beside a GPU class;
+    ``cpu-per-task`` beside the CPU class."""
+    cpu_resource = dra.DEVICE_CLASS_PREFIX + dra.CPU_CLASS
+    if native_cpu and use.cpu:
+        return (
+            f"resources[cpu]: cannot be set together with the CPU DRA resource {cpu_resource} "
+            "(Slurm's CPUs become the DRA devices)"
+        )
+    annotations = pod.metadata.annotations or {}
+    gres = wellknown.ANNOTATION_SLURMJOB_PREFIX + "gres"
+    if gres in annotations and use.gpu_classes:
+        return (
+            f"metadata.annotations[{gres}]: conflicts with DRA device class "
+            f"{min(use.gpu_classes)!r}: explicit DRA requests size the Slurm job"
+        )
+    per_task = wellknown.ANNOTATION_SLURMJOB_PREFIX + "cpu-per-task"
+    if per_task in annotations and use.cpu:
+        return (
+            f"metadata.annotations[{per_task}]: conflicts with the CPU DRA resource "
+            f"{cpu_resource}: explicit DRA requests size the Slurm job"
+        )
+    return None
+
+
 def dra_denial(
     pod: Pod, claim_classes: ClaimClasses | None = None, class_kinds: ClassKinds | None = None
 ) -> str | None:
@@ -365,68 +462,24 @@ def dra_denial(
     ``class_kinds``: the kinds of the DeviceClasses the server could read
     (:func:`class_kind`). Slinky denies ``spec.resourceClaims`` outright; slurmbridge
     allocates them from Slurm.
+
+    Order of the checks (the first denial wins): each container's extended resources
+    (init containers first), then ``spec.resourceClaims``, then the conflicts.
     """
     containers = [
         *(("initContainers", c) for c in pod.spec.initContainers or []),
         *(("containers", c) for c in pod.spec.containers or []),
     ]
-    cpu_resource = dra.DEVICE_CLASS_PREFIX + dra.CPU_CLASS
     native_cpu = pod.spec.resources is not None and _set(pod.spec.resources, "cpu")
-    cpu_dra = False
-    gpu_classes: set[str] = set()
-    requested_by: dict[str, str] = {}
+    use = _DraUse()
     for kind, c in containers:
-        res = c.resources
-        native_cpu = native_cpu or _set(res, "cpu")
-        for source, values in (("requests", res.requests), ("limits", res.limits)):
-            for name, value in sorted((values or {}).items()):
-                cls = dra.device_class_of(name)
-                if cls is None:
-                    continue
-                field = f"spec.{kind}[{c.name}].resources.{source}[{name}]"
-                what = class_kind(cls, class_kinds)
-                if what not in ("cpu", "gpu"):
-                    return _unsupported(f"{field}: ", cls, class_kinds)
-                if what == "cpu":
-                    cpu_dra = True
-                    continue
-                gpu_classes.add(cls)
-                if source != "requests" or not _positive(value):
-                    continue
-                other = requested_by.setdefault(cls, c.name)
-                if other != c.name:
-                    return (
-                        f"{field}: device class {cls!r} is also requested by container "
-                        f"{other!r}; one container per device class is supported"
-                    )
-    for i, pc in enumerate(pod.spec.resourceClaims or []):
-        for cls in (claim_classes or {}).get(pc.name, ()):
-            what = class_kind(cls, class_kinds)
-            if what not in ("cpu", "gpu"):
-                return _unsupported(f"spec.resourceClaims[{i}] ({pc.name}): ", cls, class_kinds)
-            if what == "gpu":
-                gpu_classes.add(cls)
-            else:
-                cpu_dra = True
-    if native_cpu and cpu_dra:
-        return (
-            f"resources[cpu]: cannot be set together with the CPU DRA resource {cpu_resource} "
-            "(Slurm's CPUs become the DRA devices)"
-        )
-    annotations = pod.metadata.annotations or {}
-    gres = wellknown.ANNOTATION_SLURMJOB_PREFIX + "gres"
-    if gres in annotations and gpu_classes:
-        return (
-            f"metadata.annotations[{gres}]: conflicts with DRA device class "
-            f"{min(gpu_classes)!r}: explicit DRA requests size the Slurm job"
-        )
-    per_task = wellknown.ANNOTATION_SLURMJOB_PREFIX + "cpu-per-task"
-    if per_task in annotations and cpu_dra:
-        return (
-            f"metadata.annotations[{per_task}]: conflicts with the CPU DRA resource "
-            f"{cpu_resource}: explicit DRA requests size the Slurm job"
-        )
-    return None
+        native_cpu = native_cpu or _set(c.resources, "cpu")
+        denied = _container_denial(use, kind, c, class_kinds)
+        if denied is not None:
+            return denied
+    return _claims_denial(use, pod, claim_classes, class_kinds) or _conflicts_denial(
+        pod, use, native_cpu
+    )
 
 
 def constraints_denial(pod: Pod) -> str | None:
@@ -454,6 +507,132 @@ def tenancy_denial(policy: Policy, namespace: str, pod: Pod) -> _tenancy.Denial 
     return _tenancy.check(policy.tenancy, namespace, pod.metadata.annotations or {})
 
 
+class _Admission(msgspec.Struct, frozen=True):
+    """One pod request of ours, as the per-field checks of :func:`validate` read it: ``pod``
+    is ``req.object`` (set), ``old`` is ``req.oldObject`` (set on UPDATE)."""
+
+    req: Request
+    policy: Policy
+    pod: Pod
+    old: Pod | None
+    claim_classes: ClaimClasses | None
+    class_kinds: ClassKinds | None
+
+    @property
+    def bound(self) -> bool:
+        """The old pod is bound to a node or Running: its Slurm identity is fixed."""
+        return self.old is not None and bool(
+            self.old.spec.nodeName or self.old.status.phase == "Running"
+        )
+
+
+#: One check of :func:`validate`: the denial message naming its field, or None.
+_Check = Callable[[_Admission], str | None]
+
+
+def _jobid_label_set(a: _Admission) -> str | None:
+    """``metadata.labels[scheduler.slinky.slurm.net/slurm-jobid]`` on CREATE."""
+    if wellknown.LABEL_SLURM_JOBID in (a.pod.metadata.labels or {}):
+        return f"{_LABEL_FIELD}: set by slurm-bridge; must not be set by users"
+    return None
+
+
+def _node_annotation_set(a: _Admission) -> str | None:
+    """``metadata.annotations[slinky.slurm.net/slurm-node]`` on CREATE."""
+    if wellknown.ANNOTATION_SLURM_NODE in (a.pod.metadata.annotations or {}):
+        return f"{_ANNOTATION_FIELD}: set by slurm-bridge; must not be set by users"
+    return None
+
+
+def _topology_spread(a: _Admission) -> str | None:
+    """``spec.topologySpreadConstraints`` on CREATE (Slurm chooses the nodes)."""
+    if a.pod.spec.topologySpreadConstraints:
+        return (
+            "spec.topologySpreadConstraints: not supported for pods scheduled by Slurm "
+            "(Slurm chooses the nodes)"
+        )
+    return None
+
+
+def _tenancy_annotations(a: _Admission) -> str | None:
+    """``metadata.annotations[slurmjob.slinky.slurm.net/*]``: :func:`tenancy_denial`."""
+    denial = tenancy_denial(a.policy, a.req.namespace or a.pod.metadata.namespace, a.pod)
+    return None if denial is None else denial.message
+
+
+def _constraints(a: _Admission) -> str | None:
+    """``metadata.annotations[slurmjob.slinky.slurm.net/constraints]``:
+    :func:`constraints_denial`."""
+    return constraints_denial(a.pod)
+
+
+def _dra(a: _Admission) -> str | None:
+    """``spec.*containers[].resources``, ``spec.resourceClaims`` and the annotations that
+    conflict with them: :func:`dra_denial`."""
+    return dra_denial(a.pod, a.claim_classes, a.class_kinds)
+
+
+def _jobid_label_changed(a: _Admission) -> str | None:
+    """``metadata.labels[scheduler.slinky.slurm.net/slurm-jobid]`` changed on UPDATE of a
+    bound or Running pod."""
+    key = wellknown.LABEL_SLURM_JOBID
+    old = (a.old.metadata.labels or {}) if a.old is not None else {}
+    if a.bound and (a.pod.metadata.labels or {}).get(key) != old.get(key):
+        return f"{_LABEL_FIELD}: cannot change on a pod that is bound or running"
+    return None
+
+
+def _node_annotation_changed(a: _Admission) -> str | None:
+    """``metadata.annotations[slinky.slurm.net/slurm-node]`` changed on UPDATE of a bound or
+    Running pod."""
+    key = wellknown.ANNOTATION_SLURM_NODE
+    old = (a.old.metadata.annotations or {}) if a.old is not None else {}
+    if a.bound and (a.pod.metadata.annotations or {}).get(key) != old.get(key):
+        return f"{_ANNOTATION_FIELD}: cannot change on a pod that is bound or running"
+    return None
+
+
+#: The checks of a pod CREATE, in the order their denials win.
+_ON_CREATE: Final[tuple[_Check, ...]] = (
+    _jobid_label_set,
+    _node_annotation_set,
+    _topology_spread,
+    _tenancy_annotations,
+    _constraints,
+    _dra,
+)
+#: The checks of a pod UPDATE not made by slurmbridge itself, in the order their denials win.
+_ON_UPDATE: Final[tuple[_Check, ...]] = (
+    _tenancy_annotations,
+    _constraints,
+    _dra,
+    _jobid_label_changed,
+    _node_annotation_changed,
+)
+
+
+def _resize_denial(req: Request, policy: Policy) -> str | None:
+    """``pods/resize`` of a pod of ours (before or after): Slurm allocated the resources."""
+    if _ours(req.oldObject, policy) or _ours(req.object, policy):
+        return (
+            "pods/resize: the resources of a pod scheduled by Slurm are its Slurm job's "
+            "allocation and cannot change in place"
+        )
+    return None
+
+
+def _checks(req: Request, policy: Policy) -> tuple[_Check, ...]:
+    """The checks for a pod request of ours: CREATE's; UPDATE's (with an old object) unless
+    slurmbridge's own service account makes it; none for anything else."""
+    if req.operation == "CREATE":
+        return _ON_CREATE
+    if req.operation != "UPDATE" or req.oldObject is None:
+        return ()
+    if policy.service_account and req.userInfo.username == policy.service_account:
+        return ()
+    return _ON_UPDATE
+
+
 def validate(
     req: Request,
     policy: Policy,
@@ -461,59 +640,22 @@ def validate(
     class_kinds: ClassKinds | None = None,
 ) -> str | None:
     """The denial message for a pod request, or None to allow it (also for non-pods);
-    ``claim_classes``, ``class_kinds``: see :func:`dra_denial`."""
+    ``claim_classes``, ``class_kinds``: see :func:`dra_denial`.
+
+    The rules are one list of named per-field checks per operation (``_ON_CREATE``,
+    ``_ON_UPDATE``), run in order; the first denial is the answer."""
     if not req.is_pod:
         return None
-    if req.subResource == "resize":
-        if _ours(req.oldObject, policy) or _ours(req.object, policy):
-            return (
-                "pods/resize: the resources of a pod scheduled by Slurm are its Slurm job's "
-                "allocation and cannot change in place"
-            )
-        return None
     if req.subResource:
-        return None
+        return _resize_denial(req, policy) if req.subResource == "resize" else None
     pod = req.object
-    if not _ours(pod, policy):
+    if pod is None or not _ours(pod, policy):
         return None
-    assert pod is not None
-    labels = pod.metadata.labels or {}
-    annotations = pod.metadata.annotations or {}
-    if req.operation == "CREATE":
-        if wellknown.LABEL_SLURM_JOBID in labels:
-            return f"{_LABEL_FIELD}: set by slurm-bridge; must not be set by users"
-        if wellknown.ANNOTATION_SLURM_NODE in annotations:
-            return f"{_ANNOTATION_FIELD}: set by slurm-bridge; must not be set by users"
-        if pod.spec.topologySpreadConstraints:
-            return (
-                "spec.topologySpreadConstraints: not supported for pods scheduled by Slurm "
-                "(Slurm chooses the nodes)"
-            )
-        tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
-        if tenancy is not None:
-            return tenancy.message
-        return constraints_denial(pod) or dra_denial(pod, claim_classes, class_kinds)
-    old = req.oldObject
-    if req.operation != "UPDATE" or old is None:
-        return None
-    if policy.service_account and req.userInfo.username == policy.service_account:
-        return None
-    tenancy = tenancy_denial(policy, req.namespace or pod.metadata.namespace, pod)
-    if tenancy is not None:
-        return tenancy.message
-    denied = constraints_denial(pod) or dra_denial(pod, claim_classes, class_kinds)
-    if denied is not None:
-        return denied
-    if not (old.spec.nodeName or old.status.phase == "Running"):
-        return None
-    old_labels = old.metadata.labels or {}
-    old_annotations = old.metadata.annotations or {}
-    key = wellknown.LABEL_SLURM_JOBID
-    if labels.get(key) != old_labels.get(key):
-        return f"{_LABEL_FIELD}: cannot change on a pod that is bound or running"
-    key = wellknown.ANNOTATION_SLURM_NODE
-    if annotations.get(key) != old_annotations.get(key):
-        return f"{_ANNOTATION_FIELD}: cannot change on a pod that is bound or running"
+    a = _Admission(req, policy, pod, req.oldObject, claim_classes, class_kinds)
+    for check in _checks(req, policy):
+        denied = check(a)
+        if denied is not None:
+            return denied
     return None
 
 

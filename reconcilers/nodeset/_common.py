@@ -1,5 +1,5 @@
 """What the NodeSet rules share: constants, the :class:`View`, the :class:`NodeSetPlan` the steps
-write into, and small helpers (an Event on the NodeSet, a pod's reference).
+write into, and small helpers (an Event on the NodeSet, the default pod selector).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from reconcilers._steps import Plan, Stop
 from schemas import wellknown
 from schemas.actions import (
     NodeSetRef,
-    PodRef,
     RecordEvent,
 )
 from schemas.events import (
@@ -50,7 +49,10 @@ LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
 SLURMD: Final = "slurmd"
 
 
-BUSY: Final = ("ALLOCATED", "MIXED", "COMPLETING")
+#: The Slurm node states that make a NodeSet pod's node busy: the one set,
+#: :data:`schemas.wellknown.SLURM_BUSY_STATES` (slurm-operator ``IsNodeBusy``), kept under
+#: this name because :mod:`reconcilers.nodeset` exports it.
+BUSY: Final = wellknown.SLURM_BUSY_STATES
 
 
 #: Seconds between looks at a scale-in waiting for its nodes to drain (Slurm node changes
@@ -209,12 +211,9 @@ NodeSetStep = Callable[[NodeSetPlan, View], Stop | None]
 
 
 def is_busy(node: SlurmNode | None) -> bool:
-    """The node runs something: ALLOCATED, MIXED or COMPLETING."""
-    return node is not None and any(node.has(s) for s in BUSY)
-
-
-def _ref(p: KubePod) -> PodRef:
-    return PodRef(namespace=p.namespace, name=p.name, uid=p.uid)
+    """The node runs something: ALLOCATED, MIXED or COMPLETING
+    (:func:`schemas.wellknown.slurm_busy`, slurm-operator ``IsNodeBusy``); False for no node."""
+    return node is not None and wellknown.slurm_busy(node.state)
 
 
 def _event(ns: KubeNodeSet, reason: str, message: str, *, warning: bool = False) -> RecordEvent:

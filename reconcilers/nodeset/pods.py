@@ -22,7 +22,6 @@ from reconcilers.nodeset._common import (
     NodeSetPlan,
     View,
     _event,
-    _ref,
     _selector,
     _why,
     is_busy,
@@ -35,6 +34,7 @@ from schemas.actions import (
     AnyAction,
     EnsureNodeSetPDB,
     KeepNodeSetPodClaims,
+    PodRef,
     SetPodAnnotation,
     SetPodLabel,
 )
@@ -95,7 +95,7 @@ def deadline_actions(live: list[KubePod], deadlines: dict[str, int]) -> list[Any
         if p.annotations.get(wellknown.ANNOTATION_POD_DEADLINE) != want:
             out.append(
                 SetPodAnnotation(
-                    pod=_ref(p), annotation=wellknown.ANNOTATION_POD_DEADLINE, value=want
+                    pod=PodRef.of(p), annotation=wellknown.ANNOTATION_POD_DEADLINE, value=want
                 )
             )
     return out
@@ -148,10 +148,10 @@ def _protect(plan: NodeSetPlan, p: KubePod, node: SlurmNode, pdb_ensured: bool) 
         if not pdb_ensured:
             selector = {**_selector(plan.ns), wellknown.LABEL_POD_PROTECT: "true"}
             plan.add(EnsureNodeSetPDB(nodeset=plan.ref, selector=selector))
-        plan.add(SetPodLabel(pod=_ref(p), label=wellknown.LABEL_POD_PROTECT, value="true"))
+        plan.add(SetPodLabel(pod=PodRef.of(p), label=wellknown.LABEL_POD_PROTECT, value="true"))
         return True
     if not busy and protected:
-        plan.add(SetPodLabel(pod=_ref(p), label=wellknown.LABEL_POD_PROTECT, value=None))
+        plan.add(SetPodLabel(pod=PodRef.of(p), label=wellknown.LABEL_POD_PROTECT, value=None))
     return pdb_ensured
 
 
@@ -164,7 +164,9 @@ def _kept(
     if node.reason == wellknown.scale_in_drain_reason(p.namespace, p.name):
         # Rule 18: a reversed scale-in; the pod's claims may already name it as owner.
         plan.add(
-            KeepNodeSetPodClaims(nodeset=plan.ref, pod=_ref(p), slurm_node=_daemon.slurm_name(p))
+            KeepNodeSetPodClaims(
+                nodeset=plan.ref, pod=PodRef.of(p), slurm_node=_daemon.slurm_name(p)
+            )
         )
     synced, why = _slurmd.cordon_actions(
         p,

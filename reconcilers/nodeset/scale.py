@@ -24,7 +24,6 @@ from reconcilers.nodeset._common import (
     NodeSetPlan,
     View,
     _event,
-    _ref,
     _why,
     is_busy,
 )
@@ -46,6 +45,7 @@ from schemas.actions import (
     DeleteNodeSetPod,
     DrainSlurmNode,
     NodeSetRef,
+    PodRef,
 )
 from schemas.events import (
     KubeNodeSet,
@@ -185,7 +185,7 @@ def _condemn(
     for p in pods:
         node = v.slurm.get(p.name)
         delete = DeleteNodeSetPod(
-            pod=_ref(p),
+            pod=PodRef.of(p),
             cluster=v.cluster,
             slurm_node=_daemon.slurm_name(p),
             scaled_from=scaled_from,
@@ -299,7 +299,7 @@ def sync_failed_pods(plan: NodeSetPlan, v: View) -> Stop | None:
         plan.add(
             DeleteFailedNodeSetPod(
                 nodeset=plan.ref,
-                pod=_ref(p),
+                pod=PodRef.of(p),
                 failures=count,
                 at=at,
                 key="" if key == p.name else key,

@@ -8,7 +8,8 @@ import itertools
 
 from schemas.actions import ScaleNodeSet
 from schemas.events import SlurmJob
-from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from slurmbridge.devtools.testing import Stack
+from tests._helpers import create_namespace, nodeset, slurmd_template
 
 NS = "slurm"
 P = "autoscale.slurmbridge.dev/"
@@ -17,31 +18,15 @@ P = "autoscale.slurmbridge.dev/"
 async def test_a_wave_scales_up_to_max_and_back_to_zero() -> None:
     async with Stack(nodes=4, poll_interval=0.2) as s:
         s.slurm.add_partition("burst")  # the NodeSet's nodes join it as they register
-        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        create_namespace(s, NS)
+        annotations = {
+            P + "partition": "burst",
+            P + "max-replicas": "4",
+            P + "cooldown": "1",
+            P + "idle-to-zero-after": "2",
+        }
         s.kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {
-                    "name": "burst",
-                    "namespace": NS,
-                    "annotations": {
-                        P + "partition": "burst",
-                        P + "max-replicas": "4",
-                        P + "cooldown": "1",
-                        P + "idle-to-zero-after": "2",
-                    },
-                },
-                "spec": {
-                    "replicas": 0,
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "s"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        }
-                    },
-                },
-            }
+            nodeset("burst", NS, annotations=annotations, replicas=0, template=slurmd_template("s"))
         )
 
         def replicas() -> int:
@@ -92,26 +77,10 @@ async def test_a_wave_scales_up_to_max_and_back_to_zero() -> None:
 async def test_an_hpa_or_scaledobject_on_the_nodeset_keeps_autoscale_out() -> None:
     async with Stack(nodes=2, poll_interval=0.2) as s:
         s.slurm.add_partition("burst")
-        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        create_namespace(s, NS)
+        annotations = {P + "partition": "burst", P + "max-replicas": "3"}
         s.kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {
-                    "name": "burst",
-                    "namespace": NS,
-                    "annotations": {P + "partition": "burst", P + "max-replicas": "3"},
-                },
-                "spec": {
-                    "replicas": 0,
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "s"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        }
-                    },
-                },
-            }
+            nodeset("burst", NS, annotations=annotations, replicas=0, template=slurmd_template("s"))
         )
         target = {"apiVersion": "slinky.slurm.net/v1alpha1", "kind": "NodeSet", "name": "burst"}
         s.kube.create(

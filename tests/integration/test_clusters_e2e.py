@@ -18,7 +18,8 @@ from schemas.events import SlurmJob, SlurmNode
 from schemas.subjects import slurm_source
 from slurmbridge.app import App
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
-from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from slurmbridge.devtools.testing import Stack
+from tests._helpers import nodeset, slurmd_template
 
 NS = "slurm"
 
@@ -205,21 +206,7 @@ async def test_nodeset_of_a_cluster_object_scales_through_its_client(
     stack.kube.create(secret("alpha-token", alpha.mint_token()))
     stack.kube.create(cluster("alpha", alpha.url, "alpha-token"))
     stack.kube.create(
-        {
-            "apiVersion": "slinky.slurm.net/v1alpha1",
-            "kind": "NodeSet",
-            "metadata": {"name": "gpu", "namespace": NS},
-            "spec": {
-                "replicas": 3,
-                "clusterName": "alpha",
-                "template": {
-                    "spec": {
-                        "containers": [{"name": "slurmd", "image": "slurmd"}],
-                        "tolerations": [MANAGED_NODE_TOLERATION],
-                    }
-                },
-            },
-        }
+        nodeset("gpu", NS, replicas=3, clusterName="alpha", template=slurmd_template("slurmd"))
     )
     want = {"gpu-0", "gpu-1", "gpu-2"}
     await stack.wait_for(lambda: want <= set(alpha.nodes), timeout=20, what="nodes in alpha")

@@ -27,6 +27,13 @@ from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import (
+    claim_template,
+    device_class,
+    phase_of,
+    pod_with_claim_template,
+    resource_slice,
+)
 
 NS = "default"
 GPU_CLASS = "gpu.nvidia.com"
@@ -39,37 +46,20 @@ def seed(stack: Stack) -> None:
     foreign Slurm job holding GPU 0 of n1."""
     stack.slurm.nodes["n1"].gres = "gpu:nvidia:4"
     stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": GPU_CLASS},
-            "spec": {
-                "selectors": [{"cel": {"expression": f"device.driver == '{GPU_CLASS}'"}}],
-                "extendedResourceName": GPU_RES,
-            },
-        }
+        device_class(GPU_CLASS, f"device.driver == '{GPU_CLASS}'", extendedResourceName=GPU_RES)
     )
     stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": "n1-gpu.nvidia.com"},
-            "spec": {
-                "driver": GPU_CLASS,
-                "nodeName": "n1",
-                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-                "devices": [
-                    {
-                        "name": f"gpu-{i}",
-                        "attributes": {
-                            "index": {"int": i},
-                            "uuid": {"string": f"GPU-0000{i}"},
-                        },
-                    }
-                    for i in range(4)
-                ],
-            },
-        }
+        resource_slice(
+            "n1",
+            GPU_CLASS,
+            [
+                {
+                    "name": f"gpu-{i}",
+                    "attributes": {"index": {"int": i}, "uuid": {"string": f"GPU-0000{i}"}},
+                }
+                for i in range(4)
+            ],
+        )
     )
     foreign = stack.slurm.submit(
         {"name": "someone-else", "partition": "gpu", "tres_per_node": "gres/gpu=1"},
@@ -90,10 +80,6 @@ def get(stack: Stack, resource: str, name: str) -> dict[str, Any] | None:
         return stack.kube.get(resource, name, NS)
     except ApiError:
         return None
-
-
-def phase(p: dict[str, Any] | None) -> str:
-    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
 
 
 def slurm_gpus(stack: Stack, pod: dict[str, Any]) -> tuple[int, ...]:
@@ -121,7 +107,7 @@ async def test_extended_resource_pod_gets_the_gpus_slurm_gave_its_job(stack: Sta
         requests={"cpu": "1", "memory": "100Mi", GPU_RES: "2"},
     )
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "trainer")) == "Running",
+        lambda: phase_of(get(stack, "pods", "trainer")) == "Running",
         timeout=30,
         what="the GPU pod running",
     )
@@ -167,7 +153,7 @@ async def test_extended_resource_pod_gets_the_gpus_slurm_gave_its_job(stack: Sta
     # The pod ends: the claim slurmbridge made for it is deleted.
     name = status["resourceClaimName"]
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "trainer")) == "Succeeded", timeout=30, what="Succeeded"
+        lambda: phase_of(get(stack, "pods", "trainer")) == "Succeeded", timeout=30, what="Succeeded"
     )
     await stack.wait_for(
         lambda: get(stack, "resourceclaims", name) is None, timeout=30, what="claim deleted"
@@ -180,49 +166,11 @@ async def test_extended_resource_pod_gets_the_gpus_slurm_gave_its_job(stack: Sta
 
 
 async def test_claim_from_a_template_is_allocated_from_slurm(stack: Stack) -> None:
-    stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "two-gpus", "namespace": NS},
-            "spec": {
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {"name": "gpus", "exactly": {"deviceClassName": GPU_CLASS, "count": 2}}
-                        ]
-                    }
-                }
-            },
-        }
-    )
-    stack.kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "solver",
-                "namespace": NS,
-                "annotations": {**ANNOTATIONS, ANNOTATION_RUN_SECONDS: "1.5"},
-            },
-            "spec": {
-                "schedulerName": wellknown.DEFAULT_SCHEDULER_NAME,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {
-                            "requests": {"cpu": "1", "memory": "100Mi"},
-                            "claims": [{"name": "gpu"}],
-                        },
-                    }
-                ],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}],
-            },
-        }
-    )
+    stack.kube.create(claim_template("two-gpus", NS, GPU_CLASS, 2))
+    annotations = {**ANNOTATIONS, ANNOTATION_RUN_SECONDS: "1.5"}
+    stack.kube.create(pod_with_claim_template("solver", NS, annotations, "two-gpus"))
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "solver")) == "Running", timeout=30, what="pod running"
+        lambda: phase_of(get(stack, "pods", "solver")) == "Running", timeout=30, what="pod running"
     )
     pod = get(stack, "pods", "solver")
     assert pod is not None and pod["spec"]["nodeName"] == "n1"
@@ -237,7 +185,7 @@ async def test_claim_from_a_template_is_allocated_from_slurm(stack: Stack) -> No
 
     # The pod ends: the claim (the pod's, from its template) is released, not deleted.
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "solver")) == "Succeeded", timeout=30, what="Succeeded"
+        lambda: phase_of(get(stack, "pods", "solver")) == "Succeeded", timeout=30, what="Succeeded"
     )
 
     def released() -> bool:
@@ -285,19 +233,11 @@ def n2_gpus(stack: Stack) -> None:
     """n2 gets four GPUs too (Slurm GRES and the driver's ResourceSlice)."""
     stack.slurm.nodes["n2"].gres = "gpu:nvidia:4"
     stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": "n2-gpu.nvidia.com"},
-            "spec": {
-                "driver": GPU_CLASS,
-                "nodeName": "n2",
-                "pool": {"name": "n2", "generation": 1, "resourceSliceCount": 1},
-                "devices": [
-                    {"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(4)
-                ],
-            },
-        }
+        resource_slice(
+            "n2",
+            GPU_CLASS,
+            [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(4)],
+        )
     )
 
 
@@ -327,7 +267,7 @@ async def test_a_pod_that_ends_gives_back_its_gpus_while_its_job_runs(stack: Sta
         return str(status.get("resourceClaimName") or "")
 
     await stack.wait_for(
-        lambda: all(phase(get(stack, "pods", n)) == "Running" for n in (first, second)),
+        lambda: all(phase_of(get(stack, "pods", n)) == "Running" for n in (first, second)),
         timeout=30,
         what="both pods running",
     )
@@ -349,9 +289,9 @@ async def test_a_pod_that_ends_gives_back_its_gpus_while_its_job_runs(stack: Sta
         timeout=30,
         what="the ended pod's claim deleted",
     )
-    assert phase(get(stack, "pods", first)) == "Succeeded"
+    assert phase_of(get(stack, "pods", first)) == "Succeeded"
     # The other pod runs on, under the same Slurm job, and keeps its GPU.
-    assert phase(get(stack, "pods", second)) == "Running"
+    assert phase_of(get(stack, "pods", second)) == "Running"
     assert stack.slurm.job(int(job_id)).state == ("RUNNING",)
     kept = get(stack, "resourceclaims", claims[1])
     assert kept is not None and devices_of(kept) == devices[1]

@@ -26,6 +26,7 @@ from schemas import wellknown
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import device_class, phase_of, resource_slice
 
 NS = "default"
 CLASS = "accel"
@@ -38,32 +39,13 @@ NVIDIA_PROFILE = (
 
 def seed(stack: Stack, gres: str = "gpu:gpu-nvidia:4") -> None:
     stack.slurm.nodes["n1"].gres = gres
-    stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": NVIDIA_PROFILE}}]},
-        }
-    )
+    stack.kube.create(device_class(CLASS, NVIDIA_PROFILE))
     devices = [
         {"name": f"gpu-{i}", "attributes": {"index": {"int": i}, "type": {"string": "gpu"}}}
         for i in range(4)
     ]
     devices.append({"name": "gpu-0-mig-1g-10gb-0", "attributes": {"type": {"string": "mig"}}})
-    stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": "n1-gpu.nvidia.com"},
-            "spec": {
-                "driver": "gpu.nvidia.com",
-                "nodeName": "n1",
-                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-                "devices": devices,
-            },
-        }
-    )
+    stack.kube.create(resource_slice("n1", "gpu.nvidia.com", devices))
     foreign = stack.slurm.submit(
         {"name": "someone-else", "partition": "gpu", "tres_per_node": "gres/gpu=1"},
         external=True,
@@ -92,10 +74,6 @@ def get(stack: Stack, resource: str, name: str, ns: str | None = NS) -> dict[str
         return None
 
 
-def phase(p: dict[str, Any] | None) -> str:
-    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
-
-
 async def test_a_class_of_any_name_gets_the_gpus_slurm_gave(stack: Stack) -> None:
     stack.kube.add_pod(
         "trainer",
@@ -109,7 +87,7 @@ async def test_a_class_of_any_name_gets_the_gpus_slurm_gave(stack: Stack) -> Non
         requests={"cpu": "1", "memory": "100Mi", RES: "2"},
     )
     await stack.wait_for(
-        lambda: phase(get(stack, "pods", "trainer")) == "Running",
+        lambda: phase_of(get(stack, "pods", "trainer")) == "Running",
         timeout=30,
         what="the pod asking for accel devices running",
     )
@@ -210,7 +188,7 @@ async def test_hybrid_node_gres_incompatible_with_its_inventory(incompatible: St
     await stack.settled()
     job = job_of_pod()
     assert job.state[0] == "PENDING" and not job.nodes, job
-    assert phase(get(stack, "pods", "trainer")) == "Pending"
+    assert phase_of(get(stack, "pods", "trainer")) == "Pending"
     assert (get(stack, "pods", "trainer") or {})["spec"].get("nodeName") is None
     native = stack.slurm.submit(
         {"name": "native", "partition": "gpu", "tres_per_node": "gres/gpu=1"}, external=True

@@ -13,8 +13,9 @@ import pytest
 from schemas import wellknown
 from schemas.actions import BindPod, SubmitSlurmJob
 from schemas.events import KubeNode, KubeNodeUsage
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.testing import Stack
+from tests import _helpers
+from tests._helpers import phase
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 
@@ -60,14 +61,8 @@ def observed(stack: Stack, node: str) -> KubeNode | None:
 
 
 def pod(stack: Stack, name: str) -> dict[str, Any]:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return {}
-
-
-def phase(stack: Stack, name: str) -> str:
-    return str((pod(stack, name).get("status") or {}).get("phase") or "")
+    """Pod ``default/<name>``, ``{}`` once gone."""
+    return _helpers.pod(stack, name) or {}
 
 
 def node_of(stack: Stack, name: str) -> str:

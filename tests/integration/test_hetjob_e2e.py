@@ -14,7 +14,7 @@ from schemas import wellknown
 from slurmbridge.devtools.sim.slurmjobs import ENDED
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
-from tests._helpers import pod
+from tests._helpers import phase_of, pod
 
 FIN = wellknown.FINALIZER_SCHEDULER
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -25,10 +25,6 @@ PREFIX = wellknown.ANNOTATION_SLURMJOB_PREFIX
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=6, poll_interval=0.2) as s:
         yield s
-
-
-def phase(p: dict[str, Any] | None) -> str:
-    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
 
 
 async def test_a_leader_and_its_workers_run_as_one_het_job(stack: Stack) -> None:
@@ -67,15 +63,15 @@ async def test_a_leader_and_its_workers_run_as_one_het_job(stack: Stack) -> None
 
     # The leader finishes first: the workers' component keeps running, no pod is deleted.
     await stack.wait_for(
-        lambda: phase(pod(stack, leader)) == "Succeeded", timeout=30, what="the leader done"
+        lambda: phase_of(pod(stack, leader)) == "Succeeded", timeout=30, what="the leader done"
     )
     await stack.settled(timeout=30)
-    assert all(phase(pod(stack, n)) == "Running" for n in workers)
+    assert all(phase_of(pod(stack, n)) == "Running" for n in workers)
     assert stack.slurm.job(tail.job_id).state == ("RUNNING",)
 
     # The workers finish: every component is released, every finalizer removed.
     await stack.wait_for(
-        lambda: all(phase(pod(stack, n)) == "Succeeded" for n in names),
+        lambda: all(phase_of(pod(stack, n)) == "Succeeded" for n in names),
         timeout=60,
         what="every pod Succeeded",
     )

@@ -25,6 +25,7 @@ from schemas import wellknown
 from schemas.actions import BindPod, MarkPods, SubmitSlurmJob
 from slurmbridge import webhook
 from slurmbridge.devtools.testing import Stack
+from tests._helpers import pod_review
 
 pytestmark = pytest.mark.integration
 
@@ -260,15 +261,5 @@ async def test_slurmd_pods_in_a_managed_namespace_are_never_rewritten_nor_placed
 
 def _create(pod: dict[str, Any]) -> webhook.Request:
     """The AdmissionReview a pod's CREATE sends to the webhook."""
-    body = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "1",
-            "operation": "CREATE",
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": pod["metadata"]["namespace"],
-            "object": pod,
-        },
-    }
+    body = pod_review("1", "CREATE", pod["metadata"]["namespace"], pod)
     return webhook.decode_review(json.dumps(body).encode())

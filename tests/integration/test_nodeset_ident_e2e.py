@@ -17,7 +17,8 @@ import pytest
 from schemas import wellknown
 from schemas.actions import PruneSlurmNodeRecord
 from schemas.podinfo import PodInfo
-from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from slurmbridge.devtools.testing import Stack
+from tests._helpers import create_slurmd_nodeset, nodeset, slurmd_template
 
 NS = "slurm"
 FEATURES = wellknown.ANNOTATION_NODE_FEATURES_SPEC
@@ -27,24 +28,7 @@ TOPOLOGY = wellknown.ANNOTATION_TOPOLOGY_SPEC
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2) as s:
-        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        s.kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {"name": "gpu", "namespace": NS},
-                "spec": {
-                    "replicas": 0,
-                    "serviceName": "slurmd",
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "slurmd:25.05"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        },
-                    },
-                },
-            }
-        )
+        create_slurmd_nodeset(s, NS, replicas=0, template=slurmd_template("slurmd:25.05"))
         yield s
 
 
@@ -168,16 +152,14 @@ async def test_a_pod_whose_slurm_node_disappears_is_recreated(stack: Stack) -> N
 
 async def test_a_daemonset_nodesets_defunct_record_is_pruned(stack: Stack) -> None:
     stack.kube.create(
-        {
-            "apiVersion": "slinky.slurm.net/v1beta1",
-            "kind": "NodeSet",
-            "metadata": {"name": "edge", "namespace": NS},
-            "spec": {
-                "scalingMode": "DaemonSet",
-                "pruneSlurmNodeRecords": "NodeNotFound",
-                "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:25.05"}]}},
-            },
-        }
+        nodeset(
+            "edge",
+            NS,
+            version="v1beta1",
+            scalingMode="DaemonSet",
+            pruneSlurmNodeRecords="NodeNotFound",
+            template={"spec": {"containers": [{"name": "slurmd", "image": "slurmd:25.05"}]}},
+        )
     )
     uid = stack.kube.get("nodesets", "edge", NS)["metadata"]["uid"]
 

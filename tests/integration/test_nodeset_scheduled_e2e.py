@@ -14,7 +14,8 @@ import pytest
 
 from schemas import wellknown
 from schemas.actions import DeleteNodeSetPod, EnsureSlurmReservation
-from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from slurmbridge.devtools.testing import Stack
+from tests._helpers import create_namespace, slurmd_template
 
 pytestmark = pytest.mark.integration
 
@@ -26,17 +27,8 @@ WINDOW_IN_S = 4
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2) as s:
-        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        create_namespace(s, NS)
         yield s
-
-
-def _template(image: str) -> dict[str, Any]:
-    return {
-        "spec": {
-            "containers": [{"name": "slurmd", "image": image}],
-            "tolerations": [MANAGED_NODE_TOLERATION],
-        }
-    }
 
 
 def _pods(stack: Stack) -> dict[str, dict[str, Any]]:
@@ -70,7 +62,7 @@ async def test_scheduled_update_reserves_the_nodes_and_replaces_pods_inside_the_
             "metadata": {"name": "gpu", "namespace": NS},
             "spec": {
                 "replicas": 2,
-                "template": _template("slurmd:25.05"),
+                "template": slurmd_template("slurmd:25.05"),
                 "updateStrategy": {
                     "type": "ScheduledUpdate",
                     "scheduledUpdate": {"startTime": stamp, "duration": "30m", "flags": ["daily"]},
@@ -98,7 +90,7 @@ async def test_scheduled_update_reserves_the_nodes_and_replaces_pods_inside_the_
     assert res.users == ("root",)
     (first,) = _revisions(stack)
 
-    stack.kube.patch("nodesets", "gpu", {"spec": {"template": _template("slurmd:25.11")}}, NS)
+    stack.kube.patch("nodesets", "gpu", {"spec": {"template": slurmd_template("slurmd:25.11")}}, NS)
     await stack.wait_for(
         lambda: _running(stack) == both and first not in _revisions(stack),
         timeout=WINDOW_IN_S + 30,

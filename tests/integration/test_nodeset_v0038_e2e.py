@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from schemas.actions import DeleteNodeSetPod, DrainSlurmNode
-from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from slurmbridge.devtools.testing import Stack
+from tests._helpers import create_slurmd_nodeset, slurmd_template
 
 NS = "slurm"
 
@@ -21,24 +22,7 @@ NS = "slurm"
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2, api_version="v0.0.38") as s:
-        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        s.kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {"name": "gpu", "namespace": NS},
-                "spec": {
-                    "replicas": 2,
-                    "serviceName": "slurmd",
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "slurmd:22.05"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        },
-                    },
-                },
-            }
-        )
+        create_slurmd_nodeset(s, NS, replicas=2, template=slurmd_template("slurmd:22.05"))
         yield s
 
 

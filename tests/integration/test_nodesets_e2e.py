@@ -19,6 +19,7 @@ from schemas import wellknown
 from schemas.actions import CreateNodeSetPod, DeleteNodeSetPod, DrainSlurmNode, UndrainSlurmNode
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from tests._helpers import create_slurmd_nodeset, nodeset, slurmd_template
 
 NS = "slurm"
 
@@ -26,25 +27,8 @@ NS = "slurm"
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=4, poll_interval=0.2) as s:
-        s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        s.kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {"name": "gpu", "namespace": NS},
-                "spec": {
-                    "replicas": 0,
-                    "serviceName": "slurmd",
-                    "template": {
-                        "metadata": {"labels": {"team": "hpc"}},
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "slurmd:25.05"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        },
-                    },
-                },
-            }
-        )
+        template = {"metadata": {"labels": {"team": "hpc"}}, **slurmd_template("slurmd:25.05")}
+        create_slurmd_nodeset(s, NS, replicas=0, template=template)
         yield s
 
 
@@ -280,22 +264,20 @@ async def test_a_cordoned_node_drains_its_slurmd_node_and_uncordon_undrains(
     SlurmNodeStateDrain; uncordon undrains. The other pod's node is untouched; a v1beta1
     NodeSet (controllerRef) is read as the v1alpha1 one is."""
     stack.kube.create(
-        {
-            "apiVersion": "slinky.slurm.net/v1beta1",
-            "kind": "NodeSet",
-            "metadata": {"name": "cpu", "namespace": NS},
-            "spec": {
-                "controllerRef": {"name": ""},
-                "replicas": 2,
-                "slurmd": {"image": "slurmd:25.11"},
-                # The nodes are Slurm's too (managed-node NoExecute taint): without the
-                # toleration the kubelet refuses a pod bound after the taint lands.
-                "template": {
-                    "metadata": {"labels": {"team": "cpu"}},
-                    "spec": {"tolerations": [MANAGED_NODE_TOLERATION]},
-                },
+        nodeset(
+            "cpu",
+            NS,
+            version="v1beta1",
+            controllerRef={"name": ""},
+            replicas=2,
+            slurmd={"image": "slurmd:25.11"},
+            # The nodes are Slurm's too (managed-node NoExecute taint): without the
+            # toleration the kubelet refuses a pod bound after the taint lands.
+            template={
+                "metadata": {"labels": {"team": "cpu"}},
+                "spec": {"tolerations": [MANAGED_NODE_TOLERATION]},
             },
-        }
+        )
     )
     both = {"cpu-0", "cpu-1"}
     await stack.wait_for(lambda: both <= running(stack), timeout=20, what="2 slurmd pods Running")
@@ -497,24 +479,16 @@ async def test_daemonset_mode_follows_node_labels(stack: Stack) -> None:
             {"metadata": {"annotations": {wellknown.ANNOTATION_NODE_HOSTNAME_OVERRIDE: f"sd{i}"}}},
         )
     stack.kube.create(
-        {
-            "apiVersion": "slinky.slurm.net/v1beta1",
-            "kind": "NodeSet",
-            "metadata": {"name": "ds", "namespace": NS},
-            "spec": {
-                "controllerRef": {"name": ""},
-                "scalingMode": "DaemonSet",
-                "replicas": 7,  # ignored in DaemonSet mode
-                "extraConf": "Weight=5",
-                "template": {
-                    "spec": {
-                        "containers": [{"name": "slurmd", "image": "slurmd:25.11"}],
-                        "nodeSelector": {"slurmd": "yes"},
-                        "tolerations": [MANAGED_NODE_TOLERATION],
-                    }
-                },
-            },
-        }
+        nodeset(
+            "ds",
+            NS,
+            version="v1beta1",
+            controllerRef={"name": ""},
+            scalingMode="DaemonSet",
+            replicas=7,  # ignored in DaemonSet mode
+            extraConf="Weight=5",
+            template=slurmd_template("slurmd:25.11", nodeSelector={"slurmd": "yes"}),
+        )
     )
 
     def ds_pods() -> dict[str, dict[str, Any]]:
@@ -629,20 +603,9 @@ async def test_a_nodeset_with_absurd_replicas_stalls_no_other_key(stack: Stack) 
     others."""
     _older_crd(stack)
     stack.kube.create(
-        {
-            "apiVersion": "slinky.slurm.net/v1beta1",
-            "kind": "NodeSet",
-            "metadata": {"name": "huge", "namespace": NS},
-            "spec": {
-                "replicas": 10**9,
-                "template": {
-                    "spec": {
-                        "containers": [{"name": "slurmd", "image": "slurmd:25.05"}],
-                        "tolerations": [MANAGED_NODE_TOLERATION],
-                    }
-                },
-            },
-        }
+        nodeset(
+            "huge", NS, version="v1beta1", replicas=10**9, template=slurmd_template("slurmd:25.05")
+        )
     )
 
     def condition() -> dict[str, Any]:
@@ -673,15 +636,13 @@ async def test_the_kubelets_reason_for_a_failed_slurmd_pod_is_on_the_nodeset(
     kubelet.go ``rejectPod``) fails; the Warning Event on its NodeSet names the kubelet's
     reason and message, not just "Failed"."""
     stack.kube.create(
-        {
-            "apiVersion": "slinky.slurm.net/v1beta1",
-            "kind": "NodeSet",
-            "metadata": {"name": "big", "namespace": NS},
-            "spec": {
-                "replicas": 1,
-                "slurmd": {"image": "slurmd:25.11", "resources": {"requests": {"cpu": "64"}}},
-            },
-        }
+        nodeset(
+            "big",
+            NS,
+            version="v1beta1",
+            replicas=1,
+            slurmd={"image": "slurmd:25.11", "resources": {"requests": {"cpu": "64"}}},
+        )
     )
 
     def failed() -> list[str]:

@@ -17,7 +17,7 @@ from schemas.actions import BindPod, CancelSlurmJob, DeletePod, SubmitSlurmJob
 from slurmbridge.devtools.sim.slurmjobs import ENDED
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
-from tests._helpers import pod
+from tests._helpers import our_jobs, phase_of, pod
 
 FIN = wellknown.FINALIZER_SCHEDULER
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -29,14 +29,6 @@ KINDS = ("Pod", "Job", "JobSet", "LeaderWorkerSet", "PodGroup")
 async def stack() -> AsyncIterator[Stack]:
     async with Stack(nodes=32, poll_interval=0.2) as s:
         yield s
-
-
-def ours(stack: Stack) -> list[Any]:
-    return [j for j in stack.slurm.jobs if j.comment.startswith("slurmbridge:")]
-
-
-def phase(p: dict[str, Any] | None) -> str:
-    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
 
 
 def groups_plan() -> list[tuple[str, str, int]]:
@@ -67,7 +59,7 @@ async def test_200_pods_in_20_mixed_groups_run_and_leave_nothing_behind(stack: S
     assert len(every) == 200
 
     def finished() -> int:
-        return sum(phase(pod(stack, n)) == "Succeeded" for n in every)
+        return sum(phase_of(pod(stack, n)) == "Succeeded" for n in every)
 
     await stack.wait_for(lambda: finished() == 200, timeout=120, what="200 pods Succeeded")
     await stack.wait_for(
@@ -78,11 +70,13 @@ async def test_200_pods_in_20_mixed_groups_run_and_leave_nothing_behind(stack: S
         what="every finalizer of ours removed",
     )
     await stack.wait_for(
-        lambda: all(j.state[0] in ENDED for j in ours(stack)), timeout=30, what="every job ended"
+        lambda: all(j.state[0] in ENDED for j in our_jobs(stack)),
+        timeout=30,
+        what="every job ended",
     )
     await stack.settled(timeout=30)
 
-    jobs = ours(stack)
+    jobs = our_jobs(stack)
     assert len(jobs) == 20, "one Slurm job per group, none twice"
     by_id = {j.job_id: j for j in jobs}
     for group, pods in names.items():
@@ -108,7 +102,7 @@ async def test_200_pods_in_20_mixed_groups_run_and_leave_nothing_behind(stack: S
         stack.kube.delete("pods", n, "default")
     assert all(pod(stack, n) is None for n in every)
     await stack.settled(timeout=30)
-    assert len(ours(stack)) == 20, "no job submitted after the pods went"
+    assert len(our_jobs(stack)) == 20, "no job submitted after the pods went"
 
 
 async def test_scancel_preemption_and_time_limit_each_delete_the_bound_pods(
@@ -129,7 +123,7 @@ async def test_scancel_preemption_and_time_limit_each_delete_the_bound_pods(
     }
 
     def running(group: str) -> bool:
-        return all(phase(pod(stack, n)) == "Running" for n in groups[group])
+        return all(phase_of(pod(stack, n)) == "Running" for n in groups[group])
 
     await stack.wait_for(lambda: all(running(g) for g in groups), timeout=20, what="all Running")
     job_of = {
@@ -168,7 +162,7 @@ async def test_a_pod_stuck_terminating_on_a_silent_node_is_released_after_the_gr
         def current() -> dict[str, Any]:
             return s.kube.get("pods", name, "default")
 
-        await s.wait_for(lambda: phase(current()) == "Running", what="Running")
+        await s.wait_for(lambda: phase_of(current()) == "Running", what="Running")
         node = current()["spec"]["nodeName"]
         job_id = int(current()["metadata"]["labels"][JOBID])
         s.kube.stop_kubelet(node)
@@ -207,11 +201,11 @@ async def test_a_pod_naming_a_podgroup_that_does_not_exist_runs_alone(stack: Sta
         requests={"cpu": "1"},
     )
     await stack.wait_for(
-        lambda: phase(pod(stack, "lonely")) == "Running",
+        lambda: phase_of(pod(stack, "lonely")) == "Running",
         timeout=60,
         what="the pod placed alone and Running",
     )
-    (job,) = ours(stack)
+    (job,) = our_jobs(stack)
     assert job.comment.startswith("slurmbridge:default/Pod:lonely:")
     events = [
         e["reason"]

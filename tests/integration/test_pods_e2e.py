@@ -14,7 +14,7 @@ import pytest
 from schemas import wellknown
 from schemas.actions import SubmitSlurmJob
 from slurmbridge.devtools.testing import Stack
-from tests._helpers import pod
+from tests._helpers import our_jobs, pod
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 JOB = wellknown.LABEL_SLURM_JOBID
@@ -27,10 +27,6 @@ async def stack() -> AsyncIterator[Stack]:
         yield s
 
 
-def ours(stack: Stack) -> list[Any]:
-    return [j for j in stack.slurm.jobs if j.comment.startswith("slurmbridge:")]
-
-
 def finish(stack: Stack, name: str) -> None:
     stack.kube.patch_merge(
         "pods", name, {"status": {"phase": "Succeeded"}}, "default", subresource="status"
@@ -41,8 +37,8 @@ async def test_a_bare_pod_is_placed_bound_and_its_job_cancelled_when_it_ends(
     stack: Stack,
 ) -> None:
     stack.kube.add_pod("solo", scheduler_name=SCHED, requests={"cpu": "1", "memory": "100Mi"})
-    await stack.wait_for(lambda: len(ours(stack)) == 1, what="a placeholder job")
-    job = ours(stack)[0]
+    await stack.wait_for(lambda: len(our_jobs(stack)) == 1, what="a placeholder job")
+    job = our_jobs(stack)[0]
     assert "EXTERNAL_JOB" in job.flags
     assert job.admin_comment == '{"pods":["default/solo"]}'
     await stack.wait_for(
@@ -119,7 +115,7 @@ async def test_a_job_group_becomes_one_slurm_job_and_scancel_deletes_its_pods(
         ),
         what="3 pods bound",
     )
-    jobs = ours(stack)
+    jobs = our_jobs(stack)
     assert len(jobs) == 1
     job = jobs[0]
     assert job.partition == "batch"
@@ -172,7 +168,7 @@ async def test_an_untranslatable_pod_stays_pending_with_a_condition_and_an_event
 
     await stack.wait_for(warned, what="Warning event")
     await stack.settled()
-    assert ours(stack) == []
+    assert our_jobs(stack) == []
 
 
 async def test_a_pending_job_uses_nodes_uncordoned_after_its_submit(stack: Stack) -> None:
@@ -189,8 +185,8 @@ async def test_a_pending_job_uses_nodes_uncordoned_after_its_submit(stack: Stack
     )
     await stack.settled()
     create_group(stack.kube, "Job", "pair", 2, requests={"cpu": "1", "memory": "100Mi"})
-    await stack.wait_for(lambda: len(ours(stack)) == 1, what="placeholder submitted")
-    job = ours(stack)[0]
+    await stack.wait_for(lambda: len(our_jobs(stack)) == 1, what="placeholder submitted")
+    job = our_jobs(stack)[0]
     assert set(job.excluded_nodes) == {"n1", "n2", "n3"}
     await stack.settled()
     assert stack.slurm.job(job.job_id).state == ("PENDING",)  # one node is not enough

@@ -45,6 +45,7 @@ from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES, KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
 from slurmbridge.kube import client as kube
+from tests._helpers import pod_review
 from tests.integration.certs import make_certs, trusting
 from tests.integration.test_clusters_e2e import NS, cluster, secret
 from tests.unit.test_deploy import grants, of_kind, only_of, render
@@ -239,19 +240,14 @@ def review(pod_namespace: str) -> dict[str, Any]:
         "metadata": {"name": "asks", "namespace": pod_namespace},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]},
     }
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "operation": "CREATE",
-            "namespace": pod_namespace,
-            "userInfo": {"username": "alice"},
-            "object": pod,
-        },
-    }
+    return pod_review(
+        "u1",
+        "CREATE",
+        pod_namespace,
+        pod,
+        kind={"group": "", "version": "v1", "kind": "Pod"},
+        userInfo={"username": "alice"},
+    )
 
 
 async def settled(apps: list[App], timeout: float = 15.0) -> None:

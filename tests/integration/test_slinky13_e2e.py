@@ -11,28 +11,66 @@ from typing import Any
 from schemas import wellknown
 from schemas.actions import CancelSlurmJob, SubmitSlurmJob
 from schemas.events import KubeNodeUsage
-from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
+from tests import _helpers
+from tests._helpers import phase
 
 JOBID = wellknown.LABEL_SLURM_JOBID
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 
 
 def pod(stack: Stack, name: str) -> dict[str, Any]:
-    try:
-        return stack.kube.get("pods", name, "default")
-    except ApiError:
-        return {}
-
-
-def phase(stack: Stack, name: str) -> str:
-    return str((pod(stack, name).get("status") or {}).get("phase") or "")
+    """Pod ``default/<name>``, ``{}`` once gone."""
+    return _helpers.pod(stack, name) or {}
 
 
 def usage(stack: Stack, node: str) -> KubeNodeUsage | None:
     assert stack.app is not None
     return stack.app.projection.get(KubeNodeUsage, node, "k8s")
+
+
+async def run_ours_beside_holders(
+    stack: Stack, holder: dict[str, Any], ours: dict[str, Any], *, what: str
+) -> None:
+    """Pods that are not ours, ``<holder name>-n1`` … ``-n3``, bound to n1..n3 (tolerating
+    everything) with the container ``holder``, observed (``what``); then our pod ``ours``
+    with the container ``ours``, until it is Running."""
+    for n in ("n1", "n2", "n3"):
+        stack.kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{holder['name']}-{n}", "namespace": "default"},
+                "spec": {
+                    "nodeName": n,
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [holder],
+                },
+            }
+        )
+    await stack.wait_for(
+        lambda: all((u := usage(stack, n)) is not None and u.pods for n in ("n1", "n2", "n3")),
+        what=what,
+    )
+    stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "ours", "namespace": "default"},
+            "spec": {"schedulerName": SCHED, "containers": [ours]},
+        }
+    )
+    await stack.wait_for(lambda: phase(stack, "ours") == "Running", timeout=30, what="Running")
+
+
+async def excluded_nodes_submitted(stack: Stack) -> list[tuple[str, ...]]:
+    """The ``excluded_nodes`` of each Slurm job submitted (outcome ``ok``), in order."""
+    return [
+        r.action.spec.excluded_nodes
+        for r in await stack.action_records()
+        if isinstance(r.action, SubmitSlurmJob) and r.outcome == "ok"
+    ]
 
 
 async def test_a_gang_bigger_than_the_free_nodes_queues_behind_our_jobs() -> None:
@@ -135,43 +173,14 @@ async def test_a_pod_asking_a_host_port_in_use_is_never_bound_there() -> None:
     the others excluded (node_ports.go)."""
     async with Stack(nodes=4, poll_interval=0.2) as stack:
         port = [{"containerPort": 80, "hostPort": 8080}]
-        everything = [{"operator": "Exists"}]
-        for n in ("n1", "n2", "n3"):
-            stack.kube.create(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {"name": f"web-{n}", "namespace": "default"},
-                    "spec": {
-                        "nodeName": n,
-                        "tolerations": everything,
-                        "containers": [{"name": "web", "image": "nginx", "ports": port}],
-                    },
-                }
-            )
-        await stack.wait_for(
-            lambda: all((u := usage(stack, n)) is not None and u.pods for n in ("n1", "n2", "n3")),
+        await run_ours_beside_holders(
+            stack,
+            {"name": "web", "image": "nginx", "ports": port},
+            {"name": "main", "image": "pause", "ports": port},
             what="the web pods observed",
         )
-        stack.kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "ours", "namespace": "default"},
-                "spec": {
-                    "schedulerName": SCHED,
-                    "containers": [{"name": "main", "image": "pause", "ports": port}],
-                },
-            }
-        )
-        await stack.wait_for(lambda: phase(stack, "ours") == "Running", timeout=30, what="Running")
         assert pod(stack, "ours")["spec"]["nodeName"] == "n4"
-        submits = [
-            r.action.spec.excluded_nodes
-            for r in await stack.action_records()
-            if isinstance(r.action, SubmitSlurmJob) and r.outcome == "ok"
-        ]
-        assert submits == [("n1", "n2", "n3")]
+        assert await excluded_nodes_submitted(stack) == [("n1", "n2", "n3")]
         assert not [r for r in await stack.action_records() if isinstance(r.action, CancelSlurmJob)]
 
 
@@ -193,43 +202,14 @@ async def test_a_gpu_a_pod_not_ours_holds_keeps_our_pod_off_the_node() -> None:
                 subresource="status",
             )
         gpu = {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
-        everything = [{"operator": "Exists"}]
-        for n in ("n1", "n2", "n3"):
-            stack.kube.create(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {"name": f"cuda-{n}", "namespace": "default"},
-                    "spec": {
-                        "nodeName": n,
-                        "tolerations": everything,
-                        "containers": [{"name": "cuda", "image": "cuda", "resources": gpu}],
-                    },
-                }
-            )
-        await stack.wait_for(
-            lambda: all((u := usage(stack, n)) is not None and u.pods for n in ("n1", "n2", "n3")),
+        await run_ours_beside_holders(
+            stack,
+            {"name": "cuda", "image": "cuda", "resources": gpu},
+            {"name": "main", "image": "pause", "resources": gpu},
             what="the GPU pods observed",
         )
-        stack.kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "ours", "namespace": "default"},
-                "spec": {
-                    "schedulerName": SCHED,
-                    "containers": [{"name": "main", "image": "pause", "resources": gpu}],
-                },
-            }
-        )
-        await stack.wait_for(lambda: phase(stack, "ours") == "Running", timeout=30, what="Running")
         assert pod(stack, "ours")["spec"]["nodeName"] == "n4"
-        submits = [
-            r.action.spec.excluded_nodes
-            for r in await stack.action_records()
-            if isinstance(r.action, SubmitSlurmJob) and r.outcome == "ok"
-        ]
-        assert submits == [("n1", "n2", "n3")]
+        assert await excluded_nodes_submitted(stack) == [("n1", "n2", "n3")]
 
 
 async def test_a_deployments_pod_takes_the_deployments_annotations() -> None:

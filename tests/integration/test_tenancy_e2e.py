@@ -31,6 +31,7 @@ from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
 from slurmbridge.logview import explain
 from slurmbridge.webhook import Policy, WebhookServer
+from tests._helpers import pod_review
 from tests.integration.certs import make_certs, trusting
 
 P = wellknown.ANNOTATION_SLURMJOB_PREFIX
@@ -250,18 +251,7 @@ async def test_the_webhook_denies_what_placement_refuses(certs: dict[str, Path])
                     },
                     "spec": {"schedulerName": s.scheduler_name, "containers": [{"name": "c"}]},
                 }
-                review = {
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "request": {
-                        "uid": "u1",
-                        "operation": "CREATE",
-                        "resource": {"group": "", "version": "v1", "resource": "pods"},
-                        "namespace": ns,
-                        "userInfo": {"username": "mallory"},
-                        "object": obj,
-                    },
-                }
+                review = pod_review("u1", "CREATE", ns, obj, userInfo={"username": "mallory"})
                 r = await http.post(f"https://127.0.0.1:{srv.port}/validate", json=review)
                 assert r.status_code == 200
                 return dict(r.json()["response"])

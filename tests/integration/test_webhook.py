@@ -17,6 +17,7 @@ from schemas import wellknown
 from slurmbridge import config
 from slurmbridge.app import App, UsageError
 from slurmbridge.webhook import Policy, WebhookServer
+from tests._helpers import pod_review
 from tests.integration.certs import make_certs, trusting
 
 OURS = wellknown.DEFAULT_SCHEDULER_NAME
@@ -52,19 +53,14 @@ async def server(certs: dict[str, Path]) -> AsyncIterator[WebhookServer]:
 
 
 def review(obj: dict[str, Any], op: str = "CREATE") -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "3f1c",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "operation": op,
-            "namespace": obj["metadata"]["namespace"],
-            "userInfo": {"username": "alice"},
-            "object": obj,
-        },
-    }
+    return pod_review(
+        "3f1c",
+        op,
+        obj["metadata"]["namespace"],
+        obj,
+        kind={"group": "", "version": "v1", "kind": "Pod"},
+        userInfo={"username": "alice"},
+    )
 
 
 def pod(ns: str, **spec: Any) -> dict[str, Any]:

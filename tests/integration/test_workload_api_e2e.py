@@ -26,6 +26,7 @@ from slurmbridge.devtools.sim.slurmjobs import ENDED
 from slurmbridge.devtools.testing import Stack
 from slurmbridge.effectors.nodes import KubeEffector
 from slurmbridge.kube import client as kube
+from tests._helpers import our_jobs, phase_of
 from tests.integration._scheduling_watch import first_listing
 
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -35,19 +36,11 @@ NS = "default"
 PODGROUPS = "podgroups.scheduling.k8s.io"
 
 
-def ours(stack: Stack) -> list[Any]:
-    return [j for j in stack.slurm.jobs if j.comment.startswith("slurmbridge:")]
-
-
 def pod(stack: Stack, name: str) -> dict[str, Any] | None:
     try:
         return stack.kube.get("pods", name, NS)
     except ApiError:
         return None
-
-
-def phase(p: dict[str, Any] | None) -> str:
-    return "" if p is None else str((p.get("status") or {}).get("phase") or "Pending")
 
 
 def serve(version: str) -> Any:
@@ -166,16 +159,16 @@ async def test_a_gang_of_4_waits_for_its_pods_then_runs_as_one_job(
         group = "train-workers"
         names = [job_pod(stack.kube, job, i, group, run_s=1.5) for i in range(3)]
         await stack.settled(timeout=30)
-        assert ours(stack) == [], "3 of minCount 4: no job yet"
+        assert our_jobs(stack) == [], "3 of minCount 4: no job yet"
         assert all(not (pod(stack, n) or {})["spec"].get("nodeName") for n in names)
 
         names.append(job_pod(stack.kube, job, 3, group, run_s=1.5))
         await stack.wait_for(
-            lambda: all(phase(pod(stack, n)) in ("Running", "Succeeded") for n in names),
+            lambda: all(phase_of(pod(stack, n)) in ("Running", "Succeeded") for n in names),
             timeout=30,
             what="the 4 pods started",
         )
-        (slurm_job,) = ours(stack)
+        (slurm_job,) = our_jobs(stack)
         assert slurm_job.node_count == 4, "sized by the pods present: one node per pod"
         # Annotations merged PodGroup → Job → Workload, root-most winning: the Workload's
         # job-name, partition and timelimit (7, over the Job's 5 and the PodGroup's 9), the
@@ -210,7 +203,7 @@ async def test_a_gang_of_4_waits_for_its_pods_then_runs_as_one_job(
 
         # The pods finish: the workload reconciler releases the job and the finalizers.
         await stack.wait_for(
-            lambda: all(phase(pod(stack, n)) == "Succeeded" for n in names),
+            lambda: all(phase_of(pod(stack, n)) == "Succeeded" for n in names),
             timeout=30,
             what="the 4 pods Succeeded",
         )
@@ -229,7 +222,7 @@ async def test_a_gang_of_4_waits_for_its_pods_then_runs_as_one_job(
             what="our finalizers removed",
         )
         await stack.settled(timeout=30)
-        assert len(ours(stack)) == 1, "one Slurm job for the gang, none twice"
+        assert len(our_jobs(stack)) == 1, "one Slurm job for the gang, none twice"
         records = await stack.action_records()
         ok = [r for r in records if r.outcome == "ok"]
         assert sum(isinstance(r.action, SubmitSlurmJob) for r in ok) == 1
@@ -251,11 +244,11 @@ async def test_without_the_workload_api_the_pods_are_placed_from_their_job() -> 
         names = [job_pod(stack.kube, job, i, "old-workers", run_s=30) for i in range(2)]
         assert all("schedulingGroup" not in (pod(stack, n) or {})["spec"] for n in names)
         await stack.wait_for(
-            lambda: all(phase(pod(stack, n)) == "Running" for n in names),
+            lambda: all(phase_of(pod(stack, n)) == "Running" for n in names),
             timeout=30,
             what="the Job's pods Running",
         )
-        (slurm_job,) = ours(stack)
+        (slurm_job,) = our_jobs(stack)
         assert slurm_job.comment.startswith(f"slurmbridge:{NS}/Job:old:")
         with pytest.raises(ApiError) as missing:
             stack.kube.get(PODGROUPS, "old-workers", NS)

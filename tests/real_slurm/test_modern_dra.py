@@ -41,6 +41,7 @@ from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._common import parse_index_list
+from tests._helpers import claim_template, device_class, pod_with_claim_template, resource_slice
 from tests.real_slurm.conftest import modern_cluster
 
 NS = "default"
@@ -62,38 +63,21 @@ def seed(stack: Stack) -> None:
     """The DeviceClass and the NVIDIA driver's ResourceSlices of n1 and n2 (devices gpu-0 …
     gpu-3, pool = the node), as k8s-dra-driver-gpu publishes them."""
     stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": GPU_CLASS},
-            "spec": {
-                "selectors": [{"cel": {"expression": f"device.driver == '{GPU_CLASS}'"}}],
-                "extendedResourceName": GPU_RES,
-            },
-        }
+        device_class(GPU_CLASS, f"device.driver == '{GPU_CLASS}'", extendedResourceName=GPU_RES)
     )
     for node in ("n1", "n2"):
         stack.kube.create(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{node}-gpu.nvidia.com"},
-                "spec": {
-                    "driver": GPU_CLASS,
-                    "nodeName": node,
-                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [
-                        {
-                            "name": f"gpu-{i}",
-                            "attributes": {
-                                "index": {"int": i},
-                                "uuid": {"string": f"GPU-{node}-{i}"},
-                            },
-                        }
-                        for i in range(4)
-                    ],
-                },
-            }
+            resource_slice(
+                node,
+                GPU_CLASS,
+                [
+                    {
+                        "name": f"gpu-{i}",
+                        "attributes": {"index": {"int": i}, "uuid": {"string": f"GPU-{node}-{i}"}},
+                    }
+                    for i in range(4)
+                ],
+            )
         )
 
 
@@ -209,47 +193,9 @@ async def test_extended_resource_claim_names_the_gpus_real_slurm_gave(
 async def test_template_claim_names_the_gpus_real_slurm_gave(
     stack: Stack, slurm_gpus: ModernSlurm
 ) -> None:
-    stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "two-gpus", "namespace": NS},
-            "spec": {
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {"name": "gpus", "exactly": {"deviceClassName": GPU_CLASS, "count": 2}}
-                        ]
-                    }
-                }
-            },
-        }
-    )
-    stack.kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "solver",
-                "namespace": NS,
-                "annotations": {**ANNOTATIONS, ANNOTATION_RUN_SECONDS: "3"},
-            },
-            "spec": {
-                "schedulerName": wellknown.DEFAULT_SCHEDULER_NAME,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {
-                            "requests": {"cpu": "1", "memory": "100Mi"},
-                            "claims": [{"name": "gpu"}],
-                        },
-                    }
-                ],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}],
-            },
-        }
-    )
+    stack.kube.create(claim_template("two-gpus", NS, GPU_CLASS, 2))
+    annotations = {**ANNOTATIONS, ANNOTATION_RUN_SECONDS: "3"}
+    stack.kube.create(pod_with_claim_template("solver", NS, annotations, "two-gpus"))
     indices = await _running_on_n1(stack, slurm_gpus, "solver")
     assert len(indices) == 2
     pod = _get(stack, "pods", "solver")

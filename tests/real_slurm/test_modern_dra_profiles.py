@@ -46,6 +46,7 @@ from slurmbridge.devtools.sim.kubelet import ANNOTATION_RUN_SECONDS
 from slurmbridge.devtools.testing import Stack
 from slurmbridge.slurm import hostlist
 from slurmbridge.slurm.codecs._common import parse_index_list
+from tests._helpers import device_class, resource_slice
 from tests.real_slurm.conftest import modern_cluster
 
 NS = "default"
@@ -95,28 +96,11 @@ def _slice(node: str, gpus: int, *, mig: bool = False) -> dict[str, Any]:
     ]
     if mig:
         devices.append({"name": "gpu-0-mig-1g-10gb-0", "attributes": {"type": {"string": "mig"}}})
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-gpu.nvidia.com"},
-        "spec": {
-            "driver": "gpu.nvidia.com",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    return resource_slice(node, "gpu.nvidia.com", devices)
 
 
 def seed(stack: Stack) -> None:
-    stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": NVIDIA_PROFILE}}]},
-        }
-    )
+    stack.kube.create(device_class(CLASS, NVIDIA_PROFILE))
     stack.kube.create(_slice("n1", 4, mig=True))
 
 
@@ -267,27 +251,21 @@ async def test_an_external_node_registers_the_profiles_gres(
     stack.kube.create(_slice("ext-gpu", 2, mig=True))
     # dra-driver-cpu's devices: 4 CPUs on 2 cores (2 threads each) of socket 0.
     stack.kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": "ext-gpu-dra.cpu"},
-            "spec": {
-                "driver": "dra.cpu",
-                "nodeName": "ext-gpu",
-                "pool": {"name": "ext-gpu", "generation": 1, "resourceSliceCount": 1},
-                "devices": [
-                    {
-                        "name": f"cpudev{i:03}",
-                        "attributes": {
-                            "dra.cpu/cpuID": {"int": i},
-                            "dra.cpu/coreID": {"int": i // 2},
-                            "dra.cpu/socketID": {"int": 0},
-                        },
-                    }
-                    for i in range(4)
-                ],
-            },
-        }
+        resource_slice(
+            "ext-gpu",
+            "dra.cpu",
+            [
+                {
+                    "name": f"cpudev{i:03}",
+                    "attributes": {
+                        "dra.cpu/cpuID": {"int": i},
+                        "dra.cpu/coreID": {"int": i // 2},
+                        "dra.cpu/socketID": {"int": 0},
+                    },
+                }
+                for i in range(4)
+            ],
+        )
     )
     stack.kube.add_node(
         "ext-gpu",

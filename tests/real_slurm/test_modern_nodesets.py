@@ -15,7 +15,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
 from schemas import wellknown
@@ -28,7 +27,7 @@ from schemas.actions import (
 from schemas.events import SlurmNode
 from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
-from tests.real_slurm.test_modern_pipeline import _RealSlurmdRegistrar
+from tests.real_slurm.test_modern_pipeline import _RealSlurmdRegistrar, hold_with_a_job
 
 NS = "slurm"
 NO_EXTERNAL_NODES = "24.11 cannot create State=External nodes (no new/node, scontrol refuses)"
@@ -211,26 +210,7 @@ async def test_a_template_change_rolls_one_pod_at_a_time_and_waits_for_a_running
     assert first and _revision(_pods(stack)["rs-1"]) == first
     # A real job holding rs-1: an external node has no slurmd to run a batch script, so the
     # job is an EXTERNAL_JOB allocation (26.05), as test_modern_pipeline's scale-in test.
-    body = {
-        "job": {
-            "name": "busy",
-            "tasks": 1,
-            "required_nodes": ["rs-1"],
-            "current_working_directory": "/tmp",
-            "environment": ["PATH=/bin"],
-            "flags": ["EXTERNAL_JOB"],
-        }
-    }
-    async with httpx.AsyncClient(base_url=modern_slurm.url) as http:
-        resp = await http.post(
-            "/slurm/v0.0.45/job/submit", json=body, headers=modern_slurm.auth_headers
-        )
-    job_id = str(resp.json()["job_id"])
-    await stack.wait_for(
-        lambda: modern_slurm.node_states().get("rs-1", "").startswith(("alloc", "mix")),
-        timeout=30,
-        what="rs-1 running the batch job",
-    )
+    job_id = await hold_with_a_job(stack, modern_slurm, "rs-1", what="rs-1 running the batch job")
     # The bridge must know rs-1 is busy before the update starts (its pod-deadline is then
     # written): otherwise the newest pod, rs-1, is condemned first, found busy on the drain,
     # and holds the one unavailable slot until its job ends (as 1.x's pod-cordon does).
@@ -462,26 +442,7 @@ async def test_daemonset_mode_follows_node_labels(stack: Stack, modern_slurm: Mo
     )
 
     # A real job holds ds1 (an EXTERNAL_JOB allocation, as the rolling update test's).
-    body = {
-        "job": {
-            "name": "busy",
-            "tasks": 1,
-            "required_nodes": ["ds1"],
-            "current_working_directory": "/tmp",
-            "environment": ["PATH=/bin"],
-            "flags": ["EXTERNAL_JOB"],
-        }
-    }
-    async with httpx.AsyncClient(base_url=modern_slurm.url) as http:
-        resp = await http.post(
-            "/slurm/v0.0.45/job/submit", json=body, headers=modern_slurm.auth_headers
-        )
-    job_id = str(resp.json()["job_id"])
-    await stack.wait_for(
-        lambda: modern_slurm.node_states().get("ds1", "").startswith(("alloc", "mix")),
-        timeout=30,
-        what="ds1 running the job",
-    )
+    job_id = await hold_with_a_job(stack, modern_slurm, "ds1", what="ds1 running the job")
     # The bridge has seen the job on ds1 (its pod's deadline, rule 9, names the pod by the
     # Slurm node's hostname) before the label goes.
     await stack.wait_for(

@@ -27,6 +27,7 @@ from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.sim.kube import ApiError
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from tests._helpers import bound_pod
 
 MANAGED = (wellknown.TAINT_MANAGED_NODE, wellknown.DEFAULT_SCHEDULER_NAME, "NoExecute")
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -70,6 +71,31 @@ async def _idle(stack: Stack, slurm: ModernSlurm, node: str) -> None:
     await stack.wait_for(lambda: slurm.node_states().get(node) == "idle", what=f"{node} idle")
     # The undrain's action record is published after slurmctld answered: callers read it.
     await stack.settled()
+
+
+async def hold_with_a_job(stack: Stack, slurm: ModernSlurm, node: str, *, what: str) -> str:
+    """Submit a real job that holds ``node`` and wait until Slurm shows the node allocated or
+    mixed (``what``: the wait's name); the job id. The job is an ``EXTERNAL_JOB`` allocation
+    (26.05): a ``State=External`` node has no slurmd to run a batch script."""
+    body = {
+        "job": {
+            "name": "busy",
+            "tasks": 1,
+            "required_nodes": [node],
+            "current_working_directory": "/tmp",
+            "environment": ["PATH=/bin"],
+            "flags": ["EXTERNAL_JOB"],
+        }
+    }
+    async with httpx.AsyncClient(base_url=slurm.url) as http:
+        resp = await http.post("/slurm/v0.0.45/job/submit", json=body, headers=slurm.auth_headers)
+    job_id = str(resp.json()["job_id"])
+    await stack.wait_for(
+        lambda: slurm.node_states().get(node, "").startswith(("alloc", "mix")),
+        timeout=30,
+        what=what,
+    )
+    return job_id
 
 
 async def test_nodes_partitions_and_ping_are_observed(
@@ -221,14 +247,7 @@ async def test_pods_are_placed_bound_and_cleaned_up(
 ) -> None:
     """26.05: an EXTERNAL_JOB placeholder; 24.11 (no EXTERNAL_JOB): a sleeping batch job."""
     (name,) = create_group(stack.kube, "Pod", "real-ok", 1, requests={"cpu": "1"}, run_seconds=2)
-    await stack.wait_for(
-        lambda: bool(((_pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
-        timeout=60,
-        what="pod bound",
-    )
-    p = _pod(stack, name)
-    assert p is not None
-    job_id = int(p["metadata"]["labels"][JOBID])
+    p, job_id = await bound_pod(stack, name)
     node = p["spec"]["nodeName"]
     shown = modern_slurm.scontrol("-o", "show", "job", str(job_id))
     assert f"NodeList={node}" in shown
@@ -256,14 +275,7 @@ async def test_pods_are_placed_bound_and_cleaned_up(
 
 async def test_scancel_deletes_the_pod(stack: Stack, modern_slurm: ModernSlurm) -> None:
     (name,) = create_group(stack.kube, "Pod", "real-scancel", 1, requests={"cpu": "1"})
-    await stack.wait_for(
-        lambda: bool(((_pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
-        timeout=60,
-        what="pod bound",
-    )
-    p = _pod(stack, name)
-    assert p is not None
-    job_id = int(p["metadata"]["labels"][JOBID])
+    _, job_id = await bound_pod(stack, name)
     modern_slurm.scancel(str(job_id))
     await stack.wait_for(lambda: _pod(stack, name) is None, timeout=60, what="pod deleted")
     assert _job_state(modern_slurm, job_id) in ("CANCELLED", "")
@@ -292,14 +304,7 @@ async def test_a_plain_users_token_places_pods_and_is_refused_node_updates(
     async with Stack(nodes=4, real_slurm=endpoint, poll_interval=0.2, settings=settings) as s:
         try:
             (name,) = create_group(s.kube, "Pod", "plain", 1, requests={"cpu": "1"}, run_seconds=2)
-            await s.wait_for(
-                lambda: bool(((_pod(s, name) or {}).get("spec") or {}).get("nodeName")),
-                timeout=60,
-                what="pod bound",
-            )
-            p = _pod(s, name)
-            assert p is not None
-            job_id = int(p["metadata"]["labels"][JOBID])
+            _, job_id = await bound_pod(s, name)
             shown = modern_slurm.scontrol("-o", "show", "job", str(job_id))
             assert f"UserId={PLAIN_USER}(" in shown
             assert "Comment=slurmbridge:" in shown
@@ -532,26 +537,7 @@ async def test_nodeset_scale_in_drains_and_deletes_a_pod_only_when_its_node_is_i
             timeout=30,
             what="two slurmd pods registered in Slurm",
         )
-        body = {
-            "job": {
-                "name": "busy",
-                "tasks": 1,
-                "required_nodes": ["rs-1"],
-                "current_working_directory": "/tmp",
-                "environment": ["PATH=/bin"],
-                "flags": ["EXTERNAL_JOB"],
-            }
-        }
-        async with httpx.AsyncClient(base_url=modern_slurm.url) as http:
-            resp = await http.post(
-                "/slurm/v0.0.45/job/submit", json=body, headers=modern_slurm.auth_headers
-            )
-        job_id = str(resp.json()["job_id"])
-        await stack.wait_for(
-            lambda: modern_slurm.node_states().get("rs-1", "").startswith(("alloc", "mix")),
-            timeout=30,
-            what="rs-1 running the job",
-        )
+        job_id = await hold_with_a_job(stack, modern_slurm, "rs-1", what="rs-1 running the job")
         stack.kube.patch("nodesets", "rs", {"spec": {"replicas": 0}}, ns, subresource="scale")
         await stack.wait_for(lambda: "rs-0" not in live(), timeout=60, what="idle rs-0 deleted")
         # rs-1's drain is effected beside rs-0's delete, not necessarily before it.

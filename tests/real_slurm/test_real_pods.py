@@ -15,7 +15,7 @@ from schemas import wellknown
 from slurmbridge.devtools.realslurm import RealSlurm
 from slurmbridge.devtools.sim.workloads import create_group
 from slurmbridge.devtools.testing import Stack
-from tests._helpers import pod
+from tests._helpers import bound_pod, pod
 
 JOBID = wellknown.LABEL_SLURM_JOBID
 
@@ -40,14 +40,7 @@ async def test_a_placeholder_job_runs_binds_the_pod_and_is_cancelled_when_it_end
     stack: Stack, real_slurm: RealSlurm
 ) -> None:
     (name,) = create_group(stack.kube, "Pod", "real-ok", 1, requests={"cpu": "1"}, run_seconds=2)
-    await stack.wait_for(
-        lambda: bool(((pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
-        timeout=60,
-        what="pod bound",
-    )
-    p = pod(stack, name)
-    assert p is not None
-    job_id = int(p["metadata"]["labels"][JOBID])
+    p, job_id = await bound_pod(stack, name)
     node = p["spec"]["nodeName"]
     assert p["metadata"]["annotations"][wellknown.ANNOTATION_SLURM_NODE] == node
     assert job_state(real_slurm, job_id) == "RUNNING"
@@ -75,14 +68,7 @@ async def test_a_placeholder_job_runs_binds_the_pod_and_is_cancelled_when_it_end
 
 async def test_scancel_in_real_slurm_deletes_the_pod(stack: Stack, real_slurm: RealSlurm) -> None:
     (name,) = create_group(stack.kube, "Pod", "real-scancel", 1, requests={"cpu": "1"})
-    await stack.wait_for(
-        lambda: bool(((pod(stack, name) or {}).get("spec") or {}).get("nodeName")),
-        timeout=60,
-        what="pod bound",
-    )
-    p = pod(stack, name)
-    assert p is not None
-    job_id = int(p["metadata"]["labels"][JOBID])
+    _, job_id = await bound_pod(stack, name)
     real_slurm.scancel(str(job_id))
     await stack.wait_for(lambda: pod(stack, name) is None, timeout=60, what="pod deleted")
     assert job_state(real_slurm, job_id) in ("CANCELLED", "")

@@ -22,7 +22,6 @@ from schemas.events import (
     Event,
     KubeListed,
     KubeNode,
-    KubeNodeSet,
     KubePod,
     KubeScaler,
     KubeWorkload,
@@ -38,6 +37,7 @@ from schemas.events import (
     Taint,
 )
 from schemas.subjects import KUBE_SOURCE, slurm_source
+from tests.unit._pods import kube_nodeset
 from tests.unit._world import World
 
 CLUSTER = "c1"
@@ -423,12 +423,10 @@ def nodeset_states(draw: st.DrawFn) -> tuple[World, str]:
     objs: list[Event] = []
     if draw(st.integers(min_value=0, max_value=9)):  # mostly present
         objs.append(
-            KubeNodeSet(
-                source=KUBE_SOURCE,
-                key=NODESET_KEY,
+            kube_nodeset(
+                "slurm",
+                "gpu",
                 uid="ns-uid",
-                namespace="slurm",
-                name="gpu",
                 generation=draw(st.sampled_from([1, 2])),
                 replicas=draw(st.integers(min_value=0, max_value=4)),
                 cluster_name=cluster_name,
@@ -492,12 +490,10 @@ def autoscale_states(draw: st.DrawFn) -> tuple[World, str]:
     if direction is not None:
         annotations[autoscale.LAST_DIRECTION] = direction
     objs: list[Event] = [
-        KubeNodeSet(
-            source=KUBE_SOURCE,
-            key=NODESET_KEY,
+        kube_nodeset(
+            "slurm",
+            "gpu",
             uid="ns-uid",
-            namespace="slurm",
-            name="gpu",
             replicas=draw(st.integers(min_value=0, max_value=6)),
             annotations=annotations,
         )

@@ -22,6 +22,7 @@ from schemas.actions import SetPodCondition, SubmitSlurmJob
 from schemas.events import Event, KubePod, KubeWorkload, SlurmPartition, workload_key
 from slurmbridge.runtime.projection import Projection
 from tests.unit._listing import listed
+from tests.unit._pods import kube_pod, kube_workload
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -33,13 +34,10 @@ P = wellknown.ANNOTATION_SLURMJOB_PREFIX
 
 def _group(kind: str, name: str, parent: str, size: int, policy: str) -> KubeWorkload:
     composite = kind == COMPOSITE
-    return KubeWorkload(
-        source="k8s",
-        key=workload_key("default", kind, name),
-        namespace="default",
-        name=name,
-        uid=f"uid-{name}",
-        workload_kind=kind,
+    return kube_workload(
+        "default",
+        kind,
+        name,
         api_version="scheduling.k8s.io/" + ("v1alpha3" if composite else "v1beta1"),
         size=size if policy == "gang" else 0,
         policy=policy,
@@ -61,11 +59,9 @@ def cpg(name: str, parent: str = "", *, groups: int = 2, policy: str = "gang") -
 
 
 def kpod(name: str, group: str, cpu: int = 1000) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"default/{name}",
-        namespace="default",
-        name=name,
+    return kube_pod(
+        "default",
+        name,
         uid=f"u-{name}",
         scheduler_name=SCHED,
         scheduling_group=group,

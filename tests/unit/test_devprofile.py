@@ -37,6 +37,7 @@ from schemas.events import (
     SliceDevice,
     SlurmNode,
 )
+from tests.unit._pods import kube_pod
 
 NVIDIA_SEL = (
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
@@ -153,11 +154,9 @@ def test_class_kind_by_selector_then_by_name() -> None:
 
 def pod_asking(cls: str, n: int) -> KubePod:
     res = f"deviceclass.resource.kubernetes.io/{cls}"
-    return KubePod(
-        source="k8s",
-        key="ns/p",
-        namespace="ns",
-        name="p",
+    return kube_pod(
+        "ns",
+        "p",
         dra_requests=(DraRequest(container="c", resource=res, device_class=cls, count=n),),
     )
 
@@ -167,13 +166,7 @@ def test_any_class_name_sizes_the_job() -> None:
     profile) is a job of 2 GPUs and 3 CPUs per task; today both names are refused."""
     classes = {c.key: c for c in (dclass("accel", NVIDIA_SEL), dclass("my-cpus", CPU_SEL))}
     p = pod_asking("accel", 2)
-    p2 = KubePod(
-        source="k8s",
-        key="ns/p",
-        namespace="ns",
-        name="p",
-        dra_requests=(*p.dra_requests, *pod_asking("my-cpus", 3).dra_requests),
-    )
+    p2 = kube_pod("ns", "p", dra_requests=(*p.dra_requests, *pod_asking("my-cpus", 3).dra_requests))
     _dra.check_extended(p2, classes)
     assert _dra.gpus_asked(p2, classes=classes) == 2
     assert _dra.cpus_asked(p2, classes) == 3

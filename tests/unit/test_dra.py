@@ -24,6 +24,7 @@ from schemas.events import (
     PodClaim,
     SliceDevice,
 )
+from tests.unit._pods import kube_pod
 
 NV = "gpu.nvidia.com"
 EX = "gpu.example.com"
@@ -353,15 +354,7 @@ CPU_RES = "deviceclass.resource.kubernetes.io/dra.cpu"
 
 
 def pod(*requests: DraRequest, claims: tuple[PodClaim, ...] = ()) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key="ns/p",
-        namespace="ns",
-        name="p",
-        uid="u1",
-        dra_requests=requests,
-        claims=claims,
-    )
+    return kube_pod("ns", "p", uid="u1", dra_requests=requests, claims=claims)
 
 
 def dreq(container: str, resource: str, count: int) -> DraRequest:

@@ -30,15 +30,13 @@ from schemas.events import (
     KubeListed,
     KubeNode,
     KubePod,
-    KubeWorkload,
     PodCondition,
     SlurmJob,
     SlurmPartition,
     SlurmPing,
-    workload_key,
 )
 from tests.unit._decisions import store
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_workload, ns_pod
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -48,15 +46,7 @@ KEY = "ns/LeaderWorkerSet:lws/0"
 MARKER = f"slurmbridge:{KEY}:uid-lws"
 BATCH = SlurmPartition(source="slurm:c1", key="batch", cluster="c1", nodes=("n1", "n2", "n3", "n4"))
 PING = SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True)
-LWS = KubeWorkload(
-    source="k8s",
-    key=workload_key("ns", "LeaderWorkerSet", "lws"),
-    namespace="ns",
-    name="lws",
-    uid="uid-lws",
-    workload_kind="LeaderWorkerSet",
-    size=3,
-)
+LWS = kube_workload("ns", "LeaderWorkerSet", "lws", size=3)
 NODES = tuple(KubeNode(source="k8s", key=f"n{i}", ready=True) for i in range(1, 5))
 
 

@@ -9,6 +9,7 @@ from schemas import wellknown
 from schemas.events import KubePod, SlurmJob
 from slurmbridge import app
 from slurmbridge.app import HotJobs
+from tests.unit._pods import kube_pod
 
 
 class Clock:
@@ -27,14 +28,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def waiting(name: str, job: int, *, node: str = "") -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"default/{name}",
-        namespace="default",
-        name=name,
-        labels={wellknown.LABEL_SLURM_JOBID: str(job)},
-        node_name=node,
-    )
+    return kube_pod("default", name, labels={wellknown.LABEL_SLURM_JOBID: str(job)}, node_name=node)
 
 
 def job(job_id: int, state: str) -> SlurmJob:

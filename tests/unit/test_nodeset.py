@@ -37,6 +37,7 @@ from schemas.events import (
     SlurmPing,
 )
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import kube_nodeset, kube_pod
 
 CTX = Context(scheduler_name="s", cluster="c1")
 KEY = "slurm/gpu"
@@ -45,12 +46,10 @@ LISTED = SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True)
 
 
 def ns(replicas: int, **kw: object) -> KubeNodeSet:
-    return KubeNodeSet(
-        source="k8s",
-        key=KEY,
+    return kube_nodeset(
+        "slurm",
+        "gpu",
         uid="ns-uid",
-        namespace="slurm",
-        name="gpu",
         replicas=replicas,
         generation=2,
         **kw,  # type: ignore[arg-type]
@@ -73,12 +72,10 @@ def pod(
     if protect:
         labels[wellknown.LABEL_POD_PROTECT] = "true"
     ann = {wellknown.ANNOTATION_POD_DELETION_COST: str(cost)} if cost is not None else {}
-    return KubePod(
-        source="k8s",
-        key=f"slurm/gpu-{ordinal}",
+    return kube_pod(
+        "slurm",
+        f"gpu-{ordinal}",
         uid=f"u{ordinal}",
-        namespace="slurm",
-        name=f"gpu-{ordinal}",
         phase=phase,
         ready=ready,
         node_name=node,
@@ -456,3 +453,13 @@ def test_backoff_doubles_caps_and_forgets() -> None:
     garbled = ns(2, annotations={wellknown.ANNOTATION_NODESET_POD_FAILURES: "{nope"})
     (d,) = of(DeleteFailedNodeSetPod, decide_at(1000.0, garbled, pod(0), failed))
     assert d.failures == 1
+
+
+def test_busy_is_the_one_wellknown_rule() -> None:
+    """The NodeSet rules' "node is busy" is slurm-operator's ``IsNodeBusy`` as
+    :mod:`schemas.wellknown` defines it once (issue 31): the same states, the same answer."""
+    assert nodeset.BUSY is wellknown.SLURM_BUSY_STATES
+    for state in (("IDLE",), ("ALLOCATED",), ("MIXED", "DRAIN"), ("IDLE", "COMPLETING"), ()):
+        node = SlurmNode(source="slurm:c1", key="n", cluster="c1", state=state)
+        assert nodeset.is_busy(node) is wellknown.slurm_busy(state)
+    assert nodeset.is_busy(None) is False

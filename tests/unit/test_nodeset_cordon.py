@@ -33,6 +33,7 @@ from schemas.events import (
 )
 from slurmbridge.kube.wire import RawNode, RawNodeSet, RawPod
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import kube_pod
 
 CTX = Context(scheduler_name="s", cluster="c1", propagated_node_conditions=("GPUProblem",))
 OP = wellknown.OPERATOR_REASON_PREFIX
@@ -59,12 +60,10 @@ def knode(
 
 
 def pod(cordon: str | None = None, node: str = "k1", **kw: object) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key="slurm/gpu-0",
+    return kube_pod(
+        "slurm",
+        "gpu-0",
         uid="u0",
-        namespace="slurm",
-        name="gpu-0",
         phase="Running",
         ready=True,
         node_name=node,

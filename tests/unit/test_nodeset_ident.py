@@ -37,18 +37,13 @@ from schemas.events import (
 )
 from schemas.podinfo import PodInfo
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import kube_nodeset, kube_pod
 
 NOW = 100_000.0
 CTX = Context(scheduler_name="s", cluster="c1", now=NOW)
 NS = KubeNodeSet(source="k8s", key="slurm/gpu", uid="ns-uid", namespace="slurm", name="gpu")
-DS = KubeNodeSet(
-    source="k8s",
-    key="slurm/gpu",
-    uid="ns-uid",
-    namespace="slurm",
-    name="gpu",
-    scaling_mode="DaemonSet",
-    prune_slurm_node_records="NodeNotFound",
+DS = kube_nodeset(
+    "slurm", "gpu", uid="ns-uid", scaling_mode="DaemonSet", prune_slurm_node_records="NodeNotFound"
 )
 PING = SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True)
 PODS_LISTED = KubeListed(source="k8s", key="pods")
@@ -82,12 +77,10 @@ def pod(
     ready_since: float = NOW - 60,
     annotations: dict[str, str] | None = None,
 ) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"slurm/{name}",
+    return kube_pod(
+        "slurm",
+        name,
         uid=f"u-{name}",
-        namespace="slurm",
-        name=name,
         phase=phase,
         ready=ready,
         ready_since=int(ready_since) if ready else 0,

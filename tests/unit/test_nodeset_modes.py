@@ -35,21 +35,15 @@ from slurmbridge.devtools.sim.slurmd import node_affinity_matches
 from slurmbridge.kube.nodeset_pod import _pin_affinity, conf_arg, parse_extra_conf
 from slurmbridge.kube.wire import RawNodeSet
 from slurmbridge.runtime.projection import Projection
+from tests.unit._pods import kube_nodeset, kube_pod
 
 CTX = Context(scheduler_name="s", cluster="c1")
 LISTED = (
     SlurmPing(source="slurm:c1", key="c1", cluster="c1", responding=True),
     KubeListed(source="k8s", key="nodes"),
 )
-DS = KubeNodeSet(
-    source="k8s",
-    key="slurm/gpu",
-    uid="ns",
-    namespace="slurm",
-    name="gpu",
-    scaling_mode="DaemonSet",
-    replicas=1,
-    node_selector={"slurm": "yes"},
+DS = kube_nodeset(
+    "slurm", "gpu", uid="ns", scaling_mode="DaemonSet", replicas=1, node_selector={"slurm": "yes"}
 )
 
 
@@ -214,12 +208,10 @@ def test_a_noschedule_taint_keeps_the_running_pod() -> None:
 
 
 def test_pods_of_the_other_mode_are_condemned() -> None:
-    old = KubePod(
-        source="k8s",
-        key="slurm/gpu-0",
+    old = kube_pod(
+        "slurm",
+        "gpu-0",
         uid="u0",
-        namespace="slurm",
-        name="gpu-0",
         phase="Running",
         node_name="a",
         labels={nodeset.LABEL_NAME: "slurmd", nodeset.LABEL_INSTANCE: "gpu"},
@@ -364,24 +356,14 @@ def test_a_slurm_node_triggers_its_daemonset_pods_nodeset() -> None:
 # --- pinToNode ---------------------------------------------------------------------------------
 
 
-PIN = KubeNodeSet(
-    source="k8s",
-    key="slurm/gpu",
-    uid="ns",
-    namespace="slurm",
-    name="gpu",
-    replicas=2,
-    pin_to_node=True,
-)
+PIN = kube_nodeset("slurm", "gpu", uid="ns", replicas=2, pin_to_node=True)
 
 
 def spod(name: str, node: str, phase: str = "Running") -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"slurm/{name}",
+    return kube_pod(
+        "slurm",
+        name,
         uid=name,
-        namespace="slurm",
-        name=name,
         phase=phase,
         ready=True,
         node_name=node,

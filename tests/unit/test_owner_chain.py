@@ -10,6 +10,7 @@ import pytest
 from reconcilers import _pods, placement
 from schemas.actions import RecordEvent, SetPodCondition, SubmitSlurmJob
 from schemas.events import Event, KubeWorkload, OwnerRef, SlurmPartition
+from tests.unit._pods import kube_workload
 from tests.unit.test_placement import decide, pod
 
 P = _pods.PREFIX
@@ -17,13 +18,10 @@ BATCH = SlurmPartition(source="slurm:c1", key="batch", cluster="c1")
 
 
 def apps(kind: str, name: str, owner: OwnerRef | None = None, **annotations: str) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key=f"ns/{kind}:{name}",
-        namespace="ns",
-        name=name,
-        uid=f"uid-{name}",
-        workload_kind=kind,
+    return kube_workload(
+        "ns",
+        kind,
+        name,
         api_version="apps/v1",
         owner=owner,
         annotations={P + k.replace("_", "-"): v for k, v in annotations.items()},

@@ -7,6 +7,7 @@ from prometheus_client import REGISTRY
 from schemas import wellknown
 from schemas.events import KubePod, PodCondition, SlurmJob
 from slurmbridge.observability.pending_metrics import PendingPodMetrics, pending_reason
+from tests.unit._pods import kube_pod
 
 SCHED = "pending-metrics-test"
 COND = wellknown.CONDITION_POD_SCHEDULED
@@ -28,11 +29,9 @@ def pod(
     gone: bool = False,
 ) -> KubePod:
     conds = (PodCondition(type=COND, status="False", reason=reason, message=message),)
-    return KubePod(
-        source="k8s",
-        key=f"ns/{name}",
-        namespace="ns",
-        name=name,
+    return kube_pod(
+        "ns",
+        name,
         scheduler_name=scheduler,
         node_name=node,
         phase=phase,

@@ -46,7 +46,7 @@ from schemas.events import (
 )
 from tests.unit._decisions import kinds, of, ref, store
 from tests.unit._listing import listed
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_workload, ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1")
@@ -106,16 +106,7 @@ def job_pod(name: str, job_name: str = "train", **kw: Any) -> KubePod:
 def workload(
     kind: str, name: str, size: int, annotations: dict[str, str] | None = None
 ) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key=f"ns/{kind}:{name}",
-        namespace="ns",
-        name=name,
-        uid=f"uid-{name}",
-        workload_kind=kind,
-        size=size,
-        annotations=annotations or {},
-    )
+    return kube_workload("ns", kind, name, size=size, annotations=annotations or {})
 
 
 def kn(

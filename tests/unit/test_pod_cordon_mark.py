@@ -12,6 +12,7 @@ from reconcilers.nodeset import _slurmd
 from schemas import wellknown
 from schemas.actions import DrainSlurmNode, SetPodAnnotation, UndrainSlurmNode
 from schemas.events import KubeNode, KubePod, SlurmNode
+from tests.unit._pods import kube_pod
 
 CORDON = wellknown.ANNOTATION_POD_CORDON
 NODE_REASON = wellknown.node_cordon_drain_reason("k1", "slurm", "gpu-0")
@@ -19,11 +20,9 @@ POD_REASON = wellknown.pod_cordon_drain_reason("slurm", "gpu-0")
 
 
 def pod(cordoned: bool) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key="slurm/gpu-0",
-        namespace="slurm",
-        name="gpu-0",
+    return kube_pod(
+        "slurm",
+        "gpu-0",
         uid="u",
         node_name="k1",
         phase="Running",

@@ -14,6 +14,7 @@ from reconcilers._pods import Group, TranslationError, parse_memory_mib, parse_t
 from schemas.events import KubePod, KubeWorkload, OwnerRef
 from slurmbridge.kube.wire import RawPod
 from tests.unit._decisions import store
+from tests.unit._pods import kube_pod, kube_workload
 
 P = _pods.PREFIX
 MIB = 1024 * 1024
@@ -37,11 +38,9 @@ def pod(
     cpu_max: int = 0,
     mem_max: int = 0,
 ) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"{ns}/{name}",
-        namespace=ns,
-        name=name,
+    return kube_pod(
+        ns,
+        name,
         uid=f"u-{name}",
         scheduler_name=SCHED,
         labels=labels or {},
@@ -232,15 +231,7 @@ def test_pods_of_forgets_a_deleted_pod() -> None:
 
 
 def workload(kind: str, name: str, **kw: Any) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key=f"ns/{kind}:{name}",
-        namespace="ns",
-        name=name,
-        workload_kind=kind,
-        uid=f"uid-{name}",
-        **kw,
-    )
+    return kube_workload("ns", kind, name, **kw)
 
 
 def test_groups_under() -> None:

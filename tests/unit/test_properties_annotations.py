@@ -26,6 +26,7 @@ from reconcilers import _pods, autoscale, nodeset
 from schemas import wellknown
 from schemas.actions import SlurmJobSpec
 from schemas.events import KubeNodeSet, KubePod, OwnerRef
+from tests.unit._pods import kube_nodeset, kube_pod
 from tests.unit._states import CTX
 from tests.unit._world import World
 
@@ -61,11 +62,9 @@ GROUP = _pods.Group(namespace="ns", kind="Job", name="train")
 
 
 def pod(i: int, cpu: int, mem: int, gpus: int) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"ns/train-{i}",
-        namespace="ns",
-        name=f"train-{i}",
+    return kube_pod(
+        "ns",
+        f"train-{i}",
         cpu_millis=cpu,
         memory_bytes=mem,
         gpus=gpus,
@@ -176,24 +175,20 @@ failures = st.one_of(
 def test_nodeset_decides_whatever_its_annotations_say(
     failures_annotation: str, members: list[tuple[str, str, str]], replicas: int
 ) -> None:
-    ns = KubeNodeSet(
-        source="k8s",
-        key="slurm/gpu",
+    ns = kube_nodeset(
+        "slurm",
+        "gpu",
         uid="ns-uid",
-        namespace="slurm",
-        name="gpu",
         replicas=replicas,
         annotations={wellknown.ANNOTATION_NODESET_POD_FAILURES: failures_annotation},
     )
     objs: list[KubeNodeSet | KubePod] = [ns]
     for name, phase, cost in members:
         objs.append(
-            KubePod(
-                source="k8s",
-                key=f"slurm/{name}",
+            kube_pod(
+                "slurm",
+                name,
                 uid=f"uid-{name}",
-                namespace="slurm",
-                name=name,
                 phase=phase,
                 labels={"app.kubernetes.io/name": "slurmd", "app.kubernetes.io/instance": "gpu"},
                 annotations={wellknown.ANNOTATION_POD_DELETION_COST: cost},

@@ -65,6 +65,7 @@ from schemas.events import (
 from schemas.subjects import KUBE_SOURCE
 from slurmbridge.runtime.gate import ListingGate
 from tests.unit import _states
+from tests.unit._pods import kube_nodeset, kube_pod
 from tests.unit._states import CTX, NOW, SOURCE, STATES
 from tests.unit._world import World
 
@@ -226,12 +227,10 @@ def test_workload_destroys_only_what_it_has_seen_end(state: tuple[World, str]) -
 def _bound_pod_of_vanished_job() -> tuple[World, str]:
     """A pod placement bound (job-id label, slurm-node annotation, on node n0) while nothing
     at all has been observed of the Slurm cluster."""
-    pod = KubePod(
-        source=KUBE_SOURCE,
-        key="ns/train-0",
+    pod = kube_pod(
+        "ns",
+        "train-0",
         uid="uid-train-0",
-        namespace="ns",
-        name="train-0",
         phase="Running",
         node_name="n0",
         scheduler_name=_states.SCHED,
@@ -317,20 +316,11 @@ def test_nodeset_deletes_only_drained_idle_surplus_pods(state: tuple[World, str]
 
 def _surplus_pod_without_slurm() -> tuple[World, str]:
     """A NodeSet scaled to 0 with one Running pod, and nothing observed of Slurm."""
-    ns = KubeNodeSet(
-        source=KUBE_SOURCE,
-        key=_states.NODESET_KEY,
-        uid="ns-uid",
-        namespace="slurm",
-        name="gpu",
-        replicas=0,
-    )
-    pod = KubePod(
-        source=KUBE_SOURCE,
-        key="slurm/gpu-0",
+    ns = kube_nodeset("slurm", "gpu", uid="ns-uid", replicas=0)
+    pod = kube_pod(
+        "slurm",
+        "gpu-0",
         uid="u0",
-        namespace="slurm",
-        name="gpu-0",
         phase="Running",
         ready=True,
         node_name="k1",

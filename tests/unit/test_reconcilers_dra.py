@@ -34,7 +34,6 @@ from schemas.events import (
     KubePod,
     KubeResourceClaim,
     KubeResourceSlice,
-    KubeWorkload,
     NodeAlloc,
     OwnerRef,
     PodClaim,
@@ -47,7 +46,7 @@ from schemas.events import (
 from slurmbridge.runtime.projection import Projection
 from tests.unit._decisions import of
 from tests.unit._listing import listed
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_workload, ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -97,14 +96,18 @@ def pod(
     )
 
 
-def gpu_slice(node: str = "k1", n: int = 4) -> KubeResourceSlice:
+def gpu_slice(node: str = "k1", n: int = 4, **attributes: str) -> KubeResourceSlice:
+    """The NVIDIA driver's slice of ``node``: GPUs ``gpu-0`` … with attribute ``index`` (and
+    ``attributes``)."""
     return KubeResourceSlice(
         source="k8s",
         key=f"{node}-gpus",
         node=node,
         driver=NV,
         pool=node,
-        devices=tuple(SliceDevice(name=f"gpu-{i}", attributes={"index": i}) for i in range(n)),
+        devices=tuple(
+            SliceDevice(name=f"gpu-{i}", attributes={"index": i, **attributes}) for i in range(n)
+        ),
     )
 
 
@@ -338,15 +341,7 @@ def test_two_pods_of_a_job_on_one_node_split_its_gpus() -> None:
     pods = [
         msgspec.structs.replace(pod(n, gpus=2), owner=owner, labels=labels) for n in ("p0", "p1")
     ]
-    wl = KubeWorkload(
-        source="k8s",
-        key="ns/Job:train",
-        namespace="ns",
-        name="train",
-        uid="uid-train",
-        workload_kind="Job",
-        size=2,
-    )
+    wl = kube_workload("ns", "Job", "train", size=2)
     d = place("ns/Job:train", *pods, wl, running_job(0, 1, 2, 3))
     assert kinds(d) == [
         "CreateExtendedResourceClaim",
@@ -472,15 +467,7 @@ def test_a_running_pods_claims_stay() -> None:
 # --- workload: a pod that ends gives its claims back while its group runs (rule 8) ----------
 
 TRAIN = OwnerRef(api_version="batch/v1", kind="Job", name="train", uid="uid-train")
-TRAIN_WL = KubeWorkload(
-    source="k8s",
-    key="ns/Job:train",
-    namespace="ns",
-    name="train",
-    uid="uid-train",
-    workload_kind="Job",
-    size=2,
-)
+TRAIN_WL = kube_workload("ns", "Job", "train", size=2)
 
 
 def train_pod(name: str, phase: str = "Running", **kw: Any) -> KubePod:
@@ -635,16 +622,7 @@ def ext_node(gpus: int = 0) -> KubeNode:
 
 def typed_gpu_slice(node: str = "k1", n: int = 4) -> KubeResourceSlice:
     """The NVIDIA driver's slice as it publishes it: each whole GPU with ``type: gpu``."""
-    return KubeResourceSlice(
-        source="k8s",
-        key=f"{node}-gpus",
-        node=node,
-        driver=NV,
-        pool=node,
-        devices=tuple(
-            SliceDevice(name=f"gpu-{i}", attributes={"index": i, "type": "gpu"}) for i in range(n)
-        ),
-    )
+    return gpu_slice(node, n, type="gpu")
 
 
 def _files(driver: str, pool: str, typ: str, *names: str) -> str:

@@ -34,7 +34,7 @@ from schemas.events import (
 )
 from slurmbridge.kube.wire import RawObjMeta, RawPod, RawPodSpec
 from slurmbridge.runtime.projection import Projection
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_pod, kube_workload, ns_pod
 from tests.unit.test_placement import CTX, SCHED
 
 GI = 1024**3
@@ -101,11 +101,9 @@ def use(
 def member(i: int, cpu: int = 1000, memory: int = GI, gpu: int = 8, **kw: Any) -> KubePod:
     """Gang member ``g-<i>`` of Job ``gang``: Slinky's pending pod (1 CPU, 1Gi, 8 GPUs)."""
     owner = OwnerRef(api_version="batch/v1", kind="Job", name="gang", uid="uid-gang")
-    return KubePod(
-        source="k8s",
-        key=f"ns/g-{i}",
-        namespace="ns",
-        name=f"g-{i}",
+    return kube_pod(
+        "ns",
+        f"g-{i}",
         uid=f"u-g-{i}",
         scheduler_name=SCHED,
         labels={
@@ -122,17 +120,8 @@ def member(i: int, cpu: int = 1000, memory: int = GI, gpu: int = 8, **kw: Any) -
 
 
 def gang_root(size: int) -> Event:
-    from schemas.events import KubeWorkload
 
-    return KubeWorkload(
-        source="k8s",
-        key="ns/Job:gang",
-        namespace="ns",
-        name="gang",
-        uid="uid-gang",
-        workload_kind="Job",
-        size=size,
-    )
+    return kube_workload("ns", "Job", "gang", size=size)
 
 
 def decide(*objs: Event, key: str = "ns/Job:gang") -> Decision:
@@ -574,11 +563,9 @@ def test_two_shared_gangs_never_wait_for_each_other() -> None:
             comment=_pods.marker(_pods.Group(namespace="ns", kind="Job", name=name), f"uid-{name}"),
         )
         pods: list[Event] = [
-            KubePod(
-                source="k8s",
-                key=f"ns/{name}-{i}",
-                namespace="ns",
-                name=f"{name}-{i}",
+            kube_pod(
+                "ns",
+                f"{name}-{i}",
                 uid=f"u-{name}-{i}",
                 scheduler_name=SCHED,
                 labels={

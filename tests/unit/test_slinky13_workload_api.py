@@ -43,6 +43,7 @@ from slurmbridge.webhook import (
     warnings,
 )
 from tests.unit._listing import listed
+from tests.unit._pods import kube_pod, kube_workload
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -69,11 +70,9 @@ def kpod(
         lab.setdefault(_pods.LABEL_JOB_NAME, owner.name)
     if job is not None:
         lab[JOBID] = str(job)
-    return KubePod(
-        source="k8s",
-        key=f"default/{name}",
-        namespace="default",
-        name=name,
+    return kube_pod(
+        "default",
+        name,
         uid=f"u-{name}",
         scheduler_name=SCHED,
         labels=lab,
@@ -89,13 +88,11 @@ def kpod(
 def podgroup(
     policy: str, *, size: int = 0, annotations: dict[str, str] | None = None
 ) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key=workload_key("default", NATIVE, "workers"),
-        namespace="default",
-        name="workers",
+    return kube_workload(
+        "default",
+        NATIVE,
+        "workers",
         uid="uid-pg",
-        workload_kind=NATIVE,
         api_version="scheduling.k8s.io/v1beta1",
         size=size,
         policy=policy,
@@ -106,29 +103,18 @@ def podgroup(
 
 
 def workload_obj(annotations: dict[str, str], templates: dict[str, int] | None = None) -> Any:
-    return KubeWorkload(
-        source="k8s",
-        key=workload_key("default", WORKLOAD, "workload"),
-        namespace="default",
-        name="workload",
+    return kube_workload(
+        "default",
+        WORKLOAD,
+        "workload",
         uid="uid-wl",
-        workload_kind=WORKLOAD,
         templates=templates or {"workers": 0},
         annotations=annotations,
     )
 
 
 def controller(kind: str, name: str, annotations: dict[str, str], **kw: Any) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key=workload_key("default", kind, name),
-        namespace="default",
-        name=name,
-        uid=f"uid-{name}",
-        workload_kind=kind,
-        annotations=annotations,
-        **kw,
-    )
+    return kube_workload("default", kind, name, annotations=annotations, **kw)
 
 
 def store(*objs: Event) -> Projection:

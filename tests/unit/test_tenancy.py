@@ -22,7 +22,9 @@ from schemas.events import Event, KubePod, OwnerRef, SlurmPartition
 from schemas.tenancy import Tenancy, Tenant
 from slurmbridge import config, webhook
 from slurmbridge.runtime.projection import Projection
+from tests._helpers import pod_review
 from tests.unit._listing import listed
+from tests.unit._pods import kube_pod, kube_workload
 
 P = _pods.PREFIX
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
@@ -223,11 +225,9 @@ def kpod(
     annotations: dict[str, str] | None = None,
     **kw: Any,
 ) -> KubePod:
-    return KubePod(
-        source="k8s",
-        key=f"{namespace}/{name}",
-        namespace=namespace,
-        name=name,
+    return kube_pod(
+        namespace,
+        name,
         uid=f"u-{name}",
         scheduler_name=SCHED,
         annotations={P + k: v for k, v in (annotations or {}).items()},
@@ -306,21 +306,10 @@ def test_a_refusal_already_on_the_pod_is_not_repeated() -> None:
 
 
 def test_annotations_of_a_job_are_checked_too() -> None:
-    from schemas.events import KubeWorkload
-
     owner = OwnerRef(api_version="batch/v1", kind="Job", name="train", uid="uid-train")
     labels = {_pods.LABEL_JOB_NAME: "train"}
     p = kpod(labels=labels, owner=owner)
-    job = KubeWorkload(
-        source="k8s",
-        key="tenant-a/Job:train",
-        namespace="tenant-a",
-        name="train",
-        uid="uid-train",
-        workload_kind="Job",
-        size=1,
-        annotations={P + "account": "b"},
-    )
+    job = kube_workload("tenant-a", "Job", "train", size=1, annotations={P + "account": "b"})
     d = decide(p, CTX, job)
     assert [a.reason for a in d.actions if isinstance(a, SetPodCondition)] == ["SlurmPolicyDenied"]
 
@@ -360,18 +349,7 @@ def review(namespace: str, annotations: dict[str, str], op: str = "CREATE") -> w
         },
         "spec": {"schedulerName": SCHED},
     }
-    body = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "1",
-            "operation": op,
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": namespace,
-            "object": obj,
-            "oldObject": obj if op == "UPDATE" else None,
-        },
-    }
+    body = pod_review("1", op, namespace, obj, oldObject=obj if op == "UPDATE" else None)
     return webhook.decode_review(msgspec.json.encode(body))
 
 
@@ -407,17 +385,7 @@ def test_webhook_denies_naming_annotation_and_policy(
 
 
 def test_webhook_gives_a_tenants_pods_our_scheduler() -> None:
-    body = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "1",
-            "operation": "CREATE",
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "tenant-a",
-            "object": {"metadata": {"name": "p"}, "spec": {}},
-        },
-    }
+    body = pod_review("1", "CREATE", "tenant-a", {"metadata": {"name": "p"}, "spec": {}})
     req = webhook.decode_review(msgspec.json.encode(body))
     patch = webhook.mutate(req, WEBHOOK, {})
     assert patch == [{"op": "add", "path": "/spec/schedulerName", "value": SCHED}]
@@ -444,17 +412,9 @@ def test_v0038_refuses_to_submit_as_another_user_instead_of_dropping_the_ids() -
 
 def test_webhook_never_gives_a_slurmd_pod_our_scheduler() -> None:
     def create(meta: dict[str, Any]) -> webhook.Request:
-        body = {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "1",
-                "operation": "CREATE",
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "namespace": "tenant-a",
-                "object": {"metadata": {"name": "p", **meta}, "spec": {}},
-            },
-        }
+        body = pod_review(
+            "1", "CREATE", "tenant-a", {"metadata": {"name": "p", **meta}, "spec": {}}
+        )
         return webhook.decode_review(msgspec.json.encode(body))
 
     owner = {"ownerReferences": [{"kind": "NodeSet", "name": "n", "controller": True}]}

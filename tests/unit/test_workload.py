@@ -36,7 +36,7 @@ from slurmbridge import config
 from slurmbridge.cli.logs import context_of
 from slurmbridge.runtime.projection import Projection
 from tests.unit._decisions import kinds, of, ref
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_pod, kube_workload, ns_pod
 
 SCHED = "slurm-bridge-scheduler"
 NOW = 10_000.0
@@ -267,14 +267,7 @@ def test_a_missing_job_proves_nothing_without_a_current_listing() -> None:
 
 
 #: The group's root, observed: its uid makes the marker exact (_pods.is_groups_job).
-OWNER_JOB = KubeWorkload(
-    source="k8s",
-    key="ns/Job:train",
-    namespace="ns",
-    name="train",
-    uid="uid-train",
-    workload_kind="Job",
-)
+OWNER_JOB = kube_workload("ns", "Job", "train")
 
 
 def reback(submitted_ago: float, nodes: tuple[str, ...] = ("s-k1", "s-k2")) -> SlurmJob:
@@ -719,23 +712,9 @@ class KeyCase:
 DELETING = (
     pod("t-0", node="k1", deleted_at=NOW),
     pod("t-1", node="k2", deleted_at=NOW),
-    KubePod(
-        source="k8s",
-        key="ns/b",
-        namespace="ns",
-        name="b",
-        scheduler_name=SCHED,
-        node_name="k1",
-        deletion_timestamp=int(NOW),
-    ),
-    KubePod(
-        source="k8s",
-        key="ns/c",
-        namespace="ns",
-        name="c",
-        scheduler_name="default-scheduler",
-        node_name="k1",
-        deletion_timestamp=int(NOW),
+    kube_pod("ns", "b", scheduler_name=SCHED, node_name="k1", deletion_timestamp=int(NOW)),
+    kube_pod(
+        "ns", "c", scheduler_name="default-scheduler", node_name="k1", deletion_timestamp=int(NOW)
     ),
     KubePod(
         source="k8s", key="ns/d", namespace="ns", name="d", scheduler_name=SCHED, node_name="k1"
@@ -844,15 +823,7 @@ def pg_pod(name: str, **kw: Any) -> KubePod:
 
 
 def pod_group(size: int) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key="ns/PodGroup:g",
-        namespace="ns",
-        name="g",
-        uid="uid-g",
-        workload_kind="PodGroup",
-        size=size,
-    )
+    return kube_workload("ns", "PodGroup", "g", size=size)
 
 
 def test_a_gang_short_of_its_size_while_its_job_waits_gives_the_job_up() -> None:

@@ -33,13 +33,12 @@ from schemas.events import (
     SlurmPartition,
     SlurmPing,
     tombstone,
-    workload_key,
 )
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.kube.wire import DECODE_POD, DECODE_WORKLOAD, DECODE_WORKLOAD_LIST
 from slurmbridge.runtime.projection import Projection
 from tests.unit._listing import listed
-from tests.unit._pods import ns_pod
+from tests.unit._pods import kube_workload, ns_pod
 
 SCHED = wellknown.DEFAULT_SCHEDULER_NAME
 CTX = Context(scheduler_name=SCHED, cluster="c1", now=1000.0)
@@ -95,13 +94,11 @@ def pod_group(
     scheduled: bool = False,
     api: str = "v1beta1",
 ) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key=workload_key("ns", NATIVE, "train-workers"),
-        namespace="ns",
-        name="train-workers",
+    return kube_workload(
+        "ns",
+        NATIVE,
+        "train-workers",
         uid="uid-pg",
-        workload_kind=NATIVE,
         api_version=f"scheduling.k8s.io/{api}",
         size=size if policy == "gang" else 0,
         policy=policy,
@@ -113,29 +110,13 @@ def pod_group(
 
 
 def wl(templates: dict[str, int], annotations: dict[str, str] | None = None) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key=workload_key("ns", WORKLOAD, "train"),
-        namespace="ns",
-        name="train",
-        uid="uid-wl",
-        workload_kind=WORKLOAD,
-        templates=templates,
-        annotations=annotations or {},
+    return kube_workload(
+        "ns", WORKLOAD, "train", uid="uid-wl", templates=templates, annotations=annotations or {}
     )
 
 
 def batch_job(annotations: dict[str, str] | None = None) -> KubeWorkload:
-    return KubeWorkload(
-        source="k8s",
-        key="ns/Job:train",
-        namespace="ns",
-        name="train",
-        uid="uid-train",
-        workload_kind="Job",
-        size=4,
-        annotations=annotations or {},
-    )
+    return kube_workload("ns", "Job", "train", size=4, annotations=annotations or {})
 
 
 def sjob(job_id: int, state: str, nodes: tuple[str, ...] = ()) -> SlurmJob:
