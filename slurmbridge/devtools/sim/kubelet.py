@@ -266,7 +266,7 @@ class Kubelet(PodQueue):
         refused = _resources_fit(pod, node, others)
         if refused is not None:
             return refused
-        if not _affinity_matches(pod, node):
+        if not node_affinity_matches(pod.get("spec") or {}, node):
             return (
                 "NodeAffinity",
                 "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
@@ -539,10 +539,11 @@ def _term(term: Obj, node: Obj) -> bool:
     return True
 
 
-def _affinity_matches(pod: Obj, node: Obj) -> bool:
-    """component-helpers nodeaffinity ``GetRequiredNodeAffinity(pod).Match(node)``: every
-    ``nodeSelector`` pair, then any term of the required node affinity (when set)."""
-    spec = pod.get("spec") or {}
+def node_affinity_matches(spec: Obj, node: Obj) -> bool:
+    """component-helpers nodeaffinity ``GetRequiredNodeAffinity(pod).Match(node)`` for a pod
+    ``spec``: every ``nodeSelector`` pair, then any term of the required node affinity (when
+    set). The kubelet's admission and kube-scheduler's NodeAffinity filter run the same code
+    (k8s.io/component-helpers scheduling/corev1/nodeaffinity/nodeaffinity.go)."""
     labels = node["metadata"].get("labels") or {}
     for key, value in (spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
