@@ -97,7 +97,6 @@ from schemas.actions import (
     CreateSlurmNode,
     DeleteSlurmNode,
     DrainSlurmNode,
-    RecordEvent,
     SetNodeCondition,
     SetSlurmNodeExtra,
     SetSlurmNodeFeature,
@@ -303,7 +302,7 @@ def _gres_condition(
         )
     ]
     if status == "False" and (cur is None or cur.status != "False"):
-        out.append(_event(node, reason, message, warning=True))
+        out.append(_nodes.node_event(node, reason, message, warning=True))
     return tuple(out)
 
 
@@ -426,26 +425,6 @@ def _hybrid(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode) -> Stop:
     return plan.stop("hybrid node GRES checked" if acts else None)
 
 
-def _event(
-    node: KubeNode,
-    reason: str,
-    message: str,
-    *,
-    warning: bool = False,
-    on: tuple[str, ...] = ("ok",),
-) -> RecordEvent:
-    return RecordEvent(
-        api_version="v1",
-        object_kind="Node",
-        name=node.key,
-        uid=node.uid,
-        type="Warning" if warning else "Normal",
-        reason=reason,
-        message=message,
-        on=on,
-    )
-
-
 def _drained_idle(slurm: SlurmNode) -> bool:
     return slurm.drained
 
@@ -456,7 +435,9 @@ def _leave(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode, reason: str, w
     if not slurm.has("DRAIN"):
         plan.add(
             DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
-            _event(node, "SlurmNodeDrain", f"Draining external Slurm node {slurm.key}: {why}"),
+            _nodes.node_event(
+                node, "SlurmNodeDrain", f"Draining external Slurm node {slurm.key}: {why}"
+            ),
         )
         return plan.stop(why)
     if not slurm.reason.startswith(OWNED):
@@ -465,7 +446,9 @@ def _leave(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode, reason: str, w
         return plan.stop(f"{why}; waiting for the jobs on {slurm.key} to end")
     plan.add(
         DeleteSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED),
-        _event(node, "SlurmNodeDeleted", f"Deleted external Slurm node {slurm.key}: {why}"),
+        _nodes.node_event(
+            node, "SlurmNodeDeleted", f"Deleted external Slurm node {slurm.key}: {why}"
+        ),
     )
     return plan.stop(why)
 
@@ -489,7 +472,7 @@ def _refuse(plan: Plan, node: KubeNode, reason: str, msg: str) -> Stop:
     condition turns so, a Warning Event; the decision says why either way."""
     cond = _condition(node, "False", reason, msg)
     if cond:
-        plan.extend((*cond, _event(node, reason, msg, warning=True)))
+        plan.extend((*cond, _nodes.node_event(node, reason, msg, warning=True)))
     return plan.stop(msg)
 
 
@@ -569,8 +552,8 @@ def _register(plan: Plan, s: _Subject) -> Stop | None:
     conf = node_conf(s.want)
     plan.add(
         CreateSlurmNode(cluster=s.v.cluster, node=s.want.name, node_conf=conf),
-        _event(s.node, "SlurmNodeRegistered", f"Registered in Slurm: {conf}"),
-        _event(
+        _nodes.node_event(s.node, "SlurmNodeRegistered", f"Registered in Slurm: {conf}"),
+        _nodes.node_event(
             s.node,
             "SlurmNodeUnsupported",
             "The Slurm REST API cannot create nodes (needs v0.0.44+, Slurm 25.11): "
@@ -658,7 +641,7 @@ def _topology(plan: Plan, s: _Subject) -> Stop | None:
     what = f"to {topology!r}" if topology else "cleared"
     plan.add(
         UpdateSlurmNodeTopology(cluster=s.v.cluster, node=slurm.key, topology=topology),
-        _event(s.node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"),
+        _nodes.node_event(s.node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"),
     )
     return None
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import msgspec
 
 from reconcilers import _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import NOTHING, Context, Decision, Store
 from schemas import wellknown
-from schemas.actions import RecordEvent, TaintNode, UntaintNode
-from schemas.events import KubeNode, SlurmNode, Taint
+from schemas.actions import TaintNode, UntaintNode
+from schemas.events import KubeNode, Taint
 
 NAME = "node_taint"
 
@@ -58,13 +58,10 @@ def decide(v: View) -> Decision:
                     value=v.scheduler_name,
                     effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
                 ),
-                RecordEvent(
-                    api_version="v1",
-                    object_kind="Node",
-                    name=node.key,
-                    uid=node.uid,
-                    reason="ManagedBySlurm",
-                    message=f"Tainted {wellknown.TAINT_MANAGED_NODE}={v.scheduler_name}:"
+                _nodes.node_event(
+                    node,
+                    "ManagedBySlurm",
+                    f"Tainted {wellknown.TAINT_MANAGED_NODE}={v.scheduler_name}:"
                     f"{wellknown.TAINT_MANAGED_NODE_EFFECT}: a Slurm node "
                     f"({_nodes.slurm_name_of(node)}) corresponds to this node",
                 ),
@@ -80,13 +77,10 @@ def decide(v: View) -> Decision:
                 key=wellknown.TAINT_MANAGED_NODE,
                 effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
             ),
-            RecordEvent(
-                api_version="v1",
-                object_kind="Node",
-                name=node.key,
-                uid=node.uid,
-                reason="NotManagedBySlurm",
-                message=f"Removed taint {wellknown.TAINT_MANAGED_NODE}: no Slurm node "
+            _nodes.node_event(
+                node,
+                "NotManagedBySlurm",
+                f"Removed taint {wellknown.TAINT_MANAGED_NODE}: no Slurm node "
                 f"({_nodes.slurm_name_of(node)}) corresponds to this node",
             ),
         ),
@@ -94,13 +88,9 @@ def decide(v: View) -> Decision:
     )
 
 
-SPEC = ReconcilerSpec(
-    name=NAME,
-    keys=_nodes.NODE_KEYS,
-    # A node's jobs starting and ending change nothing here.
-    reads={SlurmNode: _nodes.slurm_node_exists},
-    key_kind="KubeNode",
-    all_keys=_nodes.all_kube_nodes,
+SPEC = _nodes.node_spec(
+    NAME,
+    reads=_nodes.slurm_node_exists,
     view=view,
     decide=decide,
     description="managed-node taint on Kubernetes nodes that have a Slurm node",

@@ -19,9 +19,9 @@ from __future__ import annotations
 import msgspec
 
 from reconcilers import _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import NOTHING, Context, Decision, Store
 from schemas import wellknown
-from schemas.actions import DrainSlurmNode, RecordEvent, UndrainSlurmNode
+from schemas.actions import DrainSlurmNode, UndrainSlurmNode
 from schemas.events import KubeNode, SlurmNode
 
 NAME = "slurm_drain"
@@ -63,13 +63,10 @@ def decide(v: View) -> Decision:
         return Decision(
             actions=(
                 DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
-                RecordEvent(
-                    api_version="v1",
-                    object_kind="Node",
-                    name=node.key,
-                    uid=node.uid,
-                    reason="SlurmNodeDrain",
-                    message=f"Draining Slurm node {slurm.key}: {reason}",
+                _nodes.node_event(
+                    node,
+                    "SlurmNodeDrain",
+                    f"Draining Slurm node {slurm.key}: {reason}",
                 ),
             ),
             reason="Kubernetes node is unschedulable",
@@ -83,26 +80,19 @@ def decide(v: View) -> Decision:
             UndrainSlurmNode(
                 cluster=v.cluster, node=slurm.key, owned_prefixes=(CORDON_REASON_PREFIX,)
             ),
-            RecordEvent(
-                api_version="v1",
-                object_kind="Node",
-                name=node.key,
-                uid=node.uid,
-                reason="SlurmNodeUndrain",
-                message=f"Undraining Slurm node {slurm.key}: Kubernetes node is schedulable again",
+            _nodes.node_event(
+                node,
+                "SlurmNodeUndrain",
+                f"Undraining Slurm node {slurm.key}: Kubernetes node is schedulable again",
             ),
         ),
         reason="Kubernetes node is schedulable again",
     )
 
 
-SPEC = ReconcilerSpec(
-    name=NAME,
-    keys=_nodes.NODE_KEYS,
-    # A node's jobs starting and ending change nothing here.
-    reads={SlurmNode: _nodes.slurm_node_drain},
-    key_kind="KubeNode",
-    all_keys=_nodes.all_kube_nodes,
+SPEC = _nodes.node_spec(
+    NAME,
+    reads=_nodes.slurm_node_drain,
     view=view,
     decide=decide,
     description="Kubernetes cordon ⇄ Slurm DRAIN with Slinky's reason text",
