@@ -13,7 +13,7 @@ import msgspec
 
 from reconcilers.base import Context, Decision, KeysOf, ReconcilerSpec, Store
 from schemas import wellknown
-from schemas.actions import RecordEvent
+from schemas.actions import AnyAction, RecordEvent
 from schemas.events import Event, KubeNode, SlurmNode, SlurmPing
 from schemas.subjects import slurm_source
 
@@ -137,6 +137,13 @@ def node_event(
         message=message,
         on=on,
     )
+
+
+def node_decision(
+    node: KubeNode, action: AnyAction, event: str, message: str, why: str
+) -> Decision:
+    """``action``, announced by a Normal Event ``event`` (``message``) on ``node``."""
+    return Decision(actions=(action, node_event(node, event, message)), reason=why)
 
 
 def node_spec(

@@ -50,41 +50,33 @@ def decide(v: View) -> Decision:
     if v.managed:
         if len(current) == 1 and current[0].value == v.scheduler_name:
             return NOTHING
-        return Decision(
-            actions=(
-                TaintNode(
-                    node=node.key,
-                    key=wellknown.TAINT_MANAGED_NODE,
-                    value=v.scheduler_name,
-                    effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
-                ),
-                _nodes.node_event(
-                    node,
-                    "ManagedBySlurm",
-                    f"Tainted {wellknown.TAINT_MANAGED_NODE}={v.scheduler_name}:"
-                    f"{wellknown.TAINT_MANAGED_NODE_EFFECT}: a Slurm node "
-                    f"({_nodes.slurm_name_of(node)}) corresponds to this node",
-                ),
+        return _nodes.node_decision(
+            node,
+            TaintNode(
+                node=node.key,
+                key=wellknown.TAINT_MANAGED_NODE,
+                value=v.scheduler_name,
+                effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
             ),
-            reason="Slurm manages this node",
+            "ManagedBySlurm",
+            f"Tainted {wellknown.TAINT_MANAGED_NODE}={v.scheduler_name}:"
+            f"{wellknown.TAINT_MANAGED_NODE_EFFECT}: a Slurm node "
+            f"({_nodes.slurm_name_of(node)}) corresponds to this node",
+            "Slurm manages this node",
         )
     if not current:
         return NOTHING
-    return Decision(
-        actions=(
-            UntaintNode(
-                node=node.key,
-                key=wellknown.TAINT_MANAGED_NODE,
-                effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
-            ),
-            _nodes.node_event(
-                node,
-                "NotManagedBySlurm",
-                f"Removed taint {wellknown.TAINT_MANAGED_NODE}: no Slurm node "
-                f"({_nodes.slurm_name_of(node)}) corresponds to this node",
-            ),
+    return _nodes.node_decision(
+        node,
+        UntaintNode(
+            node=node.key,
+            key=wellknown.TAINT_MANAGED_NODE,
+            effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
         ),
-        reason="Slurm does not manage this node",
+        "NotManagedBySlurm",
+        f"Removed taint {wellknown.TAINT_MANAGED_NODE}: no Slurm node "
+        f"({_nodes.slurm_name_of(node)}) corresponds to this node",
+        "Slurm does not manage this node",
     )
 
 

@@ -60,33 +60,23 @@ def decide(v: View) -> Decision:
         if drained:
             return NOTHING
         reason = wellknown.cordon_drain_reason(node.key)
-        return Decision(
-            actions=(
-                DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
-                _nodes.node_event(
-                    node,
-                    "SlurmNodeDrain",
-                    f"Draining Slurm node {slurm.key}: {reason}",
-                ),
-            ),
-            reason="Kubernetes node is unschedulable",
+        return _nodes.node_decision(
+            node,
+            DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
+            "SlurmNodeDrain",
+            f"Draining Slurm node {slurm.key}: {reason}",
+            "Kubernetes node is unschedulable",
         )
     if not drained:
         return NOTHING
     if not owns_reason(slurm.reason):
         return Decision(reason=f"drain is not ours (reason {slurm.reason!r}); left alone")
-    return Decision(
-        actions=(
-            UndrainSlurmNode(
-                cluster=v.cluster, node=slurm.key, owned_prefixes=(CORDON_REASON_PREFIX,)
-            ),
-            _nodes.node_event(
-                node,
-                "SlurmNodeUndrain",
-                f"Undraining Slurm node {slurm.key}: Kubernetes node is schedulable again",
-            ),
-        ),
-        reason="Kubernetes node is schedulable again",
+    return _nodes.node_decision(
+        node,
+        UndrainSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=(CORDON_REASON_PREFIX,)),
+        "SlurmNodeUndrain",
+        f"Undraining Slurm node {slurm.key}: Kubernetes node is schedulable again",
+        "Kubernetes node is schedulable again",
     )
 
 
