@@ -6,12 +6,13 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
 def machine() -> dict[str, Any]:
@@ -93,6 +94,25 @@ async def start_slurmbridge(
     return await asyncio.create_subprocess_exec(
         sys.executable, *prof, "-m", "slurmbridge", "run", "--config", str(cfg)
     )
+
+
+class _Stoppable(Protocol):
+    async def stop(self) -> None: ...
+
+
+async def tear_down(
+    procs: Iterable[asyncio.subprocess.Process | None], *servers: _Stoppable, workdir: Path
+) -> None:
+    """A bench's end, whatever happened: terminate the slurmbridge processes still running
+    (and reap them), stop ``servers`` in order (the simulators before NATS), remove
+    ``workdir``."""
+    for proc in procs:
+        if proc is not None and proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
+    for server in servers:
+        await server.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def free_port() -> int:

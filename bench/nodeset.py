@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, machine, percentile, start_slurmbridge, until
+from bench._common import emit, machine, percentile, start_slurmbridge, tear_down, until
 from schemas import wellknown
 from slurmbridge.devtools.sim.kube import Change
 from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Simulators
@@ -223,11 +222,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             delete.append(clock.deleting[n] - idle_at)
         removed_busy = list(sims.slurmd.removed_busy)
     finally:
-        proc.terminate()
-        await proc.wait()
-        await sims.stop()
-        await nats.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        await tear_down([proc], sims, nats, workdir=workdir)
     return {
         "nodes": args.nodes,
         "scale_out_create_p50_ms": round(percentile(create, 50) * 1000, 1),

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
 import tempfile
 import time
@@ -69,7 +68,7 @@ import nats as nats_py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, free_port, machine, percentile, start_slurmbridge, until
+from bench._common import emit, free_port, machine, percentile, start_slurmbridge, tear_down, until
 from bench._work import (
     cpu_seconds,
     delta,
@@ -364,14 +363,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     sim.update(node)
             direct = await _direct(args, sims, nc, clock, phase)
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.terminate()
-                await p.wait()
         await nc.close()
-        await sims.stop()
-        await nats.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        await tear_down(procs, sims, nats, workdir=workdir)
 
     n_groups = len(_plan(args.pods))
     arrival = args.arrival or len(names) / max(1e-9, args.spacing * n_groups)
@@ -560,12 +553,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             polls = watch.polls
         finally:
             await watch.stop()
-            if proc is not None:
-                proc.terminate()
-                await proc.wait()
-            await sims.stop()
-            await nats.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
+            await tear_down([proc], sims, nats, workdir=workdir)
         version, api = slurm.slurm_version, probe.version
         rtt = sorted(probe.rtts)
     n_groups = len(_plan(args.pods))
