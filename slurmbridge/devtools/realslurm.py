@@ -485,6 +485,42 @@ class SlurmRig(abc.ABC):
             )
         return self._workdir
 
+    #: The REST token while started (None before :meth:`start` and after :meth:`stop`).
+    _token: str | None = None
+    #: How errors name the cluster ("real Slurm", "Slurm 26.05").
+    _title: str = "real Slurm"
+
+    @property
+    def started(self) -> bool:
+        """True between a successful :meth:`start` and :meth:`stop`."""
+        return self._token is not None
+
+    def _require_started(self) -> None:
+        if not self.started:
+            raise RealSlurmError(f"the {self._title} cluster is not started")
+
+    @property
+    def token(self) -> str:
+        """The JWT for the rig's REST user; send it as ``X-SLURM-USER-TOKEN``. Never log it.
+
+        Raises:
+            RealSlurmError: not started.
+        """
+        if self._token is None:
+            raise RealSlurmError(f"the {self._title} cluster is not started")
+        return self._token
+
+    @property
+    def token_file(self) -> Path:
+        """A file holding :attr:`token` (mode 0600, owned by the user who started the rig)."""
+        return self.workdir / "token"
+
+    @property
+    def env_file(self) -> Path:
+        """``slurm.env``: shell ``export`` lines for this cluster (the token is named by its
+        file, never written in it)."""
+        return self.workdir / "slurm.env"
+
     @property
     def conf(self) -> Path:
         """Path of ``slurm.conf`` (what ``SLURM_CONF`` must name; the same path inside a
@@ -633,7 +669,7 @@ class RealSlurm(SlurmRig):
         self._ctld_port = 0
         self._rest_port = 0
         self._node_ports: list[int] = []
-        self._token: str | None = None
+        self._token = None
         self._daemons: list[_Daemon] = []
         self._bin: dict[str, str] = {}
         self.startup_seconds: float | None = None
@@ -652,22 +688,6 @@ class RealSlurm(SlurmRig):
         return f"http://127.0.0.1:{self._rest_port}"
 
     @property
-    def token(self) -> str:
-        """The JWT for :attr:`user`; send it as ``X-SLURM-USER-TOKEN``. Never log it.
-
-        Raises:
-            RealSlurmError: not started.
-        """
-        if self._token is None:
-            raise RealSlurmError("the real Slurm cluster is not started")
-        return self._token
-
-    @property
-    def token_file(self) -> Path:
-        """A file holding :attr:`token` (mode 0600, owned by the current user)."""
-        return self.workdir / "token"
-
-    @property
     def auth_headers(self) -> dict[str, str]:
         """``X-SLURM-USER-NAME`` and ``X-SLURM-USER-TOKEN`` headers for slurmrestd."""
         return {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token}
@@ -681,16 +701,6 @@ class RealSlurm(SlurmRig):
     def rest_port(self) -> int:
         """slurmrestd's TCP port on 127.0.0.1 (0 before start)."""
         return self._rest_port
-
-    @property
-    def env_file(self) -> Path:
-        """``slurm.env``: shell ``export`` lines for this cluster (mode 0600)."""
-        return self.workdir / "slurm.env"
-
-    @property
-    def started(self) -> bool:
-        """True between a successful :meth:`start` and :meth:`stop`."""
-        return self._token is not None
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """An environment for subprocesses that use this cluster.
@@ -791,10 +801,6 @@ class RealSlurm(SlurmRig):
             raise
         self.startup_seconds = time.monotonic() - t0
         return self
-
-    def _require_started(self) -> None:
-        if not self.started:
-            raise RealSlurmError("the real Slurm cluster is not started")
 
     def _prepare_workdir(self) -> None:
         d = self.workdir

@@ -336,6 +336,7 @@ class ModernSlurm(SlurmRig):
         gpu_type: str = "nvidia",
     ) -> None:
         self._release = _check_release(release)
+        self._title = f"Slurm {self._release}"
         if topology not in (None, "block"):
             raise ValueError(f"topology must be None or 'block', got {topology!r}")
         self.topology = topology
@@ -364,7 +365,7 @@ class ModernSlurm(SlurmRig):
         self._own_workdir = workdir is None
         self._workdir: Path | None = None if workdir is None else Path(workdir).absolute()
         self._env: dict[str, str] = {}
-        self._token: str | None = None
+        self._token = None
         self._mntns: str | None = None
         self.startup_output = ""
         """What ``up.sh`` printed at the last :meth:`start` (URL, versions, time taken)."""
@@ -376,19 +377,8 @@ class ModernSlurm(SlurmRig):
         """``24.11`` or ``26.05``."""
         return self._release
 
-    @property
-    def env_file(self) -> Path:
-        """``slurm.env``: shell ``export`` lines for this cluster (no token in it)."""
-        return self.workdir / "slurm.env"
-
-    @property
-    def started(self) -> bool:
-        """True between a successful :meth:`start` and :meth:`stop`."""
-        return self._token is not None
-
     def _field(self, key: str) -> str:
-        if not self.started:
-            raise RealSlurmError(f"the Slurm {self._release} cluster is not started")
+        self._require_started()
         try:
             return self._env[key]
         except KeyError:
@@ -398,22 +388,6 @@ class ModernSlurm(SlurmRig):
     def url(self) -> str:
         """slurmrestd's base URL, ``http://127.0.0.1:<port>``. Raises if not started."""
         return self._field("SLURM_REST")
-
-    @property
-    def token(self) -> str:
-        """The JWT for :attr:`user` (root); send it as ``X-SLURM-USER-TOKEN``. Never log it.
-
-        Raises:
-            RealSlurmError: not started.
-        """
-        if self._token is None:
-            raise RealSlurmError(f"the Slurm {self._release} cluster is not started")
-        return self._token
-
-    @property
-    def token_file(self) -> Path:
-        """A file holding :attr:`token` (mode 0600)."""
-        return self.workdir / "token"
 
     @property
     def user(self) -> str:
