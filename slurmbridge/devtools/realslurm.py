@@ -1173,6 +1173,25 @@ def _is_ours(pid: int, workdir: Path) -> bool:
 # --------------------------------------------------------------------------- CLI
 
 
+def add_cluster_options(up: argparse.ArgumentParser) -> None:
+    """The options of a rig CLI's ``up`` both rigs take (``--nodes``, ``--token-lifespan``)."""
+    up.add_argument("--nodes", type=int, default=4, help="node count (default 4)")
+    up.add_argument(
+        "--token-lifespan", type=int, default=86400, help="token validity, seconds (default 1 d)"
+    )
+
+
+def run_command(command: Callable[[], str]) -> int:
+    """A rig CLI's command: its report on stdout and exit code 0, or the rig's error on stderr
+    and exit code 1."""
+    try:
+        sys.stdout.write(command())
+    except RealSlurmError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m slurmbridge.devtools.realslurm install | up DIR | down DIR``; returns the exit
     code.
@@ -1189,35 +1208,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_install.add_argument("--check", action="store_true", help="only check, never install")
     p_up = sub.add_parser("up", help="start a cluster in DIR and write DIR/slurm.env")
     p_up.add_argument("dir", type=Path)
-    p_up.add_argument("--nodes", type=int, default=4, help="node count (default 4)")
-    p_up.add_argument(
-        "--token-lifespan", type=int, default=86400, help="token validity, seconds (default 1 d)"
-    )
+    add_cluster_options(p_up)
     p_down = sub.add_parser("down", help="stop the cluster in DIR (by its pid files)")
     p_down.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
-    out = sys.stdout
-    try:
+
+    def command() -> str:
         if args.command == "install":
             install(apt=not args.check)
-            out.write("real Slurm is installed\n")
-        elif args.command == "up":
+            return "real Slurm is installed\n"
+        if args.command == "up":
             cluster = RealSlurm(args.nodes, args.dir, token_lifespan=args.token_lifespan)
             cluster.start()
-            out.write(
+            return (
                 f"real Slurm up in {cluster.startup_seconds or 0:.2f} s: {cluster.url} "
                 f"({cluster.nodes} nodes, user {cluster.user}); "
                 f"token in {cluster.token_file}\n"
                 f"  source {cluster.env_file}\n"
                 f"  stop with: python -m slurmbridge.devtools.realslurm down {cluster.workdir}\n"
             )
-        else:
-            RealSlurm.attach(args.dir).stop()
-            out.write(f"real Slurm in {args.dir} stopped\n")
-    except RealSlurmError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    return 0
+        RealSlurm.attach(args.dir).stop()
+        return f"real Slurm in {args.dir} stopped\n"
+
+    return run_command(command)
 
 
 if __name__ == "__main__":
