@@ -147,6 +147,40 @@ _RESERVATION_INVALID: Final = 2053
 _INVALID_PARTITION_NAME: Final = 2000
 
 
+class _Writable(msgspec.Struct, frozen=True):
+    """A Slurm object slurmbridge creates and deletes through slurmrestd: its noun, the
+    ``codec.paths`` fields of its create path and its one-object path, the requests as the
+    errors name them, the versions that serve them, and the errno of deleting a missing one."""
+
+    noun: str
+    new_path: str
+    one_path: str
+    post: str
+    delete: str
+    since: str
+    missing: int
+
+
+_RESERVATION: Final = _Writable(
+    noun="reservation",
+    new_path="reservation_new",
+    one_path="reservation",
+    post="POST reservation",
+    delete="DELETE reservation/{name}",
+    since="v0.0.43+, Slurm 25.05+",
+    missing=_RESERVATION_INVALID,
+)
+_PARTITION: Final = _Writable(
+    noun="partition",
+    new_path="partition_new",
+    one_path="partition",
+    post="POST partitions/",
+    delete="DELETE partition/{name}",
+    since="v0.0.45+, Slurm 26.05+",
+    missing=_INVALID_PARTITION_NAME,
+)
+
+
 #: 26.05's ping ``status`` for a token slurmctld rejects: "Protocol authentication error".
 _AUTH_TEXT: Final = "authentication error"
 #: Users Slurm treats as administrators whatever the accounting database says (root, and the
@@ -953,16 +987,8 @@ class SlurmClient:
                 without a recurrence; 2104 "Reservation already started" for a start time
                 sent to an active one). Unavailable / Unauthorized.
         """
-        codec = await self._get_codec()
-        _require(
-            codec,
-            codec.paths.reservation_new,
-            "create_reservation",
-            "create reservations (POST reservation is v0.0.43+, Slurm 25.05+)",
-        )
-        body = codec.encode_reservation(desc)
-        await self._write(
-            "POST", codec.paths.reservation_new, f"put_reservation {desc.name}", codec, content=body
+        await self._put_object(
+            _RESERVATION, desc.name, lambda codec: codec.encode_reservation(desc)
         )
 
     async def delete_reservation(self, name: str) -> bool:
@@ -973,17 +999,7 @@ class SlurmClient:
             Unsupported: before v0.0.43 (raised before anything is sent).
             Unavailable / Unauthorized / Rejected.
         """
-        codec = await self._get_codec()
-        _require(
-            codec,
-            codec.paths.reservation_new,
-            "delete_reservation",
-            "delete reservations (DELETE reservation/{name} is v0.0.43+, Slurm 25.05+)",
-        )
-        path = codec.paths.reservation.format(reservation_name=quote(name, safe=""))
-        return await self._write(
-            "DELETE", path, f"delete_reservation {name}", codec, missing=_RESERVATION_INVALID
-        )
+        return await self._delete_object(_RESERVATION, name)
 
     # --- partitions (a NodeSet's spec.partition) ------------------------------------------------
 
@@ -997,17 +1013,7 @@ class SlurmClient:
             Rejected: Slurm refused it (e.g. 2000 an invalid partition, a node it does not
                 know). Unavailable / Unauthorized.
         """
-        codec = await self._get_codec()
-        _require(
-            codec,
-            codec.paths.partition_new,
-            "create_partition",
-            "create partitions (POST partitions/ is v0.0.45+, Slurm 26.05+)",
-        )
-        body = codec.encode_partition(desc)
-        await self._write(
-            "POST", codec.paths.partition_new, f"put_partition {desc.name}", codec, content=body
-        )
+        await self._put_object(_PARTITION, desc.name, lambda codec: codec.encode_partition(desc))
 
     async def delete_partition(self, name: str) -> bool:
         """Delete partition ``name`` (``DELETE partition/{name}``, v0.0.45+); False when
@@ -1017,16 +1023,43 @@ class SlurmClient:
             Unsupported: before v0.0.45 (raised before anything is sent).
             Unavailable / Unauthorized / Rejected.
         """
+        return await self._delete_object(_PARTITION, name)
+
+    async def _put_object(
+        self, kind: _Writable, name: str, encode: Callable[[Codec], bytes]
+    ) -> None:
+        """Create or update ``kind`` object ``name`` with the body ``encode`` makes.
+
+        Raises:
+            Unsupported: the API version has no create path (before anything is sent).
+            Rejected / Unavailable / Unauthorized.
+        """
+        codec = await self._get_codec()
+        path: str = getattr(codec.paths, kind.new_path)
+        _require(
+            codec, path, f"create_{kind.noun}", f"create {kind.noun}s ({kind.post} is {kind.since})"
+        )
+        await self._write("POST", path, f"put_{kind.noun} {name}", codec, content=encode(codec))
+
+    async def _delete_object(self, kind: _Writable, name: str) -> bool:
+        """Delete ``kind`` object ``name``; False when there was none (``kind.missing``).
+
+        Raises:
+            Unsupported: the API version has no create path, hence no delete (before
+                anything is sent).
+            Rejected / Unavailable / Unauthorized.
+        """
         codec = await self._get_codec()
         _require(
             codec,
-            codec.paths.partition_new,
-            "delete_partition",
-            "delete partitions (DELETE partition/{name} is v0.0.45+, Slurm 26.05+)",
+            getattr(codec.paths, kind.new_path),
+            f"delete_{kind.noun}",
+            f"delete {kind.noun}s ({kind.delete} is {kind.since})",
         )
-        path = codec.paths.partition.format(partition_name=quote(name, safe=""))
+        one: str = getattr(codec.paths, kind.one_path)
+        path = one.format(**{f"{kind.noun}_name": quote(name, safe="")})
         return await self._write(
-            "DELETE", path, f"delete_partition {name}", codec, missing=_INVALID_PARTITION_NAME
+            "DELETE", path, f"delete_{kind.noun} {name}", codec, missing=kind.missing
         )
 
     # --- jobs ----------------------------------------------------------------------------------
