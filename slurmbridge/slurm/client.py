@@ -147,38 +147,24 @@ _RESERVATION_INVALID: Final = 2053
 _INVALID_PARTITION_NAME: Final = 2000
 
 
-class _Writable(msgspec.Struct, frozen=True):
-    """A Slurm object slurmbridge creates and deletes through slurmrestd: its noun, the
-    ``codec.paths`` fields of its create path and its one-object path, the requests as the
-    errors name them, the versions that serve them, and the errno of deleting a missing one."""
-
-    noun: str
-    new_path: str
-    one_path: str
-    post: str
-    delete: str
-    since: str
-    missing: int
-
-
-_RESERVATION: Final = _Writable(
-    noun="reservation",
-    new_path="reservation_new",
-    one_path="reservation",
-    post="POST reservation",
-    delete="DELETE reservation/{name}",
-    since="v0.0.43+, Slurm 25.05+",
-    missing=_RESERVATION_INVALID,
-)
-_PARTITION: Final = _Writable(
-    noun="partition",
-    new_path="partition_new",
-    one_path="partition",
-    post="POST partitions/",
-    delete="DELETE partition/{name}",
-    since="v0.0.45+, Slurm 26.05+",
-    missing=_INVALID_PARTITION_NAME,
-)
+#: The Slurm objects slurmbridge creates and deletes through slurmrestd, by noun (their
+#: paths are ``codec.paths.<noun>_new`` and ``codec.paths.<noun>``): the create and delete
+#: requests as the errors name them, the versions that serve them, and the errno of deleting
+#: one that does not exist.
+_WRITABLE: Final[dict[str, tuple[str, str, str, int]]] = {
+    "reservation": (
+        "POST reservation",
+        "DELETE reservation/{name}",
+        "v0.0.43+, Slurm 25.05+",
+        _RESERVATION_INVALID,
+    ),
+    "partition": (
+        "POST partitions/",
+        "DELETE partition/{name}",
+        "v0.0.45+, Slurm 26.05+",
+        _INVALID_PARTITION_NAME,
+    ),
+}
 
 
 #: 26.05's ping ``status`` for a token slurmctld rejects: "Protocol authentication error".
@@ -988,7 +974,7 @@ class SlurmClient:
                 sent to an active one). Unavailable / Unauthorized.
         """
         await self._put_object(
-            _RESERVATION, desc.name, lambda codec: codec.encode_reservation(desc)
+            "reservation", desc.name, lambda codec: codec.encode_reservation(desc)
         )
 
     async def delete_reservation(self, name: str) -> bool:
@@ -999,7 +985,7 @@ class SlurmClient:
             Unsupported: before v0.0.43 (raised before anything is sent).
             Unavailable / Unauthorized / Rejected.
         """
-        return await self._delete_object(_RESERVATION, name)
+        return await self._delete_object("reservation", name)
 
     # --- partitions (a NodeSet's spec.partition) ------------------------------------------------
 
@@ -1013,7 +999,7 @@ class SlurmClient:
             Rejected: Slurm refused it (e.g. 2000 an invalid partition, a node it does not
                 know). Unavailable / Unauthorized.
         """
-        await self._put_object(_PARTITION, desc.name, lambda codec: codec.encode_partition(desc))
+        await self._put_object("partition", desc.name, lambda codec: codec.encode_partition(desc))
 
     async def delete_partition(self, name: str) -> bool:
         """Delete partition ``name`` (``DELETE partition/{name}``, v0.0.45+); False when
@@ -1023,44 +1009,42 @@ class SlurmClient:
             Unsupported: before v0.0.45 (raised before anything is sent).
             Unavailable / Unauthorized / Rejected.
         """
-        return await self._delete_object(_PARTITION, name)
+        return await self._delete_object("partition", name)
 
-    async def _put_object(
-        self, kind: _Writable, name: str, encode: Callable[[Codec], bytes]
-    ) -> None:
-        """Create or update ``kind`` object ``name`` with the body ``encode`` makes.
+    async def _put_object(self, noun: str, name: str, encode: Callable[[Codec], bytes]) -> None:
+        """Create or update object ``name`` of kind ``noun`` (:data:`_WRITABLE`) with the body
+        ``encode`` makes.
 
         Raises:
             Unsupported: the API version has no create path (before anything is sent).
             Rejected / Unavailable / Unauthorized.
         """
+        post, _, since, _ = _WRITABLE[noun]
         codec = await self._get_codec()
-        path: str = getattr(codec.paths, kind.new_path)
-        _require(
-            codec, path, f"create_{kind.noun}", f"create {kind.noun}s ({kind.post} is {kind.since})"
-        )
-        await self._write("POST", path, f"put_{kind.noun} {name}", codec, content=encode(codec))
+        path: str = getattr(codec.paths, f"{noun}_new")
+        _require(codec, path, f"create_{noun}", f"create {noun}s ({post} is {since})")
+        await self._write("POST", path, f"put_{noun} {name}", codec, content=encode(codec))
 
-    async def _delete_object(self, kind: _Writable, name: str) -> bool:
-        """Delete ``kind`` object ``name``; False when there was none (``kind.missing``).
+    async def _delete_object(self, noun: str, name: str) -> bool:
+        """Delete object ``name`` of kind ``noun`` (:data:`_WRITABLE`); False when there was
+        none.
 
         Raises:
             Unsupported: the API version has no create path, hence no delete (before
                 anything is sent).
             Rejected / Unavailable / Unauthorized.
         """
+        _, delete, since, missing = _WRITABLE[noun]
         codec = await self._get_codec()
         _require(
             codec,
-            getattr(codec.paths, kind.new_path),
-            f"delete_{kind.noun}",
-            f"delete {kind.noun}s ({kind.delete} is {kind.since})",
+            getattr(codec.paths, f"{noun}_new"),
+            f"delete_{noun}",
+            f"delete {noun}s ({delete} is {since})",
         )
-        one: str = getattr(codec.paths, kind.one_path)
-        path = one.format(**{f"{kind.noun}_name": quote(name, safe="")})
-        return await self._write(
-            "DELETE", path, f"delete_{kind.noun} {name}", codec, missing=kind.missing
-        )
+        one: str = getattr(codec.paths, noun)
+        path = one.format(**{f"{noun}_name": quote(name, safe="")})
+        return await self._write("DELETE", path, f"delete_{noun} {name}", codec, missing=missing)
 
     # --- jobs ----------------------------------------------------------------------------------
 
