@@ -1173,23 +1173,50 @@ def _is_ours(pid: int, workdir: Path) -> bool:
 # --------------------------------------------------------------------------- CLI
 
 
-def add_cluster_options(up: argparse.ArgumentParser) -> None:
-    """The options of a rig CLI's ``up`` both rigs take (``--nodes``, ``--token-lifespan``)."""
-    up.add_argument("--nodes", type=int, default=4, help="node count (default 4)")
-    up.add_argument(
+def rig_subcommands(
+    parser: argparse.ArgumentParser, *, install: str, up: str, down: str
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """A rig CLI's ``install``, ``up`` and ``down DIR`` subcommands (``up`` with the options
+    both rigs take: ``--nodes``, ``--token-lifespan``); returns ``install`` and ``up`` for
+    the rig's own arguments."""
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_install = sub.add_parser("install", help=install)
+    p_up = sub.add_parser("up", help=up)
+    p_up.add_argument("--nodes", type=int, default=4, help="node count (default 4)")
+    p_up.add_argument(
         "--token-lifespan", type=int, default=86400, help="token validity, seconds (default 1 d)"
     )
+    sub.add_parser("down", help=down).add_argument("dir", type=Path)
+    return p_install, p_up
 
 
-def run_command(command: Callable[[], str]) -> int:
+def run_command(args: argparse.Namespace, command: Callable[[argparse.Namespace], str]) -> int:
     """A rig CLI's command: its report on stdout and exit code 0, or the rig's error on stderr
     and exit code 1."""
     try:
-        sys.stdout.write(command())
+        sys.stdout.write(command(args))
     except RealSlurmError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
     return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    if args.command == "install":
+        install(apt=not args.check)
+        return "real Slurm is installed\n"
+    if args.command == "up":
+        cluster = RealSlurm(args.nodes, args.dir, token_lifespan=args.token_lifespan)
+        cluster.start()
+        return (
+            f"real Slurm up in {cluster.startup_seconds or 0:.2f} s: {cluster.url} "
+            f"({cluster.nodes} nodes, user {cluster.user}); "
+            f"token in {cluster.token_file}\n"
+            f"  source {cluster.env_file}\n"
+            f"  stop with: python -m slurmbridge.devtools.realslurm down {cluster.workdir}\n"
+        )
+    RealSlurm.attach(args.dir).stop()
+    return f"real Slurm in {args.dir} stopped\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1203,34 +1230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m slurmbridge.devtools.realslurm",
         description="A throw-away real Slurm 22.05 cluster on loopback (Debian, root).",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_install = sub.add_parser("install", help="apt-get install the Slurm packages if missing")
+    p_install, p_up = rig_subcommands(
+        parser,
+        install="apt-get install the Slurm packages if missing",
+        up="start a cluster in DIR and write DIR/slurm.env",
+        down="stop the cluster in DIR (by its pid files)",
+    )
     p_install.add_argument("--check", action="store_true", help="only check, never install")
-    p_up = sub.add_parser("up", help="start a cluster in DIR and write DIR/slurm.env")
     p_up.add_argument("dir", type=Path)
-    add_cluster_options(p_up)
-    p_down = sub.add_parser("down", help="stop the cluster in DIR (by its pid files)")
-    p_down.add_argument("dir", type=Path)
-    args = parser.parse_args(argv)
-
-    def command() -> str:
-        if args.command == "install":
-            install(apt=not args.check)
-            return "real Slurm is installed\n"
-        if args.command == "up":
-            cluster = RealSlurm(args.nodes, args.dir, token_lifespan=args.token_lifespan)
-            cluster.start()
-            return (
-                f"real Slurm up in {cluster.startup_seconds or 0:.2f} s: {cluster.url} "
-                f"({cluster.nodes} nodes, user {cluster.user}); "
-                f"token in {cluster.token_file}\n"
-                f"  source {cluster.env_file}\n"
-                f"  stop with: python -m slurmbridge.devtools.realslurm down {cluster.workdir}\n"
-            )
-        RealSlurm.attach(args.dir).stop()
-        return f"real Slurm in {args.dir} stopped\n"
-
-    return run_command(command)
+    return run_command(parser.parse_args(argv), _command)
 
 
 if __name__ == "__main__":

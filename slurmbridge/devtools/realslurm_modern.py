@@ -78,7 +78,7 @@ from slurmbridge.devtools.realslurm import (
     NotInstalledError,
     RealSlurmError,
     SlurmRig,
-    add_cluster_options,
+    rig_subcommands,
     run_command,
 )
 
@@ -674,6 +674,28 @@ class ModernSlurm(SlurmRig):
 # --------------------------------------------------------------------------- CLI
 
 
+def _command(args: argparse.Namespace) -> str:
+    if args.command == "install":
+        install(args.release, args.rootfs, capture=False)
+        root = _rootfs(args.release, args.rootfs)
+        return f"Slurm {args.release} root file system ready in {root}\n"
+    if args.command == "up":
+        cluster = ModernSlurm(
+            args.release,
+            nodes=args.nodes,
+            workdir=args.dir,
+            rootfs=args.rootfs,
+            token_lifespan=args.token_lifespan,
+        )
+        cluster.start()
+        return (
+            f"{cluster.startup_output}\n  source {cluster.env_file}\n"
+            "  stop with: python -m slurmbridge.devtools.realslurm_modern down "
+            f"{cluster.workdir}\n"
+        )
+    return down(args.dir) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m slurmbridge.devtools.realslurm_modern install RELEASE | up RELEASE DIR | down
     DIR``."""
@@ -700,41 +722,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_install = sub.add_parser("install", help="build the root file system of RELEASE (once)")
-    p_install.add_argument("release", choices=RELEASES)
-    p_install.add_argument("--rootfs", type=Path, help="default /var/tmp/slurm-modern/<suite>")
-    p_up = sub.add_parser("up", help="start a cluster of RELEASE in DIR; write DIR/slurm.env")
-    p_up.add_argument("release", choices=RELEASES)
+    p_install, p_up = rig_subcommands(
+        parser,
+        install="build the root file system of RELEASE (once)",
+        up="start a cluster of RELEASE in DIR; write DIR/slurm.env",
+        down="stop the cluster in DIR (idempotent; logs are kept)",
+    )
+    for p in (p_install, p_up):
+        p.add_argument("release", choices=RELEASES)
+        p.add_argument("--rootfs", type=Path, help="default /var/tmp/slurm-modern/<suite>")
     p_up.add_argument("dir", type=Path, help="empty, missing, or a cluster directory of ours")
-    p_up.add_argument("--rootfs", type=Path, help="default /var/tmp/slurm-modern/<suite>")
-    add_cluster_options(p_up)
-    p_down = sub.add_parser("down", help="stop the cluster in DIR (idempotent; logs are kept)")
-    p_down.add_argument("dir", type=Path)
-    args = parser.parse_args(argv)
-
-    def command() -> str:
-        if args.command == "install":
-            install(args.release, args.rootfs, capture=False)
-            root = _rootfs(args.release, args.rootfs)
-            return f"Slurm {args.release} root file system ready in {root}\n"
-        if args.command == "up":
-            cluster = ModernSlurm(
-                args.release,
-                nodes=args.nodes,
-                workdir=args.dir,
-                rootfs=args.rootfs,
-                token_lifespan=args.token_lifespan,
-            )
-            cluster.start()
-            return (
-                f"{cluster.startup_output}\n  source {cluster.env_file}\n"
-                "  stop with: python -m slurmbridge.devtools.realslurm_modern down "
-                f"{cluster.workdir}\n"
-            )
-        return down(args.dir) + "\n"
-
-    return run_command(command)
+    return run_command(parser.parse_args(argv), _command)
 
 
 if __name__ == "__main__":
