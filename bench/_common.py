@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -94,6 +95,18 @@ async def start_slurmbridge(
     return await asyncio.create_subprocess_exec(
         sys.executable, *prof, "-m", "slurmbridge", "run", "--config", str(cfg)
     )
+
+
+def add_slurm_options(ap: argparse.ArgumentParser) -> None:
+    """``--slurm sim|real`` and ``--release``: the benches that also run against a real
+    Slurm cluster (root; bench/_realslurm.py)."""
+    ap.add_argument(
+        "--slurm",
+        choices=("sim", "real"),
+        default="sim",
+        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
+    )
+    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
 
 
 class _Stoppable(Protocol):

@@ -68,7 +68,16 @@ import nats as nats_py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, free_port, machine, percentile, start_slurmbridge, tear_down, until
+from bench._common import (
+    add_slurm_options,
+    emit,
+    free_port,
+    machine,
+    percentile,
+    start_slurmbridge,
+    tear_down,
+    until,
+)
 from bench._work import (
     cpu_seconds,
     delta,
@@ -599,13 +608,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument(
-        "--slurm",
-        choices=("sim", "real"),
-        default="sim",
-        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
-    )
-    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
+    add_slurm_options(ap)
     ap.add_argument(
         "--probe-interval",
         type=float,
