@@ -242,6 +242,26 @@ class Work:
         }
 
 
+def _group(
+    sim: Any,
+    args: argparse.Namespace,
+    kind: str,
+    name: str,
+    size: int,
+    scheduler: str = wellknown.DEFAULT_SCHEDULER_NAME,
+) -> list[str]:
+    """One group of the plan: ``size`` pods of 1 CPU and 64 MiB that run ``--run-seconds``."""
+    return create_group(
+        sim,
+        kind,
+        name,
+        size,
+        requests={"cpu": "1", "memory": "64Mi"},
+        run_seconds=args.run_seconds,
+        scheduler_name=scheduler,
+    )
+
+
 async def _arrive(
     sim: Any, args: argparse.Namespace, prefix: str, scheduler: str
 ) -> tuple[list[str], float]:
@@ -254,15 +274,7 @@ async def _arrive(
             wait = t0 + len(names) / args.arrival - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-        names += create_group(
-            sim,
-            kind,
-            f"{prefix}{n}",
-            size,
-            requests={"cpu": "1", "memory": "64Mi"},
-            run_seconds=args.run_seconds,
-            scheduler_name=scheduler,
-        )
+        names += _group(sim, args, kind, f"{prefix}{n}", size, scheduler)
         if not args.arrival:
             await asyncio.sleep(args.spacing)
     return names, t0
@@ -502,14 +514,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
             names: list[str] = []
             for n, (kind, size) in enumerate(_plan(args.pods)):
-                names += create_group(
-                    sim,
-                    kind,
-                    f"b{n}",
-                    size,
-                    requests={"cpu": "1", "memory": "64Mi"},
-                    run_seconds=args.run_seconds,
-                )
+                names += _group(sim, args, kind, f"b{n}", size)
                 await asyncio.sleep(args.spacing)
             await until(
                 lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
