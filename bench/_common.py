@@ -97,6 +97,18 @@ async def start_slurmbridge(
     )
 
 
+def real_slurm_fields(args: argparse.Namespace, version: str, api: str) -> dict[str, Any]:
+    """The head of a ``--slurm real`` result: which Slurm (``args.release``, the daemons'
+    ``version``, the REST ``api`` version) on how many nodes."""
+    return {
+        "slurm": "real",
+        "release": args.release,
+        "slurm_version": version,
+        "rest_api": api,
+        "nodes": args.nodes,
+    }
+
+
 def add_slurm_options(ap: argparse.ArgumentParser) -> None:
     """``--slurm sim|real`` and ``--release``: the benches that also run against a real
     Slurm cluster (root; bench/_realslurm.py)."""

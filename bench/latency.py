@@ -50,7 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import add_slurm_options, emit, machine, percentile
+from bench._common import add_slurm_options, emit, machine, percentile, real_slurm_fields
 from schemas.events import KubeNode, SlurmNode
 from slurmbridge.devtools.testing import SlurmEndpoint, Stack
 
@@ -220,11 +220,7 @@ async def real_slurm(args: argparse.Namespace) -> dict[str, Any]:
         rtt = sorted(probe.rtts)
     elapsed = time.monotonic() - t_start
     return {
-        "slurm": "real",
-        "release": args.release,
-        "slurm_version": version,
-        "rest_api": api,
-        "nodes": args.nodes,
+        **real_slurm_fields(args, version, api),
         "trials": len(drain),
         "trials_asked": per_node * args.nodes,
         "cordon_to_drain": summary(drain),

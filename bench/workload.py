@@ -74,6 +74,7 @@ from bench._common import (
     free_port,
     machine,
     percentile,
+    real_slurm_fields,
     start_slurmbridge,
     tear_down,
     until,
@@ -242,6 +243,21 @@ class Work:
         }
 
 
+def _cleanup_fields(
+    args: argparse.Namespace, cleanup: list[float], removed: list[float]
+) -> dict[str, Any]:
+    """The cleanup phase's figures (seconds from scancel to the pod deleted, and to it gone),
+    then the poll intervals they depend on."""
+    return {
+        "cleanup_pods": len(cleanup),
+        "cleanup_p50_ms": _ms(cleanup, 50),
+        "cleanup_p99_ms": _ms(cleanup, 99),
+        "cleanup_removed_p99_ms": _ms(removed, 99),
+        "poll_interval_s": args.poll_interval,
+        "pending_job_poll_interval_s": 0.02,
+    }
+
+
 def _group(
     sim: Any,
     args: argparse.Namespace,
@@ -405,12 +421,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "bound_pods_per_s": round(len(names) / max(1e-9, last_bind - wall0), 1),
         **figures,
         **direct,
-        "cleanup_pods": len(cleanup),
-        "cleanup_p50_ms": _ms(cleanup, 50),
-        "cleanup_p99_ms": _ms(cleanup, 99),
-        "cleanup_removed_p99_ms": _ms(removed, 99),
-        "poll_interval_s": args.poll_interval,
-        "pending_job_poll_interval_s": 0.02,
+        **_cleanup_fields(args, cleanup, removed),
         "machine": machine(),
     }
 
@@ -572,11 +583,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         rtt = sorted(probe.rtts)
     n_groups = len(_plan(args.pods))
     return {
-        "slurm": "real",
-        "release": args.release,
-        "slurm_version": version,
-        "rest_api": api,
-        "nodes": args.nodes,
+        **real_slurm_fields(args, version, api),
         "pods": len(bind),
         "jobs": len(jobs),
         "bind_p50_ms": _ms(bind, 50),
@@ -599,12 +606,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             (len(names) - 1) / max(1e-9, last_bind - first_bind), 1
         ),
         "all_succeeded_s": round(t_done - wall0, 1),
-        "cleanup_pods": len(cleanup),
-        "cleanup_p50_ms": _ms(cleanup, 50),
-        "cleanup_p99_ms": _ms(cleanup, 99),
-        "cleanup_removed_p99_ms": _ms(removed, 99),
-        "poll_interval_s": args.poll_interval,
-        "pending_job_poll_interval_s": 0.02,
+        **_cleanup_fields(args, cleanup, removed),
         "elapsed_s": round(time.monotonic() - t_begin, 1),
         "machine": machine(),
     }
