@@ -22,6 +22,7 @@ from schemas.events import (
     AllocatedDevice,
     ClaimConsumer,
     ClaimRequest,
+    Condition,
     DraRequest,
     Event,
     HostPort,
@@ -51,6 +52,7 @@ from schemas.events import (
 from slurmbridge.kube import revisions
 from slurmbridge.kube.wire import (
     RawCluster,
+    RawCondition,
     RawContainer,
     RawDeviceClass,
     RawNode,
@@ -239,6 +241,26 @@ def _quantity(values: dict[str, str] | None, name: str, scale: float) -> int:
         return int(parse_quantity(raw) * scale + 1e-9)
     except ValueError:
         return 0
+
+
+_C = TypeVar("_C", bound=Condition)
+
+
+def _conditions(
+    kind: type[_C], raw: list[RawCondition] | None, carried: Callable[[str], bool]
+) -> tuple[_C, ...]:
+    """The conditions of the types ``carried`` selects, as ``kind``, in their order."""
+    return tuple(
+        kind(
+            type=c.type,
+            status=c.status,
+            reason=c.reason,
+            message=c.message,
+            last_transition=_epoch(c.lastTransitionTime),
+        )
+        for c in raw or []
+        if carried(c.type)
+    )
 
 
 def _container_request(c: RawContainer, name: str, scale: float) -> int:
@@ -476,16 +498,10 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
             ),
             0,
         ),
-        conditions=tuple(
-            PodCondition(
-                type=c.type,
-                status=c.status,
-                reason=c.reason,
-                message=c.message,
-                last_transition=_epoch(c.lastTransitionTime),
-            )
-            for c in status.conditions or []
-            if c.type == "PodScheduled" or c.type.startswith(wellknown.SLURM_NODE_STATE_PREFIX)
+        conditions=_conditions(
+            PodCondition,
+            status.conditions,
+            lambda t: t == "PodScheduled" or t.startswith(wellknown.SLURM_NODE_STATE_PREFIX),
         ),
         tolerations=tuple(
             sorted({t.key or "" for t in spec.tolerations or [] if t.key or t.operator == "Exists"})
@@ -715,16 +731,8 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
             desired=st.desired,
             node_set_hash=st.nodeSetHash,
             ordinal_to_node=dict(st.ordinalToNode or {}),
-            conditions=tuple(
-                NodeSetCondition(
-                    type=c.type,
-                    status=c.status,
-                    reason=c.reason,
-                    message=c.message,
-                    last_transition=_epoch(c.lastTransitionTime),
-                )
-                for c in st.conditions or []
-                if c.type in wellknown.NODESET_CONDITIONS
+            conditions=_conditions(
+                NodeSetCondition, st.conditions, lambda t: t in wellknown.NODESET_CONDITIONS
             ),
         ),
         scaling_mode=spec.scalingMode or "StatefulSet",
