@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import aiohttp
+import msgspec
 
 from schemas import wellknown
 from schemas.actions import (
@@ -195,6 +196,24 @@ async def read_unless_gone(read: Awaitable[_T]) -> _T | None:
         if isinstance(typed(exc), NotFound):
             return None
         raise
+
+
+async def list_items(listing: Any, namespace: str, selector: Mapping[str, str]) -> list[Any]:
+    """The items (decoded JSON objects) a namespaced list call answers for the equality
+    label ``selector`` (keys sorted).
+
+    Raises:
+        ApiStatusError: a non-2xx answer (:func:`~slurmbridge.kube.api.read_raw`).
+    """
+    raw = await read_raw(
+        listing(
+            namespace,
+            label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+            _preload_content=False,
+        )
+    )
+    items: list[Any] = msgspec.json.decode(raw).get("items") or []
+    return items
 
 
 async def read_slinky(

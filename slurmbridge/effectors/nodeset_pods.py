@@ -24,6 +24,7 @@ from slurmbridge.effectors.common import (
     MERGE,
     create_unless_exists,
     json_pointer,
+    list_items,
     now_rfc3339,
     patch_pod,
     pod_json,
@@ -43,8 +44,8 @@ from slurmbridge.slurm.client import SlurmClient
 
 
 class NodeSetPodHandlers(NodeSetClients):
-    """Handlers of :class:`~slurmbridge.effectors.nodesets.NodeSetEffector` (a mixin: its
-    clients are the effector's)."""
+    """The NodeSet pod effects (create, delete, conditions, claims, labels and annotations)
+    of :class:`~slurmbridge.effectors.nodesets.NodeSetEffector`, whose clients it uses."""
 
     async def _create(self, action: CreateNodeSetPod) -> EffectResult:
         ref = action.nodeset
@@ -89,14 +90,7 @@ class NodeSetPodHandlers(NodeSetClients):
             "app.kubernetes.io/instance": ref.name,
             wellknown.LABEL_POD_HOSTNAME: hostname,
         }
-        raw = await read_raw(
-            listing(
-                ref.namespace,
-                label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
-                _preload_content=False,
-            )
-        )
-        items: list[dict[str, Any]] = msgspec.json.decode(raw).get("items") or []
+        items: list[dict[str, Any]] = await list_items(listing, ref.namespace, selector)
         return any(not (i.get("metadata") or {}).get("deletionTimestamp") for i in items)
 
     async def _slurm_conditions(self, action: SetSlurmNodeConditions) -> EffectResult:

@@ -23,8 +23,8 @@ PENDING: Final = "pending"
 
 
 class SlurmObjectHandlers(NodeSetClients):
-    """Handlers of :class:`~slurmbridge.effectors.nodesets.NodeSetEffector` (a mixin: its
-    clients are the effector's)."""
+    """The Slurm reservation and partition effects of a NodeSet, for
+    :class:`~slurmbridge.effectors.nodesets.NodeSetEffector`, whose clients it uses."""
 
     async def _reservation(self, action: EnsureSlurmReservation) -> EffectResult:
         """Create or update the ScheduledUpdate reservation (slurm-operator slurmcontrol.go
