@@ -6,6 +6,7 @@ no decisions): :func:`node_to_event`, :func:`partition_to_event`, :func:`job_to_
 from __future__ import annotations
 
 import hashlib
+from typing import TypeVar
 
 import msgspec
 
@@ -39,38 +40,34 @@ def _stamp(event: Event, producer: str, observed_at: int) -> Event:
     )
 
 
+_E = TypeVar("_E", SlurmNode, SlurmPartition)
+
+
+def _named(
+    kind: type[_E], obj: Node | Partition, cluster: str, producer: str, observed_at: int
+) -> _E:
+    """``obj`` as a ``kind`` observation keyed by its name: every other field of the client's
+    model is a field of the observation under the same name (a test keeps it so for nodes),
+    so it is one copy, not a list written twice."""
+    fields = msgspec.structs.asdict(obj)
+    ev = kind(
+        source=subjects.slurm_source(cluster), key=fields.pop("name"), cluster=cluster, **fields
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
 def node_to_event(
     node: Node, *, cluster: str, producer: str = "", observed_at: int = 0
 ) -> SlurmNode:
     """Translate a Slurm node (pure). ``version`` is the content hash."""
-    # Every field of the client's Node is a field of the observation under the same name
-    # (a test keeps it so): one copy, not a list written twice.
-    fields = msgspec.structs.asdict(node)
-    ev = SlurmNode(
-        source=subjects.slurm_source(cluster),
-        key=fields.pop("name"),
-        cluster=cluster,
-        **fields,
-    )
-    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+    return _named(SlurmNode, node, cluster, producer, observed_at)
 
 
 def partition_to_event(
     part: Partition, *, cluster: str, producer: str = "", observed_at: int = 0
 ) -> SlurmPartition:
-    """Translate a Slurm partition (pure)."""
-    ev = SlurmPartition(
-        source=subjects.slurm_source(cluster),
-        key=part.name,
-        cluster=cluster,
-        state=part.state,
-        nodes=tuple(part.nodes),
-        total_cpus=part.total_cpus,
-        total_nodes=part.total_nodes,
-        max_time_minutes=part.max_time_minutes,
-        is_default=part.is_default,
-    )
-    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+    """Translate a Slurm partition (pure). ``version`` is the content hash."""
+    return _named(SlurmPartition, part, cluster, producer, observed_at)
 
 
 def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int = 0) -> SlurmJob:
