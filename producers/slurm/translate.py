@@ -72,31 +72,14 @@ def partition_to_event(
 
 def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int = 0) -> SlurmJob:
     """Translate a Slurm job (pure). ``key`` is the job id."""
-    ev = SlurmJob(
-        source=subjects.slurm_source(cluster),
-        key=str(job.job_id),
-        cluster=cluster,
-        job_id=job.job_id,
-        name=job.name,
+    # Every field of the client's Job but ``user_name`` (not carried) is a field of the
+    # observation under the same name; the sequences become tuples, the allocation events'.
+    fields = msgspec.structs.asdict(job)
+    del fields["user_name"]
+    fields.update(
         state=tuple(job.state),
-        state_reason=job.state_reason,
         nodes=tuple(job.nodes),
-        partition=job.partition,
-        admin_comment=job.admin_comment,
-        comment=job.comment,
         flags=tuple(job.flags),
-        user_id=job.user_id,
-        submit_time=job.submit_time,
-        start_time=job.start_time,
-        end_time=job.end_time,
-        time_limit_minutes=job.time_limit_minutes,
-        node_count=job.node_count,
-        excluded_nodes=job.excluded_nodes,
-        required_nodes=job.required_nodes,
-        priority=job.priority,
-        het_job_id=job.het_job_id,
-        het_job_offset=job.het_job_offset,
-        het_job_ids=job.het_job_ids,
         allocation=tuple(
             NodeAlloc(
                 node=a.node,
@@ -108,6 +91,9 @@ def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int
             )
             for a in job.allocation
         ),
+    )
+    ev = SlurmJob(
+        source=subjects.slurm_source(cluster), key=str(job.job_id), cluster=cluster, **fields
     )
     return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
 
