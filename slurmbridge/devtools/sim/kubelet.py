@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Final
 
-from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim, quantity
+from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim, quantity, ready_condition
 from slurmbridge.devtools.sim.podqueue import PodQueue
 
 log = logging.getLogger(__name__)
@@ -420,16 +420,16 @@ class Kubelet(PodQueue):
         return True
 
     def _node_ready(self, node: str, *, ready: bool) -> None:
-        cond = {
-            "type": "Ready",
-            "status": "True" if ready else "Unknown",
-            "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-            "message": "kubelet is posting ready status"
+        # Not ready: what the node lifecycle controller writes when the kubelet stops
+        # posting (pkg/controller/nodelifecycle: NodeStatusUnknown).
+        now = _stamp()
+        cond = (
+            ready_condition(now)
             if ready
-            else "Kubelet stopped posting node status.",
-            "lastHeartbeatTime": _stamp(),
-            "lastTransitionTime": _stamp(),
-        }
+            else ready_condition(
+                now, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
+            )
+        )
         with contextlib.suppress(ApiError):
             self.sim.patch(
                 "nodes",
