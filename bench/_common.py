@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
 def machine() -> dict[str, Any]:
@@ -93,6 +95,49 @@ async def start_slurmbridge(
     return await asyncio.create_subprocess_exec(
         sys.executable, *prof, "-m", "slurmbridge", "run", "--config", str(cfg)
     )
+
+
+def real_slurm_fields(args: argparse.Namespace, version: str, api: str) -> dict[str, Any]:
+    """The head of a ``--slurm real`` result: which Slurm (``args.release``, the daemons'
+    ``version``, the REST ``api`` version) on how many nodes."""
+    return {
+        "slurm": "real",
+        "release": args.release,
+        "slurm_version": version,
+        "rest_api": api,
+        "nodes": args.nodes,
+    }
+
+
+def add_slurm_options(ap: argparse.ArgumentParser) -> None:
+    """``--slurm sim|real`` and ``--release``: the benches that also run against a real
+    Slurm cluster (root; bench/_realslurm.py)."""
+    ap.add_argument(
+        "--slurm",
+        choices=("sim", "real"),
+        default="sim",
+        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
+    )
+    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
+
+
+class _Stoppable(Protocol):
+    async def stop(self) -> None: ...
+
+
+async def tear_down(
+    procs: Iterable[asyncio.subprocess.Process | None], *servers: _Stoppable, workdir: Path
+) -> None:
+    """A bench's end, whatever happened: terminate the slurmbridge processes still running
+    (and reap them), stop ``servers`` in order (the simulators before NATS), remove
+    ``workdir``."""
+    for proc in procs:
+        if proc is not None and proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
+    for server in servers:
+        await server.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def free_port() -> int:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, machine, start_slurmbridge, until
+from bench._common import emit, machine, start_slurmbridge, tear_down, until
 from bench._work import cpu_seconds, kube_writes, slurm_writes
 from schemas import wellknown
 from slurmbridge.devtools.sim.kube import Change
@@ -147,11 +146,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         full = [await _probe(sims, f"f{i}", bound, 60) for i in range(args.probes)]
     finally:
-        proc.terminate()
-        await proc.wait()
-        await sims.stop()
-        await nats.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        await tear_down([proc], sims, nats, workdir=workdir)
     return {
         "queue": args.queue,
         "queue_pending_in_slurm": pending,

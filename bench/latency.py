@@ -50,9 +50,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, machine, percentile
+from bench._common import add_slurm_options, emit, machine, percentile, real_slurm_fields
 from schemas.events import KubeNode, SlurmNode
-from slurmbridge.devtools.testing import Stack
+from slurmbridge.devtools.testing import SlurmEndpoint, Stack
 
 CHURN = r"""
 import asyncio, sys, time, nats, msgspec
@@ -138,6 +138,18 @@ class RemoteSlurm:
             await self.proc.wait()
 
 
+def _stack(args: argparse.Namespace, slurm: SlurmEndpoint, workdir: Path) -> Stack:
+    """slurmbridge in this process (quiet logs) on ``args.nodes`` simulated Kubernetes nodes,
+    polling ``slurm`` (a real cluster, or the remote simulator) every ``args.poll_interval``."""
+    return Stack(
+        nodes=args.nodes,
+        poll_interval=args.poll_interval,
+        real_slurm=slurm,
+        settings={"observability": {"logLevel": "WARNING"}},
+        workdir=workdir / "stack",
+    )
+
+
 async def real_slurm(args: argparse.Namespace) -> dict[str, Any]:
     """Cordon → DRAIN and uncordon → undrained against a real Slurm ``args.release``."""
     from bench._realslurm import Probe, cluster
@@ -150,13 +162,7 @@ async def real_slurm(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-latency-"))
     t_start = time.monotonic()
     async with cluster(args.release, args.nodes) as slurm, Probe(slurm) as probe:
-        stack = Stack(
-            nodes=args.nodes,
-            poll_interval=args.poll_interval,
-            real_slurm=slurm,
-            settings={"observability": {"logLevel": "WARNING"}},
-            workdir=workdir / "stack",
-        )
+        stack = _stack(args, slurm, workdir)
         await stack.start()
         try:
             app = stack.app
@@ -214,11 +220,7 @@ async def real_slurm(args: argparse.Namespace) -> dict[str, Any]:
         rtt = sorted(probe.rtts)
     elapsed = time.monotonic() - t_start
     return {
-        "slurm": "real",
-        "release": args.release,
-        "slurm_version": version,
-        "rest_api": api,
-        "nodes": args.nodes,
+        **real_slurm_fields(args, version, api),
         "trials": len(drain),
         "trials_asked": per_node * args.nodes,
         "cordon_to_drain": summary(drain),
@@ -316,13 +318,7 @@ async def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument(
-        "--slurm",
-        choices=("sim", "real"),
-        default="sim",
-        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
-    )
-    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
+    add_slurm_options(ap)
     ap.add_argument(
         "--trials", type=int, default=None, help="trials per series (500; real: 50 per node)"
     )
@@ -363,13 +359,7 @@ async def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-latency-"))
     remote = RemoteSlurm(args.nodes, 200, workdir)
     await remote.start()
-    stack = Stack(
-        nodes=args.nodes,
-        poll_interval=args.poll_interval,
-        real_slurm=remote,
-        settings={"observability": {"logLevel": "WARNING"}},
-        workdir=workdir / "stack",
-    )
+    stack = _stack(args, remote, workdir)
     await stack.start()
     try:
         nodes = [f"n{i}" for i in range(1, args.nodes + 1)]

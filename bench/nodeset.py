@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
 import tempfile
 import time
@@ -37,10 +36,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, machine, percentile, start_slurmbridge, until
+from bench._common import emit, machine, percentile, start_slurmbridge, tear_down, until
 from schemas import wellknown
 from slurmbridge.devtools.sim.kube import Change
-from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Simulators
+from slurmbridge.devtools.testing import Simulators, slurmd_nodeset
 from slurmbridge.runtime.natsserver import NatsServer
 from slurmbridge.slurm.models import NodeUpdate
 
@@ -155,25 +154,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     kube, slurm = sims.kube, sims.slurm
     try:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {"name": "bench", "namespace": NS},
-                "spec": {
-                    "replicas": 0,
-                    # The simulated nodes are Slurm's too (managed-node NoExecute taint): a
-                    # slurmd pod tolerates it, as Slinky's hybrid example gives it, or the
-                    # kubelet refuses it once the taint lands.
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "slurmd"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        }
-                    },
-                },
-            }
-        )
+        kube.create(slurmd_nodeset("bench", NS))
         # slurmbridge is up once it has written the NodeSet's status.
         await until(
             lambda: "status" in kube.get("nodesets", "bench", NS), 60, "slurmbridge to start"
@@ -223,11 +204,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             delete.append(clock.deleting[n] - idle_at)
         removed_busy = list(sims.slurmd.removed_busy)
     finally:
-        proc.terminate()
-        await proc.wait()
-        await sims.stop()
-        await nats.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        await tear_down([proc], sims, nats, workdir=workdir)
     return {
         "nodes": args.nodes,
         "scale_out_create_p50_ms": round(percentile(create, 50) * 1000, 1),

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
 import tempfile
 import time
@@ -69,7 +68,17 @@ import nats as nats_py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, free_port, machine, percentile, start_slurmbridge, until
+from bench._common import (
+    add_slurm_options,
+    emit,
+    free_port,
+    machine,
+    percentile,
+    real_slurm_fields,
+    start_slurmbridge,
+    tear_down,
+    until,
+)
 from bench._work import (
     cpu_seconds,
     delta,
@@ -239,6 +248,41 @@ class Work:
         }
 
 
+def _cleanup_fields(
+    args: argparse.Namespace, cleanup: list[float], removed: list[float]
+) -> dict[str, Any]:
+    """The cleanup phase's figures (seconds from scancel to the pod deleted, and to it gone),
+    then the poll intervals they depend on."""
+    return {
+        "cleanup_pods": len(cleanup),
+        "cleanup_p50_ms": _ms(cleanup, 50),
+        "cleanup_p99_ms": _ms(cleanup, 99),
+        "cleanup_removed_p99_ms": _ms(removed, 99),
+        "poll_interval_s": args.poll_interval,
+        "pending_job_poll_interval_s": 0.02,
+    }
+
+
+def _group(
+    sim: Any,
+    args: argparse.Namespace,
+    kind: str,
+    name: str,
+    size: int,
+    scheduler: str = wellknown.DEFAULT_SCHEDULER_NAME,
+) -> list[str]:
+    """One group of the plan: ``size`` pods of 1 CPU and 64 MiB that run ``--run-seconds``."""
+    return create_group(
+        sim,
+        kind,
+        name,
+        size,
+        requests={"cpu": "1", "memory": "64Mi"},
+        run_seconds=args.run_seconds,
+        scheduler_name=scheduler,
+    )
+
+
 async def _arrive(
     sim: Any, args: argparse.Namespace, prefix: str, scheduler: str
 ) -> tuple[list[str], float]:
@@ -251,15 +295,7 @@ async def _arrive(
             wait = t0 + len(names) / args.arrival - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-        names += create_group(
-            sim,
-            kind,
-            f"{prefix}{n}",
-            size,
-            requests={"cpu": "1", "memory": "64Mi"},
-            run_seconds=args.run_seconds,
-            scheduler_name=scheduler,
-        )
+        names += _group(sim, args, kind, f"{prefix}{n}", size, scheduler)
         if not args.arrival:
             await asyncio.sleep(args.spacing)
     return names, t0
@@ -369,14 +405,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     sim.update(node)
             direct = await _direct(args, sims, nc, clock, phase)
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.terminate()
-                await p.wait()
         await nc.close()
-        await sims.stop()
-        await nats.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        await tear_down(procs, sims, nats, workdir=workdir)
 
     n_groups = len(_plan(args.pods))
     arrival = args.arrival or len(names) / max(1e-9, args.spacing * n_groups)
@@ -396,12 +426,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "bound_pods_per_s": round(len(names) / max(1e-9, last_bind - wall0), 1),
         **figures,
         **direct,
-        "cleanup_pods": len(cleanup),
-        "cleanup_p50_ms": _ms(cleanup, 50),
-        "cleanup_p99_ms": _ms(cleanup, 99),
-        "cleanup_removed_p99_ms": _ms(removed, 99),
-        "poll_interval_s": args.poll_interval,
-        "pending_job_poll_interval_s": 0.02,
+        **_cleanup_fields(args, cleanup, removed),
         "machine": machine(),
     }
 
@@ -505,14 +530,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
             names: list[str] = []
             for n, (kind, size) in enumerate(_plan(args.pods)):
-                names += create_group(
-                    sim,
-                    kind,
-                    f"b{n}",
-                    size,
-                    requests={"cpu": "1", "memory": "64Mi"},
-                    run_seconds=args.run_seconds,
-                )
+                names += _group(sim, args, kind, f"b{n}", size)
                 await asyncio.sleep(args.spacing)
             await until(
                 lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
@@ -565,21 +583,12 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             polls = watch.polls
         finally:
             await watch.stop()
-            if proc is not None:
-                proc.terminate()
-                await proc.wait()
-            await sims.stop()
-            await nats.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
+            await tear_down([proc], sims, nats, workdir=workdir)
         version, api = slurm.slurm_version, probe.version
         rtt = sorted(probe.rtts)
     n_groups = len(_plan(args.pods))
     return {
-        "slurm": "real",
-        "release": args.release,
-        "slurm_version": version,
-        "rest_api": api,
-        "nodes": args.nodes,
+        **real_slurm_fields(args, version, api),
         "pods": len(bind),
         "jobs": len(jobs),
         "bind_p50_ms": _ms(bind, 50),
@@ -602,12 +611,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             (len(names) - 1) / max(1e-9, last_bind - first_bind), 1
         ),
         "all_succeeded_s": round(t_done - wall0, 1),
-        "cleanup_pods": len(cleanup),
-        "cleanup_p50_ms": _ms(cleanup, 50),
-        "cleanup_p99_ms": _ms(cleanup, 99),
-        "cleanup_removed_p99_ms": _ms(removed, 99),
-        "poll_interval_s": args.poll_interval,
-        "pending_job_poll_interval_s": 0.02,
+        **_cleanup_fields(args, cleanup, removed),
         "elapsed_s": round(time.monotonic() - t_begin, 1),
         "machine": machine(),
     }
@@ -616,13 +620,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument(
-        "--slurm",
-        choices=("sim", "real"),
-        default="sim",
-        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
-    )
-    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
+    add_slurm_options(ap)
     ap.add_argument(
         "--probe-interval",
         type=float,

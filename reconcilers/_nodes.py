@@ -6,12 +6,14 @@ A Kubernetes node corresponds to the Slurm node named by its label
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import msgspec
 
-from reconcilers.base import Context, KeysOf, Store
+from reconcilers.base import Context, Decision, KeysOf, ReconcilerSpec, Store
 from schemas import wellknown
+from schemas.actions import AnyAction, RecordEvent
 from schemas.events import Event, KubeNode, SlurmNode, SlurmPing
 from schemas.subjects import slurm_source
 
@@ -113,3 +115,55 @@ def gres_feature_required(store: Store, cluster: str) -> bool:
     except ValueError:
         return True
     return len(version) != 3 or version >= FEATURE_MIN_API
+
+
+def node_event(
+    node: KubeNode,
+    reason: str,
+    message: str,
+    *,
+    warning: bool = False,
+    on: tuple[str, ...] = ("ok",),
+) -> RecordEvent:
+    """A Kubernetes Event on ``node`` (type Normal, or Warning), recorded once the actions
+    before it end with an outcome in ``on``."""
+    return RecordEvent(
+        api_version="v1",
+        object_kind="Node",
+        name=node.key,
+        uid=node.uid,
+        type="Warning" if warning else "Normal",
+        reason=reason,
+        message=message,
+        on=on,
+    )
+
+
+def node_decision(
+    node: KubeNode, action: AnyAction, event: str, message: str, why: str
+) -> Decision:
+    """``action``, announced by a Normal Event ``event`` (``message``) on ``node``."""
+    return Decision(actions=(action, node_event(node, event, message)), reason=why)
+
+
+def node_spec(
+    name: str,
+    *,
+    reads: Callable[[SlurmNode], object],
+    view: Callable[[Store, str, Context], Any],
+    decide: Callable[[Any], Decision],
+    description: str,
+) -> ReconcilerSpec:
+    """A reconciler keyed by Kubernetes node name whose triggers are :data:`NODE_KEYS`,
+    resynced over every Kubernetes node, that reads of a Slurm node only what ``reads``
+    returns (its jobs starting and ending change nothing)."""
+    return ReconcilerSpec(
+        name=name,
+        keys=NODE_KEYS,
+        reads={SlurmNode: reads},
+        key_kind="KubeNode",
+        all_keys=all_kube_nodes,
+        view=view,
+        decide=decide,
+        description=description,
+    )

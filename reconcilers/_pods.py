@@ -121,7 +121,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import msgspec
@@ -713,6 +713,21 @@ def _field(name: str) -> str:
     return f"metadata.annotations[{PREFIX}{name}]"
 
 
+def _parsed(ann: Mapping[str, str], name: str, parse: Callable[[str], int]) -> int | None:
+    """Annotation ``name`` (``PREFIX`` + ``name``) as ``parse`` reads it; None when absent.
+
+    Raises:
+        TranslationError: ``parse`` refuses the value (ValueError), naming the annotation.
+    """
+    raw = ann.get(PREFIX + name)
+    if raw is None:
+        return None
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise TranslationError(_field(name), str(exc)) from None
+
+
 def _int(
     ann: Mapping[str, str], name: str, *, minimum: int, maximum: int | None = None
 ) -> int | None:
@@ -959,12 +974,9 @@ def _memory_per_node(
     Raises:
         TranslationError: ``mem-per-node`` is malformed (:func:`parse_memory_mib`).
     """
-    mem_raw = ann.get(PREFIX + "mem-per-node")
-    if mem_raw is not None:
-        try:
-            return parse_memory_mib(mem_raw)
-        except ValueError as exc:
-            raise TranslationError(_field("mem-per-node"), str(exc)) from None
+    given = _parsed(ann, "mem-per-node", parse_memory_mib)
+    if given is not None:
+        return given
     largest = max(math.ceil(max(p.memory_bytes_max, p.memory_bytes) / MIB) for p in pods)
     memory = largest * per_node if largest else None
     if workload is not None and workload.min_memory_bytes:
@@ -1026,12 +1038,9 @@ def _time_limit(ann: Mapping[str, str], workload: KubeWorkload | None) -> int | 
     Raises:
         TranslationError: ``timelimit`` is malformed or out of range.
     """
-    limit_raw = ann.get(PREFIX + "timelimit")
-    if limit_raw is not None:
-        try:
-            return parse_time_limit(limit_raw)
-        except ValueError as exc:
-            raise TranslationError(_field("timelimit"), str(exc)) from None
+    given = _parsed(ann, "timelimit", parse_time_limit)
+    if given is not None:
+        return given
     if workload is None or workload.active_deadline_s <= 0:
         return None
     # Slinky slurm-bridge (slurmjobir job.go): a Job's activeDeadlineSeconds, rounded up

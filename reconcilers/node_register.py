@@ -75,7 +75,7 @@ KubeListed ``resourceslices``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -97,7 +97,6 @@ from schemas.actions import (
     CreateSlurmNode,
     DeleteSlurmNode,
     DrainSlurmNode,
-    RecordEvent,
     SetNodeCondition,
     SetSlurmNodeExtra,
     SetSlurmNodeFeature,
@@ -270,19 +269,20 @@ def _slices_of(store: Store, node: str) -> tuple[KubeResourceSlice, ...]:
     return tuple(sorted((*mine, *mates), key=lambda s: s.key))
 
 
-def _condition(node: KubeNode, status: str, reason: str, message: str) -> tuple[AnyAction, ...]:
-    cur = node.condition(wellknown.CONDITION_SLURM_REGISTERED)
+def _set_condition(
+    node: KubeNode, type_: str, status: str, reason: str, message: str
+) -> tuple[AnyAction, ...]:
+    """Set condition ``type_`` on ``node`` unless it already reads so (nothing then)."""
+    cur = node.condition(type_)
     if cur is not None and (cur.status, cur.reason, cur.message) == (status, reason, message):
         return ()
     return (
-        SetNodeCondition(
-            node=node.key,
-            type=wellknown.CONDITION_SLURM_REGISTERED,
-            status=status,
-            reason=reason,
-            message=message,
-        ),
+        SetNodeCondition(node=node.key, type=type_, status=status, reason=reason, message=message),
     )
+
+
+def _condition(node: KubeNode, status: str, reason: str, message: str) -> tuple[AnyAction, ...]:
+    return _set_condition(node, wellknown.CONDITION_SLURM_REGISTERED, status, reason, message)
 
 
 def _gres_condition(
@@ -291,19 +291,11 @@ def _gres_condition(
     """Set ``SlinkySlurmGRESCompatible`` when it differs; a Warning Event when it turns
     ``False`` (Slinky ``recordSlurmGRESCompatibilityError``: on a transition only)."""
     cur = node.condition(wellknown.CONDITION_SLURM_GRES_COMPATIBLE)
-    if cur is not None and (cur.status, cur.reason, cur.message) == (status, reason, message):
-        return ()
-    out: list[AnyAction] = [
-        SetNodeCondition(
-            node=node.key,
-            type=wellknown.CONDITION_SLURM_GRES_COMPATIBLE,
-            status=status,
-            reason=reason,
-            message=message,
-        )
-    ]
-    if status == "False" and (cur is None or cur.status != "False"):
-        out.append(_event(node, reason, message, warning=True))
+    out = list(
+        _set_condition(node, wellknown.CONDITION_SLURM_GRES_COMPATIBLE, status, reason, message)
+    )
+    if out and status == "False" and (cur is None or cur.status != "False"):
+        out.append(_nodes.node_event(node, reason, message, warning=True))
     return tuple(out)
 
 
@@ -426,37 +418,23 @@ def _hybrid(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode) -> Stop:
     return plan.stop("hybrid node GRES checked" if acts else None)
 
 
-def _event(
-    node: KubeNode,
-    reason: str,
-    message: str,
-    *,
-    warning: bool = False,
-    on: tuple[str, ...] = ("ok",),
-) -> RecordEvent:
-    return RecordEvent(
-        api_version="v1",
-        object_kind="Node",
-        name=node.key,
-        uid=node.uid,
-        type="Warning" if warning else "Normal",
-        reason=reason,
-        message=message,
-        on=on,
-    )
-
-
 def _drained_idle(slurm: SlurmNode) -> bool:
     return slurm.drained
 
 
-def _leave(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode, reason: str, why: str) -> Stop:
-    """Drain (once), then delete when drained and idle (Slinky slurm-bridge node controller,
-    node_sync.go ``removeNodeFromSlurmAfterDrain``)."""
+def _leave(
+    plan: Plan, s: _Subject, slurm: SlurmNode, reason_of: Callable[[str], str], why: str
+) -> Stop:
+    """Drain (once, with the reason ``reason_of`` gives for the Kubernetes node's name), then
+    delete when drained and idle (Slinky slurm-bridge node controller, node_sync.go
+    ``removeNodeFromSlurmAfterDrain``)."""
+    v, node, reason = s.v, s.node, reason_of(s.node.key)
     if not slurm.has("DRAIN"):
         plan.add(
             DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
-            _event(node, "SlurmNodeDrain", f"Draining external Slurm node {slurm.key}: {why}"),
+            _nodes.node_event(
+                node, "SlurmNodeDrain", f"Draining external Slurm node {slurm.key}: {why}"
+            ),
         )
         return plan.stop(why)
     if not slurm.reason.startswith(OWNED):
@@ -465,7 +443,9 @@ def _leave(plan: Plan, v: View, node: KubeNode, slurm: SlurmNode, reason: str, w
         return plan.stop(f"{why}; waiting for the jobs on {slurm.key} to end")
     plan.add(
         DeleteSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=OWNED),
-        _event(node, "SlurmNodeDeleted", f"Deleted external Slurm node {slurm.key}: {why}"),
+        _nodes.node_event(
+            node, "SlurmNodeDeleted", f"Deleted external Slurm node {slurm.key}: {why}"
+        ),
     )
     return plan.stop(why)
 
@@ -489,7 +469,7 @@ def _refuse(plan: Plan, node: KubeNode, reason: str, msg: str) -> Stop:
     condition turns so, a Warning Event; the decision says why either way."""
     cond = _condition(node, "False", reason, msg)
     if cond:
-        plan.extend((*cond, _event(node, reason, msg, warning=True)))
+        plan.extend((*cond, _nodes.node_event(node, reason, msg, warning=True)))
     return plan.stop(msg)
 
 
@@ -516,10 +496,9 @@ def _unlabelled(plan: Plan, s: _Subject) -> Stop | None:
         return _hybrid(plan, s.v, s.node, slurm)
     return _leave(
         plan,
-        s.v,
-        s.node,
+        s,
         slurm,
-        wellknown.external_removal_reason(s.node.key),
+        wellknown.external_removal_reason,
         "external-node label removed",
     )
 
@@ -569,8 +548,8 @@ def _register(plan: Plan, s: _Subject) -> Stop | None:
     conf = node_conf(s.want)
     plan.add(
         CreateSlurmNode(cluster=s.v.cluster, node=s.want.name, node_conf=conf),
-        _event(s.node, "SlurmNodeRegistered", f"Registered in Slurm: {conf}"),
-        _event(
+        _nodes.node_event(s.node, "SlurmNodeRegistered", f"Registered in Slurm: {conf}"),
+        _nodes.node_event(
             s.node,
             "SlurmNodeUnsupported",
             "The Slurm REST API cannot create nodes (needs v0.0.44+, Slurm 25.11): "
@@ -610,10 +589,9 @@ def _repartitioned(plan: Plan, s: _Subject) -> Stop | None:
         return None
     return _leave(
         plan,
-        s.v,
-        s.node,
+        s,
         slurm,
-        wellknown.external_repartition_reason(s.node.key),
+        wellknown.external_repartition_reason,
         f"partitions changed ({','.join(partition_features(slurm)) or 'none'}→"
         f"{','.join(sorted(d.partitions)) or 'none'}): re-registering",
     )
@@ -631,10 +609,9 @@ def _resized(plan: Plan, s: _Subject) -> Stop | None:
         return None
     return _leave(
         plan,
-        s.v,
-        s.node,
+        s,
         slurm,
-        wellknown.external_resize_reason(s.node.key),
+        wellknown.external_resize_reason,
         f"resources changed (CPUs {slurm.cpus}→{d.cpus}, RealMemory "
         f"{slurm.real_memory}→{d.real_memory}, Gres {slurm.gres!r}→{d.gres!r})",
     )
@@ -658,7 +635,7 @@ def _topology(plan: Plan, s: _Subject) -> Stop | None:
     what = f"to {topology!r}" if topology else "cleared"
     plan.add(
         UpdateSlurmNodeTopology(cluster=s.v.cluster, node=slurm.key, topology=topology),
-        _event(s.node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"),
+        _nodes.node_event(s.node, "SlurmNodeTopology", f"Slurm node {slurm.key} topology {what}"),
     )
     return None
 

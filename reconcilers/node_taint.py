@@ -14,10 +14,10 @@ from __future__ import annotations
 import msgspec
 
 from reconcilers import _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import NOTHING, Context, Decision, Store
 from schemas import wellknown
-from schemas.actions import RecordEvent, TaintNode, UntaintNode
-from schemas.events import KubeNode, SlurmNode, Taint
+from schemas.actions import TaintNode, UntaintNode
+from schemas.events import KubeNode, Taint
 
 NAME = "node_taint"
 
@@ -50,57 +50,39 @@ def decide(v: View) -> Decision:
     if v.managed:
         if len(current) == 1 and current[0].value == v.scheduler_name:
             return NOTHING
-        return Decision(
-            actions=(
-                TaintNode(
-                    node=node.key,
-                    key=wellknown.TAINT_MANAGED_NODE,
-                    value=v.scheduler_name,
-                    effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
-                ),
-                RecordEvent(
-                    api_version="v1",
-                    object_kind="Node",
-                    name=node.key,
-                    uid=node.uid,
-                    reason="ManagedBySlurm",
-                    message=f"Tainted {wellknown.TAINT_MANAGED_NODE}={v.scheduler_name}:"
-                    f"{wellknown.TAINT_MANAGED_NODE_EFFECT}: a Slurm node "
-                    f"({_nodes.slurm_name_of(node)}) corresponds to this node",
-                ),
+        return _nodes.node_decision(
+            node,
+            TaintNode(
+                node=node.key,
+                key=wellknown.TAINT_MANAGED_NODE,
+                value=v.scheduler_name,
+                effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
             ),
-            reason="Slurm manages this node",
+            "ManagedBySlurm",
+            f"Tainted {wellknown.TAINT_MANAGED_NODE}={v.scheduler_name}:"
+            f"{wellknown.TAINT_MANAGED_NODE_EFFECT}: a Slurm node "
+            f"({_nodes.slurm_name_of(node)}) corresponds to this node",
+            "Slurm manages this node",
         )
     if not current:
         return NOTHING
-    return Decision(
-        actions=(
-            UntaintNode(
-                node=node.key,
-                key=wellknown.TAINT_MANAGED_NODE,
-                effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
-            ),
-            RecordEvent(
-                api_version="v1",
-                object_kind="Node",
-                name=node.key,
-                uid=node.uid,
-                reason="NotManagedBySlurm",
-                message=f"Removed taint {wellknown.TAINT_MANAGED_NODE}: no Slurm node "
-                f"({_nodes.slurm_name_of(node)}) corresponds to this node",
-            ),
+    return _nodes.node_decision(
+        node,
+        UntaintNode(
+            node=node.key,
+            key=wellknown.TAINT_MANAGED_NODE,
+            effect=wellknown.TAINT_MANAGED_NODE_EFFECT,
         ),
-        reason="Slurm does not manage this node",
+        "NotManagedBySlurm",
+        f"Removed taint {wellknown.TAINT_MANAGED_NODE}: no Slurm node "
+        f"({_nodes.slurm_name_of(node)}) corresponds to this node",
+        "Slurm does not manage this node",
     )
 
 
-SPEC = ReconcilerSpec(
-    name=NAME,
-    keys=_nodes.NODE_KEYS,
-    # A node's jobs starting and ending change nothing here.
-    reads={SlurmNode: _nodes.slurm_node_exists},
-    key_kind="KubeNode",
-    all_keys=_nodes.all_kube_nodes,
+SPEC = _nodes.node_spec(
+    NAME,
+    reads=_nodes.slurm_node_exists,
     view=view,
     decide=decide,
     description="managed-node taint on Kubernetes nodes that have a Slurm node",

@@ -19,9 +19,9 @@ from __future__ import annotations
 import msgspec
 
 from reconcilers import _nodes
-from reconcilers.base import NOTHING, Context, Decision, ReconcilerSpec, Store
+from reconcilers.base import NOTHING, Context, Decision, Store
 from schemas import wellknown
-from schemas.actions import DrainSlurmNode, RecordEvent, UndrainSlurmNode
+from schemas.actions import DrainSlurmNode, UndrainSlurmNode
 from schemas.events import KubeNode, SlurmNode
 
 NAME = "slurm_drain"
@@ -60,49 +60,29 @@ def decide(v: View) -> Decision:
         if drained:
             return NOTHING
         reason = wellknown.cordon_drain_reason(node.key)
-        return Decision(
-            actions=(
-                DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
-                RecordEvent(
-                    api_version="v1",
-                    object_kind="Node",
-                    name=node.key,
-                    uid=node.uid,
-                    reason="SlurmNodeDrain",
-                    message=f"Draining Slurm node {slurm.key}: {reason}",
-                ),
-            ),
-            reason="Kubernetes node is unschedulable",
+        return _nodes.node_decision(
+            node,
+            DrainSlurmNode(cluster=v.cluster, node=slurm.key, reason=reason),
+            "SlurmNodeDrain",
+            f"Draining Slurm node {slurm.key}: {reason}",
+            "Kubernetes node is unschedulable",
         )
     if not drained:
         return NOTHING
     if not owns_reason(slurm.reason):
         return Decision(reason=f"drain is not ours (reason {slurm.reason!r}); left alone")
-    return Decision(
-        actions=(
-            UndrainSlurmNode(
-                cluster=v.cluster, node=slurm.key, owned_prefixes=(CORDON_REASON_PREFIX,)
-            ),
-            RecordEvent(
-                api_version="v1",
-                object_kind="Node",
-                name=node.key,
-                uid=node.uid,
-                reason="SlurmNodeUndrain",
-                message=f"Undraining Slurm node {slurm.key}: Kubernetes node is schedulable again",
-            ),
-        ),
-        reason="Kubernetes node is schedulable again",
+    return _nodes.node_decision(
+        node,
+        UndrainSlurmNode(cluster=v.cluster, node=slurm.key, owned_prefixes=(CORDON_REASON_PREFIX,)),
+        "SlurmNodeUndrain",
+        f"Undraining Slurm node {slurm.key}: Kubernetes node is schedulable again",
+        "Kubernetes node is schedulable again",
     )
 
 
-SPEC = ReconcilerSpec(
-    name=NAME,
-    keys=_nodes.NODE_KEYS,
-    # A node's jobs starting and ending change nothing here.
-    reads={SlurmNode: _nodes.slurm_node_drain},
-    key_kind="KubeNode",
-    all_keys=_nodes.all_kube_nodes,
+SPEC = _nodes.node_spec(
+    NAME,
+    reads=_nodes.slurm_node_drain,
     view=view,
     decide=decide,
     description="Kubernetes cordon ⇄ Slurm DRAIN with Slinky's reason text",

@@ -153,18 +153,24 @@ class KubeNodeUsage(Event, frozen=True, kw_only=True, tag="KubeNodeUsage"):
     bridge_extended: dict[str, int] = {}
 
 
-class PodCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A Kubernetes pod condition (only ``PodScheduled`` and ``SlurmNodeState*`` are carried,
-    see KubePod).
-
-    ``last_transition``: ``lastTransitionTime`` as epoch seconds (0 when absent).
-    """
+class Condition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The fields of a Kubernetes status condition slurmbridge carries (metav1.Condition and
+    core/v1 PodCondition share them). ``last_transition``: ``lastTransitionTime`` as epoch
+    seconds (0 when absent)."""
 
     type: str
     status: str
     reason: str = ""
     message: str = ""
     last_transition: int = 0
+
+
+class PodCondition(Condition, frozen=True, kw_only=True, gc=False):
+    """A Kubernetes pod condition (only ``PodScheduled`` and ``SlurmNodeState*`` are carried,
+    see KubePod).
+
+    ``last_transition``: ``lastTransitionTime`` as epoch seconds (0 when absent).
+    """
 
 
 class OwnerRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -558,15 +564,9 @@ class KubeResourceClaim(Event, frozen=True, kw_only=True, tag="KubeResourceClaim
 # --- Slurm -----------------------------------------------------------------------------------
 
 
-class NodeSetCondition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class NodeSetCondition(Condition, frozen=True, kw_only=True, gc=False):
     """A NodeSet status condition slurmbridge writes (only ``ReplicaFailure`` is carried,
     see NodeSetStatus). ``last_transition``: ``lastTransitionTime`` as epoch seconds."""
-
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
-    last_transition: int = 0
 
 
 class NodeSetStatus(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -66,33 +66,29 @@ def stream_specs(
     Defaults: 32 messages per observation subject (enough history to explain a recent change
     while the projection needs only the last) kept 7 days; action records 30 days.
     """
-    p = subjects.PREFIX
-    return (
-        StreamSpec(
-            name=OBS_STREAM,
-            subjects=(f"{p}.{subjects.OBS}.>",),
-            storage=storage,
-            max_msgs_per_subject=obs_max_msgs_per_subject,
-            max_age_s=obs_max_age_s,
-            replicas=replicas,
-            description="slurmbridge observations (Kubernetes watches, Slurm polls)",
+    # (name, subject token, age, per-subject cap, description): one row per stream.
+    rows: tuple[tuple[str, str, float, int, str], ...] = (
+        (
+            OBS_STREAM,
+            subjects.OBS,
+            obs_max_age_s,
+            obs_max_msgs_per_subject,
+            "slurmbridge observations (Kubernetes watches, Slurm polls)",
         ),
+        (ACT_STREAM, subjects.ACT, act_max_age_s, -1, "slurmbridge action records (audit trail)"),
+        (DLQ_STREAM, subjects.DLQ, dlq_max_age_s, -1, "slurmbridge dead letters with their reason"),
+    )
+    return tuple(
         StreamSpec(
-            name=ACT_STREAM,
-            subjects=(f"{p}.{subjects.ACT}.>",),
+            name=name,
+            subjects=(f"{subjects.PREFIX}.{token}.>",),
             storage=storage,
-            max_age_s=act_max_age_s,
+            max_msgs_per_subject=per_subject,
+            max_age_s=max_age_s,
             replicas=replicas,
-            description="slurmbridge action records (audit trail)",
-        ),
-        StreamSpec(
-            name=DLQ_STREAM,
-            subjects=(f"{p}.{subjects.DLQ}.>",),
-            storage=storage,
-            max_age_s=dlq_max_age_s,
-            replicas=replicas,
-            description="slurmbridge dead letters with their reason",
-        ),
+            description=description,
+        )
+        for name, token, max_age_s, per_subject, description in rows
     )
 
 

@@ -133,6 +133,24 @@ def _class_lookup(
     return read
 
 
+def context_of(settings: Settings) -> Context:
+    """The reconcilers' context a run with ``settings`` uses (and ``slurmbridge logs
+    replay`` uses again)."""
+    return Context(
+        scheduler_name=settings.scheduler_name,
+        cluster=settings.slurm.cluster,
+        stuck_pod_grace_s=settings.kube.stuck_pod_grace,
+        preemption_grace_s=settings.kube.preemption_grace,
+        lost_job_grace_s=settings.kube.lost_job_grace,
+        default_partition=settings.partition or "",
+        mcs_label=settings.mcs_label or "",
+        propagated_node_conditions=tuple(settings.propagated_node_conditions),
+        tenancy=settings.tenancy,
+        managed_namespaces=tuple(settings.managed_namespaces),
+        namespace_selector=settings.managed_namespace_selector is not None,
+    )
+
+
 class UsageError(ValueError):
     """A component name or combination that cannot run (message names it)."""
 
@@ -178,9 +196,10 @@ class HotJobs:
         """Projection listener."""
         del seq
         if isinstance(event, KubePod):
-            raw = event.labels.get(wellknown.LABEL_SLURM_JOBID, "")
             gone = event.deleted or event.node_name or event.deleting or event.terminal
-            self._wait(event.key, None if gone or not raw.isdigit() else int(raw))
+            # Job ids start at 1: a "0" label names no job to watch.
+            job_id = None if gone else wellknown.slurm_job_id(event.labels)
+            self._wait(event.key, job_id or None)
         elif isinstance(event, SlurmJob) and event.source == self.source:
             job_id = int(event.key) if event.key.isdigit() else event.job_id
             ended = event.deleted or event.base_state in wellknown.JOB_ENDED_STATES
@@ -291,19 +310,7 @@ class App:
         self._nats_lost_at: float | None = None
         self.webhook: WebhookServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self.ctx = Context(
-            scheduler_name=settings.scheduler_name,
-            cluster=settings.slurm.cluster,
-            stuck_pod_grace_s=settings.kube.stuck_pod_grace,
-            preemption_grace_s=settings.kube.preemption_grace,
-            lost_job_grace_s=settings.kube.lost_job_grace,
-            default_partition=settings.partition or "",
-            mcs_label=settings.mcs_label or "",
-            propagated_node_conditions=tuple(settings.propagated_node_conditions),
-            tenancy=settings.tenancy,
-            managed_namespaces=tuple(settings.managed_namespaces),
-            namespace_selector=settings.managed_namespace_selector is not None,
-        )
+        self.ctx = context_of(settings)
         #: No destructive action for a cluster before the log holds complete listings of
         #: both sides (runtime.gate): the core Kubernetes listings this deployment watches.
         self.gate = ListingGate(

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import msgspec
 
@@ -22,6 +22,7 @@ from schemas.events import (
     AllocatedDevice,
     ClaimConsumer,
     ClaimRequest,
+    Condition,
     DraRequest,
     Event,
     HostPort,
@@ -51,6 +52,7 @@ from schemas.events import (
 from slurmbridge.kube import revisions
 from slurmbridge.kube.wire import (
     RawCluster,
+    RawCondition,
     RawContainer,
     RawDeviceClass,
     RawNode,
@@ -58,6 +60,7 @@ from slurmbridge.kube.wire import (
     RawNodeSelectorRequirement,
     RawNodeSet,
     RawNodeSetSpec,
+    RawObjMeta,
     RawOwnerRef,
     RawPod,
     RawPodSpec,
@@ -141,6 +144,40 @@ def _ours(condition_type: str) -> bool:
     return condition_type.startswith(("Slurm", "SlinkySlurm"))
 
 
+class _Meta(Protocol):
+    """What every watched object's metadata has (``RawMeta``, ``RawObjMeta``)."""
+
+    name: str
+    uid: str
+    resourceVersion: str  # noqa: N815 - Kubernetes wire name
+
+
+def _envelope(md: _Meta, producer: str, observed_at: int, key: str) -> dict[str, Any]:
+    """The fields every Kubernetes observation carries (schemas.events ``Event``): the
+    Kubernetes source, ``key``, when and by whom it was observed, the object's
+    resourceVersion (``version``) and uid."""
+    return {
+        "source": subjects.KUBE_SOURCE,
+        "key": key,
+        "observed_at": observed_at,
+        "version": md.resourceVersion,
+        "producer": producer,
+        "uid": md.uid,
+    }
+
+
+def _namespaced(
+    md: RawObjMeta, producer: str, observed_at: int, key: str | None = None
+) -> dict[str, Any]:
+    """:func:`_envelope` of a namespaced object, with its ``namespace`` and ``name``; the key
+    is ``namespace/name`` unless given."""
+    return {
+        **_envelope(md, producer, observed_at, f"{md.namespace}/{md.name}" if key is None else key),
+        "namespace": md.namespace,
+        "name": md.name,
+    }
+
+
 def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
     """Translate a raw Node into a ``KubeNode`` observation (pure).
 
@@ -154,12 +191,7 @@ def node_to_event(raw: RawNode, *, producer: str, observed_at: int) -> KubeNode:
     cap = status.capacity or {}
     alloc = status.allocatable or {}
     return KubeNode(
-        source=subjects.KUBE_SOURCE,
-        key=md.name,
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
+        **_envelope(md, producer, observed_at, md.name),
         labels=dict(md.labels or {}),
         # Only Slinky's annotations: the others (CNI, CSI, kubeadm …) are large, change often
         # and no rule reads them.
@@ -209,6 +241,26 @@ def _quantity(values: dict[str, str] | None, name: str, scale: float) -> int:
         return int(parse_quantity(raw) * scale + 1e-9)
     except ValueError:
         return 0
+
+
+_C = TypeVar("_C", bound=Condition)
+
+
+def _conditions(
+    kind: type[_C], raw: list[RawCondition] | None, carried: Callable[[str], bool]
+) -> tuple[_C, ...]:
+    """The conditions of the types ``carried`` selects, as ``kind``, in their order."""
+    return tuple(
+        kind(
+            type=c.type,
+            status=c.status,
+            reason=c.reason,
+            message=c.message,
+            last_transition=_epoch(c.lastTransitionTime),
+        )
+        for c in raw or []
+        if carried(c.type)
+    )
 
 
 def _container_request(c: RawContainer, name: str, scale: float) -> int:
@@ -422,14 +474,7 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
     why = _kubelet_why(status)
 
     return KubePod(
-        source=subjects.KUBE_SOURCE,
-        key=f"{md.namespace}/{md.name}",
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
-        namespace=md.namespace,
-        name=md.name,
+        **_namespaced(md, producer, observed_at),
         phase=status.phase or "Pending",
         node_name=spec.nodeName or "",
         scheduler_name=spec.schedulerName or "",
@@ -453,16 +498,10 @@ def pod_to_event(raw: RawPod, *, producer: str, observed_at: int) -> KubePod:
             ),
             0,
         ),
-        conditions=tuple(
-            PodCondition(
-                type=c.type,
-                status=c.status,
-                reason=c.reason,
-                message=c.message,
-                last_transition=_epoch(c.lastTransitionTime),
-            )
-            for c in status.conditions or []
-            if c.type == "PodScheduled" or c.type.startswith(wellknown.SLURM_NODE_STATE_PREFIX)
+        conditions=_conditions(
+            PodCondition,
+            status.conditions,
+            lambda t: t == "PodScheduled" or t.startswith(wellknown.SLURM_NODE_STATE_PREFIX),
         ),
         tolerations=tuple(
             sorted({t.key or "" for t in spec.tolerations or [] if t.key or t.operator == "Exists"})
@@ -636,14 +675,7 @@ def workload_to_event(raw: RawWorkload, *, producer: str, observed_at: int) -> K
     (``wellknown.KIND_NATIVE_POD_GROUP`` / ``KIND_NATIVE_WORKLOAD``, by its watcher)."""
     md = raw.metadata
     return KubeWorkload(
-        source=subjects.KUBE_SOURCE,
-        key=workload_key(md.namespace, raw.kind, md.name),
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
-        namespace=md.namespace,
-        name=md.name,
+        **_namespaced(md, producer, observed_at, workload_key(md.namespace, raw.kind, md.name)),
         workload_kind=raw.kind,
         api_version=raw.apiVersion,
         annotations={k: v for k, v in (md.annotations or {}).items() if SLINKY_ANNOTATION in k},
@@ -670,14 +702,7 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
     wdp = spec.workloadDisruptionProtection
     template = _template_spec(spec.template)
     return KubeNodeSet(
-        source=subjects.KUBE_SOURCE,
-        key=f"{md.namespace}/{md.name}",
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
-        namespace=md.namespace,
-        name=md.name,
+        **_namespaced(md, producer, observed_at),
         generation=md.generation,
         replicas=spec.replicas if spec.replicas is not None else 1,
         cluster_name=ref or spec.clusterName,
@@ -706,16 +731,8 @@ def nodeset_to_event(raw: RawNodeSet, *, producer: str, observed_at: int) -> Kub
             desired=st.desired,
             node_set_hash=st.nodeSetHash,
             ordinal_to_node=dict(st.ordinalToNode or {}),
-            conditions=tuple(
-                NodeSetCondition(
-                    type=c.type,
-                    status=c.status,
-                    reason=c.reason,
-                    message=c.message,
-                    last_transition=_epoch(c.lastTransitionTime),
-                )
-                for c in st.conditions or []
-                if c.type in wellknown.NODESET_CONDITIONS
+            conditions=_conditions(
+                NodeSetCondition, st.conditions, lambda t: t in wellknown.NODESET_CONDITIONS
             ),
         ),
         scaling_mode=spec.scalingMode or "StatefulSet",
@@ -814,14 +831,7 @@ def cluster_to_event(raw: RawCluster, *, producer: str, observed_at: int) -> Slu
     md, spec, st = raw.metadata, raw.spec, raw.status
     ready = next((c for c in st.conditions or () if c.type == "Ready"), None)
     return SlurmCluster(
-        source=subjects.KUBE_SOURCE,
-        key=f"{md.namespace}/{md.name}",
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
-        namespace=md.namespace,
-        name=md.name,
+        **_namespaced(md, producer, observed_at),
         generation=md.generation,
         server=spec.server,
         secret_name=spec.token.secretRef.name,
@@ -837,14 +847,7 @@ def scaler_to_event(raw: RawScaler, *, kind: str, producer: str, observed_at: in
     """Translate a raw HPA or ScaledObject (pure)."""
     md, ref = raw.metadata, raw.spec.scaleTargetRef
     return KubeScaler(
-        source=subjects.KUBE_SOURCE,
-        key=workload_key(md.namespace, kind, md.name),
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
-        namespace=md.namespace,
-        name=md.name,
+        **_namespaced(md, producer, observed_at, workload_key(md.namespace, kind, md.name)),
         scaler_kind=kind,
         target_kind=ref.kind,
         target_name=ref.name,
@@ -867,12 +870,7 @@ def resource_slice_to_event(
                 attrs[name] = value
         devices.append(SliceDevice(name=d.name, attributes=attrs))
     return KubeResourceSlice(
-        source=subjects.KUBE_SOURCE,
-        key=md.name,
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
+        **_envelope(md, producer, observed_at, md.name),
         node=spec.nodeName or "",
         driver=spec.driver,
         pool=spec.pool.name,
@@ -889,12 +887,7 @@ def device_class_to_event(
     of selector), whether it has ``config``, its ``extendedResourceName``."""
     md, spec = raw.metadata, raw.spec
     return KubeDeviceClass(
-        source=subjects.KUBE_SOURCE,
-        key=md.name,
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
+        **_envelope(md, producer, observed_at, md.name),
         selectors=tuple(
             s.cel.expression if s.cel is not None else None for s in spec.selectors or []
         ),
@@ -927,14 +920,7 @@ def resource_claim_to_event(
     ann = md.annotations or {}
     alloc = st.allocation
     return KubeResourceClaim(
-        source=subjects.KUBE_SOURCE,
-        key=f"{md.namespace}/{md.name}",
-        observed_at=observed_at,
-        version=md.resourceVersion,
-        producer=producer,
-        uid=md.uid,
-        namespace=md.namespace,
-        name=md.name,
+        **_namespaced(md, producer, observed_at),
         owner=_controller(md.ownerReferences),
         pod_claim_name=ann.get("resource.kubernetes.io/pod-claim-name", ""),
         extended=ann.get("resource.kubernetes.io/extended-resource-claim") == "true",

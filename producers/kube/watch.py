@@ -437,8 +437,8 @@ def _bridge_pod(raw: RawPod, scheduler_name: str) -> bool:
     scheduler is ours and its ``slurm-jobid`` label a positive job id."""
     if not scheduler_name or (raw.spec.schedulerName or "") != scheduler_name:
         return False
-    label = (raw.metadata.labels or {}).get(wellknown.LABEL_SLURM_JOBID, "")
-    return label.isdigit() and int(label) > 0
+    # A job id label is decimal digits, so a true one is positive: "0" names no job.
+    return bool(wellknown.slurm_job_id(raw.metadata.labels or {}))
 
 
 class NodeUsageWatcher(KubeWatcher[events.KubeNodeUsage]):

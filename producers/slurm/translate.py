@@ -6,6 +6,7 @@ no decisions): :func:`node_to_event`, :func:`partition_to_event`, :func:`job_to_
 from __future__ import annotations
 
 import hashlib
+from typing import TypeVar
 
 import msgspec
 
@@ -39,67 +40,46 @@ def _stamp(event: Event, producer: str, observed_at: int) -> Event:
     )
 
 
+_E = TypeVar("_E", SlurmNode, SlurmPartition)
+
+
+def _named(
+    kind: type[_E], obj: Node | Partition, cluster: str, producer: str, observed_at: int
+) -> _E:
+    """``obj`` as a ``kind`` observation keyed by its name: every other field of the client's
+    model is a field of the observation under the same name (a test keeps it so for nodes),
+    so it is one copy, not a list written twice."""
+    fields = msgspec.structs.asdict(obj)
+    ev = kind(
+        source=subjects.slurm_source(cluster), key=fields.pop("name"), cluster=cluster, **fields
+    )
+    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+
+
 def node_to_event(
     node: Node, *, cluster: str, producer: str = "", observed_at: int = 0
 ) -> SlurmNode:
     """Translate a Slurm node (pure). ``version`` is the content hash."""
-    # Every field of the client's Node is a field of the observation under the same name
-    # (a test keeps it so): one copy, not a list written twice.
-    fields = msgspec.structs.asdict(node)
-    ev = SlurmNode(
-        source=subjects.slurm_source(cluster),
-        key=fields.pop("name"),
-        cluster=cluster,
-        **fields,
-    )
-    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+    return _named(SlurmNode, node, cluster, producer, observed_at)
 
 
 def partition_to_event(
     part: Partition, *, cluster: str, producer: str = "", observed_at: int = 0
 ) -> SlurmPartition:
-    """Translate a Slurm partition (pure)."""
-    ev = SlurmPartition(
-        source=subjects.slurm_source(cluster),
-        key=part.name,
-        cluster=cluster,
-        state=part.state,
-        nodes=tuple(part.nodes),
-        total_cpus=part.total_cpus,
-        total_nodes=part.total_nodes,
-        max_time_minutes=part.max_time_minutes,
-        is_default=part.is_default,
-    )
-    return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
+    """Translate a Slurm partition (pure). ``version`` is the content hash."""
+    return _named(SlurmPartition, part, cluster, producer, observed_at)
 
 
 def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int = 0) -> SlurmJob:
     """Translate a Slurm job (pure). ``key`` is the job id."""
-    ev = SlurmJob(
-        source=subjects.slurm_source(cluster),
-        key=str(job.job_id),
-        cluster=cluster,
-        job_id=job.job_id,
-        name=job.name,
+    # Every field of the client's Job but ``user_name`` (not carried) is a field of the
+    # observation under the same name; the sequences become tuples, the allocation events'.
+    fields = msgspec.structs.asdict(job)
+    del fields["user_name"]
+    fields.update(
         state=tuple(job.state),
-        state_reason=job.state_reason,
         nodes=tuple(job.nodes),
-        partition=job.partition,
-        admin_comment=job.admin_comment,
-        comment=job.comment,
         flags=tuple(job.flags),
-        user_id=job.user_id,
-        submit_time=job.submit_time,
-        start_time=job.start_time,
-        end_time=job.end_time,
-        time_limit_minutes=job.time_limit_minutes,
-        node_count=job.node_count,
-        excluded_nodes=job.excluded_nodes,
-        required_nodes=job.required_nodes,
-        priority=job.priority,
-        het_job_id=job.het_job_id,
-        het_job_offset=job.het_job_offset,
-        het_job_ids=job.het_job_ids,
         allocation=tuple(
             NodeAlloc(
                 node=a.node,
@@ -111,6 +91,9 @@ def job_to_event(job: Job, *, cluster: str, producer: str = "", observed_at: int
             )
             for a in job.allocation
         ),
+    )
+    ev = SlurmJob(
+        source=subjects.slurm_source(cluster), key=str(job.job_id), cluster=cluster, **fields
     )
     return _stamp(ev, producer, observed_at)  # type: ignore[return-value]
 

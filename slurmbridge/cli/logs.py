@@ -30,7 +30,7 @@ from typing import Any
 
 import reconcilers
 from reconcilers import _tenancy
-from reconcilers.base import Context
+from slurmbridge.app import context_of
 from slurmbridge.config import Settings, redact_url
 from slurmbridge.logview import explain as explain_mod
 from slurmbridge.logview import replay as replay_mod
@@ -245,23 +245,6 @@ async def open_log(
     finally:
         if server is not None:
             await server.stop()
-
-
-def context_of(settings: Settings) -> Context:
-    """The reconcilers' context a run with ``settings`` used."""
-    return Context(
-        scheduler_name=settings.scheduler_name,
-        cluster=settings.slurm.cluster,
-        stuck_pod_grace_s=settings.kube.stuck_pod_grace,
-        preemption_grace_s=settings.kube.preemption_grace,
-        lost_job_grace_s=settings.kube.lost_job_grace,
-        default_partition=settings.partition or "",
-        mcs_label=settings.mcs_label or "",
-        propagated_node_conditions=tuple(settings.propagated_node_conditions),
-        tenancy=settings.tenancy,
-        managed_namespaces=tuple(settings.managed_namespaces),
-        namespace_selector=settings.managed_namespace_selector is not None,
-    )
 
 
 async def replay_cmd(settings: Settings, args: argparse.Namespace) -> int:

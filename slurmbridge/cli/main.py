@@ -152,6 +152,17 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING … (default INFO)")
 
 
+def _add_format(p: argparse.ArgumentParser, per: str) -> None:
+    """``--format pretty|jsonl`` (default pretty): the CLI's two output formats; ``per``
+    ends the help: what one JSON line holds."""
+    p.add_argument(
+        "--format",
+        choices=("pretty", "jsonl"),
+        default="pretty",
+        help=f"pretty lines, or one JSON object per {per}",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     from slurmbridge.components import component_names
@@ -204,12 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="exit after this many seconds (default 30)",
     )
-    demo.add_argument(
-        "--format",
-        choices=("pretty", "jsonl"),
-        default="pretty",
-        help="pretty lines, or one JSON object per event/record (with its tag; default pretty)",
-    )
+    _add_format(demo, "event/record (with its tag; default pretty)")
     demo.add_argument(
         "--api-version",
         default="v0.0.44",
@@ -239,12 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "subject", nargs="?", default="bridge.>", help="subject filter (default bridge.>)"
     )
-    tail.add_argument(
-        "--format",
-        choices=("pretty", "jsonl"),
-        default="pretty",
-        help="pretty lines, or one JSON object per message (default pretty)",
-    )
+    _add_format(tail, "message (default pretty)")
     tail.add_argument(
         "--kind", help="only this kind (KubeNode, SlurmNode, PodGroup …; unknown ones are refused)"
     )

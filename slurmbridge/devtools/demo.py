@@ -44,7 +44,7 @@ from schemas.actions import ActionRecord
 from schemas.wellknown import AUTOSCALE_PREFIX as AUTOSCALE
 from slurmbridge.config import Settings
 from slurmbridge.devtools.sim.workloads import create_group
-from slurmbridge.devtools.testing import MANAGED_NODE_TOLERATION, Stack
+from slurmbridge.devtools.testing import Stack, slurmd_nodeset
 from slurmbridge.logview import render
 
 
@@ -116,29 +116,16 @@ async def demo(
     def burst_nodeset() -> None:
         stack.slurm.add_partition("burst")  # its nodes join as their slurmd pods register
         stack.kube.create(
-            {
-                "apiVersion": "slinky.slurm.net/v1alpha1",
-                "kind": "NodeSet",
-                "metadata": {
-                    "name": "burst",
-                    "namespace": "default",
-                    "annotations": {
-                        AUTOSCALE + "partition": "burst",
-                        AUTOSCALE + "max-replicas": "3",
-                        AUTOSCALE + "cooldown": str(round(0.015 * duration, 2)),
-                        AUTOSCALE + "idle-to-zero-after": str(round(0.025 * duration, 2)),
-                    },
+            slurmd_nodeset(
+                "burst",
+                "default",
+                {
+                    AUTOSCALE + "partition": "burst",
+                    AUTOSCALE + "max-replicas": "3",
+                    AUTOSCALE + "cooldown": str(round(0.015 * duration, 2)),
+                    AUTOSCALE + "idle-to-zero-after": str(round(0.025 * duration, 2)),
                 },
-                "spec": {
-                    "replicas": 0,
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "slurmd", "image": "slurmd"}],
-                            "tolerations": [MANAGED_NODE_TOLERATION],
-                        }
-                    },
-                },
-            }
+            )
         )
 
     def burst_wave() -> None:

@@ -485,6 +485,42 @@ class SlurmRig(abc.ABC):
             )
         return self._workdir
 
+    #: The REST token while started (None before :meth:`start` and after :meth:`stop`).
+    _token: str | None = None
+    #: How errors name the cluster ("real Slurm", "Slurm 26.05").
+    _title: str = "real Slurm"
+
+    @property
+    def started(self) -> bool:
+        """True between a successful :meth:`start` and :meth:`stop`."""
+        return self._token is not None
+
+    def _require_started(self) -> None:
+        if not self.started:
+            raise RealSlurmError(f"the {self._title} cluster is not started")
+
+    @property
+    def token(self) -> str:
+        """The JWT for the rig's REST user; send it as ``X-SLURM-USER-TOKEN``. Never log it.
+
+        Raises:
+            RealSlurmError: not started.
+        """
+        if self._token is None:
+            raise RealSlurmError(f"the {self._title} cluster is not started")
+        return self._token
+
+    @property
+    def token_file(self) -> Path:
+        """A file holding :attr:`token` (mode 0600, owned by the user who started the rig)."""
+        return self.workdir / "token"
+
+    @property
+    def env_file(self) -> Path:
+        """``slurm.env``: shell ``export`` lines for this cluster (the token is named by its
+        file, never written in it)."""
+        return self.workdir / "slurm.env"
+
     @property
     def conf(self) -> Path:
         """Path of ``slurm.conf`` (what ``SLURM_CONF`` must name; the same path inside a
@@ -633,7 +669,7 @@ class RealSlurm(SlurmRig):
         self._ctld_port = 0
         self._rest_port = 0
         self._node_ports: list[int] = []
-        self._token: str | None = None
+        self._token = None
         self._daemons: list[_Daemon] = []
         self._bin: dict[str, str] = {}
         self.startup_seconds: float | None = None
@@ -652,22 +688,6 @@ class RealSlurm(SlurmRig):
         return f"http://127.0.0.1:{self._rest_port}"
 
     @property
-    def token(self) -> str:
-        """The JWT for :attr:`user`; send it as ``X-SLURM-USER-TOKEN``. Never log it.
-
-        Raises:
-            RealSlurmError: not started.
-        """
-        if self._token is None:
-            raise RealSlurmError("the real Slurm cluster is not started")
-        return self._token
-
-    @property
-    def token_file(self) -> Path:
-        """A file holding :attr:`token` (mode 0600, owned by the current user)."""
-        return self.workdir / "token"
-
-    @property
     def auth_headers(self) -> dict[str, str]:
         """``X-SLURM-USER-NAME`` and ``X-SLURM-USER-TOKEN`` headers for slurmrestd."""
         return {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token}
@@ -681,16 +701,6 @@ class RealSlurm(SlurmRig):
     def rest_port(self) -> int:
         """slurmrestd's TCP port on 127.0.0.1 (0 before start)."""
         return self._rest_port
-
-    @property
-    def env_file(self) -> Path:
-        """``slurm.env``: shell ``export`` lines for this cluster (mode 0600)."""
-        return self.workdir / "slurm.env"
-
-    @property
-    def started(self) -> bool:
-        """True between a successful :meth:`start` and :meth:`stop`."""
-        return self._token is not None
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """An environment for subprocesses that use this cluster.
@@ -791,10 +801,6 @@ class RealSlurm(SlurmRig):
             raise
         self.startup_seconds = time.monotonic() - t0
         return self
-
-    def _require_started(self) -> None:
-        if not self.started:
-            raise RealSlurmError("the real Slurm cluster is not started")
 
     def _prepare_workdir(self) -> None:
         d = self.workdir
@@ -1167,6 +1173,52 @@ def _is_ours(pid: int, workdir: Path) -> bool:
 # --------------------------------------------------------------------------- CLI
 
 
+def rig_subcommands(
+    parser: argparse.ArgumentParser, *, install: str, up: str, down: str
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """A rig CLI's ``install``, ``up`` and ``down DIR`` subcommands (``up`` with the options
+    both rigs take: ``--nodes``, ``--token-lifespan``); returns ``install`` and ``up`` for
+    the rig's own arguments."""
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_install = sub.add_parser("install", help=install)
+    p_up = sub.add_parser("up", help=up)
+    p_up.add_argument("--nodes", type=int, default=4, help="node count (default 4)")
+    p_up.add_argument(
+        "--token-lifespan", type=int, default=86400, help="token validity, seconds (default 1 d)"
+    )
+    sub.add_parser("down", help=down).add_argument("dir", type=Path)
+    return p_install, p_up
+
+
+def run_command(args: argparse.Namespace, command: Callable[[argparse.Namespace], str]) -> int:
+    """A rig CLI's command: its report on stdout and exit code 0, or the rig's error on stderr
+    and exit code 1."""
+    try:
+        sys.stdout.write(command(args))
+    except RealSlurmError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    if args.command == "install":
+        install(apt=not args.check)
+        return "real Slurm is installed\n"
+    if args.command == "up":
+        cluster = RealSlurm(args.nodes, args.dir, token_lifespan=args.token_lifespan)
+        cluster.start()
+        return (
+            f"real Slurm up in {cluster.startup_seconds or 0:.2f} s: {cluster.url} "
+            f"({cluster.nodes} nodes, user {cluster.user}); "
+            f"token in {cluster.token_file}\n"
+            f"  source {cluster.env_file}\n"
+            f"  stop with: python -m slurmbridge.devtools.realslurm down {cluster.workdir}\n"
+        )
+    RealSlurm.attach(args.dir).stop()
+    return f"real Slurm in {args.dir} stopped\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m slurmbridge.devtools.realslurm install | up DIR | down DIR``; returns the exit
     code.
@@ -1178,40 +1230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m slurmbridge.devtools.realslurm",
         description="A throw-away real Slurm 22.05 cluster on loopback (Debian, root).",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_install = sub.add_parser("install", help="apt-get install the Slurm packages if missing")
-    p_install.add_argument("--check", action="store_true", help="only check, never install")
-    p_up = sub.add_parser("up", help="start a cluster in DIR and write DIR/slurm.env")
-    p_up.add_argument("dir", type=Path)
-    p_up.add_argument("--nodes", type=int, default=4, help="node count (default 4)")
-    p_up.add_argument(
-        "--token-lifespan", type=int, default=86400, help="token validity, seconds (default 1 d)"
+    p_install, p_up = rig_subcommands(
+        parser,
+        install="apt-get install the Slurm packages if missing",
+        up="start a cluster in DIR and write DIR/slurm.env",
+        down="stop the cluster in DIR (by its pid files)",
     )
-    p_down = sub.add_parser("down", help="stop the cluster in DIR (by its pid files)")
-    p_down.add_argument("dir", type=Path)
-    args = parser.parse_args(argv)
-    out = sys.stdout
-    try:
-        if args.command == "install":
-            install(apt=not args.check)
-            out.write("real Slurm is installed\n")
-        elif args.command == "up":
-            cluster = RealSlurm(args.nodes, args.dir, token_lifespan=args.token_lifespan)
-            cluster.start()
-            out.write(
-                f"real Slurm up in {cluster.startup_seconds or 0:.2f} s: {cluster.url} "
-                f"({cluster.nodes} nodes, user {cluster.user}); "
-                f"token in {cluster.token_file}\n"
-                f"  source {cluster.env_file}\n"
-                f"  stop with: python -m slurmbridge.devtools.realslurm down {cluster.workdir}\n"
-            )
-        else:
-            RealSlurm.attach(args.dir).stop()
-            out.write(f"real Slurm in {args.dir} stopped\n")
-    except RealSlurmError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    return 0
+    p_install.add_argument("--check", action="store_true", help="only check, never install")
+    p_up.add_argument("dir", type=Path)
+    return run_command(parser.parse_args(argv), _command)
 
 
 if __name__ == "__main__":

@@ -67,14 +67,20 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Self
 
-from slurmbridge.devtools.realslurm import DaemonError, NotInstalledError, RealSlurmError, SlurmRig
+from slurmbridge.devtools.realslurm import (
+    DaemonError,
+    NotInstalledError,
+    RealSlurmError,
+    SlurmRig,
+    rig_subcommands,
+    run_command,
+)
 
 __all__ = [
     "RELEASES",
@@ -171,6 +177,31 @@ def _script_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def _script(
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    capture: bool = True,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as the rig runs its scripts and chroot commands: with ``env`` (default
+    :func:`_script_env`), no stdin, text output (captured unless ``capture`` is False), the
+    exit status left to the caller.
+
+    Raises:
+        subprocess.TimeoutExpired: ``timeout`` seconds passed.
+    """
+    return subprocess.run(
+        argv,
+        env=_script_env() if env is None else env,
+        capture_output=capture,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+
+
 def _tail(text: str, lines: int = _TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
@@ -207,14 +238,7 @@ def install(
         return
     _require_root(f"build the Slurm {release} root file system")
     argv = ["bash", str(RIG_DIR / "install.sh"), release, str(root)]
-    done = subprocess.run(
-        argv,
-        env=_script_env(),
-        capture_output=capture,
-        text=True,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    done = _script(argv, capture=capture)
     if done.returncode != 0:
         output = (done.stdout or "") + (done.stderr or "")
         raise RealSlurmError(
@@ -233,15 +257,7 @@ def down(workdir: str | os.PathLike[str]) -> str:
     _require_root("stop a Slurm cluster")
     argv = ["bash", str(RIG_DIR / "down.sh"), str(Path(workdir).absolute())]
     try:
-        done = subprocess.run(
-            argv,
-            env=_script_env(),
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-        )
+        done = _script(argv, timeout=120)
     except subprocess.TimeoutExpired as exc:
         raise RealSlurmError(f"down.sh {workdir} timed out after 120 s") from exc
     if done.returncode != 0:
@@ -336,6 +352,7 @@ class ModernSlurm(SlurmRig):
         gpu_type: str = "nvidia",
     ) -> None:
         self._release = _check_release(release)
+        self._title = f"Slurm {self._release}"
         if topology not in (None, "block"):
             raise ValueError(f"topology must be None or 'block', got {topology!r}")
         self.topology = topology
@@ -364,7 +381,7 @@ class ModernSlurm(SlurmRig):
         self._own_workdir = workdir is None
         self._workdir: Path | None = None if workdir is None else Path(workdir).absolute()
         self._env: dict[str, str] = {}
-        self._token: str | None = None
+        self._token = None
         self._mntns: str | None = None
         self.startup_output = ""
         """What ``up.sh`` printed at the last :meth:`start` (URL, versions, time taken)."""
@@ -376,19 +393,8 @@ class ModernSlurm(SlurmRig):
         """``24.11`` or ``26.05``."""
         return self._release
 
-    @property
-    def env_file(self) -> Path:
-        """``slurm.env``: shell ``export`` lines for this cluster (no token in it)."""
-        return self.workdir / "slurm.env"
-
-    @property
-    def started(self) -> bool:
-        """True between a successful :meth:`start` and :meth:`stop`."""
-        return self._token is not None
-
     def _field(self, key: str) -> str:
-        if not self.started:
-            raise RealSlurmError(f"the Slurm {self._release} cluster is not started")
+        self._require_started()
         try:
             return self._env[key]
         except KeyError:
@@ -398,22 +404,6 @@ class ModernSlurm(SlurmRig):
     def url(self) -> str:
         """slurmrestd's base URL, ``http://127.0.0.1:<port>``. Raises if not started."""
         return self._field("SLURM_REST")
-
-    @property
-    def token(self) -> str:
-        """The JWT for :attr:`user` (root); send it as ``X-SLURM-USER-TOKEN``. Never log it.
-
-        Raises:
-            RealSlurmError: not started.
-        """
-        if self._token is None:
-            raise RealSlurmError(f"the Slurm {self._release} cluster is not started")
-        return self._token
-
-    @property
-    def token_file(self) -> Path:
-        """A file holding :attr:`token` (mode 0600)."""
-        return self.workdir / "token"
 
     @property
     def user(self) -> str:
@@ -483,15 +473,7 @@ class ModernSlurm(SlurmRig):
         )
         argv = ["bash", str(RIG_DIR / "up.sh"), self._release, str(self.workdir)]
         try:
-            done = subprocess.run(
-                argv,
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-                stdin=subprocess.DEVNULL,
-                timeout=4 * self.start_timeout + 30,
-            )
+            done = _script(argv, env=env, timeout=4 * self.start_timeout + 30)
         except subprocess.TimeoutExpired as exc:
             with contextlib.suppress(RealSlurmError):
                 down(self.workdir)
@@ -572,15 +554,7 @@ class ModernSlurm(SlurmRig):
             raise RealSlurmError(f"no cluster in {self.workdir} (missing {wrapper})")
         shown = shlex.join([program, *args])
         try:
-            done = subprocess.run(
-                ["bash", str(wrapper), program, *args],
-                env=_script_env(),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
+            done = _script(["bash", str(wrapper), program, *args], timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             raise RealSlurmError(f"{shown} timed out after {timeout:g} s") from exc
         if check and done.returncode != 0:
@@ -615,27 +589,13 @@ class ModernSlurm(SlurmRig):
         _require_root("add a user to the Slurm root file system")
 
         def exists() -> bool:
-            done = subprocess.run(
-                ["chroot", str(self.rootfs), "getent", "passwd", name],
-                env=_script_env(),
-                capture_output=True,
-                text=True,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
+            done = _script(["chroot", str(self.rootfs), "getent", "passwd", name])
             return done.returncode == 0
 
         if exists():
             return
         useradd = ["useradd", "-M", "-u", str(uid), "-s", "/usr/sbin/nologin", name]
-        done = subprocess.run(
-            ["chroot", str(self.rootfs), *useradd],
-            env=_script_env(),
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        done = _script(["chroot", str(self.rootfs), *useradd])
         if done.returncode != 0 and not exists():  # another process may have added it
             raise RealSlurmError(
                 f"useradd {name} (uid {uid}) in {self.rootfs} failed (exit {done.returncode}): "
@@ -714,6 +674,28 @@ class ModernSlurm(SlurmRig):
 # --------------------------------------------------------------------------- CLI
 
 
+def _command(args: argparse.Namespace) -> str:
+    if args.command == "install":
+        install(args.release, args.rootfs, capture=False)
+        root = _rootfs(args.release, args.rootfs)
+        return f"Slurm {args.release} root file system ready in {root}\n"
+    if args.command == "up":
+        cluster = ModernSlurm(
+            args.release,
+            nodes=args.nodes,
+            workdir=args.dir,
+            rootfs=args.rootfs,
+            token_lifespan=args.token_lifespan,
+        )
+        cluster.start()
+        return (
+            f"{cluster.startup_output}\n  source {cluster.env_file}\n"
+            "  stop with: python -m slurmbridge.devtools.realslurm_modern down "
+            f"{cluster.workdir}\n"
+        )
+    return down(args.dir) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m slurmbridge.devtools.realslurm_modern install RELEASE | up RELEASE DIR | down
     DIR``."""
@@ -740,47 +722,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_install = sub.add_parser("install", help="build the root file system of RELEASE (once)")
-    p_install.add_argument("release", choices=RELEASES)
-    p_install.add_argument("--rootfs", type=Path, help="default /var/tmp/slurm-modern/<suite>")
-    p_up = sub.add_parser("up", help="start a cluster of RELEASE in DIR; write DIR/slurm.env")
-    p_up.add_argument("release", choices=RELEASES)
-    p_up.add_argument("dir", type=Path, help="empty, missing, or a cluster directory of ours")
-    p_up.add_argument("--nodes", type=int, default=4, help="node count (default 4)")
-    p_up.add_argument("--rootfs", type=Path, help="default /var/tmp/slurm-modern/<suite>")
-    p_up.add_argument(
-        "--token-lifespan", type=int, default=86400, help="token validity, seconds (default 1 d)"
+    p_install, p_up = rig_subcommands(
+        parser,
+        install="build the root file system of RELEASE (once)",
+        up="start a cluster of RELEASE in DIR; write DIR/slurm.env",
+        down="stop the cluster in DIR (idempotent; logs are kept)",
     )
-    p_down = sub.add_parser("down", help="stop the cluster in DIR (idempotent; logs are kept)")
-    p_down.add_argument("dir", type=Path)
-    args = parser.parse_args(argv)
-    out = sys.stdout
-    try:
-        if args.command == "install":
-            install(args.release, args.rootfs, capture=False)
-            root = _rootfs(args.release, args.rootfs)
-            out.write(f"Slurm {args.release} root file system ready in {root}\n")
-        elif args.command == "up":
-            cluster = ModernSlurm(
-                args.release,
-                nodes=args.nodes,
-                workdir=args.dir,
-                rootfs=args.rootfs,
-                token_lifespan=args.token_lifespan,
-            )
-            cluster.start()
-            out.write(
-                f"{cluster.startup_output}\n  source {cluster.env_file}\n"
-                "  stop with: python -m slurmbridge.devtools.realslurm_modern down "
-                f"{cluster.workdir}\n"
-            )
-        else:
-            out.write(down(args.dir) + "\n")
-    except RealSlurmError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    return 0
+    for p in (p_install, p_up):
+        p.add_argument("release", choices=RELEASES)
+        p.add_argument("--rootfs", type=Path, help="default /var/tmp/slurm-modern/<suite>")
+    p_up.add_argument("dir", type=Path, help="empty, missing, or a cluster directory of ours")
+    return run_command(parser.parse_args(argv), _command)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,29 @@ MANAGED_NODE_TOLERATION: Final[Obj] = {
 }
 
 
+def slurmd_nodeset(name: str, namespace: str, annotations: dict[str, str] | None = None) -> Obj:
+    """A v1alpha1 NodeSet of ``replicas: 0`` whose slurmd pods tolerate the managed-node taint
+    (:data:`MANAGED_NODE_TOLERATION`): the simulated nodes are Slurm's too, so without it the
+    kubelet refuses the pods once the taint lands. ``annotations``: the NodeSet's own."""
+    meta: Obj = {"name": name, "namespace": namespace}
+    if annotations:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "slinky.slurm.net/v1alpha1",
+        "kind": "NodeSet",
+        "metadata": meta,
+        "spec": {
+            "replicas": 0,
+            "template": {
+                "spec": {
+                    "containers": [{"name": "slurmd", "image": "slurmd"}],
+                    "tolerations": [MANAGED_NODE_TOLERATION],
+                }
+            },
+        },
+    }
+
+
 class SlurmEndpoint(Protocol):
     """A real slurmrestd to use instead of the simulator (e.g. a started RealSlurm)."""
 

@@ -84,7 +84,7 @@ class ClaimEffects:
 
     async def _read_claim(self, ref: ClaimRef) -> dict[str, Any] | None:
         """The claim, or None when it is gone or re-created under its name."""
-        obj = await read_unless_gone(
+        obj: dict[str, Any] | None = await read_unless_gone(
             self.custom.get_namespaced_custom_object(
                 *RESOURCE_API, ref.namespace, "resourceclaims", ref.name
             )

@@ -9,9 +9,10 @@ import inspect
 import logging
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import aiohttp
+import msgspec
 
 from schemas import wellknown
 from schemas.actions import (
@@ -28,6 +29,8 @@ from slurmbridge.runtime.outcomes import EffectResult, Permanent, Transient
 from slurmbridge.slurm import errors as slurm_errors
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 SMP = "application/strategic-merge-patch+json"
@@ -105,18 +108,21 @@ async def patch_pod(
     )
 
 
+async def pod_json(core: apis.CoreV1Api, pod: PodRef) -> bytes:
+    """The pod named by ``pod`` as the API server's JSON (any uid).
+
+    Raises:
+        ApiException: a non-2xx answer (404 included: see :func:`read_unless_gone`).
+    """
+    return await read_raw(core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False))
+
+
 async def read_pod(core: apis.CoreV1Api, pod: PodRef) -> RawPod | None:
     """The live pod, or None when it is gone or another pod has its name now (another uid)."""
-    try:
-        raw = DECODE_POD.decode(
-            await read_raw(
-                core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
-            )
-        )
-    except ApiException as exc:
-        if isinstance(typed(exc), NotFound):
-            return None
-        raise
+    body = await read_unless_gone(pod_json(core, pod))
+    if body is None:
+        return None
+    raw = DECODE_POD.decode(body)
     if pod.uid and raw.metadata.uid != pod.uid:
         return None
     return raw
@@ -178,19 +184,36 @@ async def create_unless_exists(call: Any, what: str) -> EffectResult:
     return EffectResult("ok", f"{what} created")
 
 
-async def read_unless_gone(read: Awaitable[Any]) -> dict[str, Any] | None:
-    """The object a Kubernetes read answers (decoded JSON), or None when it is gone (404).
+async def read_unless_gone(read: Awaitable[_T]) -> _T | None:
+    """What a Kubernetes read answers, or None when the object is gone (404).
 
     Raises:
         ApiException: any other non-2xx answer.
     """
     try:
-        obj: dict[str, Any] = await read
+        return await read
     except ApiException as exc:
         if isinstance(typed(exc), NotFound):
             return None
         raise
-    return obj
+
+
+async def list_items(listing: Any, namespace: str, selector: Mapping[str, str]) -> list[Any]:
+    """The items (decoded JSON objects) a namespaced list call answers for the equality
+    label ``selector`` (keys sorted).
+
+    Raises:
+        ApiStatusError: a non-2xx answer (:func:`~slurmbridge.kube.api.read_raw`).
+    """
+    raw = await read_raw(
+        listing(
+            namespace,
+            label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+            _preload_content=False,
+        )
+    )
+    items: list[Any] = msgspec.json.decode(raw).get("items") or []
+    return items
 
 
 async def read_slinky(
@@ -203,7 +226,7 @@ async def read_slinky(
     Raises:
         ApiStatusError: any other non-2xx answer.
     """
-    obj = await read_unless_gone(
+    obj: dict[str, Any] | None = await read_unless_gone(
         custom.get_namespaced_custom_object(*slinky_api(plural), namespace, plural, name)
     )
     if obj is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.actions import NodeSetRef
-from slurmbridge.effectors.common import merge_custom, read_unless_gone
+from slurmbridge.effectors.common import merge_custom, no_client, read_unless_gone
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import NODESET_API
 from slurmbridge.slurm.client import SlurmClient
@@ -22,9 +22,20 @@ class NodeSetClients:
         self.policy = apis.PolicyV1Api(api)
         self.slurm = slurm
 
+    def _client(self, cluster: str) -> SlurmClient:
+        """The Slurm client of ``cluster``.
+
+        Raises:
+            Transient: no client for that cluster (yet): :func:`~.common.no_client`.
+        """
+        c = self.slurm.get(cluster)
+        if c is None:
+            raise no_client(cluster)
+        return c
+
     async def _read_nodeset(self, ref: NodeSetRef) -> dict[str, Any] | None:
         """NodeSet ``ref``'s metadata; None when it is gone or re-created (another uid)."""
-        obj = await read_unless_gone(
+        obj: dict[str, Any] | None = await read_unless_gone(
             self.custom.get_namespaced_custom_object(
                 *NODESET_API, ref.namespace, "nodesets", ref.name
             )

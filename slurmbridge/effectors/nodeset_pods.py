@@ -24,11 +24,13 @@ from slurmbridge.effectors.common import (
     MERGE,
     create_unless_exists,
     json_pointer,
-    no_client,
+    list_items,
     now_rfc3339,
     patch_pod,
+    pod_json,
     read_pod,
     read_slinky,
+    read_unless_gone,
 )
 from slurmbridge.effectors.nodeset_base import NodeSetClients
 from slurmbridge.kube.api import NODESET_API, read_raw
@@ -42,8 +44,8 @@ from slurmbridge.slurm.client import SlurmClient
 
 
 class NodeSetPodHandlers(NodeSetClients):
-    """Handlers of :class:`~slurmbridge.effectors.nodesets.NodeSetEffector` (a mixin: its
-    clients are the effector's)."""
+    """The NodeSet pod effects (create, delete, conditions, claims, labels and annotations)
+    of :class:`~slurmbridge.effectors.nodesets.NodeSetEffector`, whose clients it uses."""
 
     async def _create(self, action: CreateNodeSetPod) -> EffectResult:
         ref = action.nodeset
@@ -88,14 +90,7 @@ class NodeSetPodHandlers(NodeSetClients):
             "app.kubernetes.io/instance": ref.name,
             wellknown.LABEL_POD_HOSTNAME: hostname,
         }
-        raw = await read_raw(
-            listing(
-                ref.namespace,
-                label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
-                _preload_content=False,
-            )
-        )
-        items: list[dict[str, Any]] = msgspec.json.decode(raw).get("items") or []
+        items: list[dict[str, Any]] = await list_items(listing, ref.namespace, selector)
         return any(not (i.get("metadata") or {}).get("deletionTimestamp") for i in items)
 
     async def _slurm_conditions(self, action: SetSlurmNodeConditions) -> EffectResult:
@@ -107,16 +102,10 @@ class NodeSetPodHandlers(NodeSetClients):
         when the conditions already match (slurm-operator nodeset_sync_status.go
         ``applySlurmPodConditions``)."""
         pod = action.pod
-        try:
-            raw: dict[str, Any] = msgspec.json.decode(
-                await read_raw(
-                    self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
-                )
-            )
-        except ApiException as exc:
-            if isinstance(typed(exc), NotFound):
-                return EffectResult("noop", "pod is gone")
-            raise
+        answer = await read_unless_gone(pod_json(self.core, pod))
+        if answer is None:
+            return EffectResult("noop", "pod is gone")
+        raw: dict[str, Any] = msgspec.json.decode(answer)
         meta = raw.get("metadata") or {}
         if pod.uid and meta.get("uid") != pod.uid:
             return EffectResult("noop", "another pod of that name now")
@@ -173,9 +162,7 @@ class NodeSetPodHandlers(NodeSetClients):
         return None
 
     async def _delete(self, action: DeleteNodeSetPod) -> EffectResult:
-        c = self.slurm.get(action.cluster)
-        if c is None:
-            raise no_client(action.cluster)
+        c = self._client(action.cluster)
         try:
             node = await c.get_node(action.slurm_node)
         except slurm_errors.NotFound:
@@ -294,16 +281,10 @@ class NodeSetPodHandlers(NodeSetClients):
         """Record the failure on the NodeSet first (so the back-off holds whatever happens
         next), then delete the pod — only that uid, only while it is terminal."""
         ref, pod = action.nodeset, action.pod
-        try:
-            current = DECODE_POD.decode(
-                await read_raw(
-                    self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
-                )
-            )
-        except ApiException as exc:
-            if isinstance(typed(exc), NotFound):
-                return EffectResult("noop", "pod is gone")
-            raise
+        answer = await read_unless_gone(pod_json(self.core, pod))
+        if answer is None:
+            return EffectResult("noop", "pod is gone")
+        current = DECODE_POD.decode(answer)
         if current.metadata.uid != pod.uid:
             return EffectResult("noop", "another pod of that name now")
         if current.status.phase not in ("Failed", "Succeeded"):

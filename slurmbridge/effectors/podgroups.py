@@ -8,11 +8,9 @@ from typing import Any
 
 from schemas import wellknown
 from schemas.actions import SetPodGroupScheduled
-from slurmbridge.effectors.common import MERGE, now_rfc3339, ok_unless_gone
+from slurmbridge.effectors.common import MERGE, now_rfc3339, ok_unless_gone, read_unless_gone
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
-from slurmbridge.kube.apis import ApiException
-from slurmbridge.kube.errors import NotFound, typed
 from slurmbridge.runtime.outcomes import EffectResult, Permanent
 
 PLURAL = "podgroups"
@@ -34,14 +32,11 @@ async def set_pod_group_scheduled(
     cond_type = wellknown.CONDITION_POD_GROUP_SCHEDULED.get(version)
     if group != wellknown.SCHEDULING_GROUP or cond_type is None:
         raise Permanent(f"not a Workload API PodGroup version: {action.api_version!r}")
-    try:
-        obj: dict[str, Any] = await custom.get_namespaced_custom_object(
-            group, version, action.namespace, PLURAL, action.name
-        )
-    except ApiException as exc:
-        if isinstance(typed(exc), NotFound):
-            return EffectResult("noop", "PodGroup is gone")
-        raise
+    obj: dict[str, Any] | None = await read_unless_gone(
+        custom.get_namespaced_custom_object(group, version, action.namespace, PLURAL, action.name)
+    )
+    if obj is None:
+        return EffectResult("noop", "PodGroup is gone")
     meta = obj.get("metadata") or {}
     if action.uid and meta.get("uid") != action.uid:
         return EffectResult("noop", "PodGroup was re-created")

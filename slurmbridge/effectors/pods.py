@@ -390,29 +390,5 @@ def _job_submit(spec: SlurmJobSpec, pods: tuple[PodRef, ...], marker: str) -> Jo
     ``admin_comment`` Slinky's ``{"pods": [...]}`` of the pods it places."""
     admin = msgspec.json.encode({"pods": [p.key for p in pods]}).decode()
     return JobSubmit(
-        name=spec.name,
-        partition=spec.partition,
-        account=spec.account,
-        qos=spec.qos,
-        reservation=spec.reservation,
-        wckey=spec.wckey,
-        constraints=spec.constraints,
-        licenses=spec.licenses,
-        cpus_per_task=spec.cpus_per_task,
-        tasks=spec.tasks,
-        min_nodes=spec.min_nodes,
-        max_nodes=spec.max_nodes,
-        memory_per_node_mib=spec.memory_per_node_mib,
-        tres_per_node=spec.tres_per_node,
-        time_limit_minutes=spec.time_limit_minutes,
-        priority=spec.priority,
-        user_id=spec.user_id,
-        group_id=spec.group_id,
-        exclusive=spec.exclusive,
-        excluded_nodes=spec.excluded_nodes,
-        required_nodes=spec.required_nodes,
-        mcs_label=spec.mcs_label,
-        admin_comment=admin,
-        comment=marker,
-        external=True,
+        **msgspec.structs.asdict(spec), admin_comment=admin, comment=marker, external=True
     )

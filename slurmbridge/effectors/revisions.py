@@ -15,6 +15,7 @@ from schemas.actions import (
 )
 from slurmbridge.effectors.common import (
     MERGE,
+    list_items,
     read_slinky,
 )
 from slurmbridge.effectors.nodeset_base import NodeSetClients
@@ -26,8 +27,8 @@ from slurmbridge.runtime.outcomes import EffectResult, Transient
 
 
 class RevisionHandlers(NodeSetClients):
-    """Handlers of :class:`~slurmbridge.effectors.nodesets.NodeSetEffector` (a mixin: its
-    clients are the effector's)."""
+    """The ControllerRevision effect (record the template, prune the history) of
+    :class:`~slurmbridge.effectors.nodesets.NodeSetEffector`, whose clients it uses."""
 
     async def _revision(self, action: EnsureNodeSetRevision) -> EffectResult:
         """Record the NodeSet's template as a ControllerRevision and prune the history
@@ -145,14 +146,7 @@ class RevisionHandlers(NodeSetClients):
         """The NodeSet's ControllerRevisions: those matching ``selector`` that it controls
         or that have no controller (historycontrol.go ``ListControllerRevisions``)."""
         listing: Any = self.apps.list_namespaced_controller_revision
-        raw = await read_raw(
-            listing(
-                ref.namespace,
-                label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
-                _preload_content=False,
-            )
-        )
-        items: list[dict[str, Any]] = msgspec.json.decode(raw).get("items") or []
+        items: list[dict[str, Any]] = await list_items(listing, ref.namespace, selector)
         out = []
         for item in items:
             owners = (item.get("metadata") or {}).get("ownerReferences") or []

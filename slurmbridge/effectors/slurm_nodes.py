@@ -148,10 +148,10 @@ class SlurmEffector(Effector):
     @_gone_is_noop
     async def _features(self, action: UpdateSlurmNodeFeatures) -> EffectResult:
         c, node = await self._read(action.cluster, action.node, "update_node")
-        if sorted(node.features) == sorted(action.features):
-            return EffectResult("noop", "features already set")
-        await c.update_node(action.node, NodeUpdate(features=action.features))
-        return EffectResult("ok")
+        same = sorted(node.features) == sorted(action.features)
+        return await _update(
+            c, action.node, same, "features already set", NodeUpdate(features=action.features)
+        )
 
     @_gone_is_noop
     async def _topology(self, action: UpdateSlurmNodeTopology) -> EffectResult:
@@ -159,10 +159,10 @@ class SlurmEffector(Effector):
         if node.topology is None:
             # v0.0.42 would answer 200 and ignore topology_str (with a warning).
             raise slurm_errors.Unsupported(c.api_version or "", "update_node topology")
-        if node.topology == action.topology:
-            return EffectResult("noop", "topology already set")
-        await c.update_node(action.node, NodeUpdate(topology=action.topology))
-        return EffectResult("ok")
+        same = node.topology == action.topology
+        return await _update(
+            c, action.node, same, "topology already set", NodeUpdate(topology=action.topology)
+        )
 
     @_gone_is_noop
     async def _extra(self, action: SetSlurmNodeExtra) -> EffectResult:
@@ -265,7 +265,15 @@ async def _update_features(
     same = set(new) == set(node.features) and (
         active is None or set(active) == set(node.active_features or ())
     )
+    return await _update(c, name, same, noop, NodeUpdate(features=new, active_features=active))
+
+
+async def _update(
+    c: SlurmClient, name: str, same: bool, noop: str, update: NodeUpdate
+) -> EffectResult:
+    """Send ``update`` for Slurm node ``name`` unless it would change nothing (``same``:
+    outcome noop, detail ``noop``)."""
     if same:
         return EffectResult("noop", noop)
-    await c.update_node(name, NodeUpdate(features=new, active_features=active))
+    await c.update_node(name, update)
     return EffectResult("ok")

@@ -14,9 +14,6 @@ from schemas.actions import (
     EnsureSlurmReservation,
     NodeSetRef,
 )
-from slurmbridge.effectors.common import (
-    no_client,
-)
 from slurmbridge.effectors.nodeset_base import NodeSetClients
 from slurmbridge.runtime.outcomes import EffectResult
 from slurmbridge.slurm.models import PartitionDesc, ReservationDesc
@@ -26,17 +23,15 @@ PENDING: Final = "pending"
 
 
 class SlurmObjectHandlers(NodeSetClients):
-    """Handlers of :class:`~slurmbridge.effectors.nodesets.NodeSetEffector` (a mixin: its
-    clients are the effector's)."""
+    """The Slurm reservation and partition effects of a NodeSet, for
+    :class:`~slurmbridge.effectors.nodesets.NodeSetEffector`, whose clients it uses."""
 
     async def _reservation(self, action: EnsureSlurmReservation) -> EffectResult:
         """Create or update the ScheduledUpdate reservation (slurm-operator slurmcontrol.go
         ``SyncReservationForNodeSet``), then record ``stamp`` on the NodeSet. Slurm refuses
         every change to a started reservation that names a start time (2104 "Reservation
         already started", 26.05.5), so an active one only gets its node list."""
-        c = self.slurm.get(action.cluster)
-        if c is None:
-            raise no_client(action.cluster)
+        c = self._client(action.cluster)
         ann = wellknown.ANNOTATION_NODESET_RESERVATION
         held = await self._hold(action.nodeset, ann)
         if held:
@@ -72,9 +67,7 @@ class SlurmObjectHandlers(NodeSetClients):
     async def _unreserve(self, action: DeleteSlurmReservation) -> EffectResult:
         """Delete the ScheduledUpdate reservation (slurmcontrol.go
         ``DeleteReservationForNodeSet``), then forget the stamp."""
-        c = self.slurm.get(action.cluster)
-        if c is None:
-            raise no_client(action.cluster)
+        c = self._client(action.cluster)
         existed = await c.delete_reservation(action.name)
         await self._stamp(action.nodeset, wellknown.ANNOTATION_NODESET_RESERVATION, None)
         return EffectResult("ok" if existed else "noop", f"reservation {action.name} deleted")
@@ -83,9 +76,7 @@ class SlurmObjectHandlers(NodeSetClients):
         """Create or update the NodeSet's partition (``POST partitions/``; 1.x writes it into
         slurm.conf: controller_config.go ``buildNodeSetConf``), then record ``stamp`` on the
         NodeSet, which marks the partition as slurmbridge's."""
-        c = self.slurm.get(action.cluster)
-        if c is None:
-            raise no_client(action.cluster)
+        c = self._client(action.cluster)
         ann = wellknown.ANNOTATION_NODESET_PARTITION
         held = await self._hold(action.nodeset, ann)
         if held:
@@ -100,9 +91,7 @@ class SlurmObjectHandlers(NodeSetClients):
     async def _unpartition(self, action: DeleteSlurmPartition) -> EffectResult:
         """Delete the NodeSet's partition (``DELETE partition/{name}``), then forget the
         stamp (the NodeSet may be gone: nothing to forget then)."""
-        c = self.slurm.get(action.cluster)
-        if c is None:
-            raise no_client(action.cluster)
+        c = self._client(action.cluster)
         existed = await c.delete_partition(action.name)
         await self._stamp(action.nodeset, wellknown.ANNOTATION_NODESET_PARTITION, None)
         return EffectResult("ok" if existed else "noop", f"partition {action.name} deleted")

@@ -147,6 +147,26 @@ _RESERVATION_INVALID: Final = 2053
 _INVALID_PARTITION_NAME: Final = 2000
 
 
+#: The Slurm objects slurmbridge creates and deletes through slurmrestd, by noun (their
+#: paths are ``codec.paths.<noun>_new`` and ``codec.paths.<noun>``): the create and delete
+#: requests as the errors name them, the versions that serve them, and the errno of deleting
+#: one that does not exist.
+_WRITABLE: Final[dict[str, tuple[str, str, str, int]]] = {
+    "reservation": (
+        "POST reservation",
+        "DELETE reservation/{name}",
+        "v0.0.43+, Slurm 25.05+",
+        _RESERVATION_INVALID,
+    ),
+    "partition": (
+        "POST partitions/",
+        "DELETE partition/{name}",
+        "v0.0.45+, Slurm 26.05+",
+        _INVALID_PARTITION_NAME,
+    ),
+}
+
+
 #: 26.05's ping ``status`` for a token slurmctld rejects: "Protocol authentication error".
 _AUTH_TEXT: Final = "authentication error"
 #: Users Slurm treats as administrators whatever the accounting database says (root, and the
@@ -953,16 +973,8 @@ class SlurmClient:
                 without a recurrence; 2104 "Reservation already started" for a start time
                 sent to an active one). Unavailable / Unauthorized.
         """
-        codec = await self._get_codec()
-        _require(
-            codec,
-            codec.paths.reservation_new,
-            "create_reservation",
-            "create reservations (POST reservation is v0.0.43+, Slurm 25.05+)",
-        )
-        body = codec.encode_reservation(desc)
-        await self._write(
-            "POST", codec.paths.reservation_new, f"put_reservation {desc.name}", codec, content=body
+        await self._put_object(
+            "reservation", desc.name, lambda codec: codec.encode_reservation(desc)
         )
 
     async def delete_reservation(self, name: str) -> bool:
@@ -973,17 +985,7 @@ class SlurmClient:
             Unsupported: before v0.0.43 (raised before anything is sent).
             Unavailable / Unauthorized / Rejected.
         """
-        codec = await self._get_codec()
-        _require(
-            codec,
-            codec.paths.reservation_new,
-            "delete_reservation",
-            "delete reservations (DELETE reservation/{name} is v0.0.43+, Slurm 25.05+)",
-        )
-        path = codec.paths.reservation.format(reservation_name=quote(name, safe=""))
-        return await self._write(
-            "DELETE", path, f"delete_reservation {name}", codec, missing=_RESERVATION_INVALID
-        )
+        return await self._delete_object("reservation", name)
 
     # --- partitions (a NodeSet's spec.partition) ------------------------------------------------
 
@@ -997,17 +999,7 @@ class SlurmClient:
             Rejected: Slurm refused it (e.g. 2000 an invalid partition, a node it does not
                 know). Unavailable / Unauthorized.
         """
-        codec = await self._get_codec()
-        _require(
-            codec,
-            codec.paths.partition_new,
-            "create_partition",
-            "create partitions (POST partitions/ is v0.0.45+, Slurm 26.05+)",
-        )
-        body = codec.encode_partition(desc)
-        await self._write(
-            "POST", codec.paths.partition_new, f"put_partition {desc.name}", codec, content=body
-        )
+        await self._put_object("partition", desc.name, lambda codec: codec.encode_partition(desc))
 
     async def delete_partition(self, name: str) -> bool:
         """Delete partition ``name`` (``DELETE partition/{name}``, v0.0.45+); False when
@@ -1017,17 +1009,42 @@ class SlurmClient:
             Unsupported: before v0.0.45 (raised before anything is sent).
             Unavailable / Unauthorized / Rejected.
         """
+        return await self._delete_object("partition", name)
+
+    async def _put_object(self, noun: str, name: str, encode: Callable[[Codec], bytes]) -> None:
+        """Create or update object ``name`` of kind ``noun`` (:data:`_WRITABLE`) with the body
+        ``encode`` makes.
+
+        Raises:
+            Unsupported: the API version has no create path (before anything is sent).
+            Rejected / Unavailable / Unauthorized.
+        """
+        post, _, since, _ = _WRITABLE[noun]
+        codec = await self._get_codec()
+        path: str = getattr(codec.paths, f"{noun}_new")
+        _require(codec, path, f"create_{noun}", f"create {noun}s ({post} is {since})")
+        await self._write("POST", path, f"put_{noun} {name}", codec, content=encode(codec))
+
+    async def _delete_object(self, noun: str, name: str) -> bool:
+        """Delete object ``name`` of kind ``noun`` (:data:`_WRITABLE`); False when there was
+        none.
+
+        Raises:
+            Unsupported: the API version has no create path, hence no delete (before
+                anything is sent).
+            Rejected / Unavailable / Unauthorized.
+        """
+        _, delete, since, missing = _WRITABLE[noun]
         codec = await self._get_codec()
         _require(
             codec,
-            codec.paths.partition_new,
-            "delete_partition",
-            "delete partitions (DELETE partition/{name} is v0.0.45+, Slurm 26.05+)",
+            getattr(codec.paths, f"{noun}_new"),
+            f"delete_{noun}",
+            f"delete {noun}s ({delete} is {since})",
         )
-        path = codec.paths.partition.format(partition_name=quote(name, safe=""))
-        return await self._write(
-            "DELETE", path, f"delete_partition {name}", codec, missing=_INVALID_PARTITION_NAME
-        )
+        one: str = getattr(codec.paths, noun)
+        path = one.format(**{f"{noun}_name": quote(name, safe="")})
+        return await self._write("DELETE", path, f"delete_{noun} {name}", codec, missing=missing)
 
     # --- jobs ----------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Final
 import msgspec
 
 from schemas import wellknown
+from schemas.actions import SlurmJobSpec
 
 __all__ = [
     "BASE_STATES",
@@ -330,8 +331,9 @@ PLACEHOLDER_SCRIPT: Final = "#!/bin/sh\nexec sleep infinity\n"
 PLACEHOLDER_OUTPUT: Final = {"standard_output": "/dev/null", "standard_error": "/dev/null"}
 
 
-class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
-    """A job to submit (``POST job/submit``).
+class JobSubmit(SlurmJobSpec, frozen=True, kw_only=True):
+    """A job to submit (``POST job/submit``): the version-neutral job spec of a pod group
+    (:class:`schemas.actions.SlurmJobSpec`, every field of it) and how it is submitted.
 
     ``memory_per_node_mib``: MiB (``None`` = Slurm's default). ``time_limit_minutes``: minutes
     (``None`` = the partition's default). ``tres_per_node``: e.g. ``gres/gpu=2``.
@@ -347,28 +349,6 @@ class JobSubmit(msgspec.Struct, frozen=True, kw_only=True):
             ``script``; the message names the field.
     """
 
-    name: str
-    partition: str = ""
-    account: str = ""
-    qos: str = ""
-    reservation: str = ""
-    wckey: str = ""
-    constraints: str = ""
-    licenses: str = ""
-    cpus_per_task: int = 1
-    tasks: int = 1
-    min_nodes: int = 1
-    max_nodes: int | None = None
-    memory_per_node_mib: int | None = None
-    tres_per_node: str = ""
-    time_limit_minutes: int | None = None
-    priority: int | None = None
-    user_id: int | None = None
-    group_id: int | None = None
-    exclusive: bool = False
-    excluded_nodes: tuple[str, ...] = ()
-    required_nodes: tuple[str, ...] = ()
-    mcs_label: str = ""
     admin_comment: str = ""
     comment: str = ""
     external: bool = True

@@ -124,14 +124,28 @@ def _load(name: str) -> tuple[tuple[str, Obj], ...]:
 
 def prune(value: Any, schema: Obj, *, root: bool = False) -> None:
     """Drop the fields of ``value`` (in place) that ``schema`` does not know."""
+    _unknown(value, schema, "", root=root, drop=True)
+
+
+def unknown_fields(value: Any, schema: Obj, path: str = "", *, root: bool = False) -> list[str]:
+    """The paths (``spec.bogus``, ``spec.items[0].x``) :func:`prune` would drop: what
+    ``fieldValidation=Strict`` refuses (apiextensions-apiserver pkg/apiserver
+    customresource_handler.go, pruning with ``ReturnPruned``)."""
+    return _unknown(value, schema, path, root=root, drop=False)
+
+
+def _unknown(value: Any, schema: Obj, path: str, *, root: bool, drop: bool) -> list[str]:
+    """The one pruning walk: the paths of the fields ``schema`` does not know, each deleted
+    from ``value`` too when ``drop``."""
+    out: list[str] = []
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
-            for item in value:
-                prune(item, items)
-        return
+            for i, item in enumerate(value):
+                out += _unknown(item, items, f"{path}[{i}]", root=False, drop=drop)
+        return out
     if not isinstance(value, dict):
-        return
+        return out
     props: Obj = schema.get("properties") or {}
     extra = schema.get("additionalProperties")
     keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
@@ -141,39 +155,13 @@ def prune(value: Any, schema: Obj, *, root: bool = False) -> None:
         sub = props.get(key)
         if sub is None and isinstance(extra, dict):
             sub = extra
+        where = _child(path, key)
         if sub is not None:
-            prune(value[key], sub)
-        elif not keep_unknown and extra is not True:
-            del value[key]
-
-
-def unknown_fields(value: Any, schema: Obj, path: str = "", *, root: bool = False) -> list[str]:
-    """The paths (``spec.bogus``, ``spec.items[0].x``) :func:`prune` would drop: what
-    ``fieldValidation=Strict`` refuses (apiextensions-apiserver pkg/apiserver
-    customresource_handler.go, pruning with ``ReturnPruned``)."""
-    out: list[str] = []
-    if isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                out += unknown_fields(item, items, f"{path}[{i}]")
-        return out
-    if not isinstance(value, dict):
-        return out
-    props: Obj = schema.get("properties") or {}
-    extra = schema.get("additionalProperties")
-    keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
-    for key in value:
-        if root and key in _ROOT_KEPT:
-            continue
-        sub = props.get(key)
-        if sub is None and isinstance(extra, dict):
-            sub = extra
-        where = f"{path}.{key}" if path else key
-        if sub is not None:
-            out += unknown_fields(value[key], sub, where)
+            out += _unknown(value[key], sub, where, root=False, drop=drop)
         elif not keep_unknown and extra is not True:
             out.append(where)
+            if drop:
+                del value[key]
     return out
 
 

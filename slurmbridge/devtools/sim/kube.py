@@ -1597,6 +1597,25 @@ _SUFFIXES: Final = {
 }
 
 
+def ready_condition(
+    now: str,
+    status: str = "True",
+    reason: str = "KubeletReady",
+    message: str = "kubelet is posting ready status",
+) -> Obj:
+    """A node's ``Ready`` condition as of ``now`` (RFC 3339), heartbeat and transition both;
+    the defaults are a kubelet posting ready status (pkg/kubelet/nodestatus/setters.go
+    ``ReadyCondition``)."""
+    return {
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+
+
 def quantity(value: Any) -> Fraction | None:
     """A ``resource.Quantity`` (``"500m"``, ``"1Gi"``, ``"1e3"``, ``2``) as an exact number;
     None when it does not parse (the simulator does not validate quantities)."""
@@ -3589,16 +3608,9 @@ class KubeSim:
                 "capacity": capacity,
                 "allocatable": dict(capacity),
                 "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True" if ready else "False",
-                        "reason": "KubeletReady" if ready else "KubeletNotReady",
-                        "message": "kubelet is posting ready status"
-                        if ready
-                        else "kubelet stopped",
-                        "lastHeartbeatTime": now,
-                        "lastTransitionTime": now,
-                    }
+                    ready_condition(now)
+                    if ready
+                    else ready_condition(now, "False", "KubeletNotReady", "kubelet stopped")
                 ],
                 "addresses": [{"type": "Hostname", "address": name}],
                 "nodeInfo": {

@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Final
 
-from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim, quantity
+from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim, quantity, ready_condition
 from slurmbridge.devtools.sim.podqueue import PodQueue
 
 log = logging.getLogger(__name__)
@@ -266,7 +266,7 @@ class Kubelet(PodQueue):
         refused = _resources_fit(pod, node, others)
         if refused is not None:
             return refused
-        if not _affinity_matches(pod, node):
+        if not node_affinity_matches(pod.get("spec") or {}, node):
             return (
                 "NodeAffinity",
                 "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
@@ -420,16 +420,16 @@ class Kubelet(PodQueue):
         return True
 
     def _node_ready(self, node: str, *, ready: bool) -> None:
-        cond = {
-            "type": "Ready",
-            "status": "True" if ready else "Unknown",
-            "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-            "message": "kubelet is posting ready status"
+        # Not ready: what the node lifecycle controller writes when the kubelet stops
+        # posting (pkg/controller/nodelifecycle: NodeStatusUnknown).
+        now = _stamp()
+        cond = (
+            ready_condition(now)
             if ready
-            else "Kubelet stopped posting node status.",
-            "lastHeartbeatTime": _stamp(),
-            "lastTransitionTime": _stamp(),
-        }
+            else ready_condition(
+                now, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
+            )
+        )
         with contextlib.suppress(ApiError):
             self.sim.patch(
                 "nodes",
@@ -539,10 +539,11 @@ def _term(term: Obj, node: Obj) -> bool:
     return True
 
 
-def _affinity_matches(pod: Obj, node: Obj) -> bool:
-    """component-helpers nodeaffinity ``GetRequiredNodeAffinity(pod).Match(node)``: every
-    ``nodeSelector`` pair, then any term of the required node affinity (when set)."""
-    spec = pod.get("spec") or {}
+def node_affinity_matches(spec: Obj, node: Obj) -> bool:
+    """component-helpers nodeaffinity ``GetRequiredNodeAffinity(pod).Match(node)`` for a pod
+    ``spec``: every ``nodeSelector`` pair, then any term of the required node affinity (when
+    set). The kubelet's admission and kube-scheduler's NodeAffinity filter run the same code
+    (k8s.io/component-helpers scheduling/corev1/nodeaffinity/nodeaffinity.go)."""
     labels = node["metadata"].get("labels") or {}
     for key, value in (spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:

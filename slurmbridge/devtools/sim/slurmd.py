@@ -31,7 +31,7 @@ import logging
 from typing import Any, Final
 
 from slurmbridge.devtools.sim.kube import ApiError, Change, KubeSim
-from slurmbridge.devtools.sim.kubelet import tolerates
+from slurmbridge.devtools.sim.kubelet import node_affinity_matches, tolerates
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 
 log = logging.getLogger(__name__)
@@ -123,28 +123,6 @@ class DefaultScheduler:
             load[target] += 1
 
 
-def _requirement(req: dict[str, Any], value: str | None) -> bool:
-    """One node selector requirement against a label's (or field's) value (None: absent):
-    apimachinery ``labels.Requirement.Matches`` for In, NotIn, Exists, DoesNotExist; Gt/Lt
-    compare base-10 integers."""
-    op, values = req.get("operator"), list(req.get("values") or [])
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
-        try:
-            a, b = int(value), int(values[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
 def untolerated_taint(spec: dict[str, Any], node: dict[str, Any]) -> dict[str, Any] | None:
     """The first taint of ``node`` that keeps a pod with ``spec`` off it, or None:
     kube-scheduler's TaintToleration filter (pkg/scheduler/framework/plugins/tainttoleration:
@@ -161,33 +139,6 @@ def untolerated_taint(spec: dict[str, Any], node: dict[str, Any]) -> dict[str, A
         if not any(tolerates(t, taint) for t in tolerations):
             return dict(taint)
     return None
-
-
-def node_affinity_matches(spec: dict[str, Any], node: dict[str, Any]) -> bool:
-    """kube-scheduler's NodeAffinity filter for a pod spec on a node: every
-    ``nodeSelector`` pair is a node label, and the required node affinity's terms (ORed;
-    within a term ``matchExpressions`` and ``matchFields`` ANDed; a term with neither
-    matches nothing) admit the node — ``matchFields`` knows ``metadata.name`` only
-    (k8s.io/component-helpers scheduling/corev1/nodeaffinity/nodeaffinity.go)."""
-    meta = node.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return False
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if required is None:
-        return True
-    for term in required.get("nodeSelectorTerms") or []:
-        exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
-        if not exprs and not fields:
-            continue
-        if all(_requirement(r, labels.get(r.get("key"))) for r in exprs) and all(
-            r.get("key") == "metadata.name" and _requirement(r, meta.get("name")) for r in fields
-        ):
-            return True
-    return False
 
 
 class SlurmdRegistrar:

@@ -140,7 +140,7 @@ from aiohttp import web
 from slurmbridge.devtools.sim.slurmjobs import ENDED, JobsMixin, SimJob, _csv_string, _SubmitError
 from slurmbridge.devtools.sim.slurmreservations import ReservationsMixin
 from slurmbridge.slurm import hostlist
-from slurmbridge.slurm.codecs._dataparser import NODE_STATES_V0042
+from slurmbridge.slurm.codecs._dataparser import NODE_FLAGS_V0042, NODE_STATES_V0042
 from slurmbridge.slurm.models import BASE_STATES, Node, NodeUpdate
 
 _CHAOS_DONE: Final = web.RequestKey("chaos-done", bool)
@@ -251,35 +251,7 @@ _SUBMIT_REFUSALS: Final = frozenset({2010, 2113, 2052, 2053})
 #: Node state flags in the order data_parser (v0.0.42-45) lists them after the base state
 #: (``PARSER_FLAG_ARRAY(NODE_STATES)`` in ``src/plugins/data_parser/v0.0.44/parsers.c``).
 _FLAG_ORDER: Final[Mapping[str, int]] = {
-    f: i
-    for i, f in enumerate(
-        (
-            "EXTERNAL",
-            "RESERVED",
-            "UNDRAIN",
-            "CLOUD",
-            "RESUME",
-            "DRAIN",
-            "COMPLETING",
-            "NOT_RESPONDING",
-            "POWERED_DOWN",
-            "FAIL",
-            "POWERING_UP",
-            "MAINTENANCE",
-            "REBOOT_REQUESTED",
-            "REBOOT_CANCELED",
-            "POWERING_DOWN",
-            "DYNAMIC_FUTURE",
-            "REBOOT_ISSUED",
-            "PLANNED",
-            "INVALID_REG",
-            "POWER_DOWN",
-            "POWER_UP",
-            "POWER_DRAIN",
-            "DYNAMIC_NORM",
-            "BLOCKED",
-        )
-    )
+    f: i for i, f in enumerate(("EXTERNAL", *NODE_FLAGS_V0042, "BLOCKED"))
 }
 
 #: slurm.conf NodeName keys (``_nodename_options`` in ``src/common/read_config.c``, 25.11),

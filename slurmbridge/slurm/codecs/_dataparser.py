@@ -68,43 +68,40 @@ from slurmbridge.slurm.models import (
     ReservationDesc,
 )
 
-__all__ = ["NODE_STATES_V0042", "DataParserCodec", "paths_for"]
+__all__ = ["NODE_FLAGS_V0042", "NODE_STATES_V0042", "DataParserCodec", "paths_for"]
 
-#: ``v0.0.42_node.state`` / ``update_node_msg.state`` enum (identical in v0.0.43).
-NODE_STATES_V0042: Final = frozenset(
-    {
-        "INVALID",
-        "UNKNOWN",
-        "DOWN",
-        "IDLE",
-        "ALLOCATED",
-        "ERROR",
-        "MIXED",
-        "FUTURE",
-        "RESERVED",
-        "UNDRAIN",
-        "CLOUD",
-        "RESUME",
-        "DRAIN",
-        "COMPLETING",
-        "NOT_RESPONDING",
-        "POWERED_DOWN",
-        "FAIL",
-        "POWERING_UP",
-        "MAINTENANCE",
-        "REBOOT_REQUESTED",
-        "REBOOT_CANCELED",
-        "POWERING_DOWN",
-        "DYNAMIC_FUTURE",
-        "REBOOT_ISSUED",
-        "PLANNED",
-        "INVALID_REG",
-        "POWER_DOWN",
-        "POWER_UP",
-        "POWER_DRAIN",
-        "DYNAMIC_NORM",
-    }
+#: The node state flags of the ``v0.0.42_node.state`` enum, in data_parser's order
+#: (``PARSER_FLAG_ARRAY(NODE_STATES)`` in ``src/plugins/data_parser/v0.0.42/parsers.c``);
+#: later versions add ``EXTERNAL`` before them and ``BLOCKED`` after.
+NODE_FLAGS_V0042: Final = (
+    "RESERVED",
+    "UNDRAIN",
+    "CLOUD",
+    "RESUME",
+    "DRAIN",
+    "COMPLETING",
+    "NOT_RESPONDING",
+    "POWERED_DOWN",
+    "FAIL",
+    "POWERING_UP",
+    "MAINTENANCE",
+    "REBOOT_REQUESTED",
+    "REBOOT_CANCELED",
+    "POWERING_DOWN",
+    "DYNAMIC_FUTURE",
+    "REBOOT_ISSUED",
+    "PLANNED",
+    "INVALID_REG",
+    "POWER_DOWN",
+    "POWER_UP",
+    "POWER_DRAIN",
+    "DYNAMIC_NORM",
 )
+#: ``v0.0.42_node.state`` / ``update_node_msg.state`` enum (identical in v0.0.43): the base
+#: states, then the flags.
+NODE_STATES_V0042: Final = frozenset(
+    {"INVALID", "UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"}
+) | frozenset(NODE_FLAGS_V0042)
 
 
 def paths_for(
