@@ -1,7 +1,7 @@
 """The rules the code refers to live in the repository, and every reference resolves.
 
 * No comment or docstring points to a design document the repository does not hold
-  (``DESIGN §``): the rules are in docs/architecture.md.
+  (a "DESIGN" section sign): the rules are in docs/architecture.md.
 * Every ``docs/<page>.md "Heading"`` reference names a heading that page has.
 * Every Sphinx role in a docstring (``:func:`…```, ``:class:`…```, ``:mod:`…```, ``:meth:`…```
   …) names something that exists: a dotted name from one of the project's packages imports
