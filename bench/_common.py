@@ -85,7 +85,7 @@ async def start_slurmbridge(
     settings["observability"] = {
         "metricsPort": metrics_port,
         "healthPort": 0,
-        "logLevel": "WARNING",
+        "logLevel": os.environ.get("BENCH_SLURMBRIDGE_LOG_LEVEL", "WARNING"),
     }
     cfg = workdir / f"{name}.yaml"
     cfg.write_text(json.dumps(settings))  # JSON is YAML

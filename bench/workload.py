@@ -56,6 +56,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
+import math
+import resource
 import shutil
 import sys
 import tempfile
@@ -79,13 +83,16 @@ from bench._work import (
     slurm_writes,
     stream_seqs,
 )
-from schemas import wellknown
+from schemas import subjects, wellknown
+from schemas.events import SlurmJob, decode_event
+from slurmbridge.app import HotJobs
 from slurmbridge.devtools.sim.kube import ApiError, Change
 from slurmbridge.devtools.sim.workloads import GROUP_KINDS, create_group
 from slurmbridge.devtools.testing import Simulators
 from slurmbridge.runtime.natsserver import NatsServer
 
 JOBID = wellknown.LABEL_SLURM_JOBID
+HOT_WINDOW = HotJobs.HOT_WINDOW
 #: The direct binder's pods name it, so slurmbridge never takes them.
 DIRECT_SCHEDULER = "direct-binder"
 
@@ -378,6 +385,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "pods": len(bind),
         "nodes": args.nodes,
+        "cluster_capacity_pods_per_s": capacity(args.nodes, args.run_seconds),
+        "run_seconds": args.run_seconds,
         "replicas": args.replicas,
         "bind_p50_ms": _ms(bind, 50),
         "bind_p99_ms": _ms(bind, 99),
@@ -455,13 +464,44 @@ async def _direct(
     }
 
 
+def _other_cpu(slurm: Any, nats: NatsServer) -> dict[str, float]:
+    """CPU seconds so far of everything but slurmbridge: this process (the Kubernetes
+    simulator, its kubelets, the probe), nats-server and the Slurm cluster's daemons."""
+    from bench._realslurm import process_cpu
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"bench (kube sim, kubelets, probe)": usage.ru_utime + usage.ru_stime}
+    proc = getattr(nats, "_proc", None)
+    if proc is not None:
+        out["nats-server"] = cpu_seconds(proc.pid)
+    return {**out, **process_cpu(slurm)}
+
+
+async def _log_running(nc: Any) -> dict[int, float]:
+    """Job id → monotonic time the first RUNNING ``SlurmJob`` observation of it reached the
+    log (a plain NATS subscription sees each JetStream publish as it is stored)."""
+    first: dict[int, float] = {}
+
+    async def seen(msg: Any) -> None:
+        now = time.monotonic()
+        ev = decode_event("SlurmJob", msg.data)
+        if isinstance(ev, SlurmJob) and ev.base_state == "RUNNING":
+            first.setdefault(ev.job_id or int(ev.key), now)
+
+    await nc.subscribe(subjects.obs_filter(kind="SlurmJob"), cb=seen)
+    await nc.flush()
+    return first
+
+
 def _real_run(args: argparse.Namespace) -> dict[str, Any]:
     return asyncio.run(_real(args))
 
 
 async def _real(args: argparse.Namespace) -> dict[str, Any]:
     """The bind and cleanup measurements against a real Slurm ``args.release``."""
-    from bench._realslurm import JobWatch, Probe, cluster
+    from bench._realslurm import JobWatch, Probe, cluster, sdiag
+    from bench._restproxy import RestProxy
+    from bench._restproxy import summary as rest_summary
 
     t_begin = time.monotonic()
     async with cluster(args.release, args.nodes) as slurm, Probe(slurm) as probe:
@@ -473,11 +513,18 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         )
         nats = NatsServer(store_dir=workdir / "nats")
         proc: asyncio.subprocess.Process | None = None
+        nc: Any = None
+        proxy: RestProxy | None = None
         try:
             await nats.start()
             await sims.start()
+            overrides = sims.overrides()
+            if args.trace_rest:
+                proxy = RestProxy(slurm.url)
+                await proxy.start()
+                overrides["slurm"]["url"] = proxy.url
             proc = await start_slurmbridge(
-                sims.overrides(), nats.url, workdir, args.poll_interval, profile=args.profile
+                overrides, nats.url, workdir, args.poll_interval, profile=args.profile
             )
             sim = sims.kube
 
@@ -494,32 +541,73 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             (warm,) = create_group(sim, "Pod", "warm-up", 1, requests={"cpu": "1"}, run_seconds=0)
             await until(lambda: phase(warm) == "Succeeded", 120, "slurmbridge to place a pod")
             sim.on_write.append(clock.on_write)
+            nc = await nats_py.connect(nats.url)
+            logged = await _log_running(nc)
             watch.start()
 
-            # 1. bind: groups arrive, run, finish.
-            cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
-            names: list[str] = []
-            for n, (kind, size) in enumerate(_plan(args.pods)):
-                names += create_group(
-                    sim,
-                    kind,
-                    f"b{n}",
-                    size,
-                    requests={"cpu": "1", "memory": "64Mi"},
-                    run_seconds=args.run_seconds,
-                )
-                await asyncio.sleep(args.spacing)
+            # 1. bind: groups arrive (paced at --arrival, or one every --spacing s), run, finish.
+            await asyncio.to_thread(sdiag, slurm, reset=True)
+            cpu0 = cpu_seconds(proc.pid)
+            others0 = _other_cpu(slurm, nats)
+            names, wall0 = await _arrive(sim, args, "b", wellknown.DEFAULT_SCHEDULER_NAME)
             await until(
                 lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
             )
             t_done = time.monotonic()
+            others = {
+                k: round((v - others0.get(k, 0.0)) / (t_done - wall0), 2)
+                for k, v in _other_cpu(slurm, nats).items()
+            }
+            ctld = await asyncio.to_thread(sdiag, slurm)
+            if proxy is not None and args.trace_rest_file:
+                Path(args.trace_rest_file).write_text(
+                    "".join(json.dumps(dataclasses.astuple(t)) + "\n" for t in proxy.traces)
+                )
+            traced = (
+                {}
+                if proxy is None
+                else {
+                    "rest_trace_bind_phase": rest_summary(
+                        proxy.traces,
+                        wall0,
+                        t_done,
+                        {j: seen.by for j, seen in watch.running.items()},
+                    )
+                }
+            )
             batches = list(watch.start_batches)  # the bind phase's job starts
             cpu_share = (cpu_seconds(proc.pid) - cpu0) / (t_done - wall0)
             jobs = {clock.bound[n][0] for n in names}
             missing = sorted(j for j in jobs if j not in watch.running)
             if missing:
                 raise RuntimeError(f"jobs never seen RUNNING by the probe: {missing}")
-            bind = [at - watch.running[job].mid for job, at in (clock.bound[n] for n in names)]
+            # Bind: from the receipt of the first jobs/state answer that shows the job
+            # RUNNING (the earliest any REST client can know it) to the pod's Binding; the
+            # midpoint figure adds half the probe's uncertainty (what Slurm did before).
+            bind = [at - watch.running[job].by for job, at in (clock.bound[n] for n in names)]
+            bind_mid = [at - watch.running[job].mid for job, at in (clock.bound[n] for n in names)]
+            # Where it goes: probe sees RUNNING → the log holds a RUNNING SlurmJob (the
+            # bridge's poller: hot loop or state poll) → the pod's Binding.
+            unlogged = sorted(j for j in jobs if j not in logged)
+            # The bridge's hot loop watches a job for the first HOT_WINDOW seconds after its
+            # first pod was labelled (slurmbridge.app.HotJobs); one that starts later is
+            # seen by the state poll (every --poll-interval): split the stage at that age.
+            first_marked: dict[int, float] = {}
+            for job, at in (clock.marked[n] for n in names):
+                first_marked[job] = min(at, first_marked.get(job, at))
+            late = {
+                j
+                for j in jobs
+                if watch.running[j].by - first_marked.get(j, watch.running[j].by) >= HOT_WINDOW
+            }
+            to_log_hot = [logged[j] - watch.running[j].by for j in jobs - late if j in logged]
+            to_log_late = [logged[j] - watch.running[j].by for j in late if j in logged]
+            # How long each job held its nodes: first seen RUNNING → first seen ended.
+            held = [watch.ended[j].by - watch.running[j].by for j in jobs if j in watch.ended]
+            to_log = [logged[j] - watch.running[j].by for j in jobs if j in logged]
+            log_to_bind = [
+                at - logged[job] for job, at in (clock.bound[n] for n in names) if job in logged
+            ]
             # Unlike the simulator's, a real job is PENDING when the submit returns and its
             # pods are labelled: Slurm starts it later (backfill, bf_interval=1).
             waited = [watch.running[clock.marked[n][0]].mid - clock.marked[n][1] for n in names]
@@ -560,6 +648,10 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             polls = watch.polls
         finally:
             await watch.stop()
+            if nc is not None:
+                await nc.close()
+            if proxy is not None:
+                await proxy.stop()
             if proc is not None:
                 proc.terminate()
                 await proc.wait()
@@ -575,11 +667,30 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         "slurm_version": version,
         "rest_api": api,
         "nodes": args.nodes,
+        "cluster_capacity_pods_per_s": capacity(args.nodes, args.run_seconds),
+        "run_seconds": args.run_seconds,
         "pods": len(bind),
         "jobs": len(jobs),
         "bind_p50_ms": _ms(bind, 50),
         "bind_p99_ms": _ms(bind, 99),
         "bind_max_ms": _ms(bind, 100),
+        "bind_from_start_midpoint_p50_ms": _ms(bind_mid, 50),
+        "bind_from_start_midpoint_p99_ms": _ms(bind_mid, 99),
+        "bind_stage_running_to_log_p50_ms": _ms(to_log, 50),
+        "bind_stage_running_to_log_p99_ms": _ms(to_log, 99),
+        "bind_stage_running_to_log_max_ms": _ms(to_log, 100),
+        "bind_stage_log_to_bound_p50_ms": _ms(log_to_bind, 50),
+        "bind_stage_log_to_bound_p99_ms": _ms(log_to_bind, 99),
+        "jobs_running_not_logged": len(unlogged),
+        "jobs_started_within_hot_window": len(jobs) - len(late),
+        "jobs_started_after_hot_window": len(late),
+        "bind_stage_running_to_log_within_hot_window_p50_ms": _ms(to_log_hot, 50),
+        "bind_stage_running_to_log_within_hot_window_p99_ms": _ms(to_log_hot, 99),
+        "bind_stage_running_to_log_after_hot_window_p50_ms": _ms(to_log_late, 50),
+        "bind_stage_running_to_log_after_hot_window_p99_ms": _ms(to_log_late, 99),
+        "job_held_nodes_p50_ms": _ms(held, 50),
+        "job_held_nodes_p99_ms": _ms(held, 99),
+        "slurm_pending_jobs_max": watch.pending_max,
         "slurm_start_after_labelled_p50_ms": _ms(waited, 50),
         "slurm_start_after_labelled_p99_ms": _ms(waited, 99),
         "job_start_uncertainty_p50_ms": _ms(widths, 50),
@@ -591,7 +702,12 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         "probe_polls": polls,
         "probe_rtt_p50_ms": _ms(rtt, 50),
         "slurmbridge_cpu_share_bind_phase": round(cpu_share, 2),
-        "arrival_pods_per_s": round(len(names) / max(1e-9, args.spacing * n_groups), 1),
+        "other_cpu_share_bind_phase": others,
+        "slurmctld_sdiag_bind_phase": ctld,
+        **traced,
+        "arrival_pods_per_s": round(
+            args.arrival or len(names) / max(1e-9, args.spacing * n_groups), 1
+        ),
         "bound_pods_per_s": round(len(names) / max(1e-9, last_bind - wall0), 1),
         "bound_pods_per_s_first_to_last": round(
             (len(names) - 1) / max(1e-9, last_bind - first_bind), 1
@@ -606,6 +722,22 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         "elapsed_s": round(time.monotonic() - t_begin, 1),
         "machine": machine(),
     }
+
+
+def default_nodes(real: bool, arrival: float, run_seconds: float) -> int:
+    """``--nodes`` when not given: 20 against real Slurm; 32 in the simulator, or, with an
+    arrival rate, enough for twice it. A placeholder job holds one whole node per pod
+    (exclusive, ``reconcilers/_pods.py``) while its pod runs, so ``nodes`` nodes place at
+    most ``nodes / run_seconds`` pods/s; below the arrival rate the run measures the
+    cluster's queue, not the bridge."""
+    if real:
+        return 20
+    return max(32, math.ceil(2 * arrival * run_seconds))
+
+
+def capacity(nodes: int, run_seconds: float) -> float:
+    """Pods/s ``nodes`` whole nodes place at most when each pod runs ``run_seconds``."""
+    return round(nodes / max(1e-9, run_seconds), 1)
 
 
 def main() -> None:
@@ -624,6 +756,19 @@ def main() -> None:
         default=0.01,
         help="real: seconds between the bench's jobs/state reads (0.01)",
     )
+    ap.add_argument(
+        "--trace-rest",
+        action="store_true",
+        help="real: put a tracing proxy (bench/_restproxy.py) between slurmbridge and "
+        "slurmrestd and report what it asked, when (one more loopback hop per request)",
+    )
+    ap.add_argument(
+        "--trace-rest-file",
+        default="",
+        metavar="FILE",
+        help="real, with --trace-rest: also write every traced request there (JSON lines: "
+        "method, endpoint, sent, received, status, jobs shown RUNNING, path)",
+    )
     ap.add_argument("--pods", type=int, default=200, help="pods in the bind phase (200)")
     ap.add_argument(
         "--cleanup-pods",
@@ -631,7 +776,15 @@ def main() -> None:
         default=None,
         help="pods scancelled (30; real: 20); at most --nodes: each holds a whole node",
     )
-    ap.add_argument("--nodes", type=int, default=None, help="nodes, 2 CPUs each (32; real: 20)")
+    ap.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        help="nodes, 2 CPUs each; each pod holds a whole node for at least --run-seconds, so "
+        "the cluster places at most nodes / run-seconds pods/s (cluster_capacity_pods_per_s). "
+        "Default: real 20; sim 32, or with --arrival R at least 2 × R × run-seconds (200 "
+        "at 200 pods/s), so that the run measures the bridge, not a full cluster",
+    )
     ap.add_argument("--poll-interval", type=float, default=2.0, help="slurm.pollInterval (2 s)")
     ap.add_argument(
         "--spacing", type=float, default=0.2, help="seconds between groups (0.2: ~21 pods/s)"
@@ -641,7 +794,8 @@ def main() -> None:
         type=float,
         default=0.0,
         metavar="PODS_PER_S",
-        help="sim: pods arrive at this rate, whatever their groups (replaces --spacing)",
+        help="pods arrive at this rate, whatever their groups (replaces --spacing); "
+        "sim: --nodes then defaults to twice the capacity this rate needs",
     )
     ap.add_argument(
         "--baseline",
@@ -664,7 +818,7 @@ def main() -> None:
     ap.add_argument("--profile", default="", help="run slurmbridge under cProfile, into FILE")
     args = ap.parse_args()
     real = args.slurm == "real"
-    args.nodes = args.nodes or (20 if real else 32)
+    args.nodes = args.nodes or default_nodes(real, args.arrival, args.run_seconds)
     args.cleanup_pods = args.cleanup_pods if args.cleanup_pods is not None else (20 if real else 30)
     if args.cleanup_pods > args.nodes:
         # Placeholder jobs take whole nodes (exclusive by default): more long-running pods
