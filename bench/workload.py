@@ -38,15 +38,21 @@ start by the hot loop (``slurm.pendingJobPollInterval``). Slinky's anchor for bo
     python bench/workload.py --json --arrival 50 --pods 300 --nodes 100 --baseline direct
     python bench/workload.py --json --arrival 50 --pods 300 --nodes 100 --replicas 2
     python bench/workload.py --json --slurm real [--release 26.05] [--nodes 20]
+    python bench/workload.py --json --slurm real --arrival 50 --pods 300 [--trace-rest]
 
 ``--slurm real`` (root; the release's root file system built once with
 ``python -m slurmbridge.devtools.realslurm_modern install 26.05``) replaces the slurmrestd simulator
 with its own real Slurm cluster (``--nodes``, default 20, 2 CPUs each; a placeholder job asks
 one node per pod), stopped at the end. Real slurmctld tells nobody when it starts a job, so
 the bench reads ``jobs/state`` through slurmrestd itself every ``--probe-interval`` seconds
-(its own connection) and takes a job's start as the midpoint between the last answer that did
-not show it RUNNING (its send time) and the first that did (its receipt):
-``job_start_uncertainty`` is that half-width. Slurm's own ``start_time`` (whole seconds) is
+(its own connection); ``bind_*`` run from the receipt of the first answer that showed the
+job RUNNING (the earliest any client can know it), ``bind_from_start_midpoint_*`` from the
+midpoint between the last answer that did not show it (its send time) and that receipt:
+``job_start_uncertainty`` is that half-width. ``bind_stage_running_to_log_*`` (until the
+log holds a RUNNING ``SlurmJob``: the bridge's poller) and ``bind_stage_log_to_bound_*``
+(then until the Binding) split it; ``--trace-rest`` adds what the bridge asked of
+slurmrestd, and when (``bench/_restproxy.py``), ``slurmctld_sdiag_bind_phase`` what
+slurmctld did. Slurm's own ``start_time`` (whole seconds) is
 checked against it (``start_time_agrees``). Cleanup: each long-running job is cancelled with
 ``DELETE job/{id}`` (its end taken as the middle of that request), ``--cleanup-pods``
 (default 20 here) of them.
