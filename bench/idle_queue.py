@@ -15,7 +15,8 @@ is held by a foreign job that never ends; ``batch`` (every node) has free nodes.
    that wall time (``cpu_idle_pct_of_core``; target ≤ 5 %), with the HTTP requests it sent to
    each simulator meanwhile (``idle_requests``, by verb and resource or endpoint).
 4. **behind the queue**: ``--probes`` more bare pods for ``batch``, one at a time, as in 1
-   (``bind_full_queue_*``): no head-of-line blocking means the same figures as 1.
+   (``bind_full_queue_*``): no head-of-line blocking means the same figures as 1. A pod not
+   bound within ``--probe-timeout`` seconds is counted in ``bind_*_timeouts``.
 
     python bench/idle_queue.py --json [--queue 10000] [--idle-seconds 30]
 """
