@@ -80,14 +80,15 @@ async def start_slurmbridge(
     ``overrides`` (the simulators' settings) and ``nats_url``; quiet logs, no listeners.
     ``profile``: run it under cProfile, writing that file on exit. ``metrics_port``: serve
     ``/metrics`` there (0: no listener). ``name``: of its config file in ``workdir`` (one per
-    replica)."""
+    replica). Its log level is WARNING unless ``BENCH_SLURMBRIDGE_LOG_LEVEL`` says otherwise
+    (``DEBUG``: every effect, to see what the bridge spent a run on)."""
     settings = dict(overrides)
     settings["nats"] = {"url": nats_url}
     settings["slurm"] = {**settings.get("slurm", {}), "pollInterval": poll_interval}
     settings["observability"] = {
         "metricsPort": metrics_port,
         "healthPort": 0,
-        "logLevel": "WARNING",
+        "logLevel": os.environ.get("BENCH_SLURMBRIDGE_LOG_LEVEL", "WARNING"),
     }
     cfg = workdir / f"{name}.yaml"
     cfg.write_text(json.dumps(settings))  # JSON is YAML

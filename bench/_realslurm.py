@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -141,6 +143,8 @@ class JobWatch:
         self.running: dict[int, Seen] = {}
         self.ended: dict[int, Seen] = {}
         self.polls = 0
+        #: the most jobs one answer showed PENDING (Slurm's queue at its longest)
+        self.pending_max = 0
         #: how many jobs each answer showed RUNNING for the first time (answers with any)
         self.start_batches: list[int] = []
         self._task: asyncio.Task[None] | None = None
@@ -161,14 +165,71 @@ class JobWatch:
             wall = time.time()
             self.polls += 1
             before = len(self.running)
+            pending = 0
             for job in body.get("jobs") or []:
                 jid = int(job["job_id"])
                 state = set(job.get("state") or ())
+                pending += "PENDING" in state
                 if "RUNNING" in state and jid not in self.running:
                     self.running[jid] = Seen(after=after, by=t1, wall=wall)
                 if state & ENDED and jid not in self.ended:
                     self.ended[jid] = Seen(after=after, by=t1, wall=wall)
+            self.pending_max = max(self.pending_max, pending)
             if len(self.running) > before:
                 self.start_batches.append(len(self.running) - before)
             after = t0
             await asyncio.sleep(self.interval)
+
+
+def process_cpu(slurm: ModernSlurm) -> dict[str, float]:
+    """CPU seconds (user + system) of the cluster's living processes, summed by program name
+    (``slurmctld``, ``slurmrestd``, ``slurmd`` …; ended job steps are not counted)."""
+    from bench._work import cpu_seconds
+
+    out: dict[str, float] = {}
+    for pid in slurm.cluster_processes():
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        out[name] = out.get(name, 0.0) + cpu_seconds(pid)
+    return out
+
+
+_RPC = re.compile(r"^\s*([A-Z_]+)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)\s+total_time:(\d+)")
+
+
+def sdiag(slurm: ModernSlurm, *, reset: bool = False) -> dict[str, Any]:
+    """slurmctld's own statistics (``sdiag``, since the last ``sdiag -r``): the main
+    scheduler's and backfill's cycles (``"main"`` / ``"backfill"``: field → number, times in
+    µs) and the RPCs by message type (``"rpcs"``: type → ``{count, ave_us, total_ms}``).
+    ``reset``: run ``sdiag -r`` instead and return ``{}``."""
+    if reset:
+        slurm.run("sdiag", "-r")
+        return {}
+    text = slurm.run("sdiag").stdout
+    out: dict[str, Any] = {"main": {}, "backfill": {}, "rpcs": {}}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("Main schedule statistics"):
+            section = "main"
+        elif line.startswith("Backfilling stats"):
+            section = "backfill"
+        elif line.startswith("Remote Procedure Call statistics by message type"):
+            section = "rpcs"
+        elif line and not line[0].isspace():
+            section = ""
+        elif section == "rpcs":
+            m = _RPC.match(line)
+            if m:
+                out["rpcs"][m[1]] = {
+                    "count": int(m[2]),
+                    "ave_us": int(m[3]),
+                    "total_ms": round(int(m[4]) / 1000, 1),
+                }
+        elif section and ":" in line:
+            key, _, value = line.strip().partition(":")
+            number = value.strip().split(" ")[0]
+            if number.isdigit():
+                out[section][key.strip()] = int(number)
+    return out

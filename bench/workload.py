@@ -38,15 +38,21 @@ start by the hot loop (``slurm.pendingJobPollInterval``). Slinky's anchor for bo
     python bench/workload.py --json --arrival 50 --pods 300 --nodes 100 --baseline direct
     python bench/workload.py --json --arrival 50 --pods 300 --nodes 100 --replicas 2
     python bench/workload.py --json --slurm real [--release 26.05] [--nodes 20]
+    python bench/workload.py --json --slurm real --arrival 50 --pods 300 [--trace-rest]
 
 ``--slurm real`` (root; the release's root file system built once with
 ``python -m slurmbridge.devtools.realslurm_modern install 26.05``) replaces the slurmrestd simulator
 with its own real Slurm cluster (``--nodes``, default 20, 2 CPUs each; a placeholder job asks
 one node per pod), stopped at the end. Real slurmctld tells nobody when it starts a job, so
 the bench reads ``jobs/state`` through slurmrestd itself every ``--probe-interval`` seconds
-(its own connection) and takes a job's start as the midpoint between the last answer that did
-not show it RUNNING (its send time) and the first that did (its receipt):
-``job_start_uncertainty`` is that half-width. Slurm's own ``start_time`` (whole seconds) is
+(its own connection); ``bind_*`` run from the receipt of the first answer that showed the
+job RUNNING (the earliest any client can know it), ``bind_from_start_midpoint_*`` from the
+midpoint between the last answer that did not show it (its send time) and that receipt:
+``job_start_uncertainty`` is that half-width. ``bind_stage_running_to_log_*`` (until the
+log holds a RUNNING ``SlurmJob``: the bridge's poller) and ``bind_stage_log_to_bound_*``
+(then until the Binding) split it; ``--trace-rest`` adds what the bridge asked of
+slurmrestd, and when (``bench/_restproxy.py``), ``slurmctld_sdiag_bind_phase`` what
+slurmctld did. Slurm's own ``start_time`` (whole seconds) is
 checked against it (``start_time_agrees``). Cleanup: each long-running job is cancelled with
 ``DELETE job/{id}`` (its end taken as the middle of that request), ``--cleanup-pods``
 (default 20 here) of them.
@@ -56,6 +62,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
+import math
+import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -68,17 +79,7 @@ import nats as nats_py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import (
-    add_slurm_options,
-    emit,
-    free_port,
-    machine,
-    percentile,
-    real_slurm_fields,
-    start_slurmbridge,
-    tear_down,
-    until,
-)
+from bench._common import emit, free_port, machine, percentile, start_slurmbridge, until
 from bench._work import (
     cpu_seconds,
     delta,
@@ -88,13 +89,16 @@ from bench._work import (
     slurm_writes,
     stream_seqs,
 )
-from schemas import wellknown
+from schemas import subjects, wellknown
+from schemas.events import SlurmJob, decode_event
+from slurmbridge.app import HotJobs
 from slurmbridge.devtools.sim.kube import ApiError, Change
 from slurmbridge.devtools.sim.workloads import GROUP_KINDS, create_group
 from slurmbridge.devtools.testing import Simulators
 from slurmbridge.runtime.natsserver import NatsServer
 
 JOBID = wellknown.LABEL_SLURM_JOBID
+HOT_WINDOW = HotJobs.HOT_WINDOW
 #: The direct binder's pods name it, so slurmbridge never takes them.
 DIRECT_SCHEDULER = "direct-binder"
 
@@ -248,41 +252,6 @@ class Work:
         }
 
 
-def _cleanup_fields(
-    args: argparse.Namespace, cleanup: list[float], removed: list[float]
-) -> dict[str, Any]:
-    """The cleanup phase's figures (seconds from scancel to the pod deleted, and to it gone),
-    then the poll intervals they depend on."""
-    return {
-        "cleanup_pods": len(cleanup),
-        "cleanup_p50_ms": _ms(cleanup, 50),
-        "cleanup_p99_ms": _ms(cleanup, 99),
-        "cleanup_removed_p99_ms": _ms(removed, 99),
-        "poll_interval_s": args.poll_interval,
-        "pending_job_poll_interval_s": 0.02,
-    }
-
-
-def _group(
-    sim: Any,
-    args: argparse.Namespace,
-    kind: str,
-    name: str,
-    size: int,
-    scheduler: str = wellknown.DEFAULT_SCHEDULER_NAME,
-) -> list[str]:
-    """One group of the plan: ``size`` pods of 1 CPU and 64 MiB that run ``--run-seconds``."""
-    return create_group(
-        sim,
-        kind,
-        name,
-        size,
-        requests={"cpu": "1", "memory": "64Mi"},
-        run_seconds=args.run_seconds,
-        scheduler_name=scheduler,
-    )
-
-
 async def _arrive(
     sim: Any, args: argparse.Namespace, prefix: str, scheduler: str
 ) -> tuple[list[str], float]:
@@ -295,7 +264,15 @@ async def _arrive(
             wait = t0 + len(names) / args.arrival - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-        names += _group(sim, args, kind, f"{prefix}{n}", size, scheduler)
+        names += create_group(
+            sim,
+            kind,
+            f"{prefix}{n}",
+            size,
+            requests={"cpu": "1", "memory": "64Mi"},
+            run_seconds=args.run_seconds,
+            scheduler_name=scheduler,
+        )
         if not args.arrival:
             await asyncio.sleep(args.spacing)
     return names, t0
@@ -405,14 +382,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     sim.update(node)
             direct = await _direct(args, sims, nc, clock, phase)
     finally:
+        for p in procs:
+            if p.returncode is None:
+                p.terminate()
+                await p.wait()
         await nc.close()
-        await tear_down(procs, sims, nats, workdir=workdir)
+        await sims.stop()
+        await nats.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
     n_groups = len(_plan(args.pods))
     arrival = args.arrival or len(names) / max(1e-9, args.spacing * n_groups)
     return {
         "pods": len(bind),
         "nodes": args.nodes,
+        "cluster_capacity_pods_per_s": capacity(args.nodes, args.run_seconds),
+        "run_seconds": args.run_seconds,
         "replicas": args.replicas,
         "bind_p50_ms": _ms(bind, 50),
         "bind_p99_ms": _ms(bind, 99),
@@ -426,7 +411,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "bound_pods_per_s": round(len(names) / max(1e-9, last_bind - wall0), 1),
         **figures,
         **direct,
-        **_cleanup_fields(args, cleanup, removed),
+        "cleanup_pods": len(cleanup),
+        "cleanup_p50_ms": _ms(cleanup, 50),
+        "cleanup_p99_ms": _ms(cleanup, 99),
+        "cleanup_removed_p99_ms": _ms(removed, 99),
+        "poll_interval_s": args.poll_interval,
+        "pending_job_poll_interval_s": 0.02,
         "machine": machine(),
     }
 
@@ -485,13 +475,44 @@ async def _direct(
     }
 
 
+def _other_cpu(slurm: Any, nats: NatsServer) -> dict[str, float]:
+    """CPU seconds so far of everything but slurmbridge: this process (the Kubernetes
+    simulator, its kubelets, the probe), nats-server and the Slurm cluster's daemons."""
+    from bench._realslurm import process_cpu
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"bench (kube sim, kubelets, probe)": usage.ru_utime + usage.ru_stime}
+    proc = getattr(nats, "_proc", None)
+    if proc is not None:
+        out["nats-server"] = cpu_seconds(proc.pid)
+    return {**out, **process_cpu(slurm)}
+
+
+async def _log_running(nc: Any) -> dict[int, float]:
+    """Job id → monotonic time the first RUNNING ``SlurmJob`` observation of it reached the
+    log (a plain NATS subscription sees each JetStream publish as it is stored)."""
+    first: dict[int, float] = {}
+
+    async def seen(msg: Any) -> None:
+        now = time.monotonic()
+        ev = decode_event("SlurmJob", msg.data)
+        if isinstance(ev, SlurmJob) and ev.base_state == "RUNNING":
+            first.setdefault(ev.job_id or int(ev.key), now)
+
+    await nc.subscribe(subjects.obs_filter(kind="SlurmJob"), cb=seen)
+    await nc.flush()
+    return first
+
+
 def _real_run(args: argparse.Namespace) -> dict[str, Any]:
     return asyncio.run(_real(args))
 
 
 async def _real(args: argparse.Namespace) -> dict[str, Any]:
     """The bind and cleanup measurements against a real Slurm ``args.release``."""
-    from bench._realslurm import JobWatch, Probe, cluster
+    from bench._realslurm import JobWatch, Probe, cluster, sdiag
+    from bench._restproxy import RestProxy
+    from bench._restproxy import summary as rest_summary
 
     t_begin = time.monotonic()
     async with cluster(args.release, args.nodes) as slurm, Probe(slurm) as probe:
@@ -503,11 +524,18 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         )
         nats = NatsServer(store_dir=workdir / "nats")
         proc: asyncio.subprocess.Process | None = None
+        nc: Any = None
+        proxy: RestProxy | None = None
         try:
             await nats.start()
             await sims.start()
+            overrides = sims.overrides()
+            if args.trace_rest:
+                proxy = RestProxy(slurm.url)
+                await proxy.start()
+                overrides["slurm"]["url"] = proxy.url
             proc = await start_slurmbridge(
-                sims.overrides(), nats.url, workdir, args.poll_interval, profile=args.profile
+                overrides, nats.url, workdir, args.poll_interval, profile=args.profile
             )
             sim = sims.kube
 
@@ -524,25 +552,73 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             (warm,) = create_group(sim, "Pod", "warm-up", 1, requests={"cpu": "1"}, run_seconds=0)
             await until(lambda: phase(warm) == "Succeeded", 120, "slurmbridge to place a pod")
             sim.on_write.append(clock.on_write)
+            nc = await nats_py.connect(nats.url)
+            logged = await _log_running(nc)
             watch.start()
 
-            # 1. bind: groups arrive, run, finish.
-            cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
-            names: list[str] = []
-            for n, (kind, size) in enumerate(_plan(args.pods)):
-                names += _group(sim, args, kind, f"b{n}", size)
-                await asyncio.sleep(args.spacing)
+            # 1. bind: groups arrive (paced at --arrival, or one every --spacing s), run, finish.
+            await asyncio.to_thread(sdiag, slurm, reset=True)
+            cpu0 = cpu_seconds(proc.pid)
+            others0 = _other_cpu(slurm, nats)
+            names, wall0 = await _arrive(sim, args, "b", wellknown.DEFAULT_SCHEDULER_NAME)
             await until(
                 lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
             )
             t_done = time.monotonic()
+            others = {
+                k: round((v - others0.get(k, 0.0)) / (t_done - wall0), 2)
+                for k, v in _other_cpu(slurm, nats).items()
+            }
+            ctld = await asyncio.to_thread(sdiag, slurm)
+            if proxy is not None and args.trace_rest_file:
+                Path(args.trace_rest_file).write_text(
+                    "".join(json.dumps(dataclasses.astuple(t)) + "\n" for t in proxy.traces)
+                )
+            traced = (
+                {}
+                if proxy is None
+                else {
+                    "rest_trace_bind_phase": rest_summary(
+                        proxy.traces,
+                        wall0,
+                        t_done,
+                        {j: seen.by for j, seen in watch.running.items()},
+                    )
+                }
+            )
             batches = list(watch.start_batches)  # the bind phase's job starts
             cpu_share = (cpu_seconds(proc.pid) - cpu0) / (t_done - wall0)
             jobs = {clock.bound[n][0] for n in names}
             missing = sorted(j for j in jobs if j not in watch.running)
             if missing:
                 raise RuntimeError(f"jobs never seen RUNNING by the probe: {missing}")
-            bind = [at - watch.running[job].mid for job, at in (clock.bound[n] for n in names)]
+            # Bind: from the receipt of the first jobs/state answer that shows the job
+            # RUNNING (the earliest any REST client can know it) to the pod's Binding; the
+            # midpoint figure adds half the probe's uncertainty (what Slurm did before).
+            bind = [at - watch.running[job].by for job, at in (clock.bound[n] for n in names)]
+            bind_mid = [at - watch.running[job].mid for job, at in (clock.bound[n] for n in names)]
+            # Where it goes: probe sees RUNNING → the log holds a RUNNING SlurmJob (the
+            # bridge's poller: hot loop or state poll) → the pod's Binding.
+            unlogged = sorted(j for j in jobs if j not in logged)
+            # The bridge's hot loop watches a job for the first HOT_WINDOW seconds after its
+            # first pod was labelled (slurmbridge.app.HotJobs); one that starts later is
+            # seen by the state poll (every --poll-interval): split the stage at that age.
+            first_marked: dict[int, float] = {}
+            for job, at in (clock.marked[n] for n in names):
+                first_marked[job] = min(at, first_marked.get(job, at))
+            late = {
+                j
+                for j in jobs
+                if watch.running[j].by - first_marked.get(j, watch.running[j].by) >= HOT_WINDOW
+            }
+            to_log_hot = [logged[j] - watch.running[j].by for j in jobs - late if j in logged]
+            to_log_late = [logged[j] - watch.running[j].by for j in late if j in logged]
+            # How long each job held its nodes: first seen RUNNING → first seen ended.
+            held = [watch.ended[j].by - watch.running[j].by for j in jobs if j in watch.ended]
+            to_log = [logged[j] - watch.running[j].by for j in jobs if j in logged]
+            log_to_bind = [
+                at - logged[job] for job, at in (clock.bound[n] for n in names) if job in logged
+            ]
             # Unlike the simulator's, a real job is PENDING when the submit returns and its
             # pods are labelled: Slurm starts it later (backfill, bf_interval=1).
             waited = [watch.running[clock.marked[n][0]].mid - clock.marked[n][1] for n in names]
@@ -583,17 +659,49 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             polls = watch.polls
         finally:
             await watch.stop()
-            await tear_down([proc], sims, nats, workdir=workdir)
+            if nc is not None:
+                await nc.close()
+            if proxy is not None:
+                await proxy.stop()
+            if proc is not None:
+                proc.terminate()
+                await proc.wait()
+            await sims.stop()
+            await nats.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
         version, api = slurm.slurm_version, probe.version
         rtt = sorted(probe.rtts)
     n_groups = len(_plan(args.pods))
     return {
-        **real_slurm_fields(args, version, api),
+        "slurm": "real",
+        "release": args.release,
+        "slurm_version": version,
+        "rest_api": api,
+        "nodes": args.nodes,
+        "cluster_capacity_pods_per_s": capacity(args.nodes, args.run_seconds),
+        "run_seconds": args.run_seconds,
         "pods": len(bind),
         "jobs": len(jobs),
         "bind_p50_ms": _ms(bind, 50),
         "bind_p99_ms": _ms(bind, 99),
         "bind_max_ms": _ms(bind, 100),
+        "bind_from_start_midpoint_p50_ms": _ms(bind_mid, 50),
+        "bind_from_start_midpoint_p99_ms": _ms(bind_mid, 99),
+        "bind_stage_running_to_log_p50_ms": _ms(to_log, 50),
+        "bind_stage_running_to_log_p99_ms": _ms(to_log, 99),
+        "bind_stage_running_to_log_max_ms": _ms(to_log, 100),
+        "bind_stage_log_to_bound_p50_ms": _ms(log_to_bind, 50),
+        "bind_stage_log_to_bound_p99_ms": _ms(log_to_bind, 99),
+        "jobs_running_not_logged": len(unlogged),
+        "jobs_started_within_hot_window": len(jobs) - len(late),
+        "jobs_started_after_hot_window": len(late),
+        "bind_stage_running_to_log_within_hot_window_p50_ms": _ms(to_log_hot, 50),
+        "bind_stage_running_to_log_within_hot_window_p99_ms": _ms(to_log_hot, 99),
+        "bind_stage_running_to_log_after_hot_window_p50_ms": _ms(to_log_late, 50),
+        "bind_stage_running_to_log_after_hot_window_p99_ms": _ms(to_log_late, 99),
+        "job_held_nodes_p50_ms": _ms(held, 50),
+        "job_held_nodes_p99_ms": _ms(held, 99),
+        "slurm_pending_jobs_max": watch.pending_max,
         "slurm_start_after_labelled_p50_ms": _ms(waited, 50),
         "slurm_start_after_labelled_p99_ms": _ms(waited, 99),
         "job_start_uncertainty_p50_ms": _ms(widths, 50),
@@ -605,27 +713,72 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         "probe_polls": polls,
         "probe_rtt_p50_ms": _ms(rtt, 50),
         "slurmbridge_cpu_share_bind_phase": round(cpu_share, 2),
-        "arrival_pods_per_s": round(len(names) / max(1e-9, args.spacing * n_groups), 1),
+        "other_cpu_share_bind_phase": others,
+        "slurmctld_sdiag_bind_phase": ctld,
+        **traced,
+        "arrival_pods_per_s": round(
+            args.arrival or len(names) / max(1e-9, args.spacing * n_groups), 1
+        ),
         "bound_pods_per_s": round(len(names) / max(1e-9, last_bind - wall0), 1),
         "bound_pods_per_s_first_to_last": round(
             (len(names) - 1) / max(1e-9, last_bind - first_bind), 1
         ),
         "all_succeeded_s": round(t_done - wall0, 1),
-        **_cleanup_fields(args, cleanup, removed),
+        "cleanup_pods": len(cleanup),
+        "cleanup_p50_ms": _ms(cleanup, 50),
+        "cleanup_p99_ms": _ms(cleanup, 99),
+        "cleanup_removed_p99_ms": _ms(removed, 99),
+        "poll_interval_s": args.poll_interval,
+        "pending_job_poll_interval_s": 0.02,
         "elapsed_s": round(time.monotonic() - t_begin, 1),
         "machine": machine(),
     }
 
 
+def default_nodes(real: bool, arrival: float, run_seconds: float) -> int:
+    """``--nodes`` when not given: 20 against real Slurm; 32 in the simulator, or, with an
+    arrival rate, enough for twice it. A placeholder job holds one whole node per pod
+    (exclusive, ``reconcilers/_pods.py``) while its pod runs, so ``nodes`` nodes place at
+    most ``nodes / run_seconds`` pods/s; below the arrival rate the run measures the
+    cluster's queue, not the bridge."""
+    if real:
+        return 20
+    return max(32, math.ceil(2 * arrival * run_seconds))
+
+
+def capacity(nodes: int, run_seconds: float) -> float:
+    """Pods/s ``nodes`` whole nodes place at most when each pod runs ``run_seconds``."""
+    return round(nodes / max(1e-9, run_seconds), 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    add_slurm_options(ap)
+    ap.add_argument(
+        "--slurm",
+        choices=("sim", "real"),
+        default="sim",
+        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
+    )
+    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
     ap.add_argument(
         "--probe-interval",
         type=float,
         default=0.01,
         help="real: seconds between the bench's jobs/state reads (0.01)",
+    )
+    ap.add_argument(
+        "--trace-rest",
+        action="store_true",
+        help="real: put a tracing proxy (bench/_restproxy.py) between slurmbridge and "
+        "slurmrestd and report what it asked, when (one more loopback hop per request)",
+    )
+    ap.add_argument(
+        "--trace-rest-file",
+        default="",
+        metavar="FILE",
+        help="real, with --trace-rest: also write every traced request there (JSON lines: "
+        "method, endpoint, sent, received, status, jobs shown RUNNING, path)",
     )
     ap.add_argument("--pods", type=int, default=200, help="pods in the bind phase (200)")
     ap.add_argument(
@@ -634,7 +787,15 @@ def main() -> None:
         default=None,
         help="pods scancelled (30; real: 20); at most --nodes: each holds a whole node",
     )
-    ap.add_argument("--nodes", type=int, default=None, help="nodes, 2 CPUs each (32; real: 20)")
+    ap.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        help="nodes, 2 CPUs each; each pod holds a whole node for at least --run-seconds, so "
+        "the cluster places at most nodes / run-seconds pods/s (cluster_capacity_pods_per_s). "
+        "Default: real 20; sim 32, or with --arrival R at least 2 × R × run-seconds (200 "
+        "at 200 pods/s), so that the run measures the bridge, not a full cluster",
+    )
     ap.add_argument("--poll-interval", type=float, default=2.0, help="slurm.pollInterval (2 s)")
     ap.add_argument(
         "--spacing", type=float, default=0.2, help="seconds between groups (0.2: ~21 pods/s)"
@@ -644,7 +805,8 @@ def main() -> None:
         type=float,
         default=0.0,
         metavar="PODS_PER_S",
-        help="sim: pods arrive at this rate, whatever their groups (replaces --spacing)",
+        help="pods arrive at this rate, whatever their groups (replaces --spacing); "
+        "sim: --nodes then defaults to twice the capacity this rate needs",
     )
     ap.add_argument(
         "--baseline",
@@ -667,7 +829,7 @@ def main() -> None:
     ap.add_argument("--profile", default="", help="run slurmbridge under cProfile, into FILE")
     args = ap.parse_args()
     real = args.slurm == "real"
-    args.nodes = args.nodes or (20 if real else 32)
+    args.nodes = args.nodes or default_nodes(real, args.arrival, args.run_seconds)
     args.cleanup_pods = args.cleanup_pods if args.cleanup_pods is not None else (20 if real else 30)
     if args.cleanup_pods > args.nodes:
         # Placeholder jobs take whole nodes (exclusive by default): more long-running pods

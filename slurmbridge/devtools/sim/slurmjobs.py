@@ -736,6 +736,11 @@ class JobsMixin:
         started = 0
         waiting: set[str] = set()  # partitions where a job ahead waits for resources
         full: dict[str, bool] = {}  # partition → no node of it has a CPU free (this pass)
+        # Shape (_shape) → the reason a job of that shape could not start, this pass: until
+        # a job starts the nodes do not change, so a job of the same shape cannot start
+        # either and would be given the same reason; trying it would cost a pass over the
+        # nodes (10,000 queued jobs of one shape made every submit O(n × nodes)).
+        failed: dict[tuple[object, ...], str] = {}
         changed = False
         pending = [j for j in self.jobs_by_id.values() if j.state == "PENDING"]
         for job in sorted(pending, key=SimJob.queue_order):
@@ -755,10 +760,16 @@ class JobsMixin:
                     full[job.partition] = self._partition_full(job.partition)
                 if full[job.partition]:
                     continue
-            if self._try_start_all(job):
+            shape = self._shape(job)
+            if shape is not None and shape in failed:
+                job.reason = failed[shape]
+            elif self._try_start_all(job):
                 started += 1
                 full.clear()
+                failed.clear()
                 continue
+            elif shape is not None:
+                failed[shape] = job.reason
             if job.reason == "Resources":
                 if job.partition in waiting:
                     job.reason = "Priority"
@@ -866,6 +877,25 @@ class JobsMixin:
             priority=priority,
             gres=parse_tres_gres(str(desc.get("tres_per_node") or "")),
             constraints=constraints,
+        )
+
+    def _shape(self, job: SimJob) -> tuple[object, ...] | None:
+        """What :meth:`_try_start` reads of ``job`` to choose its nodes or its reason
+        (partition, CPUs per node, node count, whole nodes, features, GRES, excluded nodes):
+        two jobs of one shape start, or fail with one reason, on the same nodes. None for a
+        job whose outcome depends on more (held, required nodes, heterogeneous, or a
+        partition that does not exist)."""
+        if job.held or job.required or job.het_ids or job.partition not in self.partitions:
+            return None
+        per_node = job.cpus_per_task * math.ceil(job.tasks / job.min_nodes)
+        return (
+            job.partition,
+            per_node,
+            job.min_nodes,
+            job.exclusive,
+            job.constraints,
+            job.gres,
+            job.excluded,
         )
 
     def _partition_full(self, name: str) -> bool:
