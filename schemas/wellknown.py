@@ -8,6 +8,7 @@ belongs to an administrator and is never undone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Final
 
@@ -212,6 +213,34 @@ def pending_message(slurm_reason: str, position: int, partition: str) -> str:
 def pending_reason_of(message: str) -> str:
     """Slurm's reason at the head of a :func:`pending_message`."""
     return message.partition(",")[0].strip() or "None"
+
+
+#: Places told exactly as they move; from here on a place is rewritten only when it has
+#: halved or doubled (:func:`pending_rewrite_due`).
+QUEUE_PLACE_EXACT: Final = 10
+
+_PLACE = re.compile(
+    r"^(?P<head>[^,]*), (?P<n>\d+)(?:st|nd|rd|th)(?: or later)?(?P<tail> in partition .*)$"
+)
+
+
+def pending_rewrite_due(written: str, wanted: str) -> bool:
+    """Whether a waiting pod's ``PodScheduled`` message ``written`` must become ``wanted``
+    (both :func:`pending_message`): when Slurm's reason or the partition changed, when
+    either place is among the first :data:`QUEUE_PLACE_EXACT`, or when the place has at
+    least halved or doubled. A pod behind a long queue is thus rewritten O(log n) times as
+    the queue drains, not at every job start ahead of it (issue 30: on real Slurm, 2,543
+    condition writes for 321 binds), and its message is never off by more than a factor of
+    two."""
+    if written == wanted:
+        return False
+    old, new = _PLACE.match(written), _PLACE.match(wanted)
+    if old is None or new is None or (old["head"], old["tail"]) != (new["head"], new["tail"]):
+        return True
+    was, now = int(old["n"]), int(new["n"])
+    if min(was, now) <= QUEUE_PLACE_EXACT:
+        return True
+    return now * 2 <= was or now >= was * 2
 
 
 # --- Kubernetes Workload API (scheduling.k8s.io, 1.36+) --------------------------------------

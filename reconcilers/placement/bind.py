@@ -317,6 +317,9 @@ def _pending(live_pods: list[KubePod], job_id: int, message: str) -> list[AnyAct
     not waiting on Slurm before also gets a Normal Event (after the write: only when it
     changed something).
 
+    A pod already told it waits is told again only when ``wellknown.pending_rewrite_due``:
+    Slurm's reason changed, or its place is among the first ten or has halved or doubled.
+
     The write keeps status False, so the condition's ``lastTransitionTime`` stays (the
     effector moves it only when the status flips), and it never carries reason
     ``SlurmJobRejected``: the refused-submit back-off is not touched.
@@ -325,9 +328,12 @@ def _pending(live_pods: list[KubePod], job_id: int, message: str) -> list[AnyAct
     for p in live_pods:
         if p.node_name or (write := say(p, PENDING, message)) is None:
             continue
-        actions.append(write)
         cur = p.condition(CONDITION)
-        if cur is None or cur.reason != PENDING:
+        waiting = cur is not None and cur.status == "False" and cur.reason == PENDING
+        if waiting and cur is not None and not wellknown.pending_rewrite_due(cur.message, message):
+            continue  # the place moved a little: told when it has halved (or doubled)
+        actions.append(write)
+        if not waiting:
             actions.append(
                 _pods.pod_event(p, PENDING, f"Slurm job {job_id} waits in the queue: {message}")
             )

@@ -1143,6 +1143,29 @@ def test_the_pending_condition_is_written_only_when_it_changes() -> None:
     assert not of(moved, RecordEvent)
 
 
+def test_a_place_far_back_is_rewritten_only_when_it_has_halved_or_doubled() -> None:
+    """Issue 30: every job start ahead moves each waiting pod's place; a pod beyond the first
+    ten is told again only when its place has halved (or doubled), so a queue of n costs
+    each pod O(log n) writes, not O(n) (wellknown.pending_rewrite_due)."""
+
+    def moved(written: str, ahead: int) -> set[str]:
+        said = pending_cond(written)
+        pods = (job_pod("t-0", job=50, conditions=(said,)),)
+        others = tuple(qjob(i, priority=900) for i in range(1, ahead + 1))
+        return {c.message for c in of(_waiting(*others, pods=pods), SetPodCondition)}
+
+    assert moved("Priority, 40th in partition gpu", 29) == set(), "30th: not yet halved"
+    assert moved("Priority, 40th in partition gpu", 19) == {"Priority, 20th in partition gpu"}
+    assert moved("Priority, 12th in partition gpu", 9) == {"Priority, 10th in partition gpu"}
+    assert moved("Priority, 20th in partition gpu", 39) == {"Priority, 40th in partition gpu"}
+    assert moved("Priority, 100th or later in partition gpu", 98) == set()
+    assert moved("Resources, 40th in partition gpu", 29) == {"Priority, 30th in partition gpu"}
+    assert not wellknown.pending_rewrite_due(
+        "Priority, 3rd in partition gpu", "Priority, 3rd in partition gpu"
+    )
+    assert wellknown.pending_rewrite_due("Priority", "Priority, 30th in partition gpu")
+
+
 def test_the_first_wait_event_goes_to_a_pod_that_did_not_wait_before() -> None:
     """Only a pod without a SlurmJobPending condition (none, or another reason) gets it."""
     said = pending_cond("Priority, 1st in partition gpu")
