@@ -85,6 +85,9 @@ class Projection:
         #: Kubernetes observations not applied for being older than the one held.
         self.stale = 0
         self._label_index: dict[tuple[str, str], dict[str, Members]] = {}
+        #: (kind, label, value) → its members in order, until one joins or leaves: a lookup
+        #: into a big, unchanging set (10,000 jobs queued in one partition) sorts it once.
+        self._sorted: dict[tuple[str, str, str], list[Ref]] = {}
         self._canon = Canonicalizer()
         self.applied_seq = 0
         self.malformed = 0
@@ -141,7 +144,13 @@ class Projection:
         members = index.get(value)
         if members is None:
             return []
-        refs: list[Ref] = [members] if isinstance(members, tuple) else sorted(members)
+        if isinstance(members, tuple):
+            refs: list[Ref] = [members]
+        else:
+            cached = self._sorted.get((tag, label, value))
+            if cached is None:
+                cached = self._sorted[(tag, label, value)] = sorted(members)
+            refs = cached
         out: list[E] = []
         for src, key in refs:
             found = self._objs.get(tag, {}).get(src, {}).get(key)
@@ -215,6 +224,8 @@ class Projection:
             after = _index_value(new.event, label) if new is not None else None
             if before == after:
                 continue
+            self._sorted.pop((tag, label, before or ""), None)
+            self._sorted.pop((tag, label, after or ""), None)
             if before is not None:
                 _index_remove(index, before, (src, key))
             if after is not None:

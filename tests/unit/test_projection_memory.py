@@ -179,6 +179,29 @@ def test_unique_field_index_promotes_to_a_set_and_back() -> None:
     assert [x.key for x in p.by_field(KubePod, "name", "renamed")] == ["b/train-1"]
 
 
+def test_a_set_of_members_is_sorted_once_until_one_joins_or_leaves() -> None:
+    """Issue 30: placement's queue place reads every pending job of a partition at each
+    decide; the index keeps their sorted order until the set changes."""
+    p = Projection()
+    for i, ns in enumerate(("c", "a", "b"), 1):
+        feed(p, pod(1, ns=ns), i)
+    keys = [x.key for x in p.by_field(KubePod, "name", "train-1")]
+    assert keys == ["a/train-1", "b/train-1", "c/train-1"]
+    cached = p._sorted[("KubePod", ".name", "train-1")]
+    assert [x.key for x in p.by_field(KubePod, "name", "train-1")] == keys
+    assert p._sorted[("KubePod", ".name", "train-1")] is cached  # not sorted again
+    feed(p, pod(1, ns="0"), 4)
+    assert [x.key for x in p.by_field(KubePod, "name", "train-1")] == ["0/train-1", *keys]
+    feed(p, events.KubePod(source="k8s", key="b/train-1", op="deleted"), 5)
+    assert [x.key for x in p.by_field(KubePod, "name", "train-1")] == [
+        "0/train-1",
+        "a/train-1",
+        "c/train-1",
+    ]
+    feed(p, pod(1, ns="c", name="renamed"), 6)  # leaves train-1 for renamed
+    assert [x.key for x in p.by_field(KubePod, "name", "train-1")] == ["0/train-1", "a/train-1"]
+
+
 def test_indexes_of_a_kind_share_one_ref_per_object() -> None:
     p = Projection()
     for i in range(3):
