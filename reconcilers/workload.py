@@ -625,24 +625,7 @@ def _preempted(v: View, p: KubePod, job_id: int) -> list[AnyAction]:
 
 
 def _group_of_pod(event: KubePod, store: Store, ctx: Context) -> Iterable[str]:
-    """The pod's group — unless the pod is one no rule can act on yet: live, unbound, not
-    being deleted, and neither labelled with a job nor holding our finalizer (a pod waiting
-    for placement's submit). Its arrival stops no job, ends no group, names no job and
-    holds no claim or finalizer (rules 1–9), so it decides nothing here (issue 30)."""
-    if not _ours(event, ctx) or _fresh(event):
-        return []
-    return [_pods.resolve_group(event, store, ctx.cluster).key]
-
-
-def _fresh(p: KubePod) -> bool:
-    return (
-        not p.deleted
-        and not p.terminal
-        and not p.deleting
-        and not p.node_name
-        and FINALIZER not in p.finalizers
-        and wellknown.LABEL_SLURM_JOBID not in p.labels
-    )
+    return [_pods.resolve_group(event, store, ctx.cluster).key] if _ours(event, ctx) else []
 
 
 def _deleting_on(event: KubeNode, store: Store, ctx: Context) -> Iterable[str]:

@@ -729,12 +729,6 @@ KEY_CASES = [
     KeyCase("pod with only our finalizer", pod("t-0", job=None, scheduler="x"), [KEY]),
     KeyCase("pod with only our label", pod("t-0", finalizer=False, scheduler="x"), [KEY]),
     KeyCase("someone else's pod", pod("t-0", job=None, finalizer=False, scheduler="x"), []),
-    # Issue 30: a pod still waiting for placement's submit (no job label, no finalizer,
-    # unbound, live) is one no rule acts on: it decides nothing here.
-    KeyCase("our pod waiting for its submit", pod("t-0", job=None, finalizer=False), []),
-    KeyCase("a waiting pod ending", pod("t-0", job=None, finalizer=False, phase="Failed"), [KEY]),
-    KeyCase("a waiting pod deleted", pod("t-0", job=None, finalizer=False, deleted_at=5), [KEY]),
-    KeyCase("a pod bound by hand", pod("t-0", job=None, finalizer=False, node="k1"), [KEY]),
     KeyCase("job with our marker", sjob("RUNNING"), [KEY]),
     KeyCase("job without marker", sjob("RUNNING", comment="hello"), []),
     KeyCase("job of another cluster", sjob("RUNNING", cluster="c2"), []),
