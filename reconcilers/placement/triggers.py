@@ -55,11 +55,34 @@ def after_job(event: events.SlurmJob, store: Store, ctx: Context) -> Iterable[st
         if j.source == event.source and j.base_state == "PENDING"
     ]
     # Only the places told exactly can move (wellknown.QUEUE_POSITION_CAP): with 10,000 jobs
-    # queued, a job starting re-decides 100 groups, not 10,000.
-    for j in heapq.nsmallest(wellknown.QUEUE_POSITION_CAP, pending, key=queue_key):
-        if key := _pods.group_key_of_marker(j.comment):
+    # queued, a job starting looks at 100 groups, not 10,000 — and re-decides only those
+    # whose pods' message is due for a rewrite (wellknown.pending_rewrite_due).
+    ranked = heapq.nsmallest(wellknown.QUEUE_POSITION_CAP, pending, key=queue_key)
+    for place, j in enumerate(ranked, 1):
+        key = _pods.group_key_of_marker(j.comment)
+        if key and key not in found and _place_due(key, j, place, store, ctx):
             found.add(key)
     return sorted(found)
+
+
+def _place_due(key: str, job: events.SlurmJob, place: int, store: Store, ctx: Context) -> bool:
+    """Whether a waiting pod of the group would be told a new queue place: its
+    ``PodScheduled=False`` message (``SlurmJobPending``) is due for a rewrite to ``place``
+    (:func:`reconcilers.placement.bind.not_running` writes it), or it has none yet. A
+    heterogeneous job, whose pods carry its leader's place, is always re-decided."""
+    group = _pods.parse_group_key(key)
+    if group is None or job.het_job_ids:
+        return True
+    wanted = wellknown.pending_message(job.state_reason, place, job.partition)
+    for p in _pods.pods_of(group, store, ctx.cluster):
+        if p.scheduler_name != ctx.scheduler_name or not live(p) or p.node_name:
+            continue
+        said = p.condition(wellknown.CONDITION_POD_SCHEDULED)
+        if said is None or said.reason != wellknown.REASON_SLURM_JOB_PENDING:
+            return True
+        if wellknown.pending_rewrite_due(said.message, wanted):
+            return True
+    return False
 
 
 def after_partition(_event: events.SlurmPartition, store: Store, ctx: Context) -> Iterable[str]:

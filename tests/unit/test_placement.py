@@ -1245,7 +1245,9 @@ def test_a_job_leaving_the_queue_re_triggers_the_groups_waiting_in_its_partition
         qjob(54, comment=_pods.marker(_pods.Group(namespace="ns", kind="Pod", name="y"), "u"),
              cluster="c2"),
     )  # fmt: skip
-    s = store(*waiting)
+    # Their pods wait, told nothing yet (issue 30: a group whose pods need no new word on
+    # their place is not re-decided, see test_a_place_not_due_for_a_rewrite_re_decides_nothing).
+    s = store(*waiting, job_pod("t-0", job=50), pod("a", job=51))
     started = qjob(10, state="RUNNING", comment="someone else's")
     assert list(placement.SPEC.keys_of(started, s, CTX)) == ["ns/Job:train", "ns/Pod:a"]
     ended_ours = qjob(11, state="COMPLETED", comment=_pods.marker(
@@ -1855,7 +1857,27 @@ def test_a_job_leaving_a_deep_queue_re_decides_only_the_places_told_exactly() ->
         for i in range(cap + 50)
     ]
     started = qjob(99, state="RUNNING")
-    s = store(*waiting, started)
+    pods = [pod(f"q{i}", job=100 + i) for i in range(cap + 50)]
+    s = store(*waiting, *pods, started)
     keys = list(placement.SPEC.keys_of(started, s, CTX))
     assert len(keys) == cap
     assert "ns/Pod:q0" in keys and f"ns/Pod:q{cap}" not in keys
+
+
+def test_a_place_not_due_for_a_rewrite_re_decides_nothing() -> None:
+    """Issue 30: a job leaving the queue re-decides a waiting group only when one of its
+    pods would be told a new place (wellknown.pending_rewrite_due): 40th → 30th is not due,
+    40th → 20th is, and a pod told nothing yet always is."""
+
+    def keys_after(told: str, ahead: int) -> list[str]:
+        mark_a = _pods.marker(_pods.Group(namespace="ns", kind="Pod", name="a"), "u-a")
+        others = tuple(qjob(i, priority=900) for i in range(1, ahead + 1))
+        mine = qjob(500, comment=mark_a)
+        waiting = pod("a", job=500, conditions=(pending_cond(told),) if told else ())
+        started = qjob(9999, state="RUNNING", comment="someone else's")
+        return list(placement.SPEC.keys_of(started, store(*others, mine, waiting), CTX))
+
+    assert keys_after("Priority, 40th in partition gpu", 29) == []
+    assert keys_after("Priority, 40th in partition gpu", 19) == ["ns/Pod:a"]
+    assert keys_after("Priority, 5th in partition gpu", 3) == ["ns/Pod:a"]
+    assert keys_after("", 29) == ["ns/Pod:a"]
