@@ -66,7 +66,6 @@ import dataclasses
 import json
 import math
 import resource
-import shutil
 import sys
 import tempfile
 import time
@@ -79,7 +78,17 @@ import nats as nats_py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, free_port, machine, percentile, start_slurmbridge, until
+from bench._common import (
+    add_slurm_options,
+    emit,
+    free_port,
+    machine,
+    percentile,
+    real_slurm_fields,
+    start_slurmbridge,
+    tear_down,
+    until,
+)
 from bench._work import (
     cpu_seconds,
     delta,
@@ -382,14 +391,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     sim.update(node)
             direct = await _direct(args, sims, nc, clock, phase)
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.terminate()
-                await p.wait()
         await nc.close()
-        await sims.stop()
-        await nats.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        await tear_down(procs, sims, nats, workdir=workdir)
 
     n_groups = len(_plan(args.pods))
     arrival = args.arrival or len(names) / max(1e-9, args.spacing * n_groups)
@@ -661,23 +664,13 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             await watch.stop()
             if nc is not None:
                 await nc.close()
-            if proxy is not None:
-                await proxy.stop()
-            if proc is not None:
-                proc.terminate()
-                await proc.wait()
-            await sims.stop()
-            await nats.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
+            servers = (proxy, sims, nats) if proxy is not None else (sims, nats)
+            await tear_down([proc], *servers, workdir=workdir)
         version, api = slurm.slurm_version, probe.version
         rtt = sorted(probe.rtts)
     n_groups = len(_plan(args.pods))
     return {
-        "slurm": "real",
-        "release": args.release,
-        "slurm_version": version,
-        "rest_api": api,
-        "nodes": args.nodes,
+        **real_slurm_fields(args, version, api),
         "cluster_capacity_pods_per_s": capacity(args.nodes, args.run_seconds),
         "run_seconds": args.run_seconds,
         "pods": len(bind),
@@ -754,13 +747,7 @@ def capacity(nodes: int, run_seconds: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument(
-        "--slurm",
-        choices=("sim", "real"),
-        default="sim",
-        help="sim: the slurmrestd simulator (default); real: a real Slurm cluster (root)",
-    )
-    ap.add_argument("--release", default="26.05", help="real Slurm release (26.05)")
+    add_slurm_options(ap)
     ap.add_argument(
         "--probe-interval",
         type=float,
