@@ -188,6 +188,8 @@ class SlurmPoller:
         #: yet), and whether the server offers ``jobs/state`` (cleared on Unsupported).
         self._jobs_listed_at: float | None = None
         self._job_states_offered = True
+        #: whether the hot loop may ask ``jobs/state`` by id (cleared on Unsupported).
+        self._hot_states_offered = True
         #: job key → state of its last published live SlurmJob (what ``jobs/state`` is
         #: compared against; kept by _record so the comparison is one dict lookup per job).
         self._job_state: dict[str, tuple[str, ...]] = {}
@@ -276,13 +278,21 @@ class SlurmPoller:
                 hot_error = ""
 
     async def poll_jobs_once(self, job_ids: Sequence[int]) -> int:
-        """GET each job of ``job_ids`` and publish the ones that changed; returns how many.
+        """GET each job of ``job_ids`` that may have changed (:meth:`_out_of_step`) and publish
+        the ones that did; returns how many.
 
         A job Slurm no longer knows is *not* tombstoned here: only a full listing may say an
         object vanished.
         """
         now = time.time_ns()
-        jobs = await asyncio.gather(*(self.client.get_job(j) for j in job_ids))
+        ids = await self._out_of_step(job_ids)
+        gate = asyncio.Semaphore(self.JOB_GETS_IN_FLIGHT)
+
+        async def get(job_id: int) -> Job | None:
+            async with gate:
+                return await self.client.get_job(job_id)
+
+        jobs = await asyncio.gather(*(get(j) for j in ids))
         found = [
             job_to_event(j, cluster=self.cluster, producer=self.producer, observed_at=now)
             for j in jobs
@@ -295,6 +305,35 @@ class SlurmPoller:
                 for ev, res in zip(changed, results, strict=True):
                     self._record(ev, res.seq)
         return len(changed)
+
+    async def _out_of_step(self, job_ids: Sequence[int]) -> list[int]:
+        """Of ``job_ids``, those whose state Slurm holds differs from their last published
+        observation, from one ``GET jobs/state/`` naming them all, and those that have none
+        or whose last publish may have failed; every one of ``job_ids`` where the server has
+        no ``jobs/state`` (v0.0.38) — then each is read whole, as before.
+
+        Why: the hot loop runs every ``hot_interval`` (20 ms) while pods wait; one GET per
+        waiting job each round was most of the bridge's Slurm requests at 50 pods/s
+        (bench/workload.py), and each cost slurmrestd a job read. A waiting job whose state
+        is unchanged is not read: a change that leaves the state alone (its reason, its
+        place) waits for the next full poll, as in :meth:`_job_state_delta`.
+        """
+        known = self._job_state
+        # A job never published (just submitted) or whose publish may have failed is read
+        # whole at once: its state alone could not show whether the log has it.
+        whole = {
+            j for j in job_ids if (k := str(j)) not in known or ("SlurmJob", k) in self._uncertain
+        }
+        rest = [j for j in job_ids if j not in whole]
+        if not rest or not self._job_states_offered or not self._hot_states_offered:
+            return list(job_ids)
+        try:
+            states = await self.client.job_states_of(rest)
+        except slurm_errors.Unsupported:
+            self._hot_states_offered = False
+            return list(job_ids)
+        moved = {j for j in rest if (k := str(j)) in states and known[k] != states[k]}
+        return [j for j in job_ids if j in moved or j in whole]  # the caller's order
 
     async def _full_loop(self) -> None:
         next_at = time.monotonic()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import msgspec
 import pytest
@@ -129,6 +129,7 @@ class FakeClient:
         self.jobs_not_found: set[int] = set()
         self.job_lists = 0
         self.state_lists = 0
+        self.state_lists_by_id: list[tuple[int, ...]] = []
 
     async def ping(self) -> Ping:
         if self.fail:
@@ -165,6 +166,13 @@ class FakeClient:
         states = codecs.get("v0.0.44").decode_job_states(body, memo)
         assert states is not None
         return states
+
+    async def job_states_of(self, job_ids: Collection[int]) -> dict[str, tuple[str, ...]]:
+        if not self.states_offered:
+            raise slurm_errors.Unsupported("v0.0.38", "list_job_states")
+        self.state_lists_by_id.append(tuple(job_ids))
+        wanted = set(job_ids)
+        return {str(j.job_id): j.state for j in self.jobs if j.job_id in wanted}
 
     async def get_job(self, job_id: int) -> Job | None:
         self.job_gets.append(job_id)
@@ -395,6 +403,31 @@ async def test_hot_job_poll_publishes_a_start_and_a_full_listing_never_undoes_it
     # A full listing taken before the GET (older observed_at) must not publish PENDING again.
     stale = translate.job_to_event(Job(job_id=7, state=("PENDING",)), cluster="c", observed_at=1)
     assert p._stale(stale)
+
+
+async def test_a_hot_poll_reads_whole_only_the_jobs_whose_state_moved() -> None:
+    """One ``jobs/state`` request names every hot job the log holds; only a job whose state
+    differs from its last observation, or that the log lacks, is read whole (issue 30)."""
+    c, sink = FakeClient(), Sink()
+    c.jobs = [Job(job_id=j, state=("PENDING",)) for j in (7, 8, 9)]
+    p = poller(c, sink)
+    await p.poll_once()
+    c.jobs = [
+        Job(job_id=7, state=("PENDING",), state_reason="Priority"),  # same state: not read
+        Job(job_id=8, state=("RUNNING",), nodes=("n1",)),
+        Job(job_id=9, state=("PENDING",)),
+        Job(job_id=10, state=("PENDING",)),  # just submitted: the log lacks it
+    ]
+    assert await p.poll_jobs_once([10, 9, 8, 7, 11]) == 2
+    assert c.state_lists_by_id == [(9, 8, 7)]
+    assert c.job_gets == [10, 8, 11]
+    assert [k for _, k, _ in sink.last()] == ["10", "8"]
+    # A server without jobs/state (v0.0.38): every hot job is read whole, as before.
+    c.states_offered, c.job_gets = False, []
+    assert await p.poll_jobs_once([9, 7]) == 1  # 7's reason, unseen by the state list
+    assert c.job_gets == [9, 7]
+    assert await p.poll_jobs_once([9, 7]) == 0
+    assert c.job_gets == [9, 7, 9, 7] and len(c.state_lists_by_id) == 1  # not asked again
 
 
 async def test_unchanged_models_are_not_translated_again_and_a_lost_publish_is_retried() -> None:

@@ -2092,19 +2092,32 @@ class SlurmSim(JobsMixin, ReservationsMixin):
         return _json(body)
 
     async def _job_states_handler(self, request: web.Request) -> web.Response:
-        """``GET jobs/state/[?job_id=1,2]`` as Slurm's data_parser answers it
+        """``GET jobs/state/[?job_id=1&job_id=2]`` as Slurm's data_parser answers it
         (OPENAPI_JOB_STATE_RESP): ``{"jobs": [{"job_id": "<id>", "state": [...]}]}`` — the job
         id a string, no ``last_update``; an unknown id in ``job_id`` is left out.
         ``update_time`` is not a field of this query: ignored, with a warning (recorded from
-        Slurm 24.11.5 and 26.05.5)."""
+        Slurm 24.11.5 and 26.05.5).
+
+        ``job_id`` is answered as real slurmrestd answers it, not as the OpenAPI document's
+        "CSV list" says (recorded from 24.11.5 and 26.05.5,
+        tests/real_slurm/test_modern_job_states_by_id.py): one id per parameter, repeated; a
+        literal comma in it is refused in plain text — HTTP 400 "Unable to parse query." on
+        24.11, HTTP 500 "Unspecified error" from 25.05 on —; a value that is not a job id
+        (``%2C`` included, or empty) is 422, error 9000 "Rejecting request. Failure parsing
+        query"."""
         v = self._request_version(request)
         self._purge()
-        raw = request.query.get("job_id", "")
         jobs: Iterable[SimJob] = self.jobs_by_id.values()
-        if raw:
-            ids = [p.strip() for p in raw.split(",") if p.strip()]
+        if "job_id" in request.query:
+            if any("," in p for p in request.url.raw_query_string.split("&")):
+                if self.slurm_release == "24.11":
+                    return web.Response(status=400, text="Unable to parse query.")
+                return web.Response(status=500, text="Unspecified error")
+            ids = request.query.getall("job_id")
             if not all(p.isdigit() for p in ids):
-                return self._error(v, "jobs", 400, 9000, f"invalid job_id {raw!r}", "", request)
+                return self._error(
+                    v, "jobs", 422, 9000, "Rejecting request. Failure parsing query", "", request
+                )
             jobs = [self.jobs_by_id[int(p)] for p in ids if int(p) in self.jobs_by_id]
         # recorded from 26.05.5: a het component reads "<id>+<offset>", a plain job "<id>"
         payload: Json = {
