@@ -10,7 +10,8 @@ phase placed:
   simulator's ``requests`` counter is keyed ``(verb, resource)`` (verbs ``create``, ``update``,
   ``patch``, ``delete``, ``deletecollection`` write), the slurmrestd simulator's ``counters``
   ``"<METHOD> <endpoint>"`` (``POST``, ``PUT``, ``PATCH``, ``DELETE`` write):
-  :func:`kube_writes`, :func:`slurm_writes`.
+  :func:`kube_writes`, :func:`slurm_writes`; the rest are **API reads**: :func:`api_reads`,
+  :func:`slurm_reads`.
 * **NATS messages** — JetStream messages stored: the sum over streams of ``state.last_seq``
   (a sequence never goes back, unlike ``state.messages`` under limits or purges):
   :func:`stream_seqs`.
@@ -79,6 +80,20 @@ def slurm_writes(counters: Mapping[str, float]) -> dict[str, float]:
     """The writing requests of a slurmrestd simulator ``counters`` (``"<METHOD> <endpoint>"``,
     or a delta of two)."""
     return {k: n for k, n in counters.items() if k.split(" ", 1)[0] in SLURM_WRITE_METHODS}
+
+
+def api_reads(requests: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    """The requests of a Kubernetes simulator ``requests`` counter that only read (``get``,
+    ``list``, ``watch``: one per watch opened, not per event), as ``{"<verb> <resource>":
+    count}``."""
+    return {
+        f"{verb} {res}": n for (verb, res), n in requests.items() if verb not in KUBE_WRITE_VERBS
+    }
+
+
+def slurm_reads(counters: Mapping[str, float]) -> dict[str, float]:
+    """The ``GET`` requests of a slurmrestd simulator ``counters``."""
+    return {k: n for k, n in counters.items() if k.split(" ", 1)[0] == "GET"}
 
 
 def per_pod(total: float, pods: int) -> float:

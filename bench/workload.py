@@ -90,11 +90,13 @@ from bench._common import (
     until,
 )
 from bench._work import (
+    api_reads,
     cpu_seconds,
     delta,
     kube_writes,
     per_pod,
     prometheus_totals,
+    slurm_reads,
     slurm_writes,
     stream_seqs,
 )
@@ -204,6 +206,10 @@ class Work:
             "replicas": replicas,
             "kube": kube_writes(dict(self.sims.kube.requests)),
             "slurm": slurm_writes(dict(self.sims.slurm.counters)),
+            "reads": {
+                **api_reads(dict(self.sims.kube.requests)),
+                **slurm_reads(dict(self.sims.slurm.counters)),
+            },
             "nats": await stream_seqs(self.nc),
             "cpu": sum(cpu_seconds(pid) for pid in self.pids),
         }
@@ -214,13 +220,14 @@ class Work:
         deadline = time.monotonic() + cap
         # Every decide follows an observation or an effect, both JetStream messages: the
         # streams' sequences and the simulators' writes tell quiet without scraping /metrics.
+        # Reads go on while idle (the polls): they do not tell work from quiet.
         last = await self.snapshot(metrics=False)
-        last.pop("cpu")
+        last.pop("cpu"), last.pop("reads")
         quiet_since = time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - quiet_since < settle:
             await asyncio.sleep(0.25)
             now = await self.snapshot(metrics=False)
-            now.pop("cpu")
+            now.pop("cpu"), now.pop("reads")
             if now != last:
                 last, quiet_since = now, time.monotonic()
 
@@ -232,6 +239,7 @@ class Work:
         kube = delta(before["kube"], after["kube"])
         slurm = delta(before["slurm"], after["slurm"])
         nats = delta(before["nats"], after["nats"])
+        reads = delta(before["reads"], after["reads"])
         shares: dict[str, Any] = {}
         if len(after["replicas"]) > 1:
             for field in ("decides", "effects_ok"):
@@ -246,6 +254,7 @@ class Work:
             **shares,
             "decides_per_pod": per_pod(sum(decides.values()), pods),
             "api_writes_per_pod": per_pod(sum(kube.values()) + sum(slurm.values()), pods),
+            "api_reads_per_pod": per_pod(sum(reads.values()), pods),
             "nats_msgs_per_pod": per_pod(sum(nats.values()), pods),
             "cpu_ms_per_pod": per_pod((after["cpu"] - before["cpu"]) * 1000, pods),
             "decides_by_reconciler_per_pod": {
@@ -257,6 +266,7 @@ class Work:
             "writes_by_request_per_pod": {
                 k: per_pod(v, pods) for k, v in sorted({**kube, **slurm}.items())
             },
+            "reads_by_request_per_pod": {k: per_pod(v, pods) for k, v in sorted(reads.items())},
             "nats_msgs_by_stream_per_pod": {k: per_pod(v, pods) for k, v in sorted(nats.items())},
         }
 

@@ -104,6 +104,7 @@ from slurmbridge.slurm.models import (
     Reservation,
     ReservationDesc,
 )
+from slurmbridge.slurm.transport import AiohttpTransport
 
 __all__ = ["OPERATIONS", "JobStateMemo", "SlurmClient"]
 
@@ -356,7 +357,8 @@ class SlurmClient:
         user_name: sent as ``X-SLURM-USER-NAME`` when set (Slurm 22.05 requires it).
         api_version: ``v0.0.44`` etc.; ``None`` negotiates the highest offered.
         timeout: seconds for connect, read and write of one request.
-        transport: an httpx transport (tests: ``httpx.MockTransport``, ASGI …).
+        transport: an httpx transport (tests: ``httpx.MockTransport``, ASGI …); default
+            :class:`~slurmbridge.slurm.transport.AiohttpTransport`.
         clock_skew: seconds the server's clock may differ from ours (``update_time``
             watermarks keep this margin).
         clock: our epoch clock (``time.time``); injectable for tests.
@@ -405,11 +407,11 @@ class SlurmClient:
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout),
-            transport=transport,
+            # aiohttp's pool under httpx's API (slurmbridge.slurm.transport: why). At most 16
+            # connections, every one kept alive while the workers use it (a TCP handshake per
+            # request under load otherwise).
+            transport=transport or AiohttpTransport(max_connections=16),
             headers={"Accept": "application/json"},
-            # Keep every connection the workers use alive (httpx keeps only 20 by default and
-            # closes the rest after each request: a TCP handshake per request under load).
-            limits=httpx.Limits(max_connections=16, max_keepalive_connections=16),
         )
 
     # --- lifecycle ---------------------------------------------------------------------------

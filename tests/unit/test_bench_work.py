@@ -91,6 +91,13 @@ def test_slurm_writes_are_the_writing_methods_only() -> None:
     assert work.slurm_writes(counters) == {"POST job": 2, "DELETE job": 1, "POST node": 1}
 
 
+def test_reads_are_every_other_request() -> None:
+    requests = {("create", "pods/binding"): 3, ("get", "pods"): 50, ("watch", "pods"): 1}
+    assert work.api_reads(requests) == {"get pods": 50, "watch pods": 1}
+    counters = {"POST job": 2, "GET jobs/state": 40, "GET job": 9, "DELETE job": 1}
+    assert work.slurm_reads(counters) == {"GET jobs/state": 40, "GET job": 9}
+
+
 def test_per_pod_rounds_and_has_no_figure_without_pods() -> None:
     assert work.per_pod(40, 3) == 13.33
     assert math.isnan(work.per_pod(5, 0))

@@ -307,6 +307,14 @@ class Paths(NamedTuple):
     partition_new: str = ""
 
 
+class _Submitted(msgspec.Struct):
+    job_id: int | None = None
+
+
+#: Built once: a class and a decoder made per submit cost more than the answer's decoding.
+_SUBMITTED: Final = msgspec.json.Decoder(_Submitted)
+
+
 class Codec(abc.ABC):
     """One slurmrestd API version: paths, capabilities, and JSON ⇄ models.
 
@@ -431,11 +439,7 @@ class Codec(abc.ABC):
 
     def decode_submit(self, body: bytes) -> int:
         """The job id of a ``POST job/submit`` answer. Raises BadResponse."""
-
-        class _Submitted(msgspec.Struct):
-            job_id: int | None = None
-
-        parsed = decode(msgspec.json.Decoder(_Submitted), body, "job submit")
+        parsed = decode(_SUBMITTED, body, "job submit")
         if parsed.job_id is None:
             raise BadResponse("job submit response has no job_id")
         return parsed.job_id
