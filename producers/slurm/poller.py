@@ -44,7 +44,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from producers.slurm.translate import job_to_event, node_to_event, partition_to_event, ping_to_event
 from schemas import events
@@ -133,6 +133,41 @@ class PollHealth:
         return None
 
 
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+D = TypeVar("D")
+
+
+async def _together(
+    a: Awaitable[A], b: Awaitable[B], c: Awaitable[C], d: Awaitable[D]
+) -> tuple[A, B, C, D]:
+    """Await the four at once; results in order.
+
+    Raises:
+        Exception: the first that one of them raised (in argument order when several are
+            done at once); the others are then cancelled and awaited, so none goes on
+            changing the poller's state after the poll has failed.
+    """
+    ta, tb, tc, td = (
+        asyncio.ensure_future(a),
+        asyncio.ensure_future(b),
+        asyncio.ensure_future(c),
+        asyncio.ensure_future(d),
+    )
+    tasks: list[asyncio.Future[Any]] = [ta, tb, tc, td]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for t in tasks:
+            if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
+                raise exc
+        return ta.result(), tb.result(), tc.result(), td.result()
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class SlurmPoller:
     """Polls one Slurm cluster and publishes what changed.
 
@@ -153,9 +188,9 @@ class SlurmPoller:
         poll_interval: float,
         seed: dict[tuple[str, str], tuple[Event, int]],
         poll_jobs: bool = True,
-        hot_jobs: Callable[[], Iterable[int]] | None = None,
+        hot_jobs: Callable[[int], Iterable[int]] | None = None,
         hot_interval: float = 0.02,
-        hot_limit: int = 32,
+        hot_limit: int = 128,
         job_relist_interval: float = 30.0,
         job_fetch_limit: int = 64,
     ) -> None:
@@ -246,13 +281,20 @@ class SlurmPoller:
             await self._full_loop()
 
     async def _hot_loop(self) -> None:
-        """Every ``hot_interval`` seconds, GET the jobs ``hot_jobs`` names (at most
-        ``hot_limit``) and publish those that changed.
+        """Every ``hot_interval`` seconds, read the jobs ``hot_jobs(hot_limit)`` names (at
+        most ``hot_limit``: one ``jobs/state`` request naming them, :meth:`poll_jobs_once`)
+        and publish those that changed.
 
         Why: a pod waits for its placeholder job to start, and a full listing every poll
         interval would add up to that interval to every start. The jobs to watch are chosen
-        by the caller from the log (jobs named by unbound pods and not yet seen RUNNING), so
-        the producer still only translates what Slurm says.
+        by the caller from the log (jobs named by unbound pods and not yet seen RUNNING,
+        slurmbridge.app.HotJobs), so the producer still only translates what Slurm says.
+
+        ``hot_limit`` (128): the jobs one round may name, so a queue of any length costs one
+        request of at most that many ids (~1.6 KB of URL; real slurmrestd 26.05 answered
+        4,096 ids in one request). 128 covers every job the 50 pods/s bench keeps waiting
+        on 20 nodes (at most 63), and half of it (the head of the queue) more jobs than
+        slurmctld starts on those nodes at once.
         """
         assert self.hot_jobs is not None
         hot_error = ""
@@ -261,7 +303,7 @@ class SlurmPoller:
                 await asyncio.wait_for(self._wake.wait(), self.hot_interval)
             self._wake.clear()
             # The caller's order: the most urgent first (slurmbridge.app.HotJobs).
-            ids = list(dict.fromkeys(self.hot_jobs()))[: self.hot_limit]
+            ids = list(dict.fromkeys(self.hot_jobs(self.hot_limit)))[: self.hot_limit]
             if not ids:
                 continue
             try:
@@ -364,19 +406,27 @@ class SlurmPoller:
         node_mark, part_mark = self._node_update, self._part_update
         job_mark = self._job_update
         try:
-            ping = await self.client.ping()
+            # The four reads at once, not one after another: each await of a busy event
+            # loop waits behind every other ready task (at 50 pods/s on a loaded machine,
+            # 0.4–0.7 s per step although slurmrestd answered in 10–30 ms), and four
+            # steps in a row made the poll 2–10 s late (bench/workload.py --slurm real
+            # --trace-rest, issue 30 item 6).
+            ping, nodes, parts, jobs_read = await _together(
+                self.client.ping(),
+                self.client.list_nodes(update_time=self._node_update),
+                self.client.list_partitions(update_time=self._part_update),
+                self._read_jobs(now),
+            )
             ping_ev = ping_to_event(
                 ping, cluster=self.cluster, producer=self.producer, observed_at=now
             )
             c, who = self.cluster, self.producer
-            nodes = await self.client.list_nodes(update_time=self._node_update)
             if nodes is not None:
                 found, seen = self._translate(
                     "SlurmNode", nodes.nodes, node_to_event, lambda n: n.name, now
                 )
                 batch += self._diff("SlurmNode", found, seen, now)
                 node_mark = nodes.last_update or None
-            parts = await self.client.list_partitions(update_time=self._part_update)
             if parts is not None:
                 found = [
                     partition_to_event(p, cluster=c, producer=who, observed_at=now)
@@ -384,20 +434,8 @@ class SlurmPoller:
                 ]
                 batch += self._diff("SlurmPartition", found, {ev.key for ev in found}, now)
                 part_mark = parts.last_update or None
-            jobs_listed = False
-            if self.poll_jobs:
-                delta = await self._job_state_delta(now) if self._states_will_do() else None
-                if delta is not None:
-                    batch += delta
-                else:
-                    jobs = await self.client.list_jobs(update_time=self._job_update)
-                    if jobs is not None:
-                        found, seen = self._translate(
-                            "SlurmJob", jobs.jobs, job_to_event, lambda j: str(j.job_id), now
-                        )
-                        batch += self._diff("SlurmJob", found, seen, now)
-                        job_mark = jobs.last_update or None
-                    jobs_listed = True
+            job_events, job_mark, jobs_listed = jobs_read
+            batch += job_events
             # Last: whoever sees a good ping in the log has seen the listings before it
             # (reconcilers.base.slurm_listed).
             batch.append(ping_ev)
@@ -457,6 +495,23 @@ class SlurmPoller:
         self.polled.set()
         metrics.POLL_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
         return len(changed)
+
+    async def _read_jobs(self, now: int) -> tuple[list[Event], int | None, bool]:
+        """The job part of a poll: its observations, the job watermark to keep once they are
+        published, and whether they are a complete listing (from ``GET jobs``, not the
+        ``jobs/state`` delta). Nothing when the poller does not poll jobs."""
+        if not self.poll_jobs:
+            return [], self._job_update, False
+        delta = await self._job_state_delta(now) if self._states_will_do() else None
+        if delta is not None:
+            return delta, self._job_update, False
+        jobs = await self.client.list_jobs(update_time=self._job_update)
+        if jobs is None:
+            return [], self._job_update, True
+        found, seen = self._translate(
+            "SlurmJob", jobs.jobs, job_to_event, lambda j: str(j.job_id), now
+        )
+        return self._diff("SlurmJob", found, seen, now), jobs.last_update or None, True
 
     def _states_will_do(self) -> bool:
         """Whether this poll may learn the jobs from ``jobs/state`` instead of a full listing:
