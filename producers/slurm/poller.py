@@ -321,13 +321,29 @@ class SlurmPoller:
 
     async def poll_jobs_once(self, job_ids: Sequence[int]) -> int:
         """GET each job of ``job_ids`` that may have changed (:meth:`_out_of_step`) and publish
-        the ones that did; returns how many.
+        the ones that did; returns how many. The jobs that moved (a start, an end) are read
+        and published first, the jobs the log only lacks (just submitted, still pending)
+        after them.
+
+        Why two batches: a round's GETs run a few at a time and its batch is published once
+        all are read, so a start waited behind every new job of its round — up to 1 s at 50
+        pods/s on a loaded machine (bench/workload.py --slurm real --trace-rest, issue 30
+        item 6), while nobody waits for a pending job to reach the log (its pods wait for
+        its start).
 
         A job Slurm no longer knows is *not* tombstoned here: only a full listing may say an
         object vanished.
         """
         now = time.time_ns()
-        ids = await self._out_of_step(job_ids)
+        moved, lacking = await self._out_of_step(job_ids)
+        done = 0
+        for ids in (moved, lacking):
+            if ids:
+                done += await self._read_and_publish(ids, now)
+        return done
+
+    async def _read_and_publish(self, ids: Sequence[int], now: int) -> int:
+        """GET each job of ``ids`` (a few at a time) and publish those that changed."""
         gate = asyncio.Semaphore(self.JOB_GETS_IN_FLIGHT)
 
         async def get(job_id: int) -> Job | None:
@@ -348,11 +364,15 @@ class SlurmPoller:
                     self._record(ev, res.seq)
         return len(changed)
 
-    async def _out_of_step(self, job_ids: Sequence[int]) -> list[int]:
-        """Of ``job_ids``, those whose state Slurm holds differs from their last published
-        observation, from one ``GET jobs/state/`` naming them all, and those that have none
-        or whose last publish may have failed; every one of ``job_ids`` where the server has
-        no ``jobs/state`` (v0.0.38) — then each is read whole, as before.
+    async def _out_of_step(self, job_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Of ``job_ids``, in the caller's order, from one ``GET jobs/state/`` naming them all:
+        ``(moved, lacking)``. ``moved``: those whose state differs from their last published
+        observation, and those the log lacks (never published, or their last publish may
+        have failed) whose state is not PENDING (one that started at once). ``lacking``: the
+        rest the log lacks, pending or not in the answer — read whole too, since their
+        state alone could not show whether the log has them. Where the server has no
+        ``jobs/state`` (v0.0.38), every one of ``job_ids`` is ``moved``: each is read whole,
+        as before.
 
         Why: the hot loop runs every ``hot_interval`` (20 ms) while pods wait; one GET per
         waiting job each round was most of the bridge's Slurm requests at 50 pods/s
@@ -360,22 +380,27 @@ class SlurmPoller:
         is unchanged is not read: a change that leaves the state alone (its reason, its
         place) waits for the next full poll, as in :meth:`_job_state_delta`.
         """
-        known = self._job_state
-        # A job never published (just submitted) or whose publish may have failed is read
-        # whole at once: its state alone could not show whether the log has it.
-        whole = {
-            j for j in job_ids if (k := str(j)) not in known or ("SlurmJob", k) in self._uncertain
-        }
-        rest = [j for j in job_ids if j not in whole]
-        if not rest or not self._job_states_offered or not self._hot_states_offered:
-            return list(job_ids)
+        if not self._job_states_offered or not self._hot_states_offered:
+            return list(job_ids), []
         try:
-            states = await self.client.job_states_of(rest)
+            states = await self.client.job_states_of(job_ids)
         except slurm_errors.Unsupported:
             self._hot_states_offered = False
-            return list(job_ids)
-        moved = {j for j in rest if (k := str(j)) in states and known[k] != states[k]}
-        return [j for j in job_ids if j in moved or j in whole]  # the caller's order
+            return list(job_ids), []
+        known, uncertain = self._job_state, self._uncertain
+        moved: list[int] = []
+        lacking: list[int] = []
+        for j in job_ids:
+            k = str(j)
+            state = states.get(k)
+            if k in known and ("SlurmJob", k) not in uncertain:
+                if state is not None and state != known[k]:
+                    moved.append(j)
+            elif state is None or state[:1] == ("PENDING",):
+                lacking.append(j)
+            else:
+                moved.append(j)
+        return moved, lacking
 
     async def _full_loop(self) -> None:
         next_at = time.monotonic()

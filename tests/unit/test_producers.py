@@ -410,8 +410,8 @@ async def test_hot_job_poll_publishes_a_start_and_a_full_listing_never_undoes_it
 
 
 async def test_a_hot_poll_reads_whole_only_the_jobs_whose_state_moved() -> None:
-    """One ``jobs/state`` request names every hot job the log holds; only a job whose state
-    differs from its last observation, or that the log lacks, is read whole (issue 30)."""
+    """One ``jobs/state`` request names every hot job; only a job whose state differs from
+    its last observation, or that the log lacks, is read whole (issue 30)."""
     c, sink = FakeClient(), Sink()
     c.jobs = [Job(job_id=j, state=("PENDING",)) for j in (7, 8, 9)]
     p = poller(c, sink)
@@ -423,15 +423,39 @@ async def test_a_hot_poll_reads_whole_only_the_jobs_whose_state_moved() -> None:
         Job(job_id=10, state=("PENDING",)),  # just submitted: the log lacks it
     ]
     assert await p.poll_jobs_once([10, 9, 8, 7, 11]) == 2
-    assert c.state_lists_by_id == [(9, 8, 7)]
-    assert c.job_gets == [10, 8, 11]
-    assert [k for _, k, _ in sink.last()] == ["10", "8"]
+    assert c.state_lists_by_id == [(10, 9, 8, 7, 11)]
+    assert c.job_gets == [8, 10, 11]
+    assert [k for _, k, _ in sink.last()] == ["10"]
     # A server without jobs/state (v0.0.38): every hot job is read whole, as before.
     c.states_offered, c.job_gets = False, []
     assert await p.poll_jobs_once([9, 7]) == 1  # 7's reason, unseen by the state list
     assert c.job_gets == [9, 7]
     assert await p.poll_jobs_once([9, 7]) == 0
     assert c.job_gets == [9, 7, 9, 7] and len(c.state_lists_by_id) == 1  # not asked again
+
+
+async def test_a_start_is_published_before_the_jobs_the_log_only_lacks() -> None:
+    """In one hot round, the jobs whose state moved (a start) — and a new job that started at
+    once — are read and published first; the new pending jobs after them, in their own
+    batch (issue 30 item 6: a start waited behind every new job of its round, up to 1 s)."""
+    c, sink = FakeClient(), Sink()
+    c.jobs = [Job(job_id=1, state=("PENDING",))]
+    p = poller(c, sink)
+    await p.poll_once()
+    c.jobs = [
+        Job(job_id=j, state=("PENDING",)) for j in range(10, 20)
+    ]  # submitted since: the log lacks them
+    c.jobs += [
+        Job(job_id=1, state=("RUNNING",), nodes=("n1",)),
+        Job(job_id=20, state=("RUNNING",), nodes=("n2",)),  # new, and started at once
+    ]
+    c.job_gets.clear()
+    batches = len(sink.batches)
+    assert await p.poll_jobs_once([*range(10, 21), 1]) == 12
+    assert c.job_gets[:2] == [20, 1]
+    first, second = sink.batches[batches:]
+    assert [ev.key for ev, _ in first] == ["20", "1"]
+    assert sorted(int(ev.key) for ev, _ in second) == list(range(10, 20))
 
 
 async def test_a_long_queue_costs_one_request_of_hot_limit_ids_per_hot_round() -> None:
