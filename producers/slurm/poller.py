@@ -322,8 +322,8 @@ class SlurmPoller:
     async def poll_jobs_once(self, job_ids: Sequence[int]) -> int:
         """GET each job of ``job_ids`` that may have changed (:meth:`_out_of_step`) and publish
         the ones that did; returns how many. The jobs that moved (a start, an end) are read
-        and published first, the jobs the log only lacks (just submitted, still pending)
-        after them.
+        and published first, then the first :attr:`JOB_GETS_IN_FLIGHT` of those the log only
+        lacks (just submitted, still pending).
 
         Why two batches: a round's GETs run a few at a time and its batch is published once
         all are read, so a start waited behind every new job of its round — up to 1 s at 50
@@ -337,7 +337,11 @@ class SlurmPoller:
         now = time.time_ns()
         moved, lacking = await self._out_of_step(job_ids)
         done = 0
-        for ids in (moved, lacking):
+        # At most one batch of GETs in flight for the jobs the log only lacks: the round that
+        # read all of them (40 just submitted at 50 pods/s, on a loaded machine) held the
+        # loop's next look at the starts for seconds; the rest are read by the next rounds
+        # (each asks jobs/state for them again), or by the full poll, whichever comes first.
+        for ids in (moved, lacking[: self.JOB_GETS_IN_FLIGHT]):
             if ids:
                 done += await self._read_and_publish(ids, now)
         return done
