@@ -8,6 +8,7 @@ endpoint*, from when the log has it. The proxy adds one loopback hop to each req
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from dataclasses import dataclass, field
@@ -22,11 +23,16 @@ from bench._common import free_port
 _PATH = re.compile(r"^/slurm(?:db)?/v[0-9.]+/(.*)$")
 
 
-def endpoint(method: str, path: str) -> str:
-    """``"GET job/{id}"`` for ``GET /slurm/v0.0.45/job/123`` (numbers become ``{id}``)."""
+def endpoint(method: str, path: str, query: str = "") -> str:
+    """``"GET job/{id}"`` for ``GET /slurm/v0.0.45/job/123`` (numbers become ``{id}``);
+    ``"GET jobs/state?job_id"`` for ``jobs/state`` asked for some jobs by id (the bridge's
+    hot loop), ``"GET jobs/state"`` for the whole list (its state poll)."""
     m = _PATH.match(path)
     rest = m[1] if m else path
-    return f"{method} " + "/".join("{id}" if p.isdigit() else p for p in rest.split("/") if p)
+    point = f"{method} " + "/".join("{id}" if p.isdigit() else p for p in rest.split("/") if p)
+    if point == "GET jobs/state" and "job_id=" in query:
+        point += "?job_id"
+    return point
 
 
 @dataclass
@@ -93,14 +99,18 @@ class RestProxy:
                 for k, v in resp.headers.items()
                 if k.lower() not in ("content-length", "transfer-encoding", "connection")
             }
-        point = endpoint(request.method, request.path)
+        point = endpoint(request.method, request.path, request.query_string)
         running: tuple[int, ...] = ()
-        if point in ("GET job/{id}", "GET jobs/state", "GET jobs") and status == 200:
+        if point in _JOB_READS and status == 200:
             running = _running(data)
         self.traces.append(
             Trace(request.method, point, sent, received, status, running, request.path)
         )
         return web.Response(body=data, status=status, headers=out_headers)
+
+
+#: The endpoints whose answers show job states.
+_JOB_READS = frozenset(("GET job/{id}", "GET jobs/state", "GET jobs/state?job_id", "GET jobs"))
 
 
 def _running(data: bytes) -> tuple[int, ...]:
@@ -118,6 +128,19 @@ def _running(data: bytes) -> tuple[int, ...]:
         if "RUNNING" in state:
             out.append(int(job["job_id"]))
     return tuple(out)
+
+
+def first_running(traces: list[Trace], started: dict[int, float]) -> dict[int, tuple[float, str]]:
+    """Per job of ``started`` (job id → when the probe first saw it RUNNING): when the bridge
+    first received an answer showing it RUNNING, and the endpoint that brought it —
+    ``GET jobs/state?job_id`` is the hot loop, ``GET jobs/state`` and ``GET jobs`` the full
+    poll, ``GET job/{id}`` a whole read (the hot loop's, the full poll's or an effector's)."""
+    first: dict[int, tuple[float, str]] = {}
+    for t in sorted(traces, key=lambda t: t.received):
+        for job in t.running:
+            if job in started and job not in first and t.received >= started[job] - 1.0:
+                first[job] = (t.received, t.endpoint)
+    return first
 
 
 def summary(traces: list[Trace], t0: float, t1: float, started: dict[int, float]) -> dict[str, Any]:
@@ -140,16 +163,32 @@ def summary(traces: list[Trace], t0: float, t1: float, started: dict[int, float]
         }
         for k, v in sorted(by.items())
     }
-    first: dict[int, tuple[float, str]] = {}
-    for t in sorted(traces, key=lambda t: t.received):
-        for job in t.running:
-            if job in started and job not in first and t.received >= started[job] - 1.0:
-                first[job] = (t.received, t.endpoint)
+    first = first_running(traces, started)
     waits: dict[str, list[float]] = {}
     for job, (at, point) in first.items():
         waits.setdefault(point, []).append(at - started[job])
+    # Each full poll of the bridge begins with GET ping and asks jobs/state (the whole list)
+    # last but for the GETs of the jobs it found changed (producers/slurm/poller.py
+    # poll_once): the gaps between pings are the poll loop's period (pollInterval when on
+    # time), ping sent → whole jobs/state received its own requests' time.
+    pings = sorted(t.sent for t in window if t.endpoint == "GET ping")
+    gaps = [b - a for a, b in itertools.pairwise(pings)]
+    lists = sorted((t.sent, t.received) for t in window if t.endpoint == "GET jobs/state")
+    took = []
+    for ping in pings:
+        after = next((r for s, r in lists if s >= ping), None)
+        if after is not None:
+            took.append(after - ping)
+    full_poll = {
+        "polls": len(pings),
+        "gap_p50_ms": round(percentile(gaps, 50) * 1000, 1) if gaps else None,
+        "gap_max_ms": round(max(gaps) * 1000, 1) if gaps else None,
+        "ping_to_job_states_p50_ms": round(percentile(took, 50) * 1000, 1) if took else None,
+        "ping_to_job_states_max_ms": round(max(took) * 1000, 1) if took else None,
+    }
     return {
         "requests": requests,
+        "full_poll": full_poll,
         "first_running_answer_by_endpoint": {
             k: {
                 "jobs": len(v),

@@ -51,7 +51,10 @@ midpoint between the last answer that did not show it (its send time) and that r
 ``job_start_uncertainty`` is that half-width. ``bind_stage_running_to_log_*`` (until the
 log holds a RUNNING ``SlurmJob``: the bridge's poller) and ``bind_stage_log_to_bound_*``
 (then until the Binding) split it; ``--trace-rest`` adds what the bridge asked of
-slurmrestd, and when (``bench/_restproxy.py``), ``slurmctld_sdiag_bind_phase`` what
+slurmrestd, and when (``bench/_restproxy.py``: the full poll's period as the gaps between
+its pings, ``full_poll``), and splits the first stage by the read that first showed the bridge
+each start (``bind_stage_running_to_log_by_first_read``: ``GET jobs/state?job_id`` is the hot
+loop, ``GET jobs/state`` the full poll); ``slurmctld_sdiag_bind_phase`` says what
 slurmctld did. Slurm's own ``start_time`` (whole seconds) is
 checked against it (``start_time_agrees``). Cleanup: each long-running job is cancelled with
 ``DELETE job/{id}`` (its end taken as the middle of that request), ``--cleanup-pods``
@@ -102,14 +105,12 @@ from bench._work import (
 )
 from schemas import subjects, wellknown
 from schemas.events import SlurmJob, decode_event
-from slurmbridge.app import HotJobs
 from slurmbridge.devtools.sim.kube import ApiError, Change
 from slurmbridge.devtools.sim.workloads import GROUP_KINDS, create_group
 from slurmbridge.devtools.testing import Simulators
 from slurmbridge.runtime.natsserver import NatsServer
 
 JOBID = wellknown.LABEL_SLURM_JOBID
-HOT_WINDOW = HotJobs.HOT_WINDOW
 #: The direct binder's pods name it, so slurmbridge never takes them.
 DIRECT_SCHEDULER = "direct-binder"
 
@@ -524,7 +525,7 @@ def _real_run(args: argparse.Namespace) -> dict[str, Any]:
 async def _real(args: argparse.Namespace) -> dict[str, Any]:
     """The bind and cleanup measurements against a real Slurm ``args.release``."""
     from bench._realslurm import JobWatch, Probe, cluster, sdiag
-    from bench._restproxy import RestProxy
+    from bench._restproxy import RestProxy, first_running
     from bench._restproxy import summary as rest_summary
 
     t_begin = time.monotonic()
@@ -613,19 +614,14 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             # Where it goes: probe sees RUNNING → the log holds a RUNNING SlurmJob (the
             # bridge's poller: hot loop or state poll) → the pod's Binding.
             unlogged = sorted(j for j in jobs if j not in logged)
-            # The bridge's hot loop watches a job for the first HOT_WINDOW seconds after its
-            # first pod was labelled (slurmbridge.app.HotJobs); one that starts later is
-            # seen by the state poll (every --poll-interval): split the stage at that age.
-            first_marked: dict[int, float] = {}
-            for job, at in (clock.marked[n] for n in names):
-                first_marked[job] = min(at, first_marked.get(job, at))
-            late = {
-                j
-                for j in jobs
-                if watch.running[j].by - first_marked.get(j, watch.running[j].by) >= HOT_WINDOW
-            }
-            to_log_hot = [logged[j] - watch.running[j].by for j in jobs - late if j in logged]
-            to_log_late = [logged[j] - watch.running[j].by for j in late if j in logged]
+            # Which of the bridge's reads brought each start (--trace-rest): the hot loop's
+            # jobs/state?job_id, or the full poll's jobs/state (bench/_restproxy.py).
+            by_path: dict[str, list[float]] = {}
+            if proxy is not None:
+                starts = {j: seen.by for j, seen in watch.running.items()}
+                for j, (_, point) in first_running(proxy.traces, starts).items():
+                    if j in jobs and j in logged:
+                        by_path.setdefault(point, []).append(logged[j] - watch.running[j].by)
             # How long each job held its nodes: first seen RUNNING → first seen ended.
             held = [watch.ended[j].by - watch.running[j].by for j in jobs if j in watch.ended]
             to_log = [logged[j] - watch.running[j].by for j in jobs if j in logged]
@@ -696,12 +692,10 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
         "bind_stage_log_to_bound_p50_ms": _ms(log_to_bind, 50),
         "bind_stage_log_to_bound_p99_ms": _ms(log_to_bind, 99),
         "jobs_running_not_logged": len(unlogged),
-        "jobs_started_within_hot_window": len(jobs) - len(late),
-        "jobs_started_after_hot_window": len(late),
-        "bind_stage_running_to_log_within_hot_window_p50_ms": _ms(to_log_hot, 50),
-        "bind_stage_running_to_log_within_hot_window_p99_ms": _ms(to_log_hot, 99),
-        "bind_stage_running_to_log_after_hot_window_p50_ms": _ms(to_log_late, 50),
-        "bind_stage_running_to_log_after_hot_window_p99_ms": _ms(to_log_late, 99),
+        "bind_stage_running_to_log_by_first_read": {
+            point: {"jobs": len(v), "p50_ms": _ms(v, 50), "p99_ms": _ms(v, 99)}
+            for point, v in sorted(by_path.items())
+        },
         "job_held_nodes_p50_ms": _ms(held, 50),
         "job_held_nodes_p99_ms": _ms(held, 99),
         "slurm_pending_jobs_max": watch.pending_max,

@@ -44,7 +44,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from producers.slurm.translate import job_to_event, node_to_event, partition_to_event, ping_to_event
 from schemas import events
@@ -133,6 +133,41 @@ class PollHealth:
         return None
 
 
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+D = TypeVar("D")
+
+
+async def _together(
+    a: Awaitable[A], b: Awaitable[B], c: Awaitable[C], d: Awaitable[D]
+) -> tuple[A, B, C, D]:
+    """Await the four at once; results in order.
+
+    Raises:
+        Exception: the first that one of them raised (in argument order when several are
+            done at once); the others are then cancelled and awaited, so none goes on
+            changing the poller's state after the poll has failed.
+    """
+    ta, tb, tc, td = (
+        asyncio.ensure_future(a),
+        asyncio.ensure_future(b),
+        asyncio.ensure_future(c),
+        asyncio.ensure_future(d),
+    )
+    tasks: list[asyncio.Future[Any]] = [ta, tb, tc, td]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for t in tasks:
+            if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
+                raise exc
+        return ta.result(), tb.result(), tc.result(), td.result()
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class SlurmPoller:
     """Polls one Slurm cluster and publishes what changed.
 
@@ -153,9 +188,9 @@ class SlurmPoller:
         poll_interval: float,
         seed: dict[tuple[str, str], tuple[Event, int]],
         poll_jobs: bool = True,
-        hot_jobs: Callable[[], Iterable[int]] | None = None,
+        hot_jobs: Callable[[int], Iterable[int]] | None = None,
         hot_interval: float = 0.02,
-        hot_limit: int = 32,
+        hot_limit: int = 128,
         job_relist_interval: float = 30.0,
         job_fetch_limit: int = 64,
     ) -> None:
@@ -246,13 +281,20 @@ class SlurmPoller:
             await self._full_loop()
 
     async def _hot_loop(self) -> None:
-        """Every ``hot_interval`` seconds, GET the jobs ``hot_jobs`` names (at most
-        ``hot_limit``) and publish those that changed.
+        """Every ``hot_interval`` seconds, read the jobs ``hot_jobs(hot_limit)`` names (at
+        most ``hot_limit``: one ``jobs/state`` request naming them, :meth:`poll_jobs_once`)
+        and publish those that changed.
 
         Why: a pod waits for its placeholder job to start, and a full listing every poll
         interval would add up to that interval to every start. The jobs to watch are chosen
-        by the caller from the log (jobs named by unbound pods and not yet seen RUNNING), so
-        the producer still only translates what Slurm says.
+        by the caller from the log (jobs named by unbound pods and not yet seen RUNNING,
+        slurmbridge.app.HotJobs), so the producer still only translates what Slurm says.
+
+        ``hot_limit`` (128): the jobs one round may name, so a queue of any length costs one
+        request of at most that many ids (~1.6 KB of URL; real slurmrestd 26.05 answered
+        4,096 ids in one request). 128 covers every job the 50 pods/s bench keeps waiting
+        on 20 nodes (at most 63), and half of it (the head of the queue) more jobs than
+        slurmctld starts on those nodes at once.
         """
         assert self.hot_jobs is not None
         hot_error = ""
@@ -261,7 +303,7 @@ class SlurmPoller:
                 await asyncio.wait_for(self._wake.wait(), self.hot_interval)
             self._wake.clear()
             # The caller's order: the most urgent first (slurmbridge.app.HotJobs).
-            ids = list(dict.fromkeys(self.hot_jobs()))[: self.hot_limit]
+            ids = list(dict.fromkeys(self.hot_jobs(self.hot_limit)))[: self.hot_limit]
             if not ids:
                 continue
             try:
@@ -279,13 +321,33 @@ class SlurmPoller:
 
     async def poll_jobs_once(self, job_ids: Sequence[int]) -> int:
         """GET each job of ``job_ids`` that may have changed (:meth:`_out_of_step`) and publish
-        the ones that did; returns how many.
+        the ones that did; returns how many. The jobs that moved (a start, an end) are read
+        and published first, then the first :attr:`JOB_GETS_IN_FLIGHT` of those the log only
+        lacks (just submitted, still pending).
+
+        Why two batches: a round's GETs run a few at a time and its batch is published once
+        all are read, so a start waited behind every new job of its round — up to 1 s at 50
+        pods/s on a loaded machine (bench/workload.py --slurm real --trace-rest, issue 30
+        item 6), while nobody waits for a pending job to reach the log (its pods wait for
+        its start).
 
         A job Slurm no longer knows is *not* tombstoned here: only a full listing may say an
         object vanished.
         """
         now = time.time_ns()
-        ids = await self._out_of_step(job_ids)
+        moved, lacking = await self._out_of_step(job_ids)
+        done = 0
+        # At most one batch of GETs in flight for the jobs the log only lacks: the round that
+        # read all of them (40 just submitted at 50 pods/s, on a loaded machine) held the
+        # loop's next look at the starts for seconds; the rest are read by the next rounds
+        # (each asks jobs/state for them again), or by the full poll, whichever comes first.
+        for ids in (moved, lacking[: self.JOB_GETS_IN_FLIGHT]):
+            if ids:
+                done += await self._read_and_publish(ids, now)
+        return done
+
+    async def _read_and_publish(self, ids: Sequence[int], now: int) -> int:
+        """GET each job of ``ids`` (a few at a time) and publish those that changed."""
         gate = asyncio.Semaphore(self.JOB_GETS_IN_FLIGHT)
 
         async def get(job_id: int) -> Job | None:
@@ -306,11 +368,15 @@ class SlurmPoller:
                     self._record(ev, res.seq)
         return len(changed)
 
-    async def _out_of_step(self, job_ids: Sequence[int]) -> list[int]:
-        """Of ``job_ids``, those whose state Slurm holds differs from their last published
-        observation, from one ``GET jobs/state/`` naming them all, and those that have none
-        or whose last publish may have failed; every one of ``job_ids`` where the server has
-        no ``jobs/state`` (v0.0.38) — then each is read whole, as before.
+    async def _out_of_step(self, job_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Of ``job_ids``, in the caller's order, from one ``GET jobs/state/`` naming them all:
+        ``(moved, lacking)``. ``moved``: those whose state differs from their last published
+        observation, and those the log lacks (never published, or their last publish may
+        have failed) whose state is not PENDING (one that started at once). ``lacking``: the
+        rest the log lacks, pending or not in the answer — read whole too, since their
+        state alone could not show whether the log has them. Where the server has no
+        ``jobs/state`` (v0.0.38), every one of ``job_ids`` is ``moved``: each is read whole,
+        as before.
 
         Why: the hot loop runs every ``hot_interval`` (20 ms) while pods wait; one GET per
         waiting job each round was most of the bridge's Slurm requests at 50 pods/s
@@ -318,22 +384,27 @@ class SlurmPoller:
         is unchanged is not read: a change that leaves the state alone (its reason, its
         place) waits for the next full poll, as in :meth:`_job_state_delta`.
         """
-        known = self._job_state
-        # A job never published (just submitted) or whose publish may have failed is read
-        # whole at once: its state alone could not show whether the log has it.
-        whole = {
-            j for j in job_ids if (k := str(j)) not in known or ("SlurmJob", k) in self._uncertain
-        }
-        rest = [j for j in job_ids if j not in whole]
-        if not rest or not self._job_states_offered or not self._hot_states_offered:
-            return list(job_ids)
+        if not self._job_states_offered or not self._hot_states_offered:
+            return list(job_ids), []
         try:
-            states = await self.client.job_states_of(rest)
+            states = await self.client.job_states_of(job_ids)
         except slurm_errors.Unsupported:
             self._hot_states_offered = False
-            return list(job_ids)
-        moved = {j for j in rest if (k := str(j)) in states and known[k] != states[k]}
-        return [j for j in job_ids if j in moved or j in whole]  # the caller's order
+            return list(job_ids), []
+        known, uncertain = self._job_state, self._uncertain
+        moved: list[int] = []
+        lacking: list[int] = []
+        for j in job_ids:
+            k = str(j)
+            state = states.get(k)
+            if k in known and ("SlurmJob", k) not in uncertain:
+                if state is not None and state != known[k]:
+                    moved.append(j)
+            elif state is None or state[:1] == ("PENDING",):
+                lacking.append(j)
+            else:
+                moved.append(j)
+        return moved, lacking
 
     async def _full_loop(self) -> None:
         next_at = time.monotonic()
@@ -364,19 +435,27 @@ class SlurmPoller:
         node_mark, part_mark = self._node_update, self._part_update
         job_mark = self._job_update
         try:
-            ping = await self.client.ping()
+            # The four reads at once, not one after another: each await of a busy event
+            # loop waits behind every other ready task (at 50 pods/s on a loaded machine,
+            # 0.4–0.7 s per step although slurmrestd answered in 10–30 ms), and four
+            # steps in a row made the poll 2–10 s late (bench/workload.py --slurm real
+            # --trace-rest, issue 30 item 6).
+            ping, nodes, parts, jobs_read = await _together(
+                self.client.ping(),
+                self.client.list_nodes(update_time=self._node_update),
+                self.client.list_partitions(update_time=self._part_update),
+                self._read_jobs(now),
+            )
             ping_ev = ping_to_event(
                 ping, cluster=self.cluster, producer=self.producer, observed_at=now
             )
             c, who = self.cluster, self.producer
-            nodes = await self.client.list_nodes(update_time=self._node_update)
             if nodes is not None:
                 found, seen = self._translate(
                     "SlurmNode", nodes.nodes, node_to_event, lambda n: n.name, now
                 )
                 batch += self._diff("SlurmNode", found, seen, now)
                 node_mark = nodes.last_update or None
-            parts = await self.client.list_partitions(update_time=self._part_update)
             if parts is not None:
                 found = [
                     partition_to_event(p, cluster=c, producer=who, observed_at=now)
@@ -384,20 +463,8 @@ class SlurmPoller:
                 ]
                 batch += self._diff("SlurmPartition", found, {ev.key for ev in found}, now)
                 part_mark = parts.last_update or None
-            jobs_listed = False
-            if self.poll_jobs:
-                delta = await self._job_state_delta(now) if self._states_will_do() else None
-                if delta is not None:
-                    batch += delta
-                else:
-                    jobs = await self.client.list_jobs(update_time=self._job_update)
-                    if jobs is not None:
-                        found, seen = self._translate(
-                            "SlurmJob", jobs.jobs, job_to_event, lambda j: str(j.job_id), now
-                        )
-                        batch += self._diff("SlurmJob", found, seen, now)
-                        job_mark = jobs.last_update or None
-                    jobs_listed = True
+            job_events, job_mark, jobs_listed = jobs_read
+            batch += job_events
             # Last: whoever sees a good ping in the log has seen the listings before it
             # (reconcilers.base.slurm_listed).
             batch.append(ping_ev)
@@ -457,6 +524,23 @@ class SlurmPoller:
         self.polled.set()
         metrics.POLL_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
         return len(changed)
+
+    async def _read_jobs(self, now: int) -> tuple[list[Event], int | None, bool]:
+        """The job part of a poll: its observations, the job watermark to keep once they are
+        published, and whether they are a complete listing (from ``GET jobs``, not the
+        ``jobs/state`` delta). Nothing when the poller does not poll jobs."""
+        if not self.poll_jobs:
+            return [], self._job_update, False
+        delta = await self._job_state_delta(now) if self._states_will_do() else None
+        if delta is not None:
+            return delta, self._job_update, False
+        jobs = await self.client.list_jobs(update_time=self._job_update)
+        if jobs is None:
+            return [], self._job_update, True
+        found, seen = self._translate(
+            "SlurmJob", jobs.jobs, job_to_event, lambda j: str(j.job_id), now
+        )
+        return self._diff("SlurmJob", found, seen, now), jobs.last_update or None, True
 
     def _states_will_do(self) -> bool:
         """Whether this poll may learn the jobs from ``jobs/state`` instead of a full listing:

@@ -1,5 +1,6 @@
-"""The jobs the Slurm poller watches closely (slurmbridge.app.HotJobs; issue 30, item 4): a
-long queue costs nothing per hot round, and a new pod's job is never behind it."""
+"""The jobs the Slurm poller watches closely (slurmbridge.app.HotJobs; issue 30, items 4 and
+6): a long queue costs O(limit) per hot round, a new pod's job is never behind it, and the
+head of Slurm's queue — the jobs that start next — is watched however long they waited."""
 
 from __future__ import annotations
 
@@ -44,15 +45,88 @@ def test_a_new_job_is_first_however_long_the_queue(clock: Clock) -> None:
     assert hot()[:2] == [20_000, 10_000], "newest first"
 
 
-def test_a_job_pending_past_the_window_is_left_to_the_regular_poll(clock: Clock) -> None:
+def pending(job_id: int, *, priority: int = 1, submit: int = 0) -> SlurmJob:
+    return SlurmJob(
+        source="slurm:c1",
+        key=str(job_id),
+        job_id=job_id,
+        state=("PENDING",),
+        priority=priority,
+        submit_time=submit or 1_700_000_000 + job_id,
+    )
+
+
+def test_the_head_of_the_queue_stays_hot_however_long_it_waited(clock: Clock) -> None:
+    """The oldest waiting jobs are the ones slurmctld starts next (sort_job_queue2): they
+    stay hot past any window, beside the newest (before issue 30 item 6, a job waiting more
+    than 10 s was left to the 2 s state poll — 57–61 of 72 jobs at 50 pods/s)."""
+    hot = HotJobs("c1")
+    for i in range(1, 101):
+        hot.observe(waiting(f"q{i}", i), i)
+        hot.observe(pending(i), 1000 + i)
+    clock.now += 3600
+    hot.observe(waiting("new", 200), 2000)
+    assert hot()[:6] == [200, 1, 100, 2, 99, 3], "newest and head, alternately"
+    assert sorted(hot()) == [*range(1, 101), 200], "each once, however the ends overlap"
+
+
+def test_the_head_follows_slurm_s_priority_then_submit_time(clock: Clock) -> None:
+    hot = HotJobs("c1")
+    for i in range(1, 11):
+        hot.observe(waiting(f"q{i}", i), i)
+        hot.observe(pending(i), 100 + i)
+    hot.observe(pending(7, priority=5), 200)  # raised: now first in Slurm's queue
+    hot.observe(pending(3, submit=1_600_000_000), 201)  # submitted earlier
+    head = [j for j in hot() if j not in (10, 9, 8)][:3]
+    assert head == [7, 3, 1]
+    assert hot(2) == [10, 7]
+    # Started, or no longer waited for: out of the head (and the next takes its place).
+    hot.observe(job(7, "RUNNING"), 300)
+    hot.observe(waiting("q3", 3, node="n1"), 301)
+    assert hot(2) == [10, 1]
+
+
+def test_a_round_reads_only_limit_jobs_of_a_long_queue(clock: Clock) -> None:
+    """10,000 waiting jobs: one round's answer is ``limit`` long, and building it reads
+    only O(limit) of the queue (the iteration is lazy; a list of all is never built)."""
     hot = HotJobs("c1")
     for i in range(1, 10_001):
         hot.observe(waiting(f"q{i}", i), i)
-    assert len(hot()) == 10_000
-    clock.now += HotJobs.HOT_WINDOW + 0.1
-    assert hot() == [], "10,000 pending jobs: nothing to GET each hot round"
-    hot.observe(waiting("q1-sibling", 1), 10_002)
-    assert hot() == [], "a second pod of a cold job does not heat it again"
+        hot.observe(pending(i), 20_000 + i)
+    read = 0
+    queued = hot.queued
+
+    class Counting(dict[int, None]):
+        def __reversed__(self):  # type: ignore[no-untyped-def]
+            nonlocal read
+            for j in reversed(queued):
+                read += 1
+                yield j
+
+    hot.queued = Counting(queued)
+    newest, head = range(10_000, 9_936, -1), range(1, 65)
+    assert hot(128) == [j for pair in zip(newest, head, strict=True) for j in pair]
+    assert read <= 65
+
+
+def test_a_job_that_leaves_the_queue_leaves_the_head(clock: Clock) -> None:
+    """Ended, deleted, or its last pod gone: no longer hot, and the head does not keep it."""
+    hot = HotJobs("c1")
+    for i in (1, 2, 3, 4):
+        hot.observe(waiting(f"q{i}", i), i)
+        hot.observe(pending(i), 10 + i)
+    hot.observe(job(1, "CANCELLED"), 20)
+    hot.observe(waiting("q1", 1, node="n1"), 21)
+    hot.observe(SlurmJob(source="slurm:c1", key="2", job_id=2, op="deleted"), 22)
+    hot.observe(waiting("q2", 2, node="n1"), 23)
+    hot.observe(waiting("q3", 3, node="n1"), 24)
+    assert hot() == [4]
+    assert hot._head == [(-1, 1_700_000_004, 4)]
+    # A job of another cluster never enters it.
+    other = SlurmJob(source="slurm:c2", key="5", job_id=5, state=("PENDING",), priority=9)
+    hot.observe(waiting("q5", 5), 25)
+    hot.observe(other, 26)
+    assert hot() == [5, 4]
 
 
 def test_a_started_job_or_a_bound_pod_is_not_hot(clock: Clock) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Collection, Sequence
 
 import msgspec
@@ -10,7 +12,9 @@ import pytest
 from producers.kube import translate as pk
 from producers.slurm import poller as slurm_poller
 from producers.slurm import translate
-from schemas.events import Event, HostPort, KubeNode, SlurmJob, SlurmNode, SlurmPing
+from schemas import wellknown
+from schemas.events import Event, HostPort, KubeNode, KubePod, SlurmJob, SlurmNode, SlurmPing
+from slurmbridge.app import HotJobs
 from slurmbridge.kube import watch
 from slurmbridge.kube.wire import RawNode, RawPod
 from slurmbridge.runtime.bus import Published
@@ -406,8 +410,8 @@ async def test_hot_job_poll_publishes_a_start_and_a_full_listing_never_undoes_it
 
 
 async def test_a_hot_poll_reads_whole_only_the_jobs_whose_state_moved() -> None:
-    """One ``jobs/state`` request names every hot job the log holds; only a job whose state
-    differs from its last observation, or that the log lacks, is read whole (issue 30)."""
+    """One ``jobs/state`` request names every hot job; only a job whose state differs from
+    its last observation, or that the log lacks, is read whole (issue 30)."""
     c, sink = FakeClient(), Sink()
     c.jobs = [Job(job_id=j, state=("PENDING",)) for j in (7, 8, 9)]
     p = poller(c, sink)
@@ -419,15 +423,137 @@ async def test_a_hot_poll_reads_whole_only_the_jobs_whose_state_moved() -> None:
         Job(job_id=10, state=("PENDING",)),  # just submitted: the log lacks it
     ]
     assert await p.poll_jobs_once([10, 9, 8, 7, 11]) == 2
-    assert c.state_lists_by_id == [(9, 8, 7)]
-    assert c.job_gets == [10, 8, 11]
-    assert [k for _, k, _ in sink.last()] == ["10", "8"]
+    assert c.state_lists_by_id == [(10, 9, 8, 7, 11)]
+    assert c.job_gets == [8, 10, 11]
+    assert [k for _, k, _ in sink.last()] == ["10"]
     # A server without jobs/state (v0.0.38): every hot job is read whole, as before.
     c.states_offered, c.job_gets = False, []
     assert await p.poll_jobs_once([9, 7]) == 1  # 7's reason, unseen by the state list
     assert c.job_gets == [9, 7]
     assert await p.poll_jobs_once([9, 7]) == 0
     assert c.job_gets == [9, 7, 9, 7] and len(c.state_lists_by_id) == 1  # not asked again
+
+
+async def test_a_start_is_published_before_the_jobs_the_log_only_lacks() -> None:
+    """In one hot round, the jobs whose state moved (a start) — and a new job that started at
+    once — are read and published first; then at most one batch of GETs of the new pending
+    jobs (issue 30 item 6: a start waited behind every new job of its round, for seconds on
+    a loaded machine)."""
+    c, sink = FakeClient(), Sink()
+    c.jobs = [Job(job_id=1, state=("PENDING",))]
+    p = poller(c, sink)
+    await p.poll_once()
+    c.jobs = [
+        Job(job_id=j, state=("PENDING",)) for j in range(10, 20)
+    ]  # submitted since: the log lacks them
+    c.jobs += [
+        Job(job_id=1, state=("RUNNING",), nodes=("n1",)),
+        Job(job_id=20, state=("RUNNING",), nodes=("n2",)),  # new, and started at once
+    ]
+    c.job_gets.clear()
+    batches = len(sink.batches)
+    assert await p.poll_jobs_once([*range(10, 21), 1]) == 6
+    assert c.job_gets == [20, 1, 10, 11, 12, 13]
+    first, second = sink.batches[batches:]
+    assert [ev.key for ev, _ in first] == ["20", "1"]
+    # One batch of GETs of the lacking jobs per round (JOB_GETS_IN_FLIGHT): the next round
+    # reads the next ones, and only those.
+    assert [ev.key for ev, _ in second] == ["10", "11", "12", "13"]
+    assert await p.poll_jobs_once([*range(10, 21), 1]) == 4
+    assert c.job_gets[6:] == [14, 15, 16, 17]
+
+
+async def test_a_long_queue_costs_one_request_of_hot_limit_ids_per_hot_round() -> None:
+    """10,000 waiting jobs the log holds: each hot round asks ``jobs/state`` once, naming
+    ``hot_limit`` of them — the newest and the head of the queue — and reads none whole
+    (issue 30 item 6: before, the 32 newest only, so the jobs about to start were left to
+    the state poll)."""
+    c, sink = FakeClient(), Sink()
+    c.jobs = [Job(job_id=j, state=("PENDING",), priority=1) for j in range(1, 10_001)]
+    hot = HotJobs("c")
+    p = slurm_poller.SlurmPoller(
+        c,  # type: ignore[arg-type]
+        sink,
+        cluster="c",
+        producer="p",
+        poll_interval=3600,
+        seed={},
+        hot_jobs=hot,
+        hot_interval=0.001,
+    )
+    await p.poll_once()
+    for ev, _ in sink.batches[-1]:
+        hot.observe(ev, 0)
+    for j in range(1, 10_001):
+        labels = {wellknown.LABEL_SLURM_JOBID: str(j)}
+        hot.observe(KubePod(source="k8s", key=f"ns/p{j}", name=f"p{j}", labels=labels), 0)
+    c.job_gets.clear()
+    task = asyncio.create_task(p._hot_loop())
+    deadline = time.monotonic() + 30
+    while len(c.state_lists_by_id) < 3 and not task.done() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(c.state_lists_by_id) >= 3
+    for ids in c.state_lists_by_id:
+        assert len(ids) == p.hot_limit == 128
+        assert {1, 2, 64, 10_000, 9_937} <= set(ids), "the head and the newest"
+    assert c.job_gets == []
+
+
+class Gathered(FakeClient):
+    """Each of a poll's four reads waits until all four are in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.barrier = asyncio.Barrier(4)
+        self.fail_nodes: Exception | None = None
+        self.cancelled: list[str] = []
+
+    async def _meet(self, what: str) -> None:
+        try:
+            await self.barrier.wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(what)
+            raise
+
+    async def ping(self) -> Ping:
+        await self._meet("ping")
+        return await super().ping()
+
+    async def list_nodes(self, update_time: int | None = None) -> NodeList | None:
+        if self.fail_nodes is not None:
+            raise self.fail_nodes
+        await self._meet("nodes")
+        return await super().list_nodes(update_time)
+
+    async def list_partitions(self, update_time: int | None = None) -> PartitionList | None:
+        await self._meet("partitions")
+        return await super().list_partitions(update_time)
+
+    async def list_jobs(self, update_time: int | None = None) -> JobList | None:
+        await self._meet("jobs")
+        return await super().list_jobs(update_time)
+
+    async def list_job_states(self, memo: JobStateMemo | None = None) -> JobStates:
+        await self._meet("job states")
+        return await super().list_job_states(memo)
+
+
+async def test_a_poll_s_reads_are_in_flight_at_once() -> None:
+    """Ping, nodes, partitions and jobs are asked together: on a busy event loop each await
+    waits behind every ready task, and four in a row made the full poll 2–10 s late at 50
+    pods/s (issue 30 item 6). One that fails fails the poll, and the others are cancelled
+    before it is published, so none changes the poller after it."""
+    c, sink = Gathered(), Sink()
+    p = poller(c, sink)
+    assert await asyncio.wait_for(p.poll_once(), 10) == 4
+    c.barrier, c.fail_nodes = asyncio.Barrier(4), slurm_errors.Unavailable("down")
+    assert await asyncio.wait_for(p.poll_once(), 10) == 1
+    assert sorted(c.cancelled) == ["job states", "partitions", "ping"]
+    (ping,) = [ev for ev, _ in sink.batches[-1]]
+    assert isinstance(ping, SlurmPing) and not ping.responding and p.health.error
 
 
 async def test_unchanged_models_are_not_translated_again_and_a_lost_publish_is_retried() -> None:
@@ -634,7 +760,9 @@ async def test_a_failed_poll_does_not_count_as_a_listing() -> None:
     await p.poll_once()
     c.fail = None
     await p.poll_once()
-    assert (c.job_lists, c.state_lists) == (1, 0)  # the first good poll is a full listing
+    # The first good poll is a full listing (the failed one listed too, at once with its
+    # ping, but did not count).
+    assert (c.job_lists, c.state_lists) == (2, 0)
 
 
 def test_every_slurm_node_field_reaches_the_observation() -> None:
