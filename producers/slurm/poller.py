@@ -168,6 +168,38 @@ async def _together(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+class HotPace:
+    """How long the hot loop waits before its next round: ``interval`` seconds, doubled
+    after each quiet round up to ``idle`` seconds.
+
+    A quiet round named the same jobs as the one before and read none of them whole; a
+    hint (the loop was woken), a job joining or leaving the hot set, or a job read whole
+    brings the wait back to ``interval``. Why: a long queue that nobody leaves (no free
+    node) would otherwise be asked every 20 ms for ever, 50 requests a second from an idle
+    bridge — several % of a core (issue 30 item 4); a start after a quiet spell is then seen
+    within ``idle`` seconds, and under load (jobs starting) rounds are never quiet.
+    """
+
+    def __init__(self, interval: float, idle: float) -> None:
+        self.interval = interval
+        self.idle = max(interval, idle)
+        self._quiet = 0
+        self._last: Sequence[int] = ()
+
+    @property
+    def wait(self) -> float:
+        """Seconds to wait before the next round."""
+        return min(self.interval * float(2**self._quiet), self.idle)
+
+    def after_round(self, *, woken: bool, ids: Sequence[int], reads: int) -> None:
+        """A round named ``ids`` and read ``reads`` of them whole; ``woken``: it was started
+        by a wake-up, not by its wait running out."""
+        busy = woken or reads > 0 or list(ids) != list(self._last)
+        # Capped: the wait stops growing at ``idle`` anyway, and 2**n must stay a float.
+        self._quiet = 0 if busy else min(self._quiet + 1, 30)
+        self._last = ids
+
+
 class SlurmPoller:
     """Polls one Slurm cluster and publishes what changed.
 
@@ -177,6 +209,9 @@ class SlurmPoller:
 
     #: ``GET job/{id}`` requests in flight while a poll reads the jobs whose state changed.
     JOB_GETS_IN_FLIGHT = 4
+    #: Seconds between hot rounds at most once they keep finding nothing to read (the wait
+    #: doubles from ``hot_interval`` each quiet round).
+    HOT_IDLE_INTERVAL = 0.32
 
     def __init__(
         self,
@@ -225,6 +260,8 @@ class SlurmPoller:
         self._job_states_offered = True
         #: whether the hot loop may ask ``jobs/state`` by id (cleared on Unsupported).
         self._hot_states_offered = True
+        #: jobs the last hot round read whole (``GET job/{id}``)
+        self._hot_reads = 0
         #: job key → state of its last published live SlurmJob (what ``jobs/state`` is
         #: compared against; kept by _record so the comparison is one dict lookup per job).
         self._job_state: dict[str, tuple[str, ...]] = {}
@@ -281,7 +318,8 @@ class SlurmPoller:
             await self._full_loop()
 
     async def _hot_loop(self) -> None:
-        """Every ``hot_interval`` seconds, read the jobs ``hot_jobs(hot_limit)`` names (at
+        """Every ``hot_interval`` seconds (up to :attr:`HOT_IDLE_INTERVAL` while rounds find
+        nothing: see the loop's end), read the jobs ``hot_jobs(hot_limit)`` names (at
         most ``hot_limit``: one ``jobs/state`` request naming them, :meth:`poll_jobs_once`)
         and publish those that changed.
 
@@ -298,14 +336,19 @@ class SlurmPoller:
         """
         assert self.hot_jobs is not None
         hot_error = ""
+        pace = HotPace(self.hot_interval, self.HOT_IDLE_INTERVAL)
         while True:
+            wait = pace.wait
+            woken = False
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.hot_interval)
+                woken = await asyncio.wait_for(self._wake.wait(), wait)
             self._wake.clear()
             # The caller's order: the most urgent first (slurmbridge.app.HotJobs).
             ids = list(dict.fromkeys(self.hot_jobs(self.hot_limit)))[: self.hot_limit]
             if not ids:
+                pace.after_round(woken=woken, ids=ids, reads=0)
                 continue
+            self._hot_reads = 0
             try:
                 await self.poll_jobs_once(ids)
             except slurm_errors.SlurmError as exc:
@@ -318,6 +361,7 @@ class SlurmPoller:
                 hot_error = text
             else:
                 hot_error = ""
+            pace.after_round(woken=woken, ids=ids, reads=self._hot_reads)
 
     async def poll_jobs_once(self, job_ids: Sequence[int]) -> int:
         """GET each job of ``job_ids`` that may have changed (:meth:`_out_of_step`) and publish
@@ -336,6 +380,7 @@ class SlurmPoller:
         """
         now = time.time_ns()
         moved, lacking = await self._out_of_step(job_ids)
+        self._hot_reads = len(moved) + len(lacking)
         done = 0
         # At most one batch of GETs in flight for the jobs the log only lacks: the round that
         # read all of them (40 just submitted at 50 pods/s, on a loaded machine) held the

@@ -1,5 +1,5 @@
 """The HTTP transport under :class:`~slurmbridge.slurm.client.SlurmClient`: httpx's API on
-aiohttp's connection pool.
+aiohttp's connection pool for reads.
 
 Why: the Slurm client speaks httpx (its requests, responses and errors, and the tests'
 ``httpx.MockTransport``), but httpx's own transport (httpcore over anyio and h11) cost about
@@ -25,6 +25,10 @@ import httpx
 from yarl import URL
 
 
+class _UnparsableError(Exception):
+    """aiohttp refused an answer h11 reads (more data after a ``Connection: close`` one)."""
+
+
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """One aiohttp connection pool of at most ``max_connections`` connections (kept alive
     ``keepalive_expiry`` seconds when idle), created on the first request (it needs the
@@ -34,6 +38,14 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._limit = max_connections
         self._keepalive = keepalive_expiry
         self._session: aiohttp.ClientSession | None = None
+        #: httpx's own transport, for every request but a GET (see handle_async_request)
+        self._httpcore = httpx.AsyncHTTPTransport(
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=keepalive_expiry,
+            )
+        )
 
     def _pool(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -53,11 +65,29 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         """Send ``request``; its ``timeout`` extension (httpx's per-request timeouts, seconds)
         bounds connecting and each read.
 
+        Only GETs go through aiohttp; every other request, and a GET whose answer aiohttp
+        cannot parse, through httpx's own transport. Why: real slurmrestd answers a refused
+        operation twice on one connection — its JSON error with ``Connection: Close``, then
+        a second ``text/plain`` response (recorded from 26.05.5: a submit refused with 2002
+        "Access/permission denied"). aiohttp (llhttp, and its Python parser alike) refuses
+        the whole read ("Data after `Connection: close`") and loses the first answer; h11
+        reads the first and drops the rest. A GET is read again safely; a submit, a cancel
+        or an update is not sent twice. The hot path — job reads, ``jobs/state``, the polls —
+        is GETs.
+
         Raises:
             httpx.ConnectTimeout / httpx.ReadTimeout: a timeout ran out.
             httpx.ConnectError: no connection (refused, unreachable, TLS).
             httpx.ReadError: the connection failed or closed mid-answer.
         """
+        if request.method != "GET":
+            return await self._httpcore.handle_async_request(request)
+        try:
+            return await self._get(request)
+        except _UnparsableError:
+            return await self._httpcore.handle_async_request(request)
+
+    async def _get(self, request: httpx.Request) -> httpx.Response:
         limits = request.extensions.get("timeout", {})
         timeout = aiohttp.ClientTimeout(
             total=None,
@@ -102,12 +132,17 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             raise httpx.ReadTimeout(str(exc) or "read timed out", request=request) from exc
         except TimeoutError as exc:
             raise httpx.ReadTimeout("timed out", request=request) from exc
+        except aiohttp.ClientResponseError as exc:
+            if exc.status == 400 and "Data after" in exc.message:
+                raise _UnparsableError from exc
+            raise httpx.RemoteProtocolError(exc.message, request=request) from exc
         except aiohttp.ClientConnectorError as exc:
             raise httpx.ConnectError(str(exc), request=request) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
 
     async def aclose(self) -> None:
+        await self._httpcore.aclose()
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()

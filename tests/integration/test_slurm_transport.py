@@ -101,3 +101,51 @@ async def test_failures_are_the_httpx_errors_the_client_maps_to_unavailable(
             client._http.base_url = httpx.URL(target + ("/slow" if target == url else ""))
             with pytest.raises(slurm_errors.Unavailable, match=words):
                 await client.ping()
+
+
+async def test_an_answer_followed_by_a_second_one_is_read_as_h11_reads_it() -> None:
+    """Real slurmrestd 26.05.5 answers a refused submit twice on one connection (its JSON
+    error with ``Connection: Close``, then a ``text/plain`` one); aiohttp refuses such a
+    read, so a GET is read again through httpx's own transport and any other request goes
+    there at once: the first answer comes back either way, and the POST is sent once."""
+    body = b'{"errors": [{"error_number": 2002, "error": "Access\\/permission denied"}]}'
+    answer = (
+        b"HTTP/1.1 422 UNPROCESSABLE CONTENT\r\nConnection: Close\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\nContent-Type: application/json\r\n\r\n"
+        + body
+        + b"HTTP/1.1 422 UNPROCESSABLE CONTENT\r\nConnection: Close\r\nContent-Length: 24\r\n"
+        b"Content-Type: text/plain\r\n\r\nAccess/permission denied"
+    )
+    methods: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        methods.append(head.split(b" ", 1)[0])
+        length = next(
+            (
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            ),
+            0,
+        )
+        await reader.readexactly(length)
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", transport=AiohttpTransport()
+        ) as client:
+            got = await client.get("/slurm/v0.0.45/job/7")
+            assert (got.status_code, got.json()["errors"][0]["error_number"]) == (422, 2002)
+            sent = await client.post("/slurm/v0.0.45/job/submit", content=b"{}")
+            assert (sent.status_code, sent.json()["errors"][0]["error_number"]) == (422, 2002)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert methods == [b"GET", b"GET", b"POST"]  # the GET read twice, the POST sent once

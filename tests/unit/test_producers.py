@@ -914,3 +914,27 @@ def test_extended_resources_and_host_ports_are_translated() -> None:
         HostPort(port=8080),
         HostPort(port=8081, host_ip="10.0.0.1"),
     )
+
+
+def test_the_hot_loop_asks_an_unchanging_queue_ever_less_often_and_a_change_at_once() -> None:
+    """Issue 30 item 4: rounds that name the same jobs and read none of them double the wait
+    up to the idle interval; a hint, a new hot set or a job read whole resets it."""
+    pace = slurm_poller.HotPace(0.02, 0.32)
+    waits = []
+    for _ in range(7):
+        waits.append(pace.wait)
+        pace.after_round(woken=False, ids=[1, 2], reads=0)
+    # The first round names [1, 2] for the first time: busy; then quiet rounds double.
+    assert waits == [0.02, 0.02, 0.04, 0.08, 0.16, 0.32, 0.32]
+    pace.after_round(woken=False, ids=[1, 2, 3], reads=0)  # a job joined the hot set
+    assert pace.wait == 0.02
+    pace.after_round(woken=False, ids=[1, 2, 3], reads=0)
+    assert pace.wait == 0.04
+    pace.after_round(woken=False, ids=[1, 2, 3], reads=1)  # one moved (a start)
+    assert pace.wait == 0.02
+    pace.after_round(woken=False, ids=[1, 2, 3], reads=0)
+    pace.after_round(woken=True, ids=[1, 2, 3], reads=0)  # a hint woke the loop
+    assert pace.wait == 0.02
+    for _ in range(100):  # never beyond the idle interval, however long it stays quiet
+        pace.after_round(woken=False, ids=[1, 2, 3], reads=0)
+    assert pace.wait == 0.32
