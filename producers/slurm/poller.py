@@ -145,8 +145,10 @@ async def _together(
     """Await the four at once; results in order.
 
     Raises:
-        Exception: the first that one of them raised (in argument order when several are
-            done at once); the others are then cancelled and awaited, so none goes on
+        Exception: the first in argument order of those that raised: once one fails, the
+            ones before it are awaited (so the error a sequential poll would have raised —
+            the ping's, saying why a token is refused — is the one raised, whichever
+            answered first), and those after it are cancelled and awaited, so none goes on
             changing the poller's state after the poll has failed.
     """
     ta, tb, tc, td = (
@@ -158,9 +160,12 @@ async def _together(
     tasks: list[asyncio.Future[Any]] = [ta, tb, tc, td]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for t in tasks:
-            if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
-                raise exc
+        failed = [i for i, t in enumerate(tasks) if t.done() and t.exception() is not None]
+        if failed:
+            await asyncio.wait(tasks[: failed[0] + 1])
+            for t in tasks[: failed[0] + 1]:
+                if (exc := t.exception()) is not None:
+                    raise exc
         return ta.result(), tb.result(), tc.result(), td.result()
     finally:
         for t in tasks:
