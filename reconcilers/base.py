@@ -69,9 +69,10 @@ class Store(Protocol):
         """Live objects of ``kind`` whose string field ``field`` equals ``value`` (indexed)."""
         ...
 
-    def by_index(self, index: Index[E], value: Hashable) -> Sequence[E]:
+    def by_index(self, index: Index[E], value: Hashable, limit: int | None = None) -> Sequence[E]:
         """Live objects of ``index.kind`` whose ``index.value`` is ``value``, in the index's
-        order (:class:`Index`)."""
+        order (:class:`Index`); with ``limit``, only the first ``limit`` of them (the others
+        are not read)."""
         ...
 
     def rank(self, index: Index[E], value: Hashable, order: Any) -> int:

@@ -172,12 +172,13 @@ class Projection:
                 out.append(found.event)  # type: ignore[arg-type]
         return out
 
-    def by_index(self, index: Index[E], value: Hashable) -> list[E]:
+    def by_index(self, index: Index[E], value: Hashable, limit: int | None = None) -> list[E]:
         """Live objects in ``index`` under ``value``, in the index's order (built on first
-        use, kept up to date)."""
+        use, kept up to date); with ``limit``, the first ``limit`` only."""
         objs = self._objs.get(_tag(index.kind), {})
+        members = self._ranked(index).get(value, [])
         out: list[E] = []
-        for _, src, key in self._ranked(index).get(value, ()):
+        for _, src, key in members if limit is None else members[:limit]:
             out.append(objs[src][key].event)  # type: ignore[arg-type]
         return out
 

@@ -6,6 +6,7 @@ verbatim below, on random stores that change as jobs join, leave and change."""
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections.abc import Iterator
 
@@ -109,7 +110,24 @@ def probes(store: Projection, rng: random.Random, ids: int) -> list[SlurmJob]:
                    for j in unseen]  # fmt: skip
 
 
+def old_first_pending(store: Store, source: str, partition: str) -> list[SlurmJob]:
+    """reconcilers/placement/triggers.py's after_job before issue 30, item 4: the first
+    pending jobs of a partition, by a pass over the partition's jobs."""
+    pending = [
+        j
+        for j in store.by_field(SlurmJob, "partition", partition)
+        if j.source == source and j.base_state == "PENDING"
+    ]
+    return heapq.nsmallest(wellknown.QUEUE_POSITION_CAP, pending, key=queue_key)
+
+
 def check(store: Projection, rng: random.Random, ids: int) -> None:
+    for source in (f"slurm:{c}" for c in CLUSTERS):
+        for part in ("gpu", "cpu"):
+            first = store.by_index(
+                PENDING_QUEUE, (source, part), limit=wellknown.QUEUE_POSITION_CAP
+            )
+            assert first == old_first_pending(store, source, part)
     for job in probes(store, rng, ids):
         assert queue_position(store, job) == old_queue_position(store, job), job
     for c in CLUSTERS:
