@@ -3,7 +3,17 @@ slurm-bridge#45: every attempt lists all jobs, low-priority pods starve).
 
 Laid out as ``bench/workload.py``: slurmbridge as its own process (``slurmbridge run``), nats-server
 as another, the Kubernetes and slurmrestd simulators in this process. Partition ``gpu`` (n1–n2)
-is held by a foreign job that never ends; ``batch`` (every node) has free nodes.
+is held whole by a foreign exclusive job that never ends (no free node, no free CPU);
+``batch`` (every node) has free nodes.
+
+The simulators share this process with the bench, so the fill can be bound by them rather than
+by slurmbridge: the slurmrestd simulator runs a scheduling pass over every pending job at each
+submit, as slurmctld does. Until 2026-11-28 the foreign job took one CPU of each ``gpu`` node,
+so each node kept CPUs free, the simulator's skip for a partition with no CPU free never
+applied, and every submit cost a pass over every queued job's shape (the fill of 10,000 took
+12 minutes of this process's CPU). Holding the nodes whole changes nothing slurmbridge sees of
+a queued job (PENDING, ``Resources`` for the first, ``Priority`` for the rest; every queued
+job asks for whole nodes either way) and lets the fill measure the bridge.
 
 1. **empty queue**: after one warm-up pod, ``--probes`` bare pods for ``batch``, one at a
    time: each one's time from creation to its Binding (``bind_empty_queue_*``).
@@ -130,8 +140,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     nats = NatsServer(store_dir=workdir / "nats")
     await nats.start()
     await sims.start()
-    # gpu (n1, n2) held for good by someone else's job: whatever is queued there waits.
-    sims.slurm.submit({"partition": "gpu", "tasks": 2, "min_nodes": 2}, external=True)
+    # gpu (n1, n2) held whole for good by someone else's job: whatever is queued there waits.
+    sims.slurm.submit(
+        {"partition": "gpu", "tasks": 2, "min_nodes": 2, "exclusive": True}, external=True
+    )
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     proc = await start_slurmbridge(
