@@ -228,3 +228,36 @@ def test_a_job_near_the_front_of_a_deep_queue_reads_no_job_of_the_queue() -> Non
     one.apply(jobs[5], 1)
     assert _marked_job(one, GROUPS[0], "slurm:c1") == jobs[5]
     assert _marked_job(one, GROUPS[1], "slurm:c1") is None
+
+
+def test_a_change_on_a_node_outside_the_queues_partition_parses_no_marker_of_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pod of ours binding in a free partition changes its node's usage, and placement
+    asks which pending groups that node concerns (triggers.pending_groups): the 2,000 jobs
+    queued in another partition are passed over on their partition, their markers unread."""
+    from reconcilers.base import Context
+    from reconcilers.placement import triggers
+    from schemas.events import SlurmPartition
+
+    store = Projection()
+    store.apply(SlurmPartition(source="slurm:c1", key="gpu", cluster="c1", nodes=("n1",)), 1)
+    store.apply(SlurmPartition(source="slurm:c1", key="batch", cluster="c1", nodes=("n3",)), 2)
+    for i in range(1, 2001):
+        store.apply(
+            SlurmJob(source="slurm:c1", key=str(i), cluster="c1", job_id=i, state=("PENDING",),
+                     partition="gpu", comment=_pods.marker(GROUPS[i % 5], f"u{i}")),
+            2 + i,
+        )  # fmt: skip
+    parsed: list[str] = []
+    parse = _pods.group_key_of_marker
+
+    def counting(comment: str) -> str | None:
+        parsed.append(comment)
+        return parse(comment)
+
+    monkeypatch.setattr(_pods, "group_key_of_marker", counting)
+    ctx = Context(scheduler_name="sched", cluster="c1")
+    assert triggers.pending_groups(store, ctx, near="n3") == []
+    assert parsed == []
+    assert triggers.pending_groups(store, ctx, near="n1") == sorted(g.key for g in GROUPS)
