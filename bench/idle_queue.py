@@ -21,12 +21,17 @@ job asks for whole nodes either way) and lets the fill measure the bridge.
    stays PENDING in Slurm (no free node). ``queue_fill_s``: until every pod carries its job;
    ``queue_settled_s``: then until neither simulator served a write for ``--settle`` seconds
    (each waiting pod's ``PodScheduled=False`` condition and first Event are written).
+   ``fill_decides_per_pod``: each reconciler's decides over fill and settling, per queued pod
+   (slurmbridge's ``slurmbridge_decides_total``, scraped from its ``/metrics``): an arrival
+   that re-decided the queue would show here as a figure growing with ``--queue``.
 3. **idle**: nothing changes for ``--idle-seconds``: the slurmbridge process's CPU time over
    that wall time (``cpu_idle_pct_of_core``; target ≤ 5 %), with the HTTP requests it sent to
-   each simulator meanwhile (``idle_requests``, by verb and resource or endpoint).
+   each simulator meanwhile (``idle_requests``, by verb and resource or endpoint) and the
+   decides it made (``idle_decides``; scraped outside the measured window).
 4. **behind the queue**: ``--probes`` more bare pods for ``batch``, one at a time, as in 1
-   (``bind_full_queue_*``): no head-of-line blocking means the same figures as 1. A pod not
-   bound within ``--probe-timeout`` seconds is counted in ``bind_*_timeouts``.
+   (``bind_full_queue_*``; p99 of five is their maximum): no head-of-line blocking means the
+   same figures as 1. A pod not bound within ``--probe-timeout`` seconds is counted in
+   ``bind_*_timeouts``. ``--profile FILE`` runs slurmbridge under cProfile.
 
     python bench/idle_queue.py --json [--queue 10000] [--idle-seconds 30]
 """
