@@ -18,7 +18,7 @@ exactly one of them is active for each.
   ``0.7·ttl`` (whole seconds, at least 1), the holder renews every third of that, a standby
   tries to acquire every ``0.1·ttl``; a dead holder is replaced within
   ``0.7·ttl + 0.1·ttl`` plus the server's expiry granularity.
-* **Lost**: a renewal refused says why in :attr:`Lease.lost_reason` and the log: ``expired``
+* **Lost**: a renewal refused says why in ``Lease.lost_reason`` and the log: ``expired``
   when it was sent after our last write's TTL had run out (the holder's event loop was
   blocked, or NATS out of reach, for that long: the message was gone, nobody took it), else
   ``taken over``. A lease that expires this way under a long synchronous burst is a bug of the
