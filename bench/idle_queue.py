@@ -3,7 +3,17 @@ slurm-bridge#45: every attempt lists all jobs, low-priority pods starve).
 
 Laid out as ``bench/workload.py``: slurmbridge as its own process (``slurmbridge run``), nats-server
 as another, the Kubernetes and slurmrestd simulators in this process. Partition ``gpu`` (n1–n2)
-is held by a foreign job that never ends; ``batch`` (every node) has free nodes.
+is held whole by a foreign exclusive job that never ends (no free node, no free CPU);
+``batch`` (every node) has free nodes.
+
+The simulators share this process with the bench, so the fill can be bound by them rather than
+by slurmbridge: the slurmrestd simulator runs a scheduling pass over every pending job at each
+submit, as slurmctld does. Until 2026-11-28 the foreign job took one CPU of each ``gpu`` node,
+so each node kept CPUs free, the simulator's skip for a partition with no CPU free never
+applied, and every submit cost a pass over every queued job's shape (the fill of 10,000 took
+12 minutes of this process's CPU). Holding the nodes whole changes nothing slurmbridge sees of
+a queued job (PENDING, ``Resources`` for the first, ``Priority`` for the rest; every queued
+job asks for whole nodes either way) and lets the fill measure the bridge.
 
 1. **empty queue**: after one warm-up pod, ``--probes`` bare pods for ``batch``, one at a
    time: each one's time from creation to its Binding (``bind_empty_queue_*``).
@@ -11,12 +21,17 @@ is held by a foreign job that never ends; ``batch`` (every node) has free nodes.
    stays PENDING in Slurm (no free node). ``queue_fill_s``: until every pod carries its job;
    ``queue_settled_s``: then until neither simulator served a write for ``--settle`` seconds
    (each waiting pod's ``PodScheduled=False`` condition and first Event are written).
+   ``fill_decides_per_pod``: each reconciler's decides over fill and settling, per queued pod
+   (slurmbridge's ``slurmbridge_decides_total``, scraped from its ``/metrics``): an arrival
+   that re-decided the queue would show here as a figure growing with ``--queue``.
 3. **idle**: nothing changes for ``--idle-seconds``: the slurmbridge process's CPU time over
    that wall time (``cpu_idle_pct_of_core``; target ≤ 5 %), with the HTTP requests it sent to
-   each simulator meanwhile (``idle_requests``, by verb and resource or endpoint).
+   each simulator meanwhile (``idle_requests``, by verb and resource or endpoint) and the
+   decides it made (``idle_decides``; scraped outside the measured window).
 4. **behind the queue**: ``--probes`` more bare pods for ``batch``, one at a time, as in 1
-   (``bind_full_queue_*``): no head-of-line blocking means the same figures as 1. A pod not
-   bound within ``--probe-timeout`` seconds is counted in ``bind_*_timeouts``.
+   (``bind_full_queue_*``; p99 of five is their maximum): no head-of-line blocking means the
+   same figures as 1. A pod not bound within ``--probe-timeout`` seconds is counted in
+   ``bind_*_timeouts``. ``--profile FILE`` runs slurmbridge under cProfile.
 
     python bench/idle_queue.py --json [--queue 10000] [--idle-seconds 30]
 """
@@ -34,8 +49,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import emit, machine, start_slurmbridge, tear_down, until
-from bench._work import cpu_seconds, kube_writes, slurm_writes
+import aiohttp
+
+from bench._common import emit, free_port, machine, percentile, start_slurmbridge, tear_down, until
+from bench._work import cpu_seconds, kube_writes, prometheus_totals, slurm_writes
 from schemas import wellknown
 from slurmbridge.devtools.sim.kube import Change
 from slurmbridge.devtools.sim.workloads import create_group
@@ -96,10 +113,27 @@ async def _quiet(sims: Simulators, settle: float, cap: float) -> float:
     return time.monotonic() - t0
 
 
+async def _decides(url: str) -> dict[str, float]:
+    """slurmbridge's ``slurmbridge_decides_total`` by reconciler, scraped from ``url``."""
+    async with aiohttp.ClientSession() as http, http.get(url) as resp:
+        text = await resp.text()
+    return prometheus_totals(text, "slurmbridge_decides_total", by="reconciler")
+
+
+def _per(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+    """The decides of each reconciler between two scrapes, per ``n`` pods."""
+    return {
+        k: round((v - before.get(k, 0.0)) / max(n, 1), 2)
+        for k, v in sorted(after.items())
+        if v - before.get(k, 0.0)
+    }
+
+
 def _ms(samples: list[float | None]) -> dict[str, float | int | None]:
     values = [v for v in samples if v is not None]
     return {
         "p50_ms": round(statistics.median(values) * 1000, 1) if values else None,
+        "p99_ms": round(percentile(values, 99) * 1000, 1) if values else None,
         "max_ms": round(max(values) * 1000, 1) if values else None,
         "timeouts": len(samples) - len(values),
     }
@@ -111,9 +145,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     nats = NatsServer(store_dir=workdir / "nats")
     await nats.start()
     await sims.start()
-    # gpu (n1, n2) held for good by someone else's job: whatever is queued there waits.
-    sims.slurm.submit({"partition": "gpu", "tasks": 2, "min_nodes": 2}, external=True)
-    proc = await start_slurmbridge(sims.overrides(), nats.url, workdir, args.poll_interval)
+    # gpu (n1, n2) held whole for good by someone else's job: whatever is queued there waits.
+    sims.slurm.submit(
+        {"partition": "gpu", "tasks": 2, "min_nodes": 2, "exclusive": True}, external=True
+    )
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    proc = await start_slurmbridge(
+        sims.overrides(),
+        nats.url,
+        workdir,
+        args.poll_interval,
+        profile=args.profile,
+        metrics_port=port,
+    )
     bound: dict[str, float] = {}
     labelled: set[str] = set()
 
@@ -131,6 +176,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             raise TimeoutError("slurmbridge did not place the warm-up pod within 120 s")
         empty = [await _probe(sims, f"e{i}", bound, args.probe_timeout) for i in range(args.probes)]
 
+        decides0 = await _decides(url)
         t_fill = time.monotonic()
         names = [
             create_group(sims.kube, "Pod", f"q{i}", 1, annotations={PARTITION: "gpu"})[0]
@@ -148,12 +194,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # Idle means the bridge has done what the queue asked of it (each pod's job, then its
         # PodScheduled=False condition and one Event): no write for --settle seconds.
         settled_s = await _quiet(sims, args.settle, args.timeout)
+        decides1 = await _decides(url)
 
         requests0 = _requests(sims)
         cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
         await asyncio.sleep(args.idle_seconds)
         cpu1, wall1 = cpu_seconds(proc.pid), time.monotonic()
         requests1 = _requests(sims)
+        decides2 = await _decides(url)
 
         full = [await _probe(sims, f"f{i}", bound, args.probe_timeout) for i in range(args.probes)]
     finally:
@@ -165,6 +213,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "queue_settled_s": round(settled_s, 1),
         "idle_seconds": round(wall1 - wall0, 1),
         "cpu_idle_pct_of_core": round(100 * (cpu1 - cpu0) / (wall1 - wall0), 2),
+        "fill_decides_per_pod": _per(decides0, decides1, args.queue),
+        "idle_decides": _per(decides1, decides2, 1),
         "idle_requests": {
             k: n - requests0.get(k, 0.0)
             for k, n in sorted(requests1.items())
@@ -195,6 +245,7 @@ def main() -> None:
     )
     parser.add_argument("--poll-interval", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=1800.0, help="to fill the queue")
+    parser.add_argument("--profile", default="", help="run slurmbridge under cProfile, into FILE")
     args = parser.parse_args()
     emit(asyncio.run(run(args)), args.json)
 

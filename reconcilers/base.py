@@ -11,9 +11,9 @@ clock (time arrives in the view when a rule needs it), no randomness.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -23,6 +23,31 @@ from schemas.subjects import KUBE_SOURCE, slurm_source
 from schemas.tenancy import Tenancy
 
 E = TypeVar("E", bound=Event)
+
+
+def _unordered(_obj: Event) -> tuple[()]:
+    return ()
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Index(Generic[E]):
+    """A declared index of the store: the live objects of ``kind`` grouped by
+    ``value(obj)`` (None: the object is in no group), each group kept in ``order(obj)``
+    order, then by ``(source, key)``. Built on first use and kept up to date as objects join,
+    leave and change (:meth:`Store.by_index`, :meth:`Store.rank`).
+
+    Declare each index once, as a module constant: the store knows an index by identity.
+    ``value`` and ``order`` must be pure functions of the observation (no store reads), and
+    ``order``'s results comparable with ``<`` with each other. For a lookup
+    ``by_label``/``by_field`` cannot express: a value derived from a field (the group a job's
+    marker names), or a place in an order (a pending job's place in its partition's queue),
+    so a reconciler's view reads a handful of objects instead of scanning every one.
+    """
+
+    name: str
+    kind: type[E]
+    value: Callable[[E], Hashable | None]
+    order: Callable[[E], Any] = _unordered
 
 
 class Store(Protocol):
@@ -42,6 +67,17 @@ class Store(Protocol):
 
     def by_field(self, kind: type[E], field: str, value: str) -> Iterable[E]:
         """Live objects of ``kind`` whose string field ``field`` equals ``value`` (indexed)."""
+        ...
+
+    def by_index(self, index: Index[E], value: Hashable, limit: int | None = None) -> Sequence[E]:
+        """Live objects of ``index.kind`` whose ``index.value`` is ``value``, in the index's
+        order (:class:`Index`); with ``limit``, only the first ``limit`` of them (the others
+        are not read)."""
+        ...
+
+    def rank(self, index: Index[E], value: Hashable, order: Any) -> int:
+        """How many live objects of ``by_index(index, value)`` order strictly before
+        ``order`` (an ``index.order`` result): O(log n), the objects are not read."""
         ...
 
 

@@ -74,6 +74,7 @@ from reconcilers._steps import Plan, Step, Stop, run
 from reconcilers.base import (
     Context,
     Decision,
+    Index,
     ReconcilerSpec,
     Store,
     kube_listed,
@@ -208,16 +209,33 @@ def _named_job(
     return job
 
 
+def _marked_group(j: SlurmJob) -> tuple[str, str] | None:
+    """A job's cluster source and the group its marker names (its group in
+    :data:`MARKED_JOBS`), None for anyone else's job."""
+    key = _pods.group_key_of_marker(j.comment)
+    return (j.source, key) if key is not None else None
+
+
+#: Every job of ours by ``(source, group key)`` its marker names, whichever incarnation of the
+#: group's root it marks: :func:`_marked_job` reads the group's few jobs, not every job.
+MARKED_JOBS = Index("jobs by the group their marker names", SlurmJob, _marked_group)
+
+
 def _marked_job(store: Store, group: _pods.Group, source: str) -> SlurmJob | None:
-    """The first live job of ``source`` whose marker names ``group``, else None."""
-    return next(
-        (
-            j
-            for j in store.values(SlurmJob, source)
-            if _pods.group_key_of_marker(j.comment) == group.key and j.base_state not in ENDED
-        ),
-        None,
-    )
+    """The first live job of ``source`` whose marker names ``group`` (in the store's order of
+    ``values``), else None.
+
+    Read from :data:`MARKED_JOBS`: this runs for every group no pod names a job for, and a
+    pass over every job made filling a queue of n pods cost O(n²) (issue 30, item 4). Only
+    when the group has two live jobs (a duplicate, rule 6) is "first" settled by that pass.
+    """
+    live = [
+        j for j in store.by_index(MARKED_JOBS, (source, group.key)) if j.base_state not in ENDED
+    ]
+    if len(live) <= 1:
+        return live[0] if live else None
+    keys = {j.key for j in live}
+    return next(j for j in store.values(SlurmJob, source) if j.key in keys)
 
 
 def _duplicates_of(

@@ -18,6 +18,11 @@ exactly one of them is active for each.
   ``0.7·ttl`` (whole seconds, at least 1), the holder renews every third of that, a standby
   tries to acquire every ``0.1·ttl``; a dead holder is replaced within
   ``0.7·ttl + 0.1·ttl`` plus the server's expiry granularity.
+* **Lost**: a renewal refused says why in ``Lease.lost_reason`` and the log: ``expired``
+  when it was sent after our last write's TTL had run out (the holder's event loop was
+  blocked, or NATS out of reach, for that long: the message was gone, nobody took it), else
+  ``taken over``. A lease that expires this way under a long synchronous burst is a bug of the
+  burst (issue 30, item 4: a resync of 10,000 queued groups), not of the other replicas.
 """
 
 from __future__ import annotations
@@ -81,6 +86,9 @@ class Lease:
         self.renew_s = self.msg_ttl / 3
         self.revision = 0
         self._valid_until = 0.0
+        self._written_at = 0.0  # monotonic send time of our last successful write
+        #: Why the last renewal was refused: ``expired`` or ``taken over`` ("" before any).
+        self.lost_reason = ""
         self.acquisitions = 0
         self.acquired_at = 0.0  # monotonic time of the last acquisition
         self._abandoned = False
@@ -126,6 +134,18 @@ class Lease:
             )
         except nats.js.errors.APIError as exc:
             if exc.err_code in _WRONG_LAST_SEQUENCE:
+                late = started - self._written_at
+                if late >= self.msg_ttl:
+                    self.lost_reason = "expired"
+                    log.warning(
+                        "lease %s expired: renewed %.1f s after our last write, past its %d s"
+                        " TTL (the event loop was blocked, or NATS out of reach, that long)",
+                        self.name,
+                        late,
+                        self.msg_ttl,
+                    )
+                else:
+                    self.lost_reason = "taken over"
                 self._lost()
                 return False
             raise
@@ -151,6 +171,7 @@ class Lease:
 
     def _took(self, rev: int, started: float) -> None:
         self.revision = rev
+        self._written_at = started
         # Counted from when the write was sent: the server may have stamped it earlier than
         # we saw the answer, never later.
         self._valid_until = started + self.msg_ttl - self.retry_s
@@ -212,7 +233,7 @@ class Lease:
                 return
             try:
                 if not await self.renew():
-                    log.warning("lease %s taken over; stopping", self.name)
+                    log.warning("lease %s %s; stopping", self.name, self.lost_reason)
                     return
             except (nats.errors.Error, TimeoutError) as exc:
                 if self.token() is None:

@@ -27,22 +27,31 @@ observation (source ``k8s``) whose ``resourceVersion`` is lower than the one hel
 store's revisions, decimal integers that only grow across all objects (apiserver
 ``storage/etcd3``; Kubernetes 1.35 documents comparing them, KEP-5504). Versions that are not
 decimal are never compared.
+
+Declared indexes (issue 30, item 4): :meth:`Projection.by_index` and :meth:`Projection.rank`
+answer for a :class:`reconcilers.base.Index` — a value derived from an object (the group a
+job's marker names) and an order within each value (a pending job's place in its partition's
+queue, slurmctld's order) — from one sorted list per value, kept sorted as objects join, leave
+and change (``bisect``: O(log n) comparisons and one memmove per change), so a view asking
+"how many jobs are ahead of this one" costs O(log n), not a pass over the partition.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import heapq
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
 from nats.js import api
 
+from reconcilers.base import Index
 from schemas import events, streams, subjects
 from schemas.events import Event
 from slurmbridge.observability import metrics
@@ -59,6 +68,9 @@ Ref = tuple[str, str]
 
 Members = Ref | set[Ref]
 """The objects an index holds for one value: one ref, or a set of two or more."""
+
+Ranked = list[tuple[Any, str, str]]
+"""A declared index's members for one value: ``(order, source, key)``, sorted."""
 
 
 @dataclass(slots=True)
@@ -88,6 +100,8 @@ class Projection:
         #: (kind, label, value) → its members in order, until one joins or leaves: a lookup
         #: into a big, unchanging set (10,000 jobs queued in one partition) sorts it once.
         self._sorted: dict[tuple[str, str, str], list[Ref]] = {}
+        #: Declared indexes (reconcilers.base.Index) in use, by kind tag: value → members.
+        self._declared: dict[str, dict[Index[Any], dict[Hashable, Ranked]]] = {}
         self._canon = Canonicalizer()
         self.applied_seq = 0
         self.malformed = 0
@@ -158,6 +172,60 @@ class Projection:
                 out.append(found.event)  # type: ignore[arg-type]
         return out
 
+    def by_index(self, index: Index[E], value: Hashable, limit: int | None = None) -> list[E]:
+        """Live objects in ``index`` under ``value``, in the index's order (built on first
+        use, kept up to date); with ``limit``, the first ``limit`` only."""
+        objs = self._objs.get(_tag(index.kind), {})
+        members = self._ranked(index).get(value, [])
+        out: list[E] = []
+        for _, src, key in members if limit is None else members[:limit]:
+            out.append(objs[src][key].event)  # type: ignore[arg-type]
+        return out
+
+    def rank(self, index: Index[E], value: Hashable, order: Any) -> int:
+        """How many live objects in ``index`` under ``value`` order strictly before
+        ``order``: a bisection, O(log n)."""
+        members = self._ranked(index).get(value)
+        # (order,) sorts before every (order, source, key): the members strictly before it.
+        return bisect.bisect_left(members, (order,)) if members else 0
+
+    def _ranked(self, index: Index[Any]) -> dict[Hashable, Ranked]:
+        tag = _tag(index.kind)
+        declared = self._declared.setdefault(tag, {})
+        ranked = declared.get(index)
+        if ranked is None:
+            ranked = {}
+            for src, objs in self._objs.get(tag, {}).items():
+                for key, entry in objs.items():
+                    value = index.value(entry.event)
+                    if value is not None:
+                        ranked.setdefault(value, []).append((index.order(entry.event), src, key))
+            for members in ranked.values():
+                members.sort()
+            declared[index] = ranked
+        return ranked
+
+    def _rerank(self, tag: str, src: str, key: str, old: Entry | None, new: Entry | None) -> None:
+        """Move the object within every declared index of its kind (None: absent)."""
+        for index, ranked in self._declared.get(tag, {}).items():
+            before = after = None
+            if old is not None and (value := index.value(old.event)) is not None:
+                before = (value, (index.order(old.event), src, key))
+            if new is not None and (value := index.value(new.event)) is not None:
+                after = (value, (index.order(new.event), src, key))
+            if before == after:
+                continue
+            if before is not None:
+                members = ranked.get(before[0])
+                if members:
+                    at = bisect.bisect_left(members, before[1])
+                    if at < len(members) and members[at] == before[1]:
+                        del members[at]
+                    if not members:
+                        del ranked[before[0]]
+            if after is not None:
+                bisect.insort(ranked.setdefault(after[0], []), after[1])
+
     # --- runtime API ---------------------------------------------------------------------
     def entry(self, kind: str, source: str, key: str) -> Entry | None:
         """The live entry (with its sequence) of one object."""
@@ -211,6 +279,8 @@ class Projection:
                 self._tomb_seq.pop((tag, event.source, event.key), None)
         if self._label_index:
             self._reindex(tag, event.source, event.key, old, objs.get(event.key))
+        if tag in self._declared:
+            self._rerank(tag, event.source, event.key, old, objs.get(event.key))
         for fn in self._listeners:
             fn(event, seq)
         self._advance(seq)

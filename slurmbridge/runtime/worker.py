@@ -149,6 +149,11 @@ class Worker:
     #: Seconds an action record that the stream did not store is sent again (leader elections
     #: of a replicated stream take a few seconds); the trigger is kept in progress meanwhile.
     RECORD_RETRY_S = 30.0
+    #: Seconds a worker decides without letting the event loop run: a decide that performs
+    #: nothing never suspends, so a start-up resync of 10,000 queued groups ran as one
+    #: synchronous block of seconds, and the leases (renewed on this loop) expired under it —
+    #: every component restarted, resynced, and blocked again (issue 30, item 4).
+    BREATHE_S = 0.02
 
     def __init__(
         self,
@@ -226,6 +231,7 @@ class Worker:
         self._stopping = False
         self._puller: PullConsumer | None = None
         self._running: dict[str, tuple[float, list[_Tracker]]] = {}
+        self._breathed = time.perf_counter()
         # Metric children looked up once: labels() costs more than the update itself.
         self._m_consumed: dict[str, Any] = {}
         self._m_ok = metrics.RECONCILE_SECONDS.labels(spec.name, "ok")
@@ -410,6 +416,14 @@ class Worker:
                 self._decided[key] = (seen, decision)
                 for t in trackers:
                     q.add(key, t)
+            await self._breathe()
+
+    async def _breathe(self) -> None:
+        """Let the event loop run (lease renewals, watch acknowledgements, other workers)
+        once this worker has decided for :attr:`BREATHE_S` without a pause."""
+        if time.perf_counter() - self._breathed >= self.BREATHE_S:
+            await asyncio.sleep(0)
+            self._breathed = time.perf_counter()
 
     def _decide(self, key: str, now: float | None = None) -> Decision | GiveUp:
         self.reconciles += 1
@@ -449,6 +463,7 @@ class Worker:
                 q.inflight.discard(key)
                 if key in q.pending:
                     q.ready.put_nowait(key)
+            await self._breathe()
 
     async def _keepalive_loop(self) -> None:
         """Long reconciles tell JetStream they are in progress, so it does not redeliver."""

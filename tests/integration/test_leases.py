@@ -117,3 +117,27 @@ def test_partitions_are_stable_and_spread() -> None:
     assert partition_of("node-a", 3) == 2  # CRC-32: the same in every process and version
     assert reconciler_lease("placement", 0, 1) == "reconciler.placement"
     assert reconciler_lease("placement", 2, 3) == "reconciler.placement.2-of-3"
+
+
+async def test_a_renewal_after_the_ttl_ran_out_says_the_lease_expired(nc: Client) -> None:
+    """Issue 30, item 4: a holder whose event loop was blocked past its write's TTL finds the
+    key gone at its next renewal — expired, not taken over by anyone (the log said "taken
+    over" for every lease at once, and sent the reader looking for another replica)."""
+    a, b = await lease(nc, "a"), await lease(nc, "b")
+    assert await a.try_acquire()
+    assert await a.renew()
+    # a renews no more (as if its loop were blocked) until the server has dropped the key.
+    async with asyncio.timeout(5 * TTL):
+        while True:
+            try:
+                await a.kv.get("reconciler.x")
+            except nats.js.errors.KeyNotFoundError:
+                break
+            await asyncio.sleep(0.1)
+    assert not await a.renew()
+    assert a.lost_reason == "expired" and a.token() is None
+    # Someone else's write in between is a take-over.
+    assert await a.try_acquire()
+    await b.kv.put("reconciler.x", b"b")
+    assert not await a.renew()
+    assert a.lost_reason == "taken over"
