@@ -496,22 +496,27 @@ class SlurmPoller:
                 self.client.list_partitions(update_time=self._part_update),
                 self._read_jobs(now),
             )
+            # Nodes and partitions are stamped with the arrival of their answers: whatever a
+            # listing shows happened before then, so an effect (a drain) sorts before the
+            # observation that reports it (slurmbridge explain). Jobs keep the poll's start,
+            # which the hot loop's newer copies are compared with (_stale).
+            received = time.time_ns()
             ping_ev = ping_to_event(
                 ping, cluster=self.cluster, producer=self.producer, observed_at=now
             )
             c, who = self.cluster, self.producer
             if nodes is not None:
                 found, seen = self._translate(
-                    "SlurmNode", nodes.nodes, node_to_event, lambda n: n.name, now
+                    "SlurmNode", nodes.nodes, node_to_event, lambda n: n.name, received
                 )
-                batch += self._diff("SlurmNode", found, seen, now)
+                batch += self._diff("SlurmNode", found, seen, received)
                 node_mark = nodes.last_update or None
             if parts is not None:
                 found = [
-                    partition_to_event(p, cluster=c, producer=who, observed_at=now)
+                    partition_to_event(p, cluster=c, producer=who, observed_at=received)
                     for p in parts.partitions
                 ]
-                batch += self._diff("SlurmPartition", found, {ev.key for ev in found}, now)
+                batch += self._diff("SlurmPartition", found, {ev.key for ev in found}, received)
                 part_mark = parts.last_update or None
             job_events, job_mark, jobs_listed = jobs_read
             batch += job_events

@@ -207,7 +207,9 @@ async def explain(bus: Bus, kind: str, key: str) -> list[Line]:
                 text += f"\n{'':>34}saw: obs#{obs_seq}: {_source(ev)} {_summary(ev)}"
         if r.cause_seq:
             text += f"\n{'':>34}after: obs#{causes[r.cause_seq].removeprefix('seq ')}"
-        lines.append(Line(r.at, f"act#{seq}", text))
+        # An effect sits where it began: its outcome record is stored once it finished,
+        # and an observation showing its result may have been read in between.
+        lines.append(Line(r.at - int(r.duration_s * 1e9), f"act#{seq}", text))
     lines.sort(key=lambda line: line.at)
     return lines
 
