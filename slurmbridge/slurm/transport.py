@@ -3,8 +3,9 @@ aiohttp's connection pool for reads.
 
 Why: the Slurm client speaks httpx (its requests, responses and errors, and the tests'
 ``httpx.MockTransport``), but httpx's own transport (httpcore over anyio and h11) cost about
-1.1 ms of CPU per request more than aiohttp on this machine (2.8 against 1.7 ms for a
-``GET job/{id}`` through the whole client, ``bench/slurm_client.py``), and at 50 pods/s the
+0.5–0.8 ms of CPU per request more than aiohttp on this machine (1.50–2.03 against
+0.96–1.27 ms for a ``GET job/{id}`` through the whole client, ``bench/slurm_client.py``),
+and at 50 pods/s the
 Slurm requests were a third of the bridge's CPU (py-spy, ``bench/workload.py``). aiohttp is
 already the Kubernetes client's transport (kubernetes-asyncio), so no new dependency.
 

@@ -20,27 +20,20 @@ import pytest
 
 from slurmbridge.devtools.realslurm_modern import ModernSlurm
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
+from tests.real_slurm.test_modern_hetjob import desc
 
 VERSIONS = {"24.11": "v0.0.42", "26.05": "v0.0.45"}
 
 
 def _desc(name: str, nodes: int) -> dict[str, Any]:
-    """A placeholder batch job (whole nodes; ``EXTERNAL_JOB`` is v0.0.43+, 24.11 serves up to
-    v0.0.42)."""
+    """The het test's placeholder as a batch job: ``EXTERNAL_JOB`` is v0.0.43+, and 24.11
+    serves up to v0.0.42."""
+    job = {k: v for k, v in desc(name, nodes).items() if k != "flags"}
     return {
-        "name": name,
-        "cpus_per_task": 1,
-        "tasks": nodes,
-        "minimum_nodes": nodes,
-        "maximum_nodes": nodes,
-        "current_working_directory": "/tmp",
-        "environment": ["PATH=/bin:/usr/bin"],
-        "partition": "batch",
+        **job,
         "script": "#!/bin/sh\nexec sleep infinity\n",
         "standard_output": "/dev/null",
         "standard_error": "/dev/null",
-        "shared": ["none"],
-        "comment": f"slurmbridge:test:{name}",
     }
 
 
