@@ -224,6 +224,8 @@ class Worker:
         #: Encoded actions an effector answered ``unsupported``: never sent again.
         self._unsupported: set[bytes] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        #: Consecutive failed reconciles of a key that no message asked for (back-off step).
+        self._unasked_failures: dict[str, int] = {}
         self.caught_up = False
         self.reconciles = 0
         self.settled = 0  # messages acked, naked or termed (benchmarks and tests read it)
@@ -454,6 +456,7 @@ class Worker:
                 self._running.pop(key, None)
                 for t in trackers:
                     await self._complete(t, result)
+                self._retry_unasked(key, result, asked=bool(trackers))
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -863,6 +866,24 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - the effect happened; losing its record is logged
             log.warning("%s: could not publish action record for %s: %s", self.spec.name, key, exc)
 
+    def _retry_unasked(self, key: str, result: Result, *, asked: bool) -> None:
+        """Retry a reconcile that no message asked for (the start-up resync, a requeue
+        timer, a key the gate let go): there is nothing to nak, so a ``RetryLater`` becomes
+        a timer of its own, with the project's back-off per consecutive failure of the key.
+
+        Without it the retry was lost until the key's next observation, which for a finished
+        group never comes (the chaos test: a job left RUNNING after its pods succeeded,
+        because the cancel was tried from a timer while slurmrestd failed).
+        """
+        if not isinstance(result, RetryLater):
+            self._unasked_failures.pop(key, None)
+            return
+        if asked:  # the message's nak (or its dead letter) settles it
+            return
+        n = self._unasked_failures.get(key, 0) + 1
+        self._unasked_failures[key] = n
+        self._requeue(key, max(result.delay, backoff(n)))
+
     def _requeue(self, key: str, delay: float) -> None:
         old = self._timers.pop(key, None)
         if old is not None:
@@ -930,6 +951,13 @@ class Worker:
     def idle(self) -> bool:
         """True when no key is queued or being reconciled."""
         return not self._queue.pending and not self._queue.inflight and not self._events
+
+    def waiting(self) -> dict[str, str]:
+        """The keys decided again later, not by a message: key → why (held by the gate,
+        or a re-check or retry on a timer)."""
+        out = dict.fromkeys(self._timers, "timer")
+        out.update({key: f"held: {why}" for key, why in self._parked.items()})
+        return out
 
 
 def _nats_error(exc: BaseException) -> str:

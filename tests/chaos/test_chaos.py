@@ -306,6 +306,15 @@ async def test_chaos_keeps_every_invariant() -> None:
             state = {
                 "workers": {n: (w.caught_up, w.idle) for n, w in app.workers.items()},
                 "leases": {n: lease.held for n, lease in app.leases.items()},
+                "waiting": {
+                    n: {k: why for k, why in w.waiting().items() if "/Job:g" in k}
+                    for n, w in app.workers.items()
+                },
+                "records": [
+                    (r.reconciler, r.key, type(r.action).__name__, r.outcome, r.error)
+                    for r in await stack.action_records()
+                    if any(r.key.endswith(f"/Job:{g}") for g in open_groups)
+                ][-12:],
                 "placement": {
                     g: placement.decide(
                         placement.view(app.projection, f"{NS}/Job:{g}", app.ctx)

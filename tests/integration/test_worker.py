@@ -213,6 +213,35 @@ async def test_exhausted_retries_go_to_dead_letter(nats_server: NatsServer) -> N
         await h.stop()
 
 
+async def test_a_reconcile_no_message_asked_for_is_retried_when_its_effect_fails(
+    nats_server: NatsServer,
+) -> None:
+    # A reconcile of the start-up resync (or of a requeue timer, or of a key the gate let
+    # go) has no message to nak. Its retry used to be lost: the chaos test found a group's
+    # job left RUNNING for good after its pods had all succeeded, because the cancel was
+    # tried on a timer while slurmrestd failed, and nothing more happened to the group.
+    h1 = Harness(nats_server)
+    await h1.start(WorkerSettings(max_deliver=2))
+    try:
+        h1.world.fail_times = 1000
+        await h1.publish(sn("n9"), kn("n9", unschedulable=True))
+        async with asyncio.timeout(15):
+            while not await h1.records(streams.DLQ_STREAM, "bridge.dlq.>"):
+                pass
+    finally:
+        await h1.stop()
+    # The trigger is dead-lettered: the drain it wanted is left only to the resync.
+    h2 = Harness(nats_server)
+    h2.world.fail_times = 2
+    await h2.start(WorkerSettings(max_deliver=2))
+    try:
+        await until(lambda: len(h2.world.drains()) == 1)
+        assert isinstance(h2.world.drains()[0], DrainSlurmNode)
+        assert h2.world.fail_times == 0
+    finally:
+        await h2.stop()
+
+
 async def test_triggers_for_one_key_coalesce(h: Harness) -> None:
     evs: list[Event] = [sn("n5")]
     evs += [kn("n5", unschedulable=bool(i % 2)) for i in range(50)]
