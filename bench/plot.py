@@ -24,7 +24,8 @@ the cordon → DRAIN latency percentiles against load.
   ``bound_pods_per_s`` and the load average before and after it (the machine may be
   shared). Figures in ``docs/img/workload_curve.json``, plot ``docs/img/workload_curve.png``.
 
-``--from-json`` re-plots the saved figures without measuring.
+``--from-json`` re-plots the saved figures without measuring; ``--series after`` measures
+only this tree and keeps the saved before series.
 
     python bench/plot.py [--only poll,latency,areas,curve] [--sizes 1000,2500,5000,10000]
         [--loads 0,250,500,1000,2000] [--trials 200] [--rates 10,25,50,100,200,300]
@@ -188,12 +189,14 @@ def measure_curve(
     result: dict[str, object] = {
         "command": "python bench/workload.py --json --arrival R --pods P --nodes N "
         "--cleanup-pods 5 [--baseline direct]",
-        "before_commit": before,
-        "after_commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip(),
         "max_pods": max_pods,
     }
+    if "before" in series:
+        result["before_commit"] = before
+    if "after" in series:
+        result["after_commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
     for name in series:
         points = []
         tree = ROOT
@@ -336,7 +339,10 @@ def main() -> None:
         if args.from_json:
             curve = json.loads(saved.read_text())
         else:
-            curve = measure_curve(
+            # A series not measured now keeps its saved points (``--series after`` re-runs
+            # this tree against the saved before).
+            kept = json.loads(saved.read_text()) if saved.exists() else {}
+            curve = kept | measure_curve(
                 [int(r) for r in args.rates.split(",")],
                 args.max_pods,
                 args.before,

@@ -5,6 +5,8 @@ partition once a job there waits for resources: job_scheduler.c, ``failed_parts`
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
@@ -48,3 +50,48 @@ def test_the_reasons_are_slurmctlds() -> None:
     # A job of another shape behind them is still tried: one CPU fits beside the holder.
     small = sim.submit({"partition": "gpu", "tasks": 1, "min_nodes": 1}, external=False)
     assert sim.jobs_by_id[small].state == "RUNNING"
+
+
+class _CountingJobs(dict[int, object]):
+    """The simulator's jobs, counting the scans over them."""
+
+    scans = 0
+
+    def values(self):  # type: ignore[no-untyped-def,override]
+        type(self).scans += 1
+        return super().values()
+
+
+def test_a_look_behind_a_long_queue_scans_the_jobs_only_when_a_purge_can_be_due() -> None:
+    sim = queued_sim(300)
+    sim.minute_s = 0.2  # a one-minute limit runs out in 0.2 s
+    limited = sim.submit({"partition": "batch", "tasks": 1, "time_limit": 1}, external=False)
+    assert sim.jobs_by_id[limited].state == "RUNNING"
+    sim.jobs_by_id = _CountingJobs(sim.jobs_by_id)  # type: ignore[assignment]
+    _CountingJobs.scans = 0
+    sim._purge()
+    scans = _CountingJobs.scans
+    for _ in range(50):  # the hot loop's looks: nothing changed, nothing due
+        sim._purge()
+    assert _CountingJobs.scans == scans
+    # Still exact: the limit ends the job at the first look after it runs out, and an ended
+    # job vanishes at the first look after MinJobAge.
+    deadline = time.monotonic() + 5
+    while sim.jobs_by_id[limited].state == "RUNNING" and time.monotonic() < deadline:
+        sim._purge()
+        time.sleep(0.01)
+    assert sim.jobs_by_id[limited].state == "TIMEOUT"
+    sim.min_job_age = 0.05
+    sim._purge()
+    deadline = time.monotonic() + 5
+    while limited in sim.jobs_by_id and time.monotonic() < deadline:
+        sim._purge()
+        time.sleep(0.01)
+    assert limited not in sim.jobs_by_id
+    # A write the purge depends on (an update of the time limit) is seen at once.
+    other = sim.submit({"partition": "batch", "tasks": 1}, external=False)
+    sim._purge()
+    sim.jobs_by_id[other].time_limit = 1
+    sim.jobs_by_id[other].start_mono -= 1.0
+    sim._purge()
+    assert sim.jobs_by_id[other].state == "TIMEOUT"

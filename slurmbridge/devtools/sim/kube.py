@@ -2016,6 +2016,11 @@ class _Store:
         #: rebuilt only after a create or delete: a paged list of N objects then costs a
         #: bisection per page rather than a sort of all N per page (O(N²) over a whole list).
         self._index: dict[str, tuple[builtins.list[str], builtins.list[tuple[str, str]]]] = {}
+        #: Pods by ``spec.nodeName`` (``""``: unbound), as kube-apiserver's watch cache
+        #: indexes them (pkg/registry/core/pod/strategy.go ``NodeNameIndexFunc``, registered
+        #: by the pod storage's ``Indexers``): a kubelet's list of its node's pods reads
+        #: those, not every pod of the cluster.
+        self._pods_by_node: dict[str, set[tuple[str, str]]] = {}
         self.rv = initial_rv
         self.floor = initial_rv
         self.history: deque[Change] = deque()
@@ -2083,11 +2088,48 @@ class _Store:
             self._index[spec.name] = index
         return index
 
-    def _key_range(self, spec: ResourceSpec, namespace: str | None, start: str) -> tuple[int, int]:
-        """Positions ``[lo, hi)`` in :meth:`key_index` of the keys at or after ``start`` that lie
-        in ``namespace`` (every key when it is ``None`` or the kind is cluster-scoped): one
-        namespace's keys are contiguous, between ``ns + "/"`` and ``ns + "0"``."""
-        keys = self.key_index(spec)[0]
+    def _node_index(
+        self, spec: ResourceSpec, fields: FieldSelector
+    ) -> tuple[builtins.list[str], builtins.list[tuple[str, str]]] | None:
+        """The storage keys and object keys of the pods a ``spec.nodeName=X`` selector can
+        match, sorted as :meth:`key_index` (None: the selector has no such term)."""
+        if spec.name != "pods":
+            return None
+        for label, equal, value in fields:
+            if label == "spec.nodeName" and equal:
+                pairs = sorted(
+                    (f"{ns}/{name}", (ns, name)) for ns, name in self._pods_by_node.get(value, ())
+                )
+                return [key for key, _ in pairs], [ref for _, ref in pairs]
+        return None
+
+    def _index_pod(self, new: Obj | None, old: Obj | None, key: tuple[str, str]) -> None:
+        was = ((old or {}).get("spec") or {}).get("nodeName") or "" if old is not None else None
+        now = ((new or {}).get("spec") or {}).get("nodeName") or "" if new is not None else None
+        if was == now:
+            return
+        if was is not None:
+            bucket = self._pods_by_node.get(was)
+            if bucket is not None:
+                bucket.discard(key)
+                if not bucket:
+                    del self._pods_by_node[was]
+        if now is not None:
+            self._pods_by_node.setdefault(now, set()).add(key)
+
+    def _key_range(
+        self,
+        spec: ResourceSpec,
+        namespace: str | None,
+        start: str,
+        keys: builtins.list[str] | None = None,
+    ) -> tuple[int, int]:
+        """Positions ``[lo, hi)`` in ``keys`` (:meth:`key_index`'s by default) of the keys at
+        or after ``start`` that lie in ``namespace`` (every key when it is ``None`` or the kind
+        is cluster-scoped): one namespace's keys are contiguous, between ``ns + "/"`` and
+        ``ns + "0"``."""
+        if keys is None:
+            keys = self.key_index(spec)[0]
         if namespace is None or not spec.namespaced:
             return bisect.bisect_left(keys, start), len(keys)
         lo = bisect.bisect_left(keys, max(start, namespace + "/"))
@@ -2131,8 +2173,8 @@ class _Store:
                 )
             if token_rv != -1:
                 list_rv = token_rv
-        keys, refs = self.key_index(spec)
-        lo, hi = self._key_range(spec, namespace, start)
+        keys, refs = self._node_index(spec, fields) or self.key_index(spec)
+        lo, hi = self._key_range(spec, namespace, start, keys)
         objects = self.objects[spec.name]
         selective = bool(labels or fields)
         want = limit + 1 if limit > 0 else hi - lo
@@ -2169,12 +2211,18 @@ class _Store:
         key = (str(meta.get("namespace", "")), str(meta["name"]))
         bucket = self.objects[spec.name]
         if event_type == "DELETED":
-            if bucket.pop(key, None) is not None:
-                self._index.pop(spec.name, None)
+            stored = bucket.pop(key, None)
+            if stored is not None:
+                self._unindex(spec, key)
+                if spec.name == "pods":
+                    self._index_pod(None, stored, key)
         else:
-            if key not in bucket:
-                self._index.pop(spec.name, None)
+            stored = bucket.get(key)
+            if stored is None:
+                self._reindex(spec, key)
             bucket[key] = new
+            if spec.name == "pods":
+                self._index_pod(new, stored, key)
         self._record(Change(event_type, spec, new, old, self.rv, verb))
         if spec.name == "nodes" and event_type != "DELETED":
             self._node_ready_taint(spec, key)
@@ -2183,6 +2231,34 @@ class _Store:
                 if stored is not None:
                     self._node_lifecycle(spec, stored)
         return new
+
+    def _storage_key(self, spec: ResourceSpec, key: tuple[str, str]) -> str:
+        return f"{key[0]}/{key[1]}" if spec.namespaced else key[1]
+
+    def _reindex(self, spec: ResourceSpec, key: tuple[str, str]) -> None:
+        """A new object's place in :meth:`key_index`, if built: one insertion, not a sort of
+        every key at the next list (a pod created behind 10,000 others)."""
+        index = self._index.get(spec.name)
+        if index is None:
+            return
+        keys, refs = index
+        skey = self._storage_key(spec, key)
+        at = bisect.bisect_left(keys, skey)
+        keys.insert(at, skey)
+        refs.insert(at, key)
+
+    def _unindex(self, spec: ResourceSpec, key: tuple[str, str]) -> None:
+        index = self._index.get(spec.name)
+        if index is None:
+            return
+        keys, refs = index
+        skey = self._storage_key(spec, key)
+        at = bisect.bisect_left(keys, skey)
+        if at < len(keys) and keys[at] == skey:
+            del keys[at]
+            del refs[at]
+        else:  # not where it should be: build it anew at the next read
+            self._index.pop(spec.name, None)
 
     def _record(self, change: Change) -> None:
         self.resource_rv[change.resource.name] = change.resource_version
