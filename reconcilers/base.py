@@ -75,6 +75,10 @@ class Store(Protocol):
         are not read)."""
         ...
 
+    def index_values(self, index: Index[E]) -> Iterable[Hashable]:
+        """The values of ``index`` that at least one live object has (each once)."""
+        ...
+
     def rank(self, index: Index[E], value: Hashable, order: Any) -> int:
         """How many live objects of ``by_index(index, value)`` order strictly before
         ``order`` (an ``index.order`` result): O(log n), the objects are not read."""

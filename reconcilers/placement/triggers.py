@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconcilers import _dra, _feasible, _nodes, _pods
-from reconcilers.base import ChangedKeysOf, Context, KeysOf, Store
+from reconcilers.base import ChangedKeysOf, Context, Index, KeysOf, Store
 from reconcilers.placement._common import live
 from reconcilers.placement._view import PENDING_QUEUE
 from schemas import events, wellknown
@@ -201,17 +201,33 @@ def pending_groups(store: Store, ctx: Context, near: str = "") -> list[str]:
         if not parts:
             return []
     keys = set()
-    # The partition is checked before the marker is parsed: a node outside the queue's
-    # partition (a pod of ours binding in a free partition) then costs a pass of attribute
-    # checks, not 10,000 marker parses (16 → 4 ms per usage change behind 10,000 jobs).
-    for j in store.values(events.SlurmJob, source):
-        if j.base_state != "PENDING":
+    # The pending jobs are read a partition at a time (PENDING_BY_PARTITION): a node outside
+    # the queue's partition (a pod of ours binding in a free partition) reads none of the
+    # queue's jobs — a pass over them cost 4 ms per usage change behind 10,000 jobs.
+    for value in store.index_values(PENDING_BY_PARTITION):
+        assert isinstance(value, tuple)
+        src: str = value[0]
+        partition: str = value[1]
+        if src != source:
             continue
-        if parts is not None and j.partition and parts.isdisjoint(j.partition.split(",")):
+        if parts is not None and partition and parts.isdisjoint(partition.split(",")):
             continue
-        if key := _pods.group_key_of_marker(j.comment):
-            keys.add(key)
+        for j in store.by_index(PENDING_BY_PARTITION, value):
+            if key := _pods.group_key_of_marker(j.comment):
+                keys.add(key)
     return sorted(keys)
+
+
+def _pending_by_partition(j: events.SlurmJob) -> tuple[str, str] | None:
+    return (j.source, j.partition) if j.base_state == "PENDING" else None
+
+
+#: The PENDING jobs by cluster source and partition as Slurm lists it (``""`` and
+#: ``"a,b"`` included, unlike :data:`PENDING_QUEUE`): :func:`pending_groups` reads only the
+#: partitions a node is in.
+PENDING_BY_PARTITION = Index(
+    "pending jobs by partition list", events.SlurmJob, _pending_by_partition
+)
 
 
 def waiting_groups(store: Store, ctx: Context) -> list[str]:

@@ -182,6 +182,11 @@ class Projection:
             out.append(objs[src][key].event)  # type: ignore[arg-type]
         return out
 
+    def index_values(self, index: Index[E]) -> list[Hashable]:
+        """The values of ``index`` with at least one live member (a value whose last member
+        left is dropped)."""
+        return list(self._ranked(index))
+
     def rank(self, index: Index[E], value: Hashable, order: Any) -> int:
         """How many live objects in ``index`` under ``value`` order strictly before
         ``order``: a bisection, O(log n)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 import pytest
@@ -258,6 +259,66 @@ def test_a_change_on_a_node_outside_the_queues_partition_parses_no_marker_of_the
 
     monkeypatch.setattr(_pods, "group_key_of_marker", counting)
     ctx = Context(scheduler_name="sched", cluster="c1")
+    read: list[SlurmJob] = []
+    by_index = store.by_index
+
+    def reading(index: Index[SlurmJob], value: object, limit: int | None = None) -> list[SlurmJob]:
+        found = by_index(index, value, limit)  # type: ignore[arg-type]
+        read.extend(found)
+        return found
+
+    monkeypatch.setattr(store, "by_index", reading)
+    values = store.values
+
+    def no_job_pass(kind: type[Any], source: str | None = None) -> Any:
+        assert kind is not SlurmJob, "a pass over every job"
+        return values(kind, source)
+
+    monkeypatch.setattr(store, "values", no_job_pass)
     assert triggers.pending_groups(store, ctx, near="n3") == []
     assert parsed == []
+    assert read == []  # not one job of the queue read
     assert triggers.pending_groups(store, ctx, near="n1") == sorted(g.key for g in GROUPS)
+
+
+def old_pending_groups(store: Store, source: str, parts: set[str] | None) -> list[str]:
+    """reconcilers/placement/triggers.py's pending_groups pass over every job (before the
+    PENDING_BY_PARTITION index), given the partitions the node is in (None: every job)."""
+    keys = set()
+    for j in store.values(SlurmJob, source):
+        if j.base_state != "PENDING":
+            continue
+        if parts is not None and j.partition and parts.isdisjoint(j.partition.split(",")):
+            continue
+        if key := _pods.group_key_of_marker(j.comment):
+            keys.add(key)
+    return sorted(keys)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pending_groups_near_a_node_answer_as_the_pass_over_every_job_did(seed: int) -> None:
+    from reconcilers.base import Context
+    from reconcilers.placement import triggers
+    from schemas.events import SlurmPartition
+
+    rng = random.Random(seed)
+    ids = rng.choice((8, 30, 150))
+    store = Projection()
+    layout = {"gpu": ("n1", "n3"), "cpu": ("n2", "n3")}
+    seq = 0
+    for c in CLUSTERS:
+        for name, nodes in layout.items():
+            seq += 1
+            store.apply(SlurmPartition(source=f"slurm:{c}", key=name, cluster=c, nodes=nodes), seq)
+    near_parts = {"n1": {"gpu"}, "n2": {"cpu"}, "n3": {"gpu", "cpu"}}
+    for event in changes(rng, 300, ids):
+        seq += 1
+        if isinstance(event, SlurmJob) and rng.random() < 0.2:
+            event = msgspec.structs.replace(event, partition="gpu,cpu")
+        store.apply(event, seq)
+        for c in CLUSTERS:
+            ctx = Context(scheduler_name="sched", cluster=c)
+            for near, parts in near_parts.items():
+                got = triggers.pending_groups(store, ctx, near=near)
+                assert got == old_pending_groups(store, f"slurm:{c}", parts), (near, c)
+            assert triggers.pending_groups(store, ctx, near="n9") == []  # in no partition
