@@ -1280,6 +1280,11 @@ def _field_value(spec: ResourceSpec, obj: Obj, label: str) -> str:
     return str(value)
 
 
+def _node_name(pod: Obj | None) -> str | None:
+    """A pod's ``spec.nodeName`` (``""``: unbound; None: no pod)."""
+    return None if pod is None else str((pod.get("spec") or {}).get("nodeName") or "")
+
+
 def _fields_match(spec: ResourceSpec, selector: FieldSelector, obj: Obj) -> bool:
     return all(
         (_field_value(spec, obj, label) == value) == equal for label, equal, value in selector
@@ -2013,8 +2018,9 @@ class _Store:
         self.by_gvk: dict[tuple[str, str], ResourceSpec] = {}
         self.objects: dict[str, dict[tuple[str, str], Obj]] = {}
         #: Per resource, its storage keys sorted (``namespace/name``) beside the object keys,
-        #: rebuilt only after a create or delete: a paged list of N objects then costs a
-        #: bisection per page rather than a sort of all N per page (O(N²) over a whole list).
+        #: built at the first list and then kept by one insertion or removal per create or
+        #: delete: a paged list of N objects costs a bisection per page rather than a sort of
+        #: all N per page (O(N²) over a whole list), and a create no sort of every key.
         self._index: dict[str, tuple[builtins.list[str], builtins.list[tuple[str, str]]]] = {}
         #: Pods by ``spec.nodeName`` (``""``: unbound), as kube-apiserver's watch cache
         #: indexes them (pkg/registry/core/pod/strategy.go ``NodeNameIndexFunc``, registered
@@ -2079,11 +2085,7 @@ class _Store:
         come after ``a`` although ``"a-b/…" < "a/…"``, and a token at ``a/…`` would skip it.)"""
         index = self._index.get(spec.name)
         if index is None:
-            namespaced = spec.namespaced
-            pairs = sorted(
-                (f"{ns}/{name}" if namespaced else name, (ns, name))
-                for ns, name in self.objects[spec.name]
-            )
+            pairs = sorted((self._storage_key(spec, ref), ref) for ref in self.objects[spec.name])
             index = ([key for key, _ in pairs], [ref for _, ref in pairs])
             self._index[spec.name] = index
         return index
@@ -2098,14 +2100,14 @@ class _Store:
         for label, equal, value in fields:
             if label == "spec.nodeName" and equal:
                 pairs = sorted(
-                    (f"{ns}/{name}", (ns, name)) for ns, name in self._pods_by_node.get(value, ())
+                    (self._storage_key(spec, ref), ref) for ref in self._pods_by_node.get(value, ())
                 )
                 return [key for key, _ in pairs], [ref for _, ref in pairs]
         return None
 
     def _index_pod(self, new: Obj | None, old: Obj | None, key: tuple[str, str]) -> None:
-        was = ((old or {}).get("spec") or {}).get("nodeName") or "" if old is not None else None
-        now = ((new or {}).get("spec") or {}).get("nodeName") or "" if new is not None else None
+        """Move pod ``key`` from ``old``'s node to ``new``'s (None: absent) in the index."""
+        was, now = _node_name(old), _node_name(new)
         if was == now:
             return
         if was is not None:
@@ -2213,13 +2215,13 @@ class _Store:
         if event_type == "DELETED":
             stored = bucket.pop(key, None)
             if stored is not None:
-                self._unindex(spec, key)
+                self._place_key(spec, key, present=False)
                 if spec.name == "pods":
                     self._index_pod(None, stored, key)
         else:
             stored = bucket.get(key)
             if stored is None:
-                self._reindex(spec, key)
+                self._place_key(spec, key, present=True)
             bucket[key] = new
             if spec.name == "pods":
                 self._index_pod(new, stored, key)
@@ -2235,26 +2237,18 @@ class _Store:
     def _storage_key(self, spec: ResourceSpec, key: tuple[str, str]) -> str:
         return f"{key[0]}/{key[1]}" if spec.namespaced else key[1]
 
-    def _reindex(self, spec: ResourceSpec, key: tuple[str, str]) -> None:
-        """A new object's place in :meth:`key_index`, if built: one insertion, not a sort of
-        every key at the next list (a pod created behind 10,000 others)."""
+    def _place_key(self, spec: ResourceSpec, key: tuple[str, str], *, present: bool) -> None:
+        """Insert (``present``) or remove object ``key`` in :meth:`key_index`, if built."""
         index = self._index.get(spec.name)
         if index is None:
             return
         keys, refs = index
         skey = self._storage_key(spec, key)
         at = bisect.bisect_left(keys, skey)
-        keys.insert(at, skey)
-        refs.insert(at, key)
-
-    def _unindex(self, spec: ResourceSpec, key: tuple[str, str]) -> None:
-        index = self._index.get(spec.name)
-        if index is None:
-            return
-        keys, refs = index
-        skey = self._storage_key(spec, key)
-        at = bisect.bisect_left(keys, skey)
-        if at < len(keys) and keys[at] == skey:
+        if present:
+            keys.insert(at, skey)
+            refs.insert(at, key)
+        elif at < len(keys) and keys[at] == skey:
             del keys[at]
             del refs[at]
         else:  # not where it should be: build it anew at the next read

@@ -251,19 +251,16 @@ class SimJob:
             _purge_writes[0] += 1
         object.__setattr__(self, name, value)
         if name in _QUEUE_FIELDS:
+            # slurmctld's job queue order (``sort_job_queue2``): priority descending, then
+            # submit time, then job id — kept as they are written: the scheduling pass sorts
+            # the queue at every submit, and a key computed per job per sort was most of that
+            # pass behind 10,000 queued jobs.
             d = self.__dict__
             if "priority" in d and "submit_time" in d:
                 d["_queue_key"] = (-d["priority"], d["submit_time"], d["job_id"])
 
-    def queue_order(self) -> tuple[int, int, int]:
-        """slurmctld's job queue order (``sort_job_queue2``): priority descending, then
-        submit time, then job id (kept as ``_queue_key`` as those are written: the scheduling
-        pass sorts the queue at every submit, and a key computed per job per sort was most of
-        that pass behind 10,000 queued jobs)."""
-        key: tuple[int, int, int] = self.__dict__["_queue_key"]
-        return key
 
-
+#: A job's place in the queue (``SimJob.__setattr__`` keeps it): the sort key of a pass.
 _QUEUE_KEY = operator.attrgetter("_queue_key")
 
 
