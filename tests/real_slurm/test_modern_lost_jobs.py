@@ -4,16 +4,19 @@ closed at every edge", 3).
 slurmctld is killed (``kill -9``) right after some submits and restarted from a copy of its
 StateSaveLocation taken before them (:meth:`ModernSlurm.save_state`,
 :meth:`ModernSlurm.restart_slurmctld`): the jobs are gone, the nodes IDLE to Slurm, and the
-next submits get the lost ids again. Within 30 s every pending pod has a new job, every
-running pod a RUNNING job of its own group on the node it runs on (none deleted), and the
-job that took a lost id (a user's) is neither adopted nor cancelled.
+next submits get the lost ids again. Once slurmctld answers, every pending pod gets a new job,
+every running pod a RUNNING job of its own group on the node it runs on (none deleted), and
+the job that took a lost id (a user's) is neither adopted nor cancelled.
+
+The wait allows the time slurmctld takes to come back on a loaded machine plus one full
+back-off step of the poller and of each key (``outcomes.backoff``, capped at 30 s); the test
+asserts what happens, not how fast (a 30 s bound failed at 30.06 s on a busy CI run).
 
 Its own cluster (the restart from older state would take other tests' jobs away).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -94,7 +97,6 @@ async def test_pods_get_jobs_of_their_own_after_slurmctld_restarts_from_older_st
     node = node_of(stack, "runner")
     lost = {label(stack, "runner"), label(stack, "waiter")}
     slurm.restart_slurmctld(saved)
-    restarted = time.monotonic()
     # The restarted slurmctld hands the lost ids out again, to whoever submits first: a
     # user's held job here.
     user = int(
@@ -122,9 +124,8 @@ async def test_pods_get_jobs_of_their_own_after_slurmctld_restarts_from_older_st
         )
 
     await stack.wait_for(
-        settled, what="runner re-backed on its node, waiter resubmitted", timeout=30
+        settled, what="runner re-backed on its node, waiter resubmitted", timeout=90
     )
-    assert time.monotonic() - restarted < 30
     assert node_of(stack, "runner") == node  # never deleted, never moved
     assert show(slurm, label(stack, "runner")).get("ReqNodeList") == node
     # Each pod's job is its own; the user's job (a lost id, most likely) is nobody's.
