@@ -350,10 +350,11 @@ def _unusable(store: Store, source: str, live_pods: list[KubePod]) -> set[str]:
     unbound pod, and of the Slurm nodes with no Kubernetes node in a partition they share
     with Kubernetes nodes."""
     world = _world(store, live_pods)
+    shapes = _distinct_shapes(live_pods, world)
     unusable = {
         _nodes.slurm_name_of(n)
         for n in store.values(KubeNode)
-        if n.unschedulable or not n.ready or _infeasible(n, live_pods, store, world)
+        if n.unschedulable or not n.ready or _infeasible(n, shapes, store, world)
     }
     # Slurm nodes with no Kubernetes node (a NodeSet's slurmd nodes, plain HPC nodes) could
     # be allocated in a partition they share with Kubernetes nodes, and a pod can never be
@@ -625,15 +626,13 @@ def _world(store: Store, live: list[KubePod]) -> _feasible.World | None:
     return [(n, usages.get(n.key)) for n in sorted(store.values(KubeNode), key=lambda n: n.key)]
 
 
-def _infeasible(
-    node: KubeNode, live: list[KubePod], store: Store, world: _feasible.World | None = None
-) -> bool:
-    """True when ``node`` is not eligible for some live unbound pod of the group by
-    Kubernetes' filters, resources held by our Slurm allocations aside
-    (:func:`reconcilers._feasible.eligible`). Pods alike in what the filters read are
-    checked once."""
-    usage = store.get(KubeNodeUsage, node.key)
+def _distinct_shapes(live: list[KubePod], world: _feasible.World | None) -> list[KubePod]:
+    """One live unbound pod of the group per shape: the fields Kubernetes' filters read
+    (:func:`reconcilers._feasible.eligible`), and who the pod is and whom it wants near it
+    when InterPodAffinity has something to check (``world``). Computed once per view, not
+    once per node: the shapes are the same for every node."""
     seen: set[tuple[object, ...]] = set()
+    shapes: list[KubePod] = []
     for p in live:
         if p.node_name:
             continue
@@ -645,7 +644,6 @@ def _infeasible(
             p.memory_bytes,
             tuple(sorted(p.extended.items())),
             p.host_ports,
-            # InterPodAffinity reads who the pod is, and whom it wants (or not) near it.
             (
                 p.namespace,
                 tuple(sorted(p.labels.items())),
@@ -654,12 +652,22 @@ def _infeasible(
             if world is not None
             else None,
         )
-        if shape in seen:
-            continue
-        seen.add(shape)
-        if _feasible.eligible(p, node, usage, world) is not None:
-            return True
-    return False
+        if shape not in seen:
+            seen.add(shape)
+            shapes.append(p)
+    return shapes
+
+
+def _infeasible(
+    node: KubeNode, shapes: list[KubePod], store: Store, world: _feasible.World | None = None
+) -> bool:
+    """True when ``node`` is not eligible for some pod of ``shapes`` (:func:`_distinct_shapes`)
+    by Kubernetes' filters, resources held by our Slurm allocations aside
+    (:func:`reconcilers._feasible.eligible`)."""
+    if not shapes:
+        return False
+    usage = store.get(KubeNodeUsage, node.key)
+    return any(_feasible.eligible(p, node, usage, world) is not None for p in shapes)
 
 
 def _lacking_feature(store: Store, source: str) -> tuple[set[str], set[str]]:
