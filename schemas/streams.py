@@ -7,6 +7,8 @@ languages read the same numbers. Durations are seconds, sizes bytes.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Final, Literal
 
 import msgspec
@@ -92,10 +94,29 @@ def stream_specs(
     )
 
 
+def retired_consumer(durable: str, reconcilers: Iterable[str]) -> bool:
+    """Whether ``durable`` is the one consumer a reconciler (or a partition of one) had on
+    BRIDGE_OBS before each trigger kind got its own (``rc-<reconciler>`` or
+    ``rc-<reconciler>-p<i>of<N>``, filter ``bridge.obs.>``): no worker reads it any more.
+    ``slurmbridge streams`` names it and ``--apply`` deletes it."""
+    for name in reconcilers:
+        base = f"rc-{name}"
+        if durable == base:
+            return True
+        rest = durable.removeprefix(base + "-p")
+        if rest != durable and _PARTITION.fullmatch(rest):
+            return True
+    return False
+
+
+_PARTITION = re.compile(r"[0-9]+of[0-9]+")
+
+
 def consumer_spec(
     reconciler: str, filter_subjects: tuple[str, ...], **overrides: object
 ) -> ConsumerSpec:
-    """The durable consumer of one reconciler: durable name ``rc-<reconciler>``."""
+    """A durable consumer of a reconciler: durable name ``rc-<reconciler>`` (the worker passes
+    ``<reconciler>[-p<i>of<N>]-<Kind>``: one consumer per trigger kind and partition)."""
     base = ConsumerSpec(
         durable=f"rc-{reconciler}",
         stream=OBS_STREAM,

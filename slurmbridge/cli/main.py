@@ -362,8 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--apply",
         action="store_true",
         help="create what is missing and update what differs from the settings (lowering "
-        "retention deletes messages), printing each change; needs a NATS user that may "
-        "administer streams",
+        "retention deletes messages), and delete the reconciler consumers an older release "
+        "left (rc-<name>, now one per trigger kind), printing each change; needs a NATS user "
+        "that may administer streams",
     )
     _add_connection_flags(st, log_tool=True)
     return parser

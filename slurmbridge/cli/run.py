@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 
+import reconcilers
 from schemas import streams
 from slurmbridge import config
 from slurmbridge.app import App, UsageError
@@ -349,8 +350,9 @@ async def streams_cmd(
     """``slurmbridge streams``: print the streams, their consumers and the lease bucket, and
     how each stream differs from the settings; nothing is changed (a debugging view, needing
     only stream info). ``apply`` (``--apply``): first create what is missing and update what
-    differs, printing each change (the one use that needs stream-administration rights,
-    docs/security.md). The NATS is found as the log commands find it
+    differs, printing each change, and delete the reconciler consumers an older release left
+    (:func:`schemas.streams.retired_consumer`) — the one use that needs stream-administration
+    rights (docs/security.md). The NATS is found as the log commands find it
     (:func:`slurmbridge.cli.logs.open_log`)."""
     try:
         async with logcmds.open_log(settings, "streams", stop) as bus:
@@ -402,9 +404,17 @@ async def _streams(bus: busmod.Bus, settings: Settings, *, apply: bool) -> int:
         for change in plan.changes:
             print(f"  differs: {change.found()}  (slurmbridge streams --apply changes it)")
         for ci in await bus.js.consumers_info(name):
+            retired = name == streams.OBS_STREAM and streams.retired_consumer(
+                ci.name, reconcilers.ALL
+            )
+            if retired and apply:
+                await bus.js.delete_consumer(name, ci.name)
+                print(f"deleted consumer {ci.name} (an older release's; no worker reads it)")
+                continue
             print(
                 f"  consumer {ci.name:<22} pending={ci.num_pending:<6} "
                 f"ack_pending={ci.num_ack_pending:<6} redelivered={ci.num_redelivered}"
+                + ("  retired: no worker reads it (--apply deletes it)" if retired else "")
             )
     if kv is None:
         print(f"{'KV ' + leases.BUCKET:<11} missing (slurmbridge streams --apply creates it)")

@@ -389,8 +389,9 @@ class Stack:
                 last = info.state.last_seq
                 pending = 0
                 for w in list(app.workers.values()):
-                    ci = await bus.js.consumer_info(streams.OBS_STREAM, w.consumer.durable)
-                    pending += ci.num_pending + ci.num_ack_pending
+                    for c in w.consumers:
+                        ci = await bus.js.consumer_info(streams.OBS_STREAM, c.durable)
+                        pending += ci.num_pending + ci.num_ack_pending
             except (nats.errors.TimeoutError, nats.js.errors.APIError):
                 # A clustered stream or consumer electing a leader does not answer for a
                 # few seconds: not settled yet.

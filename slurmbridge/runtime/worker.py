@@ -3,7 +3,7 @@ reconciler runtime").
 
 Per reconciler::
 
-    durable pull consumer ─fetch─▶ decode (once) ─▶ keys_of ─▶ keyed work queue
+    durable pull consumer per trigger kind ─fetch─▶ decode (once) ─▶ keys_of ─▶ keyed queue
         ─▶ read-your-trigger (projection.applied_seq ≥ trigger seq) ─▶ view ─▶ decide
         ─▶ effectors ─▶ action record per effect ─▶ ack | nak(delay) | term + dead letter
 
@@ -193,25 +193,29 @@ class Worker:
         self._reads = {str(t.__struct_config__.tag): f for t, f in spec.reads.items()}
         #: Subject → the part (``ReconcilerSpec.reads``) of its last observation delivered.
         self._parts: dict[str, object] = {}
-        # One filter subject, always: nats-server 2.15 delivers far slower from a consumer
-        # with several filter subjects (bench/filters.py: 7.2k msg/s for two kinds vs 97k for
-        # bridge.obs.>), so a reconciler with several trigger kinds takes every observation
-        # and acks the other kinds unread.
-        filter_subject = (
-            subjects.obs_filter("*", next(iter(self.trigger_kinds)))
-            if len(self.trigger_kinds) == 1
-            else subjects.obs_filter("*", "*")
-        )
-        # Each partition has its own durable consumer: every partition sees every trigger and
-        # keeps only its keys (a trigger may concern keys of several partitions).
-        self.consumer = streams.consumer_spec(
+        # One durable consumer per trigger kind, each with one filter subject
+        # (``bridge.obs.*.<Kind>.*``). One filter covering several kinds is not possible
+        # (a subject's kind is its third token), several filter subjects on one consumer make
+        # nats-server deliver far slower (bench/filters.py: ~4k msg/s for two kinds against
+        # ~28k for one), and one consumer on ``bridge.obs.>`` delivered every observation to
+        # every reconciler: node_taint read each pod's nine changes only to acknowledge them
+        # (issue 30: ~90 deliveries and acks per placed pod, 40 of them to reconcilers that
+        # read no pod). Each partition has its own consumers: every partition sees every
+        # trigger and keeps only its keys (a trigger may concern keys of several partitions).
+        base = (
             spec.name
             if self.partitions == 1
-            else f"{spec.name}-p{self.partition}of{self.partitions}",
-            (filter_subject,),
-            ack_wait_s=settings.ack_wait,
-            max_deliver=settings.max_deliver,
-            max_ack_pending=settings.max_ack_pending,
+            else f"{spec.name}-p{self.partition}of{self.partitions}"
+        )
+        self.consumers = tuple(
+            streams.consumer_spec(
+                f"{base}-{kind}",
+                (subjects.obs_filter("*", kind),),
+                ack_wait_s=settings.ack_wait,
+                max_deliver=settings.max_deliver,
+                max_ack_pending=settings.max_ack_pending,
+            )
+            for kind in sorted(self.trigger_kinds)
         )
         self._queue = _KeyQueue()
         #: Decisions with effects made on the fast path, with what they saw: the reconcile
@@ -226,12 +230,14 @@ class Worker:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         #: Consecutive failed reconciles of a key that no message asked for (back-off step).
         self._unasked_failures: dict[str, int] = {}
-        self.caught_up = False
+        #: Consumers (durable names) not yet caught up with the log: see :attr:`caught_up`.
+        self._behind = {c.durable for c in self.consumers}
+        self._pending_of: dict[str, int] = {}
         self.reconciles = 0
         self.settled = 0  # messages acked, naked or termed (benchmarks and tests read it)
         self.unread = 0  # triggers whose part read (ReconcilerSpec.reads) had not changed
         self._stopping = False
-        self._puller: PullConsumer | None = None
+        self._pullers: list[PullConsumer] = []
         self._running: dict[str, tuple[float, list[_Tracker]]] = {}
         self._breathed = time.perf_counter()
         # Metric children looked up once: labels() costs more than the update itself.
@@ -243,18 +249,23 @@ class Worker:
     # --- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         """Create/update the durable consumer, start pulling and reconciling."""
-        await self.bus.ensure_consumer(self.consumer)
-        self._puller = PullConsumer(
-            self.bus.nc,
-            self.consumer.stream,
-            self.consumer.durable,
-            batch=self.settings.fetch_batch,
-        )
-        await self._puller.start()
+        for consumer in self.consumers:
+            await self.bus.ensure_consumer(consumer)
+            puller = PullConsumer(
+                self.bus.nc, consumer.stream, consumer.durable, batch=self.settings.fetch_batch
+            )
+            await puller.start()
+            self._pullers.append(puller)
         if self.gate is not None:
             self.projection.add_listener(self._on_applied)
         name = self.spec.name
-        self._tasks.append(asyncio.create_task(self._consume_loop(), name=f"{name}-consume"))
+        for consumer, puller in zip(self.consumers, self._pullers, strict=True):
+            self._tasks.append(
+                asyncio.create_task(
+                    self._consume_loop(consumer.durable, puller),
+                    name=f"{name}-consume-{consumer.durable}",
+                )
+            )
         for i in range(self.settings.concurrency):
             self._tasks.append(asyncio.create_task(self._reconcile_loop(), name=f"{name}-rc{i}"))
         self._tasks.append(asyncio.create_task(self._resync(), name=f"{name}-resync"))
@@ -267,13 +278,20 @@ class Worker:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
-        if self._puller is not None:
-            await self._puller.stop()
+        for puller in self._pullers:
+            await puller.stop()
+        self._pullers.clear()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
         if self._events:  # let Events under way finish (they are quick), then give up
             await asyncio.wait(set(self._events), timeout=2.0)
             await cancel_and_wait(list(self._events))
+
+    @property
+    def caught_up(self) -> bool:
+        """True once every consumer of this worker has delivered all it held when it started
+        (an empty fetch, or a delivery with nothing pending behind it); stays True."""
+        return not self._behind
 
     def may_destroy(self) -> bool:
         """True once destructive actions are allowed (caught up with the log, lease held)."""
@@ -306,13 +324,11 @@ class Worker:
                 self._queue.add(key, None)
 
     # --- consuming -----------------------------------------------------------------------
-    async def _consume_loop(self) -> None:
-        assert self._puller is not None
-        puller = self._puller
+    async def _consume_loop(self, durable: str, puller: PullConsumer) -> None:
         while not self._stopping:
             msgs = await puller.next_batch(timeout=1.0)
             if not msgs:
-                self.caught_up = True
+                self._behind.discard(durable)
                 continue
             metas = []
             for m in msgs:
@@ -333,8 +349,9 @@ class Worker:
                 await self._dispatch(m, md, burst)
             await self._decide_burst(burst)
             if metas[-1].num_pending == 0:
-                self.caught_up = True
-            self._m_pending.set(metas[-1].num_pending)
+                self._behind.discard(durable)
+            self._pending_of[durable] = metas[-1].num_pending
+            self._m_pending.set(sum(self._pending_of.values()))
 
     async def _dispatch(self, msg: Any, md: AckMeta, burst: dict[str, list[_Tracker]]) -> None:
         """Settle ``msg`` at once when it concerns no key of ours; otherwise add its tracker

@@ -190,3 +190,29 @@ async def test_a_change_the_server_refuses_is_one_line_naming_it(
     assert "JetStream refused it: " in err and "Traceback" not in err
     cfg = (await bus.js.stream_info(streams.OBS_STREAM)).config
     assert (cfg.num_replicas, cfg.max_age) == (1, ADMIN_MAX_AGE)
+
+
+async def test_the_consumer_an_older_release_left_is_named_and_deleted_by_apply(
+    bus: busmod.Bus, nats_server: NatsServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each trigger kind of a reconciler has its own consumer (``rc-<name>-<Kind>``); the one
+    ``rc-<name>`` consumer of an older release, on ``bridge.obs.>``, is read by no worker:
+    ``streams`` names it, ``--apply`` deletes it and leaves the others."""
+    await bus.ensure_streams(streams.stream_specs())
+    for name in ("placement", "workload-p1of2", "placement-KubePod"):  # durable rc-<name>
+        await bus.ensure_consumer(streams.consumer_spec(name, ("bridge.obs.>",)))
+    settings = settings_for(nats_server.url)
+
+    assert await runner.streams_cmd(settings) == 0
+    out = capsys.readouterr().out
+    retired = [ln for ln in out.splitlines() if "retired" in ln]
+    assert [ln.split()[1] for ln in retired] == ["rc-placement", "rc-workload-p1of2"]
+
+    assert await runner.streams_cmd(settings, apply=True) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln for ln in lines if ln.startswith("deleted")] == [
+        "deleted consumer rc-placement (an older release's; no worker reads it)",
+        "deleted consumer rc-workload-p1of2 (an older release's; no worker reads it)",
+    ]
+    left = sorted(ci.name for ci in await bus.js.consumers_info(streams.OBS_STREAM))
+    assert left == ["rc-placement-KubePod"]

@@ -22,7 +22,7 @@ from schemas.actions import (
     RecordEvent,
     UndrainSlurmNode,
 )
-from schemas.events import Event, KubeNode, SlurmNode
+from schemas.events import Event, KubeNode, KubePod, SlurmNode
 from slurmbridge.config import NatsSettings, WorkerSettings
 from slurmbridge.runtime import bus as busmod
 from slurmbridge.runtime.natsserver import NatsServer
@@ -32,6 +32,8 @@ from slurmbridge.runtime.publish import ObservationPublisher
 from slurmbridge.runtime.worker import Worker
 
 CTX = Context(scheduler_name="sched", cluster="c1")
+#: slurm_drain's durable consumers: one per trigger kind.
+DRAIN_CONSUMERS = ("rc-slurm_drain-KubeNode", "rc-slurm_drain-SlurmNode")
 
 
 async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -293,12 +295,12 @@ async def test_restart_resumes_from_durable_consumer(nats_server: NatsServer) ->
         assert {getattr(x, "node", "") for x in h2.world.drains()} == {"b"}
         assert h2.bus is not None
         async with asyncio.timeout(10):
-            while (
-                await h2.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")
-            ).num_ack_pending:
-                await asyncio.sleep(0.02)
-        info = await h2.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")
-        assert info.num_pending == 0
+            for durable in DRAIN_CONSUMERS:
+                while (await h2.bus.js.consumer_info(streams.OBS_STREAM, durable)).num_ack_pending:
+                    await asyncio.sleep(0.02)
+        for durable in DRAIN_CONSUMERS:
+            info = await h2.bus.js.consumer_info(streams.OBS_STREAM, durable)
+            assert info.num_pending == 0
     finally:
         await h2.stop()
 
@@ -490,8 +492,10 @@ async def test_a_burst_for_one_key_is_decided_once(nats_server: NatsServer) -> N
         assert h.bus is not None
         async with asyncio.timeout(10):
             while True:
-                info = await h.bus.js.consumer_info(streams.OBS_STREAM, "rc-slurm_drain")
-                if not info.num_pending and not info.num_ack_pending and h.worker.idle:
+                infos = [
+                    await h.bus.js.consumer_info(streams.OBS_STREAM, d) for d in DRAIN_CONSUMERS
+                ]
+                if not any(i.num_pending or i.num_ack_pending for i in infos) and h.worker.idle:
                     break
                 await asyncio.sleep(0.02)
         # The stream keeps the latest few per subject: most of the burst is still there.
@@ -502,6 +506,32 @@ async def test_a_burst_for_one_key_is_decided_once(nats_server: NatsServer) -> N
         assert h.world.drains() == []
     finally:
         await h.stop()
+
+
+async def test_a_reconciler_is_not_delivered_a_kind_it_does_not_trigger_on(h: Harness) -> None:
+    """slurm_drain triggers on KubeNode and SlurmNode only: each has a consumer of its own
+    filtered to its kind, so pods (nine observations per placed pod) are never delivered to
+    it — not even to be acknowledged unread."""
+    assert h.worker is not None and h.bus is not None
+    assert [c.filter_subjects for c in h.worker.consumers] == [
+        ("bridge.obs.*.KubeNode.*",),
+        ("bridge.obs.*.SlurmNode.*",),
+    ]
+    pods = [
+        KubePod(source="k8s", key=f"default/p{i}", namespace="default", name=f"p{i}")
+        for i in range(30)
+    ]
+    await h.publish(*pods, kn("n4", unschedulable=True), sn("n4"))
+    await until(lambda: h.worker is not None and len(h.world.drains()) == 1 and h.worker.idle)
+    await until(lambda: h.worker is not None and h.worker.settled >= 2)
+    assert h.worker.settled == 2  # the two node observations, no pod
+    delivered = 0
+    for durable in DRAIN_CONSUMERS:
+        info = await h.bus.js.consumer_info(streams.OBS_STREAM, durable)
+        assert info.num_pending == 0
+        assert info.delivered is not None
+        delivered += info.delivered.consumer_seq or 0
+    assert delivered == 2
 
 
 async def test_a_change_the_reconciler_does_not_read_triggers_no_decide(h: Harness) -> None:
