@@ -115,13 +115,24 @@ class _Tracker:
     give_up: GiveUp | None = None
 
 
+def _destroys(decision: Decision | GiveUp) -> bool:
+    """Whether ``decision`` holds a destructive action (those are decided again on the
+    latest view before they run: a change on its way to this worker's consumers may undo
+    their reason — rules of trust 1 and 3)."""
+    return isinstance(decision, Decision) and any(a.destructive for a in decision.actions)
+
+
 @dataclass(slots=True)
 class _KeyQueue:
     pending: dict[str, list[_Tracker]] = field(default_factory=dict)
     inflight: set[str] = field(default_factory=set)
     ready: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+    #: Key → how often it was added since the reconcile loop last took it (a trigger, a
+    #: timer, the gate opening): popped with :attr:`pending`.
+    adds: dict[str, int] = field(default_factory=dict)
 
     def add(self, key: str, tracker: _Tracker | None) -> None:
+        self.adds[key] = self.adds.get(key, 0) + 1
         waiting = self.pending.get(key)
         if waiting is None:
             self.pending[key] = [tracker] if tracker is not None else []
@@ -218,9 +229,10 @@ class Worker:
             for kind in sorted(self.trigger_kinds)
         )
         self._queue = _KeyQueue()
-        #: Decisions with effects made on the fast path, with what they saw: the reconcile
-        #: task performs them unless the projection moved on meanwhile (decide once).
-        self._decided: dict[str, tuple[_Seen, Decision | GiveUp]] = {}
+        #: Decisions with effects made on the fast path, with what they saw and how often the
+        #: key had been added to the queue then (:attr:`_KeyQueue.adds`): the reconcile task
+        #: performs them unless something that can move the key came meanwhile (decide once).
+        self._decided: dict[str, tuple[_Seen, Decision | GiveUp, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._events: set[asyncio.Task[None]] = set()
         self._recent: dict[str, dict[bytes, float]] = {}
@@ -432,9 +444,9 @@ class Worker:
                 for t in trackers:
                     await self._complete(t, OK)
             else:
-                self._decided[key] = (seen, decision)
                 for t in trackers:
                     q.add(key, t)
+                self._decided[key] = (seen, decision, q.adds.get(key, 0))
             await self._breathe()
 
     async def _breathe(self) -> None:
@@ -464,12 +476,13 @@ class Worker:
         while True:
             key = await q.ready.get()
             trackers = q.pending.pop(key, [])
+            adds = q.adds.pop(key, 0)
             q.inflight.add(key)
             if trackers:
                 self._running[key] = (time.monotonic(), trackers)
             try:
                 cause = max((t.seq for t in trackers), default=0)
-                result = await self._reconcile(key, cause)
+                result = await self._reconcile(key, cause, adds)
                 self._running.pop(key, None)
                 for t in trackers:
                     await self._complete(t, result)
@@ -497,12 +510,20 @@ class Worker:
                         with contextlib.suppress(Exception):
                             await t.msg.in_progress()
 
-    async def _reconcile(self, key: str, cause: int) -> Result:
+    async def _reconcile(self, key: str, cause: int, adds: int = -1) -> Result:
+        """Reconcile ``key``: perform the decision the fast path made for it when no
+        observation was applied since, or — unless it destroys something — when no trigger,
+        timer or gate re-added the key since (``adds``, how often it was added to the queue:
+        a change reaches every key it can move, docs/architecture.md "The reconciler
+        runtime"); otherwise decide again on the current view."""
         started = time.perf_counter()
         # What replay needs to decide again exactly: the view's log position and the clock.
         early = self._decided.pop(key, None)
-        if early is not None and early[0].view_seq == self.projection.applied_seq:
-            seen, decision = early  # nothing applied since the fast path decided
+        if early is not None and (
+            early[0].view_seq == self.projection.applied_seq
+            or (early[2] == adds and not _destroys(early[1]))
+        ):
+            seen, decision = early[0], early[1]
         else:
             seen = _Seen(self.projection.applied_seq, time.time())
             decision = self._decide(key, seen.at)

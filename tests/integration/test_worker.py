@@ -26,7 +26,7 @@ from schemas.events import Event, KubeNode, KubePod, SlurmNode
 from slurmbridge.config import NatsSettings, WorkerSettings
 from slurmbridge.runtime import bus as busmod
 from slurmbridge.runtime.natsserver import NatsServer
-from slurmbridge.runtime.outcomes import EffectResult, Transient
+from slurmbridge.runtime.outcomes import EffectResult, GiveUp, Transient
 from slurmbridge.runtime.projection import Projection
 from slurmbridge.runtime.publish import ObservationPublisher
 from slurmbridge.runtime.worker import Worker
@@ -473,6 +473,64 @@ async def test_a_decision_with_effects_is_decided_once(h: Harness) -> None:
     await until(lambda: len(h.world.drains()) == 1)
     await until(lambda: h.worker.settled >= 2)
     assert h.worker.reconciles - before == 1
+
+
+class HeldWorld(World):
+    """A World whose effects on node ``held`` wait until :attr:`release` is set."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held = held
+        self.release = asyncio.Event()
+        self.holding = asyncio.Event()
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        if getattr(action, "node", "") == self.held:
+            self.holding.set()
+            await self.release.wait()
+        return await super().apply(action)
+
+
+@pytest.mark.parametrize("destructive", [False, True], ids=["drain", "undrain"])
+async def test_a_queued_decision_is_decided_again_only_when_its_key_moved_or_it_destroys(
+    nats_server: NatsServer, destructive: bool
+) -> None:
+    """A decision with effects made on the fast path waits in the queue (the one reconcile
+    task is busy) while observations of *other* keys are applied. It is performed as decided,
+    without a second decide: no change reached its key. A destructive one (an undrain) is
+    decided again on the latest view, as a change on its way might undo its reason."""
+    h = Harness(nats_server)
+    h.world = HeldWorld("busy")
+    ours = "slurm-bridge: Corresponding Kubernetes node (n3) is unschedulable"
+    await h.start(WorkerSettings(max_deliver=5, concurrency=1))
+    assert h.worker is not None
+    decided: list[str] = []
+    real = h.worker._decide
+
+    def counting(key: str, now: float | None = None) -> Decision | GiveUp:
+        decided.append(key)
+        return real(key, now)
+
+    h.worker._decide = counting  # type: ignore[method-assign]
+    try:
+        n3 = sn("n3", "IDLE", "DRAIN", reason=ours) if destructive else sn("n3")
+        await h.publish(sn("busy"), n3, kn("n3", unschedulable=destructive))
+        await until(lambda: h.worker is not None and h.worker.settled >= 2 and h.worker.idle)
+        await h.publish(kn("busy", unschedulable=True))
+        await h.world.holding.wait()  # the one reconcile task waits on busy's drain
+        await h.publish(kn("n3", unschedulable=not destructive))  # queued behind it
+        await until(lambda: "n3" in decided)
+        # Other keys' observations applied meanwhile (each decided, none with effects).
+        await h.publish(*(sn(f"x{i}") for i in range(5)))
+        await until(lambda: h.worker is not None and h.projection.applied_seq >= 10)
+        before = decided.count("n3")
+        h.world.release.set()
+        await until(lambda: len(h.world.drains()) == 2)
+        await until(lambda: h.worker is not None and h.worker.idle)
+        assert type(h.world.drains()[-1]) is (UndrainSlurmNode if destructive else DrainSlurmNode)
+        assert decided.count("n3") - before == (1 if destructive else 0)
+    finally:
+        await h.stop()
 
 
 async def test_a_burst_for_one_key_is_decided_once(nats_server: NatsServer) -> None:
