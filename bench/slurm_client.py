@@ -4,9 +4,11 @@ HTTP transport: httpx's own (httpcore) against the default,
 
 The slurmrestd simulator runs in its own process, so the CPU time measured (user + system of
 this process, ``time.process_time``) is the client's alone; each transport does the same
-``--requests`` sequential ``GET job/{id}`` and ``POST job/submit``, twice, alternating.
+``--requests`` sequential ``GET job/{id}`` and ``POST job/submit``, twice, alternating, then
+the same submits ``--concurrency`` at a time (``*_concurrent_submit_job_cpu_ms``: a burst of
+groups placed at once).
 
-    python bench/slurm_client.py --json [--requests 300]
+    python bench/slurm_client.py --json [--requests 300] [--concurrency 64]
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ asyncio.run(main())
 """
 
 
-async def _per_request(client: SlurmClient, n: int) -> dict[str, float]:
+async def _per_request(client: SlurmClient, n: int, concurrency: int) -> dict[str, float]:
     job = JobSubmit(name="bench", min_nodes=1, comment="bench")
     job_id = await client.submit_job(job)
     t0 = time.process_time()
@@ -52,7 +54,20 @@ async def _per_request(client: SlurmClient, n: int) -> dict[str, float]:
     for _ in range(n):
         await client.submit_job(job)
     sub = (time.process_time() - t0) * 1000 / n
-    return {"get_job_cpu_ms": round(got, 3), "submit_job_cpu_ms": round(sub, 3)}
+    slots = asyncio.Semaphore(concurrency)
+
+    async def submit() -> None:
+        async with slots:
+            await client.submit_job(job)
+
+    t0 = time.process_time()
+    await asyncio.gather(*(submit() for _ in range(n)))
+    burst = (time.process_time() - t0) * 1000 / n
+    return {
+        "get_job_cpu_ms": round(got, 3),
+        "submit_job_cpu_ms": round(sub, 3),
+        "concurrent_submit_job_cpu_ms": round(burst, 3),
+    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -72,17 +87,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     async with SlurmClient(
                         url, Path(f.name), api_version="v0.0.44", transport=transport
                     ) as client:
-                        out[name].append(await _per_request(client, args.requests))
+                        out[name].append(
+                            await _per_request(client, args.requests, args.concurrency)
+                        )
     finally:
         if sim.stdin is not None:
             sim.stdin.close()
         await sim.wait()
     return {
         "requests": args.requests,
+        "concurrency": args.concurrency,
         **{
             f"{name}_{field}": min(r[field] for r in runs)
             for name, runs in out.items()
-            for field in ("get_job_cpu_ms", "submit_job_cpu_ms")
+            for field in ("get_job_cpu_ms", "submit_job_cpu_ms", "concurrent_submit_job_cpu_ms")
         },
     }
 
@@ -91,6 +109,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--requests", type=int, default=300, help="requests per kind (300)")
+    ap.add_argument(
+        "--concurrency", type=int, default=64, help="submits in flight at once in the burst (64)"
+    )
     args = ap.parse_args()
     result = asyncio.run(run(args))
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from slurmbridge.slurm import errors as slurm_errors
 from slurmbridge.slurm.client import SlurmClient
-from slurmbridge.slurm.transport import AiohttpTransport
+from slurmbridge.slurm.transport import WRITES_IN_FLIGHT, AiohttpTransport
 
 pytestmark = pytest.mark.integration
 
@@ -149,3 +149,46 @@ async def test_an_answer_followed_by_a_second_one_is_read_as_h11_reads_it() -> N
         server.close()
         await server.wait_closed()
     assert methods == [b"GET", b"GET", b"POST"]  # the GET read twice, the POST sent once
+
+
+async def test_writes_enter_httpx_s_transport_a_few_at_a_time() -> None:
+    """A burst of writes (a placement burst's submits) reaches slurmrestd at most
+    ``WRITES_IN_FLIGHT`` at once — the rest wait outside httpcore's pool, whose CPU per
+    request grows with the requests inside it — and every one is answered; GETs are not
+    held back."""
+    inside = {"GET": 0, "POST": 0}
+    most = {"GET": 0, "POST": 0}
+    go = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.Response:
+        inside[request.method] += 1
+        most[request.method] = max(most[request.method], inside[request.method])
+        await request.read()
+        await go.wait()
+        inside[request.method] -= 1
+        return web.Response(status=200, body=b"{}")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with httpx.AsyncClient(base_url=url, transport=AiohttpTransport()) as client:
+            calls = [client.post("/submit", content=b"{}") for _ in range(12)]
+            calls += [client.get("/job") for _ in range(6)]
+            tasks = [asyncio.create_task(c) for c in calls]
+            async with asyncio.timeout(10):
+                while inside["POST"] < WRITES_IN_FLIGHT or inside["GET"] < 6:
+                    await asyncio.sleep(0.01)
+            # Were a fifth write let through, it would be in by now.
+            await asyncio.sleep(0.2)
+            assert most == {"GET": 6, "POST": WRITES_IN_FLIGHT}
+            go.set()
+            answers = await asyncio.gather(*tasks)
+        assert [a.status_code for a in answers] == [200] * 18
+        assert most["POST"] == WRITES_IN_FLIGHT
+    finally:
+        await runner.cleanup()
