@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -19,6 +19,18 @@ from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.transport import WRITES_IN_FLIGHT, AiohttpTransport
 
 pytestmark = pytest.mark.integration
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def _serve(handler: Handler) -> tuple[str, web.AppRunner]:
+    """An aiohttp server on a free loopback port answering every path with ``handler``."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return f"http://127.0.0.1:{runner.addresses[0][1]}", runner
 
 
 @pytest.fixture
@@ -40,15 +52,9 @@ async def server() -> AsyncIterator[tuple[str, list[web.Request], list[bytes]]]:
             status=201, body=b'{"ok": true}', headers={"X-Answer": "a", "Set-Cookie": "c=1"}
         )
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    url, runner = await _serve(handler)
     try:
-        yield f"http://127.0.0.1:{port}", seen, bodies
+        yield url, seen, bodies
     finally:
         stall.set()
         await runner.cleanup()
@@ -168,13 +174,7 @@ async def test_writes_enter_httpx_s_transport_a_few_at_a_time() -> None:
         inside[request.method] -= 1
         return web.Response(status=200, body=b"{}")
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    url, runner = await _serve(handler)
     try:
         async with httpx.AsyncClient(base_url=url, transport=AiohttpTransport()) as client:
             calls = [client.post("/submit", content=b"{}") for _ in range(12)]
