@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats
 
 from schemas import wellknown
 from schemas.actions import ActionRecord
@@ -77,8 +78,31 @@ async def demo(
         line = f"── {time.monotonic() - t0:5.1f}s  {text}"
         print(line, file=sys.stderr if fmt == "jsonl" else sys.stdout, flush=True)
 
+    async def on_msg(msg: Any) -> None:
+        try:
+            value = render.decode(msg.subject, msg.data)
+        except (ValueError, KeyError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            print(f"# undecodable message on {msg.subject}: {exc}", file=sys.stderr)
+            return
+        if isinstance(value, ActionRecord):
+            if value.outcome == "intended" and fmt != "jsonl":
+                return  # the write-ahead record; its outcome line follows
+            counts[f"{type(value.action).__name__}:{value.outcome}"] += 1
+        line = render.jsonl(value, subject=msg.subject) if fmt == "jsonl" else render.pretty(value)
+        print(line, flush=True)
+
+    log_reader: list[Any] = []  # the NATS connection that prints the log
+
+    async def read_the_log(stack: Stack) -> None:
+        # Before the app starts, so its first effects are printed whole: an early worker
+        # writes its write-ahead record while later workers are still starting.
+        nc = await nats.connect(stack.nats_url or stack.nats.url)
+        log_reader.append(nc)
+        await nc.subscribe("bridge.>", cb=on_msg)
+
     stack = Stack(
         nodes=nodes,
+        setup=read_the_log,
         workdir=keep_log,
         api_version=api_version,
         poll_interval=min(1.0, settings.slurm.poll_interval),
@@ -93,23 +117,8 @@ async def demo(
         on_nats(stack.nats.url)
     say(f"NATS at {stack.nats.url}: `slurmbridge tail`, `explain` and `replay` read it meanwhile")
 
-    async def on_msg(msg: Any) -> None:
-        try:
-            value = render.decode(msg.subject, msg.data)
-        except (ValueError, KeyError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-            print(f"# undecodable message on {msg.subject}: {exc}", file=sys.stderr)
-            return
-        if isinstance(value, ActionRecord):
-            if value.outcome == "intended" and fmt != "jsonl":
-                return  # the write-ahead record; its outcome line follows
-            counts[f"{type(value.action).__name__}:{value.outcome}"] += 1
-        line = render.jsonl(value, subject=msg.subject) if fmt == "jsonl" else render.pretty(value)
-        print(line, flush=True)
-
     # A Kubernetes-only node, registered in Slurm later in the story.
     stack.kube.add_node("ext-1", cpu="8", memory="16Gi")
-    # Watch everything published from here on (the app's own start-up included: the taints).
-    sub = await stack.app.bus.nc.subscribe("bridge.>", cb=on_msg)
     ext_labels = {wellknown.LABEL_EXTERNAL_NODE: "true"}
     burst_jobs: list[int] = []
 
@@ -262,8 +271,9 @@ async def demo(
             f"actions: {', '.join(f'{k}={v}' for k, v in sorted(counts.items())) or 'none'}"
         )
     finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+        for nc in log_reader:
+            with contextlib.suppress(Exception):
+                await nc.close()
         await stack.stop()
     return 0
 
