@@ -28,6 +28,7 @@ import pytest
 
 from schemas import streams, wellknown
 from schemas.actions import DrainSlurmNode, SubmitSlurmJob
+from schemas.events import KubePod
 from slurmbridge.devtools.testing import Stack, TmpfsError, tmpfs
 from slurmbridge.runtime.natsserver import NatsServer, free_port
 
@@ -116,6 +117,17 @@ async def test_a_store_filled_mid_placement_records_every_slurm_change(
                     stack.kube.add_pod(
                         f"p{i}", scheduler_name=SCHED, requests={"cpu": "100m", "memory": "10Mi"}
                     )
+                # Their observations are in the log before the store fills: were the watcher's
+                # publish refused too, placement would never hear of them and never be refused
+                # (a race this test lost once on a loaded CI machine).
+                projection = stack.app.projection
+                await stack.wait_for(
+                    lambda: all(
+                        projection.get(KubePod, f"default/p{i}") is not None for i in range(2)
+                    ),
+                    timeout=30,
+                    what="p0 and p1 observed",
+                )
                 # Mid-placement, the store fills up (the server refuses every stream).
                 refused = False
                 blob = os.urandom(256 * 1024)
