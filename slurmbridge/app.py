@@ -9,10 +9,13 @@ with the log before producers seed their "last published" state from it and befo
 make decisions. The health endpoints come first, so ``/readyz`` says what a start waits for.
 
 Readiness (``/readyz``, :meth:`App.not_ready`) is the truth about this process's own parts,
-each a named check that reads state already in memory: ``nats`` (connected; the embedded
-server running), ``projection`` (caught up with the log), ``watch`` (every Kubernetes watcher
-listed once, and alive), ``slurm`` (every Slurm cluster this process polls answered a poll
-with its token accepted, and no token rejected for more than three poll intervals). A
+each a named check that reads state already in memory: ``started`` (:meth:`App.start` has
+returned: every component runs here or is known to run elsewhere; a probe answered while
+workers still created their consumers said ready to a process that a SIGTERM then stopped
+mid-start), ``nats`` (connected; the embedded server running), ``projection`` (caught up with
+the log), ``watch`` (every Kubernetes watcher listed once, and alive), ``slurm`` (every Slurm
+cluster this process polls answered a poll with its token accepted, and no token rejected
+for more than three poll intervals). A
 component whose lease another process holds is not this process's part: a standby is ready
 as long as the rest is. The embedded nats-server is restarted when it dies; when it cannot be,
 :meth:`App.run_until` returns the reason and ``run`` exits non-zero.
@@ -363,6 +366,8 @@ class App:
         self.health: HealthServer | None = None
         #: The readiness checks (module doc); ``/readyz`` answers from them.
         self.readiness = Readiness()
+        #: Set when :meth:`start` returns (the ``started`` readiness check).
+        self.started = False
         #: Why this process cannot go on (set once; :meth:`run_until` returns it).
         self.failure: str | None = None
         self._failed = asyncio.Event()
@@ -434,6 +439,7 @@ class App:
             # Every lease was tried once: each component is active here or known to be
             # active elsewhere.
             await wait_all([r.wait() for r in ready], timeout=60)
+        self.started = True
 
     async def _start_health(self) -> None:
         """The metrics and health listeners, first, so ``/readyz`` says what a start waits
@@ -608,6 +614,7 @@ class App:
     def _add_checks(self) -> None:
         """Register the readiness checks of the components this process runs (module doc)."""
         add = self.readiness.add_check
+        add("started", lambda: None if self.started else "starting")
         add("nats", self._nats_problem)
         add("projection", self._projection_problem)
         if "kube-watcher" in self.components:

@@ -5,7 +5,9 @@ poller's warning about it is repeated with back-off; a standby is ready."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import itertools
 import logging
 import re
@@ -176,3 +178,46 @@ async def test_a_standby_is_ready_while_its_own_parts_are() -> None:
             assert standby.watcher is None and standby.poller is None
         finally:
             await standby.stop()
+
+
+async def test_readyz_says_starting_until_the_start_has_returned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Until :meth:`App.start` returns (a worker still creating its consumers), ``/readyz`` is
+    503 with ``started: starting`` though every other check passes: a rollout that took that
+    answer as ready could stop the process mid-start (it then exits as interrupted)."""
+    held = asyncio.Event()
+    start_workers = App._start_workers
+
+    def one_more(self: App) -> list[asyncio.Event]:
+        return [*start_workers(self), held]  # a worker whose start has not finished
+
+    monkeypatch.setattr(App, "_start_workers", one_more)
+    port = free_port()
+    stack = Stack(nodes=2, poll_interval=POLL, health_port=port)
+    starting = asyncio.create_task(stack.start())
+    try:
+
+        async def only_starting() -> bool:
+            try:
+                status, body = await readyz(port)
+            except httpx.HTTPError:
+                return False
+            return status == 503 and body.startswith("not ready: started\n")
+
+        async with asyncio.timeout(30):
+            while not await only_starting():
+                await asyncio.sleep(0.05)
+        _status, body = await readyz(port)
+        assert "\nstarted: starting" in body, body
+        assert not starting.done()
+        held.set()
+        await asyncio.wait_for(starting, 30)
+        async with asyncio.timeout(30):
+            while (await readyz(port))[0] != 200:
+                await asyncio.sleep(0.05)
+    finally:
+        held.set()
+        with contextlib.suppress(Exception):
+            await starting
+        await stack.stop()
