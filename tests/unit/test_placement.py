@@ -1869,11 +1869,11 @@ def test_a_place_not_due_for_a_rewrite_re_decides_nothing() -> None:
     pods would be told a new place (wellknown.pending_rewrite_due): 40th → 30th is not due,
     40th → 20th is, and a pod told nothing yet always is."""
 
-    def keys_after(told: str, ahead: int) -> list[str]:
+    def keys_after(told: str, ahead: int, labelled: int | None = 500) -> list[str]:
         mark_a = _pods.marker(_pods.Group(namespace="ns", kind="Pod", name="a"), "u-a")
         others = tuple(qjob(i, priority=900) for i in range(1, ahead + 1))
         mine = qjob(500, comment=mark_a)
-        waiting = pod("a", job=500, conditions=(pending_cond(told),) if told else ())
+        waiting = pod("a", job=labelled, conditions=(pending_cond(told),) if told else ())
         started = qjob(9999, state="RUNNING", comment="someone else's")
         return list(placement.SPEC.keys_of(started, store(*others, mine, waiting), CTX))
 
@@ -1881,3 +1881,7 @@ def test_a_place_not_due_for_a_rewrite_re_decides_nothing() -> None:
     assert keys_after("Priority, 40th in partition gpu", 19) == ["ns/Pod:a"]
     assert keys_after("Priority, 5th in partition gpu", 3) == ["ns/Pod:a"]
     assert keys_after("", 29) == ["ns/Pod:a"]
+    # The pods are found by their job-id label: a group whose pods are not (or not yet)
+    # labelled with this job is decided again, whatever they were told.
+    assert keys_after("Priority, 40th in partition gpu", 29, labelled=None) == ["ns/Pod:a"]
+    assert keys_after("Priority, 40th in partition gpu", 29, labelled=499) == ["ns/Pod:a"]
