@@ -59,6 +59,7 @@ from slurmbridge.effectors.pods import PodEffector
 from slurmbridge.effectors.router import Router
 from slurmbridge.effectors.slurm_nodes import SlurmEffector
 from slurmbridge.kube import client as kube
+from slurmbridge.kube.cache import PodCache
 from slurmbridge.kube.errors import NotFound
 from slurmbridge.kube.watch import Watcher, seed_from
 from slurmbridge.observability.health import HealthServer, Readiness
@@ -348,6 +349,9 @@ class App:
         self.watcher: NodeWatcher | None = None
         self.extra_watchers: list[Watcher[Any]] = []
         self.hot_jobs = HotJobs(settings.slurm.cluster)
+        #: The pods this process's pod watcher delivered, for the pod writes to start from
+        #: (empty while no pod watcher runs here).
+        self.pod_cache = PodCache()
         self.projection.add_listener(self.hot_jobs.observe)
         self.projection.add_listener(PartitionMetrics().observe)
         self.projection.add_listener(PendingPodMetrics(settings.scheduler_name).observe)
@@ -800,7 +804,8 @@ class App:
         for r in RESOURCES:
             if getattr(s.kube, r.switch):
                 scheduler = {"scheduler_name": s.scheduler_name} if r.scheduler else {}
-                add(r.watcher, r.observes, **r.extra, **scheduler)
+                cache = {"pod_cache": self.pod_cache} if r.caches_pods else {}
+                add(r.watcher, r.observes, **r.extra, **scheduler, **cache)
         self.extra_watchers = watchers
         tasks = [
             asyncio.create_task(self.watcher.run(), name="kube-watcher"),
@@ -915,7 +920,11 @@ class App:
     def _pod_effector(self) -> PodEffector | None:
         if self.kube_api is None or self.slurm_client is None:
             return None
-        pods = PodEffector(self.kube_api, {self.settings.slurm.cluster: self.slurm_client})
+        pods = PodEffector(
+            self.kube_api,
+            {self.settings.slurm.cluster: self.slurm_client},
+            pod_cache=self.pod_cache,
+        )
 
         def changed(cluster: str, job_id: int) -> None:
             if cluster == self.settings.slurm.cluster:

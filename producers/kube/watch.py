@@ -37,6 +37,7 @@ from producers.kube.translate import (
 )
 from schemas import events, subjects, wellknown
 from slurmbridge.kube import client as kclient
+from slurmbridge.kube.cache import PodCache
 from slurmbridge.kube.watch import E, Watcher, same_content
 from slurmbridge.kube.wire import (
     DECODE_CLUSTER,
@@ -97,9 +98,14 @@ class PodWatcher(KubeWatcher[events.KubePod]):
 
     resource = "pods"
 
-    def __init__(self, *args: Any, scheduler_name: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, scheduler_name: str, pod_cache: PodCache | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.scheduler_name = scheduler_name
+        #: Where each pod listed or watched is kept for the pod writes
+        #: (:mod:`slurmbridge.kube.cache`); emptied at each relist and when the watcher stops.
+        self.pod_cache = pod_cache
         # Only its own pods: a relist tombstones what it no longer lists, so it must never
         # hold the slurmd pods another watcher publishes.
         self.last = {k: v for k, v in self.last.items() if v.scheduler_name == scheduler_name}
@@ -117,6 +123,27 @@ class PodWatcher(KubeWatcher[events.KubePod]):
 
     def _decode_item(self, data: bytes) -> Any:
         return DECODE_POD.decode(data)
+
+    def _observed(self, raw: Any, *, deleted: bool) -> None:
+        if self.pod_cache is not None:
+            if deleted:
+                self.pod_cache.drop(raw)
+            else:
+                self.pod_cache.put(raw)
+
+    async def relist(self) -> None:
+        # A pod deleted while the watch was down would stay in the cache: start it afresh.
+        if self.pod_cache is not None:
+            self.pod_cache.clear()
+        await super().relist()
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            # Nobody keeps the copies up to date any more.
+            if self.pod_cache is not None:
+                self.pod_cache.clear()
 
     def _translate(self, raw: Any, now: int) -> events.KubePod:
         return pod_to_event(raw, producer=self.producer, observed_at=now)
@@ -630,13 +657,19 @@ class WatchedResource(msgspec.Struct, frozen=True, kw_only=True):
     switch: str
     extra: dict[str, Any] = {}
     scheduler: bool = False
+    #: It fills the app's :class:`~slurmbridge.kube.cache.PodCache` (``pod_cache``).
+    caches_pods: bool = False
 
 
 #: Every resource the producer watches besides Nodes (which always run, on the node label
 #: selector): the table :mod:`slurmbridge.app` starts the watchers from.
 RESOURCES: Final[tuple[WatchedResource, ...]] = (
     WatchedResource(
-        watcher=PodWatcher, observes=events.KubePod, switch="watch_pods", scheduler=True
+        watcher=PodWatcher,
+        observes=events.KubePod,
+        switch="watch_pods",
+        scheduler=True,
+        caches_pods=True,
     ),
     WatchedResource(
         watcher=NodeUsageWatcher,

@@ -1,6 +1,12 @@
 """Pod writes of :class:`~slurmbridge.effectors.pods.PodEffector`: mark a group's pods (job-id
 label, finalizer, managed-node toleration), remove the finalizer, set a pod condition —
-each a read, then a patch carrying the resourceVersion read."""
+each a read, then a patch carrying the resourceVersion read.
+
+The read is the pod cache's copy when it holds one (:mod:`slurmbridge.kube.cache`,
+controller-runtime's cached client): the write's resourceVersion precondition refuses a
+stale copy (409 Conflict, or 422 for the mark's JSON patch ``test``), and then the pod is
+read from the API server and the write decided again. A copy that says there is nothing to
+write is never believed alone: the API server's copy decides a noop."""
 
 from __future__ import annotations
 
@@ -27,8 +33,9 @@ from slurmbridge.effectors.common import (
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
-from slurmbridge.kube.errors import Invalid, NotFound, typed
-from slurmbridge.kube.wire import RawPod
+from slurmbridge.kube.cache import PodCache
+from slurmbridge.kube.errors import Conflict, Invalid, NotFound, typed
+from slurmbridge.kube.wire import RawCondition, RawPod
 from slurmbridge.observability import metrics
 from slurmbridge.runtime.outcomes import EffectResult, Transient
 
@@ -37,6 +44,20 @@ class PodWriteHandlers:
     """The pod write handlers (module docstring); needs a ``core`` API client."""
 
     core: apis.CoreV1Api
+    pod_cache: PodCache | None
+
+    def _cached(self, pod: PodRef) -> RawPod | None:
+        """The pod cache's copy of ``pod`` (of its uid), else None."""
+        if self.pod_cache is None:
+            return None
+        return self.pod_cache.get(pod.namespace, pod.name, pod.uid)
+
+    async def _read_uncached(self, pod: PodRef) -> RawPod | None:
+        """``pod`` read from the API server — or None, without a request, when the pod cache
+        has a copy (a mark given None starts from that copy)."""
+        if self._cached(pod) is not None:
+            return None
+        return await read_pod(self.core, pod)
 
     async def _patch(self, pod: PodRef, body: Any, content_type: str = MERGE) -> None:
         await patch_pod(self.core, pod, body, content_type)
@@ -66,20 +87,30 @@ class PodWriteHandlers:
     async def _mark(
         self, pod: PodRef, job_id: int, scheduler_name: str, raw: RawPod | None = None
     ) -> int:
-        """Mark one pod, starting from ``raw`` when it was just read; a pod that changed in
-        between (the patch's test fails) is read again once before giving up for now."""
-        for attempt in range(2):
+        """Mark one pod, starting from ``raw`` when it was just read, else from the pod
+        cache's copy. A pod that changed in between (the patch's test fails) is read again
+        once before giving up for now; a copy from the cache that the patch's test refuses,
+        or that says the pod is marked already, is one more read."""
+        cached = False
+        if raw is None:
+            raw = self._cached(pod)
+            cached = raw is not None
+        attempts = 3 if cached else 2
+        for attempt in range(attempts):
             if raw is None or attempt:
                 raw = await read_pod(self.core, pod)
             try:
-                return await self._mark_once(pod, job_id, scheduler_name, raw)
+                marked = await self._mark_once(pod, job_id, scheduler_name, raw)
             except ApiException as exc:
                 if isinstance(typed(exc), NotFound):  # deleted between the read and the patch
                     return 0
                 if not isinstance(typed(exc), Invalid):
                     raise
-                if attempt:  # changing under us: let the redelivery read it afresh
+                if attempt == attempts - 1:  # changing under us: let the redelivery read it
                     raise Transient(f"MarkPods: pod {pod.key} keeps changing") from exc
+                continue
+            if marked or not cached or attempt:
+                return marked
         raise AssertionError("unreachable")
 
     async def _mark_once(
@@ -153,13 +184,22 @@ class PodWriteHandlers:
         return 1
 
     async def _unfinalize(self, action: RemovePodFinalizer) -> EffectResult:
+        cached = self._cached(action.pod)
+        if cached is not None and action.finalizer in (cached.metadata.finalizers or ()):
+            try:
+                return await self._remove_finalizer(action, cached)
+            except ApiException as exc:
+                if not isinstance(typed(exc), Conflict):
+                    raise
         raw = await read_pod(self.core, action.pod)
         if raw is None:
             return EffectResult("noop", "pod is gone")
-        finalizers = list(raw.metadata.finalizers or [])
-        if action.finalizer not in finalizers:
+        if action.finalizer not in (raw.metadata.finalizers or ()):
             return EffectResult("noop", "finalizer already removed")
-        rest = [f for f in finalizers if f != action.finalizer]
+        return await self._remove_finalizer(action, raw)
+
+    async def _remove_finalizer(self, action: RemovePodFinalizer, raw: RawPod) -> EffectResult:
+        rest = [f for f in raw.metadata.finalizers or () if f != action.finalizer]
         body = {
             "metadata": {
                 "resourceVersion": raw.metadata.resourceVersion,
@@ -176,16 +216,24 @@ class PodWriteHandlers:
         as precondition; ``lastTransitionTime`` moves only when the status flips (Kubernetes
         API conventions) — or, with ``new_reason_restarts``, also when the reason changes
         (a clock a rule reads: see :meth:`slurmbridge.effectors.pods.PodEffector._refused`)."""
+        cached = self._cached(action.pod)
+        if cached is not None and not _holds(cached, action):
+            try:
+                return await self._write_condition(action, cached, new_reason_restarts)
+            except ApiException as exc:
+                if not isinstance(typed(exc), Conflict):
+                    raise
         raw = await read_pod(self.core, action.pod)
         if raw is None:
             return EffectResult("noop", "pod is gone")
-        cur = next((c for c in raw.status.conditions or [] if c.type == action.type), None)
-        if cur is not None and (cur.status, cur.reason, cur.message) == (
-            action.status,
-            action.reason,
-            action.message,
-        ):
+        if _holds(raw, action):
             return EffectResult("noop", "condition already set")
+        return await self._write_condition(action, raw, new_reason_restarts)
+
+    async def _write_condition(
+        self, action: SetPodCondition, raw: RawPod, new_reason_restarts: bool
+    ) -> EffectResult:
+        cur = _current(raw, action)
         since = cur.lastTransitionTime if cur is not None and cur.status == action.status else None
         if new_reason_restarts and cur is not None and cur.reason != action.reason:
             since = None
@@ -216,3 +264,17 @@ class PodWriteHandlers:
             # One count per pod and refusal: the condition is written once per new message.
             metrics.TENANCY_DENIALS.labels("placement", _tenancy.rule_of(action.message)).inc()
         return result
+
+
+def _current(raw: RawPod, action: SetPodCondition) -> RawCondition | None:
+    return next((c for c in raw.status.conditions or () if c.type == action.type), None)
+
+
+def _holds(raw: RawPod, action: SetPodCondition) -> bool:
+    """The pod's condition of ``action.type`` says what ``action`` would write."""
+    cur = _current(raw, action)
+    return cur is not None and (cur.status, cur.reason, cur.message) == (
+        action.status,
+        action.reason,
+        action.message,
+    )

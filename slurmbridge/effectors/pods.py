@@ -40,6 +40,7 @@ from slurmbridge.effectors.pod_writes import PodWriteHandlers
 from slurmbridge.kube import apis
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
+from slurmbridge.kube.cache import PodCache
 from slurmbridge.kube.errors import Conflict, NotFound, typed
 from slurmbridge.kube.wire import RawPod
 from slurmbridge.runtime.outcomes import EffectResult
@@ -74,6 +75,9 @@ class PodEffector(PodWriteHandlers, ClaimEffects, Effector):
       delete with a uid precondition and the action's grace period
       (``gracePeriodSeconds``) when it has one;
     * finalizer removal and pod conditions: read, then patch with resourceVersion;
+    * mark, finalizer removal and conditions start from the ``pod_cache`` copy when it holds
+      one (:mod:`slurmbridge.kube.cache`): a conflict, or a copy that says there is
+      nothing to write, reads the pod from the API server and decides again;
     * DRA ResourceClaims: allocate, make for extended resources, release
       (:mod:`slurmbridge.effectors.claims`).
 
@@ -103,8 +107,10 @@ class PodEffector(PodWriteHandlers, ClaimEffects, Effector):
         slurm: dict[str, SlurmClient],
         *,
         placeholder_script: str = "",
+        pod_cache: PodCache | None = None,
     ) -> None:
         self.core = apis.CoreV1Api(api)
+        self.pod_cache = pod_cache
         self.custom = apis.CustomObjectsApi(api)
         self.slurm = slurm
         self.placeholder_script = placeholder_script
@@ -194,10 +200,11 @@ class PodEffector(PodWriteHandlers, ClaimEffects, Effector):
             else:
                 submit = c.submit_job(_job_submit(action.spec, action.pods, action.marker))
             # The pods are read while Slurm takes the job, so once it exists (and may
-            # already run) marking them costs one request each, not two.
+            # already run) marking them costs one request each, not two — none at all for a
+            # pod the pod cache holds (its mark starts from that copy).
             try:
                 job_id, read = await asyncio.gather(
-                    submit, asyncio.gather(*(read_pod(self.core, pod) for pod in action.pods))
+                    submit, asyncio.gather(*(self._read_uncached(pod) for pod in action.pods))
                 )
             except slurm_errors.Rejected as exc:
                 return await self._refused(action, exc)

@@ -283,6 +283,11 @@ class Watcher(Generic[E]):
     def _translate(self, raw: Any, now: int) -> E:
         raise NotImplementedError
 
+    def _observed(self, raw: Any, *, deleted: bool) -> None:
+        """Called with each object a list or a watch event delivers (``deleted``: a DELETED
+        event), before it is translated; nothing by default (the pod watcher keeps a copy
+        for the pod writes, :mod:`slurmbridge.kube.cache`)."""
+
     def _tombstone(self, last: E, version: str, now: int) -> E:
         raise NotImplementedError
 
@@ -439,6 +444,7 @@ class Watcher(Generic[E]):
             batch: list[tuple[E, str]] = []
             with collector_paused():
                 for raw in items:
+                    self._observed(raw, deleted=False)
                     ev = self._translate(raw, now)
                     seen.add(ev.key)
                     prev = self.last.get(ev.key)
@@ -593,6 +599,7 @@ class Watcher(Generic[E]):
             self.resource_version = raw.metadata.resourceVersion
         if ev.type == "BOOKMARK":
             return
+        self._observed(raw, deleted=ev.type == "DELETED")
         now = time.time_ns()
         if ev.type == "DELETED":
             current = self._translate(raw, now)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from kubernetes_asyncio import client
 
@@ -38,6 +39,8 @@ from schemas.actions import (
 from slurmbridge.devtools.sim.kube import ApiError, KubeSim
 from slurmbridge.devtools.sim.slurmrestd import SlurmSim
 from slurmbridge.effectors.pods import PodEffector
+from slurmbridge.kube.cache import PodCache
+from slurmbridge.kube.wire import DECODE_POD
 from slurmbridge.runtime.outcomes import Permanent, Transient
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import NodeUpdate
@@ -915,3 +918,112 @@ async def test_submits_list_slurms_jobs_once_per_epoch(w: World) -> None:
     assert (result.outcome, result.detail) == ("ok", f"Slurm job {theirs}")
     assert len(w.ours("slurmbridge:ep3")) == 1
     assert w.slurm.counters["GET jobs"] == 2
+
+
+# --- pod writes from the pod watch's copies (slurmbridge.kube.cache) -------------------------
+
+
+def cached(w: World, *names: str) -> PodCache:
+    """A pod cache holding the pods ``names`` as they are now (as the pod watch keeps them),
+    given to the effector."""
+    cache = PodCache()
+    for name in names:
+        cache.put(DECODE_POD.decode(msgspec.json.encode(w.kube.get("pods", name, NS))))
+    w.effector.pod_cache = cache
+    return cache
+
+
+def gets(w: World) -> int:
+    return w.kube.requests[("get", "pods")]
+
+
+async def test_pod_writes_start_from_the_pod_caches_copy_without_a_read(w: World) -> None:
+    """Issue 30: mark, condition and finalizer removal each read the pod before writing;
+    with the pod watch's copy none of them reads it."""
+    pod = w.kube.add_pod("cw-a", finalizers=[OTHER_FIN])
+    cached(w, "cw-a")
+    before = gets(w)
+    mark = MarkPods(job_id=21, pods=(ref(pod),), scheduler_name=SCHED)
+    assert (await w.effector.apply(mark)).outcome == "ok"
+    assert is_marked(w, "cw-a", 21)
+    cached(w, "cw-a")
+    say = SetPodCondition(pod=ref(pod), type=SCHEDULED, status="False", reason="R", message="m")
+    assert (await w.effector.apply(say)).outcome == "ok"
+    cached(w, "cw-a")
+    unfin = RemovePodFinalizer(pod=ref(pod), finalizer=FIN, why="job gone")
+    assert (await w.effector.apply(unfin)).outcome == "ok"
+    assert gets(w) == before
+    assert w.meta("cw-a")["finalizers"] == [OTHER_FIN]
+    cond = condition(w, "cw-a", SCHEDULED)
+    assert cond is not None and (cond["reason"], cond["message"]) == ("R", "m")
+
+
+async def test_a_stale_copy_is_refused_by_its_resource_version_and_the_pod_read_again(
+    w: World,
+) -> None:
+    """The pod changed after the watch's copy: each write's precondition refuses it (409, or
+    422 for the mark's JSON patch test), the pod is read from the API server, the write is
+    decided again on it, and the change made meanwhile survives."""
+    pod = w.kube.add_pod("cw-b", finalizers=[FIN])
+    cache = cached(w, "cw-b")
+    w.kube.patch_merge("pods", "cw-b", {"metadata": {"labels": {"late": "1"}}}, NS)
+    say = SetPodCondition(pod=ref(pod), type=SCHEDULED, status="False", reason="R", message="m")
+    before = gets(w)
+    assert (await w.effector.apply(say)).outcome == "ok"
+    assert gets(w) == before + 1
+    assert w.effector.pod_cache is cache  # still the stale copy
+    assert (
+        await w.effector.apply(MarkPods(job_id=22, pods=(ref(pod),), scheduler_name=SCHED))
+    ).outcome == "ok"
+    assert gets(w) == before + 2
+    unfin = RemovePodFinalizer(pod=ref(pod), finalizer=FIN, why="job gone")
+    assert (await w.effector.apply(unfin)).outcome == "ok"
+    assert gets(w) == before + 3
+    meta = w.meta("cw-b")
+    assert meta["labels"] == {"late": "1", JOBID: "22"}
+    assert FIN not in (meta.get("finalizers") or [])
+    assert condition(w, "cw-b", SCHEDULED) is not None
+
+
+async def test_a_copy_that_says_nothing_is_to_write_is_checked_on_the_api_server(
+    w: World,
+) -> None:
+    """A copy newer than the pod is now (someone undid our write after the watch saw it)
+    must not make the write a noop: only the API server's pod does."""
+    pod = w.kube.add_pod("cw-c", finalizers=[FIN])
+    say = SetPodCondition(pod=ref(pod), type=SCHEDULED, status="False", reason="R", message="m")
+    mark = MarkPods(job_id=23, pods=(ref(pod),), scheduler_name=SCHED)
+    assert (await w.effector.apply(say)).outcome == "ok"
+    assert (await w.effector.apply(mark)).outcome == "ok"
+    cached(w, "cw-c")  # says: condition set, pod marked
+    w.kube.patch_merge(
+        "pods", "cw-c", {"metadata": {"labels": {JOBID: None}, "finalizers": None}}, NS
+    )
+    w.kube.patch_merge(
+        "pods",
+        "cw-c",
+        {"status": {"conditions": [{"type": SCHEDULED, "status": "True"}]}},
+        NS,
+        subresource="status",
+    )
+    assert (await w.effector.apply(say)).outcome == "ok"
+    assert (await w.effector.apply(mark)).outcome == "ok"
+    assert is_marked(w, "cw-c", 23)
+    cond = condition(w, "cw-c", SCHEDULED)
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", "R")
+    # And a finalizer the copy still shows but the pod no longer holds: a noop, said so.
+    cached(w, "cw-c")
+    w.kube.patch_merge("pods", "cw-c", {"metadata": {"finalizers": None}}, NS)
+    unfin = RemovePodFinalizer(pod=ref(pod), finalizer=FIN, why="job gone")
+    result = await w.effector.apply(unfin)
+    assert (result.outcome, result.detail) == ("noop", "finalizer already removed")
+
+
+async def test_a_copy_of_a_replaced_pod_is_not_used(w: World) -> None:
+    old = w.kube.add_pod("cw-d")
+    cached(w, "cw-d")
+    replace(w.kube, "cw-d")
+    say = SetPodCondition(pod=ref(old), type=SCHEDULED, status="False", reason="R", message="m")
+    result = await w.effector.apply(say)
+    assert (result.outcome, result.detail) == ("noop", "pod is gone")
+    assert condition(w, "cw-d", SCHEDULED) is None

@@ -17,6 +17,7 @@ from slurmbridge.config import KubeSettings
 from slurmbridge.devtools.sim.kube import DEFAULT_RESOURCES, KubeSim
 from slurmbridge.devtools.testing import Stack, wait_until
 from slurmbridge.kube import client as kube
+from slurmbridge.kube.cache import PodCache
 from slurmbridge.kube.watch import PublishLost
 
 
@@ -245,3 +246,59 @@ async def test_a_kind_not_served_is_listed_empty_once_and_objects_seen_are_kept(
     marker = published[0]
     assert isinstance(marker, KubeListed)
     assert (marker.resource, marker.version) == ("podgroups", "")
+
+
+async def test_the_pod_watcher_keeps_the_pod_cache_as_the_api_server_has_it(
+    tmp_path: Path,
+) -> None:
+    """The pod writes start from the pod watch's copies (slurmbridge.kube.cache): a list and
+    each watch event put the pod in, a deletion takes it out, a relist starts afresh (a pod
+    deleted while the watch was down must not stay), and a stopped watcher leaves nothing."""
+    async with KubeSim() as sim:
+        sim.add_pod("p1", "default", scheduler_name=SCHEDULER)
+        sim.add_pod("p2", "default", scheduler_name=SCHEDULER)
+        sim.add_pod("other", "default", scheduler_name="default-scheduler")
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        api = await kube.api_client(KubeSettings(kubeconfig=str(kubeconfig)))
+        cache = PodCache()
+
+        async def publish(batch: list[tuple[Event, str]]) -> None:
+            del batch
+
+        def version(name: str) -> str:
+            raw = cache.get("default", name)
+            return raw.metadata.resourceVersion if raw is not None else ""
+
+        def current(name: str) -> str:
+            return str(sim.get("pods", name, "default")["metadata"]["resourceVersion"])
+
+        watcher = PodWatcher(
+            api, publish, producer="test", seed={}, scheduler_name=SCHEDULER, pod_cache=cache
+        )
+        try:
+            await watcher.relist()
+            assert len(cache) == 2
+            assert version("p1") == current("p1")
+            assert cache.get("default", "other") is None
+            task = asyncio.create_task(watcher.run())
+            await wait_until(lambda: watcher.watching, what="pod watch open")
+            sim.patch("pods", "p1", {"metadata": {"labels": {"x": "1"}}}, "default")
+            await wait_until(lambda: version("p1") == current("p1"), what="p1's new copy")
+            sim.delete_pod("p2", "default", grace_period_seconds=0)
+            await wait_until(lambda: cache.get("default", "p2") is None, what="p2 dropped")
+            # A deletion the watch never delivers: the relist must not keep p1.
+            sim.fail_next(3, 503, verb="watch", resource="pods")
+            sim.drop_watches(abort=True)
+            sim.delete_pod("p1", "default", grace_period_seconds=0)
+            sim.compact()
+            relists = watcher.relists
+            await wait_until(lambda: watcher.relists > relists, timeout=20, what="relist")
+            await wait_until(lambda: len(cache) == 0, what="p1 gone from the cache")
+            sim.add_pod("p3", "default", scheduler_name=SCHEDULER)
+            await wait_until(lambda: len(cache) == 1, what="p3 cached")
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            assert len(cache) == 0
+        finally:
+            await api.close()
