@@ -174,21 +174,35 @@ async def _together(
 
 
 class HotPace:
-    """How long the hot loop waits before its next round: ``interval`` seconds, doubled
-    after each quiet round up to ``idle`` seconds.
+    """How long the hot loop waits before its next round: ``interval`` seconds while
+    something changed in the last ``calm`` seconds, then doubled after each quiet round up
+    to ``idle`` seconds.
 
     A quiet round named the same jobs as the one before and read none of them whole; a
     hint (the loop was woken), a job joining or leaving the hot set, or a job read whole
     brings the wait back to ``interval``. Why: a long queue that nobody leaves (no free
     node) would otherwise be asked every 20 ms for ever, 50 requests a second from an idle
     bridge — several % of a core (issue 30 item 4); a start after a quiet spell is then seen
-    within ``idle`` seconds, and under load (jobs starting) rounds are never quiet.
+    within ``idle`` seconds. Why ``calm``: slurmctld starts jobs in scheduling passes, a
+    few at a time with quiet rounds between them; doubling from the first quiet round made
+    the wait 160–320 ms by the next pass, and a start was logged 89 ms (p50) after it was
+    visible through slurmrestd on real Slurm 26.05 at 50 pods/s (``bench/workload.py
+    --slurm real``, issue 30 item 6). ``clock``: seconds, monotonic.
     """
 
-    def __init__(self, interval: float, idle: float) -> None:
+    def __init__(
+        self,
+        interval: float,
+        idle: float,
+        calm: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.interval = interval
         self.idle = max(interval, idle)
+        self.calm = calm
+        self._clock = clock
         self._quiet = 0
+        self._busy_at = clock()
         self._last: Sequence[int] = ()
 
     @property
@@ -200,8 +214,13 @@ class HotPace:
         """A round named ``ids`` and read ``reads`` of them whole; ``woken``: it was started
         by a wake-up, not by its wait running out."""
         busy = woken or reads > 0 or list(ids) != list(self._last)
-        # Capped: the wait stops growing at ``idle`` anyway, and 2**n must stay a float.
-        self._quiet = 0 if busy else min(self._quiet + 1, 30)
+        now = self._clock()
+        if busy:
+            self._busy_at = now
+            self._quiet = 0
+        elif now - self._busy_at >= self.calm:
+            # Capped: the wait stops growing at ``idle`` anyway, and 2**n must stay a float.
+            self._quiet = min(self._quiet + 1, 30)
         self._last = ids
 
 

@@ -133,7 +133,9 @@ def _wait_port_file(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"{what} exited with {proc.returncode}")
+            # Its own words, when they were piped here (an exit 2 names the setting or port).
+            said = proc.stderr.read()[-2000:] if proc.stderr is not None else ""
+            raise AssertionError(f"{what} exited with {proc.returncode}: {said}")
         if callable(cond) and cond():
             return
         time.sleep(0.05)

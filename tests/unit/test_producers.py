@@ -929,23 +929,33 @@ def test_extended_resources_and_host_ports_are_translated() -> None:
 
 def test_the_hot_loop_asks_an_unchanging_queue_ever_less_often_and_a_change_at_once() -> None:
     """Issue 30 item 4: rounds that name the same jobs and read none of them double the wait
-    up to the idle interval; a hint, a new hot set or a job read whole resets it."""
-    pace = slurm_poller.HotPace(0.02, 0.32)
-    waits = []
-    for _ in range(7):
-        waits.append(pace.wait)
-        pace.after_round(woken=False, ids=[1, 2], reads=0)
-    # The first round names [1, 2] for the first time: busy; then quiet rounds double.
-    assert waits == [0.02, 0.02, 0.04, 0.08, 0.16, 0.32, 0.32]
-    pace.after_round(woken=False, ids=[1, 2, 3], reads=0)  # a job joined the hot set
+    up to the idle interval once nothing changed for ``calm`` seconds; a hint, a new hot set
+    or a job read whole resets it. Item 6: until then the rounds keep their interval, so a
+    start in slurmctld's next scheduling pass is seen at once."""
+    now = [0.0]
+    pace = slurm_poller.HotPace(0.02, 0.32, calm=1.0, clock=lambda: now[0])
+
+    def rounds(n: int, ids: list[int], reads: int = 0) -> list[float]:
+        waits = []
+        for _ in range(n):
+            waits.append(pace.wait)
+            now[0] += pace.wait
+            pace.after_round(woken=False, ids=ids, reads=reads)
+        return waits
+
+    # The first round names [1, 2] for the first time: busy; then 50 rounds of 20 ms (the
+    # calm second), and only then do quiet rounds double.
+    waits = rounds(56, [1, 2])
+    assert waits[:51] == [0.02] * 51
+    assert waits[51:] == [0.04, 0.08, 0.16, 0.32, 0.32]
+    rounds(1, [1, 2, 3])  # a job joined the hot set
     assert pace.wait == 0.02
-    pace.after_round(woken=False, ids=[1, 2, 3], reads=0)
-    assert pace.wait == 0.04
-    pace.after_round(woken=False, ids=[1, 2, 3], reads=1)  # one moved (a start)
+    assert set(rounds(50, [1, 2, 3])) == {0.02}
+    rounds(1, [1, 2, 3], reads=1)  # one moved (a start)
     assert pace.wait == 0.02
-    pace.after_round(woken=False, ids=[1, 2, 3], reads=0)
+    rounds(60, [1, 2, 3])
+    assert pace.wait > 0.02
     pace.after_round(woken=True, ids=[1, 2, 3], reads=0)  # a hint woke the loop
     assert pace.wait == 0.02
-    for _ in range(100):  # never beyond the idle interval, however long it stays quiet
-        pace.after_round(woken=False, ids=[1, 2, 3], reads=0)
+    rounds(200, [1, 2, 3])  # never beyond the idle interval, however long it stays quiet
     assert pace.wait == 0.32
