@@ -72,12 +72,18 @@ def _requests(sims: Simulators) -> dict[str, float]:
 
 
 async def _probe(
-    sims: Simulators, name: str, bound: dict[str, float], timeout: float
+    sims: Simulators,
+    name: str,
+    bound: dict[str, float],
+    timeout: float,
+    created: dict[str, float] | None = None,
 ) -> float | None:
     """Seconds from creating bare pod ``name`` (partition batch) to its Binding; None when it
     was not bound within ``timeout`` seconds (counted in ``*_timeouts``, not an error: a pod
     stuck behind the queue is what this bench looks for)."""
     t0 = time.monotonic()
+    if created is not None:
+        created[name] = t0
     create_group(
         sims.kube,
         "Pod",
@@ -139,6 +145,42 @@ def _ms(samples: list[float | None]) -> dict[str, float | int | None]:
     }
 
 
+def _stages(
+    created: dict[str, float],
+    submitted_at: dict[str, float],
+    started_at: dict[str, float],
+    labelled_at: dict[str, float],
+    bound: dict[str, float],
+) -> dict[str, float | int | None]:
+    """Each probe's bind in four stages, three of them slurmbridge's:
+    ``bind_{empty,full}_queue_to_submitted_*`` (the pod seen, published, decided, its intent
+    stored, the submit sent), ``..._submitted_to_started_*`` (the slurmrestd simulator's
+    submit: its scheduling pass over the queue, in this process, starts the job),
+    ``..._started_to_labelled_*`` (the submit's answer, the pod marked with the job's id)
+    and ``..._labelled_to_bound_*`` (the job's start seen, published, decided, the Binding
+    written)."""
+    out: dict[str, float | int | None] = {}
+    for phase, prefix in (("empty", "e"), ("full", "f")):
+        names = [n for n in created if n.startswith(prefix) and n in labelled_at]
+        stages = {
+            "to_submitted": [submitted_at[n] - created[n] for n in names if n in submitted_at],
+            "submitted_to_started": [
+                started_at[n] - submitted_at[n]
+                for n in names
+                if n in started_at and n in submitted_at
+            ],
+            "started_to_labelled": [
+                labelled_at[n] - started_at[n] for n in names if n in started_at
+            ],
+            "labelled_to_bound": [bound[n] - labelled_at[n] for n in names if n in bound],
+        }
+        for stage, samples in stages.items():
+            for k, v in _ms(list(samples)).items():
+                if k != "timeouts":
+                    out[f"bind_{phase}_queue_{stage}_{k}"] = v
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="slurmbridge-idle-queue-"))
     sims = Simulators(nodes=args.nodes, workdir=workdir / "sims", kubelet=True)
@@ -161,6 +203,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     bound: dict[str, float] = {}
     labelled: set[str] = set()
+    #: name -> monotonic time its pod first carried its job's id (the bridge's submit and
+    #: mark done): splits a probe's bind into before and after its job is in Slurm.
+    labelled_at: dict[str, float] = {}
 
     def on_write(change: Change) -> None:
         if change.resource.name == "pods" and change.type == "MODIFIED":
@@ -169,12 +214,37 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 bound.setdefault(obj["metadata"]["name"], time.monotonic())
             if JOBID in (obj["metadata"].get("labels") or {}):
                 labelled.add(obj["metadata"]["name"])
+                labelled_at.setdefault(obj["metadata"]["name"], time.monotonic())
 
     sims.kube.on_write.append(on_write)
+    #: name -> monotonic time the simulated slurmctld started its pod's job (at the submit:
+    #: a probe's partition has free nodes)
+    started_at: dict[str, float] = {}
+
+    def on_job_state(job_id: int, state: str, at: float) -> None:
+        job = sims.slurm.jobs_by_id.get(job_id)
+        if state == "RUNNING" and job is not None and job.comment.startswith("slurmbridge:"):
+            # the marker: slurmbridge:<namespace>/<kind>:<name>:<uid>
+            started_at.setdefault(job.comment.split(":")[2], at)
+
+    sims.slurm.on_job_state.append(on_job_state)
+    #: name -> monotonic time its pod's job was submitted (the simulator's submit began)
+    submitted_at: dict[str, float] = {}
+
+    def on_submit(job_id: int, comment: str, at: float) -> None:
+        del job_id
+        if comment.startswith("slurmbridge:"):
+            submitted_at.setdefault(comment.split(":")[2], at)
+
+    sims.slurm.on_submit.append(on_submit)
     try:
         if await _probe(sims, "warm-up", bound, 120) is None:  # slurmbridge up: one pod placed
             raise TimeoutError("slurmbridge did not place the warm-up pod within 120 s")
-        empty = [await _probe(sims, f"e{i}", bound, args.probe_timeout) for i in range(args.probes)]
+        created: dict[str, float] = {}
+        empty = [
+            await _probe(sims, f"e{i}", bound, args.probe_timeout, created)
+            for i in range(args.probes)
+        ]
 
         decides0 = await _decides(url)
         t_fill = time.monotonic()
@@ -203,7 +273,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         requests1 = _requests(sims)
         decides2 = await _decides(url)
 
-        full = [await _probe(sims, f"f{i}", bound, args.probe_timeout) for i in range(args.probes)]
+        full = [
+            await _probe(sims, f"f{i}", bound, args.probe_timeout, created)
+            for i in range(args.probes)
+        ]
     finally:
         await tear_down([proc], sims, nats, workdir=workdir)
     return {
@@ -222,6 +295,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         **{f"bind_empty_queue_{k}": v for k, v in _ms(empty).items()},
         **{f"bind_full_queue_{k}": v for k, v in _ms(full).items()},
+        **_stages(created, submitted_at, started_at, labelled_at, bound),
         "poll_interval_s": args.poll_interval,
         "machine": machine(),
     }

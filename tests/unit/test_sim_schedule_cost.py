@@ -5,6 +5,7 @@ partition once a job there waits for resources: job_scheduler.c, ``failed_parts`
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -95,3 +96,56 @@ def test_a_look_behind_a_long_queue_scans_the_jobs_only_when_a_purge_can_be_due(
     sim.jobs_by_id[other].start_mono -= 1.0
     sim._purge()
     assert sim.jobs_by_id[other].state == "TIMEOUT"
+
+
+def _looks_scan(sim: SlurmSim) -> int:
+    """How many scans over the jobs one look (``_purge``) made."""
+    _CountingJobs.scans = 0
+    sim._purge()
+    return _CountingJobs.scans
+
+
+def test_a_submit_a_start_and_an_end_are_read_alone_and_still_purged_on_time() -> None:
+    sim = queued_sim(300)
+    sim.min_job_age = 0.2
+    sim.jobs_by_id = _CountingJobs(sim.jobs_by_id)  # type: ignore[assignment]
+    _looks_scan(sim)
+    job = sim.submit({"partition": "batch", "tasks": 1}, external=False)
+    assert sim.jobs_by_id[job].state == "RUNNING"
+    assert _looks_scan(sim) == 0, "a look after a submit and a start scanned the queue"
+    sim.cancel_job(job)
+    assert _looks_scan(sim) == 0, "a look after an end scanned the queue"
+    # The end is due for its purge after MinJobAge: the first look after it removes it.
+    deadline = time.monotonic() + 5
+    while job in sim.jobs_by_id and time.monotonic() < deadline:
+        sim._purge()
+        time.sleep(0.01)
+    assert job not in sim.jobs_by_id
+
+
+def test_a_restored_job_and_one_built_outside_the_simulator_are_still_purged_on_time() -> None:
+    """A job restored from saved state keeps its simulator's note (``copy.deepcopy`` copies
+    the weak reference as it is); a job a test builds itself has none, so a write to it makes
+    the next look scan all the jobs: either way a time limit written on it is enforced."""
+    sim = queued_sim(5)
+    sim.minute_s = 0.2
+    job = sim.submit({"partition": "batch", "tasks": 1}, external=False)
+    saved = sim.save_state()
+    sim.restore_state(saved)
+    sim._purge()
+    restored = sim.jobs_by_id[job]
+    assert restored is not saved.jobs[job]
+    restored.time_limit = 1
+    restored.start_mono -= 1.0
+    sim._purge()
+    assert restored.state == "TIMEOUT"
+
+    other = sim.submit({"partition": "batch", "tasks": 1}, external=False)
+    sim._purge()
+    built = dataclasses.replace(sim.jobs_by_id[other])  # through __init__: no note
+    sim.jobs_by_id[other] = built
+    sim._purge()
+    built.time_limit = 1
+    built.start_mono -= 1.0
+    sim._purge()
+    assert built.state == "TIMEOUT"

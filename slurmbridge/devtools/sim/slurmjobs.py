@@ -100,6 +100,7 @@ import copy
 import math
 import operator
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -116,10 +117,27 @@ JobCallback = Callable[[int, str, float], None]
 ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL")
 #: slurmctld's job_mgr.c TOP_PRIORITY: priority/basic hands out one less to each new job.
 TOP_PRIORITY = 0xFFFF0000
-#: The fields a job's purge depends on (time limit, end, MinJobAge): a write to one of them,
-#: on any job of any simulator in the process, makes the next look scan the jobs again.
+#: The fields a job's purge depends on (time limit, end, MinJobAge). A write to one of them
+#: on a job its simulator made (:class:`_Touched`) is noted for that simulator: its next look
+#: reads that job alone. A write to one on any other job (one a test built or copied) makes
+#: every simulator's next look scan all its jobs again.
 _PURGE_FIELDS = frozenset({"state", "time_limit", "start_mono", "ended_mono"})
 _purge_writes = [0]
+
+
+class _Touched:
+    """The jobs of one simulator whose purge fields were written since its last look, by
+    ``id()`` (a :class:`SimJob` is a dataclass with ``eq``, so unhashable). Each job holds a
+    weak reference to it: ``copy.deepcopy`` copies a weak reference as it is (the saved
+    state of :meth:`JobsMixin.save_state` does not copy the simulator), and a job outliving
+    its simulator notes nothing."""
+
+    __slots__ = ("__weakref__", "jobs")
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, SimJob] = {}
+
+
 _QUEUE_FIELDS = frozenset({"priority", "submit_time", "job_id"})
 
 
@@ -248,7 +266,12 @@ class SimJob:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _PURGE_FIELDS:
-            _purge_writes[0] += 1
+            ref = self.__dict__.get("_touched")
+            touched = ref() if ref is not None else None
+            if touched is not None:
+                touched.jobs[id(self)] = self
+            else:
+                _purge_writes[0] += 1
         object.__setattr__(self, name, value)
         if name in _QUEUE_FIELDS:
             # slurmctld's job queue order (``sort_job_queue2``): priority descending, then
@@ -500,7 +523,13 @@ class JobsMixin:
         #: When the next look must scan the jobs (_purge), and what it was computed from.
         self._purge_due = 0.0
         self._purge_seen: tuple[object, ...] = ()
+        #: This simulator's jobs whose purge fields were written since the last look.
+        self._touched = _Touched()
         self.on_job_state: list[JobCallback] = []
+        #: Called as ``hook(job_id, comment, at)`` when a job is submitted, before the
+        #: scheduling pass (``at``: time.monotonic() of the submit's arrival): a bench splits
+        #: the simulator's own pass from the client's time with it.
+        self.on_submit: list[Callable[[int, str, float], None]] = []
         self.jobs_changed_at = int(time.time())
         #: The last priority priority/basic handed out (the next job gets one less).
         self.last_priority = TOP_PRIORITY
@@ -636,6 +665,7 @@ class JobsMixin:
         A ``user_id`` no known user has is accepted as it is (recorded from Slurm 26.05.5: uid
         99999 without a passwd entry; real Slurm holds it later, ``JobHeldAdmin``, when its
         batch script fails to start on a node — not modelled: jobs run nothing here)."""
+        at = time.monotonic()
         if user_id is None:
             user_id = self._ensure_user(HARNESS_USER)[0]
         job = self._make_job(desc, external=external, user_id=user_id)
@@ -644,6 +674,8 @@ class JobsMixin:
         job.group_name = self._group_name(job.group_id)
         self.jobs_by_id[job.job_id] = job
         self._jobs_touched()
+        for hook in list(self.on_submit):
+            hook(job.job_id, job.comment, at)
         self.schedule()
         return job.job_id
 
@@ -763,9 +795,20 @@ class JobsMixin:
         # either and would be given the same reason; trying it would cost a pass over the
         # nodes (10,000 queued jobs of one shape made every submit O(n × nodes)).
         failed: dict[tuple[object, ...], str] = {}
+        # Partitions in ``waiting`` and ``full`` (since the last start): a job told
+        # "Priority" there is skipped below; tested first, since behind 10,000 queued jobs
+        # nearly every job of a pass is one (the fuller test cost 8 ms a pass).
+        skip: set[str] = set()
         changed = False
         pending = [j for j in self.jobs_by_id.values() if j.state == "PENDING"]
         for job in sorted(pending, key=_QUEUE_KEY):
+            if (
+                job.partition in skip
+                and job.reason == "Priority"
+                and not job.required
+                and not job.het_ids
+            ):
+                continue
             if job.het_ids and job.het_offset:
                 continue  # a component starts with its leader
             before = job.reason
@@ -781,6 +824,7 @@ class JobsMixin:
                 if job.partition not in full:
                     full[job.partition] = self._partition_full(job.partition)
                 if full[job.partition]:
+                    skip.add(job.partition)
                     continue
             shape = self._shape(job)
             if shape is not None and shape in failed:
@@ -788,6 +832,7 @@ class JobsMixin:
             elif self._try_start_all(job):
                 started += 1
                 full.clear()
+                skip.clear()
                 failed.clear()
                 continue
             elif shape is not None:
@@ -814,14 +859,34 @@ class JobsMixin:
     def _purge_inputs(self) -> tuple[object, ...]:
         return (_purge_writes[0], self.minute_s, self.min_job_age)
 
+    def _purge_due_of(self, job: SimJob) -> float:
+        """When ``job`` is next due for a look (monotonic seconds): its purge after MinJobAge
+        once ended, its time limit while running; ``inf`` otherwise."""
+        if job.state in ENDED:
+            return job.ended_mono + self.min_job_age
+        if job.state == "RUNNING" and job.time_limit:
+            return job.start_mono + job.time_limit * self.minute_s
+        return math.inf
+
     def _purge(self) -> None:
         now = time.monotonic()
         # Every GET looks, and the hot loop of a bridge asks every 20 ms: behind 10,000
         # queued jobs a scan cost ~9 ms each, most of the bench process's loop (bench/
-        # idle_queue.py). Until a job's purge field is written or the earliest time limit
-        # or MinJobAge falls due, a scan would find nothing.
-        if now < self._purge_due and self._purge_seen == self._purge_inputs():
-            return
+        # idle_queue.py). Until the earliest time limit or MinJobAge falls due, a scan would
+        # find nothing; a job this simulator made and that was written since is read alone
+        # (a submit, a start and an end each wrote one: a scan after each was 8 ms of the
+        # bench process per probe behind 10,000 jobs, bench/idle_queue.py).
+        touched = self._touched.jobs
+        if self._purge_seen == self._purge_inputs():
+            due = self._purge_due
+            for job in touched.values():
+                if self.jobs_by_id.get(job.job_id) is job:
+                    due = min(due, self._purge_due_of(job))
+            touched.clear()
+            self._purge_due = due
+            if now < due:
+                return
+        touched.clear()
         # The time limit is enforced lazily, when someone looks: same outcome as slurmctld's
         # periodic check, without a timer task.
         for j in list(self.jobs_by_id.values()):
@@ -889,7 +954,8 @@ class JobsMixin:
         else:
             self.last_priority = max(1, self.last_priority - 1)
             priority = self.last_priority
-        return SimJob(
+        writes = _purge_writes[0]
+        job = SimJob(
             job_id=self.next_job_id,
             name=str(desc.get("name") or "sim"),
             partition=partition,
@@ -915,6 +981,12 @@ class JobsMixin:
             gres=parse_tres_gres(str(desc.get("tres_per_node") or "")),
             constraints=constraints,
         )
+        # A job no simulator holds yet cannot change any simulator's purge: its construction
+        # is not a write the others must scan for, and this simulator's next look reads it.
+        _purge_writes[0] = writes
+        object.__setattr__(job, "_touched", weakref.ref(self._touched))
+        self._touched.jobs[id(job)] = job
+        return job
 
     def _shape(self, job: SimJob) -> tuple[object, ...] | None:
         """What :meth:`_try_start` reads of ``job`` to choose its nodes or its reason
