@@ -291,6 +291,17 @@ class HotJobs:
         """The first ``limit`` jobs to watch (all when None), each once: the hinted jobs,
         newest first; then the queued ones, alternately the newest and the head of the
         queue. Costs O(limit), however long the queue: the rest is never looked at."""
+        self._expire()
+        return list(itertools.islice(self._hot(), limit))
+
+    def hinted_jobs(self, limit: int | None = None) -> list[int]:
+        """The first ``limit`` hinted jobs (all when None), newest first: what the poller's
+        round after a hint names (``SlurmPoller(hinted_jobs=)``)."""
+        self._expire()
+        return list(itertools.islice(reversed(self.hinted), limit))
+
+    def _expire(self) -> None:
+        """Forget the hints older than :attr:`HINT_TTL` (a lost hint expires)."""
         if self.hinted:
             stale = time.monotonic() - self.HINT_TTL
             while self.hinted:
@@ -298,7 +309,6 @@ class HotJobs:
                 if at >= stale:
                     break
                 del self.hinted[oldest]
-        return list(itertools.islice(self._hot(), limit))
 
     def _hot(self) -> Iterator[int]:
         # Consumed at once by __call__, so the dicts do not change under the iterators.
@@ -831,6 +841,7 @@ class App:
             poll_interval=s.slurm.poll_interval,
             seed=slurm_seed(self.projection, s.slurm.cluster),
             hot_jobs=self.hot_jobs,
+            hinted_jobs=self.hot_jobs.hinted_jobs,
             hot_interval=s.slurm.pending_job_poll_interval,
             job_relist_interval=s.slurm.job_relist_interval,
         )

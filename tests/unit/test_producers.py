@@ -463,13 +463,12 @@ async def test_a_start_is_published_before_the_jobs_the_log_only_lacks() -> None
     assert c.job_gets[6:] == [14, 15, 16, 17]
 
 
-async def test_a_long_queue_costs_one_request_of_hot_limit_ids_per_hot_round() -> None:
-    """10,000 waiting jobs the log holds: each hot round asks ``jobs/state`` once, naming
-    ``hot_limit`` of them — the newest and the head of the queue — and reads none whole
-    (issue 30 item 6: before, the 32 newest only, so the jobs about to start were left to
-    the state poll)."""
-    c, sink = FakeClient(), Sink()
-    c.jobs = [Job(job_id=j, state=("PENDING",), priority=1) for j in range(1, 10_001)]
+async def _queue_watched(
+    c: FakeClient, sink: Sink, n: int, *, hot_interval: float, hinted: bool = False
+) -> tuple[slurm_poller.SlurmPoller, HotJobs]:
+    """A poller of ``n`` pending jobs (ids 1..n) the log holds, each waited for by a pod, its
+    hot loop fed by a :class:`HotJobs` (which also names the hinted jobs when ``hinted``)."""
+    c.jobs = [Job(job_id=j, state=("PENDING",), priority=1) for j in range(1, n + 1)]
     hot = HotJobs("c")
     p = slurm_poller.SlurmPoller(
         c,  # type: ignore[arg-type]
@@ -479,14 +478,25 @@ async def test_a_long_queue_costs_one_request_of_hot_limit_ids_per_hot_round() -
         poll_interval=3600,
         seed={},
         hot_jobs=hot,
-        hot_interval=0.001,
+        hinted_jobs=hot.hinted_jobs if hinted else None,
+        hot_interval=hot_interval,
     )
     await p.poll_once()
     for ev, _ in sink.batches[-1]:
         hot.observe(ev, 0)
-    for j in range(1, 10_001):
+    for j in range(1, n + 1):
         labels = {wellknown.LABEL_SLURM_JOBID: str(j)}
         hot.observe(KubePod(source="k8s", key=f"ns/p{j}", name=f"p{j}", labels=labels), 0)
+    return p, hot
+
+
+async def test_a_long_queue_costs_one_request_of_hot_limit_ids_per_hot_round() -> None:
+    """10,000 waiting jobs the log holds: each hot round asks ``jobs/state`` once, naming
+    ``hot_limit`` of them — the newest and the head of the queue — and reads none whole
+    (issue 30 item 6: before, the 32 newest only, so the jobs about to start were left to
+    the state poll)."""
+    c, sink = FakeClient(), Sink()
+    p, _ = await _queue_watched(c, sink, 10_000, hot_interval=0.001)
     c.job_gets.clear()
     task = asyncio.create_task(p._hot_loop())
     deadline = time.monotonic() + 30
@@ -500,6 +510,54 @@ async def test_a_long_queue_costs_one_request_of_hot_limit_ids_per_hot_round() -
         assert len(ids) == p.hot_limit == 128
         assert {1, 2, 64, 10_000, 9_937} <= set(ids), "the head and the newest"
     assert c.job_gets == []
+
+
+async def test_a_hint_behind_a_long_queue_asks_for_the_hinted_job_alone() -> None:
+    """Issue 30 item 4: a hint (a job this process just submitted) starts a round naming
+    the hinted jobs alone, not the ``hot_limit`` jobs of the queue. A hinted job that
+    started at once asks nothing more of the loop; one still pending brings it back to its
+    interval (item 6: its start may come with slurmctld's next scheduling pass)."""
+    c, sink = FakeClient(), Sink()
+    p, hot = await _queue_watched(c, sink, 1_000, hot_interval=0.02, hinted=True)
+    now = [0.0]
+    pace = slurm_poller.HotPace(0.02, 0.32, calm=1.0, clock=lambda: now[0])
+    for _ in range(10):  # an unchanging queue: the loop waits the idle interval
+        now[0] += 2.0
+        pace.after_round(woken=False, ids=[1], reads=0)
+    assert pace.wait == 0.32
+
+    c.jobs.append(Job(job_id=5000, state=("RUNNING",), nodes=("n1",)))  # started at once
+    hot.hint(5000)
+    assert await p._hinted_round(pace) is False
+    assert c.state_lists_by_id[-1] == (5000,)
+    assert sink.last() == [("SlurmJob", "5000", "observed")]
+    assert pace.wait == 0.32, "a job that started at once asks nothing more of the loop"
+
+    c.jobs.append(Job(job_id=5001, state=("PENDING",)))  # waits for slurmctld's next pass
+    hot.hint(5001)
+    assert await p._hinted_round(pace) is True
+    assert c.state_lists_by_id[-1] == (5001, 5000)  # 5000's hint lasts until the log has it
+    assert pace.wait == 0.02
+
+    # The loop itself: a wake-up between regular rounds (5 s apart here) is a hinted round.
+    p.hot_interval = 5.0
+    c.state_lists_by_id.clear()
+    c.jobs.append(Job(job_id=5002, state=("RUNNING",), nodes=("n2",)))
+    hot.hint(5002)
+    task = asyncio.create_task(p._hot_loop())
+    try:
+        deadline = time.monotonic() + 30
+        while not c.state_lists_by_id and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert len(c.state_lists_by_id[0]) == p.hot_limit  # the first, regular round
+        p.wake()
+        while len(c.state_lists_by_id) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert c.state_lists_by_id[1] == (5002, 5001, 5000)
 
 
 class Gathered(FakeClient):
