@@ -53,6 +53,7 @@ import aiohttp
 
 from bench._common import emit, free_port, machine, percentile, start_slurmbridge, tear_down, until
 from bench._work import cpu_seconds, kube_writes, prometheus_totals, slurm_writes
+from reconcilers import _pods
 from schemas import wellknown
 from slurmbridge.devtools.sim.kube import Change
 from slurmbridge.devtools.sim.workloads import create_group
@@ -145,6 +146,14 @@ def _ms(samples: list[float | None]) -> dict[str, float | int | None]:
     }
 
 
+def _pod_of_marker(comment: str) -> str | None:
+    """The name of the bare pod whose placeholder job carries ``comment`` (slurmbridge's
+    marker), None for anyone else's job."""
+    key = _pods.group_key_of_marker(comment)
+    group = _pods.parse_group_key(key) if key is not None else None
+    return group.name if group is not None else None
+
+
 def _stages(
     created: dict[str, float],
     submitted_at: dict[str, float],
@@ -223,9 +232,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     def on_job_state(job_id: int, state: str, at: float) -> None:
         job = sims.slurm.jobs_by_id.get(job_id)
-        if state == "RUNNING" and job is not None and job.comment.startswith("slurmbridge:"):
-            # the marker: slurmbridge:<namespace>/<kind>:<name>:<uid>
-            started_at.setdefault(job.comment.split(":")[2], at)
+        name = _pod_of_marker(job.comment) if job is not None else None
+        if state == "RUNNING" and name is not None:
+            started_at.setdefault(name, at)
 
     sims.slurm.on_job_state.append(on_job_state)
     #: name -> monotonic time its pod's job was submitted (the simulator's submit began)
@@ -233,8 +242,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     def on_submit(job_id: int, comment: str, at: float) -> None:
         del job_id
-        if comment.startswith("slurmbridge:"):
-            submitted_at.setdefault(comment.split(":")[2], at)
+        if (name := _pod_of_marker(comment)) is not None:
+            submitted_at.setdefault(name, at)
 
     sims.slurm.on_submit.append(on_submit)
     try:

@@ -223,6 +223,12 @@ class HotPace:
             self._quiet = min(self._quiet + 1, 30)
         self._last = ids
 
+    def hint(self) -> None:
+        """Something may change soon (a hinted job is still pending): the wait is back to
+        ``interval`` for at least ``calm`` seconds."""
+        self._busy_at = self._clock()
+        self._quiet = 0
+
 
 class SlurmPoller:
     """Polls one Slurm cluster and publishes what changed.
@@ -405,17 +411,16 @@ class SlurmPoller:
         ids = list(dict.fromkeys(self.hinted_jobs(self.hot_limit)))[: self.hot_limit]
         if not ids:
             return False
-        self._hot_moved = 0
         await self._hot_round(ids)
         if self._hot_moved >= len(ids):
             return False
-        pace.after_round(woken=True, ids=(), reads=0)
+        pace.hint()
         return True
 
     async def _hot_round(self, ids: Sequence[int]) -> None:
         """:meth:`poll_jobs_once` for the hot loop: a failure is logged (once per distinct
         failure at WARNING, since the loop runs every 20 ms), never raised."""
-        self._hot_reads = 0
+        self._hot_reads = self._hot_moved = 0
         try:
             await self.poll_jobs_once(ids)
         except slurm_errors.SlurmError as exc:
