@@ -20,7 +20,8 @@ timestamps inside their own writes with ``time.monotonic()``:
   (POST/PUT/PATCH/DELETE requests both simulators served), ``nats_msgs_per_pod`` (JetStream
   messages stored, all streams) and ``cpu_ms_per_pod`` (the slurmbridge process's CPU time:
   the simulators and the load run in this process, so that figure is the bridge's own), with
-  breakdowns by reconciler, request and stream (:mod:`bench._work`).
+  breakdowns by reconciler, request and stream (:mod:`bench._work`), and the effects by
+  action and outcome (``slurmbridge_actions_total``: which effect made which request).
 * **replicas** (``--replicas 2``): that many slurmbridge processes on one NATS, each given one
   partition of every reconciler's keys (``worker.partitions``, ``partitionIndices``):
   ``replica_decides_share`` and ``replica_effects_ok_share`` (each process's part of the
@@ -187,6 +188,7 @@ class Work:
         it, so the bench does not charge the bridge for its own polling."""
         decides: dict[str, float] = {}
         triggers: dict[str, float] = {}
+        actions: dict[str, float] = {}
         replicas: list[dict[str, float]] = []
         for url in self.metrics_urls if metrics else ():
             async with aiohttp.ClientSession() as http, http.get(url) as resp:
@@ -201,9 +203,13 @@ class Work:
             )
             for k, v in seen.items():
                 triggers[k] = triggers.get(k, 0.0) + v
+            acted = prometheus_totals(text, "slurmbridge_actions_total", by=("action", "outcome"))
+            for k, v in acted.items():
+                actions[k] = actions.get(k, 0.0) + v
         return {
             "decides": decides,
             "triggers": triggers,
+            "actions": actions,
             "replicas": replicas,
             "kube": kube_writes(dict(self.sims.kube.requests)),
             "slurm": slurm_writes(dict(self.sims.slurm.counters)),
@@ -237,6 +243,7 @@ class Work:
         """The figures per placed pod, with the breakdowns they sum."""
         decides = delta(before["decides"], after["decides"])
         triggers = delta(before["triggers"], after["triggers"])
+        actions = delta(before["actions"], after["actions"])
         kube = delta(before["kube"], after["kube"])
         slurm = delta(before["slurm"], after["slurm"])
         nats = delta(before["nats"], after["nats"])
@@ -263,6 +270,9 @@ class Work:
             },
             "triggers_by_reconciler_kind_per_pod": {
                 k: per_pod(v, pods) for k, v in sorted(triggers.items())
+            },
+            "actions_by_kind_outcome_per_pod": {
+                k: per_pod(v, pods) for k, v in sorted(actions.items()) if v
             },
             "writes_by_request_per_pod": {
                 k: per_pod(v, pods) for k, v in sorted({**kube, **slurm}.items())

@@ -84,6 +84,19 @@ class Store(Protocol):
         ``order`` (an ``index.order`` result): O(log n), the objects are not read."""
         ...
 
+    def changes(self, kind: type[Event]) -> int:
+        """How many observations of ``kind`` the store has taken in (tombstones included):
+        a number that moves whenever an object of ``kind`` may have changed, so a value
+        derived from those objects can be kept until it moves."""
+        ...
+
+    def cache(self, name: str) -> dict[Hashable, Any]:
+        """A dict kept with the store under ``name`` for values derived from it, created
+        empty on first use. The store never reads or empties it: whoever keeps a value there
+        checks it is still valid (by :meth:`changes`, or by the identity of the observations
+        it was derived from) and bounds its size."""
+        ...
+
 
 class Context(msgspec.Struct, frozen=True, kw_only=True):
     """Settings a reconciler's rules depend on, built by the runtime from the config.

@@ -111,6 +111,10 @@ class Projection:
         self._target_seq = 0
         self._listeners: list[Callable[[Event, int], None]] = []
         self._sub: Any = None
+        #: Observations taken in per kind tag (Store.changes).
+        self._changes: dict[str, int] = {}
+        #: Values derived from the store, per name (Store.cache).
+        self._caches: dict[str, dict[Hashable, Any]] = {}
 
     # --- Store protocol ------------------------------------------------------------------
     def get(self, kind: type[E], key: str, source: str | None = None) -> E | None:
@@ -231,6 +235,18 @@ class Projection:
             if after is not None:
                 bisect.insort(ranked.setdefault(after[0], []), after[1])
 
+    def changes(self, kind: type[Event]) -> int:
+        """Observations of ``kind`` applied so far, tombstones included (a stale one, not
+        applied, does not count)."""
+        return self._changes.get(_tag(kind), 0)
+
+    def cache(self, name: str) -> dict[Hashable, Any]:
+        """The dict kept under ``name`` (created empty on first use; never emptied here)."""
+        found = self._caches.get(name)
+        if found is None:
+            found = self._caches[name] = {}
+        return found
+
     # --- runtime API ---------------------------------------------------------------------
     def entry(self, kind: str, source: str, key: str) -> Entry | None:
         """The live entry (with its sequence) of one object."""
@@ -272,6 +288,7 @@ class Projection:
                 self._advance(seq)
                 return
             self._kube_rv[ident] = rv
+        self._changes[tag] = self._changes.get(tag, 0) + 1
         objs = self._objs.setdefault(tag, {}).setdefault(event.source, {})
         old = objs.get(event.key)
         if event.op == "deleted":

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from slurmbridge.runtime.gcpause import collector_paused, freeze_startup
+from slurmbridge.runtime.gcpause import YOUNG_THRESHOLD, collector_paused, freeze_startup
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +42,7 @@ def test_a_collector_that_was_off_stays_off() -> None:
 
 
 def test_freeze_startup_moves_what_lives_now_out_of_collections() -> None:
+    before = gc.get_threshold()
     try:
         frozen = freeze_startup()
         assert frozen == gc.get_freeze_count() > 1000
@@ -49,5 +50,8 @@ def test_freeze_startup_moves_what_lives_now_out_of_collections() -> None:
             o is test_freeze_startup_moves_what_lives_now_out_of_collections
             for o in gc.get_objects()
         )
+        # The young generation is collected less often; the older ones as before.
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *before[1:])
     finally:
         gc.unfreeze()
+        gc.set_threshold(*before)

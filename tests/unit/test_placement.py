@@ -534,6 +534,54 @@ def test_slurm_nodes_without_a_kubernetes_node_are_excluded_where_they_share_a_p
     assert view.excluded == ("cs-0", "cs-1")
 
 
+def test_node_answers_are_kept_until_the_node_its_usage_or_a_partition_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 30: every submit decide asks which nodes are unusable. A node's feasibility is
+    read again only once its KubeNode or KubeNodeUsage observation is replaced, the Slurm
+    nodes without a Kubernetes node once a SlurmPartition or KubeNode one arrives; each
+    answer stays what a fresh read would give."""
+    from reconcilers import _feasible
+
+    calls: list[str] = []
+    real = _feasible.eligible
+
+    def counted(p: KubePod, node: KubeNode, *rest: Any) -> str | None:
+        calls.append(node.key)
+        return real(p, node, *rest)
+
+    monkeypatch.setattr(_feasible, "eligible", counted)
+
+    def big(name: str, **kw: Any) -> KubeNode:
+        return msgspec.structs.replace(kn(name, **kw), alloc_cpu_millis=2000)
+
+    mixed = SlurmPartition(source=SRC, key="batch", cluster="c1", nodes=("k1", "k2", "cs-0"))
+    s = store(*_listed_world((big("k1"), big("k2"), sn("k1"), sn("k2"), sn("cs-0"), mixed)))
+    s.apply(pod("a"), 1000)
+
+    def excluded() -> tuple[str, ...]:
+        view = placement.view(s, "ns/Pod:a", CTX)
+        assert view is not None
+        return view.excluded
+
+    assert excluded() == ("cs-0",)
+    assert sorted(calls) == ["k1", "k2"]
+    calls.clear()
+    assert excluded() == ("cs-0",)
+    assert calls == [], "nothing changed: no node read again"
+    s.apply(KubeNodeUsage(source="k8s", key="k2", cpu_millis=1500, pods=1), 1001)
+    assert excluded() == ("cs-0", "k2"), "k2 has 500m left for a 1000m pod"
+    assert calls == ["k2"]
+    calls.clear()
+    s.apply(big("k1", unschedulable=True), 1002)
+    assert excluded() == ("cs-0", "k1", "k2")
+    assert calls == [], "a cordoned node needs no feasibility"
+    s.apply(big("k1"), 1003)
+    s.apply(big("cs-0"), 1004)  # cs-0 now has a Kubernetes node
+    assert excluded() == ("k2",)
+    assert sorted(calls) == ["cs-0", "k1"]
+
+
 def test_excluded_nodes_are_only_computed_before_submit() -> None:
     objs = (kn("k2", unschedulable=True), sn("k2"), pod("a", job=5), sjob(5, "PENDING"))
     view = placement.view(store(*objs), "ns/Pod:a", CTX)

@@ -58,3 +58,21 @@ def test_equal_and_newer_versions_apply_and_other_versions_are_never_compared() 
     node = p.get(SlurmNode, "n1", "slurm:c1")
     assert node is not None and node.state == ("DOWN",)
     assert p.stale == 0
+
+
+def test_changes_count_the_applied_observations_of_a_kind_and_caches_persist() -> None:
+    """Store.changes moves with every observation of the kind applied (a tombstone too), not
+    with a stale one nor with another kind's; Store.cache hands back the same dict."""
+    p = Projection()
+    assert p.changes(KubePod) == 0
+    p.apply(pod("100", "Pending"), 1)
+    p.apply(pod("110", "Running"), 2)
+    p.apply(pod("105", "Pending"), 3)  # stale: not applied
+    assert p.changes(KubePod) == 2
+    p.apply(SlurmNode(source="slurm:c1", key="n1", cluster="c1"), 4)
+    assert p.changes(KubePod) == 2 and p.changes(SlurmNode) == 1
+    p.apply(events.tombstone(pod("110", "Running"), version="120", producer="a", observed_at=0), 5)
+    assert p.changes(KubePod) == 3
+    kept = p.cache("x")
+    kept["k"] = 1
+    assert p.cache("x") is kept and p.cache("y") == {}
