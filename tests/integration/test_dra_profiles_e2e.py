@@ -60,6 +60,24 @@ async def stack() -> AsyncIterator[Stack]:
         yield s
 
 
+def seed_admin_features(stack: Stack) -> None:
+    """:func:`seed`, and n1 carrying an administrator's feature before the bridge starts.
+
+    Before anything runs: set later, by plain assignment, the node listing's ``last_update``
+    does not move, so a conditional listing (304) never shows it once the bridge has put its
+    own feature on — the test raced the bridge's first feature write (seen failing in CI)."""
+    seed(stack)
+    stack.slurm.nodes["n1"].features = ["admin"]
+    stack.slurm.nodes["n1"].active_features = ["admin"]
+
+
+@pytest.fixture
+async def admin_featured() -> AsyncIterator[Stack]:
+    """n1 compatible, with an administrator's feature of its own."""
+    async with Stack(nodes=2, poll_interval=0.2, setup=seed_admin_features) as s:
+        yield s
+
+
 @pytest.fixture
 async def incompatible() -> AsyncIterator[Stack]:
     """n1 configured with an administrator's GRES type: incompatible."""
@@ -124,11 +142,12 @@ def gres_condition(stack: Stack, node: str) -> dict[str, Any] | None:
     return next((c for c in conds if c["type"] == "SlinkySlurmGRESCompatible"), None)
 
 
-async def test_a_compatible_node_carries_the_feature_every_job_requires(stack: Stack) -> None:
+async def test_a_compatible_node_carries_the_feature_every_job_requires(
+    admin_featured: Stack,
+) -> None:
     """Slinky slurm-bridge 1.3 reconcileHybridNode: verified GRES ⇒ the feature, beside the
     administrator's features (kept), in the available and the active set."""
-    stack.slurm.nodes["n1"].features = ["admin"]
-    stack.slurm.nodes["n1"].active_features = ["admin"]
+    stack = admin_featured
     f = wellknown.FEATURE_GRES_COMPATIBLE
     await stack.wait_for(
         lambda: features(stack, "n1") == (["admin", f], ["admin", f]),
