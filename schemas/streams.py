@@ -40,8 +40,17 @@ class ConsumerSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A durable pull consumer of one reconciler on BRIDGE_OBS.
 
     ``max_deliver`` bounds retries (the last failed delivery goes to the dead-letter stream);
-    ``backoff_s`` are the redelivery delays after an ack timeout; ``ack_wait_s`` must exceed
-    the longest reconcile (long effects send ``in_progress``).
+    ``ack_wait_s`` (seconds) is how long a delivery may stay unacknowledged before JetStream
+    sends it again: it must exceed the longest reconcile (long effects send ``in_progress``)
+    and the longest wait of a trigger behind a busy key. ``backoff_s`` (seconds, empty by
+    default) are the waits of successive deliveries instead: nats-server then replaces
+    ``ack_wait_s`` by their first (``server/consumer.go``, ``setConsumerConfigDefaults``), so a
+    list starting below ``ack_wait_s`` would shorten every first delivery's wait. Retries the
+    worker asks for are naks with their own delay and do not use it.
+
+    Raises:
+        ValueError: ``backoff_s`` starts below ``ack_wait_s``, or ``ack_wait_s`` is not
+            positive.
     """
 
     durable: str
@@ -49,9 +58,22 @@ class ConsumerSpec(msgspec.Struct, frozen=True, kw_only=True):
     filter_subjects: tuple[str, ...]
     ack_wait_s: float = 30.0
     max_deliver: int = 20
-    backoff_s: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
+    backoff_s: tuple[float, ...] = ()
     max_ack_pending: int = 10_000
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.ack_wait_s <= 0:
+            raise ValueError(f"ack_wait_s: must be positive, not {self.ack_wait_s}")
+        # A backoff of (1, 2, 5, …) under an ack_wait of 30 s made JetStream redeliver every
+        # trigger still queued behind a busy key after 1 s: at 200 pods/s, 40 % of
+        # placement's deliveries were such copies (issue 30).
+        if self.backoff_s and self.backoff_s[0] < self.ack_wait_s:
+            raise ValueError(
+                f"backoff_s: its first wait ({self.backoff_s[0]} s) would replace ack_wait_s "
+                f"({self.ack_wait_s} s) for every first delivery; start it at ack_wait_s or "
+                "leave it empty"
+            )
 
 
 def stream_specs(

@@ -113,6 +113,8 @@ class _Tracker:
     remaining: int
     retry: RetryLater | None = None
     give_up: GiveUp | None = None
+    #: When JetStream last heard of it (monotonic seconds): its delivery or an in-progress.
+    kept: float = field(default_factory=time.monotonic)
 
 
 def _destroys(decision: Decision | GiveUp) -> bool:
@@ -249,8 +251,10 @@ class Worker:
         self.settled = 0  # messages acked, naked or termed (benchmarks and tests read it)
         self.unread = 0  # triggers whose part read (ReconcilerSpec.reads) had not changed
         self._stopping = False
+        #: Messages delivered and not yet settled, queued or being reconciled: kept in
+        #: progress past a third of ack_wait (:meth:`_keepalive_loop`).
+        self._held: set[_Tracker] = set()
         self._pullers: list[PullConsumer] = []
-        self._running: dict[str, tuple[float, list[_Tracker]]] = {}
         self._breathed = time.perf_counter()
         # Metric children looked up once: labels() costs more than the update itself.
         self._m_consumed: dict[str, Any] = {}
@@ -284,7 +288,9 @@ class Worker:
         self._tasks.append(asyncio.create_task(self._keepalive_loop(), name=f"{name}-keepalive"))
 
     async def stop(self) -> None:
-        """Stop pulling and reconciling. Unacknowledged triggers are redelivered later."""
+        """Stop pulling and reconciling. Unacknowledged triggers are redelivered after
+        ``ack_wait``; whoever holds this partition next reconciles every key at start-up
+        anyway (the resync)."""
         self._stopping = True
         self.projection.remove_listener(self._on_applied)
         for timer in self._timers.values():
@@ -295,6 +301,7 @@ class Worker:
         self._pullers.clear()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
+        self._held.clear()
         if self._events:  # let Events under way finish (they are quick), then give up
             await asyncio.wait(set(self._events), timeout=2.0)
             await cancel_and_wait(list(self._events))
@@ -422,6 +429,7 @@ class Worker:
         if not keys:
             await self._finish(tracker)
             return
+        self._held.add(tracker)
         for key in keys:
             burst.setdefault(key, []).append(tracker)
 
@@ -478,12 +486,9 @@ class Worker:
             trackers = q.pending.pop(key, [])
             adds = q.adds.pop(key, 0)
             q.inflight.add(key)
-            if trackers:
-                self._running[key] = (time.monotonic(), trackers)
             try:
                 cause = max((t.seq for t in trackers), default=0)
                 result = await self._reconcile(key, cause, adds)
-                self._running.pop(key, None)
                 for t in trackers:
                     await self._complete(t, result)
                 self._retry_unasked(key, result, asked=bool(trackers))
@@ -492,23 +497,24 @@ class Worker:
             except Exception:
                 log.exception("%s: reconcile loop error on %s", self.spec.name, key)
             finally:
-                self._running.pop(key, None)
                 q.inflight.discard(key)
                 if key in q.pending:
                     q.ready.put_nowait(key)
             await self._breathe()
 
     async def _keepalive_loop(self) -> None:
-        """Long reconciles tell JetStream they are in progress, so it does not redeliver."""
+        """Tell JetStream that every trigger held past a third of ``ack_wait`` — queued
+        behind a busy key or being reconciled — is in progress, so it does not deliver it
+        again while it waits."""
         period = max(0.5, self.settings.ack_wait / 3)
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
-            for started, trackers in list(self._running.values()):
-                if now - started >= period:
-                    for t in trackers:
-                        with contextlib.suppress(Exception):
-                            await t.msg.in_progress()
+            for t in list(self._held):
+                if now - t.kept >= period:
+                    t.kept = now
+                    with contextlib.suppress(Exception):
+                        await t.msg.in_progress()
 
     async def _reconcile(self, key: str, cause: int, adds: int = -1) -> Result:
         """Reconcile ``key``: perform the decision the fast path made for it when no
@@ -944,6 +950,7 @@ class Worker:
 
     async def _finish(self, t: _Tracker) -> None:
         """Settle a message whose keys are all reconciled: ack, nak(delay) or term."""
+        self._held.discard(t)
         if t.give_up is not None:
             await self._dead_letter(t.msg, t.seq, t.num_delivered, t.give_up.reason)
             await t.msg.term()

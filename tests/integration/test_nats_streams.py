@@ -216,3 +216,38 @@ async def test_the_consumer_an_older_release_left_is_named_and_deleted_by_apply(
     ]
     left = sorted(ci.name for ci in await bus.js.consumers_info(streams.OBS_STREAM))
     assert left == ["rc-placement-KubePod"]
+
+
+async def test_a_trigger_held_longer_than_a_second_is_not_delivered_again_before_ack_wait(
+    bus: busmod.Bus,
+) -> None:
+    """The consumer an older release made (AckWait 30 s with BackOff 1, 2, 5 … s) is updated
+    at start-up: nats-server had replaced its AckWait by the first BackOff entry, so every
+    trigger still queued behind a busy key after 1 s was delivered again (issue 30: 40 % of
+    placement's deliveries at 200 pods/s). Now the server keeps a delivery for ack_wait."""
+    await bus.ensure_streams(streams.stream_specs())
+    spec = streams.consumer_spec("placement-KubePod", ("bridge.obs.*.KubePod.*",), ack_wait_s=4.0)
+    old = dataclasses.replace(
+        busmod.consumer_config(spec), ack_wait=30.0, backoff=[1.0, 2.0, 5.0, 10.0, 30.0]
+    )
+    info = await bus.js.add_consumer(streams.OBS_STREAM, old)
+    assert info.config.ack_wait == 1.0  # what the server made of it
+
+    info = await bus.ensure_consumer(spec)
+    assert (info.config.ack_wait, info.config.backoff) == (4.0, None)
+
+    await bus.publish("bridge.obs.k8s.KubePod.default~p", b"{}")
+    sub = await bus.js.pull_subscribe_bind(spec.durable, spec.stream)
+    (msg,) = await sub.fetch(1, timeout=5)
+    assert msg.metadata.num_delivered == 1
+    # Held for 2.5 s — more than the old first wait, less than ack_wait — it is not sent
+    # again: nothing is pending redelivery and a fetch finds nothing.
+    with pytest.raises(TimeoutError):
+        await sub.fetch(1, timeout=2.5)
+    ci = await bus.js.consumer_info(spec.stream, spec.durable)
+    assert (ci.num_redelivered, ci.num_ack_pending) == (0, 1)
+    # Past ack_wait it is (a worker that died without acknowledging).
+    (again,) = await sub.fetch(1, timeout=5)
+    assert again.metadata.num_delivered == 2
+    await again.ack()
+    await sub.unsubscribe()

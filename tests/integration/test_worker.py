@@ -677,3 +677,63 @@ async def test_a_trigger_whose_change_is_known_reaches_only_the_keys_it_can_move
         await until(lambda: worker.settled >= 3 and worker.idle)
         assert decided == ["c1", "c1"]
         assert len(calls) == 2
+
+
+@dataclass
+class StuckWorld(World):
+    """An effector whose drains wait until :attr:`release` is set."""
+
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def apply(self, action: AnyAction) -> EffectResult:
+        if isinstance(action, DrainSlurmNode):
+            self.entered.set()
+            await self.release.wait()
+        return await super().apply(action)
+
+
+async def test_a_trigger_held_past_ack_wait_is_kept_in_progress_not_delivered_again(
+    h: Harness,
+) -> None:
+    """A trigger waiting behind a busy key, and the one whose reconcile is slow, are told to
+    JetStream as in progress every third of ack_wait: neither is delivered again, however
+    long they wait (issue 30: at saturation, queued triggers were sent again and again)."""
+    await h.stop()
+    h.world = StuckWorld()
+    await h.start(WorkerSettings(ack_wait=2.0))
+    world = h.world
+    assert isinstance(world, StuckWorld) and h.bus is not None and h.worker is not None
+    await h.publish(sn("a"), kn("a", unschedulable=True))
+    async with asyncio.timeout(10):
+        await world.entered.wait()
+    # Another change of the same node: queued behind the drain in flight.
+    await h.publish(sn("a", "IDLE", reason="maintenance"))
+
+    async def consumers(field: str) -> int:
+        """``field`` of the ConsumerInfo, summed over slurm_drain's consumers."""
+        assert h.bus is not None
+        infos = [await h.bus.js.consumer_info(streams.OBS_STREAM, d) for d in DRAIN_CONSUMERS]
+        return sum(int(getattr(ci, field)) for ci in infos)
+
+    async def redelivered() -> int:
+        return await consumers("num_redelivered")
+
+    async def held() -> int:
+        return await consumers("num_ack_pending")
+
+    await until(lambda: h.projection.applied_seq >= 3)
+    # Watched for 2.5 ack_waits: every trigger is still held, none sent again.
+    loop = asyncio.get_running_loop()
+    watch_until = loop.time() + 5.0
+    while loop.time() < watch_until:
+        assert await redelivered() == 0
+        await asyncio.sleep(0.2)
+    assert await held() == 3
+    world.release.set()
+    await until(lambda: h.worker is not None and h.worker.idle and not h.worker._held)
+    assert await redelivered() == 0
+    async with asyncio.timeout(10):
+        while await held():
+            await asyncio.sleep(0.05)
+    assert len(world.drains()) == 1
