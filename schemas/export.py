@@ -9,6 +9,7 @@ how the key is encoded into it, tombstones, units, and ``Nats-Msg-Id``.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -90,11 +91,27 @@ def _describe(schema: dict[str, Any], name: str, doc: str, fields: dict[str, str
             props[field]["description"] = text
 
 
+def _cleandoc(node: Any) -> None:
+    """Dedent every docstring-derived ``description`` in place (:func:`inspect.cleandoc`):
+    msgspec 0.23 dedents class docstrings in its schemas and 0.22 did not, so without this
+    the checked-in files would depend on which msgspec is installed."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "description" and isinstance(v, str):
+                node[k] = inspect.cleandoc(v)
+            else:
+                _cleandoc(v)
+    elif isinstance(node, list):
+        for v in node:
+            _cleandoc(v)
+
+
 def json_schemas() -> dict[str, dict[str, Any]]:
     """File name → JSON Schema document (draft 2020-12), one per kind plus the records."""
     out: dict[str, dict[str, Any]] = {}
     for name, cls in {**KINDS, "ActionRecord": ActionRecord, "DeadLetter": DeadLetter}.items():
         schema = msgspec.json.schema(cls)
+        _cleandoc(schema)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["title"] = name
         if name in _RECORDS:
