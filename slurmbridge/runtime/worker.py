@@ -496,6 +496,8 @@ class Worker:
                 raise
             except Exception:
                 log.exception("%s: reconcile loop error on %s", self.spec.name, key)
+                # No longer kept in progress: JetStream delivers them again after ack_wait.
+                self._held.difference_update(trackers)
             finally:
                 q.inflight.discard(key)
                 if key in q.pending:

@@ -737,3 +737,25 @@ async def test_a_trigger_held_past_ack_wait_is_kept_in_progress_not_delivered_ag
         while await held():
             await asyncio.sleep(0.05)
     assert len(world.drains()) == 1
+
+
+async def test_a_reconcile_that_raises_lets_its_trigger_be_delivered_again(h: Harness) -> None:
+    """A reconcile failing unexpectedly (a bug, not an outcome) does not keep its trigger in
+    progress for ever: it is delivered again after ack_wait and reconciled then."""
+    await h.stop()
+    await h.start(WorkerSettings(ack_wait=2.0))
+    worker = h.worker
+    assert worker is not None
+    real = worker._reconcile
+    raised: list[str] = []
+
+    async def once_broken(key: str, cause: int, adds: int = -1) -> object:
+        if not raised:
+            raised.append(key)
+            raise RuntimeError("a bug")
+        return await real(key, cause, adds)
+
+    worker._reconcile = once_broken  # type: ignore[method-assign,assignment]
+    await h.publish(sn("a"), kn("a", unschedulable=True))
+    await until(lambda: len(h.world.drains()) == 1, timeout=15)
+    assert raised == ["a"]
