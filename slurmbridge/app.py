@@ -875,10 +875,11 @@ class App:
         if spec.name == "placement" and self.pod_effector is not None:
             # Another process may have submitted for these keys until now: list once more.
             self.pod_effector.relist()
-        await worker.start()
-        self.workers[key] = worker
-        ready.set()
         try:
+            # Inside: a worker half started (a consumer not created in time) is stopped too.
+            await worker.start()
+            self.workers[key] = worker
+            ready.set()
             await asyncio.Event().wait()  # until the lease is lost or the app stops
         finally:
             self.workers.pop(key, None)

@@ -225,8 +225,9 @@ class WorkerSettings(_Base):
     ``concurrency``: reconciles in flight per reconciler (distinct keys only).
     ``max_deliver``: deliveries of one trigger before it goes to the dead-letter stream.
     ``ack_wait``: seconds before JetStream redelivers an unacknowledged trigger (a worker
-    gone); a trigger held longer — queued behind a busy key, or in a long effect — is told
-    to JetStream as in progress every third of it.
+    that died; one that stops hands its triggers back at once); a trigger held longer —
+    queued behind a busy key, or in a long effect — is told to JetStream as in progress
+    every third of it.
     ``fetch_batch``: messages pulled per fetch (bounded by ``max_ack_pending``).
     ``partitions``: split each reconciler's keys into this many partitions (CRC-32 of the key
     modulo N), each with its own durable consumer and lease, so N replicas share the work and

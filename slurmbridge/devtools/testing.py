@@ -384,6 +384,10 @@ class Stack:
         assert bus is not None
         deadline = time.monotonic() + timeout
         while True:
+            # Consumer → (not yet delivered, delivered and not settled, redelivered, pull
+            # requests waiting): what a timeout names, so a failure says which reconciler
+            # holds what.
+            where: dict[str, tuple[int, int, int, int]] = {}
             try:
                 info = await bus.js.stream_info(streams.OBS_STREAM)
                 last = info.state.last_seq
@@ -392,6 +396,13 @@ class Stack:
                     for c in w.consumers:
                         ci = await bus.js.consumer_info(streams.OBS_STREAM, c.durable)
                         pending += ci.num_pending + ci.num_ack_pending
+                        if ci.num_pending or ci.num_ack_pending:
+                            where[c.durable] = (
+                                ci.num_pending,
+                                ci.num_ack_pending,
+                                ci.num_redelivered or 0,
+                                ci.num_waiting or 0,
+                            )
             except (nats.errors.TimeoutError, nats.js.errors.APIError):
                 # A clustered stream or consumer electing a leader does not answer for a
                 # few seconds: not settled yet.
@@ -403,7 +414,13 @@ class Stack:
             ):
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"not settled after {timeout}s ({pending} triggers pending)")
+                busy = sorted(name for name, w in app.workers.items() if not w.idle)
+                raise TimeoutError(
+                    f"not settled after {timeout}s ({pending} triggers pending; consumer: "
+                    f"(not delivered, unacknowledged, redelivered, pull requests) {where}; "
+                    f"workers not idle: {busy}; projection at {app.projection.applied_seq} "
+                    f"of {last})"
+                )
             await asyncio.sleep(0.02)
 
     async def _read_all(self, stream: str, subject: str) -> list[bytes]:

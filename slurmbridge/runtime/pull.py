@@ -99,7 +99,10 @@ class PullConsumer:
         self._watchdog = asyncio.create_task(self._watch(), name=f"pull-watchdog {self.subject}")
 
     async def stop(self) -> None:
-        """Stop requesting; messages already delivered but not acked will be redelivered."""
+        """Stop requesting and unsubscribe the inbox. Messages already delivered and not yet
+        settled are redelivered after the consumer's ``ack_wait``, unless the caller hands
+        them back with a nak (:meth:`take` holds those not yet returned by
+        :meth:`next_batch`)."""
         self._closed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
@@ -167,6 +170,12 @@ class PullConsumer:
                 self._last_seen = time.monotonic()
                 with contextlib.suppress(Exception):
                     await self._request()
+
+    def take(self) -> list[Any]:
+        """The messages received and not yet returned by :meth:`next_batch` (emptied)."""
+        out = list(self._buf)
+        self._buf.clear()
+        return out
 
     async def next_batch(self, timeout: float = 1.0) -> list[Any]:
         """The messages received since the last call (waits up to ``timeout`` seconds)."""

@@ -167,6 +167,9 @@ class Worker:
     #: synchronous block of seconds, and the leases (renewed on this loop) expired under it —
     #: every component restarted, resynced, and blocked again (issue 30, item 4).
     BREATHE_S = 0.02
+    #: Seconds :meth:`stop` waits for the server to confirm the unsubscribes, and the naks
+    #: of the triggers it hands back (whole seconds: nats-py's ``flush`` takes an int).
+    HAND_BACK_S = 2
 
     def __init__(
         self,
@@ -264,14 +267,29 @@ class Worker:
 
     # --- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
-        """Create/update the durable consumer, start pulling and reconciling."""
-        for consumer in self.consumers:
-            await self.bus.ensure_consumer(consumer)
-            puller = PullConsumer(
-                self.bus.nc, consumer.stream, consumer.durable, batch=self.settings.fetch_batch
-            )
-            await puller.start()
-            self._pullers.append(puller)
+        """Create/update the durable consumers, start pulling and reconciling.
+
+        Raises:
+            nats.errors.Error / TimeoutError: a consumer could not be created or updated
+                (e.g. its stream electing a leader); what was started is stopped first.
+        """
+        try:
+            for consumer in self.consumers:
+                await self.bus.ensure_consumer(consumer)
+                puller = PullConsumer(
+                    self.bus.nc, consumer.stream, consumer.durable, batch=self.settings.fetch_batch
+                )
+                await puller.start()
+                self._pullers.append(puller)
+        except BaseException:
+            # The pullers started so far would go on asking for triggers that nobody reads
+            # (each re-asks after a silence): whatever reached them was never acknowledged,
+            # and each redelivery after ack_wait could go to them again. After a stream
+            # leader was killed this held triggers for good (test_nats_cluster.py's leader
+            # kill, "not settled after 120s", each time after "active part failed:
+            # TimeoutError()" of the reconciler whose consumer held them).
+            await self.stop()
+            raise
         if self.gate is not None:
             self.projection.add_listener(self._on_applied)
         name = self.spec.name
@@ -288,9 +306,11 @@ class Worker:
         self._tasks.append(asyncio.create_task(self._keepalive_loop(), name=f"{name}-keepalive"))
 
     async def stop(self) -> None:
-        """Stop pulling and reconciling. Unacknowledged triggers are redelivered after
-        ``ack_wait``; whoever holds this partition next reconciles every key at start-up
-        anyway (the resync)."""
+        """Stop pulling and reconciling, and hand every trigger still held back to JetStream
+        (:meth:`_hand_back`), so whoever holds this partition next (another replica, or
+        this process once it has the lease again) is delivered it at once, not after
+        ``ack_wait``. Whoever that is reconciles every key at start-up anyway (the
+        resync)."""
         self._stopping = True
         self.projection.remove_listener(self._on_applied)
         for timer in self._timers.values():
@@ -298,13 +318,38 @@ class Worker:
         self._timers.clear()
         for puller in self._pullers:
             await puller.stop()
+        unread = [m for puller in self._pullers for m in puller.take()]
         self._pullers.clear()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
+        held = [t.msg for t in self._held]
         self._held.clear()
+        await self._hand_back(held + unread)
         if self._events:  # let Events under way finish (they are quick), then give up
             await asyncio.wait(set(self._events), timeout=2.0)
             await cancel_and_wait(list(self._events))
+
+    async def _hand_back(self, msgs: list[Any]) -> None:
+        """Nak ``msgs`` (delivered, not settled) without delay, after the pullers' inboxes
+        are unsubscribed: a nak before that is delivered again into this worker's own pull
+        requests, which the server keeps until they expire, and the trigger then waits
+        ``ack_wait`` (30 s) for nobody (measured against nats-server 2.15). Best effort: a
+        trigger whose nak is lost is still delivered again after ``ack_wait``.
+
+        A hand-back spends one of the trigger's ``max_deliver`` deliveries, as the
+        redelivery after ``ack_wait`` it replaces did."""
+        if not msgs:
+            return
+        try:
+            # The unsubscribes reach the server before the naks.
+            await self.bus.nc.flush(timeout=self.HAND_BACK_S)
+            for m in msgs:
+                await m.nak()
+            await self.bus.nc.flush(timeout=self.HAND_BACK_S)
+        except (nats.errors.Error, TimeoutError, OSError) as exc:  # closed or reconnecting
+            log.info("%s: %d triggers not handed back (%s)", self.spec.name, len(msgs), exc)
+            return
+        log.debug("%s: handed %d triggers back", self.spec.name, len(msgs))
 
     @property
     def caught_up(self) -> bool:

@@ -105,11 +105,12 @@ async def test_killing_the_stream_leader_loses_nothing(cluster: NatsCluster) -> 
 
         # An ack sent while a consumer's leader moved can be lost (JetStream acks are not
         # confirmed): that trigger is delivered again after ack_wait (30 s) and settles then.
-        # With a durable consumer per trigger kind, one of them losing an ack is likely
-        # enough that a 30 s wait failed once on a loaded machine. The leader moves twice
-        # (the kill, the restart), each move can lose acks, and on a loaded 2-core machine
-        # the leases lapse and every worker restarts meanwhile: 65 s failed there, for this
-        # change and for the one before it alike (1 of 3 runs beside two busy processes).
+        # The leader moves twice (the kill, the restart), and each move can lose acks. On a
+        # loaded 2-core machine the leases lapse meanwhile and every worker restarts: a
+        # worker that stops hands its triggers back at once (Worker._hand_back), and one
+        # whose start fails half-way stops the pullers it had started — one left behind
+        # held triggers past 120 s (3 runs of 25 beside two busy processes, each after
+        # "active part failed: TimeoutError()" of the reconciler holding them).
         await s.settled(timeout=2 * 30 + 60)
 
         # The restarted server caught up: every replica of every stream is current.

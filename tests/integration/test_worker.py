@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import msgspec
+import nats.errors
 import pytest
 
 from reconcilers import slurm_drain
@@ -81,16 +82,21 @@ class Harness:
         self.projection = Projection()
         await self.projection.start(self.bus)
         await self.projection.wait_caught_up(10)
-        self.worker = Worker(
+        self.worker = self.new_worker(settings or WorkerSettings(max_deliver=5))
+        await self.worker.start()
+
+    def new_worker(self, settings: WorkerSettings, instance_id: str = "test") -> Worker:
+        """A slurm_drain worker on this harness's bus, projection and world (not started)."""
+        assert self.bus is not None
+        return Worker(
             slurm_drain.SPEC,
             bus=self.bus,
             projection=self.projection,
             effector=self.world,
             ctx=CTX,
-            settings=settings or WorkerSettings(max_deliver=5),
-            instance_id="test",
+            settings=settings,
+            instance_id=instance_id,
         )
-        await self.worker.start()
 
     async def stop(self) -> None:
         if self.worker:
@@ -515,11 +521,14 @@ async def test_a_queued_decision_is_decided_again_only_when_its_key_moved_or_it_
     try:
         n3 = sn("n3", "IDLE", "DRAIN", reason=ours) if destructive else sn("n3")
         await h.publish(sn("busy"), n3, kn("n3", unschedulable=destructive))
-        await until(lambda: h.worker is not None and h.worker.settled >= 2 and h.worker.idle)
+        await until(lambda: h.worker is not None and h.worker.settled >= 3 and h.worker.idle)
         await h.publish(kn("busy", unschedulable=True))
         await h.world.holding.wait()  # the one reconcile task waits on busy's drain
+        # n3's first observations came on two consumers, so it may have been decided once or
+        # twice already: wait for the decide of the change queued now.
+        earlier = decided.count("n3")
         await h.publish(kn("n3", unschedulable=not destructive))  # queued behind it
-        await until(lambda: "n3" in decided)
+        await until(lambda: decided.count("n3") > earlier)
         # Other keys' observations applied meanwhile (each decided, none with effects).
         await h.publish(*(sn(f"x{i}") for i in range(5)))
         await until(lambda: h.worker is not None and h.projection.applied_seq >= 10)
@@ -737,6 +746,82 @@ async def test_a_trigger_held_past_ack_wait_is_kept_in_progress_not_delivered_ag
         while await held():
             await asyncio.sleep(0.05)
     assert len(world.drains()) == 1
+
+
+async def test_a_stopping_worker_hands_its_held_triggers_back_at_once(h: Harness) -> None:
+    """A worker that stops (its lease lost, the process shutting down) naks every trigger it
+    holds — the one being reconciled and the one queued behind it — once its pull inboxes are
+    unsubscribed, so the next holder of its partition is delivered them at once, not after
+    ack_wait (30 s here): a trigger held by a worker that is gone waits for nobody."""
+    await h.stop()
+    h.world = StuckWorld()
+    settings = WorkerSettings(ack_wait=30.0)
+    await h.start(settings)
+    world = h.world
+    assert isinstance(world, StuckWorld) and h.bus is not None and h.worker is not None
+    await h.publish(sn("a"), kn("a", unschedulable=True))
+    async with asyncio.timeout(10):
+        await world.entered.wait()
+    await h.publish(sn("a", "IDLE", reason="maintenance"))  # queued behind the drain
+    await until(lambda: h.projection.applied_seq >= 3)
+
+    async def consumers(field: str) -> int:
+        assert h.bus is not None
+        infos = [await h.bus.js.consumer_info(streams.OBS_STREAM, d) for d in DRAIN_CONSUMERS]
+        return sum(int(getattr(ci, field)) for ci in infos)
+
+    async with asyncio.timeout(10):
+        while await consumers("num_ack_pending") < 3:
+            await asyncio.sleep(0.05)
+    await h.worker.stop()  # the drain is cancelled half-way
+    world.release.set()
+    h.worker = h.new_worker(settings, "next")
+    await h.worker.start()
+    # Each held trigger is delivered again, to the new worker, and settled well inside
+    # ack_wait.
+    nxt = h.worker
+    async with asyncio.timeout(15):
+        while nxt.settled < 3 or await consumers("num_ack_pending"):
+            await asyncio.sleep(0.05)
+    assert len(world.drains()) == 1
+
+
+async def test_a_worker_that_fails_to_start_leaves_no_puller_asking(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer not created in time (its stream electing a leader) fails the worker's start,
+    and the pullers it had started stop: one left behind kept asking for triggers that nobody
+    read, so a trigger delivered to it was never acknowledged and the next worker waited for
+    it past ack_wait (30 s here) — test_nats_cluster.py's stream-leader kill."""
+    assert h.bus is not None and h.worker is not None
+    await h.worker.stop()
+    bus = h.bus
+    real = bus.ensure_consumer
+    calls: list[str] = []
+
+    async def second_times_out(spec: streams.ConsumerSpec) -> object:
+        calls.append(spec.durable)
+        if len(calls) == 2:
+            raise nats.errors.TimeoutError
+        return await real(spec)
+
+    monkeypatch.setattr(bus, "ensure_consumer", second_times_out)
+    half = h.new_worker(WorkerSettings(), "half")
+    with pytest.raises(nats.errors.TimeoutError):
+        await half.start()
+    assert calls == list(DRAIN_CONSUMERS)
+    monkeypatch.setattr(bus, "ensure_consumer", real)
+    h.worker = h.new_worker(WorkerSettings(), "whole")
+    await h.worker.start()
+    await h.publish(sn("a"), kn("a", unschedulable=True))
+    await until(lambda: len(h.world.drains()) == 1, timeout=10)
+    # Both triggers reached the whole worker and were acknowledged, none waits for ack_wait.
+    async with asyncio.timeout(10):
+        while True:
+            infos = [await bus.js.consumer_info(streams.OBS_STREAM, d) for d in DRAIN_CONSUMERS]
+            if all(ci.num_ack_pending == 0 and ci.num_pending == 0 for ci in infos):
+                break
+            await asyncio.sleep(0.05)
 
 
 async def test_a_reconcile_that_raises_lets_its_trigger_be_delivered_again(h: Harness) -> None:
