@@ -340,16 +340,21 @@ class Worker:
         redelivery after ``ack_wait`` it replaces did."""
         if not msgs:
             return
+        unsent = (nats.errors.Error, TimeoutError, OSError)  # closed, reconnecting, settled
         try:
             # The unsubscribes reach the server before the naks.
             await self.bus.nc.flush(timeout=self.HAND_BACK_S)
-            for m in msgs:
-                await m.nak()
-            await self.bus.nc.flush(timeout=self.HAND_BACK_S)
-        except (nats.errors.Error, TimeoutError, OSError) as exc:  # closed or reconnecting
-            log.info("%s: %d triggers not handed back (%s)", self.spec.name, len(msgs), exc)
+        except unsent as exc:
+            log.info("%s: %d triggers not handed back (%r)", self.spec.name, len(msgs), exc)
             return
-        log.debug("%s: handed %d triggers back", self.spec.name, len(msgs))
+        naked = 0
+        for m in msgs:
+            with contextlib.suppress(*unsent):  # one that fails does not keep the others
+                await m.nak()
+                naked += 1
+        with contextlib.suppress(*unsent):
+            await self.bus.nc.flush(timeout=self.HAND_BACK_S)
+        log.debug("%s: handed %d of %d triggers back", self.spec.name, naked, len(msgs))
 
     @property
     def caught_up(self) -> bool:
