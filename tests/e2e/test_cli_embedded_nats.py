@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from slurmbridge.runtime.natsserver import free_port
+from slurmbridge.runtime.natsserver import free_port, wait_stopped
 
 pytestmark = pytest.mark.e2e
 
@@ -132,6 +132,9 @@ class Run:
         assert self.run is not None
         (victim,) = _children(self.run.pid, "nats-server")
         os.kill(self.run.pid, signal.SIGSTOP)
+        # Stopped for real before nats-server dies, or it may still see the death and start
+        # another (natsserver.wait_stopped: kill returns before the threads stop).
+        assert wait_stopped(self.run.pid), "slurmbridge run did not stop on SIGSTOP"
         try:
             os.kill(victim, signal.SIGKILL)
             (self.store / "jetstream").rename(self.store / "jetstream.kept")

@@ -5,6 +5,11 @@ publish nobody acknowledges fails after ``ack_timeout`` instead of staying pendi
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +17,7 @@ from schemas import streams
 from schemas.events import KubeNode
 from slurmbridge.config import NatsSettings
 from slurmbridge.runtime import bus as busmod
-from slurmbridge.runtime.natsserver import NatsServer
+from slurmbridge.runtime.natsserver import NatsServer, wait_stopped
 from slurmbridge.runtime.publish import AckTimeoutError, ObservationPublisher
 
 pytestmark = pytest.mark.integration
@@ -41,3 +46,50 @@ async def test_an_unanswered_publish_fails_after_the_ack_timeout(nats_server: Na
         assert (await asyncio.wait_for(again, 5)).seq >= 2
     finally:
         await bus.close()
+
+
+def _thread_states(pid: int) -> list[str]:
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
+    return states
+
+
+LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+
+
+@LINUX_PROC
+async def test_pause_returns_once_every_server_thread_is_stopped(nats_server: NatsServer) -> None:
+    # kill(SIGSTOP) returns before the threads stop: a publish sent at once was still stored
+    # and acknowledged now and then (the test above, on a loaded machine).
+    pid = nats_server.pid
+    assert pid is not None
+    for _ in range(20):
+        nats_server.pause()
+        try:
+            states = _thread_states(pid)
+            assert states and set(states) == {"T"}, states
+        finally:
+            nats_server.resume()
+        assert wait_running(pid)
+
+
+def wait_running(pid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "T" not in _thread_states(pid):
+            return True
+        time.sleep(0.001)
+    return False
+
+
+@LINUX_PROC
+def test_wait_stopped_says_so_when_a_process_keeps_running() -> None:
+    with subprocess.Popen(["sleep", "30"]) as proc:
+        try:
+            assert not wait_stopped(proc.pid, timeout=0.05)
+            proc.send_signal(signal.SIGSTOP)
+            assert wait_stopped(proc.pid, timeout=5.0)
+        finally:
+            proc.kill()
