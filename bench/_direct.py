@@ -38,23 +38,9 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from schemas.wellknown import JOB_ENDED_STATES
 from slurmbridge.slurm.client import SlurmClient
 from slurmbridge.slurm.models import Job, JobSubmit
-
-#: Job state flags after which a job never runs (Slurm's job_state_string).
-_ENDED = frozenset(
-    (
-        "CANCELLED",
-        "COMPLETED",
-        "FAILED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "OUT_OF_MEMORY",
-    )
-)
 
 
 class Direct:
@@ -157,7 +143,7 @@ class Direct:
                 continue
             for job in asked:
                 flags = states.get(str(job))
-                if flags is None or _ENDED.intersection(flags):
+                if flags is None or JOB_ENDED_STATES.intersection(flags):
                     self.waiting.pop(job).set_result(None)
                 elif "RUNNING" in flags:
                     self.spawn(self.started(job, self.waiting.pop(job)))
