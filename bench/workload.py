@@ -73,7 +73,6 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +126,15 @@ class Clock:
         self.deleting: dict[str, tuple[int, float]] = {}
         self.removed: dict[str, tuple[int, float]] = {}
         self.marked: dict[str, tuple[int, float]] = {}
+        #: Each pod's ``status.phase`` as of its last write. The waits read it here: reading
+        #: the simulator (``KubeSim.get`` copies the pod) for every pod 50 times a second was
+        #: a fifth of this process's event loop, the loop that answers the bridge's
+        #: Kubernetes requests (py-spy, ``--slurm real``, 2026-11-29).
+        self.phase: dict[str, str] = {}
+
+    def succeeded(self, names: list[str]) -> bool:
+        """Every pod of ``names`` is Succeeded (as last written)."""
+        return all(self.phase.get(n) == "Succeeded" for n in names)
 
     def on_job(self, job_id: int, state: str, at: float) -> None:
         if state == "RUNNING":
@@ -142,6 +150,7 @@ class Clock:
         meta = new.get("metadata") or {}
         name = str(meta.get("name"))
         job = int((meta.get("labels") or {}).get(JOBID) or 0)
+        self.phase[name] = str((new.get("status") or {}).get("phase") or "")
         if job and not ((old.get("metadata") or {}).get("labels") or {}).get(JOBID):
             self.marked.setdefault(name, (job, now))
         if (new.get("spec") or {}).get("nodeName") and not (old.get("spec") or {}).get("nodeName"):
@@ -363,9 +372,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # 1. bind: groups arrive, run, finish.
         before = await work.snapshot()
         names, wall0 = await _arrive(sim, args, "b", wellknown.DEFAULT_SCHEDULER_NAME)
-        await until(
-            lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
-        )
+        await until(lambda: clock.succeeded(names), args.timeout, "pods Succeeded")
         t_done = time.monotonic()
         bind = [at - clock.started[job] for job, at in (clock.bound[n] for n in names)]
         cpu_share = (sum(cpu_seconds(p.pid) for p in procs) - before["cpu"]) / (t_done - wall0)
@@ -410,7 +417,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if kept != taints:
                     node["spec"]["taints"] = kept
                     sim.update(node)
-            direct = await _direct(args, sims, nc, clock, phase)
+            direct = await _direct(args, sims, nc, clock)
     finally:
         await nc.close()
         await tear_down(procs, sims, nats, workdir=workdir)
@@ -450,7 +457,6 @@ async def _direct(
     sims: Simulators,
     nc: Any,
     clock: Clock,
-    phase: Callable[[str], str],
 ) -> dict[str, Any]:
     """The bind phase again through ``bench/_direct.py`` (its own process), pods named
     ``d<n>-…`` with their own scheduler name; its figures are prefixed ``direct_``."""
@@ -475,11 +481,7 @@ async def _direct(
         work = Work(sims, nc, [binder.pid])
         before = await work.snapshot()
         names, wall0 = await _arrive(sims.kube, args, "d", DIRECT_SCHEDULER)
-        await until(
-            lambda: all(phase(n) == "Succeeded" for n in names),
-            args.timeout,
-            "direct pods Succeeded",
-        )
+        await until(lambda: clock.succeeded(names), args.timeout, "direct pods Succeeded")
         last_bind = max(clock.bound[n][1] for n in names)
         # The direct binder labels nothing: its jobs are named after their pods.
         job_of = {j.name: j.job_id for j in sims.slurm.jobs_by_id.values()}
@@ -585,9 +587,7 @@ async def _real(args: argparse.Namespace) -> dict[str, Any]:
             cpu0 = cpu_seconds(proc.pid)
             others0 = _other_cpu(slurm, nats)
             names, wall0 = await _arrive(sim, args, "b", wellknown.DEFAULT_SCHEDULER_NAME)
-            await until(
-                lambda: all(phase(n) == "Succeeded" for n in names), args.timeout, "pods Succeeded"
-            )
+            await until(lambda: clock.succeeded(names), args.timeout, "pods Succeeded")
             t_done = time.monotonic()
             others = {
                 k: round((v - others0.get(k, 0.0)) / (t_done - wall0), 2)
