@@ -60,32 +60,32 @@ def wait_stopped(pid: int, timeout: float = 5.0) -> bool:
     later on this 2-vCPU machine under load (8 threads of nats-server, 200 pauses). Returns
     False when some thread still ran after ``timeout`` seconds; True at once where
     ``/proc`` cannot tell (not Linux, the process gone)."""
-    tasks = Path(f"/proc/{pid}/task")
     deadline = time.monotonic() + timeout
-    while not _all_stopped(tasks):
+    while any(state != "T" for state in thread_states(pid)):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.001)
     return True
 
 
-def _all_stopped(tasks: Path) -> bool:
-    """Whether every thread under ``/proc/<pid>/task`` is stopped (state ``T``); True where
-    ``/proc`` cannot tell."""
+def thread_states(pid: int) -> list[str]:
+    """The state letter of each thread of process ``pid`` (``R``, ``S``, ``T`` …, from
+    ``/proc/<pid>/task/*/stat``); empty where ``/proc`` cannot tell (not Linux, the process
+    gone). A thread that ends while being read is left out."""
     try:
-        threads = list(tasks.iterdir())
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        return True
+        return []
+    states: list[str] = []
     for thread in threads:
         try:
             stat = (thread / "stat").read_text()
         except OSError:
-            continue  # the thread ended meanwhile
+            continue
         # The state is the field after the command name, which is in parentheses and may
         # hold spaces or parentheses itself: read after the last ")".
-        if stat.rpartition(")")[2].split()[:1] != ["T"]:
-            return False
-    return True
+        states.extend(stat.rpartition(")")[2].split()[:1])
+    return states
 
 
 def free_port(host: str = "127.0.0.1") -> int:

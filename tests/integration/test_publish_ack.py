@@ -5,7 +5,6 @@ publish nobody acknowledges fails after ``ack_timeout`` instead of staying pendi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import subprocess
 import time
@@ -17,7 +16,7 @@ from schemas import streams
 from schemas.events import KubeNode
 from slurmbridge.config import NatsSettings
 from slurmbridge.runtime import bus as busmod
-from slurmbridge.runtime.natsserver import NatsServer, wait_stopped
+from slurmbridge.runtime.natsserver import NatsServer, thread_states, wait_stopped
 from slurmbridge.runtime.publish import AckTimeoutError, ObservationPublisher
 
 pytestmark = pytest.mark.integration
@@ -48,14 +47,6 @@ async def test_an_unanswered_publish_fails_after_the_ack_timeout(nats_server: Na
         await bus.close()
 
 
-def _thread_states(pid: int) -> list[str]:
-    states = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
-    return states
-
-
 LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
 
 
@@ -68,7 +59,7 @@ async def test_pause_returns_once_every_server_thread_is_stopped(nats_server: Na
     for _ in range(20):
         nats_server.pause()
         try:
-            states = _thread_states(pid)
+            states = thread_states(pid)
             assert states and set(states) == {"T"}, states
         finally:
             nats_server.resume()
@@ -78,7 +69,7 @@ async def test_pause_returns_once_every_server_thread_is_stopped(nats_server: Na
 def wait_running(pid: int, timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if "T" not in _thread_states(pid):
+        if "T" not in thread_states(pid):
             return True
         time.sleep(0.001)
     return False
