@@ -620,7 +620,19 @@ class ModernSlurm(SlurmRig):
         while (self.workdir / f"state.saved-{n}").exists():
             n += 1
         dst = self.workdir / f"state.saved-{n}"
-        shutil.copytree(src, dst, symlinks=True)
+        # slurmctld saves a file as ``X.new``, then renames ``X`` to ``X.old`` and ``X.new`` to
+        # ``X``: a file listed by the copy can be gone when its turn comes (a fresh-clone CI
+        # run failed on ``node_state.new``). The half-written ``.new`` files are left out, and
+        # a copy that met a rename is taken again.
+        skip = shutil.ignore_patterns("*.new")
+        for _ in range(4):
+            try:
+                shutil.copytree(src, dst, symlinks=True, ignore=skip)
+                return dst
+            except shutil.Error:
+                shutil.rmtree(dst, ignore_errors=True)
+                time.sleep(0.05)
+        shutil.copytree(src, dst, symlinks=True, ignore=skip)
         return dst
 
     def restart_slurmctld(self, state: Path | None = None, timeout: float = 30.0) -> None:
