@@ -1,6 +1,7 @@
 """CPU per request of the Slurm client (:class:`~slurmbridge.slurm.client.SlurmClient`), by
 HTTP transport: httpx's own (httpcore) against the default,
-:class:`~slurmbridge.slurm.transport.AiohttpTransport`.
+:class:`~slurmbridge.slurm.transport.AiohttpTransport` (its GETs through aiohttp, its
+writes through :class:`~slurmbridge.slurm.transport.H11Pool`; the ``aiohttp_*`` figures).
 
 The slurmrestd simulator runs in its own process, so the CPU time measured (user + system of
 this process, ``time.process_time``) is the client's alone; each transport does the same

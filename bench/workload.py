@@ -108,6 +108,7 @@ from schemas.events import SlurmJob, decode_event
 from slurmbridge.devtools.sim.kube import ApiError, Change
 from slurmbridge.devtools.sim.workloads import GROUP_KINDS, create_group
 from slurmbridge.devtools.testing import Simulators
+from slurmbridge.runtime.leases import BUCKET as LEASE_BUCKET
 from slurmbridge.runtime.natsserver import NatsServer
 
 JOBID = wellknown.LABEL_SLURM_JOBID
@@ -236,14 +237,22 @@ class Work:
         deadline = time.monotonic() + cap
         # Every decide follows an observation or an effect, both JetStream messages: the
         # streams' sequences and the simulators' writes tell quiet without scraping /metrics.
-        # Reads go on while idle (the polls): they do not tell work from quiet.
-        last = await self.snapshot(metrics=False)
-        last.pop("cpu"), last.pop("reads")
+        # Reads go on while idle (the polls): they do not tell work from quiet. Neither do
+        # the lease renewals (every 2.3 s at the default lease), which kept every wait at its
+        # cap and charged the pods 30 s of an idle bridge's CPU.
+        lease_stream = f"KV_{LEASE_BUCKET}"
+
+        async def work_now() -> dict[str, Any]:
+            now = await self.snapshot(metrics=False)
+            now.pop("cpu"), now.pop("reads")
+            now["nats"].pop(lease_stream, None)
+            return now
+
+        last = await work_now()
         quiet_since = time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - quiet_since < settle:
             await asyncio.sleep(0.25)
-            now = await self.snapshot(metrics=False)
-            now.pop("cpu"), now.pop("reads")
+            now = await work_now()
             if now != last:
                 last, quiet_since = now, time.monotonic()
 

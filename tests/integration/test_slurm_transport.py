@@ -1,7 +1,9 @@
 """The Slurm client's HTTP transport (:class:`slurmbridge.slurm.transport.AiohttpTransport`,
-issue 30): what httpx's own transport did, it does — the request as sent (method, path,
-repeated query parameters, headers, body, no credentials in the URL), the answer as received,
-and each failure as the httpx error the client maps to ``Unavailable``."""
+issue 30; writes through :class:`slurmbridge.slurm.transport.H11Pool`): what httpx's own
+transport did, it does — the request as sent (method, path, repeated query parameters,
+headers, body, no credentials in the URL), the answer as received, connections kept alive
+and never reused once closed, and each failure as the httpx error the client maps to
+``Unavailable``."""
 
 from __future__ import annotations
 
@@ -93,12 +95,19 @@ async def test_failures_are_the_httpx_errors_the_client_maps_to_unavailable(
             await c.get("/slow")
         with pytest.raises(httpx.ReadError):
             await c.get("/drop")
+        # A write is read by H11Pool: the same errors.
+        with pytest.raises(httpx.ReadTimeout):
+            await c.post("/slow", content=b"{}")
+        with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+            await c.post("/drop", content=b"{}")
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     async with httpx.AsyncClient(transport=AiohttpTransport()) as c:
         with pytest.raises(httpx.ConnectError):
             await c.get(f"http://127.0.0.1:{closed}/")
+        with pytest.raises(httpx.ConnectError):
+            await c.delete(f"http://127.0.0.1:{closed}/slurm/v0.0.44/job/1")
     # Through the Slurm client: each is Unavailable, naming no request object.
     token = tmp_path / "jwt"
     token.write_text("t")
@@ -157,11 +166,10 @@ async def test_an_answer_followed_by_a_second_one_is_read_as_h11_reads_it() -> N
     assert methods == [b"GET", b"GET", b"POST"]  # the GET read twice, the POST sent once
 
 
-async def test_writes_enter_httpx_s_transport_a_few_at_a_time() -> None:
+async def test_writes_go_out_a_few_at_a_time() -> None:
     """A burst of writes (a placement burst's submits) reaches slurmrestd at most
-    ``WRITES_IN_FLIGHT`` at once — the rest wait outside httpcore's pool, whose CPU per
-    request grows with the requests inside it — and every one is answered; GETs are not
-    held back."""
+    ``WRITES_IN_FLIGHT`` at once (slurmctld takes job writes one at a time anyway) and every
+    one is answered; GETs are not held back."""
     inside = {"GET": 0, "POST": 0}
     most = {"GET": 0, "POST": 0}
     go = asyncio.Event()
@@ -192,3 +200,60 @@ async def test_writes_enter_httpx_s_transport_a_few_at_a_time() -> None:
         assert most["POST"] == WRITES_IN_FLIGHT
     finally:
         await runner.cleanup()
+
+
+async def test_writes_reuse_a_kept_alive_connection_and_never_one_the_server_closed() -> None:
+    """Sequential writes share one connection; a connection the server closed while it sat
+    idle (slurmrestd's keep-alive timeout, a restart) is not used again: the next write
+    opens a new one and is sent once."""
+    peers: list[tuple[str, int]] = []
+    requests: list[bytes] = []
+    close_after: set[int] = set()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peers.append(writer.get_extra_info("peername"))
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            requests.append(await reader.readexactly(length))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+            if len(requests) in close_after:
+                break
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        transport = AiohttpTransport()
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", transport=transport
+        ) as client:
+            for n in range(3):
+                got = await client.post("/slurm/v0.0.45/job/submit", content=b'{"n": %d}' % n)
+                assert got.status_code == 200 and got.json() == {}
+            assert len(peers) == 1  # kept alive
+            close_after.add(4)
+            await client.delete("/slurm/v0.0.45/job/1")
+            # The server has closed it: wait until this side has seen the EOF.
+            idle = [c for conns in transport._h11._idle.values() for c in conns]
+            async with asyncio.timeout(10):
+                while not all(c.reader.at_eof() for c in idle):
+                    await asyncio.sleep(0.01)
+            got = await client.post("/slurm/v0.0.45/job/submit", content=b'{"n": 9}')
+            assert got.status_code == 200
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert len(peers) == 2  # a new connection for the write after the close
+    assert requests == [b'{"n": 0}', b'{"n": 1}', b'{"n": 2}', b"", b'{"n": 9}']  # each once
