@@ -11,8 +11,7 @@ already the Kubernetes client's transport (kubernetes-asyncio), so no new depend
 
 What httpx's default transport did is kept: the TLS context is httpx's own
 (:func:`httpx.create_ssl_context`: certifi, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), the
-client's timeouts apply per request (connect and read), proxies from the environment are
-still httpx's (it mounts its proxy transports in front of this one), and failures are raised
+client's timeouts apply per request (connect and read), and failures are raised
 as httpx's transport errors, which the client maps to :class:`~slurmbridge.slurm.errors.
 Unavailable`.
 
@@ -22,6 +21,11 @@ CPU per submit (``bench/slurm_client.py``) and the writes were 9 % of the bridge
 200 pods/s for 0.48 writes per pod (py-spy, ``bench/workload.py``). :class:`H11Pool` reads
 with h11 (httpx's and httpcore's own HTTP/1.1 parser, so an answer is read exactly as
 before: the first of two, the rest dropped) on asyncio's streams, without anyio.
+
+A proxy in the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``) is not this
+transport's business: httpx's client mounts no proxy in front of a transport it is given, so
+:class:`~slurmbridge.slurm.client.SlurmClient` then leaves this one out and lets httpx's
+own transports go through the proxy (``NO_PROXY`` honoured), as before aiohttp was used.
 """
 
 from __future__ import annotations

@@ -112,8 +112,8 @@ async def test_failures_are_the_httpx_errors_the_client_maps_to_unavailable(
     token = tmp_path / "jwt"
     token.write_text("t")
     for target, words in ((url, "timed out"), (f"http://127.0.0.1:{closed}", "cannot reach")):
-        async with SlurmClient(target, token, api_version="v0.0.44", timeout=0.3) as client:
-            client._http.base_url = httpx.URL(target + ("/slow" if target == url else ""))
+        base = target + ("/slow" if target == url else "")
+        async with SlurmClient(base, token, api_version="v0.0.44", timeout=0.3) as client:
             with pytest.raises(slurm_errors.Unavailable, match=words):
                 await client.ping()
 
@@ -257,3 +257,52 @@ async def test_writes_reuse_a_kept_alive_connection_and_never_one_the_server_clo
         await server.wait_closed()
     assert len(peers) == 2  # a new connection for the write after the close
     assert requests == [b'{"n": 0}', b'{"n": 1}', b'{"n": 2}', b"", b'{"n": 9}']  # each once
+
+
+async def test_the_slurm_client_sends_what_httpx_s_client_sent_and_honours_a_proxy(
+    server: tuple[str, list[web.Request], list[bytes]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a proxy in the environment the client hands its requests to the transport
+    itself (httpx's client only cost CPU there): the same method, path, query, headers
+    (httpx's defaults, ``Accept``, the token) and body go out. With ``HTTP_PROXY`` set, the
+    request goes to the proxy, as httpx's client sends it."""
+    url, seen, bodies = server
+    token = tmp_path / "jwt"
+    token.write_text("t0k")
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    async with SlurmClient(url + "/prefix/", token, api_version="v0.0.44") as client:
+        got = await client._send("GET", "/slurm/x", operation="t", params={"job_id": ["1", "2"]})
+        sent = await client._send("POST", "slurm/y", operation="t", content=b'{"a": 1}')
+    assert (got.status_code, got.json(), sent.status_code) == (201, {"ok": True}, 201)
+    get, post = seen
+    assert (get.method, get.path, get.query.getall("job_id")) == (
+        "GET",
+        "/prefix/slurm/x",
+        ["1", "2"],
+    )
+    assert (post.method, post.path, bodies[1]) == ("POST", "/prefix/slurm/y", b'{"a": 1}')
+    for req in (get, post):
+        assert req.headers["Accept"] == "application/json"
+        assert req.headers["X-SLURM-USER-TOKEN"] == "t0k"
+        assert req.headers["User-Agent"].startswith("python-httpx/")
+    assert post.headers["Content-Type"] == "application/json"
+
+    # A proxy: an aiohttp server that answers whatever reaches it.
+    via: list[str] = []
+
+    async def proxy(request: web.Request) -> web.Response:
+        via.append(str(request.url))
+        return web.Response(status=200, body=b"{}")
+
+    proxy_url, runner = await _serve(proxy)
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        async with SlurmClient("http://slurmrestd.invalid:6820", token) as client:
+            resp = await client._send("GET", "/slurm/v0.0.44/ping", operation="t")
+    finally:
+        await runner.cleanup()
+    assert resp.status_code == 200
+    assert via == ["http://slurmrestd.invalid:6820/slurm/v0.0.44/ping"]
