@@ -449,6 +449,30 @@ def test_partition_node_sizes_take_each_partitions_largest_node() -> None:
     assert _pods.partition_node_sizes(store(SIZED[0], *plain), SRC)[""] == (32, 524288)
 
 
+def test_node_sizes_are_read_again_once_a_slurm_node_or_partition_changes() -> None:
+    """Placement keeps the partitions' largest nodes between decides (store cache
+    ``placement.node_sizes``), and reads them again after any ``SlurmNode`` or
+    ``SlurmPartition`` observation: a task too large for every node is refused until a node
+    large enough joins the partition, then submitted."""
+    too_big = {P + "partition": "batch", P + "cpu-per-task": "48"}
+    s = store(*_listed_world((*SIZED,)))
+    s.apply(pod("a", annotations=too_big), 1000)
+
+    def decided() -> Decision:
+        return placement.decide(placement.view(s, "ns/Pod:a", CTX))
+
+    assert (
+        "the largest node of partition 'batch' has 32" in of(decided(), SetPodCondition)[0].message
+    )
+    assert of(decided(), SetPodCondition), "kept sizes: still refused"
+    s.apply(sized("s2", 64, 32768), 1001)
+    assert kinds(decided()) == ["SubmitSlurmJob", "RecordEvent"]
+    s.apply(msgspec.structs.replace(SIZED[0], nodes=("s1",)), 1002)
+    assert (
+        "the largest node of partition 'batch' has 16" in of(decided(), SetPodCondition)[0].message
+    )
+
+
 def test_a_stale_condition_message_is_replaced() -> None:
     old = PodCondition(type="PodScheduled", status="False", reason="SlurmJobInvalid", message="x")
     bad = pod("a", annotations={P + "priority": "-1"}, conditions=(old,))
