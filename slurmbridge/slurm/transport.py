@@ -16,7 +16,7 @@ as httpx's transport errors, which the client maps to :class:`~slurmbridge.slurm
 Unavailable`.
 
 Writes do not go through aiohttp (see :meth:`AiohttpTransport.handle_async_request`), and no
-longer through httpx's own transport either: httpcore's pool over anyio cost 1.6–3.5 ms of
+longer through httpx's own transport either: httpcore's pool over anyio cost 1.6–3.9 ms of
 CPU per submit (``bench/slurm_client.py``) and the writes were 9 % of the bridge's CPU at
 200 pods/s for 0.48 writes per pod (py-spy, ``bench/workload.py``). :class:`H11Pool` reads
 with h11 (httpx's and httpcore's own HTTP/1.1 parser, so an answer is read exactly as
