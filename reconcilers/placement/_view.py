@@ -5,7 +5,8 @@ read by :func:`view` as a few named lookups — the group's pods, its Slurm job
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import msgspec
 
@@ -27,6 +28,8 @@ from schemas.events import (
 )
 from schemas.subjects import slurm_source
 from schemas.tenancy import Tenancy
+
+_T = TypeVar("_T")
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True):
@@ -420,22 +423,35 @@ def _unmapped(store: Store, source: str) -> frozenset[str]:
     with Kubernetes nodes: a NodeSet's slurmd nodes and plain HPC nodes could be allocated
     there, and a pod can never be bound on them. Kept until a ``SlurmPartition`` or
     ``KubeNode`` observation arrives (store cache ``placement.unmapped``)."""
-    memo = store.cache("placement.unmapped")
     stamp = (store.changes(SlurmPartition), store.changes(KubeNode))
+
+    def derive() -> frozenset[str]:
+        mapped: dict[str, bool] = {}
+        for part in store.values(SlurmPartition, source):
+            for name in part.nodes:
+                if name not in mapped:
+                    mapped[name] = bool(_nodes.kube_keys_for_slurm(name, store))
+        found: set[str] = set()
+        for part in store.values(SlurmPartition, source):
+            if any(mapped[n] for n in part.nodes):
+                found.update(n for n in part.nodes if not mapped[n])
+        return frozenset(found)
+
+    return _kept(store, "placement.unmapped", source, stamp, derive)
+
+
+def _kept(
+    store: Store, name: str, source: str, stamp: tuple[int, ...], derive: Callable[[], _T]
+) -> _T:
+    """``derive()`` for ``source``, kept in store cache ``name`` while ``stamp`` (the
+    :meth:`Store.changes` counts of the kinds it is read from) stays the same."""
+    memo = store.cache(name)
     kept = memo.get(source)
     if kept is not None and kept[0] == stamp:
         return kept[1]  # type: ignore[no-any-return]
-    mapped: dict[str, bool] = {}
-    for part in store.values(SlurmPartition, source):
-        for name in part.nodes:
-            if name not in mapped:
-                mapped[name] = bool(_nodes.kube_keys_for_slurm(name, store))
-    found: set[str] = set()
-    for part in store.values(SlurmPartition, source):
-        if any(mapped[n] for n in part.nodes):
-            found.update(n for n in part.nodes if not mapped[n])
-    memo[source] = (stamp, frozenset(found))
-    return frozenset(found)
+    value = derive()
+    memo[source] = (stamp, value)
+    return value
 
 
 def _node_sizes(store: Store, source: str) -> _pods.NodeSizes:
@@ -444,14 +460,14 @@ def _node_sizes(store: Store, source: str) -> _pods.NodeSizes:
     every node of every partition, and a pending group's decide asked for it each time —
     2 % of the bridge's CPU at 200 pods/s (py-spy, bench/workload.py). The dict kept is
     shared by the views it is given to; nothing writes to it."""
-    memo = store.cache("placement.node_sizes")
     stamp = (store.changes(SlurmPartition), store.changes(SlurmNode))
-    kept = memo.get(source)
-    if kept is not None and kept[0] == stamp:
-        return kept[1]  # type: ignore[no-any-return]
-    sizes = _pods.partition_node_sizes(store, source)
-    memo[source] = (stamp, sizes)
-    return sizes
+    return _kept(
+        store,
+        "placement.node_sizes",
+        source,
+        stamp,
+        lambda: _pods.partition_node_sizes(store, source),
+    )
 
 
 def _counted(

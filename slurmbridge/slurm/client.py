@@ -618,7 +618,7 @@ class SlurmClient:
             if self._direct:
                 # httpx's client adds nothing here (see __init__) but its cost: merging the
                 # URL, the cookie jar read and written through urllib on every answer, the
-                # auth and redirect steps — 4 % of the bridge's CPU at 200 pods/s (py-spy,
+                # auth and redirect steps — 5 % of the bridge's CPU at 200 pods/s (py-spy,
                 # bench/workload.py), for ~1.5 Slurm requests per pod.
                 request = httpx.Request(
                     method,

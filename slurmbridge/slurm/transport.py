@@ -101,6 +101,7 @@ class H11Pool:
             httpx.ConnectError: no connection (refused, unreachable, TLS).
             httpx.ReadError / httpx.WriteError: the connection failed or closed mid-request.
             httpx.RemoteProtocolError: the answer is not HTTP/1.1 h11 can read.
+            httpx.LocalProtocolError: the request is not HTTP/1.1 h11 can send.
         """
         limits = request.extensions.get("timeout", {})
         url = request.url

@@ -35,6 +35,21 @@ async def _serve(handler: Handler) -> tuple[str, web.AppRunner]:
     return f"http://127.0.0.1:{runner.addresses[0][1]}", runner
 
 
+async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One HTTP/1.1 request off ``reader``, as a raw server reads it: (head, body by its
+    ``Content-Length``, empty without one)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        (
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        ),
+        0,
+    )
+    return head, await reader.readexactly(length)
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[str, list[web.Request], list[bytes]]]:
     seen: list[web.Request] = []
@@ -121,8 +136,8 @@ async def test_failures_are_the_httpx_errors_the_client_maps_to_unavailable(
 async def test_an_answer_followed_by_a_second_one_is_read_as_h11_reads_it() -> None:
     """Real slurmrestd 26.05.5 answers a refused submit twice on one connection (its JSON
     error with ``Connection: Close``, then a ``text/plain`` one); aiohttp refuses such a
-    read, so a GET is read again through httpx's own transport and any other request goes
-    there at once: the first answer comes back either way, and the POST is sent once."""
+    read, so a GET is read again through ``H11Pool`` and any other request goes there at
+    once: the first answer comes back either way, and the POST is sent once."""
     body = b'{"errors": [{"error_number": 2002, "error": "Access\\/permission denied"}]}'
     answer = (
         b"HTTP/1.1 422 UNPROCESSABLE CONTENT\r\nConnection: Close\r\nContent-Length: "
@@ -135,17 +150,8 @@ async def test_an_answer_followed_by_a_second_one_is_read_as_h11_reads_it() -> N
     methods: list[bytes] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
+        head, _ = await _read_request(reader)
         methods.append(head.split(b" ", 1)[0])
-        length = next(
-            (
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            ),
-            0,
-        )
-        await reader.readexactly(length)
         writer.write(answer)
         await writer.drain()
         writer.close()
@@ -214,18 +220,10 @@ async def test_writes_reuse_a_kept_alive_connection_and_never_one_the_server_clo
         peers.append(writer.get_extra_info("peername"))
         while True:
             try:
-                head = await reader.readuntil(b"\r\n\r\n")
+                _, body = await _read_request(reader)
             except asyncio.IncompleteReadError:
                 break
-            length = next(
-                (
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                ),
-                0,
-            )
-            requests.append(await reader.readexactly(length))
+            requests.append(body)
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
             await writer.drain()
             if len(requests) in close_after:
