@@ -130,7 +130,18 @@ async def test_killing_the_stream_leader_loses_nothing(cluster: NatsCluster) -> 
             assert time.monotonic() < deadline, "the restarted server did not catch up"
             await asyncio.sleep(0.2)
 
-        # Nothing lost: the log's last word on every node matches Slurm and Kubernetes.
+        # Nothing lost: the log's last word on every node matches Slurm and Kubernetes. The
+        # poller's observation of the last undrain may still be on its way: a poll whose
+        # publish met a leader move waits up to its 30 s ack timeout, and the next poll then
+        # stores it (a fresh-clone CI run read the log before it had).
+        def undrained_in_log() -> bool:
+            return all(
+                (sn := app.projection.get(SlurmNode, n, "slurm:default")) is not None
+                and not sn.has("DRAIN")
+                for n in ("n1", "n2", "n3", "n4")
+            )
+
+        await s.wait_for(undrained_in_log, timeout=2 * 30 + 10, what="undrains in the log")
         for n in ("n1", "n2", "n3", "n4"):
             kn = app.projection.get(KubeNode, n)
             sn = app.projection.get(SlurmNode, n, "slurm:default")
