@@ -36,7 +36,7 @@ from schemas.actions import (
 )
 from schemas.events import AllocatedDevice
 from slurmbridge.effectors.common import MERGE, SMP, read_pod, read_unless_gone
-from slurmbridge.kube import apis
+from slurmbridge.kube import apis, writes
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.errors import NotFound, typed
@@ -235,10 +235,7 @@ class ClaimEffects:
                 }
             },
         }
-        patch: Any = self.core.patch_namespaced_pod_status
-        await read_raw(
-            patch(pod.name, pod.namespace, body, _content_type=SMP, _preload_content=False)
-        )
+        await writes.patch_namespaced_pod_status(self.core, pod.name, pod.namespace, body, SMP)
         return EffectResult("ok", f"{result.detail}; pod status names it")
 
     async def _release_claim(self, action: ReleaseResourceClaim) -> EffectResult:

@@ -20,7 +20,7 @@ from schemas.actions import (
     AnyAction,
     PodRef,
 )
-from slurmbridge.kube import apis
+from slurmbridge.kube import apis, writes
 from slurmbridge.kube.api import CLUSTER_API, NODESET_API, read_raw
 from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.errors import Conflict, NotFound, TooManyRequests, Unavailable, typed
@@ -102,10 +102,7 @@ async def patch_pod(
     core: apis.CoreV1Api, pod: PodRef, body: Any, content_type: str = MERGE
 ) -> None:
     """Patch pod ``pod`` with ``body`` of ``content_type`` (raises ApiException)."""
-    patch: Any = core.patch_namespaced_pod
-    await read_raw(
-        patch(pod.name, pod.namespace, body, _content_type=content_type, _preload_content=False)
-    )
+    await writes.patch_namespaced_pod(core, pod.name, pod.namespace, body, content_type)
 
 
 async def pod_json(core: apis.CoreV1Api, pod: PodRef) -> bytes:

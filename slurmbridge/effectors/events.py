@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, Final
+from typing import Final
 
 from schemas.actions import (
     RecordEvent,
 )
-from slurmbridge.kube import apis
-from slurmbridge.kube.api import read_raw
+from slurmbridge.kube import apis, writes
 from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.errors import Conflict, typed
 from slurmbridge.runtime.outcomes import EffectResult
@@ -64,9 +63,8 @@ async def record_event(
         "count": 1,
         "reportingComponent": component,
     }
-    create_event: Any = core.create_namespaced_event  # stubs want the model type
     try:
-        await read_raw(create_event(namespace, body, _preload_content=False))
+        await writes.create_namespaced_event(core, namespace, body)
     except ApiException as exc:
         if isinstance(typed(exc), Conflict) and action.once:
             return EffectResult("noop", f"Event {action.reason} recorded before ({action.once})")

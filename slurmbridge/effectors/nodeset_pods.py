@@ -33,6 +33,7 @@ from slurmbridge.effectors.common import (
     read_unless_gone,
 )
 from slurmbridge.effectors.nodeset_base import NodeSetClients
+from slurmbridge.kube import writes
 from slurmbridge.kube.api import NODESET_API, read_raw
 from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.errors import Conflict, Invalid, NotFound, typed
@@ -129,12 +130,9 @@ class NodeSetPodHandlers(NodeSetClients):
             "metadata": {"resourceVersion": meta.get("resourceVersion", "")},
             "status": {"conditions": others + wanted},
         }
-        patch_status: Any = self.core.patch_namespaced_pod_status
         try:
-            await read_raw(
-                patch_status(
-                    pod.name, pod.namespace, body, _content_type=MERGE, _preload_content=False
-                )
+            await writes.patch_namespaced_pod_status(
+                self.core, pod.name, pod.namespace, body, MERGE
             )
         except ApiException as exc:
             if isinstance(typed(exc), NotFound):

@@ -30,8 +30,7 @@ from slurmbridge.effectors.common import (
     patch_pod,
     read_pod,
 )
-from slurmbridge.kube import apis
-from slurmbridge.kube.api import read_raw
+from slurmbridge.kube import apis, writes
 from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.cache import PodCache
 from slurmbridge.kube.errors import Conflict, Invalid, NotFound, typed
@@ -247,16 +246,9 @@ class PodWriteHandlers:
                 ]
             },
         }
-        patch_status: Any = self.core.patch_namespaced_pod_status
         result = await ok_unless_gone(
-            read_raw(
-                patch_status(
-                    action.pod.name,
-                    action.pod.namespace,
-                    body,
-                    _content_type=SMP,
-                    _preload_content=False,
-                )
+            writes.patch_namespaced_pod_status(
+                self.core, action.pod.name, action.pod.namespace, body, SMP
             ),
             "pod",
         )

@@ -37,7 +37,7 @@ from slurmbridge.effectors.common import (
 )
 from slurmbridge.effectors.nodes import KubeEffector
 from slurmbridge.effectors.pod_writes import PodWriteHandlers
-from slurmbridge.kube import apis
+from slurmbridge.kube import apis, writes
 from slurmbridge.kube.api import read_raw
 from slurmbridge.kube.apis import ApiException
 from slurmbridge.kube.cache import PodCache
@@ -288,10 +288,9 @@ class PodEffector(PodWriteHandlers, ClaimEffects, Effector):
             "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": action.node},
         }
-        create: Any = self.core.create_namespaced_pod_binding
         try:
-            await read_raw(
-                create(action.pod.name, action.pod.namespace, body, _preload_content=False)
+            await writes.create_namespaced_pod_binding(
+                self.core, action.pod.name, action.pod.namespace, body
             )
         except ApiException as exc:
             if isinstance(typed(exc), NotFound):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
@@ -194,6 +195,11 @@ class Worker:
         self.ctx = ctx
         self.settings = settings
         self.instance_id = instance_id
+        # Ids of action records (``op_id``, ``Nats-Msg-Id``): a random prefix per worker and a
+        # counter, unique like a uuid4 each and without its ``os.urandom`` read per record
+        # (uuid4 was 1.6 % of the bridge's samples at 200 pods/s, bench/workload.py).
+        self._id_prefix = uuid.uuid4().hex[:20]
+        self._id_seq = itertools.count(1)
         self._may_destroy_extra = may_destroy
         self.partition, self.partitions = partition
         self.fence = fence
@@ -756,7 +762,7 @@ class Worker:
             if isinstance(action, RecordEvent) or act.encode(action) in self._unsupported:
                 ops.append("")
                 continue
-            op = uuid.uuid4().hex
+            op = self._next_id()
             ops.append(op)
             record = self._record_of(
                 key, cause, action, "intended", decision.reason, "", 0.0, seen, op
@@ -796,6 +802,10 @@ class Worker:
             self.log_refusal = None
             self._refusals = 0
         return ops
+
+    def _next_id(self) -> str:
+        """A new action-record id: 32 hex digits, unique per record (``_id_prefix``)."""
+        return f"{self._id_prefix}{next(self._id_seq):012x}"
 
     def _refused(self, key: str, error: str) -> None:
         """Note a refused write-ahead record; said once per back-off step (1st, 2nd, 4th …
@@ -957,7 +967,7 @@ class Worker:
                 subjects.act_subject(self.spec.name, self.spec.key_kind, key),
                 act.encode(record),
                 # A unique id makes sending a record again (flush's retry) store it once.
-                msg_id=uuid.uuid4().hex,
+                msg_id=self._next_id(),
             )
         except Exception as exc:  # noqa: BLE001 - the effect happened; losing its record is logged
             log.warning("%s: could not publish action record for %s: %s", self.spec.name, key, exc)

@@ -485,7 +485,7 @@ CALLS: dict[tuple[str, str, str], str] = {
     ("", "nodes", "get"): r"read_node\(",
     ("", "nodes", "patch"): r"patch_node\b",
     ("", "nodes/status", "patch"): r"patch_node_status\b",
-    ("", "events", "create"): r"core\.create_namespaced_event\b",
+    ("", "events", "create"): r"writes\.create_namespaced_event\(core\b",
     ("", "pods", "get"): r"read_namespaced_pod\(",
     ("", "pods", "patch"): r"patch_namespaced_pod\b",
     ("", "pods", "create"): r"create_namespaced_pod\b(?!_)",
