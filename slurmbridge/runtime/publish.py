@@ -39,8 +39,8 @@ class ObservationPublisher:
         call order on one connection, so the stream stores them in that order.
         """
         subject, data = _frame(event)
-        fut = await self.bus.js.publish_async(subject, data, headers={MSG_ID: msg_id})
-        # nats-py gives these futures no deadline, and a publish the server never read (it
+        fut = await self.bus.acked.publish(subject, data, {MSG_ID: msg_id})
+        # These futures have no deadline of their own, and a publish the server never read (it
         # died with the message in its socket) is never answered: the future would stay
         # pending for good, and the producer would never learn that the log lacks it (the
         # chaos test's pods whose binding never reached the log). A timer, not a task per
@@ -68,8 +68,8 @@ class ObservationPublisher:
 
 
 def _expire(fut: asyncio.Future[Any], timeout: float) -> None:
-    """Fail ``fut`` with :class:`AckTimeoutError` unless it is done (nats-py then releases its
-    slot in the publish window, and ignores a late acknowledgement)."""
+    """Fail ``fut`` with :class:`AckTimeoutError` unless it is done (its slot in the publish
+    window is then released, and a late answer ignored: :class:`~.bus.AckedPublisher`)."""
     if not fut.done():
         fut.set_exception(AckTimeoutError(f"no acknowledgement within {timeout:g} s"))
 

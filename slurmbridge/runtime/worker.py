@@ -755,9 +755,10 @@ class Worker:
         was refused or not acknowledged within ``worker.intentTimeout``.
         """
         ops: list[str] = []
-        sends: list[asyncio.Task[Any]] = []
+        sends: list[asyncio.Future[Any]] = []
         subject = subjects.act_subject(self.spec.name, self.spec.key_kind, key)
         timeout = self.settings.intent_timeout
+        error: str | None = None
         for action in heads:
             if isinstance(action, RecordEvent) or act.encode(action) in self._unsupported:
                 ops.append("")
@@ -767,29 +768,29 @@ class Worker:
             record = self._record_of(
                 key, cause, action, "intended", decision.reason, "", 0.0, seen, op
             )
-            # A request per record, not publish_async: nats-py hands a refused async
-            # publish's error to the connection's error callback and never resolves its
-            # future, so the refusal would only show as a timeout.
-            sends.append(
-                asyncio.ensure_future(
-                    self.bus.js.publish(
-                        subject, act.encode(record), timeout=timeout, headers={MSG_ID: op}
-                    )
-                )
-            )
-        if not sends:
+            # Every record is sent before any answer is awaited; a refusal resolves its
+            # future with the stream's error (AckedPublisher), not only a timeout.
+            try:
+                data = act.encode(record)
+                sends.append(await self.bus.acked.publish(subject, data, {MSG_ID: op}))
+            except Exception as exc:  # noqa: BLE001 - not sent: the reconcile stops below
+                error = error or _nats_error(exc)
+        if not sends and error is None:
             return ops
-        await asyncio.wait(sends)
-        error: str | None = None
+        late: set[asyncio.Future[Any]] = set()
+        if sends:
+            _, late = await asyncio.wait(sends, timeout=timeout)
+        for send in late:
+            send.cancel()
+        if late and error is None:
+            error = (
+                f"no acknowledgement within {timeout:g} s (a nats-server that cannot "
+                "write its store, e.g. ENOSPC, stops answering publishes)"
+            )
         for send in sends:
-            exc = send.exception()
-            if exc is not None and error is None:
-                error = (
-                    f"no acknowledgement within {timeout:g} s (a nats-server that cannot "
-                    "write its store, e.g. ENOSPC, stops answering publishes)"
-                    if isinstance(exc, TimeoutError | nats.errors.TimeoutError)
-                    else _nats_error(exc)
-                )
+            refused = None if send.cancelled() else send.exception()
+            if refused is not None and error is None:
+                error = _nats_error(refused)
         if error is not None:
             self._refused(key, error)
             raise _LogRefused(error)
