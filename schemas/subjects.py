@@ -15,6 +15,7 @@ keys stay readable in ``nats sub`` output), every byte outside ``[A-Za-z0-9_-:=@
 
 from __future__ import annotations
 
+import re
 from typing import Final, NamedTuple
 
 PREFIX: Final = "bridge"
@@ -24,6 +25,9 @@ DLQ: Final = "dlq"
 
 _SAFE: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-:=@+,")
 _HEX: Final = "0123456789ABCDEF"
+#: A key of safe characters and ``/`` only, and its token (``/`` as ``~``): no escape.
+_PLAIN: Final = re.compile(r"[A-Za-z0-9_\-:=@+,/]+")
+_PLAIN_TOKEN: Final = re.compile(r"[A-Za-z0-9_\-:=@+,~]+")
 
 
 def encode_key(key: str) -> str:
@@ -34,8 +38,11 @@ def encode_key(key: str) -> str:
     """
     if not key:
         raise ValueError("key: must not be empty")
-    if key.isascii() and all(ord(c) in _SAFE for c in key):
-        return key  # fast path: most node names are plain
+    if _PLAIN.fullmatch(key):
+        # Fast path: node names and namespaced pod keys (each pod observation is encoded
+        # once and parsed by every consumer it reaches; the byte loop below was 1 % of the
+        # bridge's samples at 200 pods/s).
+        return key.replace("/", "~")
     out: list[str] = []
     for byte in key.encode("utf-8"):
         if byte in _SAFE:
@@ -57,10 +64,8 @@ def decode_key(token: str) -> str:
     """
     if not token:
         raise ValueError("key token: must not be empty")
-    if "%" not in token and "~" not in token:
-        if not all(ord(c) in _SAFE for c in token):
-            raise ValueError(f"key token {token!r}: contains characters that are never encoded")
-        return token
+    if _PLAIN_TOKEN.fullmatch(token):
+        return token.replace("~", "/")
     buf = bytearray()
     i = 0
     n = len(token)

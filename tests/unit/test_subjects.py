@@ -105,3 +105,17 @@ def test_slurm_source() -> None:
 )
 def test_family_of(subject: str, family: str | None) -> None:
     assert subjects.family_of(subject) == family
+
+
+def test_the_fast_paths_take_exactly_the_characters_never_escaped() -> None:
+    # The regular expressions of encode_key's and decode_key's fast paths must agree with
+    # _SAFE (plus "/" and its "~"): a character more would skip its escape.
+    for code in range(256):
+        c = chr(code)
+        safe = code in subjects._SAFE
+        assert bool(subjects._PLAIN.fullmatch(c)) is (safe or c == "/"), repr(c)
+        assert bool(subjects._PLAIN_TOKEN.fullmatch(c)) is (safe or c == "~"), repr(c)
+    assert subjects.encode_key("ns/pod-0") == "ns~pod-0"
+    assert subjects.decode_key("ns~pod-0") == "ns/pod-0"
+    with pytest.raises(ValueError, match="never encoded"):
+        subjects.decode_key("ns~pod.0")
