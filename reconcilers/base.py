@@ -90,6 +90,14 @@ class Store(Protocol):
         derived from those objects can be kept until it moves."""
         ...
 
+    def changed_since(self, kind: type[Event], since: int) -> Sequence[str] | None:
+        """The keys of the observations of ``kind`` taken in after :meth:`changes` read
+        ``since`` (a key once per observation, oldest first; a tombstone's too), or None
+        when the store cannot tell: it keeps the last keys of a kind only once asked for
+        that kind, and only so many of them. A value derived from every object of ``kind``
+        can then be brought up to date by reading those objects again instead of all."""
+        ...
+
     def cache(self, name: str) -> dict[Hashable, Any]:
         """A dict kept with the store under ``name`` for values derived from it, created
         empty on first use. The store never reads or empties it: whoever keeps a value there

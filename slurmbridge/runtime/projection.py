@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import contextlib
 import heapq
 import logging
@@ -115,6 +116,9 @@ class Projection:
         self._changes: dict[str, int] = {}
         #: Values derived from the store, per name (Store.cache).
         self._caches: dict[str, dict[Hashable, Any]] = {}
+        #: Per kind tag asked for by Store.changed_since: (count, key) of its last
+        #: observations, at most JOURNAL_MAX.
+        self._journals: dict[str, collections.deque[tuple[int, str]]] = {}
 
     # --- Store protocol ------------------------------------------------------------------
     def get(self, kind: type[E], key: str, source: str | None = None) -> E | None:
@@ -240,6 +244,32 @@ class Projection:
         applied, does not count)."""
         return self._changes.get(_tag(kind), 0)
 
+    #: Keys kept per journalled kind (Store.changed_since): a reader more than this many
+    #: observations behind is answered None and reads every object again.
+    JOURNAL_MAX = 4096
+
+    def changed_since(self, kind: type[Event], since: int) -> list[str] | None:
+        """The keys of the observations of ``kind`` taken in after ``changes(kind)`` was
+        ``since``, oldest first; None until this kind is journalled (from the first call on)
+        or when more than :attr:`JOURNAL_MAX` came since."""
+        tag = _tag(kind)
+        journal = self._journals.get(tag)
+        if journal is None:
+            self._journals[tag] = collections.deque(maxlen=self.JOURNAL_MAX)
+            return None
+        now = self._changes.get(tag, 0)
+        if since == now:
+            return []
+        if since > now or not journal or journal[0][0] > since + 1:
+            return None
+        keys: list[str] = []
+        for count, key in reversed(journal):
+            if count <= since:
+                break
+            keys.append(key)
+        keys.reverse()
+        return keys
+
     def cache(self, name: str) -> dict[Hashable, Any]:
         """The dict kept under ``name`` (created empty on first use; never emptied here)."""
         found = self._caches.get(name)
@@ -288,7 +318,10 @@ class Projection:
                 self._advance(seq)
                 return
             self._kube_rv[ident] = rv
-        self._changes[tag] = self._changes.get(tag, 0) + 1
+        count = self._changes[tag] = self._changes.get(tag, 0) + 1
+        journal = self._journals.get(tag)
+        if journal is not None:
+            journal.append((count, event.key))
         objs = self._objs.setdefault(tag, {}).setdefault(event.source, {})
         old = objs.get(event.key)
         if event.op == "deleted":

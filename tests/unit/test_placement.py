@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from reconcilers import _pods, placement
 from reconcilers.base import NOTHING, Context, Decision
-from schemas import wellknown
+from schemas import events, wellknown
 from schemas.actions import (
     BindPod,
     CancelSlurmJob,
@@ -604,6 +605,57 @@ def test_node_answers_are_kept_until_the_node_its_usage_or_a_partition_changes(
     s.apply(big("cs-0"), 1004)  # cs-0 now has a Kubernetes node
     assert excluded() == ("k2",)
     assert sorted(calls) == ["cs-0", "k1"]
+
+
+@pytest.mark.parametrize("journal", [4096, 3])
+def test_excluded_nodes_kept_between_decides_are_those_a_fresh_read_gives(
+    monkeypatch: pytest.MonkeyPatch, journal: int
+) -> None:
+    """The unusable nodes are kept per pod shapes and brought up to date from the nodes and
+    usages that changed since (``Store.changed_since``); after any sequence of cordons,
+    readiness flips, usage changes, deletions and returns they are what reading every node
+    again gives — also when more changed than the store's journal keeps (3: it says it
+    cannot tell, and every node is read again)."""
+    from slurmbridge.runtime.projection import Projection
+
+    monkeypatch.setattr(Projection, "JOURNAL_MAX", journal)
+    rng = random.Random(30)
+    names = [f"k{i}" for i in range(8)]
+
+    def big(name: str, **kw: Any) -> KubeNode:
+        return msgspec.structs.replace(kn(name, **kw), alloc_cpu_millis=2000)
+
+    part = SlurmPartition(source=SRC, key="batch", cluster="c1", nodes=tuple(names))
+    s = store(*_listed_world((*(big(n) for n in names), *(sn(n) for n in names), part)))
+    s.apply(pod("a"), 1000)
+
+    def excluded() -> tuple[str, ...]:
+        view = placement.view(s, "ns/Pod:a", CTX)
+        assert view is not None
+        return view.excluded
+
+    seq = 1001
+    for _ in range(60):
+        name = rng.choice(names)
+        change = rng.choice(["cordon", "ready", "usage", "delete", "back"])
+        if change == "cordon":
+            s.apply(big(name, unschedulable=rng.random() < 0.5), seq)
+        elif change == "ready":
+            s.apply(big(name, ready=rng.random() < 0.5), seq)
+        elif change == "usage":
+            cpu = rng.choice([0, 500, 1500])
+            s.apply(KubeNodeUsage(source="k8s", key=name, cpu_millis=cpu, pods=1), seq)
+        elif change == "delete":
+            s.apply(events.tombstone(big(name), version="", producer="t", observed_at=0), seq)
+        else:
+            s.apply(big(name), seq)
+        seq += 1
+        if rng.random() < (0.3 if journal > 100 else 0.85):
+            continue  # several changes between two decides (many, past a short journal)
+        kept = excluded()
+        s.cache("placement.unusable").clear()
+        s.cache("placement.infeasible").clear()
+        assert kept == excluded(), f"after {change} of {name}"
 
 
 def test_excluded_nodes_are_only_computed_before_submit() -> None:

@@ -76,3 +76,33 @@ def test_changes_count_the_applied_observations_of_a_kind_and_caches_persist() -
     kept = p.cache("x")
     kept["k"] = 1
     assert p.cache("x") is kept and p.cache("y") == {}
+
+
+def node(name: str, rv: str) -> events.KubeNode:
+    return events.KubeNode(source=KUBE_SOURCE, key=name, version=rv)
+
+
+def test_changed_since_names_the_keys_taken_in_once_asked_and_within_its_bound() -> None:
+    """Store.changed_since: None until a kind is asked for (nothing kept before), then the
+    keys after a count, oldest first, tombstones and repeats included; a stale state (not
+    applied) is not a change; None again once more came than the journal keeps."""
+    p = Projection()
+    p.apply(node("a", "1"), 1)
+    assert p.changed_since(events.KubeNode, 0) is None  # not journalled before this call
+    start = p.changes(events.KubeNode)
+    assert p.changed_since(events.KubeNode, start) == []
+    p.apply(node("b", "2"), 2)
+    p.apply(node("a", "3"), 3)
+    p.apply(node("a", "2"), 4)  # older than the one held: not applied, not a change
+    p.apply(events.tombstone(node("b", "2"), version="5", producer="t", observed_at=0), 5)
+    assert p.changed_since(events.KubeNode, start) == ["b", "a", "b"]
+    assert p.changed_since(events.KubeNode, start + 2) == ["b"]
+    assert p.changed_since(events.KubeNode, start - 1) is None  # before the journal began
+    assert p.changed_since(SlurmNode, 0) is None  # each kind on its own
+    q = Projection()
+    q.JOURNAL_MAX = 2
+    assert q.changed_since(events.KubeNode, 0) is None
+    for i in range(3):
+        q.apply(node(f"n{i}", str(i + 1)), i + 1)
+    assert q.changed_since(events.KubeNode, 1) == ["n1", "n2"]
+    assert q.changed_since(events.KubeNode, 0) is None  # n0's change was let go
