@@ -98,9 +98,10 @@ class NatsSettings(_Base):
     connected, lost connections are re-established forever (a NATS restart is survived).
     ``ack_timeout``: seconds a watch event's publish may wait for the stream's
     acknowledgement before it counts as lost and the watcher re-lists and republishes (a
-    server that died with the message unread never answers, and nats-py's ``publish_async``
-    waits forever). 5 s: nats-py's own request timeout; a replicated stream electing a leader
-    may take longer, which costs one deduplicated relist, never a lost observation.
+    server that died with the message unread never answers, and a publish's future has no
+    deadline of its own: ``runtime.bus.AckedPublisher``). 5 s: nats-py's own request
+    timeout; a replicated stream electing a leader may take longer, which costs one
+    deduplicated relist, never a lost observation.
     ``embedded_restarts``: how many times in a row ``run`` starts its embedded nats-server
     again on the same store after it exited on its own (killed, crashed), 0.5 s doubling to
     8 s apart; then ``run`` exits with status 1 so whatever supervises it restarts the whole
