@@ -409,9 +409,11 @@ def _unusable_nodes(store: Store, shapes: list[tuple[_Shape, KubePod]]) -> dict[
         kept.clear()
     key = tuple(shape for shape, _ in shapes)
     stamp = (store.changes(KubeNode), store.changes(KubeNodeUsage))
-    memo = _infeasible_memo(store, shapes)
     state: _Unusable | None = kept.get(key)
-    if state is not None and state.stamp != stamp:
+    if state is not None and state.stamp == stamp:
+        return state.nodes
+    memo = _infeasible_memo(store, shapes)
+    if state is not None:
         nodes = store.changed_since(KubeNode, state.stamp[0])
         usages = store.changed_since(KubeNodeUsage, state.stamp[1])
         if nodes is None or usages is None:

@@ -9,8 +9,8 @@ bridge's samples at 200 pods/s (py-spy on ``bench/workload.py --json --arrival 2
 generated method does, encodes the body once (msgspec, UTF-8 JSON), takes its headers,
 bearer token (``update_params_for_auth``: a token file or exec plugin is refreshed as for
 any other call), proxy and TLS server name from the ``CoreV1Api``'s own ``ApiClient``, and
-sends it on that client's aiohttp session. The names are the generated methods' (deploy's RBAC test
-finds each granted verb by them).
+sends it on that client's aiohttp session. The names are the generated methods' (deploy's
+RBAC test finds each granted verb by them).
 """
 
 from __future__ import annotations

@@ -316,7 +316,8 @@ class Bus:
 
     def __init__(self, nc: NATS, *, publish_window: int = 4096) -> None:
         self.nc = nc
-        self.js: JetStreamContext = nc.jetstream(publish_async_max_pending=publish_window)
+        # Publishing goes through ``acked``; the context serves stream and consumer calls.
+        self.js: JetStreamContext = nc.jetstream()
         self.acked = AckedPublisher(nc, window=publish_window)
 
     async def close(self) -> None:
